@@ -1,0 +1,108 @@
+// Bindings of the value types: ShapedArray (Aval), Array, Mesh, Sharding.
+#include "convert.h"
+
+namespace meshsim {
+namespace py = pybind11;
+using namespace py_convert;
+
+namespace {
+
+Spec to_spec(const std::vector<std::vector<std::string>>& entries) { return entries; }
+
+}  // namespace
+
+void init_arrays(py::module_& m) {
+  py::enum_<AxisType>(m, "AxisType")
+      .value("Auto", AxisType::Auto)
+      .value("Explicit", AxisType::Explicit)
+      .value("Manual", AxisType::Manual);
+
+  py::class_<Mesh, MeshPtr>(m, "MeshCore")
+      .def(py::init(&make_mesh_checked), py::arg("axis_names"), py::arg("axis_sizes"),
+           py::arg("axis_types"), py::arg("device_ids"))
+      .def_readonly("axis_names", &Mesh::axis_names)
+      .def_readonly("axis_sizes", &Mesh::axis_sizes)
+      .def_readonly("axis_types", &Mesh::axis_types)
+      .def_readonly("device_ids", &Mesh::device_ids)
+      .def("__str__", &Mesh::str);
+
+  py::class_<Aval>(m, "ShapedArray")
+      .def_property_readonly("shape", [](const Aval& a) { return py::tuple(py::cast(a.shape)); })
+      .def_property_readonly("dtype", [](const Aval& a) { return to_numpy_dtype(a.dtype); })
+      .def_property_readonly("ndim", &Aval::ndim)
+      .def_property_readonly("size", [](const Aval& a) { return num_elements(a.shape); })
+      .def_readonly("weak_type", &Aval::weak_type)
+      .def_property_readonly("vma", [](const Aval& a) {
+        return py::module_::import("builtins").attr("frozenset")(py::cast(a.vma));
+      })
+      .def_property_readonly("spec", [](const Aval& a) { return py::cast(a.spec); })
+      .def_property_readonly("mesh", [](const Aval& a) { return a.mesh; })
+      .def("str_short", &Aval::str_short, py::arg("short_dtypes") = false)
+      .def("__str__", &Aval::str)
+      .def("__repr__", &Aval::repr)
+      .def("__eq__", [](const Aval& a, const Aval& b) { return a.same_type(b); })
+      .def("__hash__", [](const Aval& a) { return py::hash(py::str(a.repr() + a.str())); });
+
+  py::class_<Sharding, ShardingPtr>(m, "ShardingCore")
+      .def(py::init([](MeshPtr mesh, const std::vector<std::vector<std::string>>& spec, int device) {
+             auto s = std::make_shared<Sharding>();
+             s->mesh = std::move(mesh);
+             s->spec = to_spec(spec);
+             s->device = device;
+             return s;
+           }),
+           py::arg("mesh"), py::arg("spec"), py::arg("device") = 0)
+      .def_readonly("mesh", &Sharding::mesh)
+      .def_readonly("spec", &Sharding::spec)
+      .def_readonly("device", &Sharding::device)
+      .def("local_shape", [](const Sharding& s, const Shape& g) { return py::tuple(py::cast(s.local_shape(g))); })
+      .def("block_index", &Sharding::block_index);
+
+  m.def("check_spec", &check_spec, py::arg("mesh"), py::arg("spec"), py::arg("ndim"));
+
+  py::class_<Array, ArrayPtr>(m, "Array", py::dynamic_attr())
+      .def_static(
+          "from_numpy",
+          [](const py::array& a, bool weak_type, bool copy) {
+            return Array::from_tensor(tensor_from_numpy(a, copy), weak_type);
+          },
+          py::arg("array"), py::arg("weak_type") = false, py::arg("copy") = true)
+      .def_property_readonly("aval", &Array::aval, py::return_value_policy::copy)
+      .def_property_readonly("shape", [](const Array& a) { return py::tuple(py::cast(a.aval().shape)); })
+      .def_property_readonly("dtype", [](const Array& a) { return to_numpy_dtype(a.aval().dtype); })
+      .def_property_readonly("ndim", [](const Array& a) { return a.aval().ndim(); })
+      .def_property_readonly("size", [](const Array& a) { return num_elements(a.aval().shape); })
+      .def_property_readonly("weak_type", [](const Array& a) { return a.aval().weak_type; })
+      .def_property_readonly("sharding_core", &Array::sharding)
+      .def("shard_data", [](const Array& a) {
+        py::list out;
+        for (const Tensor& t : a.shards()) out.append(tensor_to_numpy(t));
+        return out;
+      })
+      .def("distinct_buffers", [](const Array& a) {
+        std::vector<const Storage*> seen;
+        for (const Tensor& t : a.shards())
+          if (std::find(seen.begin(), seen.end(), t.storage().get()) == seen.end())
+            seen.push_back(t.storage().get());
+        return seen.size();
+      })
+      .def("to_numpy", [](const Array& a) {
+        Tensor g;
+        {
+          py::gil_scoped_release nogil;
+          g = a.global();
+        }
+        return tensor_to_numpy(g);
+      })
+      .def("is_deleted", &Array::is_deleted)
+      .def("delete", &Array::mark_deleted)
+      .def_static("shard", [](const py::array& value, ShardingPtr sharding, bool weak_type) {
+        return shard_array(tensor_from_numpy(value, false), std::move(sharding), weak_type);
+      })
+      .def("reshard", [](const Array& a, ShardingPtr sharding) {
+        py::gil_scoped_release nogil;
+        return shard_array(a.global(), std::move(sharding), a.aval().weak_type);
+      });
+}
+
+}  // namespace meshsim

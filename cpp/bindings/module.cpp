@@ -1,0 +1,45 @@
+// meshsim._core: the C++ core as a Python extension. Each area binds itself.
+#include "convert.h"
+
+namespace meshsim {
+namespace py = pybind11;
+
+void init_arrays(py::module_& m);
+void init_tracing(py::module_& m);
+void init_dtypes(py::module_& m);
+
+void init_dtypes(py::module_& m) {
+  m.def("promote_types", [](const py::handle& a, bool a_weak, const py::handle& b, bool b_weak) {
+    TypedDType r = promote_types({py_convert::to_dtype(a), a_weak}, {py_convert::to_dtype(b), b_weak});
+    return py::make_tuple(py_convert::to_numpy_dtype(r.dtype), r.weak);
+  });
+  m.def("canonicalize_dtype", [](const py::handle& d) {
+    return py_convert::to_numpy_dtype(canonicalize_dtype(py_convert::to_dtype(d)));
+  });
+  m.def("set_x64_enabled", &set_x64_enabled);
+  m.def("x64_enabled", &x64_enabled);
+}
+
+}  // namespace meshsim
+
+PYBIND11_MODULE(_core, m) {
+  namespace py = pybind11;
+  using namespace meshsim;
+  m.doc() = "meshsim C++ core";
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const meshsim::ValueError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const meshsim::TypeError& e) {
+      PyErr_SetString(PyExc_TypeError, e.what());
+    } catch (const meshsim::IndexError& e) {
+      PyErr_SetString(PyExc_IndexError, e.what());
+    } catch (const meshsim::NotImplementedError& e) {
+      PyErr_SetString(PyExc_NotImplementedError, e.what());
+    }
+  });
+  init_dtypes(m);
+  init_arrays(m);
+  init_tracing(m);
+}

@@ -1,0 +1,70 @@
+// Bindings of tracing and programs: bind, trace frames, Tracer, Program.
+#include "convert.h"
+#include "meshsim/runtime/interpreter.h"
+
+namespace meshsim {
+namespace py = pybind11;
+using namespace py_convert;
+
+void init_tracing(py::module_& m) {
+  py::class_<Tracer, TracerPtr>(m, "Tracer", py::dynamic_attr())
+      .def_property_readonly("aval", &Tracer::aval, py::return_value_policy::copy)
+      .def_property_readonly("shape", [](const Tracer& t) { return py::tuple(py::cast(t.aval().shape)); })
+      .def_property_readonly("dtype", [](const Tracer& t) { return to_numpy_dtype(t.aval().dtype); })
+      .def_property_readonly("ndim", [](const Tracer& t) { return t.aval().ndim(); })
+      .def_property_readonly("size", [](const Tracer& t) { return num_elements(t.aval().shape); })
+      .def_property_readonly("weak_type", [](const Tracer& t) { return t.aval().weak_type; });
+
+  py::class_<Program, ProgramPtr>(m, "Program")
+      .def_property_readonly("in_avals", &Program::in_avals)
+      .def_property_readonly("out_avals", &Program::out_avals)
+      .def_property_readonly("num_eqns", [](const Program& p) { return p.eqns.size(); })
+      .def("primitive_names", [](const Program& p) {
+        std::vector<std::string> names;
+        for (const auto& e : p.eqns) names.push_back(e.prim->name);
+        return names;
+      })
+      .def("__str__", &Program::str)
+      .def("run", [](const Program& p, const std::vector<ArrayPtr>& args) {
+        Tensors ins;
+        for (const auto& a : args) ins.push_back(a->global());
+        Tensors outs;
+        {
+          py::gil_scoped_release nogil;
+          outs = run_program(p, ins);
+        }
+        std::vector<ArrayPtr> res;
+        Avals avals = p.out_avals();
+        for (size_t i = 0; i < outs.size(); ++i)
+          res.push_back(Array::from_tensor(std::move(outs[i]), avals[i].weak_type));
+        return res;
+      });
+
+  py::class_<Trace, TracePtr>(m, "Trace")
+      .def("new_input", &Trace::new_input)
+      .def("finish", [](Trace& t, const py::sequence& outputs) {
+        std::vector<Value> outs;
+        for (auto o : outputs) outs.push_back(to_value(o));
+        return t.finish(outs);
+      });
+  m.def("push_trace", &push_trace);
+  m.def("pop_trace", &pop_trace);
+  m.def("current_trace", &current_trace);
+
+  m.def("bind", [](const std::string& name, const py::sequence& args, const py::dict& params) {
+    const Primitive& prim = primitive(name);
+    std::vector<Value> ins;
+    ins.reserve(args.size());
+    for (auto a : args) ins.push_back(to_value(a));
+    std::vector<Value> outs = meshsim::bind(prim, ins, to_params(params));
+    py::tuple res(outs.size());
+    for (size_t i = 0; i < outs.size(); ++i) res[i] = from_value(outs[i]);
+    return res;
+  });
+  m.def("abstract_eval", [](const std::string& name, const Avals& in, const py::dict& params) {
+    return infer_avals(primitive(name), in, to_params(params));
+  });
+  m.def("primitive_names", &primitive_names);
+}
+
+}  // namespace meshsim

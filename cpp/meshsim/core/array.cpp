@@ -1,0 +1,161 @@
+#include "meshsim/core/array.h"
+
+#include <map>
+#include <set>
+
+#include "meshsim/core/error.h"
+#include "meshsim/kernels/strided.h"
+
+namespace meshsim {
+
+std::vector<int64_t> Sharding::block_index(int64_t pos, int64_t ndim) const {
+  std::vector<int64_t> idx(ndim, 0);
+  if (!mesh) return idx;
+  std::vector<int64_t> c = mesh->coords(pos);
+  for (size_t d = 0; d < spec.size() && d < static_cast<size_t>(ndim); ++d) {
+    // Tuple order: the first axis is the most significant.
+    int64_t i = 0;
+    for (const auto& a : spec[d]) {
+      int p = mesh->axis_position(a);
+      i = i * mesh->axis_sizes[p] + c[p];
+    }
+    idx[d] = i;
+  }
+  return idx;
+}
+
+std::vector<int64_t> Sharding::blocks_per_dim(int64_t ndim) const {
+  std::vector<int64_t> n(ndim, 1);
+  if (!mesh) return n;
+  for (size_t d = 0; d < spec.size() && d < static_cast<size_t>(ndim); ++d)
+    for (const auto& a : spec[d]) n[d] *= mesh->axis_size(a);
+  return n;
+}
+
+Shape Sharding::local_shape(const Shape& global) const {
+  Shape local = global;
+  std::vector<int64_t> n = blocks_per_dim(static_cast<int64_t>(global.size()));
+  for (size_t d = 0; d < global.size(); ++d) {
+    if (global[d] % n[d] != 0)
+      fail<ValueError>("One of device_put args was given the sharding of ", "NamedSharding(mesh=",
+                       mesh->str(), ", spec=", spec_entry_str(spec[d]),
+                       "), which implies that the global size of its dimension ", d,
+                       " should be divisible by ", n[d], ", but it is equal to ", global[d],
+                       " (full shape: ", shape_str(global), ")");
+    local[d] = global[d] / n[d];
+  }
+  return local;
+}
+
+void check_spec(const Mesh& mesh, const Spec& spec, int64_t ndim) {
+  if (static_cast<int64_t>(spec.size()) > ndim)
+    fail<ValueError>("PartitionSpec has ", spec.size(), " entries but the array has rank ", ndim,
+                     ": a spec cannot be longer than the array's rank");
+  std::set<std::string> used;
+  for (const auto& entry : spec)
+    for (const auto& a : entry) {
+      if (mesh.axis_position(a) < 0)
+        fail<ValueError>("Resource axis: ", a, " of the PartitionSpec is not found in mesh: ",
+                         mesh.str());
+      if (!used.insert(a).second)
+        fail<ValueError>("A PartitionSpec uses the mesh axis '", a,
+                         "' more than once; each mesh axis may shard at most one dimension");
+    }
+}
+
+Array::Array(Aval aval, ShardingPtr sharding, std::vector<Tensor> shards)
+    : aval_(std::move(aval)), sharding_(std::move(sharding)), shards_(std::move(shards)) {
+  if (!sharding_) sharding_ = std::make_shared<Sharding>();
+}
+
+std::shared_ptr<Array> Array::from_tensor(Tensor t, bool weak_type) {
+  Aval a;
+  a.shape = t.shape();
+  a.dtype = t.dtype();
+  a.weak_type = weak_type;
+  return std::make_shared<Array>(std::move(a), nullptr, std::vector<Tensor>{std::move(t)});
+}
+
+void Array::check_alive() const {
+  if (deleted_)
+    fail<ValueError>("Array has been deleted with shape=", aval_.str_short(/*short_dtype=*/true),
+                     ". It was donated to a jitted computation and cannot be used again.");
+}
+
+const std::vector<Tensor>& Array::shards() const {
+  check_alive();
+  return shards_;
+}
+
+Tensor Array::global() const {
+  check_alive();
+  if (sharding_->is_single_device()) return shards_[0];
+  return assemble(shards_, *sharding_, aval_.shape);
+}
+
+void Array::mark_deleted() {
+  deleted_ = true;
+  shards_.clear();
+}
+
+ArrayPtr shard_array(const Tensor& value, ShardingPtr sharding, bool weak_type) {
+  Aval aval;
+  aval.shape = value.shape();
+  aval.dtype = value.dtype();
+  aval.weak_type = weak_type;
+  if (sharding->is_single_device())
+    return std::make_shared<Array>(std::move(aval), sharding, std::vector<Tensor>{value});
+  const int64_t ndim = value.ndim();
+  check_spec(*sharding->mesh, sharding->spec, ndim);
+  Shape local = sharding->local_shape(value.shape());
+  aval.mesh = sharding->mesh;
+  aval.spec.assign(ndim, {});
+  for (size_t d = 0; d < sharding->spec.size(); ++d)
+    for (const auto& a : sharding->spec[d])
+      if (sharding->mesh->is_explicit(a)) aval.spec[d].push_back(a);
+  std::map<std::vector<int64_t>, Tensor> blocks;  // one copy per distinct block
+  std::vector<Tensor> shards;
+  for (int64_t pos = 0; pos < sharding->num_devices(); ++pos) {
+    std::vector<int64_t> bi = sharding->block_index(pos, ndim);
+    auto it = blocks.find(bi);
+    if (it == blocks.end()) {
+      std::vector<int64_t> start(ndim), stop(ndim), step(ndim, 1);
+      for (int64_t d = 0; d < ndim; ++d) {
+        start[d] = bi[d] * local[d];
+        stop[d] = start[d] + local[d];
+      }
+      it = blocks.emplace(bi, value.slice(start, stop, step).copy()).first;
+    }
+    shards.push_back(it->second);
+  }
+  return std::make_shared<Array>(std::move(aval), std::move(sharding), std::move(shards));
+}
+
+Tensor assemble(const std::vector<Tensor>& shards, const Sharding& sharding, const Shape& global) {
+  const int64_t ndim = static_cast<int64_t>(global.size());
+  Tensor out = Tensor::empty(shards.at(0).dtype(), global);
+  std::set<std::vector<int64_t>> done;
+  for (int64_t pos = 0; pos < static_cast<int64_t>(shards.size()); ++pos) {
+    std::vector<int64_t> bi = sharding.block_index(pos, ndim);
+    if (!done.insert(bi).second) continue;
+    const Tensor& b = shards[pos];
+    std::vector<int64_t> start(ndim), stop(ndim), step(ndim, 1);
+    for (int64_t d = 0; d < ndim; ++d) {
+      start[d] = bi[d] * b.shape()[d];
+      stop[d] = start[d] + b.shape()[d];
+    }
+    Tensor dst = out.slice(start, stop, step);
+    // dst is a strided view into `out`: copy element-wise through a contiguous source.
+    Tensor src = b.contiguous();
+    dispatch_dtype(out.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const T* in = src.data<T>();
+      T* o = dst.data<T>();
+      int64_t k = 0;
+      for_each_offset(dst.shape(), dst.strides(), [&](int64_t off) { o[off] = in[k++]; });
+    });
+  }
+  return out;
+}
+
+}  // namespace meshsim

@@ -1,0 +1,62 @@
+// Array: a user-visible global array — its type, how it is laid out over a
+// mesh, and one local block per device. Devices holding the same block share
+// one Tensor (a replicated value is stored once).
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "meshsim/core/aval.h"
+#include "meshsim/core/tensor.h"
+
+namespace meshsim {
+
+// Where an array lives: a NamedSharding (mesh + spec), or a single device.
+struct Sharding {
+  MeshPtr mesh;      // null: the single device `device`
+  Spec spec;         // one entry per dimension (may be shorter: trailing unsharded)
+  int device = 0;
+
+  bool is_single_device() const { return mesh == nullptr; }
+  int64_t num_devices() const { return mesh ? mesh->size() : 1; }
+  // Block coordinates of device position `pos` along each dimension, and the
+  // number of blocks per dimension.
+  std::vector<int64_t> block_index(int64_t pos, int64_t ndim) const;
+  std::vector<int64_t> blocks_per_dim(int64_t ndim) const;
+  // Local block shape for a global shape; raises if a dimension does not divide.
+  Shape local_shape(const Shape& global) const;
+};
+using ShardingPtr = std::shared_ptr<Sharding>;
+
+// Raises ValueError for unknown axes, an axis used twice, a spec longer than `ndim`.
+void check_spec(const Mesh& mesh, const Spec& spec, int64_t ndim);
+
+class Array {
+ public:
+  Array(Aval aval, ShardingPtr sharding, std::vector<Tensor> shards);
+  static std::shared_ptr<Array> from_tensor(Tensor t, bool weak_type = false);
+
+  const Aval& aval() const { return aval_; }
+  const ShardingPtr& sharding() const { return sharding_; }
+  // One block per device position of the sharding's mesh.
+  const std::vector<Tensor>& shards() const;
+  // The whole value as one tensor (assembled from blocks when sharded).
+  Tensor global() const;
+
+  bool is_deleted() const { return deleted_; }
+  void mark_deleted();  // donation: the buffers now belong to someone else
+
+ private:
+  void check_alive() const;
+  Aval aval_;
+  ShardingPtr sharding_;
+  std::vector<Tensor> shards_;
+  bool deleted_ = false;
+};
+using ArrayPtr = std::shared_ptr<Array>;
+
+// Splits `value` into per-device blocks for `sharding` (copying each distinct block once).
+ArrayPtr shard_array(const Tensor& value, ShardingPtr sharding, bool weak_type);
+// Assembles per-device blocks into the global tensor.
+Tensor assemble(const std::vector<Tensor>& shards, const Sharding& sharding, const Shape& global);
+
+}  // namespace meshsim

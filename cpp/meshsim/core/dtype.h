@@ -1,0 +1,74 @@
+// Element types, JAX's type-promotion lattice and x64 canonicalisation.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace meshsim {
+
+enum class DType : uint8_t {
+  Bool, Int8, Int16, Int32, Int64, UInt8, UInt16, UInt32, UInt64, Float32, Float64,
+};
+constexpr int kNumDTypes = 11;
+
+size_t itemsize(DType dt);
+const char* dtype_name(DType dt);        // "float32"
+const char* dtype_short_name(DType dt);  // "f32", as jaxprs print it
+DType dtype_from_name(const std::string& name);
+
+inline bool is_bool(DType dt) { return dt == DType::Bool; }
+inline bool is_signed_int(DType dt) { return dt >= DType::Int8 && dt <= DType::Int64; }
+inline bool is_unsigned_int(DType dt) { return dt >= DType::UInt8 && dt <= DType::UInt64; }
+inline bool is_integer(DType dt) { return is_signed_int(dt) || is_unsigned_int(dt); }
+inline bool is_floating(DType dt) { return dt == DType::Float32 || dt == DType::Float64; }
+
+// A dtype plus JAX's weak-type flag (Python scalars are weakly typed).
+struct TypedDType {
+  DType dtype;
+  bool weak = false;
+  bool operator==(const TypedDType& o) const { return dtype == o.dtype && weak == o.weak; }
+};
+
+// Least upper bound on JAX's promotion lattice, weak types included, then
+// canonicalised for the current x64 mode (x64 off: 64-bit types become 32-bit).
+TypedDType promote_types(TypedDType a, TypedDType b);
+
+// The dtype an array of `dt` actually gets (int64 -> int32 when x64 is off).
+DType canonicalize_dtype(DType dt);
+bool x64_enabled();
+void set_x64_enabled(bool on);
+DType default_int_dtype();    // int32 (int64 with x64)
+DType default_float_dtype();  // float32 (float64 with x64)
+
+// Calls f(T{}) with T the C++ element type of dt.
+template <class F>
+decltype(auto) dispatch_dtype(DType dt, F&& f) {
+  switch (dt) {
+    case DType::Bool: return f(bool{});
+    case DType::Int8: return f(int8_t{});
+    case DType::Int16: return f(int16_t{});
+    case DType::Int32: return f(int32_t{});
+    case DType::Int64: return f(int64_t{});
+    case DType::UInt8: return f(uint8_t{});
+    case DType::UInt16: return f(uint16_t{});
+    case DType::UInt32: return f(uint32_t{});
+    case DType::UInt64: return f(uint64_t{});
+    case DType::Float32: return f(float{});
+    case DType::Float64: return f(double{});
+  }
+  return f(float{});
+}
+
+template <class T> constexpr DType dtype_of();
+template <> constexpr DType dtype_of<bool>() { return DType::Bool; }
+template <> constexpr DType dtype_of<int8_t>() { return DType::Int8; }
+template <> constexpr DType dtype_of<int16_t>() { return DType::Int16; }
+template <> constexpr DType dtype_of<int32_t>() { return DType::Int32; }
+template <> constexpr DType dtype_of<int64_t>() { return DType::Int64; }
+template <> constexpr DType dtype_of<uint8_t>() { return DType::UInt8; }
+template <> constexpr DType dtype_of<uint16_t>() { return DType::UInt16; }
+template <> constexpr DType dtype_of<uint32_t>() { return DType::UInt32; }
+template <> constexpr DType dtype_of<uint64_t>() { return DType::UInt64; }
+template <> constexpr DType dtype_of<float>() { return DType::Float32; }
+template <> constexpr DType dtype_of<double>() { return DType::Float64; }
+
+}  // namespace meshsim

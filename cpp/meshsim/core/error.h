@@ -1,0 +1,22 @@
+// Exceptions that surface in Python as the matching built-in exception types.
+#pragma once
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace meshsim {
+
+struct ValueError : std::runtime_error { using std::runtime_error::runtime_error; };
+struct TypeError : std::runtime_error { using std::runtime_error::runtime_error; };
+struct IndexError : std::runtime_error { using std::runtime_error::runtime_error; };
+struct NotImplementedError : std::runtime_error { using std::runtime_error::runtime_error; };
+
+// Builds a message from streamable parts: fail<ValueError>("axis ", a, " out of range").
+template <class E, class... Parts>
+[[noreturn]] void fail(const Parts&... parts) {
+  std::ostringstream os;
+  (os << ... << parts);
+  throw E(os.str());
+}
+
+}  // namespace meshsim

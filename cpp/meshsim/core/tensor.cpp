@@ -1,0 +1,133 @@
+#include "meshsim/core/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "meshsim/core/error.h"
+#include "meshsim/kernels/strided.h"
+
+namespace meshsim {
+
+Tensor Tensor::empty(DType dtype, const Shape& shape) {
+  for (int64_t d : shape)
+    if (d < 0) fail<ValueError>("negative dimensions are not allowed: ", shape_str(shape));
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = shape;
+  t.strides_ = contiguous_strides(shape);
+  auto st = std::make_shared<Storage>();
+  st->nbytes = std::max<size_t>(t.nbytes(), 1);
+  size_t padded = (st->nbytes + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, padded);
+  if (!p) throw std::bad_alloc();
+  st->data = p;
+  st->owner = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  t.storage_ = std::move(st);
+  return t;
+}
+
+Tensor Tensor::zeros(DType dtype, const Shape& shape) {
+  Tensor t = empty(dtype, shape);
+  std::memset(t.raw(), 0, t.nbytes());
+  return t;
+}
+
+Tensor Tensor::wrap(void* data, DType dtype, const Shape& shape, const Strides& strides,
+                    std::shared_ptr<void> owner) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = shape;
+  t.strides_ = strides;
+  auto st = std::make_shared<Storage>();
+  st->data = data;
+  st->owner = std::move(owner);
+  t.storage_ = std::move(st);
+  return t;
+}
+
+bool Tensor::is_contiguous() const {
+  int64_t expected = 1;
+  for (size_t i = shape_.size(); i-- > 0;) {
+    if (shape_[i] != 1 && strides_[i] != expected) return false;
+    expected *= shape_[i];
+  }
+  return true;
+}
+
+Tensor Tensor::view(const Shape& shape, const Strides& strides, int64_t offset_elems) const {
+  Tensor t = *this;
+  t.shape_ = shape;
+  t.strides_ = strides;
+  t.offset_ = offset_ + offset_elems;
+  return t;
+}
+
+Tensor Tensor::broadcast_to(const Shape& shape) const {
+  if (shape.size() < shape_.size())
+    fail<ValueError>("cannot broadcast ", shape_str(shape_), " to ", shape_str(shape));
+  size_t lead = shape.size() - shape_.size();
+  Strides st(shape.size(), 0);
+  for (size_t i = 0; i < shape_.size(); ++i) {
+    if (shape_[i] == shape[lead + i]) st[lead + i] = strides_[i];
+    else if (shape_[i] != 1)
+      fail<ValueError>("cannot broadcast ", shape_str(shape_), " to ", shape_str(shape));
+  }
+  return view(shape, st, 0);
+}
+
+Tensor Tensor::transpose(const std::vector<int64_t>& perm) const {
+  Shape s(perm.size());
+  Strides st(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) {
+    s[i] = shape_[perm[i]];
+    st[i] = strides_[perm[i]];
+  }
+  return view(s, st, 0);
+}
+
+Tensor Tensor::reshape(const Shape& shape) const {
+  if (num_elements(shape) != size())
+    fail<ValueError>("cannot reshape array of shape ", shape_str(shape_), " (size ", size(),
+                     ") into shape ", shape_str(shape), " (size ", num_elements(shape), ")");
+  Tensor base = contiguous();
+  return base.view(shape, contiguous_strides(shape), 0);
+}
+
+Tensor Tensor::slice(const std::vector<int64_t>& start, const std::vector<int64_t>& stop,
+                     const std::vector<int64_t>& step) const {
+  Shape s(shape_.size());
+  Strides st(shape_.size());
+  int64_t off = 0;
+  for (size_t i = 0; i < shape_.size(); ++i) {
+    int64_t n = step[i] > 0 ? (stop[i] - start[i] + step[i] - 1) / step[i]
+                            : (start[i] - stop[i] - step[i] - 1) / (-step[i]);
+    s[i] = std::max<int64_t>(n, 0);
+    st[i] = strides_[i] * step[i];
+    off += start[i] * strides_[i];
+  }
+  return view(s, st, s.empty() || num_elements(s) ? off : 0);
+}
+
+Tensor Tensor::contiguous() const { return is_contiguous() ? *this : copy(); }
+
+Tensor Tensor::copy() const {
+  Tensor out = empty(dtype_, shape_);
+  copy_into(*this, out);
+  return out;
+}
+
+void copy_into(const Tensor& src, Tensor& dst) {
+  if (src.is_contiguous()) {
+    std::memcpy(dst.raw(), src.raw(), src.nbytes());
+    return;
+  }
+  dispatch_dtype(src.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* in = src.data<T>();
+    T* out = dst.data<T>();
+    int64_t k = 0;
+    for_each_offset(src.shape(), src.strides(), [&](int64_t off) { out[k++] = in[off]; });
+  });
+}
+
+}  // namespace meshsim

@@ -1,0 +1,53 @@
+#include "meshsim/ir/primitive.h"
+
+#include <map>
+#include <mutex>
+
+#include "meshsim/primitives/families.h"
+
+namespace meshsim {
+namespace {
+
+std::map<std::string, Primitive>& table() {
+  static std::map<std::string, Primitive> t;
+  return t;
+}
+
+void ensure_registered() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (auto* register_family : kPrimitiveFamilies) register_family();
+  });
+}
+
+}  // namespace
+
+void register_primitive(Primitive prim) {
+  std::string name = prim.name;
+  table()[name] = std::move(prim);
+}
+
+const Primitive& primitive(const std::string& name) {
+  ensure_registered();
+  auto it = table().find(name);
+  if (it == table().end()) fail<NotImplementedError>("unknown primitive '", name, "'");
+  return it->second;
+}
+
+std::vector<std::string> primitive_names() {
+  ensure_registered();
+  std::vector<std::string> names;
+  for (const auto& [k, v] : table()) names.push_back(k);
+  return names;
+}
+
+Aval like(const Aval& in, Shape shape, DType dtype, bool weak_type) {
+  Aval a;
+  a.shape = std::move(shape);
+  a.dtype = dtype;
+  a.weak_type = weak_type;
+  a.vma = in.vma;
+  return a;
+}
+
+}  // namespace meshsim

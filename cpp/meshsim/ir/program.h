@@ -1,0 +1,36 @@
+// Program: the typed, traced form of a function (a jaxpr). Variables are
+// numbered; each has an Aval. Constants are variables bound to tensors.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "meshsim/ir/primitive.h"
+
+namespace meshsim {
+
+struct Equation {
+  const Primitive* prim;
+  Params params;
+  std::vector<int> inputs;   // variable ids
+  std::vector<int> outputs;  // variable ids
+};
+
+struct Program {
+  std::vector<Aval> avals;   // indexed by variable id
+  std::vector<int> constvars;
+  std::vector<Tensor> consts;  // values of constvars
+  std::vector<int> invars;
+  std::vector<Equation> eqns;
+  std::vector<int> outvars;
+
+  int new_var(Aval aval) {
+    avals.push_back(std::move(aval));
+    return static_cast<int>(avals.size()) - 1;
+  }
+  Avals in_avals() const;
+  Avals out_avals() const;
+  // Text in JAX's jaxpr notation: { lambda ; a:f32[3]. let b:f32[3] = sin a in (b,) }
+  std::string str() const;
+};
+
+}  // namespace meshsim

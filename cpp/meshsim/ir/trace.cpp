@@ -1,0 +1,122 @@
+#include "meshsim/ir/trace.h"
+
+#include <algorithm>
+
+#include "meshsim/runtime/interpreter.h"
+
+namespace meshsim {
+namespace {
+thread_local std::vector<TracePtr> g_stack;
+}
+
+const Aval& Tracer::aval() const { return trace->program().avals[var]; }
+
+const Aval& aval_of(const Value& v) {
+  if (auto* a = std::get_if<ArrayPtr>(&v)) return (*a)->aval();
+  return std::get<TracerPtr>(v)->aval();
+}
+
+TracerPtr Trace::new_input(const Aval& aval) {
+  int v = program_.new_var(aval);
+  program_.invars.push_back(v);
+  return std::make_shared<Tracer>(Tracer{shared_from_this(), v});
+}
+
+int Trace::var_for(const Value& v) {
+  if (auto* a = std::get_if<ArrayPtr>(&v)) {
+    for (auto& [ptr, var] : const_vars_) if (ptr == a->get()) return var;
+    Aval aval = (*a)->aval();
+    int var = program_.new_var(aval);
+    program_.constvars.push_back(var);
+    program_.consts.push_back((*a)->global());
+    const_vars_.emplace_back(a->get(), var);
+    const_arrays_.push_back(*a);  // keeps the pointer used for dedup alive
+    return var;
+  }
+  const TracerPtr& t = std::get<TracerPtr>(v);
+  if (t->trace.get() == this) return t->var;
+  if (!t->trace->is_open() || t->trace->level() > level_)
+    fail<ValueError>("Encountered an unexpected tracer: a value from a finished trace (",
+                     t->aval().str_short(), ") was used outside the function that produced it. "
+                     "Return it from the transformed function instead of leaking it.");
+  for (auto& [outer, var] : captured_) if (outer.get() == t.get()) return var;
+  int var = program_.new_var(t->aval());
+  captured_.emplace_back(t, var);
+  return var;
+}
+
+std::vector<TracerPtr> Trace::record(const Primitive& prim, std::vector<int> inputs, Params params,
+                                     const Avals& out_avals) {
+  Equation e{&prim, std::move(params), std::move(inputs), {}};
+  std::vector<TracerPtr> outs;
+  for (const Aval& a : out_avals) {
+    int v = program_.new_var(a);
+    e.outputs.push_back(v);
+    outs.push_back(std::make_shared<Tracer>(Tracer{shared_from_this(), v}));
+  }
+  program_.eqns.push_back(std::move(e));
+  return outs;
+}
+
+ProgramPtr Trace::finish(const std::vector<Value>& outputs, std::vector<TracerPtr>* captures) {
+  for (const Value& v : outputs) program_.outvars.push_back(var_for(v));
+  for (auto& [outer, var] : captured_) {
+    program_.invars.push_back(var);
+    if (captures) captures->push_back(outer);
+  }
+  if (!captures && !captured_.empty())
+    fail<ValueError>("a traced function closed over a value of an enclosing trace");
+  open_ = false;
+  return std::make_shared<Program>(program_);
+}
+
+TracePtr push_trace() {
+  auto t = std::make_shared<Trace>(static_cast<int>(g_stack.size()));
+  g_stack.push_back(t);
+  return t;
+}
+
+void pop_trace(const TracePtr& t) {
+  auto it = std::find(g_stack.begin(), g_stack.end(), t);
+  if (it != g_stack.end()) g_stack.erase(it, g_stack.end());
+}
+
+TracePtr current_trace() { return g_stack.empty() ? nullptr : g_stack.back(); }
+
+Avals infer_avals(const Primitive& prim, const Avals& in, const Params& params) {
+  Avals out = prim.abstract_eval(in, params);
+  if (prim.vma_rule) {
+    AxisNames vma = prim.vma_rule(in, params);
+    for (Aval& a : out) a.vma = vma;
+  }
+  return out;
+}
+
+std::vector<Value> bind(const Primitive& prim, const std::vector<Value>& inputs,
+                        const Params& params) {
+  Avals in_avals;
+  for (const Value& v : inputs) in_avals.push_back(aval_of(v));
+  Avals out_avals = infer_avals(prim, in_avals, params);
+
+  if (TracePtr trace = current_trace()) {
+    std::vector<int> vars;
+    for (const Value& v : inputs) vars.push_back(trace->var_for(v));
+    std::vector<TracerPtr> outs = trace->record(prim, std::move(vars), params, out_avals);
+    return {outs.begin(), outs.end()};
+  }
+
+  Tensors args;
+  for (const Value& v : inputs) {
+    if (auto* t = std::get_if<TracerPtr>(&v))
+      fail<ValueError>("Encountered an unexpected tracer (", (*t)->aval().str_short(),
+                       ") outside of any trace: it escaped the function that produced it");
+    args.push_back(std::get<ArrayPtr>(v)->global());
+  }
+  Tensors results = run_primitive(prim, args, params, out_avals);
+  std::vector<Value> outs;
+  for (size_t i = 0; i < results.size(); ++i)
+    outs.push_back(Array::from_tensor(std::move(results[i]), out_avals[i].weak_type));
+  return outs;
+}
+
+}  // namespace meshsim

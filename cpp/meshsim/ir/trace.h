@@ -1,0 +1,71 @@
+// Tracing: how a call to a primitive becomes either an eager computation or
+// an equation in the program being traced.
+//
+// Traces form a stack. While one is open, every bind records into the
+// innermost trace: concrete arrays become constants of the program, tracers
+// of enclosing traces become captured inputs. With no trace open, bind runs
+// the primitive's kernel at once.
+#pragma once
+#include <memory>
+#include <variant>
+#include <vector>
+
+#include "meshsim/core/array.h"
+#include "meshsim/ir/program.h"
+
+namespace meshsim {
+
+class Trace;
+
+// A value inside a trace: variable `var` of `trace`'s program.
+struct Tracer {
+  std::shared_ptr<Trace> trace;
+  int var;
+  const Aval& aval() const;
+};
+using TracerPtr = std::shared_ptr<Tracer>;
+
+// What a primitive can be applied to.
+using Value = std::variant<ArrayPtr, TracerPtr>;
+const Aval& aval_of(const Value& v);
+
+class Trace : public std::enable_shared_from_this<Trace> {
+ public:
+  explicit Trace(int level) : level_(level) {}
+  int level() const { return level_; }
+  bool is_open() const { return open_; }
+
+  TracerPtr new_input(const Aval& aval);
+  // The variable standing for `v` in this trace (adding a constant or capture).
+  int var_for(const Value& v);
+  std::vector<TracerPtr> record(const Primitive& prim, std::vector<int> inputs, Params params,
+                                const Avals& out_avals);
+  // Closes the trace with the given outputs and returns the finished program.
+  // Captured tracers of enclosing traces are returned in `captures`, in the
+  // order of the program's trailing invars.
+  ProgramPtr finish(const std::vector<Value>& outputs, std::vector<TracerPtr>* captures = nullptr);
+  Program& program() { return program_; }
+
+ private:
+  int level_;
+  bool open_ = true;
+  Program program_;
+  std::vector<std::pair<const Array*, int>> const_vars_;    // dedup of constants
+  std::vector<std::pair<TracerPtr, int>> captured_;         // outer tracer -> our invar
+  std::vector<ArrayPtr> const_arrays_;
+};
+using TracePtr = std::shared_ptr<Trace>;
+
+// The trace stack (per thread: tracing happens on the Python thread).
+TracePtr push_trace();
+void pop_trace(const TracePtr& t);
+TracePtr current_trace();  // null when nothing is being traced
+
+// Applies a primitive: records it when tracing, runs it otherwise.
+std::vector<Value> bind(const Primitive& prim, const std::vector<Value>& inputs,
+                        const Params& params);
+
+// Output types of a primitive for the given inputs (shape/dtype, then VMA).
+Avals infer_avals(const Primitive& prim, const Avals& in, const Params& params);
+
+}  // namespace meshsim

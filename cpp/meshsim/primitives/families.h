@@ -1,0 +1,22 @@
+// Each family of primitives lives in one file and registers itself here.
+#pragma once
+
+namespace meshsim {
+
+void register_elementwise_primitives();  // elementwise.cpp: arithmetic, math, comparisons, casts
+void register_reduction_primitives();    // reduction.cpp: reduce_*, argmax/argmin, cumulative
+void register_structural_primitives();   // structural.cpp: broadcast, reshape, transpose, slice, concat, pad, ...
+void register_linalg_primitives();       // linalg.cpp: dot_general
+void register_indexing_primitives();     // indexing.cpp: gather/scatter, dynamic_slice, take
+void register_sorting_primitives();      // sorting.cpp: sort, argsort, top_k
+void register_random_primitives();       // random.cpp: threefry2x32 and bit manipulation
+void register_creation_primitives();     // creation.cpp: iota, full
+
+inline void (*const kPrimitiveFamilies[])() = {
+    register_elementwise_primitives, register_reduction_primitives,
+    register_structural_primitives,  register_linalg_primitives,
+    register_indexing_primitives,    register_sorting_primitives,
+    register_random_primitives,      register_creation_primitives,
+};
+
+}  // namespace meshsim

@@ -1,0 +1,50 @@
+#include "meshsim/runtime/interpreter.h"
+
+namespace meshsim {
+
+Tensors run_primitive(const Primitive& prim, const Tensors& args, const Params& params,
+                      const Avals& out_avals) {
+  if (!prim.kernel) fail<NotImplementedError>("primitive '", prim.name, "' has no kernel");
+  Tensors out = prim.kernel(args, params, out_avals);
+  if (out.size() != out_avals.size())
+    fail<std::logic_error>("kernel of '", prim.name, "' returned ", out.size(), " outputs, expected ",
+                           out_avals.size());
+  for (size_t i = 0; i < out.size(); ++i)
+    if (out[i].shape() != out_avals[i].shape || out[i].dtype() != out_avals[i].dtype)
+      fail<std::logic_error>("kernel of '", prim.name, "' returned ", dtype_name(out[i].dtype()),
+                             shape_str(out[i].shape()), ", expected ", out_avals[i].str_short());
+  return out;
+}
+
+Tensors run_program(const Program& program, const Tensors& args) {
+  if (args.size() != program.invars.size())
+    fail<TypeError>("program expects ", program.invars.size(), " arguments, got ", args.size());
+  std::vector<Tensor> env(program.avals.size());
+  for (size_t i = 0; i < program.constvars.size(); ++i) env[program.constvars[i]] = program.consts[i];
+  for (size_t i = 0; i < args.size(); ++i) env[program.invars[i]] = args[i];
+
+  // Last equation reading each variable, so its buffer can go back early.
+  std::vector<int> last_use(program.avals.size(), -1);
+  for (size_t k = 0; k < program.eqns.size(); ++k)
+    for (int v : program.eqns[k].inputs) last_use[v] = static_cast<int>(k);
+  for (int v : program.outvars) last_use[v] = static_cast<int>(program.eqns.size());
+
+  Tensors ins;
+  Avals outs;
+  for (size_t k = 0; k < program.eqns.size(); ++k) {
+    const Equation& e = program.eqns[k];
+    ins.clear();
+    outs.clear();
+    for (int v : e.inputs) ins.push_back(env[v]);
+    for (int v : e.outputs) outs.push_back(program.avals[v]);
+    Tensors res = run_primitive(*e.prim, ins, e.params, outs);
+    for (size_t i = 0; i < res.size(); ++i) env[e.outputs[i]] = std::move(res[i]);
+    for (int v : e.inputs)
+      if (last_use[v] == static_cast<int>(k)) env[v] = Tensor();
+  }
+  Tensors results;
+  for (int v : program.outvars) results.push_back(env[v]);
+  return results;
+}
+
+}  // namespace meshsim

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs what a fresh machine lacks (Debian -dev libraries, pinned Python
+# packages) and builds meshsim into the current Python environment.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+for pkg in libxtensor-dev libxsimd-dev libtbb-dev libopenblas-dev ccache pkg-config; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
+done
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "setup: installing ${need_apt[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+"$PY" -m pip install -q --disable-pip-version-check \
+  "scikit-build-core==1.1.2" "pybind11==3.1.0" "numpy==2.4.6" "cmake>=3.24" ninja
+"$PY" -m pip install -q --disable-pip-version-check --no-build-isolation ".[test]"
