@@ -1,0 +1,219 @@
+"""Transformations of Python functions: jit and make_jaxpr.
+
+A function is traced once per input signature into a Program held by the C++
+core; later calls with the same signature run that program without Python."""
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any, Callable, Sequence
+
+from meshsim import _core
+from meshsim._src import core, tree_util
+
+
+def _as_tuple(x) -> tuple:
+    if x is None:
+        return ()
+    if isinstance(x, (int, str)):
+        return (x,)
+    return tuple(x)
+
+
+class _Signature:
+    """Splits a call's arguments into static values and array leaves."""
+
+    def __init__(self, fun, static_argnums, static_argnames, donate_argnums, donate_argnames):
+        try:
+            self.params = inspect.signature(fun).parameters
+        except (TypeError, ValueError):
+            self.params = {}
+        names = list(self.params)
+        self.static_argnums = {self._normalize(i) for i in _as_tuple(static_argnums)}
+        self.static_argnames = set(_as_tuple(static_argnames))
+        # Static names and positions imply each other where the signature says so.
+        for i in list(self.static_argnums):
+            if 0 <= i < len(names):
+                self.static_argnames.add(names[i])
+        for n in list(self.static_argnames):
+            if n in names:
+                self.static_argnums.add(names.index(n))
+        self.donate_argnums = {self._normalize(i) for i in _as_tuple(donate_argnums)}
+        for n in _as_tuple(donate_argnames):
+            if n in names:
+                self.donate_argnums.add(names.index(n))
+        self.donate_argnames = set(_as_tuple(donate_argnames))
+
+    def _normalize(self, i: int) -> int:
+        if i < 0:
+            i += len(self.params)
+        return i
+
+    def split(self, args, kwargs):
+        static = []
+        dyn_args = []
+        for i, a in enumerate(args):
+            if i in self.static_argnums:
+                static.append((i, a))
+            else:
+                dyn_args.append(a)
+        dyn_kwargs = {}
+        for k, v in kwargs.items():
+            if k in self.static_argnames:
+                static.append((k, v))
+            else:
+                dyn_kwargs[k] = v
+        try:
+            static_key = tuple(static)
+            hash(static_key)
+        except TypeError as e:
+            raise ValueError(f"Non-hashable static arguments are not supported: {e}") from None
+        return static_key, dyn_args, dyn_kwargs
+
+    def donated_leaf_mask(self, args, kwargs) -> list[bool]:
+        mask = []
+        for i, a in enumerate(args):
+            if i not in self.static_argnums:
+                mask += [i in self.donate_argnums] * len(tree_util.tree_leaves(a))
+        for k, v in kwargs.items():
+            if k not in self.static_argnames:
+                mask += [k in self.donate_argnames] * len(tree_util.tree_leaves(v))
+        return mask
+
+
+def _leaf_key(x):
+    return (x.shape, x.dtype, x.weak_type, x.sharding_core.mesh, str(x.aval))
+
+
+def trace_to_program(fun: Callable, args: Sequence, kwargs: dict, static: tuple = ()):
+    """Traces `fun(*args, **kwargs)` (array leaves become inputs) into a Program.
+
+    Returns (program, output treedef)."""
+    leaves, in_tree = tree_util.tree_flatten((list(args), kwargs))
+    leaves = [core.asarray_value(x) for x in leaves]
+    trace = _core.push_trace()
+    try:
+        tracers = [trace.new_input(x.aval) for x in leaves]
+        t_args, t_kwargs = tree_util.tree_unflatten(in_tree, tracers)
+        t_args = _reinsert_static(t_args, static)
+        for k, v in static:
+            if isinstance(k, str):
+                t_kwargs[k] = v
+        out = fun(*t_args, **t_kwargs)
+        out_leaves, out_tree = tree_util.tree_flatten(out)
+        program = trace.finish([core.asarray_value(x) for x in out_leaves])
+    finally:
+        _core.pop_trace(trace)
+    return program, out_tree
+
+
+def _reinsert_static(dyn_args: list, static: tuple) -> list:
+    args = list(dyn_args)
+    for k, v in sorted((kv for kv in static if isinstance(kv[0], int)), key=lambda kv: kv[0]):
+        args.insert(k, v)
+    return args
+
+
+class JitWrapped:
+    """The result of `jit(fun)`: callable, cached per input signature."""
+
+    def __init__(self, fun, static_argnums=None, static_argnames=None, donate_argnums=None,
+                 donate_argnames=None):
+        functools.update_wrapper(self, fun)
+        self._fun = fun
+        self._sig = _Signature(fun, static_argnums, static_argnames, donate_argnums, donate_argnames)
+        self._cache: dict[Any, tuple] = {}
+
+    def __get__(self, obj, objtype=None):
+        return self if obj is None else functools.partial(self, obj)
+
+    def _lookup(self, args, kwargs):
+        static, dyn_args, dyn_kwargs = self._sig.split(args, kwargs)
+        leaves, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
+        leaves = [core.asarray_value(x) for x in leaves]
+        key = (static, in_tree, tuple(_leaf_key(x) for x in leaves))
+        entry = self._cache.get(key)
+        if entry is None:
+            entry = trace_to_program(self._fun, dyn_args, dyn_kwargs, static)
+            self._cache[key] = entry
+        return entry, leaves
+
+    def __call__(self, *args, **kwargs):
+        if _core.current_trace() is not None:
+            return self._fun(*args, **kwargs)  # nested in another trace: inline
+        (program, out_tree), leaves = self._lookup(args, kwargs)
+        outs = program.run(leaves)
+        if self._sig.donate_argnums or self._sig.donate_argnames:
+            for x, donated in zip(leaves, self._sig.donated_leaf_mask(args, kwargs)):
+                if donated and isinstance(x, core.Array) and not any(x is o for o in outs):
+                    x.delete()
+        return tree_util.tree_unflatten(out_tree, outs)
+
+    def trace_count(self) -> int:
+        """How many signatures have been traced so far."""
+        return len(self._cache)
+
+    def lower(self, *args, **kwargs):
+        (program, _), _ = self._lookup(args, kwargs)
+        return program
+
+
+def jit(fun: Callable | None = None, *, static_argnums=None, static_argnames=None,
+        donate_argnums=None, donate_argnames=None, **unsupported):
+    """Traces `fun` once per input signature and runs it as one compiled program."""
+    if unsupported:
+        bad = ", ".join(sorted(unsupported))
+        raise TypeError(f"jit() got unexpected keyword argument(s): {bad}")
+    if fun is None:
+        return functools.partial(jit, static_argnums=static_argnums, static_argnames=static_argnames,
+                                 donate_argnums=donate_argnums, donate_argnames=donate_argnames)
+    if not callable(fun):
+        raise TypeError(f"Expected a callable value, got {fun!r}")
+    return JitWrapped(fun, static_argnums, static_argnames, donate_argnums, donate_argnames)
+
+
+class ClosedJaxpr:
+    """A traced program as `make_jaxpr` returns it."""
+
+    def __init__(self, program, out_tree):
+        self.program = program
+        self.out_tree = out_tree
+
+    @property
+    def in_avals(self):
+        return list(self.program.in_avals)
+
+    @property
+    def out_avals(self):
+        return list(self.program.out_avals)
+
+    @property
+    def eqns(self):
+        return self.program.primitive_names()
+
+    def __str__(self):
+        return str(self.program)
+
+    __repr__ = __str__
+
+
+def make_jaxpr(fun: Callable, static_argnums=()):
+    """Returns a function that traces `fun` and gives back its program."""
+    static_argnums = set(_as_tuple(static_argnums))
+
+    @functools.wraps(fun)
+    def make(*args, **kwargs):
+        static = tuple((i, a) for i, a in enumerate(args) if i in static_argnums)
+        dyn = [a for i, a in enumerate(args) if i not in static_argnums]
+        program, out_tree = trace_to_program(fun, dyn, kwargs, static)
+        return ClosedJaxpr(program, out_tree)
+
+    return make
+
+
+def block_until_ready(x):
+    """Waits for every array in the pytree `x`; returns `x`."""
+    for leaf in tree_util.tree_leaves(x):
+        if hasattr(leaf, "block_until_ready"):
+            leaf.block_until_ready()
+    return x

@@ -1,0 +1,129 @@
+"""Operators, properties and methods of meshsim.Array and tracers.
+
+Both classes come from the C++ core; their Python behaviour is installed here,
+each method delegating to the meshsim.numpy function of the same meaning, so
+that code written for arrays runs unchanged while tracing."""
+from __future__ import annotations
+
+import numpy as np
+
+from meshsim._src import core
+
+
+def _jnp():
+    import meshsim.numpy as jnp
+    return jnp
+
+
+def _forward(name):
+    def op(self, other):
+        return getattr(_jnp(), name)(self, other)
+    return op
+
+
+def _reverse(name):
+    def op(self, other):
+        return getattr(_jnp(), name)(other, self)
+    return op
+
+
+def _method(name):
+    def method(self, *args, **kwargs):
+        return getattr(_jnp(), name)(self, *args, **kwargs)
+    method.__name__ = name
+    return method
+
+
+_BINARY = {
+    "add": "add", "sub": "subtract", "mul": "multiply", "truediv": "true_divide",
+    "floordiv": "floor_divide", "mod": "mod", "pow": "power", "matmul": "matmul",
+    "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor",
+    "lshift": "left_shift", "rshift": "right_shift", "divmod": "divmod",
+}
+_COMPARE = {"eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal",
+            "gt": "greater", "ge": "greater_equal"}
+_UNARY = {"neg": "negative", "pos": "positive", "abs": "abs", "invert": "invert"}
+_METHODS = ["reshape", "astype", "ravel", "flatten", "sum", "mean", "max", "min", "prod", "all",
+            "any", "argmax", "argmin", "var", "std", "cumsum", "transpose", "squeeze", "swapaxes",
+            "clip", "round", "repeat", "take", "sort", "argsort", "dot", "conj", "conjugate"]
+
+
+def _array_item(self):
+    return self.to_numpy().item()
+
+
+def _scalar_conversion(kind):
+    def convert(self):
+        if self.size != 1:
+            raise TypeError(f"Only length-1 arrays can be converted to Python scalars, got {self.shape}")
+        return kind(self.to_numpy().reshape(()))
+    return convert
+
+
+def _concrete_error(self, *args):
+    raise TypeError(
+        f"Attempted to convert a traced value {core.typeof(self)} to a concrete Python value. "
+        "The value is only known when the program runs; use meshsim.numpy operations "
+        "(e.g. jnp.where instead of `if`) or mark the argument static with static_argnums.")
+
+
+def _array_repr(self):
+    if self.is_deleted():
+        return f"Array(<deleted>, shape={self.shape}, dtype={self.dtype})"
+    body = np.array2string(self.to_numpy(), separator=", ", prefix="Array(")
+    weak = ", weak_type=True" if self.weak_type else ""
+    return f"Array({body}, dtype={self.dtype}{weak})"
+
+
+def _tracer_repr(self):
+    return f"Traced<{self.aval.str_short()}>"
+
+
+def _len(self):
+    if not self.shape:
+        raise TypeError("len() of unsized object")
+    return self.shape[0]
+
+
+def _iter(self):
+    if not self.shape:
+        raise TypeError("iteration over a 0-d array")
+    return (self[i] for i in range(self.shape[0]))
+
+
+def install():
+    for cls in (core.Array, core.Tracer):
+        for dunder, name in _BINARY.items():
+            setattr(cls, f"__{dunder}__", _forward(name))
+            setattr(cls, f"__r{dunder}__", _reverse(name))
+        for dunder, name in _COMPARE.items():
+            setattr(cls, f"__{dunder}__", _forward(name))
+        for dunder, name in _UNARY.items():
+            setattr(cls, f"__{dunder}__", _method(name))
+        for name in _METHODS:
+            setattr(cls, name, _method(name))
+        cls.__getitem__ = lambda self, idx: _jnp()._getitem(self, idx)
+        cls.T = property(lambda self: _jnp().transpose(self))
+        cls.mT = property(lambda self: _jnp().swapaxes(self, -1, -2))
+        cls.__len__ = _len
+        cls.__iter__ = _iter
+        cls.__hash__ = None
+        cls.__array_priority__ = 100
+    core.Array.__array__ = lambda self, dtype=None, copy=None: (
+        self.to_numpy() if dtype is None else self.to_numpy().astype(dtype))
+    core.Array.item = _array_item
+    core.Array.tolist = lambda self: self.to_numpy().tolist()
+    core.Array.__float__ = _scalar_conversion(float)
+    core.Array.__int__ = _scalar_conversion(int)
+    core.Array.__index__ = lambda self: int(self) if np.issubdtype(self.dtype, np.integer) else _concrete_error(self)
+    core.Array.__bool__ = _scalar_conversion(bool)
+    core.Array.__complex__ = _scalar_conversion(complex)
+    core.Array.__repr__ = _array_repr
+    core.Array.__str__ = lambda self: str(self.to_numpy())
+    core.Array.__format__ = lambda self, spec: format(self.to_numpy().item() if self.ndim == 0 else self.to_numpy(), spec)
+    core.Array.block_until_ready = lambda self: self
+    core.Array.copy = lambda self: _jnp().array(self, copy=True)
+    for conversion in ("__float__", "__int__", "__bool__", "__index__", "__complex__", "item", "tolist"):
+        setattr(core.Tracer, conversion, _concrete_error)
+    core.Tracer.__array__ = _concrete_error
+    core.Tracer.__repr__ = _tracer_repr

@@ -1,0 +1,102 @@
+"""The bridge between Python values and the C++ core: binding primitives,
+turning Python and NumPy values into arrays, and the type of a value."""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from meshsim import _core
+
+Array = _core.Array
+Tracer = _core.Tracer
+ShapedArray = _core.ShapedArray
+
+
+def bind(name: str, *args, **params):
+    """Applies primitive `name`; returns its outputs as a tuple."""
+    return _core.bind(name, args, params)
+
+
+def bind1(name: str, *args, **params):
+    """Applies a single-output primitive."""
+    return _core.bind(name, args, params)[0]
+
+
+def is_value(x) -> bool:
+    """True for meshsim arrays and tracers."""
+    return isinstance(x, (Array, Tracer))
+
+
+def canonicalize_dtype(dtype) -> np.dtype:
+    """The dtype an array of `dtype` gets here (64-bit types narrow unless x64 is on)."""
+    return _core.canonicalize_dtype(np.dtype(dtype))
+
+
+def python_scalar_dtype(x) -> np.dtype:
+    """JAX's dtype for a Python scalar (weakly typed)."""
+    if isinstance(x, (bool, np.bool_)):
+        return np.dtype(bool)
+    if isinstance(x, numbers.Integral):
+        return canonicalize_dtype(np.int64)
+    if isinstance(x, numbers.Real):
+        return canonicalize_dtype(np.float64)
+    if isinstance(x, numbers.Complex):
+        raise TypeError("meshsim does not support complex numbers")
+    raise TypeError(f"{type(x).__name__} is not a valid meshsim scalar")
+
+
+def is_python_scalar(x) -> bool:
+    return isinstance(x, (bool, int, float)) and not isinstance(x, np.generic)
+
+
+def asarray_value(x, dtype=None):
+    """Any array-like as a meshsim Array or tracer (no copy for our own values).
+
+    Python scalars become weakly typed, as in JAX; NumPy inputs keep their
+    dtype, canonicalised (int64 -> int32 with x64 off)."""
+    if is_value(x):
+        if dtype is not None and np.dtype(dtype) != x.dtype:
+            return convert_element_type(x, dtype)
+        return x
+    if dtype is None and is_python_scalar(x):
+        return Array.from_numpy(np.asarray(x, python_scalar_dtype(x)), weak_type=True)
+    if hasattr(x, "__jax_array__"):
+        return asarray_value(x.__jax_array__(), dtype)
+    if isinstance(x, (list, tuple)) and any(is_value(e) for e in _flat(x)):
+        from meshsim._src.numpy import structural
+        return structural.stack([asarray_value(e, dtype) for e in x])
+    arr = np.asarray(x, dtype=dtype)
+    if arr.dtype == object:
+        raise TypeError(f"cannot convert {type(x).__name__} to a meshsim array")
+    if arr.dtype.kind == "c":
+        raise TypeError("meshsim does not support complex dtypes")
+    # Python scalars inside lists behave as NumPy does (int64 / float64), then narrow.
+    target = canonicalize_dtype(arr.dtype)
+    if arr.dtype != target:
+        arr = arr.astype(target)
+    # A read-only NumPy array cannot change under us: share its memory.
+    return Array.from_numpy(arr, weak_type=False, copy=arr.flags.writeable)
+
+
+def _flat(xs):
+    for e in xs:
+        if isinstance(e, (list, tuple)):
+            yield from _flat(e)
+        else:
+            yield e
+
+
+def convert_element_type(x, dtype, weak_type: bool = False):
+    dtype = canonicalize_dtype(dtype)
+    x = asarray_value(x)
+    if x.dtype == dtype and x.weak_type == weak_type:
+        return x
+    return bind1("convert_element_type", x, new_dtype=dtype, weak_type=weak_type)
+
+
+def typeof(x) -> ShapedArray:
+    """The abstract type of a value, as `jax.typeof`."""
+    if is_value(x):
+        return x.aval
+    return asarray_value(x).aval

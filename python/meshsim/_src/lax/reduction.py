@@ -1,0 +1,4 @@
+"""meshsim.lax: reduction."""
+from __future__ import annotations
+
+__all__: list[str] = []

@@ -1,0 +1,4 @@
+"""meshsim.lax: sorting."""
+from __future__ import annotations
+
+__all__: list[str] = []

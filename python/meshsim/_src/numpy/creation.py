@@ -1,0 +1,4 @@
+"""meshsim.numpy: creation."""
+from __future__ import annotations
+
+__all__: list[str] = []

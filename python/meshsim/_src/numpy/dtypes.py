@@ -1,0 +1,4 @@
+"""meshsim.numpy: dtypes."""
+from __future__ import annotations
+
+__all__: list[str] = []

@@ -1,0 +1,71 @@
+"""NumPy-style dtype promotion and broadcasting on top of lax's strict ops."""
+from __future__ import annotations
+
+import numpy as np
+
+from meshsim import _core
+from meshsim._src import core
+
+
+def result_type(*args) -> tuple[np.dtype, bool]:
+    """JAX's result dtype and weak-type flag for operands (values, scalars or dtypes)."""
+    dtype, weak = None, False
+    for a in args:
+        if core.is_value(a):
+            d, w = a.dtype, a.weak_type
+        elif core.is_python_scalar(a):
+            d, w = core.python_scalar_dtype(a), True
+        elif isinstance(a, (np.dtype, type, str)):
+            d, w = core.canonicalize_dtype(a), False
+        else:
+            d, w = core.canonicalize_dtype(np.asarray(a).dtype), False
+        if dtype is None:
+            dtype, weak = d, w
+        else:
+            dtype, weak = _core.promote_types(dtype, weak, d, w)
+    return np.dtype(dtype), weak
+
+
+def broadcast_to_shape(x, shape: tuple[int, ...]):
+    """Broadcasts `x` to `shape` (a zero-copy view in the kernel)."""
+    shape = tuple(shape)
+    if x.shape == shape:
+        return x
+    if len(x.shape) > len(shape):
+        raise ValueError(f"Incompatible shapes for broadcasting: {x.shape} and requested shape {shape}")
+    lead = len(shape) - len(x.shape)
+    for i, d in enumerate(x.shape):
+        if d != 1 and d != shape[lead + i]:
+            raise ValueError(f"Incompatible shapes for broadcasting: {x.shape} and requested shape {shape}")
+    return core.bind1("broadcast_in_dim", x, shape=shape,
+                      broadcast_dimensions=tuple(range(lead, len(shape))))
+
+
+def broadcast_shapes(*shapes) -> tuple[int, ...]:
+    ndim = max((len(s) for s in shapes), default=0)
+    out = []
+    for i in range(ndim):
+        sizes = {s[i - ndim + len(s)] for s in shapes if i - ndim + len(s) >= 0} - {1}
+        if len(sizes) > 1:
+            raise ValueError("Incompatible shapes for broadcasting: shapes=[" +
+                             ", ".join(str(tuple(s)) for s in shapes) + "]")
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out)
+
+
+def promote_args(*args):
+    """Converts operands to one dtype and one broadcast shape, as jnp ufuncs do."""
+    dtype, weak = result_type(*args)
+    vals = [core.convert_element_type(core.asarray_value(a), dtype, weak) for a in args]
+    shape = broadcast_shapes(*(v.shape for v in vals))
+    return [broadcast_to_shape(v, shape) for v in vals]
+
+
+def promote_args_inexact(*args):
+    """As promote_args, but integers and bools promote to the default float."""
+    dtype, weak = result_type(*args)
+    if not np.issubdtype(dtype, np.floating):
+        dtype, weak = result_type(dtype, 1.0) if not weak else (core.python_scalar_dtype(1.0), True)
+    vals = [core.convert_element_type(core.asarray_value(a), dtype, weak) for a in args]
+    shape = broadcast_shapes(*(v.shape for v in vals))
+    return [broadcast_to_shape(v, shape) for v in vals]

@@ -1,0 +1,4 @@
+"""meshsim.numpy: structural."""
+from __future__ import annotations
+
+__all__: list[str] = []

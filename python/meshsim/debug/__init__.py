@@ -1,0 +1,1 @@
+"""meshsim.debug (placeholder)."""

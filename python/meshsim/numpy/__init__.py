@@ -1,0 +1,11 @@
+"""meshsim.numpy: the NumPy API on meshsim arrays (as jax.numpy)."""
+from meshsim._src.numpy.dtypes import *  # noqa: F401,F403
+from meshsim._src.numpy.creation import *  # noqa: F401,F403
+from meshsim._src.numpy.ufuncs import *  # noqa: F401,F403
+from meshsim._src.numpy.reductions import *  # noqa: F401,F403
+from meshsim._src.numpy.structural import *  # noqa: F401,F403
+from meshsim._src.numpy.linalg import *  # noqa: F401,F403
+from meshsim._src.numpy.indexing import *  # noqa: F401,F403
+from meshsim._src.numpy.sorting import *  # noqa: F401,F403
+from meshsim._src.numpy.indexing import _getitem  # noqa: F401  (Array.__getitem__)
+from meshsim._src.core import Array as ndarray  # noqa: F401

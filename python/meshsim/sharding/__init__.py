@@ -1,0 +1,1 @@
+"""meshsim.sharding (placeholder)."""

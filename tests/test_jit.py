@@ -1,0 +1,132 @@
+"""jit and make_jaxpr: tracing once per signature, static and donated arguments."""
+import numpy as np
+import pytest
+
+import meshsim as jax
+import meshsim.numpy as jnp
+
+
+def _counting(fn):
+    calls = []
+
+    def wrapped(*args, **kwargs):
+        calls.append(1)
+        return fn(*args, **kwargs)
+
+    return wrapped, calls
+
+
+def test_traced_once_per_signature():
+    f, calls = _counting(lambda x, y: x * y + x)
+    jf = jax.jit(f)
+    a = jnp.asarray(np.arange(6, dtype=np.float32).reshape(2, 3))
+    for _ in range(3):
+        out = jf(a, a)
+    assert len(calls) == 1
+    np.testing.assert_allclose(np.asarray(out), np.asarray(a) ** 2 + np.asarray(a))
+    jf(jnp.asarray(np.ones((4,), np.float32)), jnp.asarray(np.ones((4,), np.float32)))
+    assert len(calls) == 2  # new shape, new trace
+    jf(jnp.asarray(np.ones((4,), np.int32)), jnp.asarray(np.ones((4,), np.int32)))
+    assert len(calls) == 3  # new dtype, new trace
+    assert jf.trace_count() == 3
+
+
+def test_python_scalars_are_weakly_typed_arguments():
+    jf = jax.jit(lambda x, s: x * s)
+    x = jnp.asarray(np.ones(3, np.float32))
+    out = jf(x, 2)
+    assert out.dtype == np.float32
+    np.testing.assert_array_equal(np.asarray(out), [2, 2, 2])
+    assert np.asarray(jf(x, 3)).tolist() == [3, 3, 3]
+    assert jf.trace_count() == 1  # value of a scalar is not part of the signature
+
+
+def test_static_argnums_and_argnames():
+    f, calls = _counting(lambda x, n, scale=1: x * n * scale)
+    jf = jax.jit(f, static_argnums=1, static_argnames="scale")
+    x = jnp.asarray(np.ones(2, np.float32))
+    assert np.asarray(jf(x, 2)).tolist() == [2, 2]
+    assert np.asarray(jf(x, 2)).tolist() == [2, 2]
+    assert np.asarray(jf(x, 3)).tolist() == [3, 3]
+    assert np.asarray(jf(x, 3, scale=2)).tolist() == [6, 6]
+    assert len(calls) == 3
+
+
+def test_unhashable_static_argument_is_an_error():
+    jf = jax.jit(lambda x, n: x, static_argnums=1)
+    with pytest.raises(ValueError, match="hashable"):
+        jf(jnp.asarray(np.ones(2, np.float32)), [1, 2])
+
+
+def test_pytree_arguments_and_results():
+    @jax.jit
+    def f(params, x):
+        return {"y": x @ params["w"], "n": params["b"] + 1}
+
+    params = {"w": jnp.asarray(np.eye(3, dtype=np.float32)), "b": jnp.asarray(np.zeros(3, np.float32))}
+    out = f(params, jnp.asarray(np.arange(3, dtype=np.float32)))
+    assert set(out) == {"y", "n"}
+    np.testing.assert_array_equal(np.asarray(out["y"]), [0, 1, 2])
+
+
+def test_donated_argument_cannot_be_reused():
+    jf = jax.jit(lambda x: x + 1, donate_argnums=0)
+    x = jnp.asarray(np.ones(3, np.float32))
+    y = jf(x)
+    assert x.is_deleted()
+    np.testing.assert_array_equal(np.asarray(y), [2, 2, 2])
+    with pytest.raises(ValueError, match="deleted"):
+        np.asarray(x)
+
+
+def test_side_effects_happen_at_trace_time(capsys):
+    @jax.jit
+    def f(x):
+        print(jax.typeof(x))
+        return x * 2
+
+    x = jnp.asarray(np.ones((2, 3), np.float32))
+    f(x)
+    f(x)
+    assert capsys.readouterr().out.strip().splitlines() == ["float32[2,3]"]
+
+
+def test_tracer_cannot_become_python_bool():
+    @jax.jit
+    def f(x):
+        if x.sum() > 0:
+            return x
+        return -x
+
+    with pytest.raises(TypeError, match="concrete"):
+        f(jnp.asarray(np.ones(3, np.float32)))
+
+
+def test_make_jaxpr_prints_the_program():
+    jaxpr = jax.make_jaxpr(lambda x, y: jnp.sin(x) * y)(
+        jnp.asarray(np.ones(3, np.float32)), jnp.asarray(np.ones(3, np.float32)))
+    text = str(jaxpr)
+    assert text.startswith("{ lambda ; a:f32[3] b:f32[3]. let")
+    assert "c:f32[3] = sin a" in text
+    assert "d:f32[3] = mul c b" in text
+    assert text.rstrip().endswith("in (d,) }")
+
+
+def test_nested_jit_is_inlined():
+    inner = jax.jit(lambda x: x + 1)
+    outer = jax.jit(lambda x: inner(x) * 2)
+    out = outer(jnp.asarray(np.zeros(2, np.float32)))
+    np.testing.assert_array_equal(np.asarray(out), [2, 2])
+
+
+def test_escaped_tracer_is_an_error():
+    leaked = []
+
+    @jax.jit
+    def f(x):
+        leaked.append(x)
+        return x
+
+    f(jnp.asarray(np.ones(2, np.float32)))
+    with pytest.raises(ValueError, match="unexpected tracer"):
+        leaked[0] + 1
