@@ -74,6 +74,12 @@ void init_arrays(py::module_& m) {
       .def_property_readonly("size", [](const Array& a) { return num_elements(a.aval().shape); })
       .def_property_readonly("weak_type", [](const Array& a) { return a.aval().weak_type; })
       .def_property_readonly("sharding_core", &Array::sharding)
+      // What a jit cache keys on: the full type plus where the array lives.
+      .def_property_readonly("signature", [](const Array& a) {
+        const Sharding& s = *a.sharding();
+        return py::make_tuple(a.aval().repr(), reinterpret_cast<uintptr_t>(s.mesh.get()),
+                              py::cast(s.spec), s.device);
+      })
       .def("shard_data", [](const Array& a) {
         py::list out;
         for (const Tensor& t : a.shards()) out.append(tensor_to_numpy(t));

@@ -1,10 +1,65 @@
-// Elementwise loops over any strides with a contiguous fast path that the
-// compiler vectorises.
+// Elementwise loops over any strides. Contiguous operands take one tight loop
+// the compiler vectorises. Otherwise dimensions are merged where every operand
+// allows it and the innermost loop is specialised for the broadcast patterns
+// NumPy-style code produces (array + scalar, matrix + row), so that a stride-0
+// operand from `broadcast_in_dim` costs no more than a contiguous one.
 #pragma once
+#include <array>
+
 #include "meshsim/core/tensor.h"
 #include "meshsim/kernels/strided.h"
 
 namespace meshsim {
+
+// A view of N operands of one shape with dimensions merged: size-1 dimensions
+// dropped, and neighbours d, d+1 joined wherever every operand has
+// stride[d] == stride[d+1] * shape[d+1] (true for contiguous and broadcast runs).
+template <size_t N>
+struct MergedLayout {
+  Shape shape;
+  std::array<Strides, N> strides;
+};
+
+template <size_t N>
+MergedLayout<N> merge_dims(const Shape& shape, const std::array<const Strides*, N>& strides) {
+  MergedLayout<N> m;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    bool joins = !m.shape.empty();
+    for (size_t k = 0; k < N && joins; ++k)
+      joins = m.strides[k].back() == (*strides[k])[d] * shape[d];
+    if (joins) {
+      m.shape.back() *= shape[d];
+      for (size_t k = 0; k < N; ++k) m.strides[k].back() = (*strides[k])[d];
+    } else {
+      m.shape.push_back(shape[d]);
+      for (size_t k = 0; k < N; ++k) m.strides[k].push_back((*strides[k])[d]);
+    }
+  }
+  return m;
+}
+
+// Calls run(offsets, inner_strides, inner_size) once per innermost row of the
+// merged layout; the output is written contiguously in the same order.
+template <size_t N, class Run>
+void for_each_row(const Shape& shape, const std::array<const Strides*, N>& strides, Run&& run) {
+  MergedLayout<N> m = merge_dims<N>(shape, strides);
+  std::array<int64_t, N> inner_stride{};
+  int64_t inner = 1;
+  if (!m.shape.empty()) {
+    inner = m.shape.back();
+    m.shape.pop_back();
+    for (size_t k = 0; k < N; ++k) {
+      inner_stride[k] = m.strides[k].back();
+      m.strides[k].pop_back();
+    }
+  }
+  std::array<const Strides*, N> outer;
+  for (size_t k = 0; k < N; ++k) outer[k] = &m.strides[k];
+  for_each_offsets<N>(m.shape, outer, [&](const std::array<int64_t, N>& off) {
+    run(off, inner_stride, inner);
+  });
+}
 
 template <class In, class Out, class Op>
 Tensor map_unary(const Tensor& x, DType out_dtype, Op op) {
@@ -14,11 +69,31 @@ Tensor map_unary(const Tensor& x, DType out_dtype, Op op) {
   if (x.is_contiguous()) {
     const int64_t n = x.size();
     for (int64_t i = 0; i < n; ++i) o[i] = op(a[i]);
-  } else {
-    int64_t k = 0;
-    for_each_offset(x.shape(), x.strides(), [&](int64_t off) { o[k++] = op(a[off]); });
+  } else if (out.size() > 0) {
+    for_each_row<1>(x.shape(), {&x.strides()}, [&](const auto& off, const auto& st, int64_t n) {
+      const In* p = a + off[0];
+      for (int64_t i = 0; i < n; ++i) o[i] = op(p[i * st[0]]);
+      o += n;
+    });
   }
   return out;
+}
+
+// One row of a binary map; the stride patterns get their own loops so the
+// common ones vectorise.
+template <class In, class Out, class Op>
+inline void binary_row(const In* a, int64_t sa, const In* b, int64_t sb, Out* o, int64_t n, Op& op) {
+  if (sa == 1 && sb == 1) {
+    for (int64_t i = 0; i < n; ++i) o[i] = op(a[i], b[i]);
+  } else if (sa == 1 && sb == 0) {
+    const In bv = *b;
+    for (int64_t i = 0; i < n; ++i) o[i] = op(a[i], bv);
+  } else if (sa == 0 && sb == 1) {
+    const In av = *a;
+    for (int64_t i = 0; i < n; ++i) o[i] = op(av, b[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) o[i] = op(a[i * sa], b[i * sb]);
+  }
 }
 
 template <class In, class Out, class Op>
@@ -28,13 +103,30 @@ Tensor map_binary(const Tensor& x, const Tensor& y, DType out_dtype, Op op) {
   const In* b = y.data<In>();
   Out* o = out.data<Out>();
   if (x.is_contiguous() && y.is_contiguous()) {
-    const int64_t n = x.size();
-    for (int64_t i = 0; i < n; ++i) o[i] = op(a[i], b[i]);
-  } else {
-    int64_t k = 0;
-    for_each_offsets<2>(x.shape(), {&x.strides(), &y.strides()},
-                        [&](const std::array<int64_t, 2>& off) { o[k++] = op(a[off[0]], b[off[1]]); });
+    binary_row(a, 1, b, 1, o, x.size(), op);
+  } else if (out.size() > 0) {
+    for_each_row<2>(x.shape(), {&x.strides(), &y.strides()},
+                    [&](const auto& off, const auto& st, int64_t n) {
+                      binary_row(a + off[0], st[0], b + off[1], st[1], o, n, op);
+                      o += n;
+                    });
   }
+  return out;
+}
+
+// Three operands of one element type and shape (clamp); no fast paths needed.
+template <class T, class Op>
+Tensor map_ternary(const Tensor& x, const Tensor& y, const Tensor& z, Op op) {
+  Tensor out = Tensor::empty(x.dtype(), x.shape());
+  const T *a = x.data<T>(), *b = y.data<T>(), *c = z.data<T>();
+  T* o = out.data<T>();
+  if (out.size() == 0) return out;
+  for_each_row<3>(x.shape(), {&x.strides(), &y.strides(), &z.strides()},
+                  [&](const auto& off, const auto& st, int64_t n) {
+                    for (int64_t i = 0; i < n; ++i)
+                      o[i] = op(a[off[0] + i * st[0]], b[off[1] + i * st[1]], c[off[2] + i * st[2]]);
+                    o += n;
+                  });
   return out;
 }
 

@@ -1,7 +1,14 @@
-// Elementwise primitives: unary math, binary arithmetic, comparisons, casts.
-// lax semantics: binary operands have equal shapes and dtypes (the numpy
-// layer broadcasts and promotes first, and broadcasting is a zero-copy view).
+// Elementwise primitives: unary math, binary arithmetic, bit operations,
+// comparisons, selection and casts, with XLA's semantics on CPU.
+// lax semantics: operands have equal shapes and dtypes (the Python lax layer
+// broadcasts scalars and size-1 dimensions first, as a zero-copy view); only
+// select_n's predicate and clamp's bounds may be scalars.
 #include <cmath>
+#include <limits>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <vector>
 
 #include "meshsim/ir/primitive.h"
 #include "meshsim/kernels/dispatch.h"
@@ -11,49 +18,249 @@
 namespace meshsim {
 namespace {
 
-enum class Accepts { Float, Numeric, Bitwise, Any };
+// ---------------------------------------------------------------------------
+// Scalar semantics. Integer arithmetic wraps around as in XLA: it runs on an
+// unsigned type at least as wide as `unsigned`, since signed overflow (and
+// uint16 * uint16 promoted to int) is undefined behaviour in C++.
+
+template <class T, bool = std::is_integral_v<T>>
+struct ArithType { using type = T; };
+template <class T>
+struct ArithType<T, true> {
+  using type = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
+};
+template <class T> using Arith = typename ArithType<T>::type;
+
+template <class T> T add_op(T x, T y) { return T(Arith<T>(x) + Arith<T>(y)); }
+template <class T> T sub_op(T x, T y) { return T(Arith<T>(x) - Arith<T>(y)); }
+template <class T> T mul_op(T x, T y) { return T(Arith<T>(x) * Arith<T>(y)); }
+template <class T> T neg_op(T x) { return T(Arith<T>(0) - Arith<T>(x)); }
+
+// XLA on CPU: x / 0 is -1 (all bits set), x % 0 is x, and INT_MIN / -1 wraps
+// (to INT_MIN, remainder 0) instead of trapping.
+template <class T> T div_op(T x, T y) {
+  if constexpr (std::is_integral_v<T>) {
+    if (y == 0) return T(-1);
+    if constexpr (std::is_signed_v<T>) if (y == -1) return neg_op(x);
+  }
+  return x / y;
+}
+template <class T> T rem_op(T x, T y) {
+  if constexpr (std::is_integral_v<T>) {
+    if (y == 0) return x;
+    if constexpr (std::is_signed_v<T>) if (y == -1) return T(0);
+    return x % y;
+  } else {
+    return std::fmod(x, y);
+  }
+}
+
+// max/min propagate NaN and order -0 below +0, as XLA does.
+template <class T> T max_op(T x, T y) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (std::isnan(x) || std::isnan(y)) return x + y;
+    if (x == y) return std::signbit(x) ? y : x;
+  }
+  return x > y ? x : y;
+}
+template <class T> T min_op(T x, T y) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (std::isnan(x) || std::isnan(y)) return x + y;
+    if (x == y) return std::signbit(x) ? x : y;
+  }
+  return x < y ? x : y;
+}
+
+template <class T> T sign_op(T x) {
+  if constexpr (std::is_floating_point_v<T>) return x > 0 ? T(1) : x < 0 ? T(-1) : x;  // keeps ±0, NaN
+  else if constexpr (std::is_signed_v<T>) return T((x > 0) - (x < 0));
+  else return T(x != 0);
+}
+
+template <class T> T abs_op(T x) {
+  if constexpr (std::is_floating_point_v<T>) return std::abs(x);
+  else return x < 0 ? neg_op(x) : x;
+}
+
+// 1 / (1 + exp(-x)) without overflowing exp for large |x|.
+template <class T> T logistic_op(T x) {
+  if (x >= 0) return T(1) / (T(1) + std::exp(-x));
+  const T e = std::exp(x);
+  return e / (T(1) + e);
+}
+
+// Exactly XLA's float32 erf_inv (StableHLO erfInv32, M. Giles' polynomial), so
+// that random.normal reproduces JAX bit for bit: log1p, then plain multiplies
+// and adds. fp-contract=off keeps the compiler from fusing p * v + c into an
+// FMA, which would round differently.
+__attribute__((optimize("fp-contract=off"))) float erf_inv_f32(float x) {
+  static constexpr float kLt5[9] = {2.81022636e-08f, 3.43273939e-07f, -3.5233877e-06f,
+                                    -4.39150654e-06f, 0.00021858087f, -0.00125372503f,
+                                    -0.00417768164f, 0.246640727f, 1.50140941f};
+  static constexpr float kGe5[9] = {-0.000200214257f, 0.000100950558f, 0.00134934322f,
+                                    -0.00367342844f, 0.00573950773f, -0.0076224613f,
+                                    0.00943887047f, 1.00167406f, 2.83297682f};
+  const float w = -std::log1p(x * -x);
+  const bool lt = w < 5.0f;
+  const float v = lt ? w - 2.5f : std::sqrt(w) - 3.0f;
+  const float* c = lt ? kLt5 : kGe5;
+  float p = c[0];
+  for (int i = 1; i < 9; ++i) p = c[i] + p * v;
+  return std::fabs(x) == 1.0f ? x * std::numeric_limits<float>::infinity() : p * x;
+}
+
+// float64: the float32 estimate refined by Newton steps on erf(y) = x, which
+// reach full double precision (XLA has its own f64 polynomial; x64 is opt-in).
+double erf_inv_f64(double x) {
+  if (!(std::fabs(x) < 1.0)) return std::fabs(x) == 1.0 ? x * HUGE_VAL : std::nan("");
+  double y = erf_inv_f32(static_cast<float>(x));
+  const double two_over_sqrt_pi = 1.1283791670955126;
+  for (int i = 0; i < 3 && std::isfinite(y); ++i)
+    y -= (std::erf(y) - x) / (two_over_sqrt_pi * std::exp(-y * y));
+  return y;
+}
+
+template <class T> T erf_inv_op(T x) {
+  if constexpr (std::is_same_v<T, float>) return erf_inv_f32(x);
+  else return erf_inv_f64(x);
+}
+
+template <class T> using Bits = std::make_unsigned_t<T>;
+constexpr unsigned kBitsPerByte = 8;
+
+template <class T> T population_count_op(T x) { return T(__builtin_popcountll(Bits<T>(x))); }
+template <class T> T clz_op(T x) {
+  constexpr int bits = sizeof(T) * kBitsPerByte;
+  const Bits<T> u = Bits<T>(x);
+  return u == 0 ? T(bits) : T(__builtin_clzll(u) - (64 - bits));
+}
+
+// Shift amounts outside [0, bits) give 0, or the sign fill for arithmetic
+// right shifts (which act on the bit pattern, also for unsigned types).
+template <class T> T shift_left_op(T x, T y) {
+  constexpr Bits<T> bits = sizeof(T) * kBitsPerByte;
+  return Bits<T>(y) >= bits ? T(0) : T(Bits<T>(x) << Bits<T>(y));
+}
+template <class T> T shift_right_logical_op(T x, T y) {
+  constexpr Bits<T> bits = sizeof(T) * kBitsPerByte;
+  return Bits<T>(y) >= bits ? T(0) : T(Bits<T>(x) >> Bits<T>(y));
+}
+template <class T> T shift_right_arithmetic_op(T x, T y) {
+  constexpr Bits<T> bits = sizeof(T) * kBitsPerByte;
+  const auto s = static_cast<std::make_signed_t<T>>(x);
+  return Bits<T>(y) >= bits ? T(s < 0 ? -1 : 0) : T(s >> Bits<T>(y));
+}
+
+// JAX lowers integer_pow to this chain of multiplies (square-and-multiply,
+// then one division for negative powers); same order, same rounding.
+template <class T> T integer_pow_op(T x, int64_t y) {
+  if (y == 0) return T(1);
+  uint64_t n = y < 0 ? uint64_t(-y) : uint64_t(y);
+  T acc = x;
+  bool started = false;
+  while (n > 0) {
+    if (n & 1) {
+      acc = started ? mul_op(acc, x) : x;
+      started = true;
+    }
+    n >>= 1;
+    if (n > 0) x = mul_op(x, x);
+  }
+  return y < 0 ? T(1) / acc : acc;
+}
+
+// Casts saturate from float to integer, with NaN -> 0 (XLA's convert on CPU);
+// integer narrowing wraps.
+template <class Out, class In> Out convert_op(In x) {
+  if constexpr (std::is_same_v<Out, bool>) {
+    return x != In(0);
+  } else if constexpr (std::is_floating_point_v<In> && std::is_integral_v<Out>) {
+    if (std::isnan(x)) return Out(0);
+    if (x <= In(std::numeric_limits<Out>::min())) return std::numeric_limits<Out>::min();
+    if (x >= In(std::numeric_limits<Out>::max())) return std::numeric_limits<Out>::max();
+    return static_cast<Out>(x);
+  } else {
+    return static_cast<Out>(x);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Dtype acceptance, worded as JAX's errors.
+
+enum class Accepts { Float, Numeric, SignedNumeric, Integer, Bitwise, Any };
 
 bool accepts(Accepts a, DType dt) {
   switch (a) {
     case Accepts::Float: return is_floating(dt);
     case Accepts::Numeric: return !is_bool(dt);
+    case Accepts::SignedNumeric: return is_floating(dt) || is_signed_int(dt);
+    case Accepts::Integer: return is_integer(dt);
     case Accepts::Bitwise: return is_bool(dt) || is_integer(dt);
     case Accepts::Any: return true;
   }
   return false;
 }
 
-template <class F>
-decltype(auto) dispatch_accepted(Accepts a, DType dt, F&& f) {
+const char* accepted_kinds(Accepts a) {
   switch (a) {
-    case Accepts::Float: return dispatch_float(dt, std::forward<F>(f));
-    case Accepts::Numeric: return dispatch_numeric(dt, std::forward<F>(f));
-    case Accepts::Bitwise: return dispatch_bitwise(dt, std::forward<F>(f));
-    case Accepts::Any: return dispatch_dtype(dt, std::forward<F>(f));
+    case Accepts::Float: return "floating";
+    case Accepts::Numeric: return "integer, floating";
+    case Accepts::SignedNumeric: return "signedinteger, floating";
+    case Accepts::Integer: return "integer";
+    case Accepts::Bitwise: return "integer, bool";
+    case Accepts::Any: return "any";
   }
-  return dispatch_dtype(dt, std::forward<F>(f));
+  return "";
 }
 
-void check_dtype(const std::string& name, Accepts a, DType dt) {
-  if (!accepts(a, dt)) {
-    const char* want = a == Accepts::Float ? "floating-point" : a == Accepts::Numeric ? "numeric"
-                                                                                       : "integer or boolean";
-    fail<TypeError>(name, " does not accept dtype ", dtype_name(dt), ". Accepted dtypes are ", want,
-                    " types.");
-  }
+// Dispatch limited to the accepted dtypes, so each op is instantiated only
+// where it means something (SignedNumeric reuses Numeric: the unsigned
+// instantiations are never reached).
+template <Accepts A, class F>
+decltype(auto) dispatch_accepted(DType dt, F&& f) {
+  if constexpr (A == Accepts::Float) return dispatch_float(dt, std::forward<F>(f));
+  else if constexpr (A == Accepts::Numeric || A == Accepts::SignedNumeric)
+    return dispatch_numeric(dt, std::forward<F>(f));
+  else if constexpr (A == Accepts::Integer) return dispatch_integer(dt, std::forward<F>(f));
+  else if constexpr (A == Accepts::Bitwise) return dispatch_bitwise(dt, std::forward<F>(f));
+  else return dispatch_dtype(dt, std::forward<F>(f));
+}
+
+// `position` is the operand index for n-ary ops, -1 for unary ones.
+void check_dtype(const std::string& name, Accepts a, DType dt, int position = -1) {
+  if (accepts(a, dt)) return;
+  if (position < 0)
+    fail<TypeError>(name, " does not accept dtype ", dtype_name(dt), ". Accepted dtypes are subtypes of ",
+                    accepted_kinds(a), ".");
+  fail<TypeError>(name, " does not accept dtype ", dtype_name(dt), " at position ", position,
+                  ". Accepted dtypes at position ", position, " are subtypes of ", accepted_kinds(a), ".");
+}
+
+template <class... Avals>
+void check_same_dtypes(const std::string& name, const Avals&... in) {
+  const DType first = std::get<0>(std::tie(in...)).dtype;
+  if (((in.dtype == first) && ...)) return;
+  std::string got;
+  ((got += (got.empty() ? "" : ", ") + std::string(dtype_name(in.dtype))), ...);
+  fail<TypeError>("lax.", name, " requires arguments to have the same dtypes, got ", got, ".");
+}
+
+// ---------------------------------------------------------------------------
+// Families of primitives.
+
+Avals same_type_as_input(const std::string& name, Accepts a, const Avals& in) {
+  check_dtype(name, a, in[0].dtype);
+  return Avals{like(in[0], in[0].shape, in[0].dtype, in[0].weak_type)};
 }
 
 // Op is a generic functor: template <class T> T operator()(T) const.
-template <class Op>
-void unary(const std::string& name, Accepts a, Op op) {
+template <Accepts A, class Op>
+void unary(const std::string& name, Op op) {
   Primitive p;
   p.name = name;
-  p.abstract_eval = [name, a](const Avals& in, const Params&) {
-    check_dtype(name, a, in[0].dtype);
-    return Avals{like(in[0], in[0].shape, in[0].dtype, in[0].weak_type)};
-  };
-  p.kernel = [a, op](const Tensors& in, const Params&, const Avals& out) {
-    return dispatch_accepted(a, in[0].dtype(), [&](auto tag) {
+  p.abstract_eval = [name](const Avals& in, const Params&) { return same_type_as_input(name, A, in); };
+  p.kernel = [op](const Tensors& in, const Params&, const Avals& out) {
+    return dispatch_accepted<A>(in[0].dtype(), [&](auto tag) {
       using T = decltype(tag);
       return Tensors{map_unary<T, T>(in[0], out[0].dtype, [&](T x) { return static_cast<T>(op(x)); })};
     });
@@ -61,27 +268,47 @@ void unary(const std::string& name, Accepts a, Op op) {
   register_primitive(std::move(p));
 }
 
-Aval binary_aval(const std::string& name, const Avals& in, DType out_dtype) {
-  const Aval &x = in[0], &y = in[1];
-  if (x.dtype != y.dtype)
-    fail<TypeError>(name, " requires arguments to have the same dtypes, got ", dtype_name(x.dtype),
-                    ", ", dtype_name(y.dtype), ".");
+// A unary test with a boolean result (is_finite).
+template <Accepts A, class Op>
+void unary_predicate(const std::string& name, Op op) {
+  Primitive p;
+  p.name = name;
+  p.abstract_eval = [name](const Avals& in, const Params&) {
+    check_dtype(name, A, in[0].dtype);
+    return Avals{like(in[0], in[0].shape, DType::Bool)};
+  };
+  p.kernel = [op](const Tensors& in, const Params&, const Avals&) {
+    return dispatch_accepted<A>(in[0].dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      return Tensors{map_unary<T, bool>(in[0], DType::Bool, [&](T x) { return bool(op(x)); })};
+    });
+  };
+  register_primitive(std::move(p));
+}
+
+void check_same_shapes(const std::string& name, const Aval& x, const Aval& y) {
   if (x.shape != y.shape)
     fail<TypeError>(name, " got incompatible shapes for broadcasting: ", shape_str(x.shape), ", ",
                     shape_str(y.shape), ".");
-  return like(x, x.shape, out_dtype, x.weak_type && y.weak_type);
 }
 
-template <class Op>
-void binary(const std::string& name, Accepts a, Op op) {
+Aval binary_aval(const std::string& name, Accepts a, const Avals& in, DType out_dtype) {
+  check_dtype(name, a, in[0].dtype, 0);
+  check_dtype(name, a, in[1].dtype, 1);
+  check_same_dtypes(name, in[0], in[1]);
+  check_same_shapes(name, in[0], in[1]);
+  return like(in[0], in[0].shape, out_dtype, in[0].weak_type && in[1].weak_type);
+}
+
+template <Accepts A, class Op>
+void binary(const std::string& name, Op op) {
   Primitive p;
   p.name = name;
-  p.abstract_eval = [name, a](const Avals& in, const Params&) {
-    check_dtype(name, a, in[0].dtype);
-    return Avals{binary_aval(name, in, in[0].dtype)};
+  p.abstract_eval = [name](const Avals& in, const Params&) {
+    return Avals{binary_aval(name, A, in, in[0].dtype)};
   };
-  p.kernel = [a, op](const Tensors& in, const Params&, const Avals& out) {
-    return dispatch_accepted(a, in[0].dtype(), [&](auto tag) {
+  p.kernel = [op](const Tensors& in, const Params&, const Avals& out) {
+    return dispatch_accepted<A>(in[0].dtype(), [&](auto tag) {
       using T = decltype(tag);
       return Tensors{map_binary<T, T>(in[0], in[1], out[0].dtype,
                                       [&](T x, T y) { return static_cast<T>(op(x, y)); })};
@@ -95,9 +322,11 @@ void comparison(const std::string& name, Op op) {
   Primitive p;
   p.name = name;
   p.abstract_eval = [name](const Avals& in, const Params&) {
-    return Avals{binary_aval(name, in, DType::Bool)};
+    Aval out = binary_aval(name, Accepts::Any, in, DType::Bool);
+    out.weak_type = false;
+    return Avals{out};
   };
-  p.kernel = [op](const Tensors& in, const Params&, const Avals& out) {
+  p.kernel = [op](const Tensors& in, const Params&, const Avals&) {
     return dispatch_dtype(in[0].dtype(), [&](auto tag) {
       using T = decltype(tag);
       return Tensors{map_binary<T, bool>(in[0], in[1], DType::Bool, op)};
@@ -106,7 +335,194 @@ void comparison(const std::string& name, Op op) {
   register_primitive(std::move(p));
 }
 
-void convert_element_type() {
+// pow: a floating base; the exponent has the base's dtype or is an integer,
+// which is converted to the base's dtype first (as JAX lowers it).
+void pow_primitive() {
+  Primitive p;
+  p.name = "pow";
+  p.abstract_eval = [](const Avals& in, const Params&) {
+    const Aval &x = in[0], &y = in[1];
+    check_dtype("pow", Accepts::Float, x.dtype, 0);
+    check_dtype("pow", Accepts::Numeric, y.dtype, 1);
+    if (!is_integer(y.dtype)) check_same_dtypes("pow", x, y);
+    check_same_shapes("pow", x, y);
+    return Avals{like(x, x.shape, x.dtype, x.weak_type && y.weak_type)};
+  };
+  p.kernel = [](const Tensors& in, const Params&, const Avals& out) {
+    return dispatch_float(in[0].dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      Tensor y = in[1];
+      if (y.dtype() != out[0].dtype) {
+        y = dispatch_integer(y.dtype(), [&](auto itag) {
+          using I = decltype(itag);
+          return map_unary<I, T>(in[1], out[0].dtype, [](I v) { return static_cast<T>(v); });
+        });
+      }
+      return Tensors{map_binary<T, T>(in[0], y, out[0].dtype, [](T a, T b) { return std::pow(a, b); })};
+    });
+  };
+  register_primitive(std::move(p));
+}
+
+void round_primitive() {
+  Primitive p;
+  p.name = "round";
+  p.abstract_eval = [](const Avals& in, const Params& params) {
+    const int64_t method = params.get<int64_t>("rounding_method");
+    if (method != 0 && method != 1)
+      fail<ValueError>("round: rounding_method must be 0 (AWAY_FROM_ZERO) or 1 (TO_NEAREST_EVEN), got ",
+                       method);
+    return same_type_as_input("round", Accepts::Float, in);
+  };
+  p.kernel = [](const Tensors& in, const Params& params, const Avals& out) {
+    const bool to_even = params.get<int64_t>("rounding_method") == 1;
+    return dispatch_float(in[0].dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      if (to_even)  // nearbyint rounds half to even in the default rounding mode
+        return Tensors{map_unary<T, T>(in[0], out[0].dtype, [](T x) { return std::nearbyint(x); })};
+      return Tensors{map_unary<T, T>(in[0], out[0].dtype, [](T x) { return std::round(x); })};
+    });
+  };
+  register_primitive(std::move(p));
+}
+
+void integer_pow_primitive() {
+  Primitive p;
+  p.name = "integer_pow";
+  p.abstract_eval = [](const Avals& in, const Params& params) {
+    const int64_t y = params.get<int64_t>("y");
+    if (y < 0 && is_integer(in[0].dtype))
+      fail<TypeError>("Integers cannot be raised to negative powers, got integer_pow(",
+                      in[0].str_short(), ", ", y, ")");
+    return same_type_as_input("integer_pow", Accepts::Numeric, in);
+  };
+  p.kernel = [](const Tensors& in, const Params& params, const Avals& out) {
+    const int64_t y = params.get<int64_t>("y");
+    return dispatch_numeric(in[0].dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      return Tensors{map_unary<T, T>(in[0], out[0].dtype, [y](T x) { return integer_pow_op(x, y); })};
+    });
+  };
+  register_primitive(std::move(p));
+}
+
+// select_n(which, *cases): cases[which] elementwise; `which` is bool (two
+// cases) or an integer, scalar or of the cases' shape. Out-of-range indices
+// pick the nearest case, as XLA's tree of selects does.
+Avals select_n_aval(const Avals& in) {
+  if (in.size() < 2) fail<ValueError>("select_n() must have at least one case");
+  const Aval& which = in[0];
+  if (!is_bool(which.dtype) && !is_integer(which.dtype))
+    fail<TypeError>("select `which` must be boolean or integer type, got ", dtype_name(which.dtype), ".");
+  if (is_bool(which.dtype) && in.size() > 3)
+    fail<TypeError>("select with boolean `which` cannot have > 2 cases.");
+  bool weak = true;
+  for (size_t i = 1; i < in.size(); ++i) {
+    if (in[i].shape != in[1].shape) {
+      std::string shapes;
+      for (size_t j = 1; j < in.size(); ++j) shapes += (j > 1 ? ", " : "") + shape_str(in[j].shape);
+      fail<TypeError>("select cases must have the same shapes, got [", shapes, "].");
+    }
+    if (in[i].dtype != in[1].dtype) check_same_dtypes("select", in[1], in[i]);
+    weak = weak && in[i].weak_type;
+  }
+  if (!which.shape.empty() && which.shape != in[1].shape)
+    fail<TypeError>("select `which` must be scalar or have the same shape as cases, got `which` shape ",
+                    shape_str(which.shape), " but case shape ", shape_str(in[1].shape), ".");
+  return Avals{like(in[1], in[1].shape, in[1].dtype, weak)};
+}
+
+// A case read either contiguously (step 1) or as one broadcast value (step 0).
+template <class U>
+struct CaseSource {
+  const U* data;
+  int64_t step;
+};
+
+Tensor select_n_kernel(const Tensors& in, const Avals& out) {
+  const int64_t last = static_cast<int64_t>(in.size()) - 2;
+  auto clamp_index = [last](auto w) -> int64_t {
+    if constexpr (std::is_same_v<decltype(w), bool>) return w ? std::min<int64_t>(1, last) : 0;
+    if (w <= 0) return 0;
+    return static_cast<uint64_t>(w) > static_cast<uint64_t>(last) ? last : static_cast<int64_t>(w);
+  };
+  const Tensor& which = in[0];
+  if (which.ndim() == 0) {  // one case wins everywhere: return it as is
+    const int64_t w = dispatch_bitwise(which.dtype(), [&](auto tag) {
+      using W = decltype(tag);
+      return clamp_index(*which.data<W>());
+    });
+    return in[1 + w];
+  }
+  const Tensor index = dispatch_bitwise(which.dtype(), [&](auto tag) {
+    using W = decltype(tag);
+    return map_unary<W, int32_t>(which, DType::Int32, [&](W w) { return static_cast<int32_t>(clamp_index(w)); });
+  });
+  // Elements are moved as raw bits of their width: one instantiation per itemsize.
+  auto select_bits = [&](auto bits_tag) {
+    using U = decltype(bits_tag);
+    std::vector<Tensor> keep;
+    std::vector<CaseSource<U>> cases;
+    for (size_t i = 1; i < in.size(); ++i) {
+      bool broadcast = true;
+      for (int64_t s : in[i].strides()) broadcast = broadcast && s == 0;
+      keep.push_back(broadcast ? in[i] : in[i].contiguous());
+      cases.push_back({keep.back().template data<U>(), broadcast ? 0 : 1});
+    }
+    Tensor result = Tensor::empty(out[0].dtype, out[0].shape);
+    U* o = result.data<U>();
+    const int32_t* w = index.data<int32_t>();
+    const int64_t n = result.size();
+    for (int64_t i = 0; i < n; ++i) {
+      const CaseSource<U>& c = cases[w[i]];
+      o[i] = c.data[i * c.step];
+    }
+    return result;
+  };
+  switch (itemsize(out[0].dtype)) {
+    case 1: return select_bits(uint8_t{});
+    case 2: return select_bits(uint16_t{});
+    case 4: return select_bits(uint32_t{});
+    default: return select_bits(uint64_t{});
+  }
+}
+
+void select_n_primitive() {
+  Primitive p;
+  p.name = "select_n";
+  p.abstract_eval = [](const Avals& in, const Params&) { return select_n_aval(in); };
+  p.kernel = [](const Tensors& in, const Params&, const Avals& out) {
+    return Tensors{select_n_kernel(in, out)};
+  };
+  register_primitive(std::move(p));
+}
+
+// clamp(min, x, max) = min(max(x, min), max); the bounds may be scalars.
+void clamp_primitive() {
+  Primitive p;
+  p.name = "clamp";
+  p.abstract_eval = [](const Avals& in, const Params&) {
+    const Aval &lo = in[0], &x = in[1], &hi = in[2];
+    check_same_dtypes("clamp", lo, x, hi);
+    for (const auto& [bound, name] : {std::pair{&lo, "min"}, std::pair{&hi, "max"}}) {
+      if (!bound->shape.empty() && bound->shape != x.shape)
+        fail<TypeError>("clamp requires ", name, ".shape == operand.shape or ", name, ".shape == (), got ",
+                        name, ".shape=", shape_str(bound->shape), ", operand.shape=", shape_str(x.shape), ".");
+    }
+    return Avals{like(x, x.shape, x.dtype, lo.weak_type && x.weak_type && hi.weak_type)};
+  };
+  p.kernel = [](const Tensors& in, const Params&, const Avals&) {
+    const Tensor& x = in[1];
+    const Tensor lo = in[0].broadcast_to(x.shape()), hi = in[2].broadcast_to(x.shape());
+    return dispatch_dtype(x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      return Tensors{map_ternary<T>(lo, x, hi, [](T l, T v, T h) { return min_op(max_op(v, l), h); })};
+    });
+  };
+  register_primitive(std::move(p));
+}
+
+void convert_element_type_primitive() {
   Primitive p;
   p.name = "convert_element_type";
   p.abstract_eval = [](const Avals& in, const Params& params) {
@@ -114,16 +530,52 @@ void convert_element_type() {
                       params.get_or<bool>("weak_type", false))};
   };
   p.kernel = [](const Tensors& in, const Params&, const Avals& out) {
+    if (in[0].dtype() == out[0].dtype) return Tensors{in[0]};  // only the weak type changes
     return dispatch_dtype(in[0].dtype(), [&](auto from) {
       using In = decltype(from);
       return dispatch_dtype(out[0].dtype, [&](auto to) {
         using Out = decltype(to);
-        return Tensors{map_unary<In, Out>(in[0], out[0].dtype, [](In x) {
-          if constexpr (std::is_same_v<Out, bool>) return x != In(0);
-          else return static_cast<Out>(x);
-        })};
+        return Tensors{map_unary<In, Out>(in[0], out[0].dtype, [](In x) { return convert_op<Out, In>(x); })};
       });
     });
+  };
+  register_primitive(std::move(p));
+}
+
+// Reinterprets the bits. A narrower result gains a trailing dimension of the
+// size ratio; a wider one consumes a trailing dimension of that size.
+Shape bitcast_shape(const Aval& x, DType to) {
+  const size_t from_size = itemsize(x.dtype), to_size = itemsize(to);
+  if (x.dtype != to && (is_bool(x.dtype) || is_bool(to)))
+    fail<TypeError>("lax.bitcast_convert_type does not support bool or complex values unless the operand "
+                    "and destination types match. Got operand dtype=", dtype_name(x.dtype),
+                    ", new_dtype=dtype('", dtype_name(to), "'). Consider using the arr.view() method instead.");
+  Shape shape = x.shape;
+  if (to_size < from_size) {
+    shape.push_back(static_cast<int64_t>(from_size / to_size));
+  } else if (to_size > from_size) {
+    const int64_t last = shape.empty() ? 1 : shape.back();
+    if (shape.empty() || last * from_size != to_size)
+      fail<ValueError>("Attempting to convert array of shape ", shape_str(x.shape), " from ",
+                       dtype_name(x.dtype), " of size ", from_size * kBitsPerByte, " bits to ", dtype_name(to),
+                       " of size ", to_size * kBitsPerByte, ", bits but ", last, " * ", from_size * kBitsPerByte,
+                       " != ", to_size * kBitsPerByte);
+    shape.pop_back();
+  }
+  return shape;
+}
+
+void bitcast_convert_type_primitive() {
+  Primitive p;
+  p.name = "bitcast_convert_type";
+  p.abstract_eval = [](const Avals& in, const Params& params) {
+    const DType to = params.get<DType>("new_dtype");
+    return Avals{like(in[0], bitcast_shape(in[0], to), to)};
+  };
+  p.kernel = [](const Tensors& in, const Params&, const Avals& out) {
+    const Tensor packed = in[0].contiguous();  // a zero-copy view of its bytes
+    return Tensors{Tensor::wrap(packed.raw(), out[0].dtype, out[0].shape, contiguous_strides(out[0].shape),
+                                packed.storage())};
   };
   register_primitive(std::move(p));
 }
@@ -131,19 +583,63 @@ void convert_element_type() {
 }  // namespace
 
 void register_elementwise_primitives() {
-  unary("neg", Accepts::Numeric, [](auto x) { return -x; });
-  unary("sin", Accepts::Float, [](auto x) { return std::sin(x); });
-  unary("cos", Accepts::Float, [](auto x) { return std::cos(x); });
-  unary("exp", Accepts::Float, [](auto x) { return std::exp(x); });
-  unary("log", Accepts::Float, [](auto x) { return std::log(x); });
-  unary("tanh", Accepts::Float, [](auto x) { return std::tanh(x); });
-  unary("sqrt", Accepts::Float, [](auto x) { return std::sqrt(x); });
+  unary<Accepts::Numeric>("neg", [](auto x) { return neg_op(x); });
+  unary<Accepts::SignedNumeric>("abs", [](auto x) { return abs_op(x); });
+  unary<Accepts::Numeric>("sign", [](auto x) { return sign_op(x); });
+  unary<Accepts::Numeric>("square", [](auto x) { return mul_op(x, x); });
+  unary<Accepts::Float>("floor", [](auto x) { return std::floor(x); });
+  unary<Accepts::Float>("ceil", [](auto x) { return std::ceil(x); });
+  unary<Accepts::Float>("exp", [](auto x) { return std::exp(x); });
+  unary<Accepts::Float>("exp2", [](auto x) { return std::exp2(x); });
+  unary<Accepts::Float>("log", [](auto x) { return std::log(x); });
+  unary<Accepts::Float>("log1p", [](auto x) { return std::log1p(x); });
+  unary<Accepts::Float>("expm1", [](auto x) { return std::expm1(x); });
+  unary<Accepts::Float>("sqrt", [](auto x) { return std::sqrt(x); });
+  unary<Accepts::Float>("rsqrt", [](auto x) { return decltype(x)(1) / std::sqrt(x); });
+  unary<Accepts::Float>("cbrt", [](auto x) { return std::cbrt(x); });
+  unary<Accepts::Float>("tanh", [](auto x) { return std::tanh(x); });
+  unary<Accepts::Float>("sin", [](auto x) { return std::sin(x); });
+  unary<Accepts::Float>("cos", [](auto x) { return std::cos(x); });
+  unary<Accepts::Float>("tan", [](auto x) { return std::tan(x); });
+  unary<Accepts::Float>("asin", [](auto x) { return std::asin(x); });
+  unary<Accepts::Float>("acos", [](auto x) { return std::acos(x); });
+  unary<Accepts::Float>("atan", [](auto x) { return std::atan(x); });
+  unary<Accepts::Float>("sinh", [](auto x) { return std::sinh(x); });
+  unary<Accepts::Float>("cosh", [](auto x) { return std::cosh(x); });
+  unary<Accepts::Float>("asinh", [](auto x) { return std::asinh(x); });
+  unary<Accepts::Float>("acosh", [](auto x) { return std::acosh(x); });
+  unary<Accepts::Float>("atanh", [](auto x) { return std::atanh(x); });
+  unary<Accepts::Float>("logistic", [](auto x) { return logistic_op(x); });
+  unary<Accepts::Float>("erf", [](auto x) { return std::erf(x); });
+  unary<Accepts::Float>("erfc", [](auto x) { return std::erfc(x); });
+  unary<Accepts::Float>("erf_inv", [](auto x) { return erf_inv_op(x); });
+  unary<Accepts::Bitwise>("not", [](auto x) {
+    if constexpr (std::is_same_v<decltype(x), bool>) return !x;
+    else return ~x;
+  });
+  unary<Accepts::Integer>("population_count", [](auto x) { return population_count_op(x); });
+  unary<Accepts::Integer>("clz", [](auto x) { return clz_op(x); });
+  unary_predicate<Accepts::Float>("is_finite", [](auto x) { return std::isfinite(x); });
+  round_primitive();
+  integer_pow_primitive();
 
-  binary("add", Accepts::Any, [](auto x, auto y) { return x + y; });
-  binary("sub", Accepts::Numeric, [](auto x, auto y) { return x - y; });
-  binary("mul", Accepts::Any, [](auto x, auto y) { return x * y; });
-  binary("max", Accepts::Any, [](auto x, auto y) { return x > y ? x : y; });
-  binary("min", Accepts::Any, [](auto x, auto y) { return x < y ? x : y; });
+  binary<Accepts::Numeric>("add", [](auto x, auto y) { return add_op(x, y); });
+  binary<Accepts::Numeric>("sub", [](auto x, auto y) { return sub_op(x, y); });
+  binary<Accepts::Numeric>("mul", [](auto x, auto y) { return mul_op(x, y); });
+  binary<Accepts::Numeric>("div", [](auto x, auto y) { return div_op(x, y); });
+  binary<Accepts::Numeric>("rem", [](auto x, auto y) { return rem_op(x, y); });
+  binary<Accepts::Any>("max", [](auto x, auto y) { return max_op(x, y); });
+  binary<Accepts::Any>("min", [](auto x, auto y) { return min_op(x, y); });
+  binary<Accepts::Float>("atan2", [](auto x, auto y) { return std::atan2(x, y); });
+  binary<Accepts::Float>("nextafter", [](auto x, auto y) { return std::nextafter(x, y); });
+  binary<Accepts::Bitwise>("and", [](auto x, auto y) { return x & y; });
+  binary<Accepts::Bitwise>("or", [](auto x, auto y) { return x | y; });
+  binary<Accepts::Bitwise>("xor", [](auto x, auto y) { return x ^ y; });
+  binary<Accepts::Integer>("shift_left", [](auto x, auto y) { return shift_left_op(x, y); });
+  binary<Accepts::Integer>("shift_right_logical", [](auto x, auto y) { return shift_right_logical_op(x, y); });
+  binary<Accepts::Integer>("shift_right_arithmetic",
+         [](auto x, auto y) { return shift_right_arithmetic_op(x, y); });
+  pow_primitive();
 
   comparison("eq", [](auto x, auto y) { return x == y; });
   comparison("ne", [](auto x, auto y) { return x != y; });
@@ -152,7 +648,10 @@ void register_elementwise_primitives() {
   comparison("gt", [](auto x, auto y) { return x > y; });
   comparison("ge", [](auto x, auto y) { return x >= y; });
 
-  convert_element_type();
+  select_n_primitive();
+  clamp_primitive();
+  convert_element_type_primitive();
+  bitcast_convert_type_primitive();
 }
 
 }  // namespace meshsim

@@ -1,8 +1,390 @@
+// Indexing primitives: gathers, scatters and dynamic slices.
+//
+// JAX's gather/scatter carry XLA's general dimension numbers; ours keep the
+// one form NumPy indexing needs, which `take`, `take_along_axis`, advanced
+// indexing, `.at[]`, `bincount` and `segment_sum` all lower to:
+//
+//   gather(operand, *indices; axes, index_dims_at, mode, fill_value)
+//   scatter[_add|_mul|_min|_max](operand, updates, *indices; axes, index_dims_at, mode)
+//
+// - `indices`: k >= 1 integer arrays of one shape B (the caller broadcasts);
+//   indices[j] indexes operand axis axes[j].
+// - The result (gather) / updates (scatter) have shape
+//   rest[:index_dims_at] + B + rest[index_dims_at:], with `rest` the operand
+//   dims not in `axes`, in order. So take(x, i, axis) is axes=(axis,),
+//   index_dims_at=axis.
+// - Negative indices count from the end (as NumPy's). Out-of-range indices:
+//   mode "clip" clamps (JAX's getitem), "fill" yields fill_value (None: NaN,
+//   the lowest signed / highest unsigned integer, True — as jnp.take),
+//   "wrap" takes the index modulo the size, and for scatters "drop" skips
+//   the update (JAX's default for .at[]).
+// Duplicate indices accumulate in scatter_add/mul/min/max; for scatter the
+// last update in row-major order wins.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <set>
+
 #include "meshsim/ir/primitive.h"
+#include "meshsim/kernels/dispatch.h"
+#include "meshsim/kernels/strided.h"
 #include "meshsim/primitives/families.h"
 
 namespace meshsim {
+namespace {
 
-void register_indexing_primitives() {}
+enum class OutOfBounds { Clip, Fill, Wrap, Drop };
+
+OutOfBounds parse_mode(const std::string& prim, const Params& params, bool is_scatter) {
+  const std::string& mode = params.get<std::string>("mode");
+  if (mode == "clip") return OutOfBounds::Clip;
+  if (!is_scatter && mode == "fill") return OutOfBounds::Fill;
+  if (!is_scatter && mode == "wrap") return OutOfBounds::Wrap;
+  if (is_scatter && mode == "drop") return OutOfBounds::Drop;
+  fail<ValueError>(prim, ": unsupported mode '", mode, "'; expected ",
+                   is_scatter ? "'clip' or 'drop'" : "'clip', 'fill' or 'wrap'");
+}
+
+// The operand dims an index layout leaves alone, split around the batch dims.
+struct Layout {
+  IntList axes;
+  int64_t index_dims_at = 0;
+  Shape batch;
+  IntList rest;  // operand dims not in axes, in order
+};
+
+Layout layout_of(const Params& params, const Shape& batch, int64_t ndim) {
+  Layout l{params.get<IntList>("axes"), params.get<int64_t>("index_dims_at"), batch, {}};
+  std::vector<bool> indexed(ndim, false);
+  for (int64_t a : l.axes) indexed[a] = true;
+  for (int64_t d = 0; d < ndim; ++d)
+    if (!indexed[d]) l.rest.push_back(d);
+  return l;
+}
+
+Shape result_shape(const Layout& l, const Shape& operand) {
+  Shape s;
+  for (int64_t i = 0; i < l.index_dims_at; ++i) s.push_back(operand[l.rest[i]]);
+  s.insert(s.end(), l.batch.begin(), l.batch.end());
+  for (size_t i = l.index_dims_at; i < l.rest.size(); ++i) s.push_back(operand[l.rest[i]]);
+  return s;
+}
+
+// Checks the operand/indices part shared by gathers and scatters; returns the layout.
+Layout check_indices(const std::string& prim, const Aval& operand, const Avals& indices,
+                     const Params& params) {
+  const IntList& axes = params.get<IntList>("axes");
+  if (indices.empty() || indices.size() != axes.size())
+    fail<TypeError>(prim, " needs one index array per indexed axis; got ", indices.size(),
+                    " index arrays for axes ", param_value_str(axes));
+  std::set<int64_t> seen;
+  for (int64_t a : axes)
+    if (a < 0 || a >= operand.ndim() || !seen.insert(a).second)
+      fail<ValueError>(prim, " axes must be distinct dimensions of the operand of shape ",
+                       shape_str(operand.shape), "; got ", param_value_str(axes));
+  for (const Aval& idx : indices) {
+    if (!is_integer(idx.dtype))
+      fail<TypeError>(prim, " indices must have an integer type, got ", dtype_name(idx.dtype));
+    if (idx.shape != indices[0].shape)
+      fail<TypeError>(prim, " index arrays must have one shape, got ", shape_str(indices[0].shape),
+                      " and ", shape_str(idx.shape));
+  }
+  Layout l = layout_of(params, indices[0].shape, operand.ndim());
+  if (l.index_dims_at < 0 || l.index_dims_at > static_cast<int64_t>(l.rest.size()))
+    fail<ValueError>(prim, " index_dims_at must be in [0, ", l.rest.size(), "], got ", l.index_dims_at);
+  return l;
+}
+
+// Operand offset of the element each batch position points at (axes part
+// only), or -1 when an index is out of range and the mode fills or drops.
+std::vector<int64_t> batch_offsets(const Tensor& operand, const Tensor* indices, const Layout& l,
+                                   OutOfBounds mode) {
+  std::vector<int64_t> off(num_elements(l.batch), 0);
+  for (size_t j = 0; j < l.axes.size(); ++j) {
+    const int64_t n = operand.shape()[l.axes[j]], stride = operand.strides()[l.axes[j]];
+    const Tensor& idx = indices[j];
+    dispatch_integer(idx.dtype(), [&](auto tag) {
+      using I = decltype(tag);
+      const I* p = idx.data<I>();
+      int64_t b = 0;
+      for_each_offset(idx.shape(), idx.strides(), [&](int64_t o) {
+        int64_t i = static_cast<int64_t>(p[o]);
+        if (mode == OutOfBounds::Wrap) {
+          i = n ? (i % n + n) % n : -1;
+        } else {
+          if (i < 0) i += n;
+          if (mode == OutOfBounds::Clip && n > 0) i = std::clamp<int64_t>(i, 0, n - 1);
+        }
+        if (i < 0 || i >= n || off[b] < 0) off[b] = -1;
+        else off[b] += i * stride;
+        ++b;
+      });
+    });
+  }
+  return off;
+}
+
+// A view's dims picked out: (shape, strides) of dims `dims` of `t`.
+std::pair<Shape, Strides> pick(const Tensor& t, const IntList& dims) {
+  Shape s;
+  Strides st;
+  for (int64_t d : dims) {
+    s.push_back(t.shape()[d]);
+    st.push_back(t.strides()[d]);
+  }
+  return {s, st};
+}
+
+IntList range(int64_t lo, int64_t hi) {
+  IntList r;
+  for (int64_t i = lo; i < hi; ++i) r.push_back(i);
+  return r;
+}
+
+bool is_dense(const Shape& shape, const Strides& strides) {
+  int64_t expected = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    if (shape[i] != 1 && strides[i] != expected) return false;
+    expected *= shape[i];
+  }
+  return true;
+}
+
+// The loop shared by gathers and scatters: for each element of the result
+// (gather) or updates (scatter) — `other`, laid out as outer + B + inner —
+// calls f(operand offset, other offset), or missing(other offset) when its
+// index was out of range.
+template <class F, class G>
+void walk(const Tensor& operand, const Layout& l, const std::vector<int64_t>& boff,
+          const Tensor& other, F&& f, G&& missing) {
+  const IntList outer_dims(l.rest.begin(), l.rest.begin() + l.index_dims_at);
+  const IntList inner_dims(l.rest.begin() + l.index_dims_at, l.rest.end());
+  const int64_t nb_dims = static_cast<int64_t>(l.batch.size());
+  const int64_t p = l.index_dims_at;
+  auto [outer, op_outer] = pick(operand, outer_dims);
+  auto [inner, op_inner] = pick(operand, inner_dims);
+  auto [o1, ot_outer] = pick(other, range(0, p));
+  auto [bshape, ot_batch] = pick(other, range(p, p + nb_dims));
+  auto [i1, ot_inner] = pick(other, range(p + nb_dims, other.ndim()));
+  std::vector<int64_t> ot_boff;
+  for_each_offset(bshape, ot_batch, [&](int64_t o) { ot_boff.push_back(o); });
+  const int64_t inner_size = num_elements(inner);
+  const bool dense = is_dense(inner, op_inner) && is_dense(inner, ot_inner);
+  for_each_offsets<2>(outer, {&op_outer, &ot_outer}, [&](const std::array<int64_t, 2>& o) {
+    for (size_t b = 0; b < boff.size(); ++b) {
+      const int64_t ob = o[1] + ot_boff[b];
+      if (boff[b] < 0) {
+        for_each_offset(inner, ot_inner, [&](int64_t i) { missing(ob + i); });
+      } else if (dense) {
+        const int64_t ab = o[0] + boff[b];
+        for (int64_t t = 0; t < inner_size; ++t) f(ab + t, ob + t);
+      } else {
+        const int64_t ab = o[0] + boff[b];
+        for_each_offsets<2>(inner, {&op_inner, &ot_inner},
+                            [&](const std::array<int64_t, 2>& i) { f(ab + i[0], ob + i[1]); });
+      }
+    }
+  });
+}
+
+template <class T>
+T default_fill() {
+  if constexpr (std::is_same_v<T, bool>) return true;
+  else if constexpr (std::is_floating_point_v<T>) return std::numeric_limits<T>::quiet_NaN();
+  else if constexpr (std::is_signed_v<T>) return std::numeric_limits<T>::lowest();
+  else return std::numeric_limits<T>::max();
+}
+
+template <class T>
+T fill_value(const Params& params) {
+  if (params.is_none("fill_value")) return default_fill<T>();
+  for (const auto& [name, v] : params.items())
+    if (name == "fill_value")
+      return std::visit([](const auto& s) -> T {
+        using S = std::decay_t<decltype(s)>;
+        if constexpr (std::is_arithmetic_v<S>) return static_cast<T>(s);
+        else fail<TypeError>("gather fill_value must be a scalar");
+      }, v);
+  return default_fill<T>();
+}
+
+void gather() {
+  Primitive p;
+  p.name = "gather";
+  p.abstract_eval = [](const Avals& in, const Params& params) {
+    parse_mode("gather", params, false);
+    const Aval& x = in[0];
+    Layout l = check_indices("gather", x, Avals(in.begin() + 1, in.end()), params);
+    return Avals{like(x, result_shape(l, x.shape), x.dtype, x.weak_type)};
+  };
+  p.kernel = [](const Tensors& in, const Params& params, const Avals& out) {
+    const Tensor& x = in[0];
+    Layout l = layout_of(params, in[1].shape(), x.ndim());
+    auto boff = batch_offsets(x, &in[1], l, parse_mode("gather", params, false));
+    Tensor res = Tensor::empty(x.dtype(), out[0].shape);
+    dispatch_dtype(x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const T* src = x.data<T>();
+      T* dst = res.data<T>();
+      const T fill = fill_value<T>(params);
+      walk(x, l, boff, res, [&](int64_t a, int64_t o) { dst[o] = src[a]; },
+           [&](int64_t o) { dst[o] = fill; });
+    });
+    return Tensors{res};
+  };
+  register_primitive(std::move(p));
+}
+
+// combine(current, update) -> new value.
+template <class Combine>
+void scatter(const std::string& name, Combine combine) {
+  Primitive p;
+  p.name = name;
+  p.abstract_eval = [name](const Avals& in, const Params& params) {
+    parse_mode(name, params, true);
+    const Aval &x = in[0], &upd = in[1];
+    Layout l = check_indices(name, x, Avals(in.begin() + 2, in.end()), params);
+    if (upd.dtype != x.dtype)
+      fail<TypeError>(name, " updates must have the operand's dtype ", dtype_name(x.dtype), ", got ",
+                      dtype_name(upd.dtype));
+    Shape want = result_shape(l, x.shape);
+    if (upd.shape != want)
+      fail<ValueError>(name, " updates of shape ", shape_str(upd.shape), " do not match the indexed shape ",
+                       shape_str(want));
+    return Avals{like(x, x.shape, x.dtype, x.weak_type)};
+  };
+  p.kernel = [combine](const Tensors& in, const Params& params, const Avals&) {
+    const Tensor &x = in[0], &upd = in[1];
+    Layout l = layout_of(params, in[2].shape(), x.ndim());
+    Tensor res = x.copy();
+    auto boff = batch_offsets(res, &in[2], l, parse_mode("scatter", params, true));
+    dispatch_dtype(x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      T* dst = res.data<T>();
+      const T* u = upd.data<T>();
+      walk(res, l, boff, upd, [&](int64_t a, int64_t o) { dst[a] = combine(dst[a], u[o]); },
+           [](int64_t) {});
+    });
+    return Tensors{res};
+  };
+  register_primitive(std::move(p));
+}
+
+// NaN-propagating, as lax.min/lax.max.
+template <class T>
+T nan_min(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) if (std::isnan(a) || std::isnan(b)) return a + b;
+  return b < a ? b : a;
+}
+template <class T>
+T nan_max(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) if (std::isnan(a) || std::isnan(b)) return a + b;
+  return b > a ? b : a;
+}
+
+// Start indices of a dynamic slice: negative ones count from the end, then
+// each is clamped so the window of `sizes` fits (XLA's rule).
+int64_t window_offset(const Tensor& operand, const Tensor* starts, const Shape& sizes) {
+  int64_t off = 0;
+  for (int64_t d = 0; d < operand.ndim(); ++d) {
+    int64_t s = dispatch_integer(starts[d].dtype(), [&](auto tag) {
+      return static_cast<int64_t>(*starts[d].data<decltype(tag)>());
+    });
+    const int64_t n = operand.shape()[d];
+    if (s < 0) s += n;
+    off += std::clamp<int64_t>(s, 0, n - sizes[d]) * operand.strides()[d];
+  }
+  return off;
+}
+
+void check_starts(const std::string& prim, const Aval& operand, const Avals& starts) {
+  if (static_cast<int64_t>(starts.size()) != operand.ndim())
+    fail<TypeError>(prim, " start_indices must have length equal to the number of dimensions of the "
+                    "operand, got indices of length ", starts.size(), " for operand of shape ",
+                    shape_str(operand.shape));
+  for (const Aval& s : starts)
+    if (!s.shape.empty() || !is_integer(s.dtype))
+      fail<TypeError>(prim, " start indices must be integer scalars, got ", s.str());
+}
+
+void check_window(const std::string& prim, const Shape& window, const Shape& operand, const char* what) {
+  for (size_t d = 0; d < operand.size(); ++d)
+    if (window[d] < 0 || window[d] > operand[d])
+      fail<TypeError>(prim, " ", what, " must be non-negative and at most the operand shape, got ",
+                      what, " ", shape_str(window), " for operand shape ", shape_str(operand), ".");
+}
+
+// dynamic_slice(operand, *start_indices; slice_sizes): a zero-copy window.
+void dynamic_slice() {
+  Primitive p;
+  p.name = "dynamic_slice";
+  p.abstract_eval = [](const Avals& in, const Params& params) {
+    const Shape& sizes = params.get<IntList>("slice_sizes");
+    const Aval& x = in[0];
+    check_starts("dynamic_slice", x, Avals(in.begin() + 1, in.end()));
+    if (static_cast<int64_t>(sizes.size()) != x.ndim())
+      fail<TypeError>("dynamic_slice slice_sizes must have the same length as the operand's shape ",
+                      shape_str(x.shape), ", got ", shape_str(sizes));
+    check_window("dynamic_slice", sizes, x.shape, "slice_sizes");
+    return Avals{like(x, sizes, x.dtype, x.weak_type)};
+  };
+  p.kernel = [](const Tensors& in, const Params&, const Avals& out) {
+    const Tensor& x = in[0];
+    return Tensors{x.view(out[0].shape, x.strides(), window_offset(x, &in[1], out[0].shape))};
+  };
+  register_primitive(std::move(p));
+}
+
+// dynamic_update_slice(operand, update, *start_indices).
+void dynamic_update_slice() {
+  Primitive p;
+  p.name = "dynamic_update_slice";
+  p.abstract_eval = [](const Avals& in, const Params&) {
+    const Aval &x = in[0], &upd = in[1];
+    check_starts("dynamic_update_slice", x, Avals(in.begin() + 2, in.end()));
+    if (upd.dtype != x.dtype)
+      fail<TypeError>("dynamic_update_slice update must have the operand's dtype ", dtype_name(x.dtype),
+                      ", got ", dtype_name(upd.dtype));
+    if (upd.ndim() != x.ndim())
+      fail<TypeError>("dynamic_update_slice update must have the operand's rank, got update shape ",
+                      shape_str(upd.shape), " for operand shape ", shape_str(x.shape));
+    check_window("dynamic_update_slice", upd.shape, x.shape, "update shape");
+    return Avals{like(x, x.shape, x.dtype, x.weak_type)};
+  };
+  p.kernel = [](const Tensors& in, const Params&, const Avals&) {
+    const Tensor& upd = in[1];
+    Tensor res = in[0].copy();
+    Tensor window = res.view(upd.shape(), res.strides(), window_offset(res, &in[2], upd.shape()));
+    dispatch_dtype(res.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      T* dst = window.data<T>();
+      const T* src = upd.data<T>();
+      for_each_offsets<2>(upd.shape(), {&window.strides(), &upd.strides()},
+                          [&](const std::array<int64_t, 2>& o) { dst[o[0]] = src[o[1]]; });
+    });
+    return Tensors{res};
+  };
+  register_primitive(std::move(p));
+}
+
+}  // namespace
+
+void register_indexing_primitives() {
+  gather();
+  scatter("scatter", [](auto, auto u) { return u; });
+  scatter("scatter_add", [](auto a, auto u) {
+    if constexpr (std::is_same_v<decltype(a), bool>) return a || u;
+    else return static_cast<decltype(a)>(a + u);
+  });
+  scatter("scatter_mul", [](auto a, auto u) {
+    if constexpr (std::is_same_v<decltype(a), bool>) return a && u;
+    else return static_cast<decltype(a)>(a * u);
+  });
+  scatter("scatter_min", [](auto a, auto u) { return nan_min(a, u); });
+  scatter("scatter_max", [](auto a, auto u) { return nan_max(a, u); });
+  dynamic_slice();
+  dynamic_update_slice();
+}
 
 }  // namespace meshsim

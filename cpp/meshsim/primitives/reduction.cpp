@@ -1,8 +1,256 @@
+// Reductions over axes (reduce_*), argmax/argmin and cumulative scans.
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
 #include "meshsim/ir/primitive.h"
+#include "meshsim/kernels/dispatch.h"
+#include "meshsim/kernels/reduce.h"
 #include "meshsim/primitives/families.h"
 
 namespace meshsim {
+namespace {
 
-void register_reduction_primitives() {}
+// ---- the combining operations --------------------------------------------
+
+template <class T>
+bool is_nan(T x) {
+  if constexpr (std::is_floating_point_v<T>) return x != x;
+  else return false;
+}
+
+template <class T> struct Sum {
+  T identity = T(0);
+  T operator()(T a, T b) const { return static_cast<T>(a + b); }
+};
+template <class T> struct Prod {
+  T identity = T(1);
+  T operator()(T a, T b) const { return static_cast<T>(a * b); }
+};
+// max/min propagate NaN, as XLA does.
+template <class T> struct Max {
+  T identity = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
+                                                    : std::numeric_limits<T>::lowest();
+  T operator()(T a, T b) const { return (a > b || is_nan(a)) ? a : b; }
+};
+template <class T> struct Min {
+  T identity = std::numeric_limits<T>::has_infinity ? std::numeric_limits<T>::infinity()
+                                                    : std::numeric_limits<T>::max();
+  T operator()(T a, T b) const { return (a < b || is_nan(a)) ? a : b; }
+};
+template <class T> struct And {
+  T identity = static_cast<T>(-1);  // all bits set; true for bool
+  T operator()(T a, T b) const { return static_cast<T>(a & b); }
+};
+template <class T> struct Or {
+  T identity = T(0);
+  T operator()(T a, T b) const { return static_cast<T>(a | b); }
+};
+template <class T> struct Xor {
+  T identity = T(0);
+  T operator()(T a, T b) const { return static_cast<T>(a ^ b); }
+};
+
+// Which dtypes an op accepts, with JAX's wording when it refuses one.
+enum class Accepts { Number, Any, Logical };
+
+void check_dtype(const std::string& name, Accepts a, DType dt) {
+  if (a == Accepts::Number && is_bool(dt))
+    fail<TypeError>(name, " does not accept dtype ", dtype_name(dt),
+                    ". Accepted dtypes are subtypes of number.");
+  if (a == Accepts::Logical && is_floating(dt))
+    fail<TypeError>("logical reduction requires operand dtype bool or int, got ", dtype_name(dt), ".");
+}
+
+// Instantiates a kernel only for the dtypes its op accepts.
+template <Accepts kAccepts, class F>
+decltype(auto) dispatch_accepted(DType dt, F&& f) {
+  if constexpr (kAccepts == Accepts::Number) return dispatch_numeric(dt, std::forward<F>(f));
+  else if constexpr (kAccepts == Accepts::Logical) return dispatch_bitwise(dt, std::forward<F>(f));
+  else return dispatch_dtype(dt, std::forward<F>(f));
+}
+
+// ---- reduce_* --------------------------------------------------------------
+
+std::vector<bool> reduced_mask(const Aval& x, const IntList& axes) {
+  std::vector<bool> mask(x.ndim(), false);
+  for (int64_t a : axes) {
+    if (a < 0 || a >= x.ndim())
+      fail<ValueError>("reduction axes ", param_value_str(axes),
+                       " contains out-of-bounds indices for ", x.str_short(), ".");
+    if (mask[a]) fail<ValueError>("duplicate value in 'axes' of reduction: ", param_value_str(axes));
+    mask[a] = true;
+  }
+  return mask;
+}
+
+template <template <class> class Op, Accepts kAccepts>
+void reduce(const std::string& name) {
+  Primitive p;
+  p.name = name;
+  p.abstract_eval = [name](const Avals& in, const Params& params) {
+    const Aval& x = in[0];
+    check_dtype(name, kAccepts, x.dtype);
+    std::vector<bool> mask = reduced_mask(x, params.get<IntList>("axes"));
+    Shape out;
+    for (int64_t d = 0; d < x.ndim(); ++d)
+      if (!mask[d]) out.push_back(x.shape[d]);
+    return Avals{like(x, out, x.dtype, x.weak_type)};
+  };
+  p.kernel = [](const Tensors& in, const Params& params, const Avals& out) {
+    const IntList& axes = params.get<IntList>("axes");
+    if (axes.empty()) return Tensors{in[0]};
+    std::vector<bool> mask(in[0].ndim(), false);
+    for (int64_t ax : axes) mask[ax] = true;
+    Tensor result = Tensor::empty(out[0].dtype, out[0].shape);
+    dispatch_accepted<kAccepts>(in[0].dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      reduce_into<T>(in[0], mask, result, Op<T>{});
+    });
+    return Tensors{result};
+  };
+  register_primitive(std::move(p));
+}
+
+// Converts with the convert_element_type kernel (the one home of casts).
+Tensor cast(const Tensor& t, const Aval& to) {
+  if (t.dtype() == to.dtype) return t;
+  return primitive("convert_element_type").kernel({t}, Params{{"new_dtype", to.dtype}}, {to})[0];
+}
+
+// ---- argmax / argmin -------------------------------------------------------
+
+// Whether v replaces the current best b: strictly better, or the first NaN.
+template <class T, bool kMax>
+bool better(T v, T b) {
+  if (is_nan(b)) return false;
+  return is_nan(v) || (kMax ? v > b : v < b);
+}
+
+// x viewed as [outer, n, inner] (contiguous); writes the winning index along n.
+template <class T, bool kMax, class I>
+void arg_reduce(const T* x, int64_t outer, int64_t n, int64_t inner, I* out) {
+  std::vector<T> best(inner);
+  for (int64_t o = 0; o < outer; ++o, x += n * inner, out += inner) {
+    std::copy(x, x + inner, best.begin());
+    std::fill(out, out + inner, I(0));
+    for (int64_t r = 1; r < n; ++r)
+      for (int64_t j = 0; j < inner; ++j)
+        if (better<T, kMax>(x[r * inner + j], best[j])) {
+          best[j] = x[r * inner + j];
+          out[j] = static_cast<I>(r);
+        }
+  }
+}
+
+struct Blocks {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+
+Blocks blocks_around(const Shape& shape, int64_t axis) {
+  Blocks b;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d)
+    (d < axis ? b.outer : d == axis ? b.n : b.inner) *= shape[d];
+  return b;
+}
+
+template <bool kMax>
+void arg_reduce_primitive(const std::string& name) {
+  Primitive p;
+  p.name = name;
+  p.abstract_eval = [](const Avals& in, const Params& params) {
+    const Aval& x = in[0];
+    const IntList& axes = params.get<IntList>("axes");
+    DType index_dtype = params.get<DType>("index_dtype");
+    if (!is_integer(index_dtype))
+      fail<TypeError>("index_dtype must be an integer type, but got ", dtype_name(index_dtype));
+    if (axes.size() != 1) fail<ValueError>("argmin and argmax take exactly one axis, got ", param_value_str(axes));
+    const int64_t axis = axes[0];
+    if (axis < 0 || axis >= x.ndim())
+      fail<ValueError>("Invalid axis ", axis, " for operand shape ", shape_str(x.shape));
+    if (x.shape[axis] == 0)
+      fail<ValueError>("argmin and argmax require non-empty reduced dimension. operand.shape=",
+                       shape_str(x.shape), " axis=", axis);
+    Shape out = x.shape;
+    out.erase(out.begin() + axis);
+    return Avals{like(x, out, index_dtype)};
+  };
+  p.kernel = [](const Tensors& in, const Params& params, const Avals& out) {
+    const Tensor x = in[0].contiguous();
+    const Blocks b = blocks_around(x.shape(), params.get<IntList>("axes")[0]);
+    // Indices are computed as int32 or int64; a narrower index dtype is a cast.
+    const DType index_dtype = out[0].dtype == DType::Int32 ? DType::Int32 : DType::Int64;
+    Tensor result = Tensor::empty(index_dtype, out[0].shape);
+    dispatch_dtype(x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      auto run = [&](auto* indices) { arg_reduce<T, kMax>(x.data<T>(), b.outer, b.n, b.inner, indices); };
+      if (index_dtype == DType::Int32) run(result.data<int32_t>());
+      else run(result.data<int64_t>());
+    });
+    return Tensors{cast(result, out[0])};
+  };
+  register_primitive(std::move(p));
+}
+
+// ---- cumulative scans ------------------------------------------------------
+
+// In-place inclusive scan of x viewed as [outer, n, inner] along n.
+template <class T, class Op>
+void scan(T* x, const Blocks& b, bool reverse, const Op& op) {
+  const int64_t step = reverse ? -b.inner : b.inner;
+  for (int64_t o = 0; o < b.outer; ++o) {
+    T* first = x + o * b.n * b.inner + (reverse ? (b.n - 1) * b.inner : 0);
+    for (int64_t r = 1; r < b.n; ++r) {
+      const T* prev = first + (r - 1) * step;
+      T* cur = first + r * step;
+      for (int64_t j = 0; j < b.inner; ++j) cur[j] = op(prev[j], cur[j]);
+    }
+  }
+}
+
+template <template <class> class Op>
+void cumulative(const std::string& name) {
+  Primitive p;
+  p.name = name;
+  p.abstract_eval = [name](const Avals& in, const Params& params) {
+    const Aval& x = in[0];
+    check_dtype(name, Accepts::Number, x.dtype);
+    const int64_t axis = params.get<int64_t>("axis");
+    if (axis < 0 && x.ndim() > 0) fail<ValueError>("XLA operations do not allow negative axes");
+    if (axis < 0 || axis >= x.ndim())
+      fail<ValueError>("axis ", axis, " is out of bounds for array of shape ", shape_str(x.shape));
+    return Avals{like(x, x.shape, x.dtype, x.weak_type)};
+  };
+  p.kernel = [](const Tensors& in, const Params& params, const Avals&) {
+    Tensor result = in[0].copy();
+    const Blocks b = blocks_around(result.shape(), params.get<int64_t>("axis"));
+    dispatch_numeric(result.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      scan(result.data<T>(), b, params.get_or<bool>("reverse", false), Op<T>{});
+    });
+    return Tensors{result};
+  };
+  register_primitive(std::move(p));
+}
+
+}  // namespace
+
+void register_reduction_primitives() {
+  reduce<Sum, Accepts::Number>("reduce_sum");
+  reduce<Prod, Accepts::Number>("reduce_prod");
+  reduce<Max, Accepts::Any>("reduce_max");
+  reduce<Min, Accepts::Any>("reduce_min");
+  reduce<And, Accepts::Logical>("reduce_and");
+  reduce<Or, Accepts::Logical>("reduce_or");
+  reduce<Xor, Accepts::Logical>("reduce_xor");
+
+  arg_reduce_primitive<true>("argmax");
+  arg_reduce_primitive<false>("argmin");
+
+  cumulative<Sum>("cumsum");
+  cumulative<Prod>("cumprod");
+  cumulative<Max>("cummax");
+  cumulative<Min>("cummin");
+}
 
 }  // namespace meshsim

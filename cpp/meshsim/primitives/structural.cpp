@@ -1,12 +1,82 @@
 // Structural primitives: they move or view data without arithmetic.
-// broadcast_in_dim, transpose and reshape of contiguous data are zero-copy views.
+// broadcast_in_dim, transpose, reshape of contiguous data, slice, rev and
+// squeeze are zero-copy views; concatenate, pad and copy write one fresh
+// buffer, a memcpy per contiguous run.
+#include <algorithm>
+#include <cstring>
 #include <numeric>
 
 #include "meshsim/ir/primitive.h"
+#include "meshsim/kernels/strided.h"
 #include "meshsim/primitives/families.h"
 
 namespace meshsim {
 namespace {
+
+// Elements are moved as opaque words of their size: no per-dtype kernels.
+template <class F>
+void dispatch_itemsize(size_t size, F&& f) {
+  switch (size) {
+    case 1: return f(uint8_t{});
+    case 2: return f(uint16_t{});
+    case 4: return f(uint32_t{});
+    default: return f(uint64_t{});
+  }
+}
+
+// Copies `src` into `dst` (same shape, any strides; dst is a view of a fresh
+// buffer). Trailing dimensions packed in both fold into one memcpy'd run.
+void copy_strided(const Tensor& src, const Tensor& dst) {
+  const Shape& shape = src.shape();
+  if (num_elements(shape) == 0) return;
+  size_t k = shape.size();
+  int64_t run = 1;
+  while (k > 0 && (shape[k - 1] == 1 ||
+                   (src.strides()[k - 1] == run && dst.strides()[k - 1] == run))) {
+    run *= shape[--k];
+  }
+  const Shape outer(shape.begin(), shape.begin() + k);
+  const Strides src_st(src.strides().begin(), src.strides().begin() + k);
+  const Strides dst_st(dst.strides().begin(), dst.strides().begin() + k);
+  const size_t isz = itemsize(src.dtype());
+  if (run > 1 || k == 0) {
+    const char* s = static_cast<const char*>(src.raw());
+    char* d = static_cast<char*>(dst.raw());
+    for_each_offsets<2>(outer, {&src_st, &dst_st}, [&](const std::array<int64_t, 2>& off) {
+      std::memcpy(d + off[1] * isz, s + off[0] * isz, run * isz);
+    });
+    return;
+  }
+  dispatch_itemsize(isz, [&](auto word) {
+    using W = decltype(word);
+    const W* s = static_cast<const W*>(src.raw());
+    W* d = static_cast<W*>(dst.raw());
+    for_each_offsets<2>(outer, {&src_st, &dst_st},
+                        [&](const std::array<int64_t, 2>& off) { d[off[1]] = s[off[0]]; });
+  });
+}
+
+// Fills contiguous `out` with the value of the 0-d tensor `scalar`.
+void fill(Tensor& out, const Tensor& scalar) {
+  dispatch_itemsize(itemsize(out.dtype()), [&](auto word) {
+    using W = decltype(word);
+    W value;
+    std::memcpy(&value, scalar.raw(), sizeof(W));
+    std::fill_n(out.data<W>(), out.size(), value);
+  });
+}
+
+// Operand dimensions named by a primitive's `dimensions` parameter: in range
+// and unique, or a TypeError/ValueError in the primitive's own words.
+void check_dimensions(const char* prim, const IntList& dims, int64_t ndim) {
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] < 0 || dims[i] >= ndim)
+      fail<ValueError>(prim, " dimensions outside range [0, ndim): ", param_value_str(dims),
+                       " for operand ndim ", ndim);
+    if (std::count(dims.begin(), dims.end(), dims[i]) > 1)
+      fail<ValueError>(prim, " dimensions are not unique: ", param_value_str(dims));
+  }
+}
 
 // lax.broadcast_in_dim(x, shape, broadcast_dimensions): operand dim i maps to
 // output dim broadcast_dimensions[i] and must be 1 or equal to it.
@@ -86,12 +156,269 @@ void transpose() {
   register_primitive(std::move(p));
 }
 
+// lax.squeeze: drops size-1 dimensions (a view).
+void squeeze() {
+  Primitive p;
+  p.name = "squeeze";
+  p.abstract_eval = [](const Avals& in, const Params& params) {
+    const IntList& dims = params.get<IntList>("dimensions");
+    const Aval& x = in[0];
+    check_dimensions("squeeze", dims, x.ndim());
+    Shape s;
+    for (int64_t d = 0; d < x.ndim(); ++d) {
+      if (std::find(dims.begin(), dims.end(), d) == dims.end()) s.push_back(x.shape[d]);
+      else if (x.shape[d] != 1)
+        fail<ValueError>("cannot select an axis to squeeze out which has size not equal to one, "
+                         "got shape=", shape_str(x.shape), " and dimensions=", param_value_str(dims));
+    }
+    return Avals{like(x, s, x.dtype, x.weak_type)};
+  };
+  p.kernel = [](const Tensors& in, const Params& params, const Avals& out) {
+    const IntList& dims = params.get<IntList>("dimensions");
+    const Tensor& x = in[0];
+    Strides st;
+    for (int64_t d = 0; d < x.ndim(); ++d)
+      if (std::find(dims.begin(), dims.end(), d) == dims.end()) st.push_back(x.strides()[d]);
+    return Tensors{x.view(out[0].shape, st, 0)};
+  };
+  register_primitive(std::move(p));
+}
+
+// lax.rev: reverses the order of elements along `dimensions` (a view with
+// negated strides).
+void rev() {
+  Primitive p;
+  p.name = "rev";
+  p.abstract_eval = [](const Avals& in, const Params& params) {
+    const IntList& dims = params.get<IntList>("dimensions");
+    const Aval& x = in[0];
+    for (int64_t d : dims) {
+      if (d < 0 || d >= x.ndim())
+        fail<TypeError>("rev dimensions must all be less than operand ndim, got dimensions ",
+                        param_value_str(dims), " for operand ndim ", x.ndim(), ".");
+      if (std::count(dims.begin(), dims.end(), d) > 1)
+        fail<TypeError>("rev dimensions must be unique, got ", param_value_str(dims), ".");
+    }
+    return Avals{like(x, x.shape, x.dtype, x.weak_type)};
+  };
+  p.kernel = [](const Tensors& in, const Params& params, const Avals&) {
+    const Tensor& x = in[0];
+    if (x.size() == 0) return Tensors{x};
+    Strides st = x.strides();
+    int64_t offset = 0;
+    for (int64_t d : params.get<IntList>("dimensions")) {
+      offset += (x.shape()[d] - 1) * st[d];
+      st[d] = -st[d];
+    }
+    return Tensors{x.view(x.shape(), st, offset)};
+  };
+  register_primitive(std::move(p));
+}
+
+// lax.slice(x, start_indices, limit_indices, strides): a strided view.
+void slice() {
+  Primitive p;
+  p.name = "slice";
+  p.abstract_eval = [](const Avals& in, const Params& params) {
+    const IntList& start = params.get<IntList>("start_indices");
+    const IntList& limit = params.get<IntList>("limit_indices");
+    const Aval& x = in[0];
+    if (static_cast<int64_t>(start.size()) != x.ndim())
+      fail<TypeError>("slice start_indices must have length equal to the number of dimensions of "
+                      "the operand, got indices ", param_value_str(start), " for operand shape ",
+                      shape_str(x.shape), ".");
+    if (limit.size() != start.size())
+      fail<TypeError>("slice limit_indices must have the same length as start_indices, got "
+                      "start_indices ", param_value_str(start), " and limit_indices ",
+                      param_value_str(limit), ".");
+    IntList strides = params.get_or<IntList>("strides", IntList(start.size(), 1));
+    if (strides.size() != start.size())
+      fail<TypeError>("slice strides must have length equal to the number of dimensions of the "
+                      "operand, got strides ", param_value_str(strides), " for operand shape ",
+                      shape_str(x.shape), ".");
+    Shape s;
+    for (size_t i = 0; i < start.size(); ++i) {
+      if (limit[i] > x.shape[i])
+        fail<TypeError>("slice limit_indices must be less than or equal to operand shape, got "
+                        "limit_indices ", param_value_str(limit), " for operand shape ",
+                        shape_str(x.shape), ".");
+      if (start[i] < 0)
+        fail<TypeError>("slice start_indices must be greater than or equal to zero, got "
+                        "start_indices of ", param_value_str(start), ".");
+      if (limit[i] < start[i])
+        fail<TypeError>("slice limit_indices must be greater than or equal to start_indices, got "
+                        "start_indices ", param_value_str(start), " and limit_indices ",
+                        param_value_str(limit), ".");
+      if (strides[i] <= 0)
+        fail<TypeError>("slice strides must be positive, got ", param_value_str(strides));
+      s.push_back((limit[i] - start[i] + strides[i] - 1) / strides[i]);
+    }
+    return Avals{like(x, s, x.dtype, x.weak_type)};
+  };
+  p.kernel = [](const Tensors& in, const Params& params, const Avals&) {
+    const IntList& start = params.get<IntList>("start_indices");
+    IntList strides = params.get_or<IntList>("strides", IntList(start.size(), 1));
+    return Tensors{in[0].slice(start, params.get<IntList>("limit_indices"), strides)};
+  };
+  register_primitive(std::move(p));
+}
+
+void check_same_dtypes(const char* prim, const Avals& in) {
+  for (const Aval& a : in)
+    if (a.dtype != in[0].dtype) {
+      std::string names;
+      for (size_t i = 0; i < in.size(); ++i) names += (i ? ", " : "") + std::string(dtype_name(in[i].dtype));
+      fail<TypeError>(prim, " requires arguments to have the same dtypes, got ", names, ".");
+    }
+}
+
+std::string shapes_str(const Avals& in) {
+  std::string s;
+  for (size_t i = 0; i < in.size(); ++i) s += (i ? ", " : "") + shape_str(in[i].shape);
+  return s;
+}
+
+// lax.concatenate(operands, dimension): one output buffer, each operand
+// copied into its band along `dimension`.
+void concatenate() {
+  Primitive p;
+  p.name = "concatenate";
+  p.abstract_eval = [](const Avals& in, const Params& params) {
+    const int64_t dim = params.get<int64_t>("dimension");
+    if (in.empty()) fail<TypeError>("concatenate expects at least one operand, got 0.");
+    for (const Aval& a : in)
+      if (a.ndim() != in[0].ndim())
+        fail<TypeError>("Cannot concatenate arrays with different numbers of dimensions: got ",
+                        shapes_str(in), ".");
+    if (dim < 0 || dim >= in[0].ndim())
+      fail<TypeError>("concatenate dimension out of bounds: dimension ", dim, " for shapes ",
+                      shapes_str(in), ".");
+    check_same_dtypes("lax.concatenate", in);
+    Shape s = in[0].shape;
+    s[dim] = 0;
+    bool weak = true;
+    for (const Aval& a : in) {
+      for (int64_t d = 0; d < a.ndim(); ++d)
+        if (d != dim && a.shape[d] != s[d])
+          fail<TypeError>("Cannot concatenate arrays with shapes that differ in dimensions other "
+                          "than the one being concatenated: concatenating along dimension ", dim,
+                          " for shapes ", shapes_str(in), ".");
+      s[dim] += a.shape[dim];
+      weak = weak && a.weak_type;
+    }
+    return Avals{like(in[0], s, in[0].dtype, weak)};
+  };
+  p.kernel = [](const Tensors& in, const Params& params, const Avals& out) {
+    const int64_t dim = params.get<int64_t>("dimension");
+    Tensor result = Tensor::empty(out[0].dtype, out[0].shape);
+    IntList begin(result.ndim(), 0), end = result.shape(), step(result.ndim(), 1);
+    for (const Tensor& x : in) {
+      end[dim] = begin[dim] + x.shape()[dim];
+      copy_strided(x, result.slice(begin, end, step));
+      begin[dim] = end[dim];
+    }
+    return Tensors{result};
+  };
+  register_primitive(std::move(p));
+}
+
+// lax.pad(x, padding_value, padding_config): per dimension (low, high,
+// interior); negative low/high crop. The output is filled with the padding
+// value, then the operand elements that land inside are copied over it.
+void pad() {
+  Primitive p;
+  p.name = "pad";
+  p.abstract_eval = [](const Avals& in, const Params& params) {
+    const Aval &x = in[0], &value = in[1];
+    if (x.dtype != value.dtype)
+      fail<TypeError>("pad operand and padding_value must be same dtype: got ", dtype_name(x.dtype),
+                      " and ", dtype_name(value.dtype), ".");
+    if (value.ndim() != 0)
+      fail<ValueError>("padding_value must be a scalar; got np.shape(padding_value)=",
+                       shape_str(value.shape));
+    // A 0-d operand's empty config arrives as an empty list of ints.
+    const IntLists config = x.ndim() ? params.get<IntLists>("padding_config") : IntLists{};
+    const std::string config_str = x.ndim() ? param_value_str(config) : "()";
+    if (static_cast<int64_t>(config.size()) != x.ndim())
+      fail<ValueError>("length of padding_config must equal the number of axes of operand, got "
+                       "padding_config ", config_str, " for operand shape ", shape_str(x.shape));
+    Shape s;
+    for (size_t d = 0; d < config.size(); ++d) {
+      if (config[d].size() != 3)
+        fail<ValueError>("padding_config must hold (low, high, interior) triples, got ", config_str);
+      const int64_t lo = config[d][0], hi = config[d][1], interior = config[d][2];
+      if (interior < 0)
+        fail<ValueError>("interior padding in padding_config must be nonnegative, got "
+                         "padding_config ", config_str);
+      const int64_t n = x.shape[d];
+      s.push_back(lo + hi + (n == 0 ? 0 : n + (n - 1) * interior));
+    }
+    for (int64_t d : s)
+      if (d < 0)
+        fail<ValueError>("Dimension size after padding is not at least 0, got result shape ",
+                         shape_str(s), ", for padding_config ", config_str, " and operand shape ",
+                         shape_str(x.shape));
+    return Avals{like(x, s, x.dtype, x.weak_type && value.weak_type)};
+  };
+  p.kernel = [](const Tensors& in, const Params& params, const Avals& out) {
+    const Tensor& x = in[0];
+    Tensor result = Tensor::empty(out[0].dtype, out[0].shape);
+    fill(result, in[1]);
+    if (x.ndim() == 0) {
+      copy_strided(x, result);
+      return Tensors{result};
+    }
+    const IntLists& config = params.get<IntLists>("padding_config");
+    // Per dimension, the operand indices [first, last) whose positions
+    // lo + i * (interior + 1) fall inside the output.
+    IntList first, last, step(x.ndim(), 1), dst_strides;
+    Shape kept;
+    int64_t dst_offset = 0;
+    for (int64_t d = 0; d < x.ndim(); ++d) {
+      const int64_t lo = config[d][0], gap = config[d][2] + 1, out_n = out[0].shape[d];
+      const int64_t i0 = lo >= 0 ? 0 : (-lo + gap - 1) / gap;
+      const int64_t i1 = std::clamp<int64_t>(out_n - lo <= 0 ? 0 : (out_n - lo + gap - 1) / gap,
+                                             i0, std::max(i0, x.shape()[d]));
+      first.push_back(i0);
+      last.push_back(i1);
+      kept.push_back(i1 - i0);
+      dst_strides.push_back(result.strides()[d] * gap);
+      dst_offset += (lo + i0 * gap) * result.strides()[d];
+    }
+    if (num_elements(kept) > 0)
+      copy_strided(x.slice(first, last, step), result.view(kept, dst_strides, dst_offset));
+    return Tensors{result};
+  };
+  register_primitive(std::move(p));
+}
+
+// copy_p: forces a fresh buffer (e.g. jnp.array(x, copy=True)).
+void copy() {
+  Primitive p;
+  p.name = "copy";
+  p.abstract_eval = [](const Avals& in, const Params&) {
+    return Avals{like(in[0], in[0].shape, in[0].dtype, in[0].weak_type)};
+  };
+  p.kernel = [](const Tensors& in, const Params&, const Avals&) {
+    Tensor result = Tensor::empty(in[0].dtype(), in[0].shape());
+    copy_strided(in[0], result);
+    return Tensors{result};
+  };
+  register_primitive(std::move(p));
+}
+
 }  // namespace
 
 void register_structural_primitives() {
   broadcast_in_dim();
   reshape();
   transpose();
+  squeeze();
+  rev();
+  slice();
+  concatenate();
+  pad();
+  copy();
 }
 
 }  // namespace meshsim

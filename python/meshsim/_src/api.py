@@ -82,7 +82,7 @@ class _Signature:
 
 
 def _leaf_key(x):
-    return (x.shape, x.dtype, x.weak_type, x.sharding_core.mesh, str(x.aval))
+    return x.signature
 
 
 def trace_to_program(fun: Callable, args: Sequence, kwargs: dict, static: tuple = ()):

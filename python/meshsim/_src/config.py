@@ -1,5 +1,99 @@
-"""Placeholder: replaced by the sharding/config work."""
-class _Config:
-    def update(self, name, value):
-        pass
-config = _Config()
+"""`meshsim.config`: JAX's configuration object for the flags the simulator honours.
+
+    config.update("jax_num_cpu_devices", 8)   # before the devices are first used
+    config.update("jax_enable_x64", True)
+    config.jax_enable_x64                      # -> True
+
+Other `jax_*` flags are accepted and stored, so that notebooks written for JAX
+run unchanged; they do not change what the simulator does."""
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+from meshsim import _core
+
+
+def _default_num_devices() -> int:
+    return int(os.environ.get("MESHSIM_NUM_DEVICES", "8"))
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+class Config:
+    def __init__(self):
+        self._values: dict[str, Any] = {
+            "jax_num_cpu_devices": _default_num_devices(),
+            "jax_enable_x64": False,
+            "jax_platforms": None,
+            "jax_threefry_partitionable": True,
+            "jax_default_prng_impl": "threefry2x32",
+            "jax_disable_jit": False,
+        }
+        self._setters: dict[str, Callable[[Any], Any]] = {
+            "jax_num_cpu_devices": self._set_num_devices,
+            "jax_enable_x64": self._set_x64,
+            "jax_platforms": self._set_platforms,
+        }
+        self._devices_in_use = False
+        if _env_flag("JAX_ENABLE_X64"):
+            self.update("jax_enable_x64", True)
+
+    def update(self, name: str, value: Any) -> None:
+        if not name.startswith("jax_"):
+            raise AttributeError(f"Unrecognized config option: {name}")
+        setter = self._setters.get(name)
+        self._values[name] = setter(value) if setter else value
+
+    def read(self, name: str) -> Any:
+        return self._value(name)
+
+    @property
+    def values(self) -> dict[str, Any]:
+        return dict(self._values)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("jax_"):
+            return self._value(name)
+        raise AttributeError(f"'Config' object has no attribute '{name}'")
+
+    def _value(self, name: str) -> Any:
+        try:
+            return self._values[name]
+        except KeyError:
+            raise AttributeError(f"Unrecognized config option: {name}") from None
+
+    def _set_num_devices(self, n) -> int:
+        n = int(n)
+        if n < 1:
+            raise ValueError(f"jax_num_cpu_devices must be a positive integer, got {n}")
+        # The device list is built once; meshes and arrays refer to it by id.
+        if self._devices_in_use and n != self._values["jax_num_cpu_devices"]:
+            raise RuntimeError(
+                "jax_num_cpu_devices config should be updated before backends are initialized "
+                "i.e. before any JAX operation is executed. You should initialize this config "
+                "immediately after `import jax`.")
+        return n
+
+    def _mark_devices_in_use(self) -> int:
+        """Freezes the device count (called when the device list is first built)."""
+        self._devices_in_use = True
+        return self._values["jax_num_cpu_devices"]
+
+    @staticmethod
+    def _set_x64(value) -> bool:
+        value = bool(value)
+        _core.set_x64_enabled(value)
+        return value
+
+    @staticmethod
+    def _set_platforms(value):
+        if value and "cpu" not in str(value).split(","):
+            raise ValueError(
+                f"meshsim simulates CPU devices only; jax_platforms must include 'cpu', got {value!r}")
+        return value
+
+
+config = Config()

@@ -1,5 +1,73 @@
-"""Placeholder: replaced by the sharding/config work."""
-def devices(): return []
-def device_count(): return 8
-local_devices = devices
-local_device_count = device_count
+"""The simulated devices: `jax_num_cpu_devices` CPU devices of one process."""
+from __future__ import annotations
+
+from meshsim._src.config import config
+
+
+class CpuDevice:
+    """One simulated device. Devices are created once; compare and hash by id."""
+
+    __slots__ = ("id",)
+    platform = "cpu"
+    device_kind = "cpu"
+    process_index = 0
+    host_id = 0
+
+    def __init__(self, id: int):
+        self.id = id
+
+    def __repr__(self):
+        return f"CpuDevice(id={self.id})"
+
+    def __str__(self):
+        return f"cpu:{self.id}"
+
+    def __eq__(self, other):
+        return isinstance(other, CpuDevice) and other.id == self.id
+
+    def __hash__(self):
+        return hash((CpuDevice, self.id))
+
+    def __reduce__(self):
+        return device, (self.id,)
+
+
+_devices: list[CpuDevice] | None = None
+
+
+def _all_devices() -> list[CpuDevice]:
+    global _devices
+    if _devices is None:
+        _devices = [CpuDevice(i) for i in range(config._mark_devices_in_use())]
+    return _devices
+
+
+def _check_backend(backend) -> None:
+    if backend is not None and backend != "cpu":
+        raise RuntimeError(
+            f"Unknown backend: '{backend}' requested, but no platforms that are instances of "
+            f"{backend} are present. Platforms present are: cpu")
+
+
+def device(id: int) -> CpuDevice:
+    """The device with id `id`."""
+    return _all_devices()[id]
+
+
+def devices(backend: str | None = None) -> list[CpuDevice]:
+    _check_backend(backend)
+    return list(_all_devices())
+
+
+def device_count(backend: str | None = None) -> int:
+    _check_backend(backend)
+    return len(_all_devices())
+
+
+def local_devices(process_index: int | None = None, backend: str | None = None,
+                  host_id: int | None = None) -> list[CpuDevice]:
+    return devices(backend)
+
+
+def local_device_count(backend: str | None = None) -> int:
+    return device_count(backend)

@@ -1,1 +1,7 @@
-"""meshsim.sharding (placeholder)."""
+"""meshsim.sharding: meshes, partition specs and shardings (as `jax.sharding`)."""
+from meshsim._src.sharding.mesh import (  # noqa: F401
+    AbstractDevice, AbstractMesh, AxisType, Mesh, get_abstract_mesh, get_mesh, set_mesh,
+    use_abstract_mesh)
+from meshsim._src.sharding.named_sharding import (  # noqa: F401
+    NamedSharding, Sharding, SingleDeviceSharding)
+from meshsim._src.sharding.partition_spec import PartitionSpec  # noqa: F401

@@ -1,0 +1,1 @@
+"""Meshes, partition specs, shardings and sharded placement (device_put)."""

@@ -1,4 +1,108 @@
-"""Placeholder: replaced by the sharding work."""
-def make_mesh(*a, **k): raise NotImplementedError
-def set_mesh(*a, **k): raise NotImplementedError
-def device_put(*a, **k): raise NotImplementedError
+"""Top-level sharding API: `make_mesh`, `set_mesh`, `device_put`."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from meshsim._src import core, tree_util
+from meshsim._src import devices as devices_lib
+from meshsim._src.sharding import array
+from meshsim._src.sharding.mesh import AxisType, Mesh, get_mesh, set_mesh
+from meshsim._src.sharding.named_sharding import NamedSharding, Sharding, SingleDeviceSharding
+from meshsim._src.sharding.partition_spec import P, PartitionSpec
+
+__all__ = ["make_mesh", "set_mesh", "device_put", "P"]
+
+array.install()
+
+
+def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None) -> Mesh:
+    """A mesh of the first prod(axis_shapes) devices, row-major; all axes
+    Explicit unless `axis_types` says otherwise."""
+    if devices is None:
+        devices = devices_lib.devices()
+    try:
+        shape = tuple(int(s) for s in axis_shapes)
+    except TypeError:
+        raise ValueError("`axis_shapes` passed to `make_mesh` should be a sequence of ints. "
+                         f"Got {axis_shapes}") from None
+    size = math.prod(shape)
+    if size > len(devices):
+        raise ValueError(f"Number of devices {len(devices)} must be >= the product of mesh_shape "
+                         f"{shape}")
+    if axis_types is None:
+        axis_types = (AxisType.Explicit,) * len(shape)
+    grid = np.array(list(devices)[:size], dtype=object).reshape(shape)
+    return Mesh(grid, axis_names, axis_types=axis_types)
+
+
+def _is_placement(p) -> bool:
+    return p is None or isinstance(p, (Sharding, PartitionSpec, devices_lib.CpuDevice))
+
+
+def _as_sharding(p) -> Sharding | None:
+    """A placement (None, a sharding, a device, or a spec over the context mesh) as a sharding."""
+    if p is None or isinstance(p, Sharding):
+        return p
+    if isinstance(p, devices_lib.CpuDevice):
+        return SingleDeviceSharding(p)
+    if isinstance(p, PartitionSpec):
+        mesh = get_mesh()
+        if mesh.empty:
+            raise ValueError("Please set a mesh via `jax.set_mesh` if a PartitionSpec is passed "
+                             "to device_put")
+        return NamedSharding(mesh, p)
+    raise ValueError("`jax.device_put` only accepts `None`, `jax.sharding.Sharding`, `jax.Device`, "
+                     f"`Format`, `jax.memory.Space` or a pytree of these values. Received invalid "
+                     f"value: {p}")
+
+
+def _check_fits(value, sharding: NamedSharding) -> None:
+    try:
+        sharding.check_compatible_aval(value.shape)
+    except ValueError as e:
+        raise ValueError("One of device_put args is incompatible with its sharding annotation "
+                         f"{sharding}: {e}") from None
+    sharding.check_type_divisibility(value.shape)  # JAX's message for Explicit axes
+    sharding.shard_shape(value.shape)               # then for every axis
+
+
+def _put(x, sharding: Sharding | None, donate: bool):
+    if isinstance(x, core.Tracer):
+        if sharding is None:
+            return x
+        raise NotImplementedError("device_put with a sharding inside a traced function is not "
+                                  "supported yet; call it outside jit")
+    value = core.asarray_value(x)
+    if sharding is None:
+        return value
+    if isinstance(sharding, NamedSharding):
+        _check_fits(value, sharding)
+    if value.committed and value.sharding == sharding:
+        return value
+    out = value.reshard(sharding.core_sharding)
+    out._sharding = sharding
+    out._committed = True
+    if donate and isinstance(x, core.Array):
+        x.delete()
+    return out
+
+
+def device_put(x, device: Any = None, *, src: Any = None, donate: bool = False,
+               may_alias: bool | None = None):
+    """Places `x` (a pytree of array-likes) on `device`: a device, a sharding,
+    a PartitionSpec over the context mesh, None (the default device, or where
+    an array already is), or a pytree prefix of `x` of these.
+
+    Arrays are immutable here, so `may_alias` and `src` change nothing."""
+    if _is_placement(device):
+        sharding = _as_sharding(device)
+        return tree_util.tree_map(lambda leaf: _put(leaf, sharding, donate), x)
+    try:
+        placements = tree_util.tree_broadcast(device, x, is_leaf=_is_placement)
+    except ValueError as e:
+        raise ValueError("device_put device specification must be a tree prefix of the "
+                         f"corresponding value; {e}") from None
+    return tree_util.tree_map(lambda leaf, p: _put(leaf, _as_sharding(p), donate), x, placements)

@@ -1,0 +1,199 @@
+// Reduction loops over strided views. Accumulation stays in the element type
+// (float32 sums in float32, as XLA on CPU) but is pairwise, so the rounding
+// error grows with log(n) rather than n. Two loop shapes:
+//  - the innermost dimension is reduced: each output is a reduction of a run,
+//    vectorised over 16 independent lanes;
+//  - the innermost dimension is kept: whole rows are combined element-wise,
+//    vectorised along the row, pairwise over the reduced rows.
+//
+// An Op provides `T identity` and `T operator()(T, T)`; it must be associative
+// (up to rounding), which makes the pairwise order legitimate.
+#pragma once
+#include <algorithm>
+#include <cstdlib>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include "meshsim/core/tensor.h"
+#include "meshsim/kernels/strided.h"
+
+namespace meshsim {
+namespace reduce_detail {
+
+constexpr int64_t kLanes = 16;       // independent accumulators of a run
+constexpr int64_t kRunBlock = 256;   // run length reduced without splitting
+constexpr int64_t kRowBlock = 8;     // rows combined without splitting
+constexpr int64_t kTile = 512;       // row elements handled at once (stays in L1)
+
+// Pairwise reduction of x[0], x[s], ..., x[(n-1)s]; kUnit means s == 1.
+template <bool kUnit, class T, class Op>
+T reduce_run(const T* x, int64_t n, int64_t s, const Op& op) {
+  if (n > kRunBlock) {
+    const int64_t half = (n / 2 + kLanes - 1) / kLanes * kLanes;
+    return op(reduce_run<kUnit>(x, half, s, op),
+              reduce_run<kUnit>(x + half * (kUnit ? 1 : s), n - half, s, op));
+  }
+  T tail = op.identity;
+  int64_t i = 0;
+  if (n >= kLanes) {
+    T acc[kLanes];
+    for (int64_t k = 0; k < kLanes; ++k) acc[k] = op.identity;
+    for (; i + kLanes <= n; i += kLanes)
+      for (int64_t k = 0; k < kLanes; ++k) acc[k] = op(acc[k], x[(i + k) * (kUnit ? 1 : s)]);
+    for (int64_t w = kLanes / 2; w > 0; w /= 2)
+      for (int64_t k = 0; k < w; ++k) acc[k] = op(acc[k], acc[k + w]);
+    tail = acc[0];
+  }
+  for (; i < n; ++i) tail = op(tail, x[i * (kUnit ? 1 : s)]);
+  return tail;
+}
+
+// Maps a flat index over some dimensions to an element offset.
+struct Unravel {
+  Shape sizes;
+  Strides strides;
+  int64_t operator()(int64_t flat) const {
+    int64_t off = 0;
+    for (size_t d = sizes.size(); d-- > 0;) {
+      off += (flat % sizes[d]) * strides[d];
+      flat /= sizes[d];
+    }
+    return off;
+  }
+};
+
+// acc[0..w) = op over rows [lo, hi) of x, row r starting at x + rows(r),
+// elements `s` apart. scratch holds one kTile buffer per recursion level.
+template <bool kUnit, class T, class Op>
+void reduce_rows(T* acc, const T* x, const Unravel& rows, int64_t lo, int64_t hi, int64_t w,
+                 int64_t s, T* scratch, const Op& op) {
+  if (hi - lo > kRowBlock) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    reduce_rows<kUnit>(acc, x, rows, lo, mid, w, s, scratch + kTile, op);
+    reduce_rows<kUnit>(scratch, x, rows, mid, hi, w, s, scratch + kTile, op);
+    for (int64_t j = 0; j < w; ++j) acc[j] = op(acc[j], scratch[j]);
+    return;
+  }
+  const T* row = x + rows(lo);
+  for (int64_t j = 0; j < w; ++j) acc[j] = row[j * (kUnit ? 1 : s)];
+  for (int64_t r = lo + 1; r < hi; ++r) {
+    row = x + rows(r);
+    for (int64_t j = 0; j < w; ++j) acc[j] = op(acc[j], row[j * (kUnit ? 1 : s)]);
+  }
+}
+
+// One dimension of the loop nest: its size, input stride and output stride
+// (0 for a reduced dimension).
+struct Dim {
+  int64_t size, in_stride, out_stride;
+  bool reduced;
+};
+
+// The loop nest of a reduction: size-1 dimensions dropped, dimensions ordered
+// by decreasing input stride (so a transposed view is read in memory order,
+// broadcast dimensions outermost), and neighbours merged where the strides
+// allow.
+inline std::vector<Dim> loop_nest(const Tensor& x, const std::vector<bool>& reduced) {
+  std::vector<Dim> dims;
+  int64_t out_stride = 1;
+  for (int64_t d = x.ndim(); d-- > 0;) {
+    Dim dim{x.shape()[d], x.strides()[d], reduced[d] ? 0 : out_stride, reduced[d]};
+    if (!reduced[d]) out_stride *= dim.size;
+    if (dim.size != 1) dims.insert(dims.begin(), dim);
+  }
+  auto key = [](const Dim& d) {
+    return d.in_stride == 0 ? std::numeric_limits<int64_t>::max() : std::abs(d.in_stride);
+  };
+  std::stable_sort(dims.begin(), dims.end(),
+                   [&](const Dim& a, const Dim& b) { return key(a) > key(b); });
+  std::vector<Dim> merged;
+  for (const Dim& d : dims) {
+    if (!merged.empty()) {
+      Dim& o = merged.back();
+      if (o.reduced == d.reduced && o.in_stride == d.in_stride * d.size &&
+          o.out_stride == d.out_stride * d.size) {
+        o = {o.size * d.size, d.in_stride, d.out_stride, d.reduced};
+        continue;
+      }
+    }
+    merged.push_back(d);
+  }
+  if (merged.empty()) merged.push_back({1, 1, 0, true});  // a single element
+  return merged;
+}
+
+inline void split_dims(const std::vector<Dim>& dims, Shape& shape, Strides& in, Strides& out) {
+  for (const Dim& d : dims) {
+    shape.push_back(d.size);
+    in.push_back(d.in_stride);
+    out.push_back(d.out_stride);
+  }
+}
+
+// Innermost dimension reduced: out[o] = op(out[o], run) for every run.
+template <class T, class Op>
+void reduce_runs(const T* x, T* out, const std::vector<Dim>& dims, const Op& op) {
+  const Dim& run = dims.back();
+  std::vector<Dim> outer(dims.begin(), dims.end() - 1);
+  Shape shape;
+  Strides in, os;
+  split_dims(outer, shape, in, os);
+  for_each_offsets<2>(shape, {&in, &os}, [&](const std::array<int64_t, 2>& off) {
+    const T* p = x + off[0];
+    T r = run.in_stride == 1 ? reduce_run<true>(p, run.size, 1, op)
+                             : reduce_run<false>(p, run.size, run.in_stride, op);
+    out[off[1]] = op(out[off[1]], r);
+  });
+}
+
+// Innermost dimension kept: rows are combined, tile by tile.
+template <class T, class Op>
+void reduce_columns(const T* x, T* out, const std::vector<Dim>& dims, const Op& op) {
+  const Dim& row = dims.back();
+  std::vector<Dim> kept, reduced;
+  for (size_t i = 0; i + 1 < dims.size(); ++i) (dims[i].reduced ? reduced : kept).push_back(dims[i]);
+  Unravel rows;
+  int64_t nrows = 1;
+  for (const Dim& d : reduced) {
+    rows.sizes.push_back(d.size);
+    rows.strides.push_back(d.in_stride);
+    nrows *= d.size;
+  }
+  int64_t levels = 2;
+  for (int64_t n = nrows; n > kRowBlock; n = (n + 1) / 2) ++levels;
+  std::unique_ptr<T[]> scratch(new T[levels * kTile]);  // not vector<T>: T may be bool
+  Shape shape;
+  Strides in, os;
+  split_dims(kept, shape, in, os);
+  for_each_offsets<2>(shape, {&in, &os}, [&](const std::array<int64_t, 2>& off) {
+    for (int64_t j0 = 0; j0 < row.size; j0 += kTile) {
+      const int64_t w = std::min(kTile, row.size - j0);
+      const T* base = x + off[0] + j0 * row.in_stride;
+      T* acc = scratch.get();
+      if (row.in_stride == 1)
+        reduce_rows<true>(acc, base, rows, 0, nrows, w, 1, acc + kTile, op);
+      else
+        reduce_rows<false>(acc, base, rows, 0, nrows, w, row.in_stride, acc + kTile, op);
+      T* o = out + off[1] + j0 * row.out_stride;
+      for (int64_t j = 0; j < w; ++j) o[j * row.out_stride] = acc[j];
+    }
+  });
+}
+
+}  // namespace reduce_detail
+
+// Reduces `x` over the dimensions flagged in `reduced` into `out`
+// (contiguous, the kept dimensions in order).
+template <class T, class Op>
+void reduce_into(const Tensor& x, const std::vector<bool>& reduced, Tensor& out, const Op& op) {
+  T* o = out.data<T>();
+  if (out.size() == 0) return;
+  std::fill(o, o + out.size(), op.identity);
+  if (x.size() == 0) return;  // an empty reduced dimension: the identity
+  auto dims = reduce_detail::loop_nest(x, reduced);
+  if (dims.back().reduced) reduce_detail::reduce_runs(x.data<T>(), o, dims, op);
+  else reduce_detail::reduce_columns(x.data<T>(), o, dims, op);
+}
+
+}  // namespace meshsim

@@ -1,0 +1,106 @@
+"""`meshsim.debug`: seeing where an array's blocks live.
+
+`visualize_array_sharding` prints the table JAX draws with `rich` (the
+uncoloured form, same sizes and labels) as plain text."""
+from __future__ import annotations
+
+from typing import Callable
+
+from meshsim._src import core, tree_util
+from meshsim._src import devices as devices_lib
+from meshsim._src.sharding.mesh import AxisType, Mesh
+from meshsim._src.sharding.named_sharding import NamedSharding, Sharding, SingleDeviceSharding
+from meshsim._src.sharding.partition_spec import PartitionSpec
+
+
+def _traced_sharding(aval) -> Sharding:
+    """What JAX reports inside jit: the compiled sharding, over the same
+    devices with Auto axes and no trailing unsharded dimensions."""
+    if aval.mesh is None:
+        return SingleDeviceSharding(devices_lib.device(0))
+    mesh = Mesh.from_core(aval.mesh)
+    entries = [None if not axes else axes[0] if len(axes) == 1 else tuple(axes)
+               for axes in aval.spec]
+    while entries and entries[-1] is None:
+        entries.pop()
+    return NamedSharding(mesh.update(axis_types=(AxisType.Auto,) * len(mesh.axis_names)),
+                         PartitionSpec(*entries))
+
+
+def inspect_array_sharding(value, *, callback: Callable[[Sharding], None]) -> None:
+    """Calls `callback(sharding)` for each array of the pytree `value`: at once
+    for concrete arrays, once when tracing inside `jit`."""
+    def inspect(x):
+        callback(_traced_sharding(x.aval) if isinstance(x, core.Tracer) else x.sharding)
+    tree_util.tree_map(inspect, value)
+
+
+def visualize_array_sharding(arr, **kwargs) -> None:
+    """Prints which devices hold which block of a 1-D or 2-D array."""
+    inspect_array_sharding(arr, callback=lambda s: visualize_sharding(arr.shape, s, **kwargs))
+
+
+def _chunk_index(size: int, index: slice) -> int:
+    return 0 if index.start is None else index.start // (index.stop - index.start)
+
+
+def _fraction(size: int, index: slice) -> float:
+    return 1.0 if index.start is None else (index.stop - index.start) / size
+
+
+def visualize_sharding(shape, sharding: Sharding, *, use_color: bool = True, scale: float = 1.,
+                       min_width: int = 9, max_width: int = 80, color_map=None) -> None:
+    """Prints the block table of an array of `shape` laid out by `sharding`
+    (plain text: `use_color` and `color_map` are accepted and ignored)."""
+    shape = tuple(shape)
+    if len(shape) not in (1, 2):
+        raise ValueError("`visualize_sharding` only works for shapes with 1 and 2 dimensions.")
+    rows_cols = shape if len(shape) == 2 else (1, shape[0])
+    base_height = int(10 * scale)
+    base_width = int(base_height * (shape[1] if len(shape) == 2 else 1) / max(shape[0], 1))
+    kind = next(iter(sharding.device_set)).platform.upper()
+    cells: dict[tuple, list] = {}  # (row, col) -> [device ids, height, width]
+    for device, index in sharding.devices_indices_map(shape).items():
+        index = index if len(shape) == 2 else (slice(None), *index)
+        key = tuple(_chunk_index(n, s) for n, s in zip(rows_cols, index))
+        height = _fraction(rows_cols[0], index[0]) if len(shape) == 2 else None
+        cell = cells.setdefault(key, [[], height, _fraction(rows_cols[1], index[1])])
+        cell[0].append(device.id)
+    table = [[_cell_layout(f"{kind} " + ",".join(map(str, sorted(ids))), height, width,
+                          base_height, base_width, min_width, max_width)
+              for (r, c), (ids, height, width) in sorted(cells.items()) if r == row]
+             for row in range(max(r for r, _ in cells) + 1)]
+    print(_render(table), end="\n\n")
+
+
+def _cell_layout(label: str, height: float | None, width: float, base_height: int,
+                base_width: int, min_width: int, max_width: int) -> tuple:
+    """A cell as (padding top, right, bottom, left, label), sized as JAX sizes it."""
+    w = min(max(int(width * base_width * 2.5), min_width), max_width)
+    h = 1 if height is None else int(height * base_height)
+    left, extra = divmod(w - len(label) - 2, 2)
+    top, extra_v = divmod(h - 2, 2)
+    return (max(top, 0), max(left + extra, 0), max(top + extra_v, 0), max(left, 0), label)
+
+
+def _render(table: list[list[tuple]]) -> str:
+    """Draws cells in a box-drawing grid; each column as wide as its widest cell."""
+    ncols = len(table[0])
+    widths = [max(c[3] + len(c[4]) + c[1] for c in (row[j] for row in table)) for j in range(ncols)]
+
+    def rule(left: str, middle: str, right: str) -> str:
+        return left + middle.join("─" * w for w in widths) + right
+
+    lines = [rule("┌", "┬", "┐")]
+    for i, row in enumerate(table):
+        if i:
+            lines.append(rule("├", "┼", "┤"))
+        height = max(top + 1 + bottom for top, _, bottom, _, _ in row)
+        grid = [[" " * w for w in widths] for _ in range(height)]
+        for j, (top, right, _, left, label) in enumerate(row):
+            inner = widths[j] - left - right
+            pad = max(inner - len(label), 0)
+            grid[top][j] = " " * (left + pad // 2) + label + " " * (right + pad - pad // 2)
+        lines += ["│" + "│".join(cols) + "│" for cols in grid]
+    lines.append(rule("└", "┴", "┘"))
+    return "\n".join(lines)

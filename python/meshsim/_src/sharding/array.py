@@ -1,0 +1,81 @@
+"""Where an array's blocks live, as `meshsim.Array` shows it: `.sharding`,
+`.addressable_shards`, `.devices()`, ... (installed on the C++ class by
+`install()`), and the sharding of a type (`typeof(x).sharding`)."""
+from __future__ import annotations
+
+from meshsim import _core
+from meshsim._src.sharding.mesh import AbstractMesh, Mesh
+from meshsim._src.sharding.named_sharding import (NamedSharding, SingleDeviceSharding,
+                                                   sharding_from_core)
+from meshsim._src.sharding.partition_spec import PartitionSpec
+
+
+class Shard:
+    """One device's block of an array: `data` is `array[index]`; `replica_id`
+    numbers the devices holding the same block."""
+
+    __slots__ = ("device", "index", "replica_id", "data")
+
+    def __init__(self, device, index: tuple, replica_id: int, data):
+        self.device = device
+        self.index = index
+        self.replica_id = replica_id
+        self.data = data
+
+    def __repr__(self):
+        return (f"Shard(device={self.device!r}, index={self.index}, "
+                f"replica_id={self.replica_id}, data={self.data})")
+
+
+def _sharding(self):
+    # Arrays never move: the sharding is built once (device_put stores the user's).
+    sharding = self.__dict__.get("_sharding")
+    if sharding is None:
+        sharding = self._sharding = sharding_from_core(self.sharding_core)
+    return sharding
+
+
+def _addressable_shards(self) -> list[Shard]:
+    blocks = self.shard_data()  # one read-only view per device, replicas share memory
+    indices = self.sharding.devices_indices_map(self.shape)
+    copies: dict = {}
+    shards = []
+    for block, (device, index) in zip(blocks, indices.items()):
+        key = tuple((s.start, s.stop) for s in index)
+        replica_id = copies.get(key, 0)
+        copies[key] = replica_id + 1
+        data = _core.Array.shard(block, SingleDeviceSharding(device).core_sharding, self.weak_type)
+        shards.append(Shard(device, index, replica_id, data))
+    return shards
+
+
+def _device(self):
+    devices = self.sharding.device_set
+    return next(iter(devices)) if len(devices) == 1 else self.sharding
+
+
+def _committed(self) -> bool:
+    # Only device_put without a target leaves a value uncommitted (free to move).
+    return self.__dict__.get("_committed", self.sharding_core.mesh is not None)
+
+
+def _type_sharding(aval) -> NamedSharding:
+    """`typeof(x).sharding`: the abstract mesh and the spec the type shows."""
+    mesh = AbstractMesh((), ()) if aval.mesh is None else Mesh.from_core(aval.mesh).abstract_mesh
+    entries = [None if not axes else axes[0] if len(axes) == 1 else tuple(axes)
+               for axes in aval.spec]
+    return NamedSharding(mesh, PartitionSpec(*entries, *[None] * (aval.ndim - len(entries))))
+
+
+def install() -> None:
+    Array = _core.Array
+    Array.sharding = property(_sharding)
+    Array.addressable_shards = property(_addressable_shards)
+    Array.global_shards = property(_addressable_shards)
+    Array.addressable_data = lambda self, i: _addressable_shards(self)[i].data
+    Array.devices = lambda self: self.sharding.device_set
+    Array.device = property(_device)
+    Array.is_fully_replicated = property(lambda self: self.sharding.is_fully_replicated)
+    Array.is_fully_addressable = property(lambda self: True)
+    Array.committed = property(_committed)
+    _core.ShapedArray.sharding = property(_type_sharding)
