@@ -78,7 +78,7 @@ void init_arrays(py::module_& m) {
       .def_property_readonly("signature", [](const Array& a) {
         const Sharding& s = *a.sharding();
         return py::make_tuple(a.aval().repr(), reinterpret_cast<uintptr_t>(s.mesh.get()),
-                              py::cast(s.spec), s.device);
+                              py::str(py::cast(s.spec)), s.device);  // str: hashable
       })
       .def("shard_data", [](const Array& a) {
         py::list out;

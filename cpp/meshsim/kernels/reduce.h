@@ -2,51 +2,90 @@
 // (float32 sums in float32, as XLA on CPU) but is pairwise, so the rounding
 // error grows with log(n) rather than n. Two loop shapes:
 //  - the innermost dimension is reduced: each output is a reduction of a run,
-//    vectorised over 16 independent lanes;
+//    vectorised over independent vector accumulators;
 //  - the innermost dimension is kept: whole rows are combined element-wise,
 //    vectorised along the row, pairwise over the reduced rows.
 //
-// An Op provides `T identity` and `T operator()(T, T)`; it must be associative
-// (up to rounding), which makes the pairwise order legitimate.
+// An Op provides `T identity` and a generic `operator()(V, V)` valid for T and
+// for Simd<T>::type; it must be associative (up to rounding), which makes the
+// pairwise order legitimate.
 #pragma once
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "meshsim/core/tensor.h"
 #include "meshsim/kernels/strided.h"
 
 namespace meshsim {
+
+// GCC/Clang vector extensions: an op written once for scalars and vectors
+// vectorises reliably (a NaN-propagating max, a select on two comparisons, does
+// not auto-vectorise in scalar form). 16 bytes: the x86-64 baseline (SSE2).
+template <class T>
+constexpr bool kSimd = std::is_arithmetic_v<T> && !std::is_same_v<T, bool>;
+template <class T>
+struct Simd {
+  typedef T type __attribute__((vector_size(16)));
+  static constexpr int64_t lanes = 16 / sizeof(T);
+  static type load(const T* p) { type v; std::memcpy(&v, p, 16); return v; }
+  static void store(T* p, type v) { std::memcpy(p, &v, 16); }
+  static type splat(T x) { type v; for (int64_t l = 0; l < lanes; ++l) v[l] = x; return v; }
+};
+
+// acc[j] = op(acc[j], x[j]) for j < n.
+template <class T, class Op>
+void combine(T* acc, const T* x, int64_t n, const Op& op) {
+  int64_t j = 0;
+  if constexpr (kSimd<T>) {
+    using S = Simd<T>;
+    for (; j + S::lanes <= n; j += S::lanes) S::store(acc + j, op(S::load(acc + j), S::load(x + j)));
+  }
+  for (; j < n; ++j) acc[j] = op(acc[j], x[j]);
+}
+
 namespace reduce_detail {
 
-constexpr int64_t kLanes = 16;       // independent accumulators of a run
+constexpr int64_t kVectors = 4;      // independent vector accumulators of a run
 constexpr int64_t kRunBlock = 256;   // run length reduced without splitting
 constexpr int64_t kRowBlock = 8;     // rows combined without splitting
-constexpr int64_t kTile = 512;       // row elements handled at once (stays in L1)
+constexpr int64_t kTile = 4096;      // row elements handled at once (a page of floats)
+constexpr int64_t kShortRun = 32;    // runs shorter than this are reduced across rows
+
+// Vectorised body of a contiguous run: reduces a multiple of kVectors vectors
+// from the front of x into *acc; returns how many elements it consumed.
+template <class T, class Op>
+int64_t reduce_run_simd(const T* x, int64_t n, T* acc, const Op& op) {
+  using S = Simd<T>;
+  constexpr int64_t step = kVectors * S::lanes;
+  if (n < step) return 0;
+  typename S::type v[kVectors];
+  for (auto& vk : v) vk = S::splat(op.identity);
+  int64_t i = 0;
+  for (; i + step <= n; i += step)
+    for (int64_t k = 0; k < kVectors; ++k) v[k] = op(v[k], S::load(x + i + k * S::lanes));
+  v[0] = op(op(v[0], v[1]), op(v[2], v[3]));
+  for (int64_t l = 0; l < S::lanes; ++l) *acc = op(*acc, T(v[0][l]));
+  return i;
+}
 
 // Pairwise reduction of x[0], x[s], ..., x[(n-1)s]; kUnit means s == 1.
 template <bool kUnit, class T, class Op>
 T reduce_run(const T* x, int64_t n, int64_t s, const Op& op) {
   if (n > kRunBlock) {
-    const int64_t half = (n / 2 + kLanes - 1) / kLanes * kLanes;
+    const int64_t half = (n / 2 + 63) / 64 * 64;
     return op(reduce_run<kUnit>(x, half, s, op),
               reduce_run<kUnit>(x + half * (kUnit ? 1 : s), n - half, s, op));
   }
-  T tail = op.identity;
+  T acc = op.identity;
   int64_t i = 0;
-  if (n >= kLanes) {
-    T acc[kLanes];
-    for (int64_t k = 0; k < kLanes; ++k) acc[k] = op.identity;
-    for (; i + kLanes <= n; i += kLanes)
-      for (int64_t k = 0; k < kLanes; ++k) acc[k] = op(acc[k], x[(i + k) * (kUnit ? 1 : s)]);
-    for (int64_t w = kLanes / 2; w > 0; w /= 2)
-      for (int64_t k = 0; k < w; ++k) acc[k] = op(acc[k], acc[k + w]);
-    tail = acc[0];
-  }
-  for (; i < n; ++i) tail = op(tail, x[i * (kUnit ? 1 : s)]);
-  return tail;
+  if constexpr (kUnit && kSimd<T>) i = reduce_run_simd(x, n, &acc, op);
+  for (; i < n; ++i) acc = op(acc, x[i * (kUnit ? 1 : s)]);
+  return acc;
 }
 
 // Maps a flat index over some dimensions to an element offset.
@@ -72,14 +111,15 @@ void reduce_rows(T* acc, const T* x, const Unravel& rows, int64_t lo, int64_t hi
     const int64_t mid = lo + (hi - lo) / 2;
     reduce_rows<kUnit>(acc, x, rows, lo, mid, w, s, scratch + kTile, op);
     reduce_rows<kUnit>(scratch, x, rows, mid, hi, w, s, scratch + kTile, op);
-    for (int64_t j = 0; j < w; ++j) acc[j] = op(acc[j], scratch[j]);
+    combine(acc, scratch, w, op);
     return;
   }
   const T* row = x + rows(lo);
   for (int64_t j = 0; j < w; ++j) acc[j] = row[j * (kUnit ? 1 : s)];
   for (int64_t r = lo + 1; r < hi; ++r) {
     row = x + rows(r);
-    for (int64_t j = 0; j < w; ++j) acc[j] = op(acc[j], row[j * (kUnit ? 1 : s)]);
+    if constexpr (kUnit) combine(acc, row, w, op);
+    else for (int64_t j = 0; j < w; ++j) acc[j] = op(acc[j], row[j * s]);
   }
 }
 
@@ -192,6 +232,12 @@ void reduce_into(const Tensor& x, const std::vector<bool>& reduced, Tensor& out,
   std::fill(o, o + out.size(), op.identity);
   if (x.size() == 0) return;  // an empty reduced dimension: the identity
   auto dims = reduce_detail::loop_nest(x, reduced);
+  const size_t n = dims.size();
+  // Short runs under a kept dimension: reducing across rows of the kept
+  // dimension (read with a stride) beats a call per tiny run.
+  if (n >= 2 && dims[n - 1].reduced && !dims[n - 2].reduced &&
+      dims[n - 1].size < reduce_detail::kShortRun)
+    std::swap(dims[n - 1], dims[n - 2]);
   if (dims.back().reduced) reduce_detail::reduce_runs(x.data<T>(), o, dims, op);
   else reduce_detail::reduce_columns(x.data<T>(), o, dims, op);
 }

@@ -58,7 +58,7 @@ void threefry2x32_primitive() {
 // Bits for flat indices [start, start + n) that share the high counter word
 // `hi`: 32-bit words are b0 ^ b1 (narrowed for 8/16 bits), 64-bit ones b0:b1.
 template <class Out>
-void bits_run(uint32_t k0, uint32_t k1, uint32_t hi, uint32_t start, uint32_t n, Out* out) {
+__attribute__((target_clones("avx2", "default"))) void bits_run(uint32_t k0, uint32_t k1, uint32_t hi, uint32_t start, uint32_t n, Out* out) {
   for (uint32_t i = 0; i < n; ++i) {
     uint32_t b0 = hi, b1 = start + i;
     threefry2x32(k0, k1, b0, b1);
@@ -100,7 +100,7 @@ void random_bits_primitive() {
       fail<TypeError>("random_bits expects a key of type uint32[2], got ", key.str_short());
     const Shape& shape = params.get<IntList>("shape");
     for (int64_t d : shape)
-      if (d < 0) fail<ValueError>("random_bits shape must be non-negative, got ", shape_str(shape));
+      if (d < 0) fail<TypeError>("random_bits shape must have every element be nonnegative, got ", shape_str(shape));
     return Avals{like(key, shape, bits_dtype(params.get<int64_t>("bit_width")))};
   };
   p.kernel = [](const Tensors& in, const Params&, const Avals& out) {

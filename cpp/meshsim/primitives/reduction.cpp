@@ -19,36 +19,37 @@ bool is_nan(T x) {
   else return false;
 }
 
+// Each op body is written once for scalars and Simd vectors (see reduce.h).
 template <class T> struct Sum {
   T identity = T(0);
-  T operator()(T a, T b) const { return static_cast<T>(a + b); }
+  template <class V> V operator()(V a, V b) const { return a + b; }
 };
 template <class T> struct Prod {
   T identity = T(1);
-  T operator()(T a, T b) const { return static_cast<T>(a * b); }
+  template <class V> V operator()(V a, V b) const { return a * b; }
 };
-// max/min propagate NaN, as XLA does.
+// max/min propagate NaN, as XLA does (a != a only for NaN).
 template <class T> struct Max {
   T identity = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
                                                     : std::numeric_limits<T>::lowest();
-  T operator()(T a, T b) const { return (a > b || is_nan(a)) ? a : b; }
+  template <class V> V operator()(V a, V b) const { return (a > b) | (a != a) ? a : b; }
 };
 template <class T> struct Min {
   T identity = std::numeric_limits<T>::has_infinity ? std::numeric_limits<T>::infinity()
                                                     : std::numeric_limits<T>::max();
-  T operator()(T a, T b) const { return (a < b || is_nan(a)) ? a : b; }
+  template <class V> V operator()(V a, V b) const { return (a < b) | (a != a) ? a : b; }
 };
 template <class T> struct And {
   T identity = static_cast<T>(-1);  // all bits set; true for bool
-  T operator()(T a, T b) const { return static_cast<T>(a & b); }
+  template <class V> V operator()(V a, V b) const { return a & b; }
 };
 template <class T> struct Or {
   T identity = T(0);
-  T operator()(T a, T b) const { return static_cast<T>(a | b); }
+  template <class V> V operator()(V a, V b) const { return a | b; }
 };
 template <class T> struct Xor {
   T identity = T(0);
-  T operator()(T a, T b) const { return static_cast<T>(a ^ b); }
+  template <class V> V operator()(V a, V b) const { return a ^ b; }
 };
 
 // Which dtypes an op accepts, with JAX's wording when it refuses one.
@@ -200,11 +201,7 @@ void scan(T* x, const Blocks& b, bool reverse, const Op& op) {
   const int64_t step = reverse ? -b.inner : b.inner;
   for (int64_t o = 0; o < b.outer; ++o) {
     T* first = x + o * b.n * b.inner + (reverse ? (b.n - 1) * b.inner : 0);
-    for (int64_t r = 1; r < b.n; ++r) {
-      const T* prev = first + (r - 1) * step;
-      T* cur = first + r * step;
-      for (int64_t j = 0; j < b.inner; ++j) cur[j] = op(prev[j], cur[j]);
-    }
+    for (int64_t r = 1; r < b.n; ++r) combine(first + r * step, first + (r - 1) * step, b.inner, op);
   }
 }
 

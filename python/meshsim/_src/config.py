@@ -91,8 +91,8 @@ class Config:
     @staticmethod
     def _set_platforms(value):
         if value and "cpu" not in str(value).split(","):
-            raise ValueError(
-                f"meshsim simulates CPU devices only; jax_platforms must include 'cpu', got {value!r}")
+            raise ValueError("meshsim simulates CPU devices only; jax_platforms must include "
+                             f"'cpu', got {value!r}")
         return value
 
 

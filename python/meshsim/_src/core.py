@@ -97,6 +97,6 @@ def convert_element_type(x, dtype, weak_type: bool = False):
 
 def typeof(x) -> ShapedArray:
     """The abstract type of a value, as `jax.typeof`."""
-    if is_value(x):
+    if is_value(x) or hasattr(x, "aval"):  # hasattr: random's key arrays carry their own aval
         return x.aval
     return asarray_value(x).aval

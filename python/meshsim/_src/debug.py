@@ -1,7 +1,7 @@
 """`meshsim.debug`: seeing where an array's blocks live.
 
-`visualize_array_sharding` prints the table JAX draws with `rich` (the
-uncoloured form, same sizes and labels) as plain text."""
+`visualize_array_sharding` prints the table JAX draws with `rich` (its
+uncoloured form: same cell sizes and labels) as plain text."""
 from __future__ import annotations
 
 from typing import Callable
@@ -40,7 +40,7 @@ def visualize_array_sharding(arr, **kwargs) -> None:
     inspect_array_sharding(arr, callback=lambda s: visualize_sharding(arr.shape, s, **kwargs))
 
 
-def _chunk_index(size: int, index: slice) -> int:
+def _chunk_index(index: slice) -> int:
     return 0 if index.start is None else index.start // (index.stop - index.start)
 
 
@@ -55,14 +55,16 @@ def visualize_sharding(shape, sharding: Sharding, *, use_color: bool = True, sca
     shape = tuple(shape)
     if len(shape) not in (1, 2):
         raise ValueError("`visualize_sharding` only works for shapes with 1 and 2 dimensions.")
+    if 0 in shape:
+        raise ValueError(f"`visualize_sharding` cannot draw an empty array, got shape {shape}")
     rows_cols = shape if len(shape) == 2 else (1, shape[0])
     base_height = int(10 * scale)
-    base_width = int(base_height * (shape[1] if len(shape) == 2 else 1) / max(shape[0], 1))
+    base_width = int(base_height * (shape[1] if len(shape) == 2 else 1) / shape[0])
     kind = next(iter(sharding.device_set)).platform.upper()
     cells: dict[tuple, list] = {}  # (row, col) -> [device ids, height, width]
     for device, index in sharding.devices_indices_map(shape).items():
         index = index if len(shape) == 2 else (slice(None), *index)
-        key = tuple(_chunk_index(n, s) for n, s in zip(rows_cols, index))
+        key = tuple(_chunk_index(s) for s in index)
         height = _fraction(rows_cols[0], index[0]) if len(shape) == 2 else None
         cell = cells.setdefault(key, [[], height, _fraction(rows_cols[1], index[1])])
         cell[0].append(device.id)
@@ -70,7 +72,7 @@ def visualize_sharding(shape, sharding: Sharding, *, use_color: bool = True, sca
                           base_height, base_width, min_width, max_width)
               for (r, c), (ids, height, width) in sorted(cells.items()) if r == row]
              for row in range(max(r for r, _ in cells) + 1)]
-    print(_render(table), end="\n\n")
+    print(_render(table, max_width))
 
 
 def _cell_layout(label: str, height: float | None, width: float, base_height: int,
@@ -83,10 +85,14 @@ def _cell_layout(label: str, height: float | None, width: float, base_height: in
     return (max(top, 0), max(left + extra, 0), max(top + extra_v, 0), max(left, 0), label)
 
 
-def _render(table: list[list[tuple]]) -> str:
-    """Draws cells in a box-drawing grid; each column as wide as its widest cell."""
-    ncols = len(table[0])
-    widths = [max(c[3] + len(c[4]) + c[1] for c in (row[j] for row in table)) for j in range(ncols)]
+def _render(table: list[list[tuple]], max_width: int) -> str:
+    """Draws cells in a box-drawing grid, each column as wide as its widest
+    cell, narrowed to fit `max_width` but never below its labels (where rich
+    would crop them)."""
+    columns = list(zip(*table))
+    widths = _fit([max(left + len(label) + right for _, right, _, left, label in col)
+                   for col in columns],
+                  [max(len(label) for *_, label in col) for col in columns], max_width)
 
     def rule(left: str, middle: str, right: str) -> str:
         return left + middle.join("─" * w for w in widths) + right
@@ -99,8 +105,22 @@ def _render(table: list[list[tuple]]) -> str:
         grid = [[" " * w for w in widths] for _ in range(height)]
         for j, (top, right, _, left, label) in enumerate(row):
             inner = widths[j] - left - right
-            pad = max(inner - len(label), 0)
+            if inner < len(label):  # a narrowed column: centre the label in it
+                left, right, inner = 0, 0, widths[j]
+            pad = inner - len(label)
             grid[top][j] = " " * (left + pad // 2) + label + " " * (right + pad - pad // 2)
         lines += ["│" + "│".join(cols) + "│" for cols in grid]
     lines.append(rule("└", "┴", "┘"))
     return "\n".join(lines)
+
+
+def _fit(widths: list[int], minimum: list[int], max_width: int) -> list[int]:
+    """Narrows the widest columns one character at a time until the table
+    (with its borders) fits in `max_width` or every column is at its minimum."""
+    widths = list(widths)
+    while sum(widths) + len(widths) + 1 > max_width:
+        j = max(range(len(widths)), key=lambda k: (widths[k] > minimum[k], widths[k], k))
+        if widths[j] <= minimum[j]:
+            break
+        widths[j] -= 1
+    return widths

@@ -28,6 +28,7 @@ Leaf = Any
 KeyEntry = TypeVar("KeyEntry", bound=Any)
 KeyPath = tuple[KeyEntry, ...]
 
+
 class _Leaf:
     """The treedef node of a leaf; pickles as a reference to the singleton."""
 
@@ -85,6 +86,7 @@ def _simple_entrystr(key) -> str:
 
 
 # --- node kinds ---------------------------------------------------------------
+
 class _Kind:
     """Base of the node kinds; a kind pickles as a lookup of its type, so a
     pickled treedef loads where the same types are registered."""
@@ -285,10 +287,12 @@ class _CustomKind(_Kind):
         return (self.type, data)
 
 
-class _DataclassKind(_CustomKind):
+class _DataclassKind(_Kind):
     """A dataclass registered with register_dataclass: data fields are children,
-    the tuple of meta field values is the node data. Shares the repr and
-    node_data of custom nodes; the fields are read once, at registration."""
+    the tuple of meta field values is the node data. The field names are read
+    once, at registration."""
+    describe = _CustomKind.describe
+    node_data = _CustomKind.node_data
 
     def __init__(self, cls, data_fields: tuple, meta_fields: tuple):
         self.type = cls
@@ -305,7 +309,8 @@ class _DataclassKind(_CustomKind):
         return list(zip(self._keys, children)), data
 
     def unflatten(self, data, children):
-        return self.type(**dict(zip(self.meta_fields, data)), **dict(zip(self.data_fields, children)))
+        return self.type(**dict(zip(self.meta_fields, data)),
+                         **dict(zip(self.data_fields, children)))
 
     def children_up_to(self, data, n, x):
         if type(x) is not self.type:
@@ -318,9 +323,8 @@ class _DataclassKind(_CustomKind):
         return children
 
 
-_NONE = _NoneKind()
-_kinds: dict[type, Any] = {
-    type(None): _NONE,
+_kinds: dict[type, _Kind] = {
+    type(None): _NoneKind(),
     tuple: _SequenceKind(tuple),
     list: _SequenceKind(list),
     dict: _DictKind(),
@@ -440,8 +444,10 @@ def _build(node, leaves):
     if node is _LEAF:
         return next(leaves)
     kind, data, children = node
-    return kind.unflatten(data, tuple([next(leaves) if c is _LEAF else _build(c, leaves)
-                                       for c in children]))
+    built = []
+    for c in children:
+        built.append(next(leaves) if c is _LEAF else _build(c, leaves))
+    return kind.unflatten(data, tuple(built))
 
 
 def _flatten_up_to(node, x, out):
@@ -683,9 +689,9 @@ def tree_broadcast(prefix_tree: Any, full_tree: Any,
     add = lambda x, sub: leaves.extend([x] * tree_structure(sub).num_leaves)  # noqa: E731
     try:
         tree_map(add, prefix_tree, full_tree, is_leaf=is_leaf)
-    except ValueError:
-        err = next(_prefix_error((), prefix_tree, full_tree, is_leaf))
-        raise err("broadcast_prefix prefix_tree") from None
+    except ValueError as e:
+        err = next(_prefix_error((), prefix_tree, full_tree, is_leaf), None)
+        raise (err("broadcast_prefix prefix_tree") if err is not None else e) from None
     return tree_structure(full_tree).unflatten(leaves)
 
 
@@ -789,10 +795,11 @@ def register_pytree_node_class(cls: Typ) -> Typ:
     return cls
 
 
-def register_pytree_with_keys(nodetype: type[T],
-                              flatten_with_keys: Callable[[T], tuple[Iterable[tuple[Any, Any]], Hashable]],
-                              unflatten_func: Callable[[Hashable, Iterable[Any]], T],
-                              flatten_func: Callable[[T], tuple[Iterable[Any], Hashable]] | None = None):
+def register_pytree_with_keys(
+        nodetype: type[T],
+        flatten_with_keys: Callable[[T], tuple[Iterable[tuple[Any, Any]], Hashable]],
+        unflatten_func: Callable[[Hashable, Iterable[Any]], T],
+        flatten_func: Callable[[T], tuple[Iterable[Any], Hashable]] | None = None) -> None:
     """Like register_pytree_node, with a flatten that names each child's key."""
     if not flatten_func:
         def flatten_func(x):

@@ -1,4 +1,215 @@
-"""meshsim.lax: structural."""
+"""meshsim.lax: shape and layout operations and value creation (as jax.lax).
+
+Each wrapper canonicalises its static arguments (shapes, axes) to tuples of
+Python ints and binds one primitive; the C++ shape rules check the rest."""
 from __future__ import annotations
 
-__all__: list[str] = []
+import builtins
+import operator
+
+import numpy as np
+
+from meshsim._src import core
+
+__all__ = [
+    "broadcast_in_dim", "broadcast", "broadcast_to_rank", "reshape", "transpose", "squeeze",
+    "expand_dims", "collapse", "concatenate", "pad", "slice", "slice_in_dim", "index_in_dim", "rev",
+    "copy", "iota", "broadcasted_iota", "full", "full_like",
+]
+
+
+def canonicalize_shape(shape, context: str = "") -> tuple[int, ...]:
+    """A user-given shape as a tuple of ints (an int is a 1-d shape)."""
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    try:
+        return tuple(operator.index(d) for d in shape)
+    except TypeError:
+        pass
+    msg = f"Shapes must be 1D sequences of concrete values of integer type, got {shape}."
+    raise TypeError(f"{msg} {context}." if context else msg)
+
+
+def canonicalize_axis(axis, ndim: int) -> int:
+    """A possibly negative axis as an index in [0, ndim), or ValueError."""
+    axis = operator.index(axis)
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"axis {axis} is out of bounds for array of dimension {ndim}")
+    return axis % ndim if ndim else axis
+
+
+def _check_nonnegative(shape, what: str):
+    if any(d < 0 for d in shape):
+        raise TypeError(f"{what} must have every element be nonnegative, got {shape}.")
+
+
+def broadcast_in_dim(operand, shape, broadcast_dimensions, *, out_sharding=None):
+    operand = core.asarray_value(operand)
+    shape = canonicalize_shape(shape)
+    _check_nonnegative(shape, "broadcast_in_dim shape")
+    dims = tuple(operator.index(d) for d in broadcast_dimensions)
+    if operand.shape == shape and dims == tuple(range(len(shape))):
+        return operand
+    return core.bind1("broadcast_in_dim", operand, shape=shape, broadcast_dimensions=dims)
+
+
+def broadcast(operand, sizes, *, out_sharding=None):
+    """Adds leading dimensions of `sizes`."""
+    operand = core.asarray_value(operand)
+    sizes = canonicalize_shape(sizes)
+    dims = tuple(range(len(sizes), len(sizes) + operand.ndim))
+    return broadcast_in_dim(operand, sizes + operand.shape, dims)
+
+
+def broadcast_to_rank(x, rank: int):
+    """Adds leading unit dimensions up to `rank`."""
+    x = core.asarray_value(x)
+    if x.ndim >= rank:
+        return x
+    return broadcast(x, (1,) * (rank - x.ndim))
+
+
+def reshape(operand, new_sizes, dimensions=None, *, out_sharding=None):
+    """Row-major reshape, after transposing by `dimensions` when given."""
+    operand = core.asarray_value(operand)
+    new_sizes = canonicalize_shape(new_sizes)
+    _check_nonnegative(new_sizes, "reshape new_sizes")
+    if dimensions is not None and tuple(dimensions) != tuple(range(operand.ndim)):
+        operand = transpose(operand, dimensions)
+    if operand.shape == new_sizes:
+        return operand
+    return core.bind1("reshape", operand, new_sizes=new_sizes)
+
+
+def transpose(operand, permutation):
+    operand = core.asarray_value(operand)
+    permutation = tuple(operator.index(p) for p in permutation)
+    if permutation == tuple(range(operand.ndim)):
+        return operand
+    return core.bind1("transpose", operand, permutation=permutation)
+
+
+def squeeze(array, dimensions):
+    """Removes the size-1 `dimensions` (negative values count from the end)."""
+    array = core.asarray_value(array)
+    dims = tuple(sorted(canonicalize_axis(d, array.ndim) for d in dimensions))
+    if not dims:
+        return array
+    return core.bind1("squeeze", array, dimensions=dims)
+
+
+def expand_dims(array, dimensions):
+    """Inserts size-1 dimensions at `dimensions` of the result (a broadcast_in_dim)."""
+    array = core.asarray_value(array)
+    if len(set(dimensions)) != len(dimensions):
+        raise ValueError(f"repeated axis in lax.expand_dims: {tuple(dimensions)}")
+    ndim_out = array.ndim + len(dimensions)
+    dims = {canonicalize_axis(d, ndim_out) for d in dimensions}
+    if len(dims) != len(dimensions):
+        raise ValueError(f"repeated axis in lax.expand_dims: {sorted(dims)}")
+    shape = list(array.shape)
+    for d in sorted(dims):
+        shape.insert(d, 1)
+    kept = tuple(i for i in range(ndim_out) if i not in dims)
+    return broadcast_in_dim(array, shape, kept)
+
+
+def collapse(operand, start_dimension: int, stop_dimension: int | None = None):
+    """Merges dimensions [start_dimension, stop_dimension) into one."""
+    operand = core.asarray_value(operand)
+    lo, hi, _ = builtins.slice(start_dimension, stop_dimension).indices(operand.ndim)
+    if hi < lo:
+        raise ValueError(f"Invalid dimension range passed to collapse: {operand.shape}"
+                         f"[{start_dimension}:{stop_dimension}]")
+    size = int(np.prod(operand.shape[lo:hi]))
+    return reshape(operand, operand.shape[:lo] + (size,) + operand.shape[hi:])
+
+
+def concatenate(operands, dimension: int):
+    if len(operands) == 0:
+        raise ValueError("concatenate requires a non-empty sequences of arrays")
+    operands = [core.asarray_value(x) for x in operands]
+    if len(operands) == 1:
+        return operands[0]
+    return core.bind1("concatenate", *operands, dimension=operator.index(dimension))
+
+
+def pad(operand, padding_value, padding_config):
+    """Pads with (low, high, interior) per dimension; negative low/high crop."""
+    config = tuple(tuple(operator.index(v) for v in c) for c in padding_config)
+    return core.bind1("pad", core.asarray_value(operand), core.asarray_value(padding_value),
+                      padding_config=config)
+
+
+def slice(operand, start_indices, limit_indices, strides=None):  # noqa: A001 (jax.lax.slice)
+    return core.bind1("slice", core.asarray_value(operand),
+                      start_indices=canonicalize_shape(start_indices),
+                      limit_indices=canonicalize_shape(limit_indices),
+                      strides=None if strides is None else canonicalize_shape(strides))
+
+
+def slice_in_dim(operand, start_index, limit_index, stride: int = 1, axis: int = 0):
+    """slice along one axis; None and negative indices as in Python slicing."""
+    operand = core.asarray_value(operand)
+    n = operand.shape[axis]
+    start = 0 if start_index is None else operator.index(start_index)
+    limit = n if limit_index is None else operator.index(limit_index)
+    start, limit = start + n if start < 0 else start, limit + n if limit < 0 else limit
+    starts, limits, strides = [0] * operand.ndim, list(operand.shape), [1] * operand.ndim
+    starts[axis], limits[axis], strides[axis] = start, limit, operator.index(stride)
+    return slice(operand, starts, limits, strides)
+
+
+def index_in_dim(operand, index: int, axis: int = 0, keepdims: bool = True):
+    """Element `index` along `axis`, keeping that axis as size 1 if `keepdims`."""
+    operand = core.asarray_value(operand)
+    n = operand.shape[axis]
+    index = operator.index(index)
+    if not -n <= index < n:
+        raise IndexError(f"index {index} is out of bounds for axis {axis} with size {n}")
+    index %= n
+    result = slice_in_dim(operand, index, index + 1, 1, axis)
+    return result if keepdims else squeeze(result, (axis,))
+
+
+def rev(operand, dimensions):
+    return core.bind1("rev", core.asarray_value(operand),
+                      dimensions=tuple(operator.index(d) for d in dimensions))
+
+
+def copy(x):
+    """A copy of `x` in a fresh buffer (JAX's copy_p)."""
+    return core.bind1("copy", core.asarray_value(x))
+
+
+def broadcasted_iota(dtype, shape, dimension: int, *, out_sharding=None):
+    """Values 0, 1, ... along `dimension`, constant along the others."""
+    shape = canonicalize_shape(shape)
+    _check_nonnegative(shape, "broadcasted_iota shape")
+    return core.bind1("iota", dtype=core.canonicalize_dtype(dtype), shape=shape,
+                      dimension=operator.index(dimension))
+
+
+def iota(dtype, size: int):
+    return broadcasted_iota(dtype, (size,), 0)
+
+
+def full(shape, fill_value, dtype=None, *, sharding=None):
+    """`fill_value` broadcast to `shape`; weakly typed if `fill_value` is and no dtype is given."""
+    shape = canonicalize_shape(shape)
+    if np.shape(fill_value):
+        raise TypeError("full must be called with scalar fill_value, got fill_value.shape "
+                        f"{np.shape(fill_value)}.")
+    value = core.asarray_value(fill_value)
+    if dtype is not None:
+        value = core.convert_element_type(value, dtype)
+    return broadcast(value, shape)
+
+
+def full_like(x, fill_value, dtype=None, shape=None, sharding=None):
+    """full with the shape and dtype (and weak type) of `x` unless given."""
+    x_type = core.typeof(x)
+    fill_shape = x_type.shape if shape is None else canonicalize_shape(shape)
+    weak = dtype is None and x_type.weak_type
+    value = core.convert_element_type(fill_value, x_type.dtype if dtype is None else dtype, weak)
+    return broadcast(value, fill_shape)

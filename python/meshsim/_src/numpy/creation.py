@@ -1,4 +1,302 @@
-"""meshsim.numpy: creation."""
+"""meshsim.numpy: array creation (as jax.numpy).
+
+Shapes are static, so inside a trace these build programs from constants,
+broadcast_in_dim and iota, as JAX does; results have JAX's dtypes and weak
+types (x64 off: float32 / int32 defaults)."""
 from __future__ import annotations
 
-__all__: list[str] = []
+import operator
+
+import numpy as np
+
+from meshsim._src import core
+from meshsim._src.lax import elementwise as lax_ew
+from meshsim._src.lax import structural as lax
+from meshsim._src.numpy import promotion
+from meshsim._src.numpy.dtypes import _dtype_of
+
+__all__ = [
+    "array", "asarray", "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like",
+    "empty_like", "arange", "linspace", "eye", "identity", "tri", "tril", "triu", "meshgrid",
+    "indices", "diag", "astype", "copy",
+]
+
+
+def user_dtype(dtype) -> np.dtype:
+    """A dtype argument as the dtype arrays get (64-bit narrows unless x64 is on)."""
+    return core.canonicalize_dtype(_dtype_of(dtype))
+
+
+def _default_float(dtype) -> np.dtype:
+    return user_dtype(float if dtype is None else dtype)
+
+
+def _check_arraylike(fun: str, *args):
+    for i, a in enumerate(args):
+        if not (core.is_value(a) or isinstance(a, (np.ndarray, np.generic, bool, int, float))):
+            raise TypeError(f"{fun} requires ndarray or scalar arguments, got {type(a)} at position {i}.")
+
+
+def _leaves(x):
+    if isinstance(x, (list, tuple)):
+        for e in x:
+            yield from _leaves(e)
+    else:
+        yield x
+
+
+def _stack_nested(x, dtype):
+    """A nested list holding meshsim values, as one array of `dtype`."""
+    if isinstance(x, (list, tuple)):
+        from meshsim._src.numpy.structural import stack
+        return stack([_stack_nested(e, dtype) for e in x])
+    return core.convert_element_type(x, dtype)
+
+
+def array(object, dtype=None, copy: bool = True, order: str | None = "K", ndmin: int = 0):  # noqa: A002
+    if order not in (None, "K", "C", "A"):
+        raise NotImplementedError(f"Only implemented for order='K', got {order=}")
+    dtype = None if dtype is None else user_dtype(dtype)
+    if hasattr(object, "__jax_array__"):
+        object = object.__jax_array__()
+    if core.is_value(object):
+        out = object if dtype is None else core.convert_element_type(object, dtype)
+        if copy and out is object:
+            out = lax.copy(out)
+    elif isinstance(object, (list, tuple)) and any(core.is_value(e) for e in _leaves(object)):
+        out = _stack_nested(object, dtype or promotion.result_type(*_leaves(object))[0])
+    else:
+        out = core.asarray_value(object, dtype)
+    if ndmin > out.ndim:
+        out = lax.expand_dims(out, range(ndmin - out.ndim))
+    return out
+
+
+def asarray(a, dtype=None, order: str | None = None, *, copy: bool | None = None):
+    return array(a, dtype=dtype, copy=bool(copy), order=order)
+
+
+def astype(x, dtype, /, *, copy: bool = False, device=None):
+    return core.convert_element_type(x, user_dtype(dtype))
+
+
+def copy(a, order: str | None = None):
+    return array(a, copy=True, order=order)
+
+
+def full(shape, fill_value, dtype=None, *, device=None):
+    if np.ndim(fill_value) == 0:
+        return lax.full(shape, fill_value, None if dtype is None else user_dtype(dtype))
+    from meshsim._src.numpy.structural import broadcast_to
+    return broadcast_to(asarray(fill_value, dtype=dtype), shape)
+
+
+def zeros(shape, dtype=None, *, device=None):
+    return lax.full(shape, 0, _default_float(dtype))
+
+
+def ones(shape, dtype=None, *, device=None):
+    return lax.full(shape, 1, _default_float(dtype))
+
+
+# Arrays are immutable: an "uninitialised" array is a zero one.
+empty = zeros
+
+
+def full_like(a, fill_value, dtype=None, shape=None, *, device=None):
+    _check_arraylike("full_like", a)
+    if np.ndim(fill_value) == 0:
+        return lax.full_like(a, fill_value, None if dtype is None else user_dtype(dtype), shape)
+    from meshsim._src.numpy.structural import broadcast_to
+    return broadcast_to(asarray(fill_value, dtype=dtype or core.typeof(a).dtype),
+                        core.typeof(a).shape if shape is None else shape)
+
+
+def zeros_like(a, dtype=None, shape=None, *, device=None):
+    _check_arraylike("zeros_like", a)
+    return lax.full_like(a, 0, None if dtype is None else user_dtype(dtype), shape)
+
+
+def ones_like(a, dtype=None, shape=None, *, device=None):
+    _check_arraylike("ones_like", a)
+    return lax.full_like(a, 1, None if dtype is None else user_dtype(dtype), shape)
+
+
+empty_like = zeros_like
+
+
+def _concrete_scalar(x, name: str):
+    """A static argument's value (a NumPy scalar keeps its dtype for promotion)."""
+    if isinstance(x, core.Tracer):
+        raise TypeError(f"Attempted to use a traced value {core.typeof(x)} where a concrete value is "
+                        f"required. It arose in the jnp.arange argument '{name}'.")
+    if core.is_value(x):
+        x = np.asarray(x)[()]
+    if np.ndim(x) != 0:
+        raise ValueError(f"jax.numpy.arange: arguments must be scalars; got {name}={x}")
+    return x
+
+
+def _typed(value, dtype):
+    """`value` as a strongly typed 0-d array of `dtype`."""
+    return core.convert_element_type(value, dtype)
+
+
+def arange(start, stop=None, step=None, dtype=None, *, device=None, out_sharding=None):
+    """start + step * iota, computed in the result dtype exactly as JAX does."""
+    start = _concrete_scalar(start, "stop" if stop is None and step is None else "start")
+    stop = None if stop is None else _concrete_scalar(stop, "stop")
+    step = None if step is None else _concrete_scalar(step, "step")
+    if dtype is None:
+        dtype = promotion.result_type(start, *(x for x in (stop, step) if x is not None))[0]
+    dtype = user_dtype(dtype)
+    start, stop = (0, start) if stop is None else (start, stop)
+    start, stop = np.asarray(start).item(), np.asarray(stop).item()
+    if step is None:
+        values = lax.iota(dtype, max(0, int(np.ceil(stop - start))))
+        return values if start == 0 else lax_ew.add(_typed(start, dtype), values)
+    step = np.asarray(step).item()
+    size = max(0, int(np.ceil((stop - start) / step)))
+    return lax_ew.add(_typed(start, dtype), lax_ew.mul(_typed(step, dtype), lax.iota(dtype, size)))
+
+
+def _inexact(dtype) -> np.dtype:
+    return dtype if np.issubdtype(dtype, np.floating) else _default_float(None)
+
+
+def linspace(start, stop, num: int = 50, endpoint: bool = True, retstep: bool = False, dtype=None,
+             axis: int = 0, *, device=None):
+    """Evenly spaced values, start * (1 - t) + stop * t, as JAX computes them."""
+    num = operator.index(num)
+    if num < 0:
+        raise ValueError(f"Number of samples, {num}, must be non-negative.")
+    _check_arraylike("linspace", start, stop)
+    if dtype is None:
+        dtype = _inexact(promotion.result_type(start, stop)[0])
+    dtype = user_dtype(dtype)
+    compute = _inexact(dtype)
+    start, stop = _typed(start, compute), _typed(stop, compute)
+    bounds = list(promotion.broadcast_shapes(start.shape, stop.shape))
+    start = promotion.broadcast_to_shape(start, tuple(bounds))
+    stop = promotion.broadcast_to_shape(stop, tuple(bounds))
+    axis = len(bounds) + axis + 1 if axis < 0 else axis
+    bounds.insert(axis, 1)
+    div = num - 1 if endpoint else num
+    if num > 1:
+        delta = lax_ew.div(lax_ew.sub(stop, start), _typed(div, compute))
+        iota_shape = [1] * len(bounds)
+        iota_shape[axis] = div
+        t = lax_ew.div(lax.reshape(lax.iota(compute, div), iota_shape), _typed(div, compute))
+        t = promotion.broadcast_to_shape(t, tuple(promotion.broadcast_shapes(iota_shape, bounds)))
+        lo = promotion.broadcast_to_shape(lax.reshape(start, bounds), t.shape)
+        hi = promotion.broadcast_to_shape(lax.reshape(stop, bounds), t.shape)
+        out = lax_ew.add(lax_ew.mul(lo, lax_ew.sub(_typed(1, compute), t)), lax_ew.mul(hi, t))
+        if endpoint:
+            out = lax.concatenate([out, lax.expand_dims(stop, (axis,))], axis)
+    elif num == 1:
+        delta = _typed(np.nan if endpoint else lax_ew.sub(stop, start), compute)
+        out = lax.reshape(start, bounds)
+    else:
+        delta = _typed(np.nan, compute)
+        bounds[axis] = 0
+        out = zeros(bounds, compute)
+    if np.issubdtype(dtype, np.integer):
+        out = lax_ew.floor(out)
+    out = core.convert_element_type(out, dtype)
+    return (out, delta) if retstep else out
+
+
+def _iota_mask(compare, N, M, k, dtype):
+    """compare(row + k, col) over an N x M grid, as `dtype`."""
+    N = operator.index(N)
+    M = N if M is None else operator.index(M)
+    if N < 0 or M < 0:
+        raise ValueError(f"negative dimensions are not allowed, got {N} and {M}")
+    rows = lax.broadcasted_iota(np.int32, (N, M), 0)
+    shifted = lax_ew.add(rows, _typed(k, np.int32))
+    mask = compare(shifted, lax.broadcasted_iota(np.int32, (N, M), 1))
+    return core.convert_element_type(mask, dtype)
+
+
+def eye(N, M=None, k=0, dtype=None, *, device=None):
+    return _iota_mask(lax_ew.eq, N, M, k, _default_float(dtype))
+
+
+def identity(n, dtype=None):
+    return eye(n, dtype=dtype)
+
+
+def tri(N, M=None, k=0, dtype=None):
+    return _iota_mask(lax_ew.ge, N, M, k, _default_float(dtype))
+
+
+def _triangle(m, k: int, lower: bool, name: str):
+    m = asarray(m)
+    if m.ndim < 2:
+        raise ValueError(f"Argument to jax.numpy.{name} must be at least 2D")
+    N, M = m.shape[-2:]
+    mask = tri(N, M, k=k if lower else k - 1, dtype=bool)
+    mask = promotion.broadcast_to_shape(mask, m.shape)
+    zero = promotion.broadcast_to_shape(_typed(0, m.dtype), m.shape)
+    return lax_ew.select(mask, m, zero) if lower else lax_ew.select(mask, zero, m)
+
+
+def tril(m, k: int = 0):
+    return _triangle(m, k, True, "tril")
+
+
+def triu(m, k: int = 0):
+    return _triangle(m, k, False, "triu")
+
+
+def meshgrid(*xi, copy: bool = True, sparse: bool = False, indexing: str = "xy"):
+    args = [asarray(x) for x in xi]
+    if any(a.ndim != 1 for a in args):
+        raise ValueError("Arguments to jax.numpy.meshgrid must be 1D, got shapes "
+                         f"{[a.shape for a in args]}")
+    if indexing not in ("xy", "ij"):
+        raise ValueError(f"Valid values for indexing are 'xy' and 'ij', got {indexing}")
+    dims = list(range(len(args)))
+    if indexing == "xy" and len(args) >= 2:
+        dims[0], dims[1] = 1, 0
+    shape = [0] * len(args)
+    for a, d in zip(args, dims):
+        shape[d] = a.shape[0]
+    out = []
+    for a, d in zip(args, dims):
+        sparse_shape = [1] * len(args)
+        sparse_shape[d] = a.shape[0]
+        out.append(lax.broadcast_in_dim(a, sparse_shape if sparse else shape, (d,)))
+    return out
+
+
+def indices(dimensions, dtype=None, sparse: bool = False):
+    dimensions = lax.canonicalize_shape(dimensions)
+    dtype = user_dtype(int if dtype is None else dtype)
+    n = len(dimensions)
+    if sparse:
+        return tuple(lax.broadcasted_iota(dtype, tuple(d if j == i else 1 for j, d in enumerate(dimensions)), i)
+                     for i in range(n))
+    grids = [lax.broadcasted_iota(dtype, (1,) + dimensions, i + 1) for i in range(n)]
+    return lax.concatenate(grids, 0) if grids else zeros((0,), dtype)
+
+
+def diag(v, k: int = 0):
+    """The k-th diagonal of a 2-d array, or a 2-d array with 1-d `v` on its k-th diagonal."""
+    v = asarray(v)
+    k = operator.index(k)
+    if v.ndim == 1:
+        n = v.shape[0] + abs(k)
+        row = lax.broadcast_in_dim(v, (n, v.shape[0]), (1,))
+        grid = lax.pad(row, _typed(0, v.dtype), ((0, 0, 0), (max(k, 0), max(-k, 0), 0)))
+        return lax_ew.select(eye(n, k=k, dtype=bool), grid, zeros_like(grid))
+    if v.ndim != 2:
+        raise ValueError("diag input must be 1d or 2d")
+    rows, cols = v.shape
+    length = max(0, min(rows + min(k, 0), cols - max(k, 0)))
+    # The diagonal is a strided slice of the flattened matrix.
+    flat = lax.reshape(v, (rows * cols,))
+    first = k if k >= 0 else -k * cols
+    if length == 0:
+        return lax.slice(flat, (0,), (0,))
+    return lax.slice(flat, (first,), (first + (length - 1) * (cols + 1) + 1,), (cols + 1,))

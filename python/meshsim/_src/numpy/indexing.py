@@ -1,8 +1,594 @@
-"""meshsim.numpy: indexing."""
+"""meshsim.numpy: indexing — x[idx], x.at[idx], take, take_along_axis, nonzero, bincount, ...
+
+Every index lowers to the primitives of cpp/meshsim/primitives/indexing.cpp:
+static slices/ints are zero-copy `slice`/`rev`/`squeeze` views, traced scalar
+indices a `dynamic_slice`, integer-array (advanced) indices one `gather`, and
+`.at[idx]` updates one `scatter*` whose index arrays form an open mesh (each
+sliced axis indexed by an arange broadcast along its own result dim).
+"""
 from __future__ import annotations
 
-__all__: list[str] = []
+import operator
+from dataclasses import dataclass
+
+import numpy as np
+
+from meshsim._src import core
+from meshsim._src.lax import indexing as lax_indexing
+from meshsim._src.numpy.promotion import broadcast_shapes, broadcast_to_shape, promote_args
+
+__all__ = ["take", "take_along_axis", "put_along_axis", "nonzero", "argwhere", "flatnonzero",
+           "bincount", "select", "diagonal"]
+
+
+# ---------------------------------------------------------------- parsing
+
+@dataclass
+class _Entry:
+    """One index item resolved against the operand: kind is "none", "slice", "int" (static),
+    "dyn" (traced/array integer scalar), "array" (integer arrays; a boolean mask gives one per
+    axis it covers) or "bool" (a scalar boolean: a new axis kept or emptied)."""
+    kind: str
+    axes: tuple[int, ...] = ()
+    value: object = None
+
+
+def _int32(values):
+    return core.asarray_value(np.asarray(values, np.int32))
+
+
+def _is_concrete(x) -> bool:
+    return not isinstance(x, core.Tracer)
+
+
+def _classify(item):
+    """(kind, value, number of operand axes consumed) for one index item."""
+    if item is None:
+        return "none", None, 0
+    if item is Ellipsis:
+        return "ellipsis", None, 0
+    if isinstance(item, slice):
+        return "slice", _static_slice(item), 1
+    if isinstance(item, (bool, np.bool_)):
+        return "bool", bool(item), 0
+    if isinstance(item, (int, np.integer)):
+        return "int", int(item), 1
+    if core.is_value(item) or isinstance(item, (np.ndarray, list, tuple)):
+        return _classify_array(item)
+    raise TypeError(f"Indexer must have integer or boolean type, got indexer with type "
+                    f"{np.asarray(item).dtype if isinstance(item, float) else type(item).__name__}")
+
+
+def _classify_array(item):
+    if isinstance(item, (list, tuple)):
+        item = np.asarray(item) if len(item) else np.zeros(0, np.int32)
+        if item.dtype == object:
+            raise TypeError("Indexer must be an array of integers or booleans")
+    dtype = np.dtype(item.dtype)
+    if dtype == np.bool_:
+        if not _is_concrete(item):
+            raise IndexError(f"Array boolean indices must be concrete; got {core.typeof(item)}. "
+                             "Inside jit, use jnp.where or pass `size=` to jnp.nonzero instead.")
+        mask = np.asarray(item)
+        return ("bool", bool(mask), 0) if mask.ndim == 0 else ("mask", mask, mask.ndim)
+    if not np.issubdtype(dtype, np.integer):
+        raise TypeError(f"Indexer must have integer or boolean type, got indexer with type {dtype}")
+    if isinstance(item, np.ndarray):
+        return ("int", int(item), 1) if item.ndim == 0 else ("array", [core.asarray_value(item)], 1)
+    return ("dyn" if item.ndim == 0 else "array"), item if item.ndim == 0 else [item], 1
+
+
+def _static_slice(s: slice):
+    def static(v):
+        if v is None:
+            return None
+        if isinstance(v, core.Tracer):
+            raise IndexError("Array slice indices must have static start/stop/step to be used with "
+                             "NumPy indexing syntax. Use lax.dynamic_slice for traced starts.")
+        return operator.index(v)
+    if s.step is not None and static(s.step) == 0:
+        raise ValueError("slice step cannot be zero")
+    return slice(static(s.start), static(s.stop), static(s.step))
+
+
+def _parse_index(shape, idx) -> list[_Entry]:
+    """The entries of `idx`, with the Ellipsis expanded and every operand axis covered."""
+    if isinstance(idx, list):
+        raise TypeError("Using a non-tuple sequence for multidimensional indexing is not allowed; "
+                        "use `arr[array(seq)]` instead of `arr[seq]`.")
+    items = [_classify(i) for i in (idx if isinstance(idx, tuple) else (idx,))]
+    if sum(kind == "ellipsis" for kind, _, _ in items) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    consumed = sum(n for _, _, n in items)
+    if consumed > len(shape):
+        raise IndexError(f"Too many indices: array is {len(shape)}-dimensional, but {consumed} were indexed")
+    entries, axis = [], 0
+    for position, (kind, value, n) in enumerate(items):
+        if kind == "ellipsis":
+            for _ in range(len(shape) - consumed):
+                entries.append(_Entry("slice", (axis,), range(shape[axis])))
+                axis += 1
+            continue
+        axes = tuple(range(axis, axis + n))
+        axis += n
+        entries.append(_entry(kind, value, axes, shape, position))
+    entries += [_Entry("slice", (a,), range(shape[a])) for a in range(axis, len(shape))]
+    return entries
+
+
+def _entry(kind, value, axes, shape, position) -> _Entry:
+    if kind == "slice":
+        return _Entry("slice", axes, range(*value.indices(shape[axes[0]])))
+    if kind == "mask":
+        expected = tuple(shape[a] for a in axes)
+        if value.shape != expected:
+            raise IndexError(f"boolean index did not match shape of indexed array in index {position}: "
+                             f"got {value.shape}, expected {list(expected)}")
+        return _Entry("array", axes, [_int32(i) for i in np.nonzero(value)])
+    if kind == "int":
+        n = shape[axes[0]]
+        return _Entry("int", axes, max(min(value, n), -n - 1))  # out-of-range stays so, in int32
+    return _Entry(kind, axes, value)
+
+
+def _is_full(e: _Entry, shape) -> bool:
+    return e.kind == "slice" and e.value == range(shape[e.axes[0]])
+
+
+def _advanced_position(entries, is_advanced, dims_before) -> int:
+    """Where the broadcast index dims go (NumPy's rule): at the first advanced entry when the
+    advanced entries are adjacent, else in front."""
+    where = [i for i, e in enumerate(entries) if is_advanced(e)]
+    if not where or where != list(range(where[0], where[-1] + 1)):
+        return 0
+    return dims_before(where[0])
+
+
+# ---------------------------------------------------------------- x[idx]
+
+_GATHER_MODES = {None: "clip", "clip": "clip", "promise_in_bounds": "clip", "fill": "fill", "drop": "fill"}
 
 
 def _getitem(x, idx):
-    raise NotImplementedError("indexing is not implemented yet")
+    """x[idx] with NumPy semantics; out-of-range integer indices are clamped, as JAX's."""
+    return _rewriting_take(core.asarray_value(x), idx, mode=None, fill_value=None)
+
+
+def _rewriting_take(x, idx, mode, fill_value):
+    if mode not in _GATHER_MODES:
+        raise ValueError(f"Invalid mode {mode!r} for indexing; expected one of 'clip', 'fill', "
+                         "'drop', 'promise_in_bounds'")
+    mode = _GATHER_MODES[mode]
+    entries = _parse_index(x.shape, idx)
+    has_arrays = any(e.kind in ("array", "bool") for e in entries)
+
+    def is_advanced(e):
+        if e.kind == "int":
+            return has_arrays or not -x.shape[e.axes[0]] <= e.value < x.shape[e.axes[0]]
+        if e.kind == "dyn":
+            return has_arrays or mode != "clip"
+        return e.kind in ("array", "bool")
+
+    y, ydims = _basic_indexing(x, entries, is_advanced)
+    if not any(is_advanced(e) for e in entries):
+        return y
+    arrays, axes = [], []
+    for e, dims in zip(entries, ydims):
+        if is_advanced(e):
+            arrays += _index_arrays(e)
+            axes += dims
+    shape = broadcast_shapes(*(a.shape for a in arrays))
+    arrays = [broadcast_to_shape(a, shape) for a in arrays]
+    at = _advanced_position(entries, is_advanced, lambda i: ydims[i][0] if ydims[i] else 0)
+    return lax_indexing.gather(y, arrays, axes, at, mode, fill_value)
+
+
+def _index_arrays(e: _Entry):
+    if e.kind == "int":
+        return [_int32(e.value)]
+    if e.kind == "dyn":
+        return [e.value]
+    if e.kind == "bool":
+        return [_int32([0] if e.value else [])]
+    return list(e.value)
+
+
+def _basic_indexing(x, entries, is_advanced):
+    """Applies slices, in-range static ints, traced scalars and new axes; returns the view and,
+    per entry, the dims of the view it now occupies (advanced entries are left for a gather)."""
+    starts, limits, strides = [0] * x.ndim, list(x.shape), [1] * x.ndim
+    reversed_dims, squeezed, dynamic = [], [], {}
+    for e in entries:
+        if e.kind == "slice":
+            a, r = e.axes[0], e.value
+            if r.step < 0 and len(r):
+                starts[a], limits[a], strides[a] = r[-1], r[0] + 1, -r.step
+                reversed_dims.append(a)
+            else:
+                starts[a], limits[a], strides[a] = (r.start, r.stop, r.step) if len(r) else (0, 0, 1)
+        elif e.kind in ("int", "dyn") and not is_advanced(e):
+            if e.kind == "int":
+                starts[e.axes[0]] = e.value % x.shape[e.axes[0]]
+                limits[e.axes[0]] = starts[e.axes[0]] + 1
+            else:
+                dynamic[e.axes[0]] = e.value
+            squeezed.append(e.axes[0])
+    y = x
+    if (starts, limits, strides) != ([0] * x.ndim, list(x.shape), [1] * x.ndim):
+        y = core.bind1("slice", y, start_indices=tuple(starts), limit_indices=tuple(limits),
+                       strides=tuple(strides))
+    if reversed_dims:
+        y = core.bind1("rev", y, dimensions=tuple(reversed_dims))
+    if dynamic:
+        sizes = [1 if a in dynamic else d for a, d in enumerate(y.shape)]
+        y = lax_indexing.dynamic_slice(y, [dynamic.get(a, 0) for a in range(y.ndim)], sizes)
+    if squeezed:
+        y = core.bind1("squeeze", y, dimensions=tuple(squeezed))
+    return _insert_new_axes(y, entries, is_advanced)
+
+
+def _insert_new_axes(y, entries, is_advanced):
+    ydims, kept, d = [], [], 0
+    for e in entries:
+        if e.kind in ("none", "bool"):
+            ydims.append((d,))
+            d += 1
+        elif e.kind in ("int", "dyn") and not is_advanced(e):
+            ydims.append(())
+        else:
+            ydims.append(tuple(range(d, d + len(e.axes))))
+            kept += ydims[-1]
+            d += len(e.axes)
+    if len(kept) != d:
+        shape = [1] * d
+        for k, size in zip(kept, y.shape):
+            shape[k] = size
+        y = core.bind1("broadcast_in_dim", y, shape=tuple(shape), broadcast_dimensions=tuple(kept))
+    return y, ydims
+
+
+# ---------------------------------------------------------------- x.at[idx]
+
+_SCATTER_MODES = {None: "drop", "drop": "drop", "fill": "drop", "promise_in_bounds": "drop", "clip": "clip"}
+
+
+def _scatter_update(x, idx, values, kind: str, mode=None):
+    """x with x[idx] combined with `values` by the primitive `kind`; out-of-range indices are
+    dropped (mode 'clip' clamps them)."""
+    if mode not in _SCATTER_MODES:
+        raise ValueError(f"Invalid mode {mode!r} for scatter; expected one of 'drop', 'fill', 'clip', "
+                         "'promise_in_bounds'")
+    x = core.asarray_value(x)
+    values = core.convert_element_type(core.asarray_value(values), x.dtype, x.weak_type)
+    entries = _parse_index(x.shape, idx)
+    if any(e.kind == "bool" and not e.value for e in entries):
+        return x  # x[..., False, ...] selects nothing
+    entries = [_Entry("none") if e.kind == "bool" else e for e in entries]
+    if x.ndim == 0:  # only new axes can index a scalar: update it as element 0 of a vector
+        flat = core.bind1("reshape", x, new_sizes=(1,), dimensions=None)
+        out = _scatter_update(flat, (0,) + (None,) * len(entries), values, kind, mode)
+        return core.bind1("reshape", out, new_sizes=(), dimensions=None)
+    arrays, axes, result_shape = _open_mesh(x, entries)
+    values = broadcast_to_shape(values, result_shape)
+    return lax_indexing.scatter(kind, x, values, arrays, axes, 0, _SCATTER_MODES[mode])
+
+
+def _open_mesh(x, entries):
+    """Index arrays (one per indexed operand axis, all of one shape K) and the shape of x[idx];
+    trailing full slices stay unindexed dims after K."""
+    trailing = len(entries)
+    while trailing > 0 and _is_full(entries[trailing - 1], x.shape):
+        trailing -= 1
+    if not any(e.axes for e in entries[:trailing]):  # nothing indexed: index the first full axis
+        trailing = next(i for i, e in enumerate(entries) if e.axes) + 1
+    is_advanced = lambda e: e.kind in ("int", "dyn", "array")  # noqa: E731
+    adv = [a for e in entries[:trailing] if is_advanced(e) for a in _index_arrays(e)]
+    bshape = broadcast_shapes(*(a.shape for a in adv))
+    plain = [e for e in entries[:trailing] if not is_advanced(e)]
+    at = _advanced_position(entries, is_advanced, lambda i: sum(not is_advanced(e) for e in entries[:i]))
+    plain_sizes = [len(e.value) if e.kind == "slice" else 1 for e in plain]
+    kshape = tuple(plain_sizes[:at]) + bshape + tuple(plain_sizes[at:])
+    bdims = tuple(range(at, at + len(bshape)))
+    arrays, axes, k = [], [], 0
+    for e in entries[:trailing]:
+        if is_advanced(e):
+            for a, arr in zip(e.axes, _index_arrays(e)):
+                arrays.append(_broadcast_in_dim(broadcast_to_shape(arr, bshape), kshape, bdims))
+                axes.append(a)
+            continue
+        dim = k if k < at else k + len(bshape)
+        k += 1
+        if e.kind == "slice":
+            arrays.append(_broadcast_in_dim(_int32(np.asarray(e.value)), kshape, (dim,)))
+            axes.append(e.axes[0])
+    rest = tuple(x.shape[e.axes[0]] for e in entries[trailing:])
+    return arrays, axes, kshape + rest
+
+
+def _broadcast_in_dim(x, shape, dims):
+    return core.bind1("broadcast_in_dim", x, shape=tuple(shape), broadcast_dimensions=tuple(dims))
+
+
+class _IndexUpdateHelper:
+    """x.at: x.at[idx].set(v) etc. return updated copies (JAX arrays are immutable)."""
+    __slots__ = ("array",)
+
+    def __init__(self, array):
+        self.array = array
+
+    def __getitem__(self, index):
+        return _IndexUpdateRef(self.array, index)
+
+    def __repr__(self):
+        return f"_IndexUpdateHelper({self.array!r})"
+
+
+class _IndexUpdateRef:
+    __slots__ = ("array", "index")
+
+    def __init__(self, array, index):
+        self.array, self.index = array, index
+
+    def __repr__(self):
+        return f"_IndexUpdateRef({self.array!r}, {self.index!r})"
+
+    def get(self, *, indices_are_sorted=False, unique_indices=False, mode=None, fill_value=None,
+            out_sharding=None):
+        return _rewriting_take(core.asarray_value(self.array), self.index, mode, fill_value)
+
+    def set(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        return _scatter_update(self.array, self.index, values, "scatter", mode)
+
+    def add(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        return _scatter_update(self.array, self.index, values, "scatter_add", mode)
+
+    def subtract(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        dtype = core.asarray_value(self.array).dtype
+        return self.add(core.bind1("neg", core.convert_element_type(values, dtype)), mode=mode)
+
+    def multiply(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        return _scatter_update(self.array, self.index, values, "scatter_mul", mode)
+
+    mul = multiply
+
+    def min(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        return _scatter_update(self.array, self.index, values, "scatter_min", mode)
+
+    def max(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        return _scatter_update(self.array, self.index, values, "scatter_max", mode)
+
+
+core.Array.at = property(_IndexUpdateHelper)
+core.Tracer.at = property(_IndexUpdateHelper)
+
+
+# ---------------------------------------------------------------- take & co.
+
+_TAKE_MODES = {None: "fill", "fill": "fill", "clip": "clip", "wrap": "wrap"}
+_TAKE_ALONG_MODES = {None: "fill", "fill": "fill", "drop": "fill", "clip": "clip", "promise_in_bounds": "clip"}
+
+
+def _take_mode(fn: str, mode, modes):
+    if mode == "raise":
+        raise NotImplementedError(f"The 'raise' mode to jnp.{fn} is not supported.")
+    if mode not in modes:
+        raise ValueError(f"Invalid mode '{mode}' for np.{fn}")
+    return modes[mode]
+
+
+def _unwrapped(indices, n: int, mode: str):
+    """Indices whose negative values do not count from the end: they become 0 (clip) or out of
+    range (fill), as the gather primitive would otherwise wrap them."""
+    zero = broadcast_to_shape(core.convert_element_type(core.asarray_value(0), indices.dtype), indices.shape)
+    repl = zero if mode == "clip" else broadcast_to_shape(
+        core.convert_element_type(core.asarray_value(n), indices.dtype), indices.shape)
+    return core.bind1("select_n", core.bind1("lt", indices, zero), indices, repl)
+
+
+def _axis(axis, ndim: int, fn: str) -> int:
+    axis = operator.index(axis)
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"{fn}: axis {axis} is out of bounds for array of dimension {ndim}")
+    return axis % ndim
+
+
+def _ravel(x):
+    return x if x.ndim == 1 else core.bind1("reshape", x, new_sizes=(x.size,), dimensions=None)
+
+
+def _integer_indices(fn: str, indices):
+    indices = core.asarray_value(indices)
+    if not np.issubdtype(indices.dtype, np.integer):
+        raise TypeError(f"{fn} requires integer indices, got {indices.dtype}")
+    return indices
+
+
+def take(a, indices, axis=None, out=None, mode=None, unique_indices=False, indices_are_sorted=False,
+         fill_value=None):
+    """Elements of `a` at `indices` along `axis` (flattened when None). Out-of-range indices give
+    fill_value by default (NaN for floats), as jnp.take."""
+    if out is not None:
+        raise NotImplementedError("The 'out' argument to jnp.take is not supported.")
+    a, indices = core.asarray_value(a), _integer_indices("take", indices)
+    mode = _take_mode("take", mode, _TAKE_MODES)
+    if axis is None:
+        a, axis = _ravel(a), 0
+    axis = _axis(axis, a.ndim, "take")
+    if mode == "clip":  # np.take's clip: negative indices clamp to 0
+        indices = _unwrapped(indices, a.shape[axis], mode)
+    return lax_indexing.gather(a, [indices], (axis,), axis, mode, fill_value)
+
+
+def _along_axis_indices(fn, arr, indices, axis):
+    """arr broadcast against indices, one index array per dim (an arange on all but `axis`), and
+    the normalized axis."""
+    arr, indices = core.asarray_value(arr), _integer_indices(fn, indices)
+    if axis is None:
+        arr, axis = _ravel(arr), 0
+        if indices.ndim != 1:
+            raise ValueError(f"when axis=None, `indices` must have a single dimension, got {indices.shape}")
+    if indices.ndim != arr.ndim:
+        raise ValueError("indices and arr must have the same number of dimensions; "
+                         f"{indices.ndim} vs. {arr.ndim}")
+    axis = _axis(axis, arr.ndim, fn)
+    drop = lambda s: s[:axis] + (1,) + s[axis + 1:]  # noqa: E731
+    shape = broadcast_shapes(drop(arr.shape), drop(indices.shape))
+    out_shape = shape[:axis] + (indices.shape[axis],) + shape[axis + 1:]
+    arr = broadcast_to_shape(arr, shape[:axis] + (arr.shape[axis],) + shape[axis + 1:])
+    arrays = [broadcast_to_shape(indices, out_shape) if d == axis else
+              _broadcast_in_dim(_int32(np.arange(out_shape[d])), out_shape, (d,)) for d in range(arr.ndim)]
+    return arr, arrays, axis
+
+
+def take_along_axis(arr, indices, axis, mode=None, fill_value=None, *, wrap_negative_indices=None):
+    """arr[..., indices, ...] matched element by element along `axis` (np.take_along_axis).
+    Negative indices count from the end unless wrap_negative_indices=False (the default for
+    mode='promise_in_bounds')."""
+    wrap = mode != "promise_in_bounds" if wrap_negative_indices is None else wrap_negative_indices
+    mode = _take_mode("take_along_axis", mode, _TAKE_ALONG_MODES)
+    arr, arrays, axis = _along_axis_indices("take_along_axis", arr, indices, axis)
+    if not wrap:
+        arrays[axis] = _unwrapped(arrays[axis], arr.shape[axis], mode)
+    return lax_indexing.gather(arr, arrays, range(arr.ndim), 0, mode, fill_value)
+
+
+def put_along_axis(arr, indices, values, axis, inplace: bool = True, *, mode=None):
+    """A copy of arr with `values` written at `indices` along `axis` (inplace=False required)."""
+    if inplace:
+        raise ValueError("jax.numpy.put_along_axis cannot modify arrays in-place; pass inplace=False")
+    arr = core.asarray_value(arr)
+    full, arrays, _ = _along_axis_indices("put_along_axis", arr, indices, axis)
+    if full.shape != arr.shape:
+        raise ValueError(f"put_along_axis: indices of shape {core.asarray_value(indices).shape} do not "
+                         f"match arr of shape {arr.shape}")
+    values = core.convert_element_type(core.asarray_value(values), arr.dtype, arr.weak_type)
+    values = broadcast_to_shape(values, arrays[0].shape)
+    return lax_indexing.scatter("scatter", arr, values, arrays, range(arr.ndim), 0, _SCATTER_MODES[mode])
+
+
+# ---------------------------------------------------------------- nonzero & co.
+
+def nonzero(a, *, size=None, fill_value=None):
+    """Indices of the nonzero elements, one int32 array per dimension. Needs a concrete `a`
+    unless `size` is given (then the result is truncated or padded with fill_value)."""
+    a = core.asarray_value(a)
+    if a.ndim == 0:
+        raise ValueError("Calling nonzero on 0d arrays is not allowed. Use jnp.atleast_1d(scalar).nonzero() "
+                         "instead. If this is being called on a 0d array, use jnp.atleast_1d.")
+    if size is None:
+        if not _is_concrete(a):
+            raise TypeError(f"jnp.nonzero needs concrete values to know its output shape; got {core.typeof(a)}. "
+                            "Pass a static `size=` argument to use it inside jit.")
+        return tuple(_int32(i) for i in np.nonzero(np.asarray(a)))
+    size = operator.index(size)
+    fills = fill_value if isinstance(fill_value, tuple) else (0 if fill_value is None else fill_value,) * a.ndim
+    if len(fills) != a.ndim:
+        raise ValueError(f"fill_value must be a scalar or a tuple of length {a.ndim}; got {fill_value}")
+    if a.size == 0:
+        return tuple(broadcast_to_shape(core.convert_element_type(core.asarray_value(f), np.int32), (size,))
+                     for f in fills)
+    positions, valid = _first_nonzero_positions(a, size)
+    coords, stride = [], a.size
+    for d, n in enumerate(a.shape):
+        stride //= max(n, 1)
+        c = _elementwise("div", positions, stride) if stride != 1 else positions
+        c = _elementwise("rem", c, n) if d > 0 and n else c
+        fill = core.convert_element_type(core.asarray_value(fills[d]), np.int32)
+        coords.append(core.bind1("select_n", valid, broadcast_to_shape(fill, (size,)), c))
+    return tuple(coords)
+
+
+def _elementwise(prim, x, scalar):
+    return core.bind1(prim, x, broadcast_to_shape(_int32(scalar), x.shape))
+
+
+def _first_nonzero_positions(a, size):
+    """Flat positions of the first `size` nonzeros of `a` (in order) and a mask of the valid ones."""
+    flat = _ravel(a)
+    zero = broadcast_to_shape(core.convert_element_type(core.asarray_value(0), flat.dtype), flat.shape)
+    is_zero = core.bind1("eq", flat, zero)
+    iota = core.bind1("iota", dtype=np.dtype(np.int32), shape=(flat.size,), dimension=0)
+    _, order = core.bind("sort", is_zero, iota, dimension=0, is_stable=True, num_keys=1)
+    first = _int32(np.arange(size))
+    positions = lax_indexing.gather(order, [first], (0,), 0, "fill", 0)
+    is_nonzero = core.bind1("not", is_zero)
+    count = core.bind1("reduce_sum", core.convert_element_type(is_nonzero, np.int32), axes=(0,))
+    valid = core.bind1("lt", first, broadcast_to_shape(count, (size,)))
+    return positions, valid
+
+
+def argwhere(a, *, size=None, fill_value=None):
+    """Indices of the nonzero elements as an (N, a.ndim) int32 array."""
+    a = core.asarray_value(a)
+    cols = nonzero(_ravel(a) if a.ndim == 0 else a, size=size, fill_value=fill_value)
+    cols = [core.bind1("reshape", c, new_sizes=(c.shape[0], 1), dimensions=None) for c in cols]
+    out = core.bind1("concatenate", *cols, dimension=1)
+    return out if a.ndim else core.bind1("slice", out, start_indices=(0, 0), limit_indices=(out.shape[0], 0),
+                                         strides=None)
+
+
+def flatnonzero(a, *, size=None, fill_value=None):
+    """Indices of the nonzero elements of the flattened array."""
+    return nonzero(_ravel(core.asarray_value(a)), size=size, fill_value=fill_value)[0]
+
+
+# ---------------------------------------------------------------- bincount, select, diagonal
+
+def bincount(x, weights=None, minlength=0, *, length=None, out_sharding=None):
+    """Counts (or sums `weights`) per value of the non-negative integers x; negative values
+    count as 0, values >= length are dropped. Inside jit, `length` must be given."""
+    x = core.asarray_value(x)
+    if not np.issubdtype(x.dtype, np.integer):
+        raise TypeError(f"x argument to bincount must have an integer type; got {x.dtype}")
+    if x.ndim != 1:
+        raise ValueError("only 1-dimensional input supported.")
+    minlength = operator.index(minlength)
+    if minlength < 0:
+        raise ValueError(f"minlength must be non-negative, got {minlength}")
+    if length is None:
+        if not _is_concrete(x):
+            raise TypeError("jnp.bincount needs a concrete `x` to know its output length; got "
+                            f"{core.typeof(x)}. Pass a static `length=` argument to use it inside jit.")
+        length = max(minlength, int(np.asarray(x).max()) + 1 if x.size else 0)
+    else:
+        length = max(operator.index(length), minlength)
+    weights = core.asarray_value(1 if weights is None else weights)
+    dtype = np.dtype(np.int32) if weights.dtype == np.bool_ else weights.dtype
+    weights = broadcast_to_shape(core.convert_element_type(weights, dtype), x.shape)
+    x = core.bind1("max", x, broadcast_to_shape(core.convert_element_type(core.asarray_value(0), x.dtype), x.shape))
+    zeros = broadcast_to_shape(core.convert_element_type(core.asarray_value(0), dtype), (length,))
+    return lax_indexing.scatter("scatter_add", zeros, weights, [x], (0,), 0)
+
+
+def select(condlist, choicelist, default=0):
+    """choicelist[i] where condlist[i] is first true, else default."""
+    if len(condlist) != len(choicelist):
+        raise ValueError(f"condlist must have length equal to choicelist ({len(condlist)} vs {len(choicelist)})")
+    if len(condlist) == 0:
+        raise ValueError("condlist must be non-empty")
+    conds = [core.asarray_value(c) for c in condlist]
+    for c in conds:
+        if c.dtype != np.bool_:
+            raise TypeError(f"condlist must be a list of boolean arrays, got {c.dtype}")
+    choices = promote_args(default, *choicelist)
+    shape = broadcast_shapes(*(v.shape for v in (*choices, *conds)))
+    result = broadcast_to_shape(choices[0], shape)
+    for cond, choice in reversed(list(zip(conds, choices[1:]))):
+        result = core.bind1("select_n", broadcast_to_shape(cond, shape), result, broadcast_to_shape(choice, shape))
+    return result
+
+
+def diagonal(a, offset=0, axis1: int = 0, axis2: int = 1):
+    """The diagonal of `a` over axis1/axis2, as the last dimension of the result."""
+    a = core.asarray_value(a)
+    if a.ndim < 2:
+        raise ValueError("diagonal requires an array of at least two dimensions.")
+    axis1, axis2 = _axis(axis1, a.ndim, "diagonal"), _axis(axis2, a.ndim, "diagonal")
+    if axis1 == axis2:
+        raise ValueError("axis1 and axis2 must not be equal")
+    offset = operator.index(offset)
+    n = max(0, min(a.shape[axis1] + min(offset, 0), a.shape[axis2] - max(offset, 0)))
+    rows = _int32(np.arange(n) - min(offset, 0))
+    cols = _int32(np.arange(n) + max(offset, 0))
+    return lax_indexing.gather(a, [rows, cols], (axis1, axis2), a.ndim - 2)
+

@@ -53,19 +53,29 @@ def broadcast_shapes(*shapes) -> tuple[int, ...]:
     return tuple(out)
 
 
-def promote_args(*args):
-    """Converts operands to one dtype and one broadcast shape, as jnp ufuncs do."""
-    dtype, weak = result_type(*args)
+def _convert_and_broadcast(args, dtype, weak):
     vals = [core.convert_element_type(core.asarray_value(a), dtype, weak) for a in args]
     shape = broadcast_shapes(*(v.shape for v in vals))
     return [broadcast_to_shape(v, shape) for v in vals]
+
+
+def promote_args(*args):
+    """Converts operands to one dtype and one broadcast shape, as jnp ufuncs do."""
+    return _convert_and_broadcast(args, *result_type(*args))
 
 
 def promote_args_inexact(*args):
-    """As promote_args, but integers and bools promote to the default float."""
+    """As promote_args, but integers and bools promote to the default float
+    (keeping the weak-type flag: `jnp.sin(2)` is weak, `jnp.sin(int8_array)` is not)."""
     dtype, weak = result_type(*args)
     if not np.issubdtype(dtype, np.floating):
-        dtype, weak = result_type(dtype, 1.0) if not weak else (core.python_scalar_dtype(1.0), True)
-    vals = [core.convert_element_type(core.asarray_value(a), dtype, weak) for a in args]
-    shape = broadcast_shapes(*(v.shape for v in vals))
-    return [broadcast_to_shape(v, shape) for v in vals]
+        dtype = core.canonicalize_dtype(np.float64)
+    return _convert_and_broadcast(args, dtype, weak)
+
+
+def promote_args_numeric(*args):
+    """As promote_args, but bools promote to the default integer."""
+    dtype, weak = result_type(*args)
+    if dtype == np.bool_:
+        dtype = core.canonicalize_dtype(np.int64)
+    return _convert_and_broadcast(args, dtype, weak)

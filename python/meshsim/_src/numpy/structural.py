@@ -1,4 +1,536 @@
-"""meshsim.numpy: structural."""
+"""meshsim.numpy: shape manipulation, joining, splitting and rearranging (as jax.numpy).
+
+Everything here is composed from the structural lax ops, most of which are
+zero-copy views in the kernels (reshape of contiguous data, transpose,
+broadcast, slice, rev, squeeze); concatenate and pad write one buffer."""
 from __future__ import annotations
 
-__all__: list[str] = []
+import builtins
+import math
+import operator
+
+import numpy as np
+
+from meshsim._src import core
+from meshsim._src.lax import structural as lax
+from meshsim._src.lax.structural import canonicalize_axis
+from meshsim._src.numpy import promotion
+
+__all__ = [
+    "reshape", "ravel", "transpose", "permute_dims", "matrix_transpose", "swapaxes", "moveaxis",
+    "expand_dims", "squeeze", "broadcast_to", "broadcast_arrays", "broadcast_shapes",
+    "atleast_1d", "atleast_2d", "atleast_3d", "concatenate", "concat", "stack", "unstack",
+    "hstack", "vstack", "dstack", "column_stack", "split", "array_split", "hsplit", "vsplit",
+    "dsplit", "repeat", "tile", "pad", "flip", "fliplr", "flipud", "rot90", "roll",
+    "ndim", "shape", "size",
+]
+
+
+def _axes(axis, ndim: int) -> tuple[int, ...]:
+    """An int or sequence of axes, canonicalised; duplicates are an error."""
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    axes = tuple(canonicalize_axis(a, ndim) for a in axes)
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"repeated axis: {axis}")
+    return axes
+
+
+def ndim(a) -> int:
+    return a.ndim if hasattr(a, "ndim") else np.ndim(a)
+
+
+def shape(a) -> tuple[int, ...]:
+    return tuple(a.shape) if hasattr(a, "shape") else np.shape(a)
+
+
+def size(a, axis=None) -> int:
+    s = shape(a)
+    if axis is None:
+        return math.prod(s)
+    return math.prod(s[i] for i in _axes(axis, len(s)))
+
+
+# --- reshaping ---------------------------------------------------------------
+
+def _resolve_shape(old: tuple[int, ...], new) -> tuple[int, ...]:
+    """`new` with its single -1 (if any) solved, as JAX reports failures."""
+    new = lax.canonicalize_shape(new)
+    unknown = [i for i, d in enumerate(new) if d == -1]
+    if len(unknown) > 1:
+        raise TypeError(f"can only specify one unknown axis size with a `-1` value, got {new}")
+    if not unknown:
+        return new
+    known = math.prod(d for d in new if d != -1)
+    total = math.prod(old)
+    if known == 0 or total % known:
+        raise TypeError(f"cannot reshape array of shape {old} (size {total}) into shape {new} "
+                        f"because the product of specified axis sizes ({known}) does not evenly "
+                        f"divide {total}")
+    return tuple(total // known if d == -1 else d for d in new)
+
+
+def reshape(a, shape=None, order: str = "C", *, copy=None, out_sharding=None):
+    a = core.asarray_value(a)
+    if shape is None:
+        raise TypeError("reshape() missing required argument 'shape'")
+    new = _resolve_shape(a.shape, shape)
+    if order == "C":
+        return lax.reshape(a, new)
+    if order == "F":  # column-major: reverse both index orders around a row-major reshape
+        rev_old = tuple(reversed(range(a.ndim)))
+        flat = lax.reshape(lax.transpose(a, rev_old), new[::-1])
+        return lax.transpose(flat, tuple(reversed(range(len(new)))))
+    raise ValueError(f"Unexpected value for 'order' argument: {order}.")
+
+
+def ravel(a, order: str = "C", *, out_sharding=None):
+    a = core.asarray_value(a)
+    return reshape(a, (a.size,), order)
+
+
+def transpose(a, axes=None):
+    a = core.asarray_value(a)
+    if axes is None:
+        return lax.transpose(a, tuple(reversed(range(a.ndim))))
+    return lax.transpose(a, tuple(canonicalize_axis(i, a.ndim) for i in axes))
+
+
+def permute_dims(a, /, axes):
+    return transpose(a, axes)
+
+
+def matrix_transpose(x, /):
+    x = core.asarray_value(x)
+    if x.ndim < 2:
+        raise ValueError(f"x must be at least two-dimensional for matrix_transpose; got {x.ndim=}")
+    return swapaxes(x, -1, -2)
+
+
+def swapaxes(a, axis1: int, axis2: int):
+    a = core.asarray_value(a)
+    perm = list(range(a.ndim))
+    i, j = canonicalize_axis(axis1, a.ndim), canonicalize_axis(axis2, a.ndim)
+    perm[i], perm[j] = perm[j], perm[i]
+    return lax.transpose(a, perm)
+
+
+def moveaxis(a, source, destination):
+    a = core.asarray_value(a)
+    source, destination = _axes(source, a.ndim), _axes(destination, a.ndim)
+    if len(source) != len(destination):
+        raise ValueError(f"Inconsistent number of elements: {len(source)} vs {len(destination)}")
+    perm = [i for i in range(a.ndim) if i not in source]
+    for dst, src in sorted(zip(destination, source)):
+        perm.insert(dst, src)
+    return lax.transpose(a, perm)
+
+
+def expand_dims(a, axis):
+    a = core.asarray_value(a)
+    return lax.expand_dims(a, (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis))
+
+
+def squeeze(a, axis=None):
+    a = core.asarray_value(a)
+    if axis is None:
+        return lax.squeeze(a, tuple(i for i, d in enumerate(a.shape) if d == 1))
+    return lax.squeeze(a, _axes(axis, a.ndim))
+
+
+def broadcast_shapes(*shapes) -> tuple[int, ...]:
+    return promotion.broadcast_shapes(*(lax.canonicalize_shape(s) for s in shapes))
+
+
+def broadcast_to(array, shape, *, out_sharding=None):
+    array = core.asarray_value(array)
+    shape = lax.canonicalize_shape(shape)
+    if len(shape) < array.ndim:
+        raise ValueError(f"Cannot broadcast to shape with fewer dimensions: arr_shape={array.shape} "
+                         f"shape={shape}")
+    return promotion.broadcast_to_shape(array, shape)
+
+
+def broadcast_arrays(*args):
+    arrays = [core.asarray_value(a) for a in args]
+    common = broadcast_shapes(*(a.shape for a in arrays))
+    return [promotion.broadcast_to_shape(a, common) for a in arrays]
+
+
+def _atleast(arys, ndim: int, place):
+    out = []
+    for a in arys:
+        a = core.asarray_value(a)
+        out.append(a if a.ndim >= ndim else lax.reshape(a, place(a.shape)))
+    return out[0] if len(out) == 1 else out
+
+
+def atleast_1d(*arys):
+    return _atleast(arys, 1, lambda s: (1,) * (1 - len(s)) + s)
+
+
+def atleast_2d(*arys):
+    return _atleast(arys, 2, lambda s: (1,) * (2 - len(s)) + s)
+
+
+def atleast_3d(*arys):
+    # NumPy's placement: (N,) -> (1, N, 1) and (M, N) -> (M, N, 1).
+    return _atleast(arys, 3, lambda s: {0: (1, 1, 1), 1: (1,) + s + (1,), 2: s + (1,)}[len(s)])
+
+
+# --- joining -----------------------------------------------------------------
+
+def _as_sequence(arrays):
+    """A meshsim array argument as the list of its rows, as NumPy iterates it."""
+    if core.is_value(arrays):
+        return unstack(arrays)
+    return list(arrays)
+
+
+def _promote_dtypes(arrays, dtype):
+    """Arrays converted to `dtype` or to their common promoted dtype (shapes unchanged)."""
+    if dtype is not None:
+        from meshsim._src.numpy.creation import user_dtype
+        target, weak = user_dtype(dtype), False
+    else:
+        target, weak = promotion.result_type(*arrays)
+    return [core.convert_element_type(core.asarray_value(a), target, weak) for a in arrays]
+
+
+def concatenate(arrays, axis: int | None = 0, dtype=None):
+    arrays = _as_sequence(arrays)
+    if not arrays:
+        raise ValueError("Need at least one array to concatenate.")
+    arrays = [core.asarray_value(a) for a in arrays]
+    if axis is None:
+        arrays, axis = [ravel(a) for a in arrays], 0
+    if arrays[0].ndim == 0:
+        raise ValueError("Zero-dimensional arrays cannot be concatenated.")
+    axis = canonicalize_axis(axis, arrays[0].ndim)
+    return lax.concatenate(_promote_dtypes(arrays, dtype), axis)
+
+
+def concat(arrays, /, *, axis: int | None = 0):
+    return concatenate(arrays, axis=axis)
+
+
+def stack(arrays, axis: int = 0, out=None, dtype=None):
+    if out is not None:
+        raise NotImplementedError("The 'out' argument to jnp.stack is not supported.")
+    arrays = [core.asarray_value(a) for a in _as_sequence(arrays)]
+    if not arrays:
+        raise ValueError("Need at least one array to stack.")
+    shapes = {a.shape for a in arrays}
+    if len(shapes) != 1:
+        raise ValueError("All input arrays must have the same shape. Got "
+                         + ", ".join(str(a.shape) for a in arrays) + ".")
+    axis = canonicalize_axis(axis, arrays[0].ndim + 1)
+    return concatenate([lax.expand_dims(a, (axis,)) for a in arrays], axis, dtype)
+
+
+def unstack(x, /, *, axis: int = 0):
+    x = core.asarray_value(x)
+    if x.ndim == 0:
+        raise ValueError("Unstack requires arrays with rank > 0, however a scalar array was passed.")
+    axis = canonicalize_axis(axis, x.ndim)
+    return tuple(lax.index_in_dim(x, i, axis, keepdims=False) for i in range(x.shape[axis]))
+
+
+def hstack(tup, dtype=None):
+    arrays = [atleast_1d(a) for a in _as_sequence(tup)]
+    return concatenate(arrays, 0 if arrays and arrays[0].ndim == 1 else 1, dtype)
+
+
+def vstack(tup, dtype=None):
+    return concatenate([atleast_2d(a) for a in _as_sequence(tup)], 0, dtype)
+
+
+def dstack(tup, dtype=None):
+    return concatenate([atleast_3d(a) for a in _as_sequence(tup)], 2, dtype)
+
+
+def column_stack(tup):
+    arrays = [core.asarray_value(a) for a in _as_sequence(tup)]
+    return concatenate([lax.reshape(a, (a.size, 1)) if a.ndim < 2 else a for a in arrays], 1)
+
+
+# --- splitting ---------------------------------------------------------------
+
+def _split(name: str, ary, indices_or_sections, axis: int):
+    ary = core.asarray_value(ary)
+    axis = canonicalize_axis(axis, ary.ndim)
+    n = ary.shape[axis]
+    if isinstance(indices_or_sections, core.Tracer):
+        raise TypeError(f"jnp.{name}: indices_or_sections must be concrete (static) values")
+    sections = np.asarray(indices_or_sections)
+    if sections.ndim > 0:
+        # Split points behave as Python slice bounds (negative, clipped, possibly empty pieces).
+        points = [0, *(int(i) for i in sections), n]
+        bounds = [builtins.slice(lo, hi).indices(n)[:2] for lo, hi in zip(points, points[1:])]
+    else:
+        count = operator.index(sections.item())
+        if count <= 0:
+            raise ValueError("number sections must be larger than 0.")
+        part, rest = divmod(n, count)
+        if rest and name == "split":
+            raise ValueError(f"array split does not result in an equal division: rest is {rest}")
+        sizes = [part + 1] * rest + [part] * (count - rest)
+        starts = np.cumsum([0] + sizes[:-1])
+        bounds = [(int(s), int(s) + z) for s, z in zip(starts, sizes)]
+    return [lax.slice_in_dim(ary, lo, max(lo, hi), 1, axis) for lo, hi in bounds]
+
+
+def split(ary, indices_or_sections, axis: int = 0):
+    return _split("split", ary, indices_or_sections, axis)
+
+
+def array_split(ary, indices_or_sections, axis: int = 0):
+    return _split("array_split", ary, indices_or_sections, axis)
+
+
+def hsplit(ary, indices_or_sections):
+    ary = core.asarray_value(ary)
+    return split(ary, indices_or_sections, 1 if ary.ndim > 1 else 0)
+
+
+def vsplit(ary, indices_or_sections):
+    ary = core.asarray_value(ary)
+    if ary.ndim < 2:
+        raise ValueError("vsplit only works on arrays of 2 or more dimensions")
+    return split(ary, indices_or_sections, 0)
+
+
+def dsplit(ary, indices_or_sections):
+    ary = core.asarray_value(ary)
+    if ary.ndim < 3:
+        raise ValueError("dsplit only works on arrays of 3 or more dimensions")
+    return split(ary, indices_or_sections, 2)
+
+
+# --- repeating ---------------------------------------------------------------
+
+def _repeat_each(a, times: int, axis: int):
+    """Every element along `axis` repeated `times` times: broadcast a new axis, then merge."""
+    aux = list(a.shape)
+    aux.insert(axis + 1, times)
+    b = lax.broadcast_in_dim(a, aux, tuple(i for i in range(len(aux)) if i != axis + 1))
+    out = list(a.shape)
+    out[axis] *= times
+    return lax.reshape(b, out)
+
+
+def _repeat_by_counts(a, counts, axis: int):
+    """Element i along `axis` repeated counts[i] times (static counts): one concatenate."""
+    pieces = [_repeat_each(lax.slice_in_dim(a, i, i + 1, 1, axis), int(c), axis)
+              for i, c in enumerate(counts) if c]
+    if not pieces:
+        return lax.slice_in_dim(a, 0, 0, 1, axis)
+    return lax.concatenate(pieces, axis)
+
+
+def _repeat_traced(a, repeats, axis: int, total: int):
+    """Output position j takes the element whose cumulative count first exceeds j."""
+    import meshsim.numpy as jnp  # reductions and indexing live in other modules
+    ends = jnp.cumsum(broadcast_to(ravel(repeats), (a.shape[axis],)))
+    positions = lax.iota(ends.dtype, total)
+    source = jnp.sum(lax.broadcast_in_dim(ends, (total, ends.shape[0]), (1,))
+                     <= lax.broadcast_in_dim(positions, (total, ends.shape[0]), (0,)), axis=1)
+    return jnp.take(a, jnp.minimum(source, a.shape[axis] - 1), axis=axis)
+
+
+def repeat(a, repeats, axis: int | None = None, *, total_repeat_length: int | None = None,
+           out_sharding=None):
+    a = core.asarray_value(a)
+    if axis is None:
+        a, axis = ravel(a), 0
+    axis = canonicalize_axis(axis, max(a.ndim, 1))
+    if isinstance(repeats, core.Tracer):
+        if total_repeat_length is None:
+            raise TypeError("When jit-compiling jnp.repeat, the total number of repeats must be "
+                            "static. To fix this, either specify a static value for `repeats`, or "
+                            "pass a static value to `total_repeat_length`.")
+        return _repeat_traced(a, repeats, axis, operator.index(total_repeat_length))
+    counts = np.asarray(repeats)
+    if np.any(counts < 0):
+        raise ValueError(f"repeats may not contain negative values, got {repeats}")
+    if a.ndim == 0:
+        if counts.size != 1:
+            raise ValueError("`repeat` with a scalar parameter `a` is only implemented for scalar "
+                             "values of the parameter `repeats`.")
+        length = int(counts.item()) if total_repeat_length is None else total_repeat_length
+        return lax.broadcast(a, (length,))
+    counts = np.broadcast_to(counts.ravel(), (a.shape[axis],)) if counts.ndim else counts
+    if total_repeat_length is not None:
+        return _repeat_traced(a, core.asarray_value(counts.astype(np.int32)), axis,
+                              operator.index(total_repeat_length))
+    if counts.ndim == 0:
+        return _repeat_each(a, int(counts), axis)
+    return _repeat_by_counts(a, counts, axis)
+
+
+def tile(A, reps):
+    A = core.asarray_value(A)
+    reps = lax.canonicalize_shape(reps)
+    a_shape = (1,) * (len(reps) - A.ndim) + A.shape
+    reps = (1,) * (len(a_shape) - len(reps)) + reps
+    # Interleave a size-1 axis before each axis, broadcast it to the rep count, merge pairs.
+    paired = lax.reshape(A, [d for s in a_shape for d in (1, s)])
+    tiled = lax.broadcast_in_dim(paired, [d for pair in zip(reps, a_shape) for d in pair],
+                                 tuple(range(2 * len(a_shape))))
+    return lax.reshape(tiled, tuple(r * s for r, s in zip(reps, a_shape)))
+
+
+# --- padding -----------------------------------------------------------------
+
+def _pad_widths(pad_width, nd: int) -> np.ndarray:
+    """pad_width broadcast to one (before, after) pair per axis, as NumPy accepts it."""
+    if isinstance(pad_width, core.Tracer):
+        raise TypeError("jnp.pad: pad_width must be concrete (static) values")
+    widths = np.asarray(pad_width)
+    if not np.issubdtype(widths.dtype, np.integer):
+        raise TypeError(f"`pad_width` must be of integral type, got {pad_width}.")
+    if widths.shape not in ((nd, 2), (1, 2), (2,), (1,), ()):
+        raise ValueError(f"jnp.pad: pad_width with {nd=} has unsupported shape {widths.shape}. "
+                         f"Valid shapes are ({nd}, 2), (1, 2), (2,), (1,), or ().")
+    widths = np.broadcast_to(widths, (nd, 2))
+    if np.any(widths < 0):
+        raise ValueError("index can't contain negative values")
+    return widths
+
+
+def _pad_constant(array, widths, constant_values):
+    values = core.convert_element_type(constant_values, array.dtype, array.weak_type)
+    if values.ndim == 0:
+        return lax.pad(array, values, [(int(lo), int(hi), 0) for lo, hi in widths])
+    values = broadcast_to(values, (array.ndim, 2))
+    for axis, (lo, hi) in enumerate(widths):
+        for side, width in ((0, (int(lo), 0, 0)), (1, (0, int(hi), 0))):
+            value = lax.reshape(lax.slice(values, (axis, side), (axis + 1, side + 1)), ())
+            config = [(0, 0, 0)] * array.ndim
+            config[axis] = width
+            array = lax.pad(array, value, config)
+    return array
+
+
+def _pad_source_index(mode: str, positions: np.ndarray, n: int) -> np.ndarray:
+    """For padded positions (relative to the original start), the source element's index."""
+    if mode == "edge":
+        return np.clip(positions, 0, n - 1)
+    if mode == "wrap":
+        return positions % n
+    if mode == "symmetric":
+        q = positions % (2 * n)
+        return np.where(q < n, q, 2 * n - 1 - q)
+    period = 2 * (n - 1)  # reflect
+    if period == 0:
+        return np.zeros_like(positions)
+    q = positions % period
+    return np.where(q < n, q, period - q)
+
+
+def _gather_runs(array, source: np.ndarray, axis: int):
+    """array indexed by static `source` along `axis`, as one concatenate of views: each
+    run of constant, ascending or descending indices is a broadcast, slice or rev."""
+    pieces, start = [], 0
+    while start < len(source):
+        step = int(source[start + 1] - source[start]) if start + 1 < len(source) else 1
+        if step not in (-1, 0, 1):
+            step = 1
+        end = start + 1
+        while end < len(source) and source[end] - source[end - 1] == step:
+            end += 1
+        lo = int(min(source[start], source[end - 1]))
+        piece = lax.slice_in_dim(array, lo, lo + 1 if step == 0 else lo + end - start, 1, axis)
+        if step == 0:
+            piece = _repeat_each(piece, end - start, axis)
+        elif step == -1:
+            piece = lax.rev(piece, (axis,))
+        pieces.append(piece)
+        start = end
+    return lax.concatenate(pieces, axis)
+
+
+def _pad_by_index(array, widths, mode: str):
+    for axis, (lo, hi) in enumerate(widths):
+        lo, hi, n = int(lo), int(hi), array.shape[axis]
+        if lo == hi == 0:
+            continue
+        if n == 0:
+            raise ValueError(f"jnp.pad: cannot extend empty axis {axis} using mode '{mode}'; "
+                             "only mode 'constant' pads empty axes")
+        source = _pad_source_index(mode, np.arange(-lo, n + hi), n)
+        array = _gather_runs(array, source, axis)
+    return array
+
+
+_INDEX_MODES = ("edge", "wrap", "symmetric", "reflect")
+
+
+def pad(array, pad_width, mode: str = "constant", **kwargs):
+    array = core.asarray_value(array)
+    widths = _pad_widths(pad_width, array.ndim)
+    allowed = {"constant": {"constant_values"}, "reflect": {"reflect_type"},
+               "symmetric": {"reflect_type"}}.get(mode, set())
+    unsupported = set(kwargs) - allowed
+    if mode not in ("constant", "empty") + _INDEX_MODES:
+        raise NotImplementedError(f"Unimplemented padding mode '{mode}' for np.pad.")
+    if unsupported:
+        raise ValueError(f"unsupported keyword arguments for mode '{mode}': {sorted(unsupported)}")
+    if kwargs.get("reflect_type", "even") != "even":
+        raise NotImplementedError("jnp.pad: only reflect_type='even' is implemented")
+    if mode in ("constant", "empty"):
+        return _pad_constant(array, widths, kwargs.get("constant_values", 0))
+    return _pad_by_index(array, widths, mode)
+
+
+# --- flipping and rolling ----------------------------------------------------
+
+def flip(m, axis=None):
+    m = core.asarray_value(m)
+    axes = tuple(range(m.ndim)) if axis is None else _axes(axis, m.ndim)
+    return lax.rev(m, axes) if axes else m
+
+
+def fliplr(m):
+    return flip(m, 1)
+
+
+def flipud(m):
+    return flip(m, 0)
+
+
+def rot90(m, k: int = 1, axes: tuple[int, int] = (0, 1)):
+    m = core.asarray_value(m)
+    if m.ndim < 2:
+        raise ValueError("rot90 requires its first argument to have ndim at least two, but got "
+                         f"first argument of shape {m.shape}, which has ndim {m.ndim}")
+    ax1, ax2 = (canonicalize_axis(a, m.ndim) for a in axes)
+    if ax1 == ax2:
+        raise ValueError("Axes must be different")
+    k = operator.index(k) % 4
+    if k == 0:
+        return m
+    if k == 2:
+        return flip(m, (ax1, ax2))
+    perm = list(range(m.ndim))
+    perm[ax1], perm[ax2] = perm[ax2], perm[ax1]
+    return lax.transpose(flip(m, ax2), perm) if k == 1 else flip(lax.transpose(m, perm), ax2)
+
+
+def roll(a, shift, axis=None):
+    """Elements shifted along `axis` with wrap-around: two slices, one concatenate."""
+    a = core.asarray_value(a)
+    if axis is None:
+        return reshape(roll(ravel(a), shift, 0), a.shape)
+    if isinstance(shift, core.Tracer):
+        raise TypeError("jnp.roll: a traced `shift` is not supported; pass a static shift")
+    shifts, axes = np.asarray(shift), np.asarray(axis)
+    if len(np.broadcast_shapes(shifts.shape, axes.shape, (1,))) != 1:
+        raise ValueError("'shift' and 'axis' arguments to roll must be scalars or 1D arrays")
+    for s, ax in np.broadcast(shifts, axes):
+        ax = canonicalize_axis(int(ax), a.ndim)
+        n = a.shape[ax]
+        s = int(s) % n if n else 0
+        if s:
+            a = lax.concatenate([lax.slice_in_dim(a, n - s, n, 1, ax),
+                                 lax.slice_in_dim(a, 0, n - s, 1, ax)], ax)
+    return a

@@ -1,48 +1,650 @@
-"""Elementwise functions of meshsim.numpy (NumPy ufunc semantics, JAX dtypes)."""
+"""Elementwise functions of meshsim.numpy: NumPy semantics, JAX dtypes.
+
+Each function promotes its operands as jax.numpy does (`promotion`), then
+composes strict lax operations. Where JAX builds a function from several lax
+operations (floor_divide, remainder, logaddexp, hypot, ...) we follow the same
+recipe, so results agree with JAX bit for bit wherever the primitives do."""
 from __future__ import annotations
 
+import operator
+
+import numpy as np
+
 from meshsim._src import core
-from meshsim._src.numpy.promotion import promote_args, promote_args_inexact
+from meshsim._src.lax import elementwise as lax
+from meshsim._src.numpy.promotion import (broadcast_shapes, broadcast_to_shape, promote_args,
+                                          promote_args_inexact, promote_args_numeric, result_type)
 
-__all__ = ["add", "subtract", "multiply", "maximum", "minimum", "equal", "not_equal", "less",
-           "less_equal", "greater", "greater_equal", "sin", "cos", "exp", "log", "tanh", "sqrt",
-           "negative"]
+__all__ = [
+    # arithmetic
+    "add", "subtract", "multiply", "divide", "true_divide", "floor_divide", "mod", "remainder", "fmod",
+    "divmod", "power", "pow", "float_power", "negative", "positive", "abs", "absolute", "fabs", "sign",
+    "square", "reciprocal", "maximum", "minimum", "fmax", "fmin", "clip", "heaviside", "gcd", "lcm",
+    # exponentials, logarithms, trigonometry
+    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "logaddexp", "logaddexp2", "sqrt", "cbrt",
+    "sin", "cos", "tan", "arcsin", "arccos", "arctan", "arctan2", "sinh", "cosh", "tanh", "arcsinh",
+    "arccosh", "arctanh", "asin", "acos", "atan", "atan2", "asinh", "acosh", "atanh", "deg2rad",
+    "rad2deg", "degrees", "radians", "hypot", "sinc",
+    # rounding
+    "floor", "ceil", "round", "around", "rint", "trunc", "modf",
+    # comparisons and logic
+    "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and", "logical_or",
+    "logical_xor", "logical_not", "where", "isclose", "allclose", "array_equal", "array_equiv",
+    # bits
+    "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "bitwise_invert", "invert", "left_shift",
+    "right_shift", "bitwise_left_shift", "bitwise_right_shift", "bitwise_count",
+    # floating-point classification
+    "isnan", "isinf", "isposinf", "isneginf", "isfinite", "signbit", "copysign", "nextafter", "nan_to_num",
+    # real numbers seen as complex
+    "real", "imag", "conj", "conjugate",
+]
 
 
-def _binary(prim):
-    def fn(x, y, /):
-        return core.bind1(prim, *promote_args(x, y))
-    fn.__name__ = fn.__qualname__ = prim
-    return fn
+# --- helpers -----------------------------------------------------------------
+
+def _check_arraylike(name, *args):
+    for i, a in enumerate(args):
+        if isinstance(a, (list, tuple)):
+            raise TypeError(f"{name} requires ndarray or scalar arguments, got {type(a)} at position {i}.")
 
 
-def _unary_inexact(prim):
+def _asarray(name, x):
+    _check_arraylike(name, x)
+    return core.asarray_value(x)
+
+
+def _const(x, value):
+    """A strongly typed rank-0 constant of x's dtype (lax broadcasts it)."""
+    return core.Array.from_numpy(np.asarray(value, dtype=x.dtype), weak_type=False)
+
+
+def _full_like(x, value, dtype=None):
+    """`value` in x's shape; weakly typed when x is and `dtype` is not given (as lax.full_like)."""
+    weak = dtype is None and x.weak_type
+    fill = core.Array.from_numpy(np.asarray(value, dtype=dtype or x.dtype), weak_type=weak)
+    return broadcast_to_shape(fill, x.shape)
+
+
+def _is_integral(dtype) -> bool:
+    return np.issubdtype(dtype, np.integer) or dtype == np.bool_
+
+
+def _is_floating(dtype) -> bool:
+    return np.issubdtype(dtype, np.floating)
+
+
+def _to_bool(x):
+    return x if x.dtype == np.bool_ else lax.ne(x, _const(x, 0))
+
+
+def _promoted(promote, name):
+    def promote_checked(*args):
+        _check_arraylike(name, *args)
+        return promote(*args)
+    return promote_checked
+
+
+def _unary(name, lax_op, promote=promote_args_inexact):
+    promote = _promoted(promote, name)
+
     def fn(x, /):
-        return core.bind1(prim, *promote_args_inexact(x))
-    fn.__name__ = fn.__qualname__ = prim
+        return lax_op(*promote(x))
+    fn.__name__ = fn.__qualname__ = name
     return fn
 
 
-add = _binary("add")
-subtract = _binary("sub")
-multiply = _binary("mul")
-maximum = _binary("max")
-minimum = _binary("min")
-equal = _binary("eq")
-not_equal = _binary("ne")
-less = _binary("lt")
-less_equal = _binary("le")
-greater = _binary("gt")
-greater_equal = _binary("ge")
+def _binary(name, lax_op, promote=promote_args):
+    promote = _promoted(promote, name)
 
-sin = _unary_inexact("sin")
-cos = _unary_inexact("cos")
-exp = _unary_inexact("exp")
-log = _unary_inexact("log")
-tanh = _unary_inexact("tanh")
-sqrt = _unary_inexact("sqrt")
+    def fn(x1, x2, /):
+        return lax_op(*promote(x1, x2))
+    fn.__name__ = fn.__qualname__ = name
+    return fn
 
 
-def negative(x, /):
-    return core.bind1("neg", *promote_args(x))
+def _where(condition, x, y):
+    """select(condition, x, y) with x and y promoted and everything broadcast."""
+    _check_arraylike("where", condition, x, y)
+    condition = _to_bool(core.asarray_value(condition))
+    dtype, weak = result_type(x, y)
+    x, y = (core.convert_element_type(v, dtype, weak) for v in (x, y))
+    if condition.ndim == 0:  # lax.select takes a scalar predicate as is
+        shape = broadcast_shapes(x.shape, y.shape)
+    else:
+        shape = broadcast_shapes(condition.shape, x.shape, y.shape)
+        condition = broadcast_to_shape(condition, shape)
+    return lax.select(condition, broadcast_to_shape(x, shape), broadcast_to_shape(y, shape))
+
+
+# --- arithmetic ----------------------------------------------------------------
+
+def add(x1, x2, /):
+    x1, x2 = _promoted(promote_args, "add")(x1, x2)
+    return lax.bitwise_or(x1, x2) if x1.dtype == np.bool_ else lax.add(x1, x2)
+
+
+def multiply(x1, x2, /):
+    x1, x2 = _promoted(promote_args, "multiply")(x1, x2)
+    return lax.bitwise_and(x1, x2) if x1.dtype == np.bool_ else lax.mul(x1, x2)
+
+
+subtract = _binary("subtract", lax.sub)
+true_divide = _binary("true_divide", lax.div, promote_args_inexact)
+maximum = _binary("maximum", lax.max)
+minimum = _binary("minimum", lax.min)
+float_power = _binary("float_power", lax.pow, promote_args_inexact)
+arctan2 = _binary("arctan2", lax.atan2, promote_args_inexact)
+atan2 = arctan2
+nextafter = _binary("nextafter", lax.nextafter, promote_args_inexact)
+negative = _unary("negative", lax.neg, promote_args)
+positive = _unary("positive", lambda x: x, promote_args)
+sign = _unary("sign", lax.sign, promote_args)
+square = _unary("square", lax.square, promote_args_numeric)
+reciprocal = _unary("reciprocal", lambda x: lax.integer_pow(x, -1))
+fabs = _unary("fabs", lax.abs)
+
+
+def divide(x1, x2, /):
+    return true_divide(x1, x2)
+
+
+def absolute(x, /):
+    x = _asarray("absolute", x)
+    return x if x.dtype == np.bool_ or np.issubdtype(x.dtype, np.unsignedinteger) else lax.abs(x)
+
+
+abs = absolute  # noqa: A001 (jnp.abs)
+
+
+def floor_divide(x1, x2, /):
+    """Python's floor division: rounds toward -inf (integers and floats)."""
+    x1, x2 = _promoted(promote_args_numeric, "floor_divide")(x1, x2)
+    if np.issubdtype(x1.dtype, np.unsignedinteger):
+        return lax.div(x1, x2)
+    if np.issubdtype(x1.dtype, np.integer):
+        quotient = lax.div(x1, x2)
+        inexact = logical_and(not_equal(lax.sign(x1), lax.sign(x2)), not_equal(lax.rem(x1, x2), 0))
+        return _where(inexact, subtract(quotient, 1), quotient)
+    return _float_divmod(x1, x2)[0]
+
+
+def _float_divmod(x1, x2):
+    mod = lax.rem(x1, x2)
+    x1_corrected = _where(equal(x2, 0), x1, lax.sub(x1, mod))
+    div = lax.div(x1_corrected, x2)
+    ind = lax.bitwise_and(not_equal(mod, 0), not_equal(lax.sign(x2), lax.sign(mod)))
+    mod = lax.select(ind, add(mod, x2), mod)
+    div = lax.select(ind, subtract(div, 1.0), div)
+    return lax.round(div), mod
+
+
+def remainder(x1, x2, /):
+    """x1 - floor(x1 / x2) * x2: the result has the sign of the divisor."""
+    x1, x2 = _promoted(promote_args_numeric, "remainder")(x1, x2)
+    zero = _const(x1, 0)
+    if np.issubdtype(x2.dtype, np.integer):
+        x2 = _where(equal(x2, 0), _full_like(x2, 1), x2)
+    trunc_mod = lax.rem(x1, x2)
+    do_plus = lax.bitwise_and(lax.ne(lax.lt(trunc_mod, zero), lax.lt(x2, zero)), lax.ne(trunc_mod, zero))
+    return lax.select(do_plus, lax.add(trunc_mod, x2), trunc_mod)
+
+
+def mod(x1, x2, /):
+    return remainder(x1, x2)
+
+
+def fmod(x1, x2, /):
+    """C's remainder: the result has the sign of the dividend."""
+    _check_arraylike("fmod", x1, x2)
+    if np.issubdtype(result_type(x1, x2)[0], np.integer):
+        x2 = _asarray("fmod", x2)
+        x2 = _where(equal(x2, 0), _full_like(x2, 1), x2)
+    return lax.rem(*promote_args_numeric(x1, x2))
+
+
+def divmod(x1, x2, /):  # noqa: A001 (jnp.divmod)
+    x1, x2 = _promoted(promote_args_numeric, "divmod")(x1, x2)
+    if np.issubdtype(x1.dtype, np.integer):
+        return floor_divide(x1, x2), remainder(x1, x2)
+    return _float_divmod(x1, x2)
+
+
+def _static_int(x):
+    """x as a Python int when it is a concrete integer scalar, else None."""
+    if isinstance(x, core.Tracer):
+        return None
+    try:
+        return operator.index(x)
+    except TypeError:
+        return None
+
+
+def power(x1, x2, /):
+    """x1 ** x2; a concrete integer exponent takes lax.integer_pow."""
+    _check_arraylike("power", x1, x2)
+    exponent = _static_int(x2)
+    if exponent is not None:
+        return lax.integer_pow(promote_args_numeric(x1)[0], exponent)
+    x1, x2 = core.asarray_value(x1), core.asarray_value(x2)
+    shape = broadcast_shapes(x1.shape, x2.shape)
+    x1, x2 = broadcast_to_shape(x1, shape), broadcast_to_shape(x2, shape)
+    x1_, x2_ = promote_args_numeric(x1, x2)
+    if _is_integral(x1_.dtype):
+        return _pow_int_int(x1_, x2_)
+    if _is_floating(x1.dtype) and np.issubdtype(x2.dtype, np.integer):
+        return lax.pow(x1, x2)  # lax.pow takes an integer exponent as is
+    return lax.pow(x1_, x2_)
+
+
+def pow(x1, x2, /):  # noqa: A001 (jnp.pow)
+    return power(x1, x2)
+
+
+def _pow_int_int(x1, x2):
+    """Square-and-multiply over the exponent's low 6 bits (more always overflows)."""
+    zero, one = _const(x2, 0), _const(x2, 1)
+    acc = _where(lax.bitwise_and(lax.eq(x1, zero), lax.ne(x2, zero)), zero, one)
+    for _ in range(6):
+        acc = _where(_to_bool(lax.bitwise_and(x2, one)), lax.mul(acc, x1), acc)
+        x1 = lax.mul(x1, x1)
+        x2 = lax.shift_right_logical(x2, one)
+    return acc
+
+
+def clip(arr=None, /, min=None, max=None):  # noqa: A002 (jnp.clip's argument names)
+    """Limits values to [min, max]; either bound may be None."""
+    if arr is None:
+        raise ValueError("No input was provided to the clip function.")
+    _check_arraylike("clip", arr)
+    if min is not None:
+        arr = maximum(min, arr)
+    if max is not None:
+        arr = minimum(max, arr)
+    return core.asarray_value(arr)
+
+
+def fmax(x1, x2):
+    """maximum that ignores NaNs."""
+    return _where(logical_or(greater(x1, x2), isnan(x2)), x1, x2)
+
+
+def fmin(x1, x2):
+    """minimum that ignores NaNs."""
+    return _where(logical_or(less(x1, x2), isnan(x2)), x1, x2)
+
+
+def heaviside(x1, x2, /):
+    x1, x2 = _promoted(promote_args_inexact, "heaviside")(x1, x2)
+    zero = _const(x1, 0)
+    return _where(lax.lt(x1, zero), zero, _where(lax.gt(x1, zero), _const(x1, 1), _where(isnan(x1), x1, x2)))
+
+
+def _euclid_steps(dtype) -> int:
+    """Euclid's algorithm on b-bit integers ends within ~1.44 b + 2 steps."""
+    return int(1.45 * 8 * np.dtype(dtype).itemsize) + 2
+
+
+def gcd(x1, x2):
+    x1, x2 = _promoted(promote_args, "gcd")(x1, x2)
+    if not np.issubdtype(x1.dtype, np.integer):
+        raise ValueError("Arguments to jax.numpy.gcd must be integers.")
+    a, b = absolute(x1), absolute(x2)
+    for _ in range(_euclid_steps(a.dtype)):
+        if not isinstance(b, core.Tracer) and not np.asarray(b).any():
+            break  # concrete values: stop as soon as every pair is done
+        nonzero = lax.ne(b, _const(b, 0))
+        a, b = _where(nonzero, b, a), _where(nonzero, lax.rem(a, b), _const(b, 0))
+        swap = lax.lt(a, b)
+        a, b = _where(swap, b, a), _where(swap, a, b)
+    return a
+
+
+def lcm(x1, x2):
+    x1, x2 = _promoted(promote_args, "lcm")(x1, x2)
+    x1, x2 = absolute(x1), absolute(x2)
+    if not np.issubdtype(x1.dtype, np.integer):
+        raise ValueError("Arguments to jax.numpy.lcm must be integers.")
+    d = gcd(x1, x2)
+    return _where(equal(d, 0), _const(d, 0), multiply(x1, floor_divide(x2, d)))
+
+
+# --- exponentials, logarithms, trigonometry --------------------------------------
+
+exp = _unary("exp", lax.exp)
+exp2 = _unary("exp2", lax.exp2)
+expm1 = _unary("expm1", lax.expm1)
+log = _unary("log", lax.log)
+log1p = _unary("log1p", lax.log1p)
+sqrt = _unary("sqrt", lax.sqrt)
+cbrt = _unary("cbrt", lax.cbrt)
+sin = _unary("sin", lax.sin)
+cos = _unary("cos", lax.cos)
+tan = _unary("tan", lax.tan)
+arcsin = _unary("arcsin", lax.asin)
+arccos = _unary("arccos", lax.acos)
+arctan = _unary("arctan", lax.atan)
+sinh = _unary("sinh", lax.sinh)
+cosh = _unary("cosh", lax.cosh)
+tanh = _unary("tanh", lax.tanh)
+arcsinh = _unary("arcsinh", lax.asinh)
+arccosh = _unary("arccosh", lax.acosh)
+arctanh = _unary("arctanh", lax.atanh)
+asin, acos, atan = arcsin, arccos, arctan
+asinh, acosh, atanh = arcsinh, arccosh, arctanh
+
+
+def log2(x, /):
+    (x,) = _promoted(promote_args_inexact, "log2")(x)
+    return lax.div(lax.log(x), lax.log(_const(x, 2)))
+
+
+def log10(x, /):
+    (x,) = _promoted(promote_args_inexact, "log10")(x)
+    return lax.mul(lax.log(x), _const(x, 0.4342944819032518))  # 1 / ln(10)
+
+
+def _logaddexp_with(x1, x2, exp_op, scale):
+    """max + scale * log1p(exp_op(-|x1 - x2|)), stable for large inputs; NaN
+    deltas (NaNs, or infinities of one sign) fall back to x1 + x2."""
+    amax = lax.max(x1, x2)
+    delta = lax.sub(x1, x2)
+    tail = lax.log1p(exp_op(lax.neg(lax.abs(delta))))
+    if scale is not None:
+        tail = lax.mul(_const(amax, scale), tail)
+    return lax.select(lax.ne(delta, delta), lax.add(x1, x2), lax.add(amax, tail))
+
+
+def logaddexp(x1, x2, /):
+    """log(exp(x1) + exp(x2))."""
+    x1, x2 = _promoted(promote_args_inexact, "logaddexp")(x1, x2)
+    return _logaddexp_with(x1, x2, lax.exp, None)
+
+
+def logaddexp2(x1, x2, /):
+    """log2(2**x1 + 2**x2)."""
+    x1, x2 = _promoted(promote_args_inexact, "logaddexp2")(x1, x2)
+    return _logaddexp_with(x1, x2, lax.exp2, 1 / np.log(2))
+
+
+def deg2rad(x, /):
+    (x,) = _promoted(promote_args_inexact, "deg2rad")(x)
+    return lax.mul(x, _const(x, np.pi / 180))
+
+
+def rad2deg(x, /):
+    (x,) = _promoted(promote_args_inexact, "rad2deg")(x)
+    return lax.mul(x, _const(x, 180 / np.pi))
+
+
+def radians(x, /):
+    return deg2rad(x)
+
+
+def degrees(x, /):
+    return rad2deg(x)
+
+
+def hypot(x1, x2, /):
+    """sqrt(x1**2 + x2**2) without overflow: max * sqrt(1 + (min/max)**2)."""
+    x1, x2 = _promoted(promote_args_inexact, "hypot")(x1, x2)
+    x1, x2 = lax.abs(x1), lax.abs(x2)
+    idx_inf = lax.bitwise_or(isposinf(x1), isposinf(x2))
+    x1, x2 = maximum(x1, x2), minimum(x1, x2)
+    one = _const(x1, 1)
+    safe_x1 = _where(equal(x1, 0), one, x1)
+    x = _where(equal(x1, 0), x1, lax.mul(x1, lax.sqrt(lax.add(one, lax.square(lax.div(x2, safe_x1))))))
+    return _where(idx_inf, _const(x, np.inf), x)
+
+
+def sinc(x, /):
+    """sin(pi x) / (pi x), with sinc(0) = 1."""
+    (x,) = _promoted(promote_args_inexact, "sinc")(x)
+    eq_zero = lax.eq(x, _const(x, 0))
+    pi_x = lax.mul(_const(x, np.pi), x)
+    safe_pi_x = _where(eq_zero, _const(x, 1), pi_x)
+    return _where(eq_zero, _const(x, 1), lax.div(lax.sin(safe_pi_x), safe_pi_x))
+
+
+# --- rounding ------------------------------------------------------------------
+
+def floor(x, /):
+    x = _asarray("floor", x)
+    return x if _is_integral(x.dtype) else lax.floor(*promote_args_inexact(x))
+
+
+def ceil(x, /):
+    x = _asarray("ceil", x)
+    return x if _is_integral(x.dtype) else lax.ceil(*promote_args_inexact(x))
+
+
+def trunc(x):
+    """Rounds toward zero."""
+    x = _asarray("trunc", x)
+    if _is_integral(x.dtype):
+        return x
+    return _where(lax.lt(x, _const(x, 0)), ceil(x), floor(x))
+
+
+def rint(x, /):
+    """Rounds half to even; integers become the default float."""
+    x = _asarray("rint", x)
+    if _is_integral(x.dtype):
+        return lax.convert_element_type(x, core.canonicalize_dtype(np.float64))
+    return lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN)
+
+
+def round(a, decimals=0, out=None):  # noqa: A001 (jnp.round)
+    """Rounds half to even at `decimals` places (by scaling, as JAX does)."""
+    a = _asarray("round", a)
+    decimals = operator.index(decimals)
+    if out is not None:
+        raise NotImplementedError("The 'out' argument to jnp.round is not supported.")
+    if np.issubdtype(a.dtype, np.integer):
+        if decimals < 0:
+            raise NotImplementedError("integer np.round not implemented for decimals < 0")
+        return a
+    if decimals == 0:
+        return lax.round(a, lax.RoundingMethod.TO_NEAREST_EVEN)
+    if _is_floating(a.dtype) and decimals > np.log10(np.finfo(a.dtype).max):
+        return a  # finer than the dtype can represent
+    factor = _const(a, 10 ** decimals)
+    return lax.div(lax.round(lax.mul(a, factor), lax.RoundingMethod.TO_NEAREST_EVEN), factor)
+
+
+def around(a, decimals=0, out=None):
+    return round(a, decimals, out)
+
+
+def modf(x, /, out=None):
+    """(fractional part, integral part), both with x's sign."""
+    if out is not None:
+        raise NotImplementedError("The 'out' argument to jnp.modf is not supported.")
+    (x,) = _promoted(promote_args_inexact, "modf")(x)
+    whole = _where(lax.ge(x, _const(x, 0)), floor(x), ceil(x))
+    return subtract(x, whole), whole
+
+
+# --- comparisons and logic --------------------------------------------------------
+
+equal = _binary("equal", lax.eq)
+not_equal = _binary("not_equal", lax.ne)
+less = _binary("less", lax.lt)
+less_equal = _binary("less_equal", lax.le)
+greater = _binary("greater", lax.gt)
+greater_equal = _binary("greater_equal", lax.ge)
+logical_and = _binary("logical_and", lambda x, y: lax.bitwise_and(_to_bool(x), _to_bool(y)))
+logical_or = _binary("logical_or", lambda x, y: lax.bitwise_or(_to_bool(x), _to_bool(y)))
+logical_xor = _binary("logical_xor", lambda x, y: lax.bitwise_xor(_to_bool(x), _to_bool(y)))
+logical_not = _unary("logical_not", lambda x: lax.bitwise_not(_to_bool(x)), promote_args)
+
+
+def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
+    """x where condition else y; with one argument, the indices of nonzero elements."""
+    if x is None and y is None:
+        from meshsim._src.numpy import indexing
+        return indexing.nonzero(condition, size=size, fill_value=fill_value)
+    if size is not None or fill_value is not None:
+        raise ValueError("size and fill_value arguments cannot be used in three-term where function.")
+    if x is None or y is None:
+        raise ValueError("Either both or neither of the x and y arguments should be provided to "
+                         f"jax.numpy.where, got {x} and {y}.")
+    return _where(condition, x, y)
+
+
+def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """|a - b| <= atol + rtol * |b|, elementwise (infinities must match exactly)."""
+    a, b = _promoted(promote_args_inexact, "isclose")(a, b)
+    rtol = lax.convert_element_type(rtol, a.dtype)
+    atol = lax.convert_element_type(atol, a.dtype)
+    in_range = lax.le(lax.abs(lax.sub(a, b)), lax.add(atol, lax.mul(rtol, lax.abs(b))))
+    out = logical_or(lax.eq(a, b), logical_and(isfinite(b), in_range))
+    return logical_or(out, logical_and(isnan(a), isnan(b))) if equal_nan else out
+
+
+def _all(x):
+    from meshsim._src.numpy import reductions
+    return reductions.all(x)
+
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """Whether every element is close (a bool scalar Array)."""
+    _check_arraylike("allclose", a, b)
+    return _all(isclose(a, b, rtol, atol, equal_nan))
+
+
+def array_equal(a1, a2, equal_nan=False):
+    """Same shape and equal elements (a bool scalar Array)."""
+    a1, a2 = core.asarray_value(a1), core.asarray_value(a2)
+    if a1.shape != a2.shape:
+        return core.asarray_value(np.bool_(False))
+    eq = equal(a1, a2)
+    if equal_nan:
+        eq = logical_or(eq, logical_and(isnan(a1), isnan(a2)))
+    return _all(eq)
+
+
+def array_equiv(a1, a2):
+    """Equal after broadcasting (a bool scalar Array; False if they do not broadcast)."""
+    a1, a2 = core.asarray_value(a1), core.asarray_value(a2)
+    try:
+        eq = equal(a1, a2)
+    except ValueError:
+        return core.asarray_value(np.bool_(False))
+    return _all(eq)
+
+
+# --- bits ----------------------------------------------------------------------
+
+bitwise_and = _binary("bitwise_and", lax.bitwise_and)
+bitwise_or = _binary("bitwise_or", lax.bitwise_or)
+bitwise_xor = _binary("bitwise_xor", lax.bitwise_xor)
+bitwise_not = _unary("bitwise_not", lax.bitwise_not, promote_args)
+bitwise_invert = invert = bitwise_not
+left_shift = _binary("left_shift", lax.shift_left, promote_args_numeric)
+bitwise_left_shift = left_shift
+
+
+def right_shift(x1, x2, /):
+    """Arithmetic shift for signed integers, logical for unsigned ones."""
+    x1, x2 = _promoted(promote_args_numeric, "right_shift")(x1, x2)
+    if np.issubdtype(x1.dtype, np.unsignedinteger):
+        return lax.shift_right_logical(x1, x2)
+    return lax.shift_right_arithmetic(x1, x2)
+
+
+bitwise_right_shift = right_shift
+
+
+def bitwise_count(x, /):
+    """The number of 1 bits in |x|, as uint8."""
+    (x,) = _promoted(promote_args_numeric, "bitwise_count")(x)
+    return lax.convert_element_type(lax.population_count(absolute(x)), np.uint8)
+
+
+# --- floating-point classification ---------------------------------------------------
+
+def isnan(x, /):
+    x = _asarray("isnan", x)
+    return lax.ne(x, x)
+
+
+def isinf(x, /):
+    x = _asarray("isinf", x)
+    if _is_floating(x.dtype):
+        return lax.eq(lax.abs(x), _const(x, np.inf))
+    return _full_like(x, False, np.bool_)
+
+
+def _is_signed_inf(name, x, infinity):
+    x = _asarray(name, x)
+    if _is_floating(x.dtype):
+        return lax.eq(x, _const(x, infinity))
+    return _full_like(x, False, np.bool_)
+
+
+def isposinf(x, /):
+    return _is_signed_inf("isposinf", x, np.inf)
+
+
+def isneginf(x, /):
+    return _is_signed_inf("isneginf", x, -np.inf)
+
+
+def isfinite(x, /):
+    x = _asarray("isfinite", x)
+    if _is_floating(x.dtype):
+        return lax.is_finite(x)
+    return _full_like(x, True, np.bool_)
+
+
+_SAME_WIDTH_INT = {2: np.int16, 4: np.int32, 8: np.int64}
+
+
+def signbit(x, /):
+    """Whether the sign bit is set (also for -0.0 and negative NaNs)."""
+    (x,) = _promoted(promote_args, "signbit")(x)
+    if np.issubdtype(x.dtype, np.integer):
+        return lax.lt(x, _const(x, 0))
+    if x.dtype == np.bool_:
+        return _full_like(x, False, np.bool_)
+    bits = lax.bitcast_convert_type(x, _SAME_WIDTH_INT[x.dtype.itemsize])
+    return lax.lt(bits, _const(bits, 0))
+
+
+def copysign(x1, x2, /):
+    x1, x2 = _promoted(promote_args_inexact, "copysign")(x1, x2)
+    return _where(signbit(x2), lax.neg(lax.abs(x1)), lax.abs(x1))
+
+
+def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
+    """NaN -> nan, +inf -> posinf (default: the largest float), -inf -> neginf."""
+    del copy
+    x = _asarray("nan_to_num", x)
+    if not _is_floating(x.dtype):
+        return x
+    info = np.finfo(x.dtype)
+    posinf = info.max if posinf is None else posinf
+    neginf = info.min if neginf is None else neginf
+    out = _where(isnan(x), core.asarray_value(nan, dtype=x.dtype), x)
+    out = _where(isposinf(out), core.asarray_value(posinf, dtype=x.dtype), out)
+    return _where(isneginf(out), core.asarray_value(neginf, dtype=x.dtype), out)
+
+
+# --- real numbers seen as complex (meshsim has no complex dtypes) -----------------------
+
+def real(val, /):
+    return _asarray("real", val)
+
+
+def imag(val, /):
+    val = _asarray("imag", val)
+    return _full_like(val, 0)
+
+
+def conjugate(x, /):
+    return _asarray("conjugate", x)
+
+
+def conj(x, /):
+    return conjugate(x)
 

@@ -9,7 +9,7 @@ import numpy as np
 from meshsim._src import core, tree_util
 from meshsim._src import devices as devices_lib
 from meshsim._src.sharding import array
-from meshsim._src.sharding.mesh import AxisType, Mesh, get_mesh, set_mesh
+from meshsim._src.sharding.mesh import AxisType, Mesh, context_mesh, set_mesh
 from meshsim._src.sharding.named_sharding import NamedSharding, Sharding, SingleDeviceSharding
 from meshsim._src.sharding.partition_spec import P, PartitionSpec
 
@@ -49,7 +49,7 @@ def _as_sharding(p) -> Sharding | None:
     if isinstance(p, devices_lib.CpuDevice):
         return SingleDeviceSharding(p)
     if isinstance(p, PartitionSpec):
-        mesh = get_mesh()
+        mesh = context_mesh()
         if mesh.empty:
             raise ValueError("Please set a mesh via `jax.set_mesh` if a PartitionSpec is passed "
                              "to device_put")
@@ -75,6 +75,10 @@ def _put(x, sharding: Sharding | None, donate: bool):
             return x
         raise NotImplementedError("device_put with a sharding inside a traced function is not "
                                   "supported yet; call it outside jit")
+    if isinstance(x, np.ndarray) and isinstance(sharding, NamedSharding):
+        # Splitting into blocks copies them: a read-only view spares a whole copy first.
+        x = x.view()
+        x.flags.writeable = False
     value = core.asarray_value(x)
     if sharding is None:
         return value

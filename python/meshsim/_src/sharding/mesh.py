@@ -106,7 +106,8 @@ class AbstractDevice:
         return f"AbstractDevice({self._repr()})"
 
     def _repr(self) -> str:
-        return f"device_kind={self.device_kind}, num_cores={self.num_cores}, platform={self.platform}"
+        return (f"device_kind={self.device_kind}, num_cores={self.num_cores}, "
+                f"platform={self.platform}")
 
 
 _CPU = AbstractDevice(device_kind="cpu", num_cores=None, platform="cpu")
@@ -184,7 +185,8 @@ class Mesh(_MeshAxes):
     def _create(cls, flat, shape, axis_names, axis_types, core_mesh=None) -> Mesh:
         empty = not axis_names and flat[0] is None
         if not empty and not all(isinstance(d, devices_lib.CpuDevice) for d in flat):
-            raise TypeError(f"Mesh devices must be meshsim devices (from jax.devices()), got {flat}")
+            raise TypeError(
+                f"Mesh devices must be meshsim devices (from jax.devices()), got {flat}")
         mesh = object.__new__(cls)
         mesh.devices = np.array(flat, dtype=object).reshape(shape)
         mesh.devices.flags.writeable = False
@@ -334,9 +336,14 @@ def get_abstract_mesh() -> AbstractMesh:
     return _context.abstract_mesh or _EMPTY_ABSTRACT_MESH
 
 
+def context_mesh() -> Mesh:
+    """The concrete mesh set by `set_mesh` (the empty `Mesh()` when none)."""
+    return _context.mesh or _EMPTY_MESH
+
+
 def get_mesh() -> Mesh:
-    """The concrete context mesh (the empty `Mesh()` when none)."""
+    """The concrete context mesh, outside jit (as JAX allows it)."""
     if _core.current_trace() is not None:
         raise ValueError("`get_mesh` can only be used outside of `jax.jit`. Maybe you want "
                          "`jax.sharding.get_abstract_mesh()`?")
-    return _context.mesh or _EMPTY_MESH
+    return context_mesh()

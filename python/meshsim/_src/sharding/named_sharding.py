@@ -33,14 +33,14 @@ class Sharding:
 
     def devices_indices_map(self, global_shape) -> dict:
         """For each device, the index (a tuple of slices) of its block in the global array."""
-        core = self.core_sharding
         shape = tuple(global_shape)
         local = self.shard_shape(shape)
+        tiling = self.tiling(len(shape))
         out = {}
         for pos, dev in enumerate(self._device_list()):
-            blocks = core.block_index(pos, len(shape))
-            out[dev] = tuple(slice(None) if n == g else slice(b * n, (b + 1) * n)
-                             for b, n, g in zip(blocks, local, shape))
+            blocks = self.core_sharding.block_index(pos, len(shape))
+            out[dev] = tuple(slice(None) if t == 1 else slice(b * n, (b + 1) * n)
+                             for b, n, t in zip(blocks, local, tiling))
         return out
 
     def addressable_devices_indices_map(self, global_shape) -> dict:
@@ -85,6 +85,9 @@ class SingleDeviceSharding(Sharding):
 
     def shard_shape(self, global_shape) -> tuple:
         return tuple(global_shape)
+
+    def tiling(self, ndim: int) -> list[int]:
+        return [1] * ndim
 
     def _device_list(self) -> list:
         return [self._device]

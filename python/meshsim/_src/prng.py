@@ -1,0 +1,237 @@
+"""Typed PRNG keys and the threefry2x32 key operations (JAX's partitionable mode).
+
+A typed key array of shape S is a `PRNGKeyArray` over a uint32 array of shape
+S + (2,) (its key data). It is a pytree node whose one child is that data, so
+keys pass through `jit` and tree utilities; inside a trace the data is a tracer.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from meshsim._src import core, tree_util
+from meshsim._src.lax import elementwise as lax
+from meshsim._src.lax import structural as lax_shape
+
+KEY_SHAPE = (2,)
+_UINT32 = np.dtype(np.uint32)
+
+
+class KeyTy:
+    """The dtype of threefry2x32 key arrays; prints as JAX's `key<fry>`."""
+
+    name = "key<fry>"
+    impl_name = "threefry2x32"
+    itemsize = 8  # two uint32 words per key
+
+    def __repr__(self):
+        return self.name
+
+    __str__ = __repr__
+
+    def __eq__(self, other):
+        return isinstance(other, KeyTy)
+
+    def __hash__(self):
+        return hash(KeyTy)
+
+
+KEY_DTYPE = KeyTy()
+
+
+class KeyShapedArray:
+    """The abstract type of a key array: `key<fry>[3]`, as `jax.typeof` prints it."""
+
+    def __init__(self, shape: tuple[int, ...]):
+        self.shape = shape
+        self.dtype = KEY_DTYPE
+        self.ndim = len(shape)
+        self.size = math.prod(shape)
+        self.weak_type = False
+
+    def str_short(self, short_dtypes: bool = False) -> str:
+        return f"{KEY_DTYPE}[{','.join(map(str, self.shape))}]"
+
+    __str__ = str_short
+
+    def __repr__(self):
+        return f"ShapedArray({self.str_short()})"
+
+    def __eq__(self, other):
+        return isinstance(other, KeyShapedArray) and other.shape == self.shape
+
+    def __hash__(self):
+        return hash((KeyShapedArray, self.shape))
+
+
+class PRNGKeyArray:
+    """An array of threefry2x32 keys backed by uint32 key data."""
+
+    __array_priority__ = 100
+
+    def __init__(self, key_data):
+        self._base = key_data
+
+    @property
+    def aval(self) -> KeyShapedArray:
+        return KeyShapedArray(self.shape)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self._base.shape[:-1])
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def dtype(self) -> KeyTy:
+        return KEY_DTYPE
+
+    @property
+    def itemsize(self) -> int:
+        return KEY_DTYPE.itemsize
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d key array")
+        return (PRNGKeyArray(lax_shape.index_in_dim(self._base, i, keepdims=False))
+                for i in range(self.shape[0]))
+
+    def __getitem__(self, idx):
+        idx = idx if isinstance(idx, tuple) else (idx,)
+        # An Ellipsis must not swallow the key-data dimension.
+        if any(i is Ellipsis for i in idx):
+            idx = idx + (slice(None),)
+        return PRNGKeyArray(self._base[idx])
+
+    def reshape(self, *shape):
+        shape = shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape
+        return PRNGKeyArray(self._base.reshape(tuple(shape) + KEY_SHAPE))
+
+    def ravel(self):
+        return self.reshape(self.size)
+
+    def __eq__(self, other):
+        return _key_eq(self, other)
+
+    def __ne__(self, other):
+        return ~_key_eq(self, other)
+
+    __hash__ = None
+
+    def __bool__(self):
+        raise TypeError("key array cannot be converted to boolean.")
+
+    def __array__(self, dtype=None, copy=None):
+        raise TypeError("JAX array with PRNGKey dtype cannot be converted to a NumPy array. "
+                        "Use jax.random.key_data(arr) if you wish to extract the underlying "
+                        "integer array.")
+
+    def block_until_ready(self):
+        self._base.block_until_ready()
+        return self
+
+    def __repr__(self):
+        if isinstance(self._base, core.Tracer):
+            return f"Traced<{self.aval}>"
+        return f"Array({self.shape}, dtype={KEY_DTYPE}) overlaying:\n{self._base}"
+
+
+def _key_eq(a, b):
+    if not (isinstance(a, PRNGKeyArray) and isinstance(b, PRNGKeyArray)):
+        raise TypeError(f"eq does not accept dtypes {_dtype_of(a)}, {_dtype_of(b)}.")
+    import meshsim.numpy as jnp
+    return jnp.all(a._base == b._base, axis=-1)
+
+
+def _dtype_of(x):
+    return x.dtype if hasattr(x, "dtype") else core.python_scalar_dtype(x)
+
+
+tree_util.register_pytree_node(PRNGKeyArray, lambda k: ((k._base,), None),
+                               lambda _, children: PRNGKeyArray(*children))
+
+
+# -- wrapping, unwrapping and seeding
+
+
+def _invalid(msg: str):
+    raise TypeError(f"JAX encountered invalid PRNG key data: {msg}")
+
+
+def random_wrap(key_data) -> PRNGKeyArray:
+    """Checks raw key data (uint32[..., 2]) and views it as typed keys."""
+    if not all(hasattr(key_data, a) for a in ("ndim", "shape", "dtype")):
+        _invalid(f"expected key_data to have ndim, shape, and dtype attributes. Got {key_data}")
+    if key_data.ndim < 1:
+        _invalid(f"expected key_data.ndim >= 1; got ndim={key_data.ndim}")
+    if tuple(key_data.shape[-1:]) != KEY_SHAPE:
+        _invalid(f"expected key_data.shape to end with {KEY_SHAPE}; got shape={tuple(key_data.shape)} "
+                 f"for impl={KEY_DTYPE.impl_name}")
+    if key_data.dtype != _UINT32:
+        _invalid(f"expected key_data.dtype = uint32; got dtype={key_data.dtype}")
+    return PRNGKeyArray(core.asarray_value(key_data))
+
+
+def random_seed(seed) -> PRNGKeyArray:
+    """A scalar key from an integer seed: [seed >> 32, seed & 0xFFFFFFFF] as uint32.
+
+    Python ints first become int64 and then the default integer type, as in
+    JAX: with x64 off a seed keeps only its low 32 bits."""
+    seed = core.asarray_value(np.int64(seed) if isinstance(seed, int) else seed)
+    if not (np.issubdtype(seed.dtype, np.integer) or seed.dtype == np.bool_):
+        raise TypeError(f"PRNG key seed must be an integer; got {seed!r}.")
+    hi = lax.shift_right_logical(seed, np.array(32, seed.dtype)) if seed.dtype.itemsize == 8 else 0
+    words = [lax.convert_element_type(w, _UINT32) for w in (hi, seed)]
+    return PRNGKeyArray(_stack_last(*words))
+
+
+# -- threefry2x32 key operations (a single key: data of shape (2,))
+
+
+def threefry2x32(k0, k1, x0, x1):
+    """The Threefry-2x32 hash of counters (x0, x1) under key words (k0, k1) (all uint32)."""
+    return core.bind("threefry2x32", *(core.asarray_value(v) for v in (k0, k1, x0, x1)))
+
+
+def _stack_last(a, b):
+    """[a, b] along a new trailing axis: (y0, y1) words -> key data."""
+    return lax_shape.concatenate([lax_shape.expand_dims(v, (v.ndim,)) for v in (a, b)], a.ndim)
+
+
+def _hash_counters(key: PRNGKeyArray, hi, lo) -> PRNGKeyArray:
+    k0, k1 = (lax_shape.index_in_dim(key._base, i, keepdims=False) for i in range(2))
+    return PRNGKeyArray(_stack_last(*threefry2x32(k0, k1, hi, lo)))
+
+
+def random_split(key: PRNGKeyArray, shape: tuple[int, ...]) -> PRNGKeyArray:
+    """Keys of `shape`: key i hashes the counter (hi(i), lo(i)) of its flat index."""
+    n = math.prod(shape)
+    if n >= 2 ** 32:
+        raise NotImplementedError(f"split into {n} >= 2**32 keys")
+    lo = lax_shape.reshape(lax_shape.iota(_UINT32, n), shape)
+    hi = lax_shape.full(shape, 0, _UINT32)
+    return _hash_counters(key, hi, lo)
+
+
+def random_fold_in(key: PRNGKeyArray, data) -> PRNGKeyArray:
+    """The key for counter (0, data): equal to split(key, n)[data]."""
+    return _hash_counters(key, np.uint32(0), data)
+
+
+def random_bits(key: PRNGKeyArray, bit_width: int, shape: tuple[int, ...]):
+    """uint{bit_width}[shape] bits, element i from the hash of its flat index i."""
+    if math.prod(shape) > 2 ** 64:
+        raise NotImplementedError("random bits array of size exceeding 2 ** 64")
+    return core.bind1("random_bits", key._base, shape=shape, bit_width=bit_width)

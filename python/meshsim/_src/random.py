@@ -1,0 +1,446 @@
+"""meshsim.random: JAX's PRNG API over threefry2x32 keys, bit for bit.
+
+Every function accepts typed keys (`key(0)`) and raw uint32[2] keys
+(`PRNGKey(0)`), as JAX does; key-producing functions return the same kind
+they were given. Samplers are JAX's algorithms (`jax/_src/random/core.py`)
+written with the same lax operations in the same order, so that the floats
+round identically.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from meshsim._src import core, prng
+from meshsim._src.lax import elementwise as lax
+from meshsim._src.lax import sorting as lax_sort
+from meshsim._src.lax import structural as lax_shape
+from meshsim._src.lax.structural import broadcast_to_rank, canonicalize_shape
+from meshsim._src.numpy.promotion import broadcast_shapes
+from meshsim._src.prng import PRNGKeyArray
+
+__all__ = [
+    "PRNGKeyArray", "key", "PRNGKey", "key_data", "wrap_key_data", "key_impl", "split", "fold_in",
+    "bits", "uniform", "normal", "randint", "bernoulli", "truncated_normal", "gumbel", "permutation",
+    "choice", "categorical",
+]
+
+_IMPL = "threefry2x32"
+
+
+# -- keys
+
+
+def _check_impl(impl):
+    if impl is not None and impl != _IMPL and impl != prng.KEY_DTYPE:
+        raise ValueError(f'unrecognized PRNG implementation "{impl}". Did you mean one of: "{_IMPL}"?')
+
+
+def _arraylike(x) -> bool:
+    return (core.is_value(x) or isinstance(x, (np.ndarray, np.generic)) or np.isscalar(x)
+            or hasattr(x, "__jax_array__"))
+
+
+def _check_prng_key(name: str, key, *, allow_batched: bool = False) -> tuple[PRNGKeyArray, bool]:
+    """The typed key for `key`, and whether it came as raw uint32 key data."""
+    if isinstance(key, PRNGKeyArray):
+        typed, wrapped = key, False
+    elif _arraylike(key):
+        typed, wrapped = prng.random_wrap(key), True
+    else:
+        raise TypeError(f"unexpected PRNG key type {type(key)}")
+    if not allow_batched and typed.ndim:
+        raise ValueError(f"{name} accepts a single key, but was given a key array of shape "
+                         f"{np.shape(key)} != (). Use jax.vmap for batching.")
+    return typed, wrapped
+
+
+def _return_keys(wrapped: bool, keys: PRNGKeyArray):
+    return keys._base if wrapped else keys
+
+
+def _seed_key(ctor_name: str, seed, impl) -> PRNGKeyArray:
+    _check_impl(impl)
+    if isinstance(seed, PRNGKeyArray):
+        raise TypeError(f"{ctor_name} accepts a scalar seed, but was given a PRNG key.")
+    if np.ndim(seed):
+        raise TypeError(f"{ctor_name} accepts a scalar seed, but was given an array of shape "
+                        f"{np.shape(seed)} != (). Use jax.vmap for batching")
+    return prng.random_seed(seed)
+
+
+def key(seed, *, impl=None) -> PRNGKeyArray:
+    """A typed scalar key (dtype key<fry>) from an integer seed."""
+    return _seed_key("key", seed, impl)
+
+
+def PRNGKey(seed, *, impl=None):
+    """A legacy raw key: uint32[2] key data."""
+    return _seed_key("PRNGKey", seed, impl)._base
+
+
+def key_data(keys):
+    """The uint32[..., 2] data underlying key array `keys`."""
+    return _check_prng_key("key_data", keys, allow_batched=True)[0]._base
+
+
+def wrap_key_data(key_bits_array, *, impl=None) -> PRNGKeyArray:
+    """Typed keys over uint32[..., 2] key data."""
+    _check_impl(impl)
+    return prng.random_wrap(key_bits_array)
+
+
+def key_impl(keys) -> str:
+    _check_prng_key("key_impl", keys, allow_batched=True)
+    return _IMPL
+
+
+def split(key, num: int | Sequence[int] = 2):
+    """`num` new keys (or an array of keys of shape `num`) derived from `key`."""
+    typed, wrapped = _check_prng_key("split", key)
+    shape = canonicalize_shape(tuple(num) if isinstance(num, Sequence) else (num,))
+    return _return_keys(wrapped, prng.random_split(typed, shape))
+
+
+def _as_uint32_scalar(data):
+    if core.is_python_scalar(data) and isinstance(data, int) and not 0 <= data < 2 ** 32:
+        raise OverflowError(f"Python integer {data} out of bounds for uint32")
+    return lax.convert_element_type(data, np.uint32)
+
+
+def fold_in(key, data):
+    """A new key from `key` and the 32-bit integer `data` (= split(key, n)[data])."""
+    typed, wrapped = _check_prng_key("fold_in", key)
+    if np.ndim(data):
+        raise TypeError("fold_in accepts a scalar, but was given an array of shape "
+                        f"{np.shape(data)} != (). Use jax.vmap for batching.")
+    return _return_keys(wrapped, prng.random_fold_in(typed, _as_uint32_scalar(data)))
+
+
+# -- samplers
+
+
+def _user_dtype(dtype, default) -> np.dtype:
+    return core.canonicalize_dtype(np.dtype(default if dtype is None else dtype))
+
+
+def _check_shape(name: str, shape: tuple[int, ...], *param_shapes) -> None:
+    if param_shapes:
+        shape_ = broadcast_shapes(shape, *param_shapes)
+        if shape != shape_:
+            raise ValueError(f"{name} parameter shapes must be broadcast-compatible with shape "
+                             "argument, and the result of broadcasting the shapes must equal the "
+                             f"shape argument, but got result {shape_} for shape argument {shape}.")
+
+
+def _uint_dtype(nbits: int) -> np.dtype:
+    return np.dtype(f"uint{nbits}")
+
+
+def bits(key, shape=(), dtype=None):
+    """Uniform random bits as unsigned integers of `dtype` (default uint32)."""
+    typed, _ = _check_prng_key("bits", key)
+    dtype = _user_dtype(dtype, np.uint64)
+    if not np.issubdtype(dtype, np.unsignedinteger):
+        raise ValueError(f"dtype argument to `bits` must be an unsigned int dtype, got {dtype}")
+    return prng.random_bits(typed, dtype.itemsize * 8, canonicalize_shape(shape))
+
+
+def _uniform(key: PRNGKeyArray, shape, dtype, minval, maxval):
+    """Floats in [minval, maxval): random mantissa bits under the exponent of 1.0,
+    minus 1, scaled; the max() guards against rounding below minval."""
+    finfo = np.finfo(dtype)
+    nbits, nmant = finfo.bits, finfo.nmant
+    minval = broadcast_to_rank(lax.convert_element_type(minval, dtype), len(shape))
+    maxval = broadcast_to_rank(lax.convert_element_type(maxval, dtype), len(shape))
+    uint = _uint_dtype(nbits)
+    float_bits = lax.shift_right_logical(prng.random_bits(key, nbits, shape), np.array(nbits - nmant, uint))
+    float_bits = lax.bitwise_or(float_bits, np.array(1.0, dtype).view(uint))
+    floats = lax.sub(lax.bitcast_convert_type(float_bits, dtype), np.array(1.0, dtype))
+    return lax.max(minval, lax.add(lax.mul(floats, lax.sub(maxval, minval)), minval))
+
+
+def _float_dtype(name: str, dtype) -> np.dtype:
+    dtype = _user_dtype(dtype, np.float64)
+    if not np.issubdtype(dtype, np.floating):
+        raise ValueError(f"dtype argument to `{name}` must be a float dtype, got {dtype}")
+    return dtype
+
+
+def uniform(key, shape=(), dtype=None, minval=0.0, maxval=1.0):
+    """Uniform floats in [minval, maxval)."""
+    typed, _ = _check_prng_key("uniform", key)
+    dtype = _float_dtype("uniform", dtype)
+    return _uniform(typed, canonicalize_shape(shape), dtype, minval, maxval)
+
+
+def _normal(key: PRNGKeyArray, shape, dtype):
+    lo = np.nextafter(np.array(-1.0, dtype), np.array(0.0, dtype))
+    u = _uniform(key, shape, dtype, lo, np.array(1.0, dtype))
+    return lax.mul(np.array(np.sqrt(2), dtype), lax.erf_inv(u))
+
+
+def normal(key, shape=(), dtype=None):
+    """Standard normal floats: sqrt(2) * erf_inv(u), u uniform in (-1, 1)."""
+    typed, _ = _check_prng_key("normal", key)
+    dtype = _user_dtype(dtype, np.float64)
+    if not np.issubdtype(dtype, np.floating):
+        raise ValueError(f"dtype argument to `normal` must be a float or complex dtype, got {dtype}")
+    return _normal(typed, canonicalize_shape(shape), dtype)
+
+
+def truncated_normal(key, lower, upper, shape=None, dtype=None):
+    """Standard normal floats conditioned on the open interval (lower, upper)."""
+    if shape is not None:
+        shape = canonicalize_shape(shape)
+    typed, _ = _check_prng_key("truncated_normal", key)
+    dtype = _float_dtype("truncated_normal", dtype)
+    if shape is None:
+        shape = broadcast_shapes(np.shape(lower), np.shape(upper))
+    else:
+        _check_shape("truncated_normal", shape, np.shape(lower), np.shape(upper))
+    sqrt2 = np.array(np.sqrt(2), dtype)
+    lower = lax.convert_element_type(lower, dtype)
+    upper = lax.convert_element_type(upper, dtype)
+    a = lax.erf(lax.div(lower, sqrt2))
+    b = lax.erf(lax.div(upper, sqrt2))
+    out = lax.mul(sqrt2, lax.erf_inv(_uniform(typed, shape, dtype, a, b)))
+    # Rounding (or u == a) could land on a bound: clamp into the open interval.
+    lo = broadcast_to_rank(lax.nextafter(lower, np.array(np.inf, dtype)), len(shape))
+    hi = broadcast_to_rank(lax.nextafter(upper, np.array(-np.inf, dtype)), len(shape))
+    return lax.min(lax.max(out, lo), hi)
+
+
+def _convert_and_clip_integer(val, dtype: np.dtype):
+    """`val` in integer `dtype`, saturating at its bounds instead of wrapping."""
+    src, dst = np.iinfo(val.dtype), np.iinfo(dtype)
+    lo = np.array(max(src.min, dst.min), val.dtype)
+    hi = np.array(min(src.max, dst.max), val.dtype)
+    return lax.convert_element_type(lax.min(lax.max(val, lo), hi), dtype)
+
+
+def _check_arraylike(name: str, *args):
+    for i, a in enumerate(args):
+        if not _arraylike(a):
+            raise TypeError(f"{name} requires ndarray or scalar arguments, got {type(a)} at position {i}.")
+
+
+def _as_integer_array(x):
+    x = core.asarray_value(x)
+    return x if np.issubdtype(x.dtype, np.integer) else lax.convert_element_type(x, np.int32)
+
+
+def _randint(key: PRNGKeyArray, shape, minval, maxval, dtype):
+    """JAX's randint: (2 * nbits random bits) mod span, offset by minval."""
+    _check_shape("randint", shape, np.shape(minval), np.shape(maxval))
+    _check_arraylike("randint", minval, maxval)
+    minval = broadcast_to_rank(_as_integer_array(minval), len(shape))
+    maxval = broadcast_to_rank(_as_integer_array(maxval), len(shape))
+    # maxval past dtype's max (randint(k, s, 0, 256, uint8)) widens the span by one.
+    dtype_max = _convert_and_clip_integer(core.asarray_value(np.array(np.iinfo(dtype).max, dtype)),
+                                          maxval.dtype)
+    maxval_out_of_range = lax.gt(maxval, dtype_max)
+    minval = _convert_and_clip_integer(minval, dtype)
+    maxval = _convert_and_clip_integer(maxval, dtype)
+    nbits = np.iinfo(dtype).bits
+    k1, k2 = prng.random_split(key, (2,))
+    higher_bits = prng.random_bits(k1, nbits, shape)
+    lower_bits = prng.random_bits(k2, nbits, shape)
+
+    unsigned = _uint_dtype(nbits)
+    span = lax.convert_element_type(lax.sub(maxval, minval), unsigned)
+    span = lax.select(lax.le(maxval, minval), lax_shape.full_like(span, 1), span)  # empty range: minval
+    span = lax.select(lax.bitwise_and(maxval_out_of_range, lax.gt(maxval, minval)),
+                      lax.add(span, np.array(1, unsigned)), span)
+    # (hi * 2**nbits + lo) mod span, with 2**nbits mod span computed without overflow.
+    multiplier = lax.rem(np.array(2 ** (nbits // 2), unsigned), span)
+    multiplier = lax.rem(lax.mul(multiplier, multiplier), span)
+    offset = lax.add(lax.mul(lax.rem(higher_bits, span), multiplier), lax.rem(lower_bits, span))
+    offset = lax.rem(offset, span)
+    return lax.add(minval, lax.convert_element_type(offset, dtype))
+
+
+def randint(key, shape, minval, maxval, dtype=None):
+    """Uniform integers in [minval, maxval) (modulo-biased when the span is not a power of 2)."""
+    typed, _ = _check_prng_key("randint", key)
+    dtype = _user_dtype(dtype, np.int64)
+    shape = canonicalize_shape(shape)
+    if not np.issubdtype(dtype, np.integer):
+        raise TypeError(f"randint only accepts integer dtypes, got {dtype}")
+    info = np.iinfo(dtype)
+    sampling_dtype = dtype
+    if info.bits < 32:  # sample narrow types in 32 bits to keep the bias small
+        sampling_dtype = np.dtype(np.int32)
+        minval = _clip_int32(minval, info.min, info.max)
+        maxval = _clip_int32(maxval, info.min, info.max + 1)
+    return lax.convert_element_type(_randint(typed, shape, minval, maxval, sampling_dtype), dtype)
+
+
+def _clip_int32(x, lo: int, hi: int):
+    x = lax.convert_element_type(core.asarray_value(x), np.int32)
+    return lax.min(lax.max(x, np.int32(lo)), np.int32(hi))
+
+
+def bernoulli(key, p=0.5, shape=None, mode: str = "low"):
+    """Booleans that are True with probability p."""
+    if shape is not None:
+        shape = canonicalize_shape(shape)
+    if mode not in ("high", "low"):
+        raise ValueError(f"got mode={mode!r}, expected 'high' or 'low'")
+    typed, _ = _check_prng_key("bernoulli", key)
+    p = core.asarray_value(p)
+    if not np.issubdtype(p.dtype, np.floating):
+        raise TypeError(f"bernoulli probability `p` must have a floating dtype, got {p.dtype}.")
+    if shape is None:
+        shape = tuple(p.shape)
+    else:
+        _check_shape("bernoulli", shape, np.shape(p))
+    p = broadcast_to_rank(p, len(shape))
+    if mode == "low":
+        return lax.lt(_uniform(typed, shape, p.dtype, 0.0, 1.0), p)
+    # Two uniforms: the second refines the first below its 2**-nmant resolution.
+    u = _uniform(typed, (2, *shape), p.dtype, 0.0, 1.0)
+    u1, u2 = (lax_shape.index_in_dim(u, i, keepdims=False) for i in range(2))
+    u2 = lax.mul(u2, np.array(2.0 ** -np.finfo(p.dtype).nmant, p.dtype))
+    return lax.lt(u2, lax.sub(p, u1))
+
+
+def gumbel(key, shape=(), dtype=None, mode: str | None = None):
+    """Standard Gumbel floats: -log(-log(u)) with u uniform in (0, 1)."""
+    typed, _ = _check_prng_key("gumbel", key)
+    dtype = _float_dtype("gumbel", dtype)
+    shape = canonicalize_shape(shape)
+    mode = "low" if mode is None else mode
+    if mode not in ("highest", "high", "low"):
+        raise ValueError(f"Must provide valid mode for gumbel got: {mode}")
+    if mode == "highest":
+        raise NotImplementedError("gumbel(mode='highest') is not implemented; use 'high'")
+    finfo = np.finfo(dtype)
+    if mode == "low":
+        u = _uniform(typed, shape, dtype, finfo.tiny, 1.0)
+        return lax.neg(lax.log(lax.neg(lax.log(u))))
+    # "high": a second uniform fills in the bits below the first's resolution
+    # where u < 0.5, so -log1p(-u) resolves logits up to ~32 instead of ~16.
+    u = _uniform(typed, (2, *shape), dtype, 0.0, 1.0)
+    high, low = (lax_shape.index_in_dim(u, i, keepdims=False) for i in range(2))
+    refined = lax.add(lax.add(high, lax.mul(np.array(2.0 ** -finfo.nmant, dtype), low)),
+                      np.array(finfo.tiny, dtype))
+    x = lax.select(lax.ge(high, np.array(0.5, dtype)), high, refined)
+    return lax.neg(lax.log(lax.neg(lax.log1p(lax.neg(x)))))
+
+
+def _jnp():
+    import meshsim.numpy as jnp
+    return jnp
+
+
+def _shuffle(key: PRNGKeyArray, x, axis: int):
+    """JAX's shuffle: sort by fresh random uint32 keys, over enough rounds that
+    key collisions (which would bias the order) become negligible."""
+    exponent = 3  # tjablin@'s heuristic stop criterion, as in JAX
+    num_rounds = int(np.ceil(exponent * np.log(max(1, x.size)) / np.log(np.iinfo(np.uint32).max)))
+    for _ in range(num_rounds):
+        key, subkey = prng.random_split(key, (2,))
+        sort_keys = prng.random_bits(subkey, 32, tuple(x.shape))
+        _, x = lax_sort.sort_key_val(sort_keys, x, axis)
+    return x
+
+
+def permutation(key, x, axis: int = 0, independent: bool = False):
+    """A shuffled copy of `x` along `axis`, or a permutation of range(x) for an int."""
+    typed, _ = _check_prng_key("permutation", key)
+    _check_arraylike("permutation", x)
+    axis = lax_shape.canonicalize_axis(axis, np.ndim(x) or 1)
+    if not np.ndim(x):
+        if not np.issubdtype(core.asarray_value(x).dtype, np.integer):
+            raise TypeError("x must be an integer or at least 1-dimensional")
+        return _shuffle(typed, lax_shape.iota(np.int32, int(x)), axis)
+    x = core.asarray_value(x)
+    if independent or x.ndim == 1:
+        return _shuffle(typed, x, axis)
+    ind = _shuffle(typed, lax_shape.iota(np.int32, x.shape[axis]), 0)
+    return _jnp().take(x, ind, axis, unique_indices=True)
+
+
+def choice(key, a, shape: Sequence[int] = (), replace: bool = True, p=None, axis: int = 0,
+           mode: str | None = None):
+    """Samples of `a` (or of range(a)) along `axis`, uniformly or with probabilities `p`."""
+    jnp = _jnp()
+    typed, _ = _check_prng_key("choice", key)
+    if not isinstance(shape, Sequence):
+        raise TypeError(f"shape argument of jax.random.choice must be a sequence, got {shape}")
+    _check_arraylike("choice", a)
+    arr = core.asarray_value(a)
+    if arr.ndim == 0:
+        n_inputs = int(a)
+    else:
+        axis = lax_shape.canonicalize_axis(axis, arr.ndim)
+        n_inputs = arr.shape[axis]
+    shape = canonicalize_shape(shape)
+    n_draws = int(np.prod(shape))
+    if n_draws == 0:
+        return jnp.zeros(shape, dtype=arr.dtype)
+    if n_inputs <= 0:
+        raise ValueError("a must be greater than 0 unless no samples are taken")
+    if not replace and n_draws > n_inputs:
+        raise ValueError(f"Cannot take a larger sample (size {n_draws}) than population "
+                         f"(size {n_inputs}) when 'replace=False'")
+    if p is None and replace:
+        ind = randint(typed, shape, 0, n_inputs)
+    elif p is None:
+        perm = permutation(typed, n_inputs if arr.ndim == 0 else arr, axis)
+        result = lax_shape.slice_in_dim(perm, 0, n_draws, axis=axis)
+        return lax_shape.reshape(result, _choice_shape(arr, shape, axis))
+    else:
+        _check_arraylike("choice", p)
+        p_arr = core.asarray_value(p)
+        if not np.issubdtype(p_arr.dtype, np.floating):
+            p_arr = lax.convert_element_type(p_arr, core.canonicalize_dtype(np.float64))
+        if p_arr.shape != (n_inputs,):
+            raise ValueError("p must be None or a 1D vector with the same size as a.shape[axis]. "
+                             f"p has shape {p_arr.shape} and a.shape[axis] is {n_inputs}.")
+        if replace:  # inverse CDF
+            p_cuml = jnp.cumsum(p_arr)
+            total = lax_shape.index_in_dim(p_cuml, n_inputs - 1, keepdims=False)
+            r = lax.mul(total, lax.sub(np.array(1, p_arr.dtype), _uniform(typed, shape, p_arr.dtype, 0.0, 1.0)))
+            ind = lax.convert_element_type(jnp.searchsorted(p_cuml, r), np.int32)
+        else:  # Gumbel top-k
+            g = lax.add(gumbel(typed, (n_inputs,), p_arr.dtype, mode=mode), lax.log(p_arr))
+            ind = lax.convert_element_type(lax_sort.top_k(g, n_draws)[1], np.int32)
+    result = ind if arr.ndim == 0 else jnp.take(arr, ind, axis)
+    return lax_shape.reshape(result, _choice_shape(arr, shape, axis))
+
+
+def _choice_shape(arr, shape, axis):
+    return shape if arr.ndim == 0 else arr.shape[:axis] + tuple(shape) + arr.shape[axis + 1:]
+
+
+def categorical(key, logits, axis: int = -1, shape=None, replace: bool = True, mode: str | None = None):
+    """Category indices sampled from softmax(logits) along `axis` (Gumbel-max / top-k trick)."""
+    jnp = _jnp()
+    typed, _ = _check_prng_key("categorical", key)
+    _check_arraylike("categorical", logits)
+    logits = core.asarray_value(logits)
+    batch_shape = tuple(np.delete(logits.shape, axis))
+    if shape is None:
+        shape = batch_shape
+    else:
+        shape = canonicalize_shape(shape)
+        _check_shape("categorical", shape, batch_shape)
+    shape_prefix = shape[:len(shape) - len(batch_shape)]
+    if replace:
+        if axis >= 0:
+            axis -= logits.ndim
+        logits_shape = list(shape[len(shape) - len(batch_shape):])
+        logits_shape.insert(axis % logits.ndim, logits.shape[axis])
+        g = gumbel(typed, (*shape_prefix, *logits_shape), logits.dtype, mode=mode)
+        expanded = lax_shape.expand_dims(logits, tuple(range(len(shape_prefix))))
+        return jnp.argmax(lax.add(g, expanded), axis=axis)
+    logits = lax.add(logits, gumbel(typed, logits.shape, logits.dtype, mode=mode))
+    k = int(np.prod(shape_prefix))
+    if k > logits.shape[axis]:
+        raise ValueError(f"Number of samples without replacement ({k}) cannot exceed number of "
+                         f"categories ({logits.shape[axis]}).")
+    _, indices = lax_sort.top_k(jnp.moveaxis(logits, axis, -1), k)
+    return lax_shape.reshape(indices, shape, (indices.ndim - 1, *range(indices.ndim - 1)))
