@@ -51,39 +51,45 @@ void combine(T* acc, const T* x, int64_t n, const Op& op) {
 namespace reduce_detail {
 
 constexpr int64_t kVectors = 4;      // independent vector accumulators of a run
-constexpr int64_t kRunBlock = 256;   // run length reduced without splitting
+constexpr int64_t kRunBlock = 512;   // run length reduced without splitting
 constexpr int64_t kRowBlock = 8;     // rows combined without splitting
 constexpr int64_t kTile = 4096;      // row elements handled at once (a page of floats)
 constexpr int64_t kShortRun = 32;    // runs shorter than this are reduced across rows
 
-// Vectorised body of a contiguous run: reduces a multiple of kVectors vectors
-// from the front of x into *acc; returns how many elements it consumed.
+// Pairwise reduction of a contiguous run whose length is a multiple of
+// kVectors vectors, kept in vector form up to the top (finishing every block
+// to a scalar would stall on the horizontal step).
 template <class T, class Op>
-int64_t reduce_run_simd(const T* x, int64_t n, T* acc, const Op& op) {
+typename Simd<T>::type reduce_run_simd(const T* x, int64_t n, const Op& op) {
   using S = Simd<T>;
   constexpr int64_t step = kVectors * S::lanes;
-  if (n < step) return 0;
+  if (n > kRunBlock) {
+    const int64_t half = n / 2 / step * step;
+    return op(reduce_run_simd(x, half, op), reduce_run_simd(x + half, n - half, op));
+  }
   typename S::type v[kVectors];
-  for (auto& vk : v) vk = S::splat(op.identity);
-  int64_t i = 0;
-  for (; i + step <= n; i += step)
+  for (int64_t k = 0; k < kVectors; ++k) v[k] = S::load(x + k * S::lanes);
+  for (int64_t i = step; i < n; i += step)
     for (int64_t k = 0; k < kVectors; ++k) v[k] = op(v[k], S::load(x + i + k * S::lanes));
-  v[0] = op(op(v[0], v[1]), op(v[2], v[3]));
-  for (int64_t l = 0; l < S::lanes; ++l) *acc = op(*acc, T(v[0][l]));
-  return i;
+  return op(op(v[0], v[1]), op(v[2], v[3]));
 }
 
 // Pairwise reduction of x[0], x[s], ..., x[(n-1)s]; kUnit means s == 1.
 template <bool kUnit, class T, class Op>
 T reduce_run(const T* x, int64_t n, int64_t s, const Op& op) {
-  if (n > kRunBlock) {
-    const int64_t half = (n / 2 + 63) / 64 * 64;
-    return op(reduce_run<kUnit>(x, half, s, op),
-              reduce_run<kUnit>(x + half * (kUnit ? 1 : s), n - half, s, op));
-  }
   T acc = op.identity;
   int64_t i = 0;
-  if constexpr (kUnit && kSimd<T>) i = reduce_run_simd(x, n, &acc, op);
+  if constexpr (kUnit && kSimd<T>) {
+    constexpr int64_t step = kVectors * Simd<T>::lanes;
+    if (n >= step) {
+      i = n / step * step;
+      auto v = reduce_run_simd(x, i, op);
+      for (int64_t l = 0; l < Simd<T>::lanes; ++l) acc = op(acc, T(v[l]));
+    }
+  } else if (n > kRunBlock) {
+    const int64_t half = n / 2;
+    return op(reduce_run<kUnit>(x, half, s, op), reduce_run<kUnit>(x + half * s, n - half, s, op));
+  }
   for (; i < n; ++i) acc = op(acc, x[i * (kUnit ? 1 : s)]);
   return acc;
 }

@@ -154,10 +154,11 @@ bool is_dense(const Shape& shape, const Strides& strides) {
 // The loop shared by gathers and scatters: for each element of the result
 // (gather) or updates (scatter) — `other`, laid out as outer + B + inner —
 // calls f(operand offset, other offset), or missing(other offset) when its
-// index was out of range.
-template <class F, class G>
+// index was out of range. Rows that are dense on both sides go to
+// block(operand offset, other offset, length) instead (memcpy for a gather).
+template <class F, class Block, class G>
 void walk(const Tensor& operand, const Layout& l, const std::vector<int64_t>& boff,
-          const Tensor& other, F&& f, G&& missing) {
+          const Tensor& other, F&& f, Block&& block, G&& missing) {
   const IntList outer_dims(l.rest.begin(), l.rest.begin() + l.index_dims_at);
   const IntList inner_dims(l.rest.begin() + l.index_dims_at, l.rest.end());
   const int64_t nb_dims = static_cast<int64_t>(l.batch.size());
@@ -177,8 +178,7 @@ void walk(const Tensor& operand, const Layout& l, const std::vector<int64_t>& bo
       if (boff[b] < 0) {
         for_each_offset(inner, ot_inner, [&](int64_t i) { missing(ob + i); });
       } else if (dense) {
-        const int64_t ab = o[0] + boff[b];
-        for (int64_t t = 0; t < inner_size; ++t) f(ab + t, ob + t);
+        block(o[0] + boff[b], ob, inner_size);
       } else {
         const int64_t ab = o[0] + boff[b];
         for_each_offsets<2>(inner, {&op_inner, &ot_inner},
@@ -228,8 +228,10 @@ void gather() {
       const T* src = x.data<T>();
       T* dst = res.data<T>();
       const T fill = fill_value<T>(params);
-      walk(x, l, boff, res, [&](int64_t a, int64_t o) { dst[o] = src[a]; },
-           [&](int64_t o) { dst[o] = fill; });
+      walk(
+          x, l, boff, res, [&](int64_t a, int64_t o) { dst[o] = src[a]; },
+          [&](int64_t a, int64_t o, int64_t n) { std::memcpy(dst + o, src + a, n * sizeof(T)); },
+          [&](int64_t o) { dst[o] = fill; });
     });
     return Tensors{res};
   };
@@ -263,8 +265,15 @@ void scatter(const std::string& name, Combine combine) {
       using T = decltype(tag);
       T* dst = res.data<T>();
       const T* u = upd.data<T>();
-      walk(res, l, boff, upd, [&](int64_t a, int64_t o) { dst[a] = combine(dst[a], u[o]); },
-           [](int64_t) {});
+      auto update = [&](int64_t a, int64_t o) { dst[a] = combine(dst[a], u[o]); };
+      walk(
+          res, l, boff, upd, update,
+          [&](int64_t a, int64_t o, int64_t n) {
+            T* __restrict d = dst + a;
+            const T* __restrict v = u + o;
+            for (int64_t t = 0; t < n; ++t) d[t] = combine(d[t], v[t]);
+          },
+          [](int64_t) {});
     });
     return Tensors{res};
   };

@@ -1,7 +1,11 @@
-// dot_general: contraction over named dimensions, batched; BLAS gemm for floats.
+// dot_general: contraction over named dimensions, batched. Floats go to BLAS
+// (gemm, gemv for matrix-vector) reading operands in place whenever their
+// strides let a BLAS transpose flag stand in for a copy; integers and bools
+// use a vectorised loop.
 #include <cblas.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "meshsim/ir/primitive.h"
 #include "meshsim/kernels/dispatch.h"
@@ -10,6 +14,10 @@
 namespace meshsim {
 namespace {
 
+// ---- dimension numbers and type rules ------------------------------------
+
+// Params: dimension_numbers = (lhs_contract, rhs_contract, lhs_batch, rhs_batch),
+// JAX's ((lc, rc), (lb, rb)) flattened.
 struct DotDims {
   IntList lhs_contract, rhs_contract, lhs_batch, rhs_batch;
   IntList lhs_free, rhs_free;
@@ -24,95 +32,279 @@ IntList free_dims(int64_t ndim, const IntList& a, const IntList& b) {
 }
 
 DotDims dot_dims(const Params& params, int64_t lhs_ndim, int64_t rhs_ndim) {
-  const IntLists& dn = params.get<IntLists>("dimension_numbers");  // lc, rc, lb, rb
-  DotDims d{dn.at(0), dn.at(1), dn.at(2), dn.at(3), {}, {}};
+  const IntLists& dn = params.get<IntLists>("dimension_numbers");
+  if (dn.size() != 4)
+    fail<TypeError>("dot_general dimension_numbers must be (lhs_contract, rhs_contract, lhs_batch, "
+                    "rhs_batch), got ", param_value_str(dn));
+  DotDims d{dn[0], dn[1], dn[2], dn[3], {}, {}};
   d.lhs_free = free_dims(lhs_ndim, d.lhs_contract, d.lhs_batch);
   d.rhs_free = free_dims(rhs_ndim, d.rhs_contract, d.rhs_batch);
   return d;
 }
 
+bool distinct(const IntList& a) {
+  IntList s = a;
+  std::sort(s.begin(), s.end());
+  return std::adjacent_find(s.begin(), s.end()) == s.end();
+}
+
+bool disjoint(const IntList& a, const IntList& b) {
+  for (int64_t x : a)
+    if (std::find(b.begin(), b.end(), x) != b.end()) return false;
+  return true;
+}
+
+Shape sizes(const Shape& shape, const IntList& dims) {
+  Shape s;
+  for (int64_t d : dims) s.push_back(shape[d]);
+  return s;
+}
+
+// JAX's _dot_general_shape_rule checks, with its messages.
+void check_operand_dims(const char* side, const Aval& x, const IntList& contract, const IntList& batch) {
+  for (const IntList* dims : {&contract, &batch})
+    for (int64_t a : *dims)
+      if (a < 0 || a >= x.ndim())
+        fail<TypeError>("dot_general requires ", side, " dimension numbers to be nonnegative and less "
+                        "than the number of axes of the ", side, " value, got ", side, "_batch of ",
+                        param_value_str(batch), " and ", side, "_contracting of ", param_value_str(contract),
+                        " for ", side, " of rank ", x.ndim());
+  if (!distinct(batch))
+    fail<TypeError>("dot_general requires ", side, " batch dimensions to be distinct, got ", side,
+                    "_batch ", param_value_str(batch), ".");
+  if (!distinct(contract))
+    fail<TypeError>("dot_general requires ", side, " contracting dimensions to be distinct, got ", side,
+                    "_contracting ", param_value_str(contract), ".");
+  if (!disjoint(contract, batch))
+    fail<TypeError>("dot_general requires ", side, " batch dimensions to be disjoint from contracting "
+                    "dimensions, got ", side, "_batch ", param_value_str(batch), " and ", side,
+                    "_contracting ", param_value_str(contract), ".");
+}
+
+// XLA's HigherPrecisionType: the operand type that wins when they differ.
+int precision_rank(DType dt) {
+  const int bits = static_cast<int>(itemsize(dt) * 8);
+  if (is_floating(dt)) return 1000 + bits;
+  if (is_bool(dt)) return 0;
+  return 2 * bits + (is_signed_int(dt) ? 1 : 0);
+}
+
+DType dot_result_dtype(const Aval& x, const Aval& y, const Params& params) {
+  DType dt = x.dtype;
+  if (x.dtype != y.dtype) {
+    if (precision_rank(x.dtype) == precision_rank(y.dtype))
+      fail<TypeError>("lax.dot_general argument type error: ", dtype_name(x.dtype), ", ", dtype_name(y.dtype));
+    dt = precision_rank(x.dtype) > precision_rank(y.dtype) ? x.dtype : y.dtype;
+  }
+  if (params.is_none("preferred_element_type")) return dt;
+  const DType preferred = params.get<DType>("preferred_element_type");
+  const int bits = is_bool(dt) ? 1 : static_cast<int>(itemsize(dt) * 8);
+  if (!is_floating(dt) && preferred != dt && static_cast<int>(itemsize(preferred) * 8) < bits)
+    fail<TypeError>("`preferred_element_type` must not be narrower than the original type, got "
+                    "preferred_element_type of ", dtype_name(preferred), " for result type of ",
+                    dtype_name(dt), ".");
+  return preferred;
+}
+
 Avals dot_general_eval(const Avals& in, const Params& params) {
   const Aval &x = in[0], &y = in[1];
   DotDims d = dot_dims(params, x.ndim(), y.ndim());
-  if (d.lhs_contract.size() != d.rhs_contract.size() || d.lhs_batch.size() != d.rhs_batch.size())
-    fail<TypeError>("dot_general requires equal numbers of lhs and rhs contracting and batch dimensions");
-  for (auto dims : {std::make_pair(&d.lhs_contract, &x), std::make_pair(&d.lhs_batch, &x),
-                    std::make_pair(&d.rhs_contract, &y), std::make_pair(&d.rhs_batch, &y)})
-    for (int64_t a : *dims.first)
-      if (a < 0 || a >= dims.second->ndim())
-        fail<TypeError>("dot_general dimension ", a, " is out of range for an operand of shape ",
-                        shape_str(dims.second->shape));
-  for (size_t i = 0; i < d.lhs_batch.size(); ++i)
-    if (x.shape[d.lhs_batch[i]] != y.shape[d.rhs_batch[i]])
-      fail<TypeError>("dot_general requires lhs batch dimensions and rhs batch dimensions to have the "
-                      "same shape, got ", shape_str(x.shape), " and ", shape_str(y.shape), ".");
-  for (size_t i = 0; i < d.lhs_contract.size(); ++i)
-    if (x.shape[d.lhs_contract[i]] != y.shape[d.rhs_contract[i]])
-      fail<TypeError>("dot_general requires contracting dimensions to have the same shape, got ",
-                      x.shape[d.lhs_contract[i]], " and ", y.shape[d.rhs_contract[i]],
-                      " (operand shapes ", shape_str(x.shape), " and ", shape_str(y.shape), ").");
-  if (x.dtype != y.dtype)
-    fail<TypeError>("dot_general requires operands of the same dtype, got ", dtype_name(x.dtype),
-                    " and ", dtype_name(y.dtype));
-  Shape out;
-  for (int64_t a : d.lhs_batch) out.push_back(x.shape[a]);
+  check_operand_dims("lhs", x, d.lhs_contract, d.lhs_batch);
+  check_operand_dims("rhs", y, d.rhs_contract, d.rhs_batch);
+  if (d.lhs_batch.size() != d.rhs_batch.size())
+    fail<TypeError>("dot_general requires equal numbers of lhs_batch and rhs_batch dimensions, got "
+                    "lhs_batch ", param_value_str(d.lhs_batch), " and rhs_batch ",
+                    param_value_str(d.rhs_batch), ".");
+  if (sizes(x.shape, d.lhs_batch) != sizes(y.shape, d.rhs_batch))
+    fail<TypeError>("dot_general requires lhs batch dimensions and rhs batch dimensions to have the "
+                    "same shape, got ", shape_str(sizes(x.shape, d.lhs_batch)), " and ",
+                    shape_str(sizes(y.shape, d.rhs_batch)), ".");
+  if (sizes(x.shape, d.lhs_contract) != sizes(y.shape, d.rhs_contract))
+    fail<TypeError>("dot_general requires contracting dimensions to have the same shape, got ",
+                    shape_str(sizes(x.shape, d.lhs_contract)), " and ",
+                    shape_str(sizes(y.shape, d.rhs_contract)), ".");
+  Shape out = sizes(x.shape, d.lhs_batch);
   for (int64_t a : d.lhs_free) out.push_back(x.shape[a]);
   for (int64_t a : d.rhs_free) out.push_back(y.shape[a]);
-  DType dt = params.is_none("preferred_element_type") ? x.dtype
-                                                       : params.get<DType>("preferred_element_type");
-  return {like(x, out, dt, x.weak_type && y.weak_type)};
+  return {like(x, out, dot_result_dtype(x, y, params), x.weak_type && y.weak_type)};
 }
 
-// Views an operand as [batch, rows, cols] with rows = `outer`, cols = `inner` dims.
-Tensor as_3d(const Tensor& t, const IntList& batch, const IntList& outer, const IntList& inner) {
+// ---- operand layouts ---------------------------------------------------------
+
+// An operand seen as a batch of matrices: element (b, r, c) at
+// data + b * batch_stride + r * row_stride + c * col_stride.
+struct Matrices {
+  int64_t batch, rows, cols;
+  int64_t batch_stride, row_stride, col_stride;
+};
+
+// Size and stride of `dims` of t taken as one dimension, if its strides allow
+// that without a copy.
+std::optional<std::pair<int64_t, int64_t>> merged(const Tensor& t, const IntList& dims) {
+  int64_t size = 1, stride = 0;
+  bool first = true;
+  for (int64_t d : dims) {
+    const int64_t n = t.shape()[d], s = t.strides()[d];
+    if (n == 1) continue;
+    if (!first && stride != s * n) return std::nullopt;
+    size *= n;
+    stride = s;
+    first = false;
+  }
+  return std::make_pair(size, stride);
+}
+
+std::optional<Matrices> as_matrices(const Tensor& t, const IntList& batch, const IntList& rows,
+                                    const IntList& cols) {
+  auto b = merged(t, batch), r = merged(t, rows), c = merged(t, cols);
+  if (!b || !r || !c) return std::nullopt;
+  return Matrices{b->first, r->first, c->first, b->second, r->second, c->second};
+}
+
+// A packed [batch, rows, cols] copy, for layouts neither BLAS nor the loops take.
+Tensor packed(const Tensor& t, const IntList& batch, const IntList& rows, const IntList& cols) {
   IntList perm = batch;
-  perm.insert(perm.end(), outer.begin(), outer.end());
-  perm.insert(perm.end(), inner.begin(), inner.end());
+  perm.insert(perm.end(), rows.begin(), rows.end());
+  perm.insert(perm.end(), cols.begin(), cols.end());
   auto prod = [&](const IntList& dims) {
     int64_t n = 1;
     for (int64_t a : dims) n *= t.shape()[a];
     return n;
   };
-  return t.transpose(perm).reshape({prod(batch), prod(outer), prod(inner)});
+  return t.transpose(perm).reshape({prod(batch), prod(rows), prod(cols)});
 }
 
+Matrices packed_matrices(const Tensor& p) {
+  const int64_t r = p.shape()[1], c = p.shape()[2];
+  return {p.shape()[0], r, c, r * c, c, 1};
+}
+
+// How BLAS reads one matrix: row-major with leading dimension `ld`, possibly
+// transposed.
+struct BlasOperand {
+  bool trans;
+  int64_t ld;
+};
+
+// Strides of size-1 dimensions are free; a row- or column-major matrix then
+// maps to BLAS without a copy.
+std::optional<BlasOperand> blas_operand(const Matrices& m) {
+  int64_t rs = m.row_stride, cs = m.col_stride;
+  if (m.cols <= 1) cs = 1;
+  if (m.rows <= 1) rs = cs == 1 ? std::max<int64_t>(m.cols, 1) : 1;
+  if (cs == 1 && rs >= std::max<int64_t>(m.cols, 1)) return BlasOperand{false, rs};
+  if (rs == 1 && cs >= std::max<int64_t>(m.rows, 1)) return BlasOperand{true, cs};
+  return std::nullopt;
+}
+
+// ---- kernels -----------------------------------------------------------------
+
 template <class T>
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
-          int64_t ldb, T* c) {
-  auto A = ta ? CblasTrans : CblasNoTrans;
-  auto B = tb ? CblasTrans : CblasNoTrans;
+void blas_gemm(const BlasOperand& a, const BlasOperand& b, int64_t m, int64_t n, int64_t k,
+               const T* pa, const T* pb, T* c) {
+  auto op = [](bool t) { return t ? CblasTrans : CblasNoTrans; };
   if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, A, B, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, n);
-  else if constexpr (std::is_same_v<T, double>)
-    cblas_dgemm(CblasRowMajor, A, B, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, n);
-  else {
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) {
-        T acc = T(0);
-        for (int64_t p = 0; p < k; ++p)
-          acc += (ta ? a[p * lda + i] : a[i * lda + p]) * (tb ? b[j * ldb + p] : b[p * ldb + j]);
-        c[i * n + j] = acc;
-      }
+    cblas_sgemm(CblasRowMajor, op(a.trans), op(b.trans), m, n, k, 1.0f, pa, a.ld, pb, b.ld, 0.0f, c, n);
+  else
+    cblas_dgemm(CblasRowMajor, op(a.trans), op(b.trans), m, n, k, 1.0, pa, a.ld, pb, b.ld, 0.0, c, n);
+}
+
+// y = op(A) x, A stored rows x cols as described by `a`.
+template <class T>
+void blas_gemv(const BlasOperand& a, int64_t rows, int64_t cols, const T* pa, const T* x,
+               int64_t incx, T* y) {
+  const auto op = a.trans ? CblasTrans : CblasNoTrans;
+  // A transposed operand is stored as a cols x rows row-major matrix.
+  const int64_t m = a.trans ? cols : rows, n = a.trans ? rows : cols;
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemv(CblasRowMajor, op, m, n, 1.0f, pa, a.ld, x, incx, 0.0f, y, 1);
+  else
+    cblas_dgemv(CblasRowMajor, op, m, n, 1.0, pa, a.ld, x, incx, 0.0, y, 1);
+}
+
+BlasOperand transposed(BlasOperand b) { return {!b.trans, b.ld}; }
+
+// c[B, M, N] = a[B, M, K] @ b[B, K, N] through BLAS (both layouts BLAS-readable).
+template <class T>
+void blas_batched(const Matrices& a, const Matrices& b, const T* pa, const T* pb, T* c) {
+  const auto la = *blas_operand(a), lb = *blas_operand(b);
+  const int64_t M = a.rows, K = a.cols, N = b.cols;
+  for (int64_t i = 0; i < a.batch; ++i) {
+    const T* ai = pa + i * a.batch_stride;
+    const T* bi = pb + i * b.batch_stride;
+    T* ci = c + i * M * N;
+    // Matrix-vector products: gemv streams the matrix once, gemm would pack it.
+    if (N == 1 && b.row_stride > 0) blas_gemv(la, M, K, ai, bi, b.row_stride, ci);
+    else if (M == 1 && a.col_stride > 0) blas_gemv(transposed(lb), N, K, bi, ai, a.col_stride, ci);
+    else blas_gemm(la, lb, M, N, K, ai, bi, ci);
   }
 }
 
-Tensors dot_general_kernel(const Tensors& in, const Params& params, const Avals& out) {
-  DotDims d = dot_dims(params, in[0].ndim(), in[1].ndim());
-  // lhs as [B, M, K] and rhs as [B, K, N]; BLAS transposes spare a copy when
-  // an operand is naturally laid out the other way round.
-  Tensor a = as_3d(in[0], d.lhs_batch, d.lhs_free, d.lhs_contract);
-  Tensor b = as_3d(in[1], d.rhs_batch, d.rhs_contract, d.rhs_free);
-  Tensor result = Tensor::empty(in[0].dtype(), out[0].shape);
+// c[i, :] += a[i, p] * b[p, :] over packed operands: vectorises along the row.
+template <class T>
+void loop_batched(const Tensor& a, const Tensor& b, T* c) {
   const int64_t B = a.shape()[0], M = a.shape()[1], K = a.shape()[2], N = b.shape()[2];
-  dispatch_numeric(in[0].dtype(), [&](auto tag) {
+  const T* pa = a.data<T>();
+  const T* pb = b.data<T>();
+  std::fill(c, c + B * M * N, T(0));
+  for (int64_t i = 0; i < B; ++i)
+    for (int64_t m = 0; m < M; ++m) {
+      T* row = c + (i * M + m) * N;
+      for (int64_t p = 0; p < K; ++p) {
+        const T av = pa[(i * M + m) * K + p];
+        const T* brow = pb + (i * K + p) * N;
+        if constexpr (std::is_same_v<T, bool>) {
+          if (av) for (int64_t j = 0; j < N; ++j) row[j] = row[j] | brow[j];
+        } else {
+          for (int64_t j = 0; j < N; ++j) row[j] = static_cast<T>(row[j] + av * brow[j]);
+        }
+      }
+    }
+}
+
+// Converts with the convert_element_type kernel (the one home of casts).
+Tensor cast(const Tensor& t, DType dtype) {
+  if (t.dtype() == dtype) return t;
+  Aval to;
+  to.shape = t.shape();
+  to.dtype = dtype;
+  return primitive("convert_element_type").kernel({t}, Params{{"new_dtype", dtype}}, {to})[0];
+}
+
+// The operand as BLAS reads it: itself when its strides allow, else packed.
+std::pair<Tensor, Matrices> blas_readable(const Tensor& t, const IntList& batch, const IntList& rows,
+                                          const IntList& cols) {
+  auto m = as_matrices(t, batch, rows, cols);
+  if (m && blas_operand(*m)) return {t, *m};
+  Tensor p = packed(t, batch, rows, cols);
+  return {p, packed_matrices(p)};
+}
+
+Tensors dot_general_kernel(const Tensors& in, const Params& params, const Avals& out) {
+  const DType dt = out[0].dtype;
+  // Mixed or preferred types: both operands are computed in the result type.
+  const Tensor x = cast(in[0], dt), y = cast(in[1], dt);
+  const DotDims d = dot_dims(params, x.ndim(), y.ndim());
+  Tensor result = Tensor::empty(dt, out[0].shape);
+  if (result.size() == 0) return {result};
+  if (!is_floating(dt)) {
+    dispatch_bitwise(dt, [&](auto tag) {
+      loop_batched(packed(x, d.lhs_batch, d.lhs_free, d.lhs_contract),
+                   packed(y, d.rhs_batch, d.rhs_contract, d.rhs_free), result.data<decltype(tag)>());
+    });
+    return {result};
+  }
+  dispatch_float(dt, [&](auto tag) {
     using T = decltype(tag);
     T* c = result.data<T>();
-    if (K == 0) { std::fill(c, c + B * M * N, T(0)); return; }
-    for (int64_t i = 0; i < B; ++i)
-      gemm<T>(false, false, M, N, K, a.data<T>() + i * M * K, K, b.data<T>() + i * K * N, N,
-              c + i * M * N);
+    if (x.size() == 0 || y.size() == 0) {  // an empty contraction
+      std::fill(c, c + result.size(), T(0));
+      return;
+    }
+    auto [a, ma] = blas_readable(x, d.lhs_batch, d.lhs_free, d.lhs_contract);
+    auto [b, mb] = blas_readable(y, d.rhs_batch, d.rhs_contract, d.rhs_free);
+    blas_batched<T>(ma, mb, a.template data<T>(), b.template data<T>(), c);
   });
-  if (result.dtype() != out[0].dtype) fail<NotImplementedError>("dot_general preferred_element_type");
   return {result};
 }
 

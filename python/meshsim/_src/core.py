@@ -60,7 +60,7 @@ def asarray_value(x, dtype=None):
             return convert_element_type(x, dtype)
         return x
     if dtype is None and is_python_scalar(x):
-        return Array.from_numpy(np.asarray(x, python_scalar_dtype(x)), weak_type=True)
+        return Array.from_numpy(np.asarray(x, python_scalar_dtype(x)), weak_type=not isinstance(x, bool))
     if hasattr(x, "__jax_array__"):
         return asarray_value(x.__jax_array__(), dtype)
     if isinstance(x, (list, tuple)) and any(is_value(e) for e in _flat(x)):

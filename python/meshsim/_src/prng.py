@@ -151,8 +151,10 @@ class PRNGKeyArray:
 def _key_eq(a, b):
     if not (isinstance(a, PRNGKeyArray) and isinstance(b, PRNGKeyArray)):
         raise TypeError(f"eq does not accept dtypes {_dtype_of(a)}, {_dtype_of(b)}.")
-    import meshsim.numpy as jnp
-    return jnp.all(a._base == b._base, axis=-1)
+    last = a._base.ndim - 1
+    w0, w1 = (lax.eq(lax_shape.index_in_dim(a._base, i, last, False),
+                     lax_shape.index_in_dim(b._base, i, last, False)) for i in range(2))
+    return lax.bitwise_and(w0, w1)
 
 
 def _dtype_of(x):

@@ -104,8 +104,11 @@ def split(key, num: int | Sequence[int] = 2):
 
 
 def _as_uint32_scalar(data):
-    if core.is_python_scalar(data) and isinstance(data, int) and not 0 <= data < 2 ** 32:
-        raise OverflowError(f"Python integer {data} out of bounds for uint32")
+    """`data` as uint32, as jnp.asarray(data, dtype='uint32'): Python ints must fit."""
+    if isinstance(data, int) and not isinstance(data, bool):
+        if not 0 <= data < 2 ** 32:
+            raise OverflowError(f"Python integer {data} out of bounds for uint32")
+        data = np.uint32(data)
     return lax.convert_element_type(data, np.uint32)
 
 

@@ -237,7 +237,7 @@ def _triangle(m, k: int, lower: bool, name: str):
     N, M = m.shape[-2:]
     mask = tri(N, M, k=k if lower else k - 1, dtype=bool)
     mask = promotion.broadcast_to_shape(mask, m.shape)
-    zero = promotion.broadcast_to_shape(_typed(0, m.dtype), m.shape)
+    zero = promotion.broadcast_to_shape(core.convert_element_type(0, m.dtype, m.weak_type), m.shape)
     return lax_ew.select(mask, m, zero) if lower else lax_ew.select(mask, zero, m)
 
 

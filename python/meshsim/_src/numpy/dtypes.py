@@ -68,7 +68,7 @@ def _dtype_of(x) -> np.dtype:
     """The dtype named by a dtype-like or carried by an array-like."""
     if isinstance(x, _ScalarMeta):
         return x.dtype
-    if hasattr(x, "dtype"):
+    if not isinstance(x, type) and hasattr(x, "dtype"):
         return np.dtype(x.dtype)
     return np.dtype(x)
 
