@@ -381,9 +381,7 @@ void comparison(const std::string& name, Op op) {
   Primitive p;
   p.name = name;
   p.abstract_eval = [name](const Avals& in, const Params&) {
-    Aval out = binary_aval(name, Accepts::Any, in, DType::Bool);
-    out.weak_type = false;
-    return Avals{out};
+    return Avals{binary_aval(name, Accepts::Any, in, DType::Bool)};  // weak if both operands are
   };
   p.kernel = [op](const Tensors& in, const Params&, const Avals&) {
     return dispatch_dtype(in[0].dtype(), [&](auto tag) {

@@ -43,9 +43,22 @@ _BINARY = {
 _COMPARE = {"eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal",
             "gt": "greater", "ge": "greater_equal"}
 _UNARY = {"neg": "negative", "pos": "positive", "abs": "abs", "invert": "invert"}
-_METHODS = ["reshape", "astype", "ravel", "flatten", "sum", "mean", "max", "min", "prod", "all",
-            "any", "argmax", "argmin", "var", "std", "cumsum", "transpose", "squeeze", "swapaxes",
+_METHODS = ["astype", "ravel", "sum", "mean", "max", "min", "prod", "all",
+            "any", "argmax", "argmin", "var", "std", "cumsum", "squeeze", "swapaxes",
             "clip", "round", "repeat", "take", "sort", "argsort", "dot", "conj", "conjugate"]
+
+
+def _reshape(self, *shape, order="C"):
+    # Both x.reshape((2, 3)) and x.reshape(2, 3), as NumPy allows.
+    if len(shape) == 1 and not isinstance(shape[0], int):
+        shape = shape[0]
+    return _jnp().reshape(self, shape, order=order)
+
+
+def _transpose(self, *axes):
+    if len(axes) == 1 and (axes[0] is None or not isinstance(axes[0], int)):
+        axes = axes[0]
+    return _jnp().transpose(self, axes or None)
 
 
 def _array_item(self):
@@ -102,6 +115,9 @@ def install():
             setattr(cls, f"__{dunder}__", _method(name))
         for name in _METHODS:
             setattr(cls, name, _method(name))
+        cls.reshape = _reshape
+        cls.transpose = _transpose
+        cls.flatten = _method("ravel")
         cls.__getitem__ = lambda self, idx: _jnp()._getitem(self, idx)
         cls.T = property(lambda self: _jnp().transpose(self))
         cls.mT = property(lambda self: _jnp().swapaxes(self, -1, -2))

@@ -1,4 +1,59 @@
-"""meshsim.lax: linalg."""
+"""meshsim.lax: dot_general and the products built on it (as jax.lax).
+
+The primitive's `dimension_numbers` parameter is JAX's
+((lhs_contract, rhs_contract), (lhs_batch, rhs_batch)) flattened to four
+tuples, which is how the C++ rule reads it. `precision` is accepted and
+ignored: every product runs at full precision here."""
 from __future__ import annotations
 
-__all__: list[str] = []
+import operator
+
+from meshsim._src import core
+
+__all__ = ["dot_general", "dot", "batch_matmul"]
+
+
+def _index_tuple(dims, what: str) -> tuple[int, ...]:
+    try:
+        return tuple(operator.index(d) for d in dims)
+    except TypeError:
+        raise TypeError(f"dot_general {what} must be a sequence of ints, got {dims!r}") from None
+
+
+def _flat_dimension_numbers(dimension_numbers) -> tuple[tuple[int, ...], ...]:
+    try:
+        (lhs_contract, rhs_contract), (lhs_batch, rhs_batch) = dimension_numbers
+    except (TypeError, ValueError):
+        raise TypeError("dot_general dimension_numbers must be ((lhs_contracting, rhs_contracting), "
+                        f"(lhs_batch, rhs_batch)), got {dimension_numbers!r}") from None
+    return (_index_tuple(lhs_contract, "lhs_contracting"), _index_tuple(rhs_contract, "rhs_contracting"),
+            _index_tuple(lhs_batch, "lhs_batch"), _index_tuple(rhs_batch, "rhs_batch"))
+
+
+def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
+    preferred = None if preferred_element_type is None else core.canonicalize_dtype(preferred_element_type)
+    return core.bind1("dot_general", core.asarray_value(lhs), core.asarray_value(rhs),
+                      dimension_numbers=_flat_dimension_numbers(dimension_numbers),
+                      precision=None, preferred_element_type=preferred)
+
+
+def dot(lhs, rhs, *, dimension_numbers=None, precision=None, preferred_element_type=None):
+    lhs, rhs = core.asarray_value(lhs), core.asarray_value(rhs)
+    if dimension_numbers is None:
+        if not (1 <= lhs.ndim <= 2 and 1 <= rhs.ndim <= 2 and lhs.shape[-1] == rhs.shape[0]):
+            raise ValueError("jax.lax.dot: dimension_numbers must be specified when not performing "
+                             "simple un-batched matrix-matrix, matrix-vector, or vector-vector "
+                             f"products; got lhs_shape={lhs.shape} rhs_shape={rhs.shape}")
+        dimension_numbers = (((lhs.ndim - 1,), (0,)), ((), ()))
+    return dot_general(lhs, rhs, dimension_numbers, precision, preferred_element_type)
+
+
+def batch_matmul(lhs, rhs, precision=None):
+    """Matrix products over the last two dimensions, the leading ones batched."""
+    lhs, rhs = core.asarray_value(lhs), core.asarray_value(rhs)
+    if min(lhs.ndim, rhs.ndim) < 2:
+        raise ValueError(f"Arguments to batch_matmul must be at least 2D, got {lhs.ndim}, {rhs.ndim}")
+    if lhs.ndim != rhs.ndim:
+        raise ValueError(f"Arguments to batch_matmul must have same ndim, got {lhs.ndim}, {rhs.ndim}")
+    batch = tuple(range(lhs.ndim - 2))
+    return dot_general(lhs, rhs, (((lhs.ndim - 1,), (rhs.ndim - 2,)), (batch, batch)), precision)

@@ -14,7 +14,7 @@ def result_type(*args) -> tuple[np.dtype, bool]:
         if core.is_value(a):
             d, w = a.dtype, a.weak_type
         elif core.is_python_scalar(a):
-            d, w = core.python_scalar_dtype(a), True
+            d, w = core.python_scalar_dtype(a), not isinstance(a, bool)  # bools are not weak in JAX
         elif isinstance(a, (np.dtype, type, str)):
             d, w = core.canonicalize_dtype(a), False
         else:

@@ -54,7 +54,12 @@ def _asarray(name, x):
 
 
 def _const(x, value):
-    """A strongly typed rank-0 constant of x's dtype (lax broadcasts it)."""
+    """A rank-0 constant of x's dtype that keeps x's weak type (JAX's lax._const)."""
+    return core.Array.from_numpy(np.asarray(value, dtype=x.dtype), weak_type=x.weak_type)
+
+
+def _constant_like(x, value):
+    """A strongly typed rank-0 constant of x's dtype (JAX's jnp.array(value, x.dtype))."""
     return core.Array.from_numpy(np.asarray(value, dtype=x.dtype), weak_type=False)
 
 
@@ -181,7 +186,7 @@ def _float_divmod(x1, x2):
 def remainder(x1, x2, /):
     """x1 - floor(x1 / x2) * x2: the result has the sign of the divisor."""
     x1, x2 = _promoted(promote_args_numeric, "remainder")(x1, x2)
-    zero = _const(x1, 0)
+    zero = _constant_like(x1, 0)
     if np.issubdtype(x2.dtype, np.integer):
         x2 = _where(equal(x2, 0), _full_like(x2, 1), x2)
     trunc_mod = lax.rem(x1, x2)
@@ -242,7 +247,7 @@ def pow(x1, x2, /):  # noqa: A001 (jnp.pow)
 
 def _pow_int_int(x1, x2):
     """Square-and-multiply over the exponent's low 6 bits (more always overflows)."""
-    zero, one = _const(x2, 0), _const(x2, 1)
+    zero, one = _constant_like(x2, 0), _constant_like(x2, 1)
     acc = _where(lax.bitwise_and(lax.eq(x1, zero), lax.ne(x2, zero)), zero, one)
     for _ in range(6):
         acc = _where(_to_bool(lax.bitwise_and(x2, one)), lax.mul(acc, x1), acc)
@@ -335,12 +340,12 @@ asinh, acosh, atanh = arcsinh, arccosh, arctanh
 
 def log2(x, /):
     (x,) = _promoted(promote_args_inexact, "log2")(x)
-    return lax.div(lax.log(x), lax.log(_const(x, 2)))
+    return lax.div(lax.log(x), lax.log(_constant_like(x, 2)))
 
 
 def log10(x, /):
     (x,) = _promoted(promote_args_inexact, "log10")(x)
-    return lax.mul(lax.log(x), _const(x, 0.4342944819032518))  # 1 / ln(10)
+    return lax.mul(lax.log(x), _constant_like(x, 0.4342944819032518))  # 1 / ln(10)
 
 
 def _logaddexp_with(x1, x2, exp_op, scale):
@@ -571,14 +576,14 @@ def isnan(x, /):
 def isinf(x, /):
     x = _asarray("isinf", x)
     if _is_floating(x.dtype):
-        return lax.eq(lax.abs(x), _const(x, np.inf))
+        return lax.eq(lax.abs(x), _constant_like(x, np.inf))
     return _full_like(x, False, np.bool_)
 
 
 def _is_signed_inf(name, x, infinity):
     x = _asarray(name, x)
     if _is_floating(x.dtype):
-        return lax.eq(x, _const(x, infinity))
+        return lax.eq(x, _constant_like(x, infinity))
     return _full_like(x, False, np.bool_)
 
 
@@ -604,11 +609,11 @@ def signbit(x, /):
     """Whether the sign bit is set (also for -0.0 and negative NaNs)."""
     (x,) = _promoted(promote_args, "signbit")(x)
     if np.issubdtype(x.dtype, np.integer):
-        return lax.lt(x, _const(x, 0))
+        return lax.lt(x, _constant_like(x, 0))
     if x.dtype == np.bool_:
         return _full_like(x, False, np.bool_)
     bits = lax.bitcast_convert_type(x, _SAME_WIDTH_INT[x.dtype.itemsize])
-    return lax.lt(bits, _const(bits, 0))
+    return lax.lt(bits, _constant_like(bits, 0))
 
 
 def copysign(x1, x2, /):
