@@ -1,4 +1,481 @@
-"""meshsim.numpy: reductions."""
+"""meshsim.numpy: reductions, statistics and cumulative operations (as jax.numpy).
+
+The recipes follow jax/_src/numpy/reductions.py: the same dtype rules
+(integer sums widen to the default integer, means are inexact), the same
+handling of `where`, `initial` and `keepdims`, and the same errors."""
 from __future__ import annotations
 
-__all__: list[str] = []
+import builtins
+import math
+
+import numpy as np
+
+from meshsim._src import core
+from meshsim._src.lax import elementwise as lax
+from meshsim._src.lax import reduction as lax_reduction
+from meshsim._src.lax import structural as lax_structural
+from meshsim._src.lax.structural import canonicalize_axis
+from meshsim._src.numpy import sorting, ufuncs
+from meshsim._src.numpy.creation import user_dtype
+from meshsim._src.numpy.promotion import broadcast_to_shape, promote_args_inexact
+
+__all__ = [
+    "sum", "prod", "max", "min", "amax", "amin", "all", "any", "mean", "average", "var", "std",
+    "ptp", "count_nonzero", "median", "argmax", "argmin", "cumsum", "cumprod",
+    "nansum", "nanprod", "nanmax", "nanmin", "nanmean", "nanvar", "nanstd", "nanargmax",
+    "nanargmin", "nancumsum", "nancumprod",
+]
+
+
+# --- dtypes, axes, constants ---------------------------------------------------
+
+def _default_int() -> np.dtype:
+    return core.canonicalize_dtype(np.int64)
+
+
+def _default_float() -> np.dtype:
+    return core.canonicalize_dtype(np.float64)
+
+
+def _promote_integer_dtype(dtype: np.dtype) -> np.dtype:
+    """Bools and narrow integers widen to the default (unsigned) integer, as JAX's sums do."""
+    if dtype == np.bool_:
+        return _default_int()
+    if np.issubdtype(dtype, np.unsignedinteger):
+        return builtins.max(dtype, core.canonicalize_dtype(np.uint64), key=lambda d: d.itemsize)
+    if np.issubdtype(dtype, np.signedinteger):
+        return builtins.max(dtype, _default_int(), key=lambda d: d.itemsize)
+    return dtype
+
+
+def _to_inexact(dtype: np.dtype) -> np.dtype:
+    return dtype if np.issubdtype(dtype, np.floating) else _default_float()
+
+
+def _asarray(name: str, a):
+    if isinstance(a, (list, tuple)):
+        raise TypeError(f"{name} requires ndarray or scalar arguments, got {type(a)} at position 0.")
+    return core.asarray_value(a)
+
+
+def _no_out(name: str, out):
+    if out is not None:
+        raise NotImplementedError(f"The 'out' argument to jnp.{name} is not supported.")
+
+
+def _check_where(name: str, where):
+    if where is None:
+        return None
+    where = core.asarray_value(where)
+    if where.dtype != np.bool_:
+        raise ValueError(f"jnp.{name}: where must be None or a boolean array; got where.dtype={where.dtype!r}.")
+    return where
+
+
+def _reduction_axes(ndim: int, axis) -> tuple[int, ...]:
+    """`axis` (None, an int or a sequence) as distinct non-negative axes."""
+    if axis is None:
+        return tuple(range(ndim))
+    axes = tuple(axis) if isinstance(axis, (tuple, list, np.ndarray)) else (axis,)
+    canonical = tuple(canonicalize_axis(a, ndim) for a in axes)
+    if len(set(canonical)) != len(canonical):
+        raise ValueError(f"duplicate value in 'axis': {axis}")
+    return canonical
+
+
+def _const(value, dtype):
+    """A strongly typed rank-0 constant (lax ops broadcast it)."""
+    return core.Array.from_numpy(np.asarray(value, dtype=dtype), weak_type=False)
+
+
+def _identity(dtype: np.dtype, value) -> np.ndarray:
+    """A reduction's identity in `dtype`; infinities clip to an integer type's range."""
+    if dtype == np.bool_:
+        return np.asarray(value > 0, dtype)
+    if np.issubdtype(dtype, np.integer) and np.isinf(value):
+        info = np.iinfo(dtype)
+        return np.asarray(info.min if value < 0 else info.max, dtype)
+    return np.asarray(value, dtype)
+
+
+def _isnan(x):
+    return lax.ne(x, x)
+
+
+def _ravel(x):
+    return lax_structural.reshape(x, (x.size,))
+
+
+# --- reductions with an identity (or an `initial`) --------------------------------
+
+# The lax op that folds `initial` into a result, per primitive.
+_COMBINE = {"reduce_sum": lax.add, "reduce_prod": lax.mul, "reduce_max": lax.max,
+            "reduce_min": lax.min, "reduce_and": lax.bitwise_and, "reduce_or": lax.bitwise_or}
+# Sums and products of bools are or/and (the numeric primitives take no bools).
+_BOOL_PRIM = {"reduce_sum": "reduce_or", "reduce_prod": "reduce_and"}
+
+
+def _reduction(a, name: str, prim: str, identity, *, has_identity: bool = True, preproc=None,
+               axis=None, dtype=None, out=None, keepdims: bool = False, initial=None, where=None,
+               promote_integers: bool = False):
+    _no_out(name, out)
+    a = _asarray(name, a)
+    where = _check_where(name, where)
+    if initial is None and not has_identity and where is not None:
+        raise ValueError(f"reduction operation {name} does not have an identity, so to use a where "
+                         "mask one has to specify 'initial'")
+    if preproc is not None:
+        a = preproc(a)
+    axes = _reduction_axes(a.ndim, axis)
+    if initial is None and not has_identity and builtins.any(a.shape[d] == 0 for d in axes):
+        raise ValueError(f"zero-size array to reduction operation {name} which has no identity")
+    if dtype is None:
+        result_dtype = _promote_integer_dtype(a.dtype) if promote_integers else a.dtype
+    else:
+        result_dtype = user_dtype(dtype)
+    a = core.convert_element_type(a, result_dtype)
+    if result_dtype == np.bool_:
+        prim = _BOOL_PRIM.get(prim, prim)
+    if where is not None:
+        a = ufuncs.where(where, a, _const(_identity(result_dtype, identity), result_dtype))
+    result = core.bind1(prim, a, axes=axes)
+    if initial is not None:
+        initial = core.convert_element_type(initial, result_dtype)
+        if initial.shape != ():
+            raise ValueError(f"initial value must be a scalar. Got array of shape {initial.shape}")
+        result = _COMBINE[prim](initial, result)
+    if keepdims:
+        result = lax_structural.expand_dims(result, axes)
+    return core.convert_element_type(result, result_dtype)
+
+
+def _numeric(a):
+    """Bools count as the default integer (jnp.sum of bools counts them)."""
+    return core.convert_element_type(a, _default_int()) if a.dtype == np.bool_ else a
+
+
+def _boolean(a):
+    return core.convert_element_type(a, np.bool_)
+
+
+def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None,  # noqa: A001
+        promote_integers=True):
+    return _reduction(a, "sum", "reduce_sum", 0, preproc=_numeric, axis=axis, dtype=dtype, out=out,
+                      keepdims=keepdims, initial=initial, where=where, promote_integers=promote_integers)
+
+
+def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None,
+         promote_integers=True):
+    return _reduction(a, "prod", "reduce_prod", 1, preproc=_numeric, axis=axis, dtype=dtype, out=out,
+                      keepdims=keepdims, initial=initial, where=where, promote_integers=promote_integers)
+
+
+def max(a, axis=None, out=None, keepdims=False, initial=None, where=None):  # noqa: A001
+    return _reduction(a, "max", "reduce_max", -np.inf, has_identity=False, axis=axis, out=out,
+                      keepdims=keepdims, initial=initial, where=where)
+
+
+def min(a, axis=None, out=None, keepdims=False, initial=None, where=None):  # noqa: A001
+    return _reduction(a, "min", "reduce_min", np.inf, has_identity=False, axis=axis, out=out,
+                      keepdims=keepdims, initial=initial, where=where)
+
+
+amax = max
+amin = min
+
+
+def all(a, axis=None, out=None, keepdims=False, *, where=None):  # noqa: A001
+    return _reduction(a, "all", "reduce_and", True, preproc=_boolean, axis=axis, out=out,
+                      keepdims=keepdims, where=where)
+
+
+def any(a, axis=None, out=None, keepdims=False, *, where=None):  # noqa: A001
+    return _reduction(a, "any", "reduce_or", False, preproc=_boolean, axis=axis, out=out,
+                      keepdims=keepdims, where=where)
+
+
+# --- statistics -------------------------------------------------------------------
+
+def _count(a, axis, keepdims: bool, where, dtype):
+    """How many elements each output reduces (those `where` selects, if given)."""
+    if where is None:
+        axes = _reduction_axes(a.ndim, axis)
+        return _const(math.prod(a.shape[d] for d in axes), dtype)
+    return sum(broadcast_to_shape(where, a.shape), axis, dtype=dtype, keepdims=keepdims)
+
+
+def _mean(a, axis=None, dtype=None, keepdims=False, where=None):
+    result_dtype = _to_inexact(a.dtype) if dtype is None else user_dtype(dtype)
+    total = sum(a, axis, dtype=result_dtype, keepdims=keepdims, where=where)
+    return core.convert_element_type(lax.div(total, _count(a, axis, keepdims, where, result_dtype)),
+                                     result_dtype)
+
+
+def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
+    _no_out("mean", out)
+    return _mean(_asarray("mean", a), axis, dtype, keepdims, _check_where("mean", where))
+
+
+def _var_dtypes(a_dtype: np.dtype, dtype) -> tuple[np.dtype, np.dtype]:
+    """(computation dtype, result dtype) of var/std."""
+    if dtype is not None:
+        dtype = user_dtype(dtype)
+        return dtype, dtype
+    return _to_inexact(a_dtype), _to_inexact(a_dtype)
+
+
+def _correction(ddof, correction):
+    if correction is None:
+        return ddof
+    if not isinstance(ddof, int) or ddof != 0:
+        raise ValueError("ddof and correction can't be provided simultaneously.")
+    return correction
+
+
+def _var(name, a, axis, dtype, out, correction, keepdims, where, a_mean):
+    _no_out(name, out)
+    a = _asarray(name, a)
+    where = _check_where(name, where)
+    computation_dtype, dtype = _var_dtypes(a.dtype, dtype)
+    a = core.convert_element_type(a, computation_dtype)
+    if a_mean is None:
+        a_mean = _mean(a, axis, computation_dtype, keepdims=True, where=where)
+    else:
+        a_mean = core.convert_element_type(core.asarray_value(a_mean), computation_dtype)
+    centered = lax.square(ufuncs.subtract(a, a_mean))
+    normalizer = lax.sub(_count(a, axis, keepdims, where, computation_dtype),
+                         _const(correction, computation_dtype))
+    result = sum(centered, axis, dtype=computation_dtype, keepdims=keepdims, where=where)
+    result = core.convert_element_type(lax.div(result, normalizer), dtype)
+    return ufuncs.where(lax.gt(normalizer, _const(0, computation_dtype)), result, np.nan)
+
+
+def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None, mean=None,
+        correction=None):
+    return _var("var", a, axis, dtype, out, _correction(ddof, correction), keepdims, where, mean)
+
+
+def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None, mean=None,
+        correction=None):
+    return lax.sqrt(_var("std", a, axis, dtype, out, _correction(ddof, correction), keepdims, where, mean))
+
+
+def ptp(a, axis=None, out=None, keepdims=False):
+    _no_out("ptp", out)
+    return lax.sub(max(a, axis, keepdims=keepdims), min(a, axis, keepdims=keepdims))
+
+
+def count_nonzero(a, axis=None, keepdims=False):
+    a = _asarray("count_nonzero", a)
+    return sum(lax.ne(a, _const(0, a.dtype)), axis=axis, dtype=_default_int(), keepdims=keepdims)
+
+
+def average(a, axis=None, weights=None, returned=False, keepdims=False):
+    a = _asarray("average", a)
+    axes = _reduction_axes(a.ndim, axis)
+    if weights is None:
+        a, = promote_args_inexact(a)
+        avg = mean(a, axis=axis, keepdims=keepdims)
+        weights_sum = _const(math.prod(a.shape[d] for d in axes), avg.dtype)
+    else:
+        weights = core.asarray_value(weights)
+        if weights.shape != a.shape:
+            weights = _weights_along(a, weights, axis, axes)
+        a, weights = promote_args_inexact(a, weights)
+        weights_sum = sum(weights, axis=axis, keepdims=keepdims)
+        avg = ufuncs.true_divide(sum(ufuncs.multiply(a, weights), axis=axis, keepdims=keepdims),
+                                 weights_sum)
+    if returned:
+        return avg, broadcast_to_shape(weights_sum, avg.shape)
+    return avg
+
+
+def _weights_along(a, weights, axis, axes):
+    """Weights given per reduced axis, reshaped to broadcast against `a` (as JAX accepts them)."""
+    if axis is None:
+        raise ValueError("Axis must be specified when shapes of a and weights differ.")
+    if weights.shape != tuple(a.shape[d] for d in axes):
+        raise ValueError("Shape of weights must be consistent with shape of a along specified axis.")
+    weights = lax_structural.transpose(weights, tuple(int(i) for i in np.argsort(axes)))
+    return lax_structural.reshape(weights, tuple(n if d in axes else 1 for d, n in enumerate(a.shape)))
+
+
+def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    """The midpoint of the two middle values of each sorted slice; NaN if the slice has one."""
+    _no_out("median", out)
+    a, = promote_args_inexact(_asarray("median", a))
+    a = core.convert_element_type(a, a.dtype)  # a weakly typed scalar gives a strong result
+    axes = _reduction_axes(a.ndim, axis)
+    kept = [d for d in range(a.ndim) if d not in axes]
+    n = math.prod(a.shape[d] for d in axes)
+    rows = lax_structural.reshape(lax_structural.transpose(a, tuple(kept + list(axes))),
+                                  tuple(a.shape[d] for d in kept) + (n,))
+    if n == 0:
+        result = lax_structural.full(rows.shape[:-1], np.nan, a.dtype)
+    else:
+        s = sorting.sort(rows, axis=-1)
+        last = s.ndim - 1
+        low = lax_structural.index_in_dim(s, (n - 1) // 2, axis=last, keepdims=False)
+        high = lax_structural.index_in_dim(s, n // 2, axis=last, keepdims=False)
+        result = lax.mul(lax.add(low, high), _const(0.5, a.dtype))
+        result = ufuncs.where(any(_isnan(rows), axis=-1), np.nan, result)
+    if keepdims:
+        result = lax_structural.expand_dims(result, axes)
+    return result
+
+
+# --- argmax / argmin ------------------------------------------------------------
+
+def _arg_reduction(name: str, lax_fn):
+    def arg_reduction(a, axis=None, out=None, keepdims=None):
+        _no_out(name, out)
+        a = _asarray(name, a)
+        if axis is None:
+            dims, a, axis = tuple(range(a.ndim)), _ravel(a), 0
+        else:
+            axis = canonicalize_axis(axis, a.ndim)
+            dims = (axis,)
+        if a.shape[axis] == 0:
+            raise ValueError(f"attempt to get {name} of an empty sequence")
+        result = lax_fn(a, axis, _default_int())
+        return lax_structural.expand_dims(result, dims) if keepdims else result
+    arg_reduction.__name__ = arg_reduction.__qualname__ = name
+    return arg_reduction
+
+
+argmax = _arg_reduction("argmax", lax_reduction.argmax)
+argmin = _arg_reduction("argmin", lax_reduction.argmin)
+
+
+# --- cumulative -----------------------------------------------------------------
+
+def _cumulative(name: str, a, axis, dtype, out, lax_fn, nan_fill=None):
+    _no_out(name, out)
+    a = _asarray(name, a)
+    if axis is None or a.ndim == 0:
+        a = _ravel(a)
+    axis = canonicalize_axis(0 if axis is None else axis, a.ndim)
+    if nan_fill is not None and np.issubdtype(a.dtype, np.floating):
+        a = ufuncs.where(_isnan(a), _const(nan_fill, a.dtype), a)
+    if dtype is None:
+        result_dtype = _promote_integer_dtype(a.dtype) if a.dtype == np.bool_ else a.dtype
+        computation_dtype = result_dtype
+    elif user_dtype(dtype) == np.bool_:
+        # Scanning in bool means "any so far": count the nonzeros, then test.
+        result_dtype = np.dtype(np.bool_)
+        if a.dtype != np.bool_:
+            a = lax.ne(a, _const(0, a.dtype))
+        computation_dtype = _promote_integer_dtype(result_dtype)
+    else:
+        result_dtype = computation_dtype = user_dtype(dtype)
+    result = lax_fn(core.convert_element_type(a, computation_dtype), axis)
+    return core.convert_element_type(result, result_dtype)
+
+
+def cumsum(a, axis=None, dtype=None, out=None):
+    return _cumulative("cumsum", a, axis, dtype, out, lax_reduction.cumsum)
+
+
+def cumprod(a, axis=None, dtype=None, out=None):
+    return _cumulative("cumprod", a, axis, dtype, out, lax_reduction.cumprod)
+
+
+def nancumsum(a, axis=None, dtype=None, out=None):
+    return _cumulative("nancumsum", a, axis, dtype, out, lax_reduction.cumsum, nan_fill=0)
+
+
+def nancumprod(a, axis=None, dtype=None, out=None):
+    return _cumulative("nancumprod", a, axis, dtype, out, lax_reduction.cumprod, nan_fill=1)
+
+
+# --- NaN-ignoring variants ---------------------------------------------------------
+
+def _nan_reduction(a, name: str, reduction, identity, nan_if_all_nan: bool, axis=None,
+                   keepdims=False, where=None, **kwargs):
+    """`reduction` with NaNs replaced by its identity; all-NaN slices give NaN if asked."""
+    a = _asarray(name, a)
+    where = _check_where(name, where)
+    if not np.issubdtype(a.dtype, np.floating):
+        return reduction(a, axis=axis, keepdims=keepdims, where=where, **kwargs)
+    nan = _isnan(a)
+    out = reduction(ufuncs.where(nan, _const(identity, a.dtype), a), axis=axis, keepdims=keepdims,
+                    where=where, **kwargs)
+    if nan_if_all_nan:
+        return ufuncs.where(all(nan, axis=axis, keepdims=keepdims), _const(np.nan, a.dtype), out)
+    return out
+
+
+def nansum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+    _no_out("nansum", out)
+    return _nan_reduction(a, "nansum", sum, 0, False, axis, keepdims, where, dtype=dtype, initial=initial)
+
+
+def nanprod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+    _no_out("nanprod", out)
+    return _nan_reduction(a, "nanprod", prod, 1, False, axis, keepdims, where, dtype=dtype, initial=initial)
+
+
+def nanmax(a, axis=None, out=None, keepdims=False, initial=None, where=None):
+    _no_out("nanmax", out)
+    return _nan_reduction(a, "nanmax", max, -np.inf, initial is None, axis, keepdims, where, initial=initial)
+
+
+def nanmin(a, axis=None, out=None, keepdims=False, initial=None, where=None):
+    _no_out("nanmin", out)
+    return _nan_reduction(a, "nanmin", min, np.inf, initial is None, axis, keepdims, where, initial=initial)
+
+
+def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
+    _no_out("nanmean", out)
+    a = _asarray("nanmean", a)
+    where = _check_where("nanmean", where)
+    if not np.issubdtype(a.dtype, np.floating):
+        return _mean(a, axis, dtype, keepdims, where)
+    dtype = a.dtype if dtype is None else user_dtype(dtype)
+    count = sum(lax.bitwise_not(_isnan(a)), axis=axis, dtype=dtype, keepdims=keepdims, where=where)
+    return lax.div(nansum(a, axis, dtype=dtype, keepdims=keepdims, where=where), count)
+
+
+def _nanvar(name, a, axis, dtype, out, ddof, keepdims, where, a_mean):
+    _no_out(name, out)
+    a = _asarray(name, a)
+    where = _check_where(name, where)
+    computation_dtype, dtype = _var_dtypes(a.dtype, dtype)
+    a = core.convert_element_type(a, computation_dtype)
+    if a_mean is None:
+        a_mean = nanmean(a, axis, dtype=computation_dtype, keepdims=True, where=where)
+    else:
+        a_mean = core.convert_element_type(core.asarray_value(a_mean), computation_dtype)
+    nan = _isnan(a)
+    centered = lax.square(ufuncs.where(nan, _const(0, computation_dtype), ufuncs.subtract(a, a_mean)))
+    count = lax.sub(sum(lax.bitwise_not(nan), axis=axis, keepdims=keepdims, where=where),
+                    _const(ddof, _default_int()))
+    empty = lax.le(count, _const(0, count.dtype))
+    result = ufuncs.where(empty, np.nan, sum(centered, axis, keepdims=keepdims, where=where))
+    divisor = core.convert_element_type(ufuncs.where(empty, 1, count), result.dtype)
+    return core.convert_element_type(lax.div(result, divisor), dtype)
+
+
+def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, mean=None):
+    return _nanvar("nanvar", a, axis, dtype, out, ddof, keepdims, where, mean)
+
+
+def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, mean=None):
+    return lax.sqrt(_nanvar("nanstd", a, axis, dtype, out, ddof, keepdims, where, mean))
+
+
+def _nan_arg_reduction(name: str, arg_reduction, fill):
+    def nan_arg_reduction(a, axis=None, out=None, keepdims=None):
+        _no_out(name, out)
+        a = _asarray(name, a)
+        if not np.issubdtype(a.dtype, np.floating):
+            return arg_reduction(a, axis=axis, keepdims=keepdims)
+        nan = _isnan(a)
+        result = arg_reduction(ufuncs.where(nan, _const(fill, a.dtype), a), axis=axis, keepdims=keepdims)
+        return ufuncs.where(all(nan, axis=axis, keepdims=keepdims), _const(-1, result.dtype), result)
+    nan_arg_reduction.__name__ = nan_arg_reduction.__qualname__ = name
+    return nan_arg_reduction
+
+
+nanargmax = _nan_arg_reduction("nanargmax", argmax, -np.inf)
+nanargmin = _nan_arg_reduction("nanargmin", argmin, np.inf)
