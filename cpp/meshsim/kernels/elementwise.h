@@ -5,6 +5,9 @@
 // operand from `broadcast_in_dim` costs no more than a contiguous one.
 #pragma once
 #include <array>
+#include <cmath>
+
+#include <xsimd/xsimd.hpp>
 
 #include "meshsim/core/tensor.h"
 #include "meshsim/kernels/strided.h"
@@ -127,6 +130,38 @@ Tensor map_ternary(const Tensor& x, const Tensor& y, const Tensor& z, Op op) {
                       o[i] = op(a[off[0] + i * st[0]], b[off[1] + i * st[1]], c[off[2] + i * st[2]]);
                     o += n;
                   });
+  return out;
+}
+
+// A floating-point map in SIMD batches (xsimd, for the ISA the build targets):
+// `vec_op` maps an xsimd::batch<T>, `scalar_op` a T. Every element goes through
+// the same path whatever its position (the tail runs as a zero-padded batch),
+// except that elements with |x| >= `vec_limit` take `scalar_op`: for functions
+// whose vector form is only accurate on part of the domain (exp near overflow).
+template <class T, class VecOp, class ScalarOp>
+Tensor map_unary_simd(const Tensor& x, VecOp vec_op, ScalarOp scalar_op, T vec_limit) {
+  using Batch = xsimd::batch<T>;
+  constexpr int64_t lanes = Batch::size;
+  const Tensor in = x.contiguous();
+  Tensor out = Tensor::empty(x.dtype(), x.shape());
+  const T* a = in.data<T>();
+  T* o = out.data<T>();
+  auto run = [&](const T* src, T* dst) {
+    const Batch v = Batch::load_unaligned(src);
+    vec_op(v).store_unaligned(dst);
+    if (xsimd::any(xsimd::abs(v) >= Batch(vec_limit)))
+      for (int64_t k = 0; k < lanes; ++k)
+        if (std::abs(src[k]) >= vec_limit) dst[k] = scalar_op(src[k]);
+  };
+  const int64_t n = in.size();
+  int64_t i = 0;
+  for (; i + lanes <= n; i += lanes) run(a + i, o + i);
+  if (i < n) {
+    T src[lanes] = {}, dst[lanes];
+    std::copy(a + i, a + n, src);
+    run(src, dst);
+    std::copy(dst, dst + (n - i), o + i);
+  }
   return out;
 }
 

@@ -71,6 +71,7 @@ typename Simd<T>::type reduce_run_simd(const T* x, int64_t n, const Op& op) {
   for (int64_t k = 0; k < kVectors; ++k) v[k] = S::load(x + k * S::lanes);
   for (int64_t i = step; i < n; i += step)
     for (int64_t k = 0; k < kVectors; ++k) v[k] = op(v[k], S::load(x + i + k * S::lanes));
+  static_assert(kVectors == 4, "the final tree below combines four accumulators");
   return op(op(v[0], v[1]), op(v[2], v[3]));
 }
 

@@ -57,18 +57,21 @@ template <class T> T rem_op(T x, T y) {
   }
 }
 
-// max/min propagate NaN and order -0 below +0, as XLA does.
+// max/min propagate NaN and order -0 below +0, as XLA does; written as
+// selects so that the loops vectorise.
 template <class T> T max_op(T x, T y) {
   if constexpr (std::is_floating_point_v<T>) {
-    if (std::isnan(x) || std::isnan(y)) return x + y;
-    if (x == y) return std::signbit(x) ? y : x;
+    T larger = x > y ? x : y;
+    larger = x == y ? (std::signbit(x) ? y : x) : larger;
+    return x != x ? x : y != y ? y : larger;
   }
   return x > y ? x : y;
 }
 template <class T> T min_op(T x, T y) {
   if constexpr (std::is_floating_point_v<T>) {
-    if (std::isnan(x) || std::isnan(y)) return x + y;
-    if (x == y) return std::signbit(x) ? x : y;
+    T smaller = x < y ? x : y;
+    smaller = x == y ? (std::signbit(x) ? x : y) : smaller;
+    return x != x ? x : y != y ? y : smaller;
   }
   return x < y ? x : y;
 }
@@ -96,7 +99,8 @@ template <class T> T logistic_op(T x) {
 // and log, with the multiply-adds XLA fuses into FMAs on CPU (written as
 // explicit fmaf, so the result does not depend on the target ISA). The other
 // products and sums must stay unfused: fp-contract=off.
-#define MESHSIM_NO_CONTRACT __attribute__((optimize("fp-contract=off")))
+// A clone for CPUs with FMA turns each fmaf into one instruction.
+#define MESHSIM_NO_CONTRACT __attribute__((optimize("fp-contract=off"), target_clones("fma", "default")))
 
 // XLA:CPU's log (the Cephes polynomial of Eigen) for x > 0.
 MESHSIM_NO_CONTRACT float xla_log_f32(float x) {
@@ -167,6 +171,7 @@ MESHSIM_NO_CONTRACT float erf_inv_f32(float x) {
   for (int i = 1; i < 9; ++i) p = std::fmaf(p, v, c[i]);
   return std::fabs(x) == 1.0f ? x * std::numeric_limits<float>::infinity() : p * x;
 }
+#undef MESHSIM_NO_CONTRACT
 
 // float64: the float32 estimate refined by Newton steps on erf(y) = x, which
 // reach full double precision (XLA has its own f64 polynomial; x64 is opt-in).
@@ -327,6 +332,27 @@ void unary(const std::string& name, Op op) {
   register_primitive(std::move(p));
 }
 
+// A floating-point unary op computed in SIMD batches: VecOp maps an
+// xsimd::batch, ScalarOp a scalar (used where |x| >= vec_limit; see
+// map_unary_simd). Both must agree to a few ulp.
+template <class VecOp, class ScalarOp>
+void unary_simd(const std::string& name, VecOp vec_op, ScalarOp scalar_op,
+                double vec_limit = std::numeric_limits<double>::infinity()) {
+  Primitive p;
+  p.name = name;
+  p.abstract_eval = [name](const Avals& in, const Params&) {
+    return same_type_as_input(name, Accepts::Float, in);
+  };
+  p.kernel = [vec_op, scalar_op, vec_limit](const Tensors& in, const Params&, const Avals&) {
+    return dispatch_float(in[0].dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      return Tensors{map_unary_simd<T>(in[0], vec_op, [&](T x) { return static_cast<T>(scalar_op(x)); },
+                                       static_cast<T>(vec_limit))};
+    });
+  };
+  register_primitive(std::move(p));
+}
+
 // A unary test with a boolean result (is_finite).
 template <Accepts A, class Op>
 void unary_predicate(const std::string& name, Op op) {
@@ -334,7 +360,7 @@ void unary_predicate(const std::string& name, Op op) {
   p.name = name;
   p.abstract_eval = [name](const Avals& in, const Params&) {
     check_dtype(name, A, in[0].dtype);
-    return Avals{like(in[0], in[0].shape, DType::Bool)};
+    return Avals{like(in[0], in[0].shape, DType::Bool, in[0].weak_type)};
   };
   p.kernel = [op](const Tensors& in, const Params&, const Avals&) {
     return dispatch_accepted<A>(in[0].dtype(), [&](auto tag) {
@@ -499,9 +525,12 @@ struct CaseSource {
 Tensor select_n_kernel(const Tensors& in, const Avals& out) {
   const int64_t last = static_cast<int64_t>(in.size()) - 2;
   auto clamp_index = [last](auto w) -> int64_t {
-    if constexpr (std::is_same_v<decltype(w), bool>) return w ? std::min<int64_t>(1, last) : 0;
-    if (w <= 0) return 0;
-    return static_cast<uint64_t>(w) > static_cast<uint64_t>(last) ? last : static_cast<int64_t>(w);
+    if constexpr (std::is_same_v<decltype(w), bool>) {
+      return w ? std::min<int64_t>(1, last) : 0;
+    } else {
+      if (w <= 0) return 0;
+      return static_cast<uint64_t>(w) > static_cast<uint64_t>(last) ? last : static_cast<int64_t>(w);
+    }
   };
   const Tensor& which = in[0];
   if (which.ndim() == 0) {  // one case wins everywhere: return it as is
@@ -511,7 +540,10 @@ Tensor select_n_kernel(const Tensors& in, const Avals& out) {
     });
     return in[1 + w];
   }
-  const Tensor index = dispatch_bitwise(which.dtype(), [&](auto tag) {
+  // A contiguous bool `which` over two cases (jnp.where) is read as is;
+  // anything else becomes a contiguous int32 index first.
+  const bool direct = is_bool(which.dtype()) && which.is_contiguous() && in.size() == 3;
+  const Tensor index = direct ? which : dispatch_bitwise(which.dtype(), [&](auto tag) {
     using W = decltype(tag);
     return map_unary<W, int32_t>(which, DType::Int32, [&](W w) { return static_cast<int32_t>(clamp_index(w)); });
   });
@@ -528,8 +560,14 @@ Tensor select_n_kernel(const Tensors& in, const Avals& out) {
     }
     Tensor result = Tensor::empty(out[0].dtype, out[0].shape);
     U* o = result.data<U>();
-    const int32_t* w = index.data<int32_t>();
     const int64_t n = result.size();
+    if (direct) {
+      const bool* w = index.data<bool>();
+      const CaseSource<U> c0 = cases[0], c1 = cases[1];
+      for (int64_t i = 0; i < n; ++i) o[i] = w[i] ? c1.data[i * c1.step] : c0.data[i * c0.step];
+      return result;
+    }
+    const int32_t* w = index.data<int32_t>();
     for (int64_t i = 0; i < n; ++i) {
       const CaseSource<U>& c = cases[w[i]];
       o[i] = c.data[i * c.step];
@@ -646,17 +684,18 @@ void register_elementwise_primitives() {
   unary<Accepts::Numeric>("square", [](auto x) { return mul_op(x, x); });
   unary<Accepts::Float>("floor", [](auto x) { return std::floor(x); });
   unary<Accepts::Float>("ceil", [](auto x) { return std::ceil(x); });
-  unary<Accepts::Float>("exp", [](auto x) { return std::exp(x); });
+  // xsimd's exp overflows and loses the subnormal range slightly early: |x| >= 87 runs std::exp.
+  unary_simd("exp", [](auto x) { return xsimd::exp(x); }, [](auto x) { return std::exp(x); }, 87.0);
   unary<Accepts::Float>("exp2", [](auto x) { return std::exp2(x); });
-  unary<Accepts::Float>("log", [](auto x) { return std::log(x); });
-  unary<Accepts::Float>("log1p", [](auto x) { return std::log1p(x); });
-  unary<Accepts::Float>("expm1", [](auto x) { return std::expm1(x); });
+  unary_simd("log", [](auto x) { return xsimd::log(x); }, [](auto x) { return std::log(x); });
+  unary_simd("log1p", [](auto x) { return xsimd::log1p(x); }, [](auto x) { return std::log1p(x); });
+  unary_simd("expm1", [](auto x) { return xsimd::expm1(x); }, [](auto x) { return std::expm1(x); }, 87.0);
   unary<Accepts::Float>("sqrt", [](auto x) { return std::sqrt(x); });
   unary<Accepts::Float>("rsqrt", [](auto x) { return decltype(x)(1) / std::sqrt(x); });
   unary<Accepts::Float>("cbrt", [](auto x) { return std::cbrt(x); });
-  unary<Accepts::Float>("tanh", [](auto x) { return std::tanh(x); });
-  unary<Accepts::Float>("sin", [](auto x) { return std::sin(x); });
-  unary<Accepts::Float>("cos", [](auto x) { return std::cos(x); });
+  unary_simd("tanh", [](auto x) { return xsimd::tanh(x); }, [](auto x) { return std::tanh(x); });
+  unary_simd("sin", [](auto x) { return xsimd::sin(x); }, [](auto x) { return std::sin(x); });
+  unary_simd("cos", [](auto x) { return xsimd::cos(x); }, [](auto x) { return std::cos(x); });
   unary<Accepts::Float>("tan", [](auto x) { return std::tan(x); });
   unary<Accepts::Float>("asin", [](auto x) { return std::asin(x); });
   unary<Accepts::Float>("acos", [](auto x) { return std::acos(x); });
@@ -666,7 +705,9 @@ void register_elementwise_primitives() {
   unary<Accepts::Float>("asinh", [](auto x) { return std::asinh(x); });
   unary<Accepts::Float>("acosh", [](auto x) { return std::acosh(x); });
   unary<Accepts::Float>("atanh", [](auto x) { return std::atanh(x); });
-  unary<Accepts::Float>("logistic", [](auto x) { return logistic_op(x); });
+  unary_simd(
+      "logistic", [](auto x) { return decltype(x)(1) / (decltype(x)(1) + xsimd::exp(-x)); },
+      [](auto x) { return logistic_op(x); }, 87.0);
   unary<Accepts::Float>("erf", [](auto x) { return std::erf(x); });
   unary<Accepts::Float>("erfc", [](auto x) { return std::erfc(x); });
   unary<Accepts::Float>("erf_inv", [](auto x) { return erf_inv_op(x); });

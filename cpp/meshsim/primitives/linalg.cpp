@@ -81,7 +81,8 @@ void check_operand_dims(const char* side, const Aval& x, const IntList& contract
                     "_contracting ", param_value_str(contract), ".");
 }
 
-// XLA's HigherPrecisionType: the operand type that wins when they differ.
+// XLA's HigherPrecisionType: the operand type that wins when they differ
+// (floats over integers, wider over narrower, signed over unsigned).
 int precision_rank(DType dt) {
   const int bits = static_cast<int>(itemsize(dt) * 8);
   if (is_floating(dt)) return 1000 + bits;
@@ -89,13 +90,10 @@ int precision_rank(DType dt) {
   return 2 * bits + (is_signed_int(dt) ? 1 : 0);
 }
 
+DType higher_precision(DType a, DType b) { return precision_rank(a) >= precision_rank(b) ? a : b; }
+
 DType dot_result_dtype(const Aval& x, const Aval& y, const Params& params) {
-  DType dt = x.dtype;
-  if (x.dtype != y.dtype) {
-    if (precision_rank(x.dtype) == precision_rank(y.dtype))
-      fail<TypeError>("lax.dot_general argument type error: ", dtype_name(x.dtype), ", ", dtype_name(y.dtype));
-    dt = precision_rank(x.dtype) > precision_rank(y.dtype) ? x.dtype : y.dtype;
-  }
+  const DType dt = higher_precision(x.dtype, y.dtype);
   if (params.is_none("preferred_element_type")) return dt;
   const DType preferred = params.get<DType>("preferred_element_type");
   const int bits = is_bool(dt) ? 1 : static_cast<int>(itemsize(dt) * 8);
@@ -281,12 +279,14 @@ std::pair<Tensor, Matrices> blas_readable(const Tensor& t, const IntList& batch,
 }
 
 Tensors dot_general_kernel(const Tensors& in, const Params& params, const Avals& out) {
-  const DType dt = out[0].dtype;
-  // Mixed or preferred types: both operands are computed in the result type.
+  // Operands are computed in the result type, except that a product of floats
+  // wanted as integers is computed in floats and converted, as XLA does.
+  const DType in_dt = higher_precision(in[0].dtype(), in[1].dtype());
+  const DType dt = is_floating(in_dt) && !is_floating(out[0].dtype) ? in_dt : out[0].dtype;
   const Tensor x = cast(in[0], dt), y = cast(in[1], dt);
   const DotDims d = dot_dims(params, x.ndim(), y.ndim());
   Tensor result = Tensor::empty(dt, out[0].shape);
-  if (result.size() == 0) return {result};
+  if (result.size() == 0) return {cast(result, out[0].dtype)};
   if (!is_floating(dt)) {
     dispatch_bitwise(dt, [&](auto tag) {
       loop_batched(packed(x, d.lhs_batch, d.lhs_free, d.lhs_contract),
@@ -305,7 +305,7 @@ Tensors dot_general_kernel(const Tensors& in, const Params& params, const Avals&
     auto [b, mb] = blas_readable(y, d.rhs_batch, d.rhs_contract, d.rhs_free);
     blas_batched<T>(ma, mb, a.template data<T>(), b.template data<T>(), c);
   });
-  return {result};
+  return {cast(result, out[0].dtype)};
 }
 
 }  // namespace

@@ -128,9 +128,25 @@ bool better(T v, T b) {
   return is_nan(v) || (kMax ? v > b : v < b);
 }
 
+// The winning index of a contiguous row: its extremum (NaN if it holds one)
+// by a vectorised reduction, then the first occurrence of that value.
+template <class T, bool kMax>
+int64_t arg_reduce_row(const T* row, int64_t n) {
+  using Op = std::conditional_t<kMax, Max<T>, Min<T>>;
+  const T best = reduce_detail::reduce_run<true>(row, n, 1, Op{});
+  int64_t i = 0;
+  if (is_nan(best)) while (!is_nan(row[i])) ++i;
+  else while (row[i] != best) ++i;
+  return i;
+}
+
 // x viewed as [outer, n, inner] (contiguous); writes the winning index along n.
 template <class T, bool kMax, class I>
 void arg_reduce(const T* x, int64_t outer, int64_t n, int64_t inner, I* out) {
+  if (inner == 1) {
+    for (int64_t o = 0; o < outer; ++o) out[o] = static_cast<I>(arg_reduce_row<T, kMax>(x + o * n, n));
+    return;
+  }
   std::vector<T> best(inner);
   for (int64_t o = 0; o < outer; ++o, x += n * inner, out += inner) {
     std::copy(x, x + inner, best.begin());
@@ -201,7 +217,12 @@ void scan(T* x, const Blocks& b, bool reverse, const Op& op) {
   const int64_t step = reverse ? -b.inner : b.inner;
   for (int64_t o = 0; o < b.outer; ++o) {
     T* first = x + o * b.n * b.inner + (reverse ? (b.n - 1) * b.inner : 0);
-    for (int64_t r = 1; r < b.n; ++r) combine(first + r * step, first + (r - 1) * step, b.inner, op);
+    if (b.inner == 1) {
+      T acc = first[0];  // carried in a register, not reloaded from the store
+      for (int64_t r = 1; r < b.n; ++r) first[r * step] = acc = op(acc, first[r * step]);
+    } else {
+      for (int64_t r = 1; r < b.n; ++r) combine(first + r * step, first + (r - 1) * step, b.inner, op);
+    }
   }
 }
 

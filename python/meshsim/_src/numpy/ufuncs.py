@@ -444,6 +444,8 @@ def round(a, decimals=0, out=None):  # noqa: A001 (jnp.round)
     decimals = operator.index(decimals)
     if out is not None:
         raise NotImplementedError("The 'out' argument to jnp.round is not supported.")
+    if a.dtype == np.bool_:
+        raise ValueError("jnp.round does not accept boolean inputs (data type bool is not inexact)")
     if np.issubdtype(a.dtype, np.integer):
         if decimals < 0:
             raise NotImplementedError("integer np.round not implemented for decimals < 0")

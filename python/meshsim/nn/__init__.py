@@ -1,0 +1,3 @@
+"""meshsim.nn: activations, softmax, one_hot (as jax.nn)."""
+from meshsim._src.nn import *  # noqa: F401,F403
+from meshsim._src.nn import __all__  # noqa: F401
