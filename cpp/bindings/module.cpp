@@ -7,6 +7,7 @@ namespace py = pybind11;
 void init_arrays(py::module_& m);
 void init_tracing(py::module_& m);
 void init_dtypes(py::module_& m);
+void init_mapping(py::module_& m);
 
 void init_dtypes(py::module_& m) {
   m.def("promote_types", [](const py::handle& a, bool a_weak, const py::handle& b, bool b_weak) {
@@ -37,9 +38,12 @@ PYBIND11_MODULE(_core, m) {
       PyErr_SetString(PyExc_IndexError, e.what());
     } catch (const meshsim::NotImplementedError& e) {
       PyErr_SetString(PyExc_NotImplementedError, e.what());
+    } catch (const meshsim::NameError& e) {
+      PyErr_SetString(PyExc_NameError, e.what());
     }
   });
   init_dtypes(m);
   init_arrays(m);
   init_tracing(m);
+  init_mapping(m);
 }

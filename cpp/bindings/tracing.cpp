@@ -26,18 +26,8 @@ void init_tracing(py::module_& m) {
       })
       .def("__str__", &Program::str)
       .def("run", [](const Program& p, const std::vector<ArrayPtr>& args) {
-        Tensors ins;
-        for (const auto& a : args) ins.push_back(a->global());
-        Tensors outs;
-        {
-          py::gil_scoped_release nogil;
-          outs = run_program(p, ins);
-        }
-        std::vector<ArrayPtr> res;
-        Avals avals = p.out_avals();
-        for (size_t i = 0; i < outs.size(); ++i)
-          res.push_back(Array::from_tensor(std::move(outs[i]), avals[i].weak_type));
-        return res;
+        py::gil_scoped_release nogil;
+        return run_global_program(p, args);
       });
 
   py::class_<Trace, TracePtr>(m, "Trace")
@@ -46,6 +36,15 @@ void init_tracing(py::module_& m) {
         std::vector<Value> outs;
         for (auto o : outputs) outs.push_back(to_value(o));
         return t.finish(outs);
+      })
+      // Finishes a trace that may close over tracers of enclosing traces:
+      // returns the program and those tracers (its trailing inputs).
+      .def("finish_capturing", [](Trace& t, const py::sequence& outputs) {
+        std::vector<Value> outs;
+        for (auto o : outputs) outs.push_back(to_value(o));
+        std::vector<TracerPtr> captures;
+        ProgramPtr program = t.finish(outs, &captures);
+        return py::make_tuple(program, captures);
       });
   m.def("push_trace", &push_trace);
   m.def("pop_trace", &pop_trace);

@@ -12,6 +12,7 @@ from meshsim._src.api import jit, make_jaxpr, block_until_ready  # noqa: E402,F4
 from meshsim._src.config import config  # noqa: E402,F401
 from meshsim._src.devices import devices, device_count, local_devices, local_device_count  # noqa: E402,F401
 from meshsim._src.sharding.api import make_mesh, set_mesh, device_put, P  # noqa: E402,F401
+from meshsim._src.shard_map import shard_map  # noqa: E402,F401
 from meshsim import numpy, lax, tree_util, tree, sharding, debug, random, ops, nn  # noqa: E402,F401
 
 __version__ = "0.1.0"

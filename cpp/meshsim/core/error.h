@@ -10,6 +10,7 @@ struct ValueError : std::runtime_error { using std::runtime_error::runtime_error
 struct TypeError : std::runtime_error { using std::runtime_error::runtime_error; };
 struct IndexError : std::runtime_error { using std::runtime_error::runtime_error; };
 struct NotImplementedError : std::runtime_error { using std::runtime_error::runtime_error; };
+struct NameError : std::runtime_error { using std::runtime_error::runtime_error; };  // unbound axis names
 
 // Builds a message from streamable parts: fail<ValueError>("axis ", a, " out of range").
 template <class E, class... Parts>

@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "meshsim/ir/program.h"
+
 namespace meshsim {
 
 void Params::set(const std::string& name, ParamValue v) {
@@ -20,6 +22,7 @@ std::string tuple_str(const std::vector<T>& xs, F&& item) {
 std::string quoted(const std::string& s) { return "'" + s + "'"; }
 }  // namespace
 
+// Sub-programs print inline, as jaxprs print their nested jaxprs.
 std::string param_value_str(const ParamValue& v) {
   struct Printer {
     std::string operator()(std::monostate) const { return "None"; }
@@ -38,7 +41,24 @@ std::string param_value_str(const ParamValue& v) {
     std::string operator()(const std::vector<StrList>& l) const {
       return tuple_str(l, [this](const StrList& x) { return (*this)(x); });
     }
-    std::string operator()(const ProgramPtr&) const { return "<program>"; }
+    std::string operator()(const SpecList& specs) const {
+      return tuple_str(specs, [](const std::vector<StrList>& spec) {
+        std::string s = "P(";
+        for (size_t d = 0; d < spec.size(); ++d) {
+          if (d) s += ", ";
+          if (spec[d].empty()) s += "None";
+          else if (spec[d].size() == 1) s += quoted(spec[d][0]);
+          else s += tuple_str(spec[d], quoted);
+        }
+        return s + (spec.size() == 1 ? ",)" : ")");
+      });
+    }
+    std::string operator()(const ProgramPtr& p) const {
+      if (!p) return "None";
+      std::string s, body = p->str();
+      for (char c : body) s += c == '\n' ? std::string("\n      ") : std::string(1, c);
+      return s;
+    }
     std::string operator()(const MeshPtr& m) const { return m ? m->str() : "None"; }
   };
   return std::visit(Printer{}, v);

@@ -7,9 +7,12 @@
 // sharding-in-types, autodiff and cost accounting.
 #pragma once
 #include <functional>
+#include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
+#include "meshsim/core/array.h"
 #include "meshsim/core/aval.h"
 #include "meshsim/core/tensor.h"
 #include "meshsim/ir/params.h"
@@ -18,6 +21,34 @@ namespace meshsim {
 
 using Avals = std::vector<Aval>;
 using Tensors = std::vector<Tensor>;
+class MeshContext;  // runtime/mesh_executor.h: the devices a collective spans
+
+// A value a primitive is applied to: an array, or a variable of an open trace
+// (ir/trace.h).
+struct Tracer;
+using TracerPtr = std::shared_ptr<Tracer>;
+using Value = std::variant<ArrayPtr, TracerPtr>;
+using Values = std::vector<Value>;
+// A cotangent in reverse-mode autodiff; nullopt is a symbolic zero.
+using Cotangent = std::optional<Value>;
+using Cotangents = std::vector<Cotangent>;
+
+// What a VJP rule sees: the forward pass's inputs and outputs, the outputs'
+// cotangents (some may be symbolic zeros, not all) and which inputs want one.
+struct VjpArgs {
+  const Values& in;
+  const Values& out;
+  const Cotangents& ct;
+  const Params& params;
+  const std::vector<bool>& wants;
+};
+
+// A forward pass already bound into the current trace, and its backward pass
+// to run later inside the backward trace (transforms/vjp.h).
+struct VjpSplit {
+  Values out;
+  std::function<Cotangents(const Cotangents& out_ct)> backward;
+};
 
 struct Primitive {
   std::string name;  // JAX's name, e.g. "dot_general", "all_gather"
@@ -27,7 +58,32 @@ struct Primitive {
   // Output VMA from input types; unset means JAX's standard rule (inputs are
   // implicitly pvary'd to the union of their VMAs, which the output keeps).
   std::function<AxisNames(const Avals& in, const Params& params)> vma_rule;
-  bool is_collective = false;  // needs all devices of its axes at once
+
+  // Collectives (and axis_index) run as one call over every device of a
+  // shard_map's mesh: `in[pos]` are the inputs of the device at mesh position
+  // `pos`; returns each device's outputs. Set instead of `kernel`.
+  std::function<std::vector<Tensors>(const MeshContext& mesh, const std::vector<Tensors>& in,
+                                     const Params& params, const Avals& out)>
+      mesh_kernel;
+  bool is_collective() const { return static_cast<bool>(mesh_kernel); }
+
+  // Primitives over whole sharded arrays (shard_map): see every input's
+  // sharding and return arrays laid out over the mesh. Set instead of `kernel`.
+  std::function<std::vector<ArrayPtr>(const std::vector<ArrayPtr>& in, const Params& params,
+                                      const Avals& out)>
+      array_kernel;
+
+  // Reverse-mode autodiff (transforms/vjp.h): the inputs' cotangents, written
+  // with ir/ops.h so that it traces and is itself differentiable. Returns
+  // nullopt for inputs that do not want one or are not differentiable. Unset:
+  // "Differentiation rule for '<name>' not implemented".
+  std::function<Cotangents(const VjpArgs& args)> vjp;
+  // Instead of `vjp`, for primitives holding a sub-program (remat2,
+  // custom_vjp_call, shard_map): binds the forward pass into the current trace
+  // and returns its outputs plus the backward pass. `active[i]`: input i is
+  // being differentiated.
+  std::function<VjpSplit(const Values& in, const std::vector<bool>& active, const Params& params)>
+      vjp_split;
 };
 
 // The process-wide table of primitives, filled on first use.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "meshsim/ir/axis_env.h"
 #include "meshsim/runtime/interpreter.h"
 
 namespace meshsim {
@@ -83,17 +84,48 @@ void pop_trace(const TracePtr& t) {
 
 TracePtr current_trace() { return g_stack.empty() ? nullptr : g_stack.back(); }
 
-Avals infer_avals(const Primitive& prim, const Avals& in, const Params& params) {
-  Avals out = prim.abstract_eval(in, params);
-  if (prim.vma_rule) {
-    AxisNames vma = prim.vma_rule(in, params);
-    for (Aval& a : out) a.vma = vma;
+namespace {
+
+// The union of the operands' varying manual axes, in mesh order.
+AxisNames vma_union(const Avals& in) {
+  AxisNames all;
+  for (const Aval& a : in)
+    for (const auto& n : a.vma)
+      if (std::find(all.begin(), all.end(), n) == all.end()) all.push_back(n);
+  const AxisEnv* env = current_axis_env();
+  return env ? env->mesh->in_mesh_order(all) : all;
+}
+
+// JAX's standard VMA rule: an operand invariant over an axis another operand
+// varies over is first cast to varying (`pvary`, free at run time).
+std::vector<Value> pvary_to_union(const Primitive& prim, const std::vector<Value>& inputs) {
+  if (prim.vma_rule || inputs.size() < 2 || !vma_checking()) return inputs;
+  Avals in;
+  for (const Value& v : inputs) in.push_back(aval_of(v));
+  AxisNames all = vma_union(in);
+  std::vector<Value> out = inputs;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (in[i].vma.size() == all.size()) continue;
+    AxisNames missing;
+    for (const auto& n : all)
+      if (std::find(in[i].vma.begin(), in[i].vma.end(), n) == in[i].vma.end()) missing.push_back(n);
+    out[i] = bind(primitive("pvary"), {out[i]}, Params{{"axes", missing}})[0];
   }
   return out;
 }
 
-std::vector<Value> bind(const Primitive& prim, const std::vector<Value>& inputs,
+}  // namespace
+
+Avals infer_avals(const Primitive& prim, const Avals& in, const Params& params) {
+  Avals out = prim.abstract_eval(in, params);
+  AxisNames vma = prim.vma_rule ? prim.vma_rule(in, params) : vma_union(in);
+  for (Aval& a : out) a.vma = vma;
+  return out;
+}
+
+std::vector<Value> bind(const Primitive& prim, const std::vector<Value>& operands,
                         const Params& params) {
+  const std::vector<Value> inputs = pvary_to_union(prim, operands);
   Avals in_avals;
   for (const Value& v : inputs) in_avals.push_back(aval_of(v));
   Avals out_avals = infer_avals(prim, in_avals, params);
@@ -105,13 +137,19 @@ std::vector<Value> bind(const Primitive& prim, const std::vector<Value>& inputs,
     return {outs.begin(), outs.end()};
   }
 
-  Tensors args;
+  std::vector<ArrayPtr> arrays;
   for (const Value& v : inputs) {
     if (auto* t = std::get_if<TracerPtr>(&v))
       fail<ValueError>("Encountered an unexpected tracer (", (*t)->aval().str_short(),
                        ") outside of any trace: it escaped the function that produced it");
-    args.push_back(std::get<ArrayPtr>(v)->global());
+    arrays.push_back(std::get<ArrayPtr>(v));
   }
+  if (prim.array_kernel) {
+    std::vector<ArrayPtr> results = prim.array_kernel(arrays, params, out_avals);
+    return {results.begin(), results.end()};
+  }
+  Tensors args;
+  for (const ArrayPtr& a : arrays) args.push_back(a->global());
   Tensors results = run_primitive(prim, args, params, out_avals);
   std::vector<Value> outs;
   for (size_t i = 0; i < results.size(); ++i)

@@ -11,12 +11,15 @@ void register_indexing_primitives();     // indexing.cpp: gather/scatter, dynami
 void register_sorting_primitives();      // sorting.cpp: sort, argsort, top_k
 void register_random_primitives();       // random.cpp: threefry2x32 and bit manipulation
 void register_creation_primitives();     // creation.cpp: iota, full
+void register_collective_primitives();   // collectives.cpp: psum, all_gather, ppermute, pvary, ...
+void register_shard_map_primitive();     // shard_map.cpp: a body program run on every device
 
 inline void (*const kPrimitiveFamilies[])() = {
     register_elementwise_primitives, register_reduction_primitives,
     register_structural_primitives,  register_linalg_primitives,
     register_indexing_primitives,    register_sorting_primitives,
     register_random_primitives,      register_creation_primitives,
+    register_collective_primitives,  register_shard_map_primitive,
 };
 
 }  // namespace meshsim

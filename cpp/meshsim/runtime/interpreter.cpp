@@ -4,7 +4,11 @@ namespace meshsim {
 
 Tensors run_primitive(const Primitive& prim, const Tensors& args, const Params& params,
                       const Avals& out_avals) {
-  if (!prim.kernel) fail<NotImplementedError>("primitive '", prim.name, "' has no kernel");
+  if (!prim.kernel) {
+    if (prim.is_collective())
+      fail<NameError>("'", prim.name, "' must be called inside a shard_map body");
+    fail<NotImplementedError>("primitive '", prim.name, "' has no kernel");
+  }
   Tensors out = prim.kernel(args, params, out_avals);
   if (out.size() != out_avals.size())
     fail<std::logic_error>("kernel of '", prim.name, "' returned ", out.size(), " outputs, expected ",
@@ -16,18 +20,21 @@ Tensors run_primitive(const Primitive& prim, const Tensors& args, const Params& 
   return out;
 }
 
+std::vector<int> last_uses(const Program& program) {
+  std::vector<int> last(program.avals.size(), -1);
+  for (size_t k = 0; k < program.eqns.size(); ++k)
+    for (int v : program.eqns[k].inputs) last[v] = static_cast<int>(k);
+  for (int v : program.outvars) last[v] = static_cast<int>(program.eqns.size());
+  return last;
+}
+
 Tensors run_program(const Program& program, const Tensors& args) {
   if (args.size() != program.invars.size())
     fail<TypeError>("program expects ", program.invars.size(), " arguments, got ", args.size());
   std::vector<Tensor> env(program.avals.size());
   for (size_t i = 0; i < program.constvars.size(); ++i) env[program.constvars[i]] = program.consts[i];
   for (size_t i = 0; i < args.size(); ++i) env[program.invars[i]] = args[i];
-
-  // Last equation reading each variable, so its buffer can go back early.
-  std::vector<int> last_use(program.avals.size(), -1);
-  for (size_t k = 0; k < program.eqns.size(); ++k)
-    for (int v : program.eqns[k].inputs) last_use[v] = static_cast<int>(k);
-  for (int v : program.outvars) last_use[v] = static_cast<int>(program.eqns.size());
+  const std::vector<int> last = last_uses(program);
 
   Tensors ins;
   Avals outs;
@@ -40,9 +47,46 @@ Tensors run_program(const Program& program, const Tensors& args) {
     Tensors res = run_primitive(*e.prim, ins, e.params, outs);
     for (size_t i = 0; i < res.size(); ++i) env[e.outputs[i]] = std::move(res[i]);
     for (int v : e.inputs)
-      if (last_use[v] == static_cast<int>(k)) env[v] = Tensor();
+      if (last[v] == static_cast<int>(k)) env[v] = Tensor();
   }
   Tensors results;
+  for (int v : program.outvars) results.push_back(env[v]);
+  return results;
+}
+
+std::vector<ArrayPtr> run_global_program(const Program& program, const std::vector<ArrayPtr>& args) {
+  if (args.size() != program.invars.size())
+    fail<TypeError>("program expects ", program.invars.size(), " arguments, got ", args.size());
+  std::vector<ArrayPtr> env(program.avals.size());
+  for (size_t i = 0; i < program.constvars.size(); ++i)
+    env[program.constvars[i]] =
+        Array::from_tensor(program.consts[i], program.avals[program.constvars[i]].weak_type);
+  for (size_t i = 0; i < args.size(); ++i) env[program.invars[i]] = args[i];
+  const std::vector<int> last = last_uses(program);
+
+  std::vector<ArrayPtr> arrays;
+  Tensors ins;
+  Avals outs;
+  for (size_t k = 0; k < program.eqns.size(); ++k) {
+    const Equation& e = program.eqns[k];
+    outs.clear();
+    for (int v : e.outputs) outs.push_back(program.avals[v]);
+    if (e.prim->array_kernel) {
+      arrays.clear();
+      for (int v : e.inputs) arrays.push_back(env[v]);
+      std::vector<ArrayPtr> res = e.prim->array_kernel(arrays, e.params, outs);
+      for (size_t i = 0; i < res.size(); ++i) env[e.outputs[i]] = std::move(res[i]);
+    } else {
+      ins.clear();
+      for (int v : e.inputs) ins.push_back(env[v]->global());
+      Tensors res = run_primitive(*e.prim, ins, e.params, outs);
+      for (size_t i = 0; i < res.size(); ++i)
+        env[e.outputs[i]] = Array::from_tensor(std::move(res[i]), outs[i].weak_type);
+    }
+    for (int v : e.inputs)
+      if (last[v] == static_cast<int>(k)) env[v] = nullptr;
+  }
+  std::vector<ArrayPtr> results;
   for (int v : program.outvars) results.push_back(env[v]);
   return results;
 }

@@ -1,0 +1,57 @@
+// Bindings of shard_map: the axis environment its body is traced in, and
+// binding the shard_map primitive itself.
+#include "convert.h"
+#include "meshsim/ir/axis_env.h"
+
+namespace meshsim {
+namespace py = pybind11;
+using namespace py_convert;
+
+void init_mapping(py::module_& m) {
+  m.def("push_axis_env", [](MeshPtr mesh, AxisNames manual_axes, bool check_vma) {
+    push_axis_env(AxisEnv{std::move(mesh), std::move(manual_axes), check_vma});
+  });
+  m.def("pop_axis_env", &pop_axis_env);
+  // (mesh, manual axes, check_vma) of the innermost shard_map being traced, or None.
+  m.def("current_axis_env", []() -> py::object {
+    const AxisEnv* env = current_axis_env();
+    if (!env) return py::none();
+    return py::make_tuple(env->mesh, env->manual_axes, env->check_vma);
+  });
+  // The type of a block of `global` under `spec` inside a shard_map body:
+  // the local shape, varying over `vma`, with no sharding of its own.
+  m.def("block_aval", [](const Aval& global, MeshPtr mesh, const Spec& spec, AxisNames vma) {
+    Sharding s;
+    s.mesh = std::move(mesh);
+    s.spec = spec;
+    Aval block = global;
+    block.shape = s.local_shape(global.shape);
+    block.vma = std::move(vma);
+    block.mesh = nullptr;
+    block.spec.clear();
+    return block;
+  });
+  m.def(
+      "bind_shard_map",
+      [](const py::sequence& args, ProgramPtr body, MeshPtr mesh, const SpecList& in_specs,
+         const SpecList& out_specs, const AxisNames& manual_axes, bool check_vma) {
+        std::vector<Value> ins;
+        for (auto a : args) ins.push_back(to_value(a));
+        // JAX's parameter order, so the equation prints as JAX prints it.
+        Params params{{"check_vma", check_vma},        {"in_specs", in_specs},
+                      {"jaxpr", std::move(body)},       {"mesh", std::move(mesh)},
+                      {"newly_manual_axes", manual_axes}, {"out_specs", out_specs}};
+        std::vector<Value> outs;
+        {
+          py::gil_scoped_release nogil;
+          outs = meshsim::bind(primitive("shard_map"), ins, params);
+        }
+        py::tuple res(outs.size());
+        for (size_t i = 0; i < outs.size(); ++i) res[i] = from_value(outs[i]);
+        return res;
+      },
+      py::arg("args"), py::arg("body"), py::arg("mesh"), py::arg("in_specs"), py::arg("out_specs"),
+      py::arg("manual_axes"), py::arg("check_vma"));
+}
+
+}  // namespace meshsim

@@ -1,0 +1,46 @@
+// The simulated mesh: runs a shard_map body on every device of a mesh.
+//
+// Execution is lock-step. The body's equations are cut at each collective:
+// a run of local equations executes as one TBB parallel_for over devices
+// (each task runs the run on one device's blocks and never blocks), and each
+// collective executes as one function over all devices' buffers. So any
+// number of devices runs on any number of cores without deadlock, an error on
+// a device cancels the others and surfaces once, and the result does not
+// depend on the thread count.
+#pragma once
+#include <functional>
+#include <vector>
+
+#include "meshsim/core/mesh.h"
+#include "meshsim/ir/program.h"
+
+namespace meshsim {
+
+// What a collective sees of the mesh it runs on.
+class MeshContext {
+ public:
+  explicit MeshContext(const Mesh& mesh) : mesh_(mesh) {}
+  const Mesh& mesh() const { return mesh_; }
+  int64_t num_devices() const { return mesh_.size(); }
+
+  // Index of the device at mesh position `pos` along `axes`: row-major over
+  // the axes in the order given (the first is the most significant).
+  int64_t axis_index(int64_t pos, const AxisNames& axes) const;
+  int64_t axis_size(const AxisNames& axes) const;
+  // The replica groups of a collective over `axes`: devices that differ only
+  // in their coordinates along `axes`. Member r of a group is the device whose
+  // axis_index over `axes` is r.
+  std::vector<std::vector<int64_t>> groups(const AxisNames& axes) const;
+  // Runs f(i) for i in [0, n) on the worker threads.
+  void parallel_for(int64_t n, const std::function<void(int64_t)>& f) const;
+
+ private:
+  const Mesh& mesh_;
+};
+
+// Runs `body` on every device: `args[pos]` are the inputs of the device at
+// mesh position `pos`; returns each device's outputs.
+std::vector<Tensors> run_on_mesh(const Program& body, const Mesh& mesh,
+                                 std::vector<Tensors> args);
+
+}  // namespace meshsim
