@@ -53,11 +53,28 @@ def _spec_leaf(x) -> bool:
     return x is None or isinstance(x, PartitionSpec)
 
 
+def _is_spec(x) -> bool:
+    return isinstance(x, PartitionSpec)
+
+
+class _Keyed:
+    """A spec and its key path in the specs pytree (e.g. "[0]['w']")."""
+
+    __slots__ = ("path", "spec")
+
+    def __init__(self, path: str, spec):
+        self.path, self.spec = path, spec
+
+
+def _is_keyed(x) -> bool:
+    return isinstance(x, _Keyed)
+
+
 def _fun_name(f) -> str:
     return getattr(f, "__name__", type(f).__name__)
 
 
-def _as_spec(spec) -> PartitionSpec:
+def _as_spec(spec):
     return PartitionSpec() if spec is None else spec
 
 
@@ -67,6 +84,20 @@ def _spec_axes(spec: PartitionSpec) -> list[str]:
 
 def _core_spec(spec: PartitionSpec, ndim: int) -> list[list[str]]:
     return [list(spec.axes_of(d)) for d in range(min(len(spec), ndim))]
+
+
+def _bullets(msgs: list[str]) -> str:
+    """One message as is; several as "* " bullets separated by blank lines."""
+    return msgs[0] if len(msgs) == 1 else "\n\n".join("* " + m for m in msgs)
+
+
+def _rank_error(name: str, kind: str, msgs: list[str]) -> str:
+    return (f"shard_map applied to the function '{name}' was given an {kind}_specs entry which "
+            f"is too long to be compatible with the corresponding {kind}put value from the "
+            f"function:\n\n{_bullets(msgs)}\n\nEntries in {kind}_specs must be of length no "
+            f"greater than the number of axes in the corresponding {kind}put value.\n\nEither "
+            f"revise the spec to be shorter, or modify '{name}' so that its {kind}puts have "
+            "sufficient rank.")
 
 
 class _ShardMapped:
@@ -87,7 +118,7 @@ class _ShardMapped:
             ctx = context_mesh()
             if ctx.empty:
                 raise ValueError("The context mesh cannot be empty. Use `jax.set_mesh(mesh)` to "
-                                 "enter into a mesh context, or pass `mesh=` to `jax.shard_map`.")
+                                 "enter into a mesh context")
             if mesh is not None and ctx.abstract_mesh != mesh:
                 raise ValueError(f"shard_map's mesh {mesh} does not match the context mesh {ctx}")
             mesh = ctx
@@ -105,91 +136,121 @@ class _ShardMapped:
     def _manual_axes(self, mesh: Mesh) -> list[str]:
         return [a for a in mesh.axis_names if not self.axis_names or a in self.axis_names]
 
-    # --- specs --------------------------------------------------------------
+    # --- specs ---------------------------------------------------------------
 
-    def _broadcast_specs(self, specs, tree, what: str) -> list:
+    def _check_specs(self, specs, manual: list[str], what: str) -> None:
+        """Every leaf is a PartitionSpec (or None for in_specs) naming manual
+        axes, each at most once (JAX's `_check_specs` messages)."""
+        entries = [(tree_util.keystr(k), x) for k, x in
+                   tree_util.tree_leaves_with_path(specs, is_leaf=_spec_leaf) if x is not None]
+        msgs = [f"  {what}{k} is {x} of type {type(x).__name__}, "
+                for k, x in entries if not isinstance(x, PartitionSpec)]
+        if msgs:
+            raise TypeError(f"shard_map {what} argument must be a pytree of "
+                            "`jax.sharding.PartitionSpec` instances, but:\n\n" + "\n\n".join(msgs)
+                            + f"\n\nCheck the {what} values passed to shard_map.")
+        msgs = [f"  {what}{k} refers to {a!r}" for k, x in entries for a in _spec_axes(x)
+                if a not in manual]
+        if msgs:
+            raise ValueError(f"shard_map {what} argument must refer to an axis marked as manual "
+                             f"({frozenset(manual)}), but:\n\n" + "\n\n".join(msgs)
+                             + f"\n\nCheck the {what} values passed to shard_map.")
+        for _, spec in entries:
+            axes = _spec_axes(spec)
+            dup = next((a for i, a in enumerate(axes) if a in axes[:i]), None)
+            if dup is not None:
+                raise DuplicateSpecError(
+                    "A single NamedSharding spec specification can map every mesh axis to at "
+                    f"most one positional dimension, but {spec} has duplicate entries for `{dup}`")
+
+    def _keyed_specs(self, specs, tree, what: str) -> list[_Keyed]:
+        """The spec of each leaf of `tree` with its key path in `specs`, which
+        is a pytree prefix of `tree`. None in in_specs is a spec (replicated);
+        in out_specs it is an empty subtree, as in JAX."""
+        is_leaf = _spec_leaf if what == "in_specs" else _is_spec
+        keyed = tree_util.tree_map_with_path(
+            lambda k, s: _Keyed(tree_util.keystr(k), _as_spec(s)), specs, is_leaf=is_leaf)
         try:
-            return tree_util.tree_leaves(tree_util.tree_broadcast(specs, tree, is_leaf=_spec_leaf),
-                                         is_leaf=_spec_leaf)
+            return tree_util.tree_leaves(tree_util.tree_broadcast(keyed, tree, is_leaf=_is_keyed),
+                                         is_leaf=_is_keyed)
         except ValueError:
-            err = next(tree_util._prefix_error((), specs, tree, _spec_leaf), None)
+            err = next(tree_util._prefix_error((), specs, tree, is_leaf), None)
             if err is None:
                 raise
             raise err(f"shard_map {what}") from None
 
-    def _check_spec(self, spec, mesh: Mesh, manual: list[str], what: str) -> PartitionSpec:
-        if not isinstance(spec, PartitionSpec):
-            raise TypeError(f"shard_map {what} must be PartitionSpecs (or None), got {spec!r}")
-        seen = set()
-        for a in _spec_axes(spec):
-            if a not in manual:
-                raise ValueError(
-                    f"shard_map {what} argument must refer to an axis marked as manual "
-                    f"({frozenset(manual)}), but:\n\n  {what} refers to {a!r}\n\n"
-                    f"Check the {what} values passed to shard_map.")
-            if a in seen:
-                raise DuplicateSpecError(
-                    "A single NamedSharding spec specification can map every mesh axis to at "
-                    f"most one positional dimension, but {spec} has duplicate entries for `{a}`")
-            seen.add(a)
-        return spec
-
-    def _arg_desc(self, i: int) -> str:
-        try:
-            names = list(inspect.signature(self.f).parameters)
-        except (TypeError, ValueError):
-            names = []
-        where = f"args[{i}]"
-        if i < len(names):
-            return f"{where}, where {where} is bound to {_fun_name(self.f)}'s parameter '{names[i]}'"
-        return where
-
-    def _check_arg(self, i: int, x, spec: PartitionSpec, mesh: Mesh) -> None:
-        aval = x.aval
+    def _arg_extra(self, args: tuple, i: int) -> str:
+        """How JAX names positional argument `i` after `args[i]`."""
         name = _fun_name(self.f)
-        if len(spec) > aval.ndim:
+        try:
+            bound = inspect.signature(self.f).bind(*args)
+        except (TypeError, ValueError):
+            return ""
+        params = [p for p in bound.signature.parameters.values()
+                  if p.kind not in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.VAR_KEYWORD)]
+        if i >= len(params) or params[i].kind == inspect.Parameter.VAR_POSITIONAL:
+            return (f", where args[{i}] is the index {i - len(params) + 1} component of {name}'s "
+                    f"varargs parameter '{params[-1].name}',")
+        return f", where args[{i}] is bound to {name}'s parameter '{params[i]}',"
+
+    def _check_args(self, args: tuple, arg_paths, leaves, keyed, mesh: Mesh) -> None:
+        """JAX's rank and divisibility errors, one bullet per failing argument."""
+        name = _fun_name(self.f)
+        too_long = [(k, x, p) for k, x, p in zip(keyed, leaves, arg_paths) if len(k.spec) > x.ndim]
+        if too_long:
+            msgs = [f"in_specs{k.path} is {k.spec} which has length {len(k.spec)}, but the passed "
+                    f"args{tree_util.keystr(p)}{self._arg_extra(args, p[0].idx)} has shape "
+                    f"{x.aval.str_short()}, which has rank {x.ndim} (and {x.ndim} < {len(k.spec)})"
+                    for k, x, p in too_long]
+            msg = _rank_error(name, "in", msgs)
+            if any(x.ndim == 0 for _, x, _ in too_long):
+                msg += ("\n\nFor scalar values (rank 0), consider using an in_specs entry of "
+                        "`P()`, where `P = jax.sharding.PartitionSpec`.")
+            raise ValueError(msg)
+        msgs = []
+        for k, x, p in zip(keyed, leaves, arg_paths):
+            for d in range(len(k.spec)):
+                axes = k.spec.axes_of(d)
+                size = math.prod(mesh.shape[a] for a in axes)
+                if x.shape[d] % size:
+                    where = (f"axis '{axes[0]}' (of size {size})" if len(axes) == 1 else
+                             f"axes {tuple(axes)} (of total size {size})")
+                    msgs.append(
+                        f"the passed args{tree_util.keystr(p)} of shape {x.aval.str_short()}"
+                        f"{self._arg_extra(args, p[0].idx)} corresponds to in_specs{k.path} of "
+                        f"value {k.spec}, which maps array axis {d} (of size {x.shape[d]}) to mesh "
+                        f"{where}, but {size} does not evenly divide {x.shape[d]}")
+        if msgs:
             raise ValueError(
-                f"shard_map applied to the function '{name}' was given an in_specs entry which is "
-                "too long to be compatible with the corresponding input value from the "
-                f"function:\n\nin_specs is {spec} which has length {len(spec)}, but the passed "
-                f"{self._arg_desc(i)}, has shape {aval.str_short()}, which has rank {aval.ndim} "
-                f"(and {aval.ndim} < {len(spec)})\n\nEntries in in_specs must be of length no "
-                "greater than the number of axes in the corresponding input value.\n\nEither "
-                f"revise the spec to be shorter, or modify '{name}' so that its inputs have "
-                "sufficient rank.")
-        for d in range(len(spec)):
-            axes = spec.axes_of(d)
-            size = math.prod(mesh.shape[a] for a in axes)
-            if aval.shape[d] % size:
-                where = (f"mesh axis {axes[0]!r} (of size {size})" if len(axes) == 1 else
-                         f"mesh axes {axes} (of total size {size})")
-                raise ValueError(
-                    f"shard_map applied to the function '{name}' was given argument arrays with "
-                    "axis sizes that are not evenly divisible by the corresponding mesh axis "
-                    f"sizes:\n\nThe mesh given has shape {tuple(mesh.shape.values())} with corresponding "
-                    f"axis names {mesh.axis_names}.\n\nthe passed {self._arg_desc(i)} of shape "
-                    f"{aval.str_short()}, corresponds to in_specs of value {spec}, which maps "
-                    f"array axis {d} (of size {aval.shape[d]}) to {where}, but {size} does not "
-                    f"evenly divide {aval.shape[d]}\n\nArray arguments' axis sizes must be evenly "
-                    "divisible by the mesh axis or axes indicated by the corresponding elements "
-                    "of the argument's in_specs entry. Consider checking that in_specs are "
-                    f"correct, and if so consider changing the mesh axis sizes or else padding "
-                    f"the input and adapting '{name}' appropriately.")
-        # An argument already sharded over Explicit axes must be sharded as its in_spec
-        # says (JAX asks for an explicit reshard); unsharded values are split here.
+                f"shard_map applied to the function '{name}' was given argument arrays with axis "
+                "sizes that are not evenly divisible by the corresponding mesh axis sizes:\n\n"
+                f"The mesh given has shape {tuple(mesh.shape.values())} with corresponding axis "
+                f"names {mesh.axis_names}.\n\n{_bullets(msgs)}\n\nArray arguments' axis sizes "
+                "must be evenly divisible by the mesh axis or axes indicated by the corresponding "
+                "elements of the argument's in_specs entry. Consider checking that in_specs are "
+                "correct, and if so consider changing the mesh axis sizes or else padding the "
+                f"input and adapting '{name}' appropriately.")
+        for x, spec in zip(leaves, (k.spec for k in keyed)):
+            self._check_explicit(x, spec, mesh)
+
+    def _check_explicit(self, x, spec: PartitionSpec, mesh: Mesh) -> None:
+        """An argument already sharded over Explicit axes must be sharded as
+        its in_spec says (JAX asks for an explicit reshard); unsharded values
+        are split here (a deliberate leniency: JAX refuses them too)."""
+        aval = x.aval
         typed = [tuple(axes) for axes in aval.spec]
-        if any(typed):
-            want = [tuple(a for a in spec.axes_of(d) if a in mesh.explicit_axes)
-                    for d in range(aval.ndim)]
-            if typed != want:
-                have = PartitionSpec(*[None if not t else t[0] if len(t) == 1 else t
-                                       for t in typed])
-                raise ValueError(
-                    f"in_specs passed to shard_map: {spec.padded(aval.ndim)} does not match the "
-                    f"specs of the input: {have} for arg: {aval.str_short()}. `in_specs` is an "
-                    "optional argument so you can omit specifying it and shard_map will infer the "
-                    "in_specs from the arguments. If you want to reshard your inputs, you can use "
-                    "`jax.reshard` on the arguments and then pass those args to shard_map.")
+        if not any(typed):
+            return
+        want = [tuple(a for a in spec.axes_of(d) if a in mesh.explicit_axes)
+                for d in range(aval.ndim)]
+        if typed != want:
+            have = PartitionSpec(*[None if not t else t[0] if len(t) == 1 else t for t in typed])
+            raise ValueError(
+                f"in_specs passed to shard_map: {spec.padded(aval.ndim)} does not match the "
+                f"specs of the input: {have} for arg: {aval.str_short()}. `in_specs` is an "
+                "optional argument so you can omit specifying it and shard_map will infer the "
+                "in_specs from the arguments. If you want to reshard your inputs, you can use "
+                "`jax.reshard` on the arguments and then pass those args to shard_map.")
 
     def _infer_spec(self, x, mesh: Mesh) -> PartitionSpec:
         sharding = getattr(x, "sharding", None) if isinstance(x, core.Array) else None
@@ -203,55 +264,60 @@ class _ShardMapped:
 
     # --- the output check ---------------------------------------------------
 
-    def _check_outputs(self, outs, specs, mesh: Mesh, manual: list[str], out_tree) -> list:
+    def _check_outputs(self, outs, keyed, out_paths, mesh: Mesh, manual: list[str]) -> list:
         """Implicitly casts each output to varying over its spec's axes, then
         checks it varies over nothing else (JAX's replication check)."""
-        failures = []
-        checked = []
-        paths = [tree_util.keystr(p) for p, _ in
-                 tree_util.tree_flatten_with_path(tree_util.tree_unflatten(out_tree, outs))[0]]
-        for x, spec, path in zip(outs, specs, paths):
-            if len(spec) > x.ndim:
-                raise ValueError(
-                    f"shard_map applied to the function '{_fun_name(self.f)}' was given out_specs "
-                    f"which are too long to be compatible with the corresponding output value: "
-                    f"out_specs{path} is {spec} which has length {len(spec)}, but the "
-                    f"corresponding output has shape {x.aval.str_short()}, of rank {x.ndim}.")
-            if self.check_vma:
-                axes = _spec_axes(spec)
-                missing = tuple(a for a in manual if a in axes and a not in x.aval.vma)
-                if missing:
-                    x = core.bind1("pvary", x, axes=missing)
-                extra = [a for a in manual if a in x.aval.vma and a not in axes]
-                if extra:
-                    failures.append((path, spec, axes, x.aval.vma, extra))
-            checked.append(x)
+        name = _fun_name(self.f)
+        if self.check_vma:
+            outs = [self._vary_over_spec(x, k.spec, manual) for x, k in zip(outs, keyed)]
+        too_long = [(k, x, p) for k, x, p in zip(keyed, outs, out_paths) if len(k.spec) > x.ndim]
+        if too_long:
+            msgs = [f"out_specs{k.path} is {k.spec} which has length {len(k.spec)}, but "
+                    f"{name}(*args){tree_util.keystr(p)} has shape {x.aval.str_short()}, which has "
+                    f"rank {x.ndim} (and {x.ndim} < {len(k.spec)})" for k, x, p in too_long]
+            msg = _rank_error(name, "out", msgs)
+            if any(x.ndim == 0 for _, x, _ in too_long):
+                msg += ("\n\nFor scalar values (rank 0), consider using an out_specs entry of "
+                        "`P()`, where `P = jax.sharding.PartitionSpec`. In particular, for rank 0 "
+                        "outputs which are not constant over the mesh, add at least one "
+                        "(singleton) axis to them so that they can be concatenated using out_specs.")
+            raise ValueError(msg)
+        if not self.check_vma:
+            return list(outs)
+        failures = [(k, _spec_axes(k.spec), x.aval.vma) for x, k in zip(outs, keyed)
+                    if any(a in x.aval.vma and a not in _spec_axes(k.spec) for a in manual)]
         if failures:
             raise ValueError(self._replication_error(failures, mesh, manual))
-        return checked
+        return list(outs)
+
+    @staticmethod
+    def _vary_over_spec(x, spec: PartitionSpec, manual: list[str]):
+        """`x` cast to varying over the manual axes its out_spec names."""
+        axes = _spec_axes(spec)
+        missing = tuple(a for a in manual if a in axes and a not in x.aval.vma)
+        return core.bind1("pvary", x, axes=missing) if missing else x
 
     def _replication_error(self, failures, mesh: Mesh, manual: list[str]) -> str:
         order = lambda names: ",".join(a for a in mesh.axis_names if a in names)  # noqa: E731
         msgs = []
-        for path, spec, axes, vma, extra in failures:
+        for k, axes, vma in failures:
             unmentioned = [a for a in manual if a not in axes]
             if len(unmentioned) > 1:
                 msgs.append(
-                    f"out_specs{path} is {spec} which implies that the corresponding output value "
-                    f"is only varying across mesh axes {{{order(axes)}}} and not "
-                    f"{{{order(extra)}}}, but it was inferred to be possibly varying over "
-                    f"{{{order(vma)}}}")
+                    f"out_specs{k.path} is {k.spec} which implies that the corresponding output "
+                    f"value is only varying across mesh axes {{{order(axes)}}} and not "
+                    f"{{{order([a for a in unmentioned if a in vma])}}}, but it was inferred to be "
+                    f"possibly varying over {{{order(vma)}}}")
             else:
                 msgs.append(
-                    f"out_specs{path} is {spec} which implies that the corresponding output value "
-                    f"is replicated across mesh axis '{unmentioned[0]}', but could not infer "
+                    f"out_specs{k.path} is {k.spec} which implies that the corresponding output "
+                    f"value is replicated across mesh axis '{unmentioned[0]}', but could not infer "
                     "replication over any axes")
-        body = msgs[0] if len(msgs) == 1 else "\n\n".join("* " + m for m in msgs)
         return (f"shard_map applied to the function '{_fun_name(self.f)}' was given out_specs "
                 "which require replication which can't be statically inferred given the mesh:\n\n"
                 f"The mesh given has shape {tuple(mesh.shape.values())} with corresponding axis names "
-                f"{mesh.axis_names}.\n\n{body}\n\nCheck if these output values are meant to be "
-                "replicated over those mesh axes. If not, consider revising the corresponding "
+                f"{mesh.axis_names}.\n\n{_bullets(msgs)}\n\nCheck if these output values are meant "
+                "to be replicated over those mesh axes. If not, consider revising the corresponding "
                 "out_specs entries. If so, consider disabling the check by passing the "
                 "check_vma=False argument to `jax.shard_map`.")
 
@@ -260,21 +326,20 @@ class _ShardMapped:
     def __call__(self, *args):
         mesh = self._resolve_mesh()
         manual = self._manual_axes(mesh)
-        leaves, in_tree = tree_util.tree_flatten(args)
-        leaves = [core.asarray_value(x) for x in leaves]
+        with_paths, in_tree = tree_util.tree_flatten_with_path(args)
+        arg_paths = [p for p, _ in with_paths]
+        leaves = [core.asarray_value(x) for _, x in with_paths]
         if self.in_specs is Infer:
             in_specs = [self._infer_spec(x, mesh) for x in leaves]
+            keyed = [_Keyed(f"[{p[0].idx}]", s) for p, s in zip(arg_paths, in_specs)]
         else:
             specs = self.in_specs
-            if isinstance(specs, list):
+            if isinstance(specs, list):  # lenient: JAX wants a tuple, like args
                 specs = tuple(specs)
-            if not (_spec_leaf(specs) or isinstance(specs, tuple)):
-                raise TypeError(f"shard_map in_specs must be a tuple (one entry per argument) or "
-                                f"a PartitionSpec, got {specs!r}")
-            in_specs = [_as_spec(s) for s in self._broadcast_specs(specs, tuple(args), "in_specs")]
-        for i, (x, spec) in enumerate(zip(leaves, in_specs)):
-            self._check_spec(spec, mesh, manual, "in_specs")
-            self._check_arg(i, x, spec, mesh)
+            self._check_specs(specs, manual, "in_specs")
+            keyed = self._keyed_specs(specs, args, "in_specs")
+            in_specs = [k.spec for k in keyed]
+        self._check_args(args, arg_paths, leaves, keyed, mesh)
 
         body, out_tree, out_specs, captures = self._trace(leaves, in_tree, in_specs, mesh, manual)
         ndims = [x.ndim for x in leaves] + [c.ndim for c in captures]
@@ -298,20 +363,20 @@ class _ShardMapped:
                     aval = _core.block_aval(x.aval, mesh.core_mesh, _core_spec(spec, x.ndim), vma)
                     tracers.append(trace.new_input(aval))
                 out = self.f(*tree_util.tree_unflatten(in_tree, tracers))
-                out_leaves, out_tree = tree_util.tree_flatten(out)
-                out_leaves = [core.asarray_value(x) for x in out_leaves]
+                with_paths, out_tree = tree_util.tree_flatten_with_path(out)
+                out_leaves = [core.asarray_value(x) for _, x in with_paths]
                 specs = self.out_specs
-                if isinstance(specs, list):
+                if isinstance(specs, list) and isinstance(out, tuple):  # lenient, as in_specs
                     specs = tuple(specs)
-                out_specs = [_as_spec(s) for s in self._broadcast_specs(specs, out, "out_specs")]
-                for spec in out_specs:
-                    self._check_spec(spec, mesh, manual, "out_specs")
-                out_leaves = self._check_outputs(out_leaves, out_specs, mesh, manual, out_tree)
+                self._check_specs(specs, manual, "out_specs")
+                keyed = self._keyed_specs(specs, out, "out_specs")
+                out_leaves = self._check_outputs(out_leaves, keyed, [p for p, _ in with_paths],
+                                                 mesh, manual)
                 body, captures = trace.finish_capturing(out_leaves)
         finally:
             _core.pop_axis_env()
             _core.pop_trace(trace)
-        return body, out_tree, out_specs, captures
+        return body, out_tree, [k.spec for k in keyed], captures
 
 
 def axis_env():
