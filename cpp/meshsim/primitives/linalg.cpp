@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "meshsim/ir/primitive.h"
+#include "meshsim/kernels/cast.h"
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/primitives/families.h"
 
@@ -258,15 +259,6 @@ void loop_batched(const Tensor& a, const Tensor& b, T* c) {
         }
       }
     }
-}
-
-// Converts with the convert_element_type kernel (the one home of casts).
-Tensor cast(const Tensor& t, DType dtype) {
-  if (t.dtype() == dtype) return t;
-  Aval to;
-  to.shape = t.shape();
-  to.dtype = dtype;
-  return primitive("convert_element_type").kernel({t}, Params{{"new_dtype", dtype}}, {to})[0];
 }
 
 // The operand as BLAS reads it: itself when its strides allow, else packed.

@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "meshsim/ir/primitive.h"
+#include "meshsim/kernels/cast.h"
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/kernels/reduce.h"
 #include "meshsim/primitives/families.h"
@@ -113,12 +114,6 @@ void reduce(const std::string& name) {
   register_primitive(std::move(p));
 }
 
-// Converts with the convert_element_type kernel (the one home of casts).
-Tensor cast(const Tensor& t, const Aval& to) {
-  if (t.dtype() == to.dtype) return t;
-  return primitive("convert_element_type").kernel({t}, Params{{"new_dtype", to.dtype}}, {to})[0];
-}
-
 // ---- argmax / argmin -------------------------------------------------------
 
 // Whether v replaces the current best b: strictly better, or the first NaN.
@@ -204,7 +199,7 @@ void arg_reduce_primitive(const std::string& name) {
       if (index_dtype == DType::Int32) run(result.data<int32_t>());
       else run(result.data<int64_t>());
     });
-    return Tensors{cast(result, out[0])};
+    return Tensors{cast(result, out[0].dtype)};
   };
   register_primitive(std::move(p));
 }
