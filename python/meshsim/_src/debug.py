@@ -1,11 +1,18 @@
 """`meshsim.debug`: seeing where an array's blocks live.
 
 `visualize_array_sharding` prints the table JAX draws with `rich` (its
-uncoloured form: same cell sizes and labels) as plain text."""
+uncoloured form: same cell sizes and labels) as plain text. Inside a
+shard_map body it draws the mesh instead, one cell per device, numbering the
+distinct blocks the value's type allows (its VMA): devices along an axis the
+value is invariant over hold the same block. That picture is drawn when the
+body is traced (once under jit), from the type alone."""
 from __future__ import annotations
 
+import itertools
+import math
 from typing import Callable
 
+from meshsim import _core
 from meshsim._src import core, tree_util
 from meshsim._src import devices as devices_lib
 from meshsim._src.sharding.mesh import AxisType, Mesh
@@ -15,7 +22,11 @@ from meshsim._src.sharding.partition_spec import PartitionSpec
 
 def _traced_sharding(aval) -> Sharding:
     """What JAX reports inside jit: the compiled sharding, over the same
-    devices with Auto axes and no trailing unsharded dimensions."""
+    devices with Auto axes and no trailing unsharded dimensions. Inside a
+    shard_map body each device sees its whole block: `P()` on the mesh."""
+    env = _core.current_axis_env()
+    if env is not None:
+        return NamedSharding(Mesh.from_core(env[0]), PartitionSpec())
     if aval.mesh is None:
         return SingleDeviceSharding(devices_lib.device(0))
     mesh = Mesh.from_core(aval.mesh)
@@ -36,8 +47,44 @@ def inspect_array_sharding(value, *, callback: Callable[[Sharding], None]) -> No
 
 
 def visualize_array_sharding(arr, **kwargs) -> None:
-    """Prints which devices hold which block of a 1-D or 2-D array."""
+    """Prints which devices hold which block of a 1-D or 2-D array; inside a
+    shard_map body, which devices hold the same block of any value."""
+    env = _core.current_axis_env()
+    if env is not None and isinstance(arr, core.Tracer):
+        print(_block_picture(arr.aval, *env, max_width=kwargs.get("max_width", 80)))
+        return
     inspect_array_sharding(arr, callback=lambda s: visualize_sharding(arr.shape, s, **kwargs))
+
+
+def _block_picture(aval, mesh, manual, check_vma: bool, max_width: int = 80) -> str:
+    """The mesh as a grid (rows: its first axis; columns: the others, row-major),
+    each device labelled with the number of the block it holds. Blocks are
+    numbered row-major over the manual axes the value varies over; with
+    check_vma=False nothing is known, so every device gets its own number."""
+    names, sizes = list(mesh.axis_names), list(mesh.axis_sizes)
+    varying = [a for a in names if a in manual and (a in aval.vma or not check_vma)]
+    coords = list(itertools.product(*[range(n) for n in sizes]))
+    labels = []
+    for pos, c in enumerate(coords):
+        block = 0
+        for a in varying:
+            i = names.index(a)
+            block = block * sizes[i] + c[i]
+        labels.append(f"CPU {mesh.device_ids[pos]}: block {block}")
+    count = math.prod(sizes[names.index(a)] for a in varying)
+    same = [a for a in names if a not in varying]
+    how = (f"varies over {','.join(varying)}" if varying else "the same on every device")
+    if varying and same:
+        how += f", the same along {','.join(same)}"
+    if not check_vma:
+        how = "check_vma=False: no VMA, so every device's block counts as its own"
+    axes = ", ".join(f"'{a}': {n}" for a, n in zip(names, sizes))
+    header = (f"{aval.str_short()}: {count} distinct block{'s' if count != 1 else ''} over "
+              f"Mesh({axes}) ({how})")
+    rows = sizes[0] if len(sizes) > 1 else 1
+    cols = len(labels) // rows
+    table = [[(0, 1, 0, 1, labels[r * cols + c]) for c in range(cols)] for r in range(rows)]
+    return header + "\n" + _render(table, max_width)
 
 
 def _chunk_index(index: slice) -> int:
