@@ -1,6 +1,7 @@
 #include "meshsim/runtime/mesh_executor.h"
 
 #include <algorithm>
+#include <mutex>
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
@@ -48,15 +49,27 @@ void MeshContext::parallel_for(int64_t n, const std::function<void(int64_t)>& f)
 
 namespace {
 
-// One BLAS thread per device task while the mesh runs: the parallelism comes
+// One BLAS thread per device task while any mesh runs: the parallelism comes
 // from the devices, and OpenBLAS's own pool would oversubscribe the cores.
+// Counted, so programs running concurrently on several meshes agree on it.
 class SingleThreadedBlas {
  public:
-  SingleThreadedBlas() : saved_(openblas_get_num_threads()) { openblas_set_num_threads(1); }
-  ~SingleThreadedBlas() { openblas_set_num_threads(saved_); }
+  SingleThreadedBlas() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (active_++ == 0) {
+      saved_ = openblas_get_num_threads();
+      openblas_set_num_threads(1);
+    }
+  }
+  ~SingleThreadedBlas() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (--active_ == 0) openblas_set_num_threads(saved_);
+  }
 
  private:
-  int saved_;
+  static inline std::mutex mutex_;
+  static inline int active_ = 0;
+  static inline int saved_ = 1;
 };
 
 }  // namespace
