@@ -232,16 +232,25 @@ def _correction(ddof, correction):
     return correction
 
 
-def _var(name, a, axis, dtype, out, correction, keepdims, where, a_mean):
+def _var_operands(name, a, axis, dtype, out, where, a_mean, mean_fn):
+    """What var and nanvar start from: the operand in the computation dtype,
+    `where`, the computation and result dtypes, and the mean (`mean_fn`'s
+    unless given)."""
     _no_out(name, out)
     a = _asarray(name, a)
     where = _check_where(name, where)
     computation_dtype, dtype = _var_dtypes(a.dtype, dtype)
     a = core.convert_element_type(a, computation_dtype)
     if a_mean is None:
-        a_mean = _mean(a, axis, computation_dtype, keepdims=True, where=where)
+        a_mean = mean_fn(a, axis, dtype=computation_dtype, keepdims=True, where=where)
     else:
         a_mean = core.convert_element_type(core.asarray_value(a_mean), computation_dtype)
+    return a, where, computation_dtype, dtype, a_mean
+
+
+def _var(name, a, axis, dtype, out, correction, keepdims, where, a_mean):
+    a, where, computation_dtype, dtype, a_mean = _var_operands(name, a, axis, dtype, out, where,
+                                                               a_mean, _mean)
     centered = lax.square(ufuncs.subtract(a, a_mean))
     normalizer = lax.sub(_count(a, axis, keepdims, where, computation_dtype),
                          _const(correction, computation_dtype))
@@ -437,15 +446,8 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
 
 
 def _nanvar(name, a, axis, dtype, out, ddof, keepdims, where, a_mean):
-    _no_out(name, out)
-    a = _asarray(name, a)
-    where = _check_where(name, where)
-    computation_dtype, dtype = _var_dtypes(a.dtype, dtype)
-    a = core.convert_element_type(a, computation_dtype)
-    if a_mean is None:
-        a_mean = nanmean(a, axis, dtype=computation_dtype, keepdims=True, where=where)
-    else:
-        a_mean = core.convert_element_type(core.asarray_value(a_mean), computation_dtype)
+    a, where, computation_dtype, dtype, a_mean = _var_operands(name, a, axis, dtype, out, where,
+                                                               a_mean, nanmean)
     nan = _isnan(a)
     centered = lax.square(ufuncs.where(nan, _const(0, computation_dtype), ufuncs.subtract(a, a_mean)))
     count = lax.sub(sum(lax.bitwise_not(nan), axis=axis, keepdims=keepdims, where=where),
