@@ -9,7 +9,7 @@ _install_array_methods()
 
 from meshsim._src.core import Array, typeof  # noqa: E402,F401
 from meshsim._src.api import jit, make_jaxpr, block_until_ready  # noqa: E402,F401
-from meshsim._src.config import config  # noqa: E402,F401
+from meshsim._src.config import config, raise_on_ppermute_sort_diff  # noqa: E402,F401
 from meshsim._src.devices import devices, device_count, local_devices, local_device_count  # noqa: E402,F401
 from meshsim._src.sharding.api import make_mesh, set_mesh, device_put, P  # noqa: E402,F401
 from meshsim._src.shard_map import shard_map  # noqa: E402,F401

@@ -3,9 +3,13 @@
 // blocks (runtime/mesh_executor.h); its groups follow JAX's replica groups:
 // devices that differ only along the named axes, members in tuple order.
 #include <algorithm>
+#include <cstring>
+#include <optional>
+#include <sstream>
 
 #include "meshsim/ir/axis_env.h"
 #include "meshsim/kernels/dispatch.h"
+#include "meshsim/kernels/strided.h"
 #include "meshsim/primitives/families.h"
 #include "meshsim/runtime/mesh_executor.h"
 
@@ -123,6 +127,492 @@ Primitive all_reduce_primitive(const std::string& name, Reduce op) {
   return p;
 }
 
+// ---------------------------------------------------------------------------
+// Data-moving collectives. Each runs as tasks over (replica group, member):
+// a task allocates or fills one member's result with memcpy-style block
+// moves, so no two tasks write the same bytes and the result does not depend
+// on the thread count.
+
+using Groups = std::vector<std::vector<int64_t>>;
+
+// The named axes of a collective. JAX keeps `axis_name` as the caller gave
+// it: one name (all_to_all) or a tuple of names.
+AxisNames axis_names_param(const Params& p) {
+  for (const auto& [k, v] : p.items()) {
+    if (k != "axis_name") continue;
+    if (auto* s = std::get_if<std::string>(&v)) return {*s};
+    if (auto* l = std::get_if<StrList>(&v)) return *l;
+    if (auto* l = std::get_if<IntList>(&v); l && l->empty()) return {};
+    fail<TypeError>("axis_name must be an axis name or a tuple of axis names");
+  }
+  fail<ValueError>("missing parameter 'axis_name'");
+}
+
+std::optional<IntLists> index_groups_param(const Params& p) {
+  if (p.is_none("axis_index_groups")) return std::nullopt;
+  return p.get<IntLists>("axis_index_groups");
+}
+
+// The number of devices a collective over `axes` combines: the axes' total
+// size, or the size of each of `axis_index_groups`, which must split the
+// indices along the axes into equal groups.
+int64_t group_size(const std::string& op, const AxisNames& axes, const Params& p) {
+  const int64_t n = bound_axis_size(axes, op);
+  const auto groups = index_groups_param(p);
+  if (!groups) return n;
+  std::vector<bool> seen(n, false);
+  int64_t count = 0;
+  for (const IntList& g : *groups) {
+    if (g.size() != groups->front().size()) fail<ValueError>("Replica groups must be equally sized");
+    for (int64_t i : g) {
+      if (i < 0 || i >= n || seen[i])
+        fail<ValueError>("axis_index_groups must cover all indices exactly once");
+      seen[i] = true;
+      ++count;
+    }
+  }
+  if (count != n) fail<ValueError>("axis_index_groups must cover all indices exactly once");
+  return static_cast<int64_t>(groups->front().size());
+}
+
+// The replica groups (JAX's `_replica_groups`): members in tuple order, each
+// group split further by `axis_index_groups` when given.
+Groups replica_groups(const MeshContext& ctx, const AxisNames& axes, const Params& p) {
+  Groups base = ctx.groups(axes);
+  const auto sub = index_groups_param(p);
+  if (!sub) return base;
+  Groups out;
+  for (const auto& g : base)
+    for (const IntList& ig : *sub) {
+      std::vector<int64_t> members;
+      for (int64_t i : ig) members.push_back(g[i]);
+      out.push_back(std::move(members));
+    }
+  return out;
+}
+
+// JAX's `collective_vma_rule`: a varying -> varying collective needs an
+// operand varying over every axis it acts on (the wrappers cast it first).
+AxisNames collective_vma(const std::string& name, const Aval& x, const AxisNames& axes) {
+  if (!vma_checking()) return {};
+  for (const auto& n : axes)
+    if (!contains(x.vma, n))
+      fail<ValueError>("Collective ", name, " must be applied to a device-varying  type, but got ",
+                       frozenset_str(x.vma), " for collective acting over axis name ",
+                       names_str(axes), ". Please open an issue at "
+                       "https://github.com/jax-ml/jax/issues and as a temporary workaround pass "
+                       "the check_vma=False argument to `jax.shard_map`");
+  return x.vma;
+}
+
+int64_t dim_param(const Params& p, const char* name, int64_t bound, const std::string& op) {
+  const int64_t d = p.get<int64_t>(name);
+  if (d < 0 || d >= bound)
+    fail<ValueError>(op, ": ", name, "=", d, " is out of bounds for ", bound, " dimensions");
+  return d;
+}
+
+Tensor slice_dim(const Tensor& t, int64_t dim, int64_t lo, int64_t hi) {
+  std::vector<int64_t> start(t.ndim(), 0), stop(t.shape()), step(t.ndim(), 1);
+  start[dim] = lo;
+  stop[dim] = hi;
+  return t.slice(start, stop, step);
+}
+
+// Copies `src` into `dst` (views of one shape and dtype, any strides) in
+// memcpy runs over the longest trailing block both store contiguously.
+void copy_view(const Tensor& src, const Tensor& dst) {
+  if (src.size() == 0) return;
+  const Shape& shape = src.shape();
+  const size_t isz = itemsize(src.dtype());
+  int64_t k = src.ndim(), run = 1;
+  for (; k > 0; --k) {
+    const int64_t d = k - 1;
+    if (shape[d] != 1 && (src.strides()[d] != run || dst.strides()[d] != run)) break;
+    run *= shape[d];
+  }
+  const Shape outer(shape.begin(), shape.begin() + k);
+  const Strides ss(src.strides().begin(), src.strides().begin() + k);
+  const Strides ds(dst.strides().begin(), dst.strides().begin() + k);
+  const char* s0 = static_cast<const char*>(src.raw());
+  char* d0 = static_cast<char*>(dst.raw());
+  const size_t bytes = run * isz;
+  for_each_offsets<2>(outer, {&ss, &ds}, [&](const std::array<int64_t, 2>& off) {
+    std::memcpy(d0 + off[1] * static_cast<int64_t>(isz), s0 + off[0] * static_cast<int64_t>(isz),
+                bytes);
+  });
+}
+
+// Every device's first operand in row-major layout (the kernels index it directly).
+std::vector<Tensor> contiguous_operands(const MeshContext& ctx, const std::vector<Tensors>& in,
+                                        size_t k = 0) {
+  std::vector<Tensor> out(in.size());
+  ctx.parallel_for(static_cast<int64_t>(in.size()), [&](int64_t d) { out[d] = in[d][k].contiguous(); });
+  return out;
+}
+
+// Runs f(group, member) for every member of every group.
+void for_each_member(const MeshContext& ctx, const Groups& groups,
+                     const std::function<void(int64_t, int64_t)>& f) {
+  const int64_t n = static_cast<int64_t>(groups[0].size());
+  ctx.parallel_for(static_cast<int64_t>(groups.size()) * n, [&](int64_t t) { f(t / n, t % n); });
+}
+
+// Bytes each device sends in one collective over groups of `n` devices, as
+// a ring schedule moves them (for the cost accounting to come).
+[[maybe_unused]] int64_t bytes_sent_per_device(const std::string& name, const Aval& in, const Aval& out, int64_t n) {
+  const int64_t in_bytes = num_elements(in.shape) * static_cast<int64_t>(itemsize(in.dtype));
+  const int64_t out_bytes = num_elements(out.shape) * static_cast<int64_t>(itemsize(out.dtype));
+  if (name == "all_gather" || name == "all_gather_invariant") return in_bytes * (n - 1);
+  if (name == "reduce_scatter") return out_bytes * (n - 1);
+  if (name == "all_to_all") return in_bytes / n * (n - 1);
+  if (name == "ppermute" || name == "pbroadcast") return in_bytes;
+  if (name == "psum" || name == "psum_invariant" || name == "pmax" || name == "pmin")
+    return 2 * in_bytes / n * (n - 1);
+  return 0;  // ragged_all_to_all: depends on the sizes, known at run time
+}
+
+// --- all_gather / all_gather_invariant --------------------------------------
+
+Avals all_gather_eval(const std::string& name, const Avals& in, const Params& p) {
+  const Aval& x = in.at(0);
+  const AxisNames axes = axis_names_param(p);
+  const int64_t n = group_size(name, axes, p);
+  if (p.get<int64_t>("axis_size") != n)
+    fail<ValueError>(name, ": axis_size=", p.get<int64_t>("axis_size"), " does not match the size ",
+                     n, " of axis_name ", names_str(axes));
+  const bool tiled = p.get<bool>("tiled");
+  const int64_t dim = dim_param(p, "all_gather_dimension", x.ndim() + (tiled ? 0 : 1), name);
+  Shape shape = x.shape;
+  if (tiled) shape[dim] *= n;
+  else shape.insert(shape.begin() + dim, n);
+  return {like(x, shape, x.dtype, x.weak_type)};
+}
+
+// Each group's members receive the same value: one buffer, shared by them.
+std::vector<Tensors> all_gather_kernel(const MeshContext& ctx, const std::vector<Tensors>& in,
+                                       const Params& p, const Avals& out) {
+  const Groups groups = replica_groups(ctx, axis_names_param(p), p);
+  const bool tiled = p.get<bool>("tiled");
+  const int64_t dim = p.get<int64_t>("all_gather_dimension");
+  std::vector<Tensor> bufs(groups.size());
+  for (auto& b : bufs) b = Tensor::empty(out[0].dtype, out[0].shape);
+  for_each_member(ctx, groups, [&](int64_t g, int64_t r) {
+    Tensor blk = in[groups[g][r]][0];
+    if (!tiled) {
+      Shape s = blk.shape();
+      s.insert(s.begin() + dim, 1);
+      blk = blk.reshape(s);
+    }
+    const int64_t c = blk.shape()[dim];
+    copy_view(blk, slice_dim(bufs[g], dim, r * c, (r + 1) * c));
+  });
+  std::vector<Tensors> res(in.size());
+  for (size_t g = 0; g < groups.size(); ++g)
+    for (int64_t pos : groups[g]) res[pos] = {bufs[g]};
+  return res;
+}
+
+Primitive all_gather_primitive(const std::string& name, bool invariant) {
+  Primitive prim;
+  prim.name = name;
+  prim.abstract_eval = [name](const Avals& in, const Params& p) { return all_gather_eval(name, in, p); };
+  prim.vma_rule = [name, invariant](const Avals& in, const Params& p) {
+    if (invariant) return vma_checking() ? vma_minus(in[0].vma, axis_names_param(p)) : AxisNames{};
+    return collective_vma(name, in[0], axis_names_param(p));
+  };
+  prim.mesh_kernel = all_gather_kernel;
+  return prim;
+}
+
+// --- reduce_scatter (psum_scatter) -----------------------------------------
+
+Avals reduce_scatter_eval(const Avals& in, const Params& p) {
+  const Aval& x = in.at(0);
+  const AxisNames axes = axis_names_param(p);
+  const int64_t n = group_size("reduce_scatter", axes, p);
+  if (x.dtype == DType::Bool)
+    fail<TypeError>("add does not accept dtype bool at position 0. Accepted dtypes at position 0 "
+                    "are subtypes of integer, floating, complexfloating.");
+  const int64_t dim = dim_param(p, "scatter_dimension", x.ndim(), "reduce_scatter");
+  const int64_t size = x.shape[dim];
+  Shape shape = x.shape;
+  if (p.get<bool>("tiled")) {
+    if (size % n != 0)
+      fail<ValueError>("tiled reduce_scatter operand scatter dimension size ", size,
+                       " must be divisible by shard_count ", n);
+    shape[dim] = size / n;
+  } else {
+    if (size != n)
+      fail<ValueError>("reduce_scatter operand scatter dimension size ", size,
+                       " must match shard count ", n);
+    shape.erase(shape.begin() + dim);
+  }
+  return {like(x, shape, x.dtype, x.weak_type)};
+}
+
+// Member r gets chunk r (along the scatter dimension) of the sum of the
+// group's blocks, added in member order.
+std::vector<Tensors> reduce_scatter_kernel(const MeshContext& ctx, const std::vector<Tensors>& in,
+                                           const Params& p, const Avals& out) {
+  const Groups groups = replica_groups(ctx, axis_names_param(p), p);
+  const int64_t dim = p.get<int64_t>("scatter_dimension");
+  const std::vector<Tensor> x = contiguous_operands(ctx, in);
+  const Shape& s = x[0].shape();
+  const int64_t n = static_cast<int64_t>(groups[0].size());
+  int64_t outer = 1, chunk = s[dim] / n;
+  for (int64_t d = 0; d < dim; ++d) outer *= s[d];
+  for (int64_t d = dim + 1; d < x[0].ndim(); ++d) chunk *= s[d];
+  std::vector<Tensors> res(in.size());
+  for_each_member(ctx, groups, [&](int64_t g, int64_t r) {
+    Tensor o = Tensor::empty(out[0].dtype, out[0].shape);
+    dispatch_numeric(o.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      T* dst = o.data<T>();
+      for (int64_t m = 0; m < n; ++m) {
+        const T* src = x[groups[g][m]].data<T>();
+        for (int64_t i = 0; i < outer; ++i) {
+          const T* a = src + (i * n + r) * chunk;
+          T* b = dst + i * chunk;
+          if (m == 0) std::memcpy(b, a, chunk * sizeof(T));
+          else for (int64_t e = 0; e < chunk; ++e) b[e] += a[e];
+        }
+      }
+    });
+    res[groups[g][r]] = {o};
+  });
+  return res;
+}
+
+// --- ppermute -----------------------------------------------------------------
+
+// `perm` as (src, dst) pairs with negative indices wrapped (as JAX indexes
+// the group); raises for pairs out of range or not unique.
+std::vector<std::pair<int64_t, int64_t>> perm_pairs(const Params& p, const AxisNames& axes,
+                                                    int64_t n) {
+  IntLists perm;
+  for (const auto& [k, v] : p.items())
+    if (k == "perm") {
+      if (auto* l = std::get_if<IntLists>(&v)) perm = *l;
+      else if (auto* e = std::get_if<IntList>(&v); !e || !e->empty())
+        fail<TypeError>("ppermute perm must be a sequence of (source, destination) pairs");
+    }
+  std::vector<std::pair<int64_t, int64_t>> pairs;
+  std::vector<bool> src_seen(n, false), dst_seen(n, false);
+  bool unique = true;
+  for (const IntList& pr : perm) {
+    if (pr.size() != 2)
+      fail<ValueError>("ppermute perm entries must be (source, destination) pairs, got ",
+                       param_value_str(pr), " in perm ", param_value_str(perm));
+    for (int64_t i : pr)
+      if (i < -n || i >= n)
+        fail<ValueError>("ppermute index ", i, " in perm entry ", param_value_str(pr),
+                         " is out of range for axis_name ", names_str(axes), " of size ", n,
+                         ": indices must be in [0, ", n, ")");
+    const int64_t src = (pr[0] + n) % n, dst = (pr[1] + n) % n;
+    unique = unique && !src_seen[src] && !dst_seen[dst];
+    src_seen[src] = dst_seen[dst] = true;
+    pairs.emplace_back(src, dst);
+  }
+  if (!unique)
+    fail<ValueError>("ppermute sources and destinations must be unique, got ",
+                     param_value_str(perm), ".");
+  return pairs;
+}
+
+// Indices in `perm` refer to the group's devices in mesh order, whatever the
+// order of the names in `axis_name` (JAX <= 0.11 sorts the replica groups).
+std::vector<Tensors> ppermute_kernel(const MeshContext& ctx, const std::vector<Tensors>& in,
+                                     const Params& p, const Avals& out) {
+  const AxisNames axes = axis_names_param(p);
+  const Groups groups = ctx.groups(ctx.mesh().in_mesh_order(axes));
+  const int64_t n = static_cast<int64_t>(groups[0].size());
+  std::vector<int64_t> src_of(n, -1);
+  for (auto [src, dst] : perm_pairs(p, axes, n)) src_of[dst] = src;
+  std::vector<Tensors> res(in.size());
+  for_each_member(ctx, groups, [&](int64_t g, int64_t r) {
+    Tensor o = Tensor::empty(out[0].dtype, out[0].shape);
+    if (src_of[r] >= 0) copy_view(in[groups[g][src_of[r]]][0], o);
+    else std::memset(o.raw(), 0, o.nbytes());
+    res[groups[g][r]] = {o};
+  });
+  return res;
+}
+
+// --- all_to_all ------------------------------------------------------------------
+
+// The primitive is always the tiled exchange; the wrapper adds and removes
+// the unit dimensions of the untiled form, as JAX's does.
+Avals all_to_all_eval(const Avals& in, const Params& p) {
+  const Aval& x = in.at(0);
+  const AxisNames axes = axis_names_param(p);
+  const int64_t n = group_size("all_to_all", axes, p);
+  const int64_t split = dim_param(p, "split_axis", x.ndim(), "all_to_all");
+  const int64_t concat = dim_param(p, "concat_axis", x.ndim(), "all_to_all");
+  if (x.shape[split] % n != 0)
+    fail<ValueError>("The size of all_to_all split_axis (", x.shape[split],
+                     ") has to be divisible by the size of the named axis ", names_str(axes), " (",
+                     n, ")");
+  Shape shape = x.shape;
+  shape[split] /= n;
+  shape[concat] *= n;
+  return {like(x, shape, x.dtype, false)};
+}
+
+// Member j receives chunk j (along split_axis) of every member k's block and
+// concatenates them along concat_axis in member order.
+std::vector<Tensors> all_to_all_kernel(const MeshContext& ctx, const std::vector<Tensors>& in,
+                                       const Params& p, const Avals& out) {
+  const Groups groups = replica_groups(ctx, axis_names_param(p), p);
+  const int64_t split = p.get<int64_t>("split_axis"), concat = p.get<int64_t>("concat_axis");
+  const int64_t n = static_cast<int64_t>(groups[0].size());
+  const std::vector<Tensor> x = contiguous_operands(ctx, in);
+  const int64_t m = x[0].shape()[split] / n;
+  std::vector<Tensors> res(in.size());
+  for_each_member(ctx, groups, [&](int64_t g, int64_t j) {
+    Tensor o = Tensor::empty(out[0].dtype, out[0].shape);
+    for (int64_t k = 0; k < n; ++k) {
+      const Tensor chunk = slice_dim(x[groups[g][k]], split, j * m, (j + 1) * m);
+      const int64_t c = chunk.shape()[concat];
+      copy_view(chunk, slice_dim(o, concat, k * c, (k + 1) * c));
+    }
+    res[groups[g][j]] = {o};
+  });
+  return res;
+}
+
+// --- ragged_all_to_all ------------------------------------------------------
+
+const char* const kRaggedArgs[] = {"operand", "output", "input_offsets", "send_sizes",
+                                   "output_offsets", "recv_sizes"};
+
+Avals ragged_all_to_all_eval(const Avals& in, const Params& p) {
+  if (in.size() != 6) fail<TypeError>("ragged_all_to_all takes 6 operands, got ", in.size());
+  for (int i = 2; i < 6; ++i)
+    if (!is_integer(in[i].dtype))
+      fail<ValueError>("ragged_all_to_all ", kRaggedArgs[i], " must be integer type.");
+  for (int i = 2; i < 6; ++i)
+    if (in[i].ndim() != 1 || in[i].shape[0] < 1)
+      fail<ValueError>("ragged_all_to_all ", kRaggedArgs[i],
+                       " must be rank 1 with positive dimension size, but got shape ",
+                       shape_str(in[i].shape));
+  const Aval &operand = in[0], &output = in[1];
+  const AxisNames axes = axis_names_param(p);
+  const int64_t n = group_size("ragged_all_to_all", axes, p);
+  const int64_t k = in[2].shape[0];
+  for (int i = 3; i < 6; ++i)
+    if (in[i].shape[0] != k)
+      fail<ValueError>("ragged_all_to_all input_offsets, send_sizes, output_offsets and "
+                       "recv_sizes must have the same length, but got shapes ",
+                       shape_str(in[2].shape), ", ", shape_str(in[3].shape), ", ",
+                       shape_str(in[4].shape), " and ", shape_str(in[5].shape));
+  if (k % n != 0)
+    fail<ValueError>("ragged_all_to_all offsets and sizes have ", k,
+                     " entries, which is not a multiple of the size ", n, " of axis_name ",
+                     names_str(axes));
+  if (operand.dtype != output.dtype)
+    fail<TypeError>("ragged_all_to_all operand and output must have the same dtype, got ",
+                    dtype_name(operand.dtype), " and ", dtype_name(output.dtype));
+  if (operand.ndim() < 1 || operand.ndim() != output.ndim() ||
+      !std::equal(operand.shape.begin() + 1, operand.shape.end(), output.shape.begin() + 1))
+    fail<ValueError>("ragged_all_to_all operand and output must have the same rank (at least 1) "
+                     "and the same dimensions after the first, got shapes ",
+                     shape_str(operand.shape), " and ", shape_str(output.shape));
+  return {like(output, output.shape, output.dtype, false)};
+}
+
+std::vector<int64_t> int_values(const Tensor& t) {
+  std::vector<int64_t> out(t.size());
+  const Tensor c = t.contiguous();
+  dispatch_integer(c.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* v = c.data<T>();
+    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<int64_t>(v[i]);
+  });
+  return out;
+}
+
+// Sender s's entry i goes to member i / per (per = entries per member), rows
+// operand[input_offsets[i]:][:send_sizes[i]] landing at output_offsets[i] of
+// that member's output. Every slice is checked on every device before any
+// data moves; a bad one raises once, naming the device, the entry and sizes.
+std::vector<Tensors> ragged_all_to_all_kernel(const MeshContext& ctx,
+                                              const std::vector<Tensors>& in, const Params& p,
+                                              const Avals& out) {
+  const AxisNames axes = axis_names_param(p);
+  const Groups groups = replica_groups(ctx, axes, p);
+  const int64_t n = static_cast<int64_t>(groups[0].size());
+  const int64_t devices = static_cast<int64_t>(in.size());
+  // idx[d][a]: device d's input_offsets, send_sizes, output_offsets, recv_sizes.
+  std::vector<std::array<std::vector<int64_t>, 4>> idx(devices);
+  ctx.parallel_for(devices, [&](int64_t d) {
+    for (int a = 0; a < 4; ++a) idx[d][a] = int_values(in[d][2 + a]);
+  });
+  const int64_t k = static_cast<int64_t>(idx[0][0].size()), per = k / n;
+  const int64_t row = num_elements(Shape(out[0].shape.begin() + 1, out[0].shape.end()));
+  auto where = [&](int64_t pos) {
+    std::ostringstream os;
+    os << "device " << ctx.mesh().device_ids[pos] << " (index " << ctx.axis_index(pos, axes)
+       << " along axis_name " << names_str(axes) << ")";
+    return os.str();
+  };
+  for (const auto& g : groups)
+    for (int64_t s = 0; s < n; ++s) {
+      const int64_t pos = g[s];
+      const auto& [io, ss, oo, rs] = idx[pos];
+      const int64_t rows_in = in[pos][0].shape()[0];
+      for (int64_t i = 0; i < k; ++i) {
+        const int64_t dst = g[i / per], rows_out = in[dst][1].shape()[0];
+        const int64_t slot = s * per + i % per;
+        if (io[i] < 0 || ss[i] < 0 || io[i] + ss[i] > rows_in)
+          fail<ValueError>("ragged_all_to_all: on ", where(pos), ", input_offsets[", i, "] = ",
+                           io[i], " and send_sizes[", i, "] = ", ss[i],
+                           " select rows outside the operand, which has ", rows_in, " rows");
+        if (oo[i] < 0 || oo[i] + ss[i] > rows_out)
+          fail<ValueError>("ragged_all_to_all: on ", where(pos), ", output_offsets[", i, "] = ",
+                           oo[i], " and send_sizes[", i, "] = ", ss[i],
+                           " select rows outside the output of ", where(dst), ", which has ",
+                           rows_out, " rows");
+        if (idx[dst][3][slot] != ss[i])
+          fail<ValueError>("ragged_all_to_all: ", where(pos), " sends ", ss[i],
+                           " rows (send_sizes[", i, "]) to ", where(dst),
+                           ", which expects ", idx[dst][3][slot], " (recv_sizes[", slot, "])");
+      }
+    }
+  const size_t row_bytes = row * itemsize(out[0].dtype);
+  const std::vector<Tensor> operand = contiguous_operands(ctx, in, 0);
+  std::vector<Tensors> res(in.size());
+  for_each_member(ctx, groups, [&](int64_t g, int64_t j) {
+    const int64_t pos = groups[g][j];
+    Tensor o = in[pos][1].copy();
+    char* dst = static_cast<char*>(o.raw());
+    for (int64_t s = 0; s < n; ++s) {
+      const int64_t from = groups[g][s];
+      const auto& [io, ss, oo, rs] = idx[from];
+      const char* src = static_cast<const char*>(operand[from].raw());
+      for (int64_t i = j * per; i < (j + 1) * per; ++i)
+        std::memcpy(dst + oo[i] * row_bytes, src + io[i] * row_bytes, ss[i] * row_bytes);
+    }
+    res[pos] = {o};
+  });
+  return res;
+}
+
+// --- pbroadcast ----------------------------------------------------------------
+
+std::vector<Tensors> pbroadcast_kernel(const MeshContext& ctx, const std::vector<Tensors>& in,
+                                       const Params& p, const Avals&) {
+  const Groups groups = ctx.groups(axis_names_param(p));
+  const int64_t source = p.get<int64_t>("source");
+  std::vector<Tensor> bufs(groups.size());
+  ctx.parallel_for(static_cast<int64_t>(groups.size()),
+                   [&](int64_t g) { bufs[g] = in[groups[g][source]][0].copy(); });
+  std::vector<Tensors> res(in.size());
+  for (size_t g = 0; g < groups.size(); ++g)
+    for (int64_t pos : groups[g]) res[pos] = {bufs[g]};
+  return res;
+}
+
 }  // namespace
 
 void register_collective_primitives() {
@@ -174,6 +664,71 @@ void register_collective_primitives() {
     return out;
   };
   register_primitive(std::move(axis_index));
+
+  register_primitive(all_gather_primitive("all_gather", false));
+  register_primitive(all_gather_primitive("all_gather_invariant", true));
+
+  Primitive reduce_scatter;
+  reduce_scatter.name = "reduce_scatter";
+  reduce_scatter.abstract_eval = reduce_scatter_eval;
+  reduce_scatter.vma_rule = [](const Avals& in, const Params& p) {
+    return collective_vma("reduce_scatter", in[0], axis_names_param(p));
+  };
+  reduce_scatter.mesh_kernel = reduce_scatter_kernel;
+  register_primitive(std::move(reduce_scatter));
+
+  Primitive ppermute;
+  ppermute.name = "ppermute";
+  ppermute.abstract_eval = [](const Avals& in, const Params& p) {
+    const AxisNames axes = axis_names_param(p);
+    perm_pairs(p, axes, bound_axis_size(axes, "ppermute"));
+    return Avals{in.at(0)};
+  };
+  ppermute.vma_rule = [](const Avals& in, const Params& p) {
+    return collective_vma("ppermute", in[0], axis_names_param(p));
+  };
+  ppermute.mesh_kernel = ppermute_kernel;
+  register_primitive(std::move(ppermute));
+
+  Primitive all_to_all;
+  all_to_all.name = "all_to_all";
+  all_to_all.abstract_eval = all_to_all_eval;
+  all_to_all.vma_rule = [](const Avals& in, const Params& p) {
+    return collective_vma("all_to_all", in[0], axis_names_param(p));
+  };
+  all_to_all.mesh_kernel = all_to_all_kernel;
+  register_primitive(std::move(all_to_all));
+
+  // JAX types the result like `output` (no check at all); the result varies
+  // over the exchange's axes and with every operand, so meshsim says so.
+  Primitive ragged;
+  ragged.name = "ragged_all_to_all";
+  ragged.abstract_eval = ragged_all_to_all_eval;
+  ragged.vma_rule = [](const Avals& in, const Params& p) {
+    if (!vma_checking()) return AxisNames{};
+    AxisNames vma = axis_names_param(p);
+    for (const Aval& a : in) vma = vma_plus(vma, a.vma);
+    return vma_plus(vma, {});
+  };
+  ragged.mesh_kernel = ragged_all_to_all_kernel;
+  register_primitive(std::move(ragged));
+
+  // pbroadcast: every member gets member `source`'s block (typed varying, as JAX).
+  Primitive pbroadcast;
+  pbroadcast.name = "pbroadcast";
+  pbroadcast.abstract_eval = [](const Avals& in, const Params& p) {
+    const AxisNames axes = axis_names_param(p);
+    const int64_t n = bound_axis_size(axes, "pbroadcast"), source = p.get<int64_t>("source");
+    if (source < 0 || source >= n)
+      fail<ValueError>("pbroadcast source ", source, " is out of range for axis_name ",
+                       names_str(axes), " of size ", n);
+    return Avals{in.at(0)};
+  };
+  pbroadcast.vma_rule = [](const Avals& in, const Params& p) {
+    return collective_vma("pbroadcast", in[0], axis_names_param(p));
+  };
+  pbroadcast.mesh_kernel = pbroadcast_kernel;
+  register_primitive(std::move(pbroadcast));
 }
 
 }  // namespace meshsim

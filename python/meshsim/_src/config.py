@@ -8,6 +8,7 @@ Other `jax_*` flags are accepted and stored, so that notebooks written for JAX
 run unchanged; they do not change what the simulator does."""
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any, Callable
 
@@ -31,6 +32,9 @@ class Config:
             "jax_threefry_partitionable": True,
             "jax_default_prng_impl": "threefry2x32",
             "jax_disable_jit": False,
+            # ppermute over a tuple of axes not in mesh order: False counts devices in
+            # mesh order and warns (JAX <= 0.11); True raises as newer JAX does.
+            "jax_raise_on_ppermute_sort_diff": False,
         }
         self._setters: dict[str, Callable[[Any], Any]] = {
             "jax_num_cpu_devices": self._set_num_devices,
@@ -97,3 +101,15 @@ class Config:
 
 
 config = Config()
+
+
+@contextlib.contextmanager
+def raise_on_ppermute_sort_diff(value: bool):
+    """`with raise_on_ppermute_sort_diff(False):` sets the flag of that name
+    for the block (as JAX's context manager does)."""
+    old = config.read("jax_raise_on_ppermute_sort_diff")
+    config.update("jax_raise_on_ppermute_sort_diff", bool(value))
+    try:
+        yield
+    finally:
+        config.update("jax_raise_on_ppermute_sort_diff", old)

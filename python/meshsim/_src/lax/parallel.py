@@ -7,13 +7,18 @@ axis a value is invariant on sums identical copies."""
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
 from meshsim import _core
 from meshsim._src import core, tree_util
+from meshsim._src.config import config
+from meshsim._src.lax.structural import canonicalize_axis, expand_dims, squeeze
 
-__all__ = ["psum", "pmean", "pmax", "pmin", "axis_index", "axis_size", "pvary", "pcast"]
+__all__ = ["psum", "pmean", "pmax", "pmin", "axis_index", "axis_size", "pvary", "pcast",
+           "all_gather", "all_gather_invariant", "psum_scatter", "ppermute", "pshuffle",
+           "all_to_all", "pswapaxes", "ragged_all_to_all", "pbroadcast"]
 
 
 def _axis_tuple(axis_name) -> tuple:
@@ -46,7 +51,7 @@ def _vary_over(x, axes: tuple, env):
 
 def _operand(x):
     x = core.asarray_value(x)
-    if not isinstance(x, core.Tracer):
+    if not isinstance(x, core.Tracer) and _core.current_axis_env() is None:
         raise TypeError("collectives apply to values inside a shard_map body, got a concrete "
                         f"array of type {x.aval.str_short()}")
     return x
@@ -143,3 +148,219 @@ def pcast(x, axis_name, *, to: str):
         return pvary(v, axes)
 
     return tree_util.tree_map(leaf, x)
+
+
+# --- data-moving collectives ---------------------------------------------------
+
+
+def _index_groups(axis_index_groups, axes: tuple):
+    """`axis_index_groups` as a tuple of tuples, checked to split the indices
+    along `axes` into groups of one size."""
+    if axis_index_groups is None:
+        return None
+    groups = tuple(tuple(int(i) for i in g) for g in axis_index_groups)
+    n = axis_size(axes)
+    if sorted(i for g in groups for i in g) != list(range(n)):
+        raise ValueError("axis_index_groups must cover all indices exactly once")
+    if len({len(g) for g in groups}) != 1:
+        raise ValueError("Replica groups must be equally sized")
+    return groups
+
+
+def _group_size(axes: tuple, groups) -> int:
+    return len(groups[0]) if groups else axis_size(axes)
+
+
+def all_gather(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False, to="varying"):
+    """Gathers `x` (a pytree) from every device along `axis_name`: stacked in
+    a new dimension `axis` (or concatenated along it when `tiled`), in
+    axis_index order. The result varies over the axes (`to='varying'`), or is
+    invariant over them with `to='invarying'` (= `all_gather_invariant`)."""
+    allowed = {"varying", "reduced", "invarying"}
+    if to not in allowed:
+        raise ValueError("Got unexpected `to` value for `jax.lax.all_gather`. Allowed `to` "
+                         f"values are: {allowed}")
+    if to == "invarying":
+        if axis_index_groups is not None:
+            raise NotImplementedError("all_gather(..., to='invarying') does not support "
+                                      "axis_index_groups")
+        return all_gather_invariant(x, axis_name, axis=axis, tiled=tiled)
+    if to == "reduced":
+        raise NotImplementedError("all_gather(..., to='reduced') is not supported: meshsim has "
+                                  "no reduced/unreduced types")
+    axes = _axis_tuple(axis_name)
+    if not axes:
+        return x
+    env = _env("all_gather", axes)
+    groups = _index_groups(axis_index_groups, axes)
+    size = _group_size(axes, groups)
+
+    def leaf(v):
+        v = _operand(v)
+        dim = canonicalize_axis(axis, v.ndim if tiled else v.ndim + 1)
+        return core.bind1("all_gather", _vary_over(v, axes, env), all_gather_dimension=dim,
+                          axis_index_groups=groups, axis_name=axes, axis_size=size,
+                          tiled=bool(tiled))
+
+    return tree_util.tree_map(leaf, x)
+
+
+def all_gather_invariant(x, axis_name, *, axis=0, tiled=False):
+    """all_gather whose result is invariant over `axis_name` (every device
+    holds the same gathered value, so it may be returned with out_specs P())."""
+    axes = _axis_tuple(axis_name)
+    if not axes:
+        return x
+    env = _env("all_gather_invariant", axes)
+    size = axis_size(axes)
+
+    def leaf(v):
+        v = _operand(v)
+        dim = canonicalize_axis(axis, v.ndim if tiled else v.ndim + 1)
+        return core.bind1("all_gather_invariant", _vary_over(v, axes, env),
+                          all_gather_dimension=dim, axis_name=axes, axis_size=size,
+                          tiled=bool(tiled))
+
+    return tree_util.tree_map(leaf, x)
+
+
+def psum_scatter(x, axis_name, *, scatter_dimension=0, axis_index_groups=None, tiled=False):
+    """Sums `x` (a pytree) over `axis_name` and leaves device k only chunk k of
+    the sum along `scatter_dimension` (that dimension removed unless `tiled`).
+    Appears in jaxprs as `reduce_scatter`, as in JAX."""
+    axes = _axis_tuple(axis_name)
+    if not axes:
+        return x
+    env = _env("psum_scatter", axes)
+    groups = _index_groups(axis_index_groups, axes)
+    size = _group_size(axes, groups)
+
+    def leaf(v):
+        v = _operand(v)
+        dim = canonicalize_axis(scatter_dimension, v.ndim)
+        return core.bind1("reduce_scatter", _vary_over(v, axes, env), axis_index_groups=groups,
+                          axis_name=axes, axis_size=size, scatter_dimension=dim,
+                          tiled=bool(tiled))
+
+    return tree_util.tree_map(leaf, x)
+
+
+_PPERMUTE_SORT_DIFF = (
+    "Make sure that the axis_name passed to jax.lax.ppermute is in the same order as the "
+    "axis_names declared on the mesh. If you want to allow different order, you can disable the "
+    "check via `with jax.raise_on_ppermute_sort_diff(False):` context manager.")
+
+
+def _check_ppermute_order(env, axes: tuple) -> None:
+    """Indices in a ppermute over several axes count devices in mesh order
+    (as in JAX <= 0.11); say so when the tuple names the axes otherwise."""
+    mesh_order = _in_mesh_order(env, axes)
+    if mesh_order == axes:
+        return
+    if config.read("jax_raise_on_ppermute_sort_diff"):
+        raise RuntimeError(_PPERMUTE_SORT_DIFF)
+    warnings.warn(
+        f"ppermute over axis_name={axes}: the indices in `perm` refer to the devices in mesh "
+        f"order, i.e. row-major over {mesh_order}, not in the order the tuple names them "
+        "(as in JAX <= 0.11; axis_index uses the tuple order). Newer JAX raises a RuntimeError "
+        "here; set meshsim.config.update('jax_raise_on_ppermute_sort_diff', True) to do the same.",
+        UserWarning, stacklevel=3)
+
+
+def ppermute(x, axis_name, perm):
+    """Sends each device's `x` (a pytree) to another along `axis_name`: `perm`
+    lists (source, destination) index pairs; devices no pair sends to get
+    zeros. Over a tuple of axes, indices count devices in mesh order."""
+    if not isinstance(perm, (list, tuple)):
+        raise TypeError("`perm` passed to `jax.lax.ppermute` must be a list or a tuple. Got perm "
+                        f"of type {type(perm)}")
+    axes = _axis_tuple(axis_name)
+    env = _env("ppermute", axes)
+    perm = tuple(tuple(int(i) for i in pair) for pair in perm)
+    if len(axes) > 1:
+        _check_ppermute_order(env, axes)
+
+    def leaf(v):
+        return core.bind1("ppermute", _vary_over(_operand(v), axes, env), axis_name=axes,
+                          perm=perm)
+
+    return tree_util.tree_map(leaf, x)
+
+
+def pshuffle(x, axis_name, perm):
+    """ppermute where `perm[i]` is the source of index i."""
+    if set(perm) != set(range(len(perm))):
+        raise ValueError(f"`perm` does not represent a permutation: {perm}")
+    return ppermute(x, axis_name, list(zip(perm, range(len(perm)))))
+
+
+def all_to_all(x, axis_name, split_axis, concat_axis, *, axis_index_groups=None, tiled=False):
+    """Splits `x` (a pytree) along `split_axis` into one chunk per device of
+    `axis_name`, sends chunk j to device j, and concatenates what arrives
+    along `concat_axis` in source order (untiled: the split dimension must
+    equal the axis size; it is removed and a new one inserted at
+    `concat_axis`)."""
+    axes = _axis_tuple(axis_name)
+    env = _env("all_to_all", axes)
+    groups = _index_groups(axis_index_groups, axes)
+    n = _group_size(axes, groups)
+    name_param = axes if isinstance(axis_name, (tuple, list)) else axis_name
+
+    def leaf(v):
+        v = _operand(v)
+        split = canonicalize_axis(split_axis, v.ndim)
+        concat = canonicalize_axis(concat_axis, v.ndim)
+        if tiled:
+            if v.shape[split] % n != 0:
+                raise ValueError(f"The size of all_to_all split_axis ({v.shape[split]}) has to be "
+                                 f"divisible by the size of the named axis {axis_name} ({n})")
+        else:
+            if n != v.shape[split]:
+                raise ValueError("all_to_all requires the size of the mapped axis axis_name to "
+                                 "equal x.shape[split_axis], but they are "
+                                 f"{n} and {v.shape[split]} respectively.")
+            if split < concat:
+                concat += 1
+                v = expand_dims(v, (concat,))
+            elif split > concat:
+                v = expand_dims(v, (concat,))
+                split += 1
+        out = core.bind1("all_to_all", _vary_over(v, axes, env), axis_index_groups=groups,
+                         axis_name=name_param, concat_axis=concat, split_axis=split,
+                         tiled=bool(tiled))
+        if not tiled and split != concat:
+            out = squeeze(out, (split,))
+        return out
+
+    return tree_util.tree_map(leaf, x)
+
+
+def pswapaxes(x, axis_name, axis, *, axis_index_groups=None):
+    """all_to_all with split_axis = concat_axis = `axis`."""
+    return all_to_all(x, axis_name, axis, axis, axis_index_groups=axis_index_groups)
+
+
+def ragged_all_to_all(operand, output, input_offsets, send_sizes, output_offsets, recv_sizes, *,
+                      axis_name, axis_index_groups=None):
+    """all_to_all of ragged row ranges: entry i of this device's offsets and
+    sizes sends rows `operand[input_offsets[i]:][:send_sizes[i]]` to device
+    `i // (len(send_sizes) // axis_size)`, where they land at rows
+    `output_offsets[i]:` of its copy of `output`; `recv_sizes` says how many
+    rows arrive from each sender. Slices that overrun a buffer raise
+    ValueError when the program runs."""
+    axes = _axis_tuple(axis_name)
+    _env("ragged_all_to_all", axes)
+    groups = _index_groups(axis_index_groups, axes)
+    args = [_operand(a) for a in (operand, output, input_offsets, send_sizes, output_offsets,
+                                   recv_sizes)]
+    return core.bind1("ragged_all_to_all", *args, axis_index_groups=groups, axis_name=axes)
+
+
+def pbroadcast(x, axis_name, source):
+    """Every device along `axis_name` gets the `x` (a pytree) of the device at
+    index `source`. Like JAX, the operand must already vary over the axes and
+    the result is typed varying."""
+    axes = _axis_tuple(axis_name)
+    _env("pbroadcast", axes)
+    return tree_util.tree_map(
+        lambda v: core.bind1("pbroadcast", _operand(v), axis_name=axes, source=int(source)), x)
