@@ -14,6 +14,7 @@ import numpy as np
 from meshsim import _core
 from meshsim._src import core, tree_util
 from meshsim._src.config import config
+from meshsim._src.lax import reduction
 from meshsim._src.lax.structural import canonicalize_axis, expand_dims, squeeze
 
 __all__ = ["psum", "pmean", "pmax", "pmin", "axis_index", "axis_size", "pvary", "pcast",
@@ -76,13 +77,36 @@ def axis_index(axis_name):
     return index
 
 
+def _split_axes(axis_name) -> tuple[tuple, tuple]:
+    """The (positional, named) entries of `axis_name`: integers are array axes."""
+    axes = _axis_tuple(axis_name)
+    is_pos = [isinstance(a, (int, np.integer)) for a in axes]
+    return (tuple(int(a) for a, p in zip(axes, is_pos) if p),
+            tuple(a for a, p in zip(axes, is_pos) if not p))
+
+
+_POSITIONAL = {"psum": reduction.reduce_sum, "pmax": reduction.reduce_max,
+               "pmin": reduction.reduce_min}
+
+
 def _all_reduce(name: str, x, axis_name, axis_index_groups):
+    positional, axes = _split_axes(axis_name)
+    if positional and axis_index_groups is not None:
+        raise ValueError("axis_index_groups only supported for sums over just named axes")
     if axis_index_groups is not None:
         raise NotImplementedError(f"{name} with axis_index_groups is not supported")
-    axes = _axis_tuple(axis_name)
-    env = _env(name, axes)
+    env = _env(name, axes) if axes or not positional else None
 
     def leaf(v):
+        if positional:
+            # Integer entries reduce the array's own axes first (as JAX's psum).
+            v = core.asarray_value(v)
+            if name == "psum" and v.dtype == np.bool_:
+                v = core.convert_element_type(v, np.int32)
+            dims = tuple(sorted({canonicalize_axis(a, v.ndim) for a in positional}))
+            v = _POSITIONAL[name](v, dims)
+            if not axes:
+                return v
         if not isinstance(v, core.Tracer) and name == "psum":
             # A constant is invariant everywhere: summing its copies scales it.
             return core.asarray_value(v) * axis_size(axes)
@@ -110,9 +134,19 @@ def pmin(x, axis_name, *, axis_index_groups=None):
 
 
 def pmean(x, axis_name, *, axis_index_groups=None):
-    """psum divided by the number of devices along `axis_name`."""
-    n = axis_size(axis_name)
-    return tree_util.tree_map(lambda v: v / n, psum(x, axis_name, axis_index_groups=axis_index_groups))
+    """psum divided by the number of values summed: the devices along the
+    named axes (times the sizes of any integer, positional, axes)."""
+    positional, axes = _split_axes(axis_name)
+    n = axis_size(axes) if axes else 1
+    if axis_index_groups is not None and not positional:
+        n = len(_index_groups(axis_index_groups, axes)[0])
+
+    def leaf(v):
+        v = core.asarray_value(v)
+        count = n * math.prod(v.shape[canonicalize_axis(a, v.ndim)] for a in set(positional))
+        return psum(v, axis_name, axis_index_groups=axis_index_groups) / count
+
+    return tree_util.tree_map(leaf, x)
 
 
 def pvary(x, axis_name):
