@@ -599,3 +599,21 @@ def test_error_on_the_devices_is_raised_once_and_the_mesh_stays_usable(mesh):
     ok = jax.jit(jax.shard_map(lambda a: jax.lax.psum(a, "dp"), mesh=mesh, in_specs=P("dp"),
                                out_specs=P()))
     np.testing.assert_array_equal(np.asarray(ok(X)), X.reshape(4, 2, 4).sum(0))
+
+
+def test_collective_runtime_error_is_raised_once_and_the_mesh_stays_usable():
+    mesh = jax.make_mesh((4,), ("i",))
+
+    def exchange(x, sizes):
+        offsets = jnp.zeros(4, jnp.int32)
+        return jax.lax.ragged_all_to_all(x, jnp.zeros_like(x), offsets, sizes, offsets, sizes,
+                                         axis_name="i")
+
+    f = jax.jit(jax.shard_map(exchange, mesh=mesh, in_specs=(P("i"), P("i")), out_specs=P("i"),
+                              check_vma=False))
+    bad = np.zeros(16, np.int32)
+    bad[8] = 100  # only device 2 asks to send rows it does not have
+    with pytest.raises(ValueError, match=r"^ragged_all_to_all: .*device 2 .*100"):
+        f(np.arange(16, dtype=np.float32), bad)
+    np.testing.assert_array_equal(np.asarray(f(np.arange(16, dtype=np.float32),
+                                               np.zeros(16, np.int32))), np.zeros(16))
