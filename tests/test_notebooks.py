@@ -1,0 +1,30 @@
+"""Every notebook in notebooks/ runs top to bottom without errors (nbclient,
+kernel python3, the in-tree package on the kernel's PYTHONPATH)."""
+import glob
+import os
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NOTEBOOKS = sorted(glob.glob(os.path.join(REPO, "notebooks", "*.ipynb")))
+TIME_LIMIT = 120  # seconds per cell, and for the whole notebook (checked below)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
+def test_notebook_runs(path, monkeypatch):
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+    python = os.path.join(REPO, "python")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        p for p in (python, os.environ.get("PYTHONPATH")) if p))
+    nb = nbformat.read(path, as_version=4)
+    client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=TIME_LIMIT,
+                                     resources={"metadata": {"path": os.path.dirname(path)}})
+    import time
+    start = time.perf_counter()
+    client.execute()  # raises CellExecutionError naming the cell on the first error
+    assert time.perf_counter() - start < TIME_LIMIT
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
+              if o.output_type == "error"]
+    assert not errors
