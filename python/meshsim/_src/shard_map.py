@@ -15,7 +15,8 @@ from typing import Any, Callable
 
 from meshsim import _core
 from meshsim._src import core, tree_util
-from meshsim._src.sharding.mesh import AbstractMesh, AxisType, Mesh, context_mesh, use_abstract_mesh
+from meshsim._src.sharding.mesh import (AbstractMesh, AxisType, Mesh, context_mesh,
+                                        get_abstract_mesh, use_abstract_mesh)
 from meshsim._src.sharding.partition_spec import PartitionSpec
 
 __all__ = ["shard_map"]
@@ -46,7 +47,7 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=Infer, mesh=N
                                  axis_names=axis_names, check_vma=check_vma)
     if not callable(f):
         raise TypeError(f"shard_map requires a callable for its first argument, but got {f!r}")
-    return _ShardMapped(f, mesh, in_specs, out_specs, frozenset(axis_names), check_vma)
+    return _ShardMapped(f, mesh, in_specs, out_specs, axis_names, check_vma)
 
 
 def _spec_leaf(x) -> bool:
@@ -113,24 +114,34 @@ class _ShardMapped:
     # --- the mesh and its manual axes ---------------------------------------
 
     def _resolve_mesh(self) -> Mesh:
+        """The concrete mesh, checked as JAX checks it when the function is called."""
         mesh = self.mesh
-        if mesh is None or isinstance(mesh, AbstractMesh):
-            ctx = context_mesh()
+        ctx = get_abstract_mesh()
+        if mesh is None:
             if ctx.empty:
                 raise ValueError("The context mesh cannot be empty. Use `jax.set_mesh(mesh)` to "
                                  "enter into a mesh context")
-            if mesh is not None and ctx.abstract_mesh != mesh:
-                raise ValueError(f"shard_map's mesh {mesh} does not match the context mesh {ctx}")
-            mesh = ctx
-        if not isinstance(mesh, Mesh):
-            raise TypeError(f"shard_map requires a `jax.sharding.Mesh` instance for its `mesh` "
-                            f"argument, but got {mesh} of type {type(mesh)}.")
+        elif not isinstance(mesh, (Mesh, AbstractMesh)):
+            raise TypeError("shard_map requires a `jax.sharding.Mesh` or a "
+                            "`jax.sharding.AbstractMesh` instance for its second argument, but "
+                            f"got {mesh} of type {type(mesh)}.")
+        elif not ctx.empty and mesh.abstract_mesh != ctx:
+            raise ValueError(f"The context mesh {ctx} should match the mesh passed to shard_map "
+                             f"{mesh}")
+        if mesh is None or isinstance(mesh, AbstractMesh):
+            mesh = context_mesh()  # the devices behind the (abstract) context mesh
+            if mesh.empty:
+                raise ValueError("shard_map with an AbstractMesh (or inside another shard_map) "
+                                 "needs a concrete context mesh: use `jax.set_mesh(mesh)`")
         if mesh.empty:
-            raise ValueError("shard_map requires a non-empty mesh")
-        unknown = [a for a in self.axis_names if a not in mesh.axis_names]
-        if unknown:
-            raise ValueError(f"shard_map axis_names {sorted(self.axis_names)} include "
-                             f"{unknown[0]!r}, which is not an axis of the mesh {mesh}")
+            raise ValueError(f"shard_map requires a non-empty mesh. Got {mesh}")
+        names = self.axis_names
+        if not isinstance(names, (frozenset, set)):
+            raise TypeError("`axis_names` argument of shard_map should be of type `frozenset` or "
+                            f"`set`. Got type: {type(names)}")
+        if not frozenset(names) <= frozenset(mesh.axis_names):
+            raise ValueError(f"jax.shard_map requires axis_names={frozenset(names)} to be a subset "
+                             f"of mesh.axis_names={frozenset(mesh.axis_names)}")
         return mesh
 
     def _manual_axes(self, mesh: Mesh) -> list[str]:
@@ -241,9 +252,10 @@ class _ShardMapped:
         typed = [tuple(axes) for axes in aval.spec]
         if not any(typed):
             return
+        manual = self._manual_axes(mesh)
         want = [tuple(a for a in spec.axes_of(d) if a in mesh.explicit_axes)
                 for d in range(aval.ndim)]
-        if typed != want:
+        if [tuple(a for a in t if a in manual) for t in typed] != want:
             have = PartitionSpec(*[None if not t else t[0] if len(t) == 1 else t for t in typed])
             raise ValueError(
                 f"in_specs passed to shard_map: {spec.padded(aval.ndim)} does not match the "
@@ -330,6 +342,13 @@ class _ShardMapped:
         arg_paths = [p for p, _ in with_paths]
         leaves = [core.asarray_value(x) for _, x in with_paths]
         if self.in_specs is Infer:
+            if not all(mesh.axis_types[mesh.axis_names.index(a)] == AxisType.Explicit
+                       for a in manual):
+                types = ", ".join(str(mesh.axis_types[mesh.axis_names.index(a)])
+                                  for a in frozenset(manual))
+                raise TypeError("shard_map in_specs argument must be a pytree of "
+                                "`jax.sharding.PartitionSpec` instances, but it was `None` when "
+                                f"axis_names={frozenset(manual)} are of type {types}")
             in_specs = [self._infer_spec(x, mesh) for x in leaves]
             keyed = [_Keyed(f"[{p[0].idx}]", s) for p, s in zip(arg_paths, in_specs)]
         else:
