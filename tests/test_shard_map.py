@@ -670,3 +670,54 @@ def test_collective_runtime_error_is_raised_once_and_the_mesh_stays_usable():
         f(np.arange(16, dtype=np.float32), bad)
     np.testing.assert_array_equal(np.asarray(f(np.arange(16, dtype=np.float32),
                                                np.zeros(16, np.int32))), np.zeros(16))
+
+
+# --- debugging views inside the body ------------------------------------------------------
+
+def test_inspect_array_sharding_inside_the_body_matches_jax(real_jax):
+    def run(j):
+        m = j.make_mesh((4, 2), ("dp", "tp"))
+        x = j.device_put(X, j.sharding.NamedSharding(m, j.P("dp", "tp")))
+        seen = []
+
+        def body(a):
+            j.debug.inspect_array_sharding(a, callback=lambda s: seen.append(repr(s)))
+            return a
+        j.block_until_ready(j.jit(j.shard_map(body, mesh=m, in_specs=j.P("dp", "tp"),
+                                              out_specs=j.P("dp", "tp")))(x))
+        return seen
+    assert run(jax) == run(real_jax)
+
+
+def test_visualize_array_sharding_inside_the_body(mesh, capsys):
+    @jax.jit
+    @jax.shard_map(mesh=mesh, in_specs=P("dp"), out_specs=P())
+    def f(a):
+        jax.debug.visualize_array_sharding(a)
+        jax.debug.visualize_array_sharding(jax.lax.psum(a, "dp"))
+        return jax.lax.psum(a, "dp")
+
+    f(X)
+    f(X)  # drawn while tracing: once
+    assert capsys.readouterr().out == textwrap.dedent("""\
+        float32[2,4]{V:dp}: 4 distinct blocks over Mesh('dp': 4, 'tp': 2) (varies over dp, the same along tp)
+        ┌────────────────┬────────────────┐
+        │ CPU 0: block 0 │ CPU 1: block 0 │
+        ├────────────────┼────────────────┤
+        │ CPU 2: block 1 │ CPU 3: block 1 │
+        ├────────────────┼────────────────┤
+        │ CPU 4: block 2 │ CPU 5: block 2 │
+        ├────────────────┼────────────────┤
+        │ CPU 6: block 3 │ CPU 7: block 3 │
+        └────────────────┴────────────────┘
+        float32[2,4]: 1 distinct block over Mesh('dp': 4, 'tp': 2) (the same on every device)
+        ┌────────────────┬────────────────┐
+        │ CPU 0: block 0 │ CPU 1: block 0 │
+        ├────────────────┼────────────────┤
+        │ CPU 2: block 0 │ CPU 3: block 0 │
+        ├────────────────┼────────────────┤
+        │ CPU 4: block 0 │ CPU 5: block 0 │
+        ├────────────────┼────────────────┤
+        │ CPU 6: block 0 │ CPU 7: block 0 │
+        └────────────────┴────────────────┘
+        """)
