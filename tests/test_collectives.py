@@ -897,3 +897,25 @@ def test_positional_axes_outside_shard_map():
     with pytest.raises(ValueError, match="axis_index_groups only supported for sums over just "
                        "named axes"):
         lax.psum(x, 0, axis_index_groups=[[0]])
+
+
+@pytest.mark.jax
+@pytest.mark.parametrize("build", [
+    lambda L: (lambda v: L.all_gather(v, ("b", "a"), axis=1, tiled=True)),
+    lambda L: (lambda v: L.psum_scatter(v, ("b", "a"), scatter_dimension=1, tiled=True)),
+    lambda L: (lambda v: L.ppermute(v, ("b", "a"), [(0, 2), (2, 3), (3, 0)])),
+    lambda L: (lambda v: L.all_to_all(v, ("b", "a"), 1, 0, tiled=True)),
+    lambda L: (lambda v: L.all_to_all(v.reshape(2, 8), "a", 0, 1, tiled=False)),
+])
+def test_subset_mesh_with_auto_axes_matches_jax(real_jax, build):
+    # a 2x2 mesh on devices 4..7, in_specs naming the axes in the other order
+    x = np.arange(4 * 16, dtype=np.float32).reshape(4, 16)
+    results = []
+    for j in (jax, real_jax):
+        mesh = j.sharding.Mesh(np.array(j.devices()[4:]).reshape(2, 2), ("a", "b"))
+        spec = j.sharding.PartitionSpec(("b", "a"))
+        f = j.shard_map(build(j.lax), mesh=mesh, in_specs=spec, out_specs=spec)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            results.append(np.asarray(f(x)))
+    np.testing.assert_array_equal(results[0], results[1])
