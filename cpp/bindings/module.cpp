@@ -8,6 +8,7 @@ void init_arrays(py::module_& m);
 void init_tracing(py::module_& m);
 void init_dtypes(py::module_& m);
 void init_mapping(py::module_& m);
+void init_autodiff(py::module_& m);
 
 void init_dtypes(py::module_& m) {
   m.def("promote_types", [](const py::handle& a, bool a_weak, const py::handle& b, bool b_weak) {
@@ -46,4 +47,5 @@ PYBIND11_MODULE(_core, m) {
   init_arrays(m);
   init_tracing(m);
   init_mapping(m);
+  init_autodiff(m);
 }

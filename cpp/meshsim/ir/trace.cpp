@@ -12,7 +12,7 @@ thread_local std::vector<TracePtr> g_stack;
 
 const Aval& Tracer::aval() const { return trace->program().avals[var]; }
 
-const Aval& aval_of(const Value& v) {
+Aval aval_of(const Value& v) {
   if (auto* a = std::get_if<ArrayPtr>(&v)) return (*a)->aval();
   return std::get<TracerPtr>(v)->aval();
 }

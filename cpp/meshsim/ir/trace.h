@@ -27,7 +27,9 @@ using TracerPtr = std::shared_ptr<Tracer>;
 
 // What a primitive can be applied to.
 using Value = std::variant<ArrayPtr, TracerPtr>;
-const Aval& aval_of(const Value& v);
+// A copy: a tracer's aval lives in its program's growing list of variables,
+// which binding more equations may move.
+Aval aval_of(const Value& v);
 
 class Trace : public std::enable_shared_from_this<Trace> {
  public:

@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "meshsim/ir/ops.h"
 #include "meshsim/ir/primitive.h"
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/kernels/elementwise.h"
@@ -310,6 +311,43 @@ void check_same_dtypes(const std::string& name, const Avals&... in) {
 }
 
 // ---------------------------------------------------------------------------
+// VJP rules, written with ops (g: the output's cotangent).
+
+using VjpRule = std::function<Cotangents(const VjpArgs&)>;
+namespace op = meshsim::ops;
+
+// A unary rule from d(g, x, y) with y the output.
+template <class D>
+VjpRule d1(D d) {
+  return [d](const VjpArgs& a) { return Cotangents{d(*a.ct[0], a.in[0], a.out[0])}; };
+}
+
+// A binary rule from the two partial cotangents dx(g, x, y, z), dy(g, x, y, z), z the output.
+template <class Dx, class Dy>
+VjpRule d2(Dx dx, Dy dy) {
+  return [dx, dy](const VjpArgs& a) {
+    const Value &g = *a.ct[0], &x = a.in[0], &y = a.in[1], &z = a.out[0];
+    return Cotangents{a.wants[0] ? Cotangent(dx(g, x, y, z)) : std::nullopt,
+                      a.wants[1] ? Cotangent(dy(g, x, y, z)) : std::nullopt};
+  };
+}
+
+// Piecewise-constant functions (sign, floor, round, ...): zero cotangent.
+Cotangents zero_vjp(const VjpArgs& a) { return Cotangents(a.in.size()); }
+
+Value c(const Value& like, double v) { return op::full_like(like, v); }
+
+// 1 where x is the result z of max/min, 0.5 where y is too (JAX splits ties evenly).
+Value balanced_eq(const Value& x, const Value& z, const Value& y) {
+  return op::select(op::eq(x, z), op::select(op::eq(y, z), c(x, 0.5), c(x, 1.0)), c(x, 0.0));
+}
+
+Value replace_zero(const Value& x) { return op::select(op::eq(x, c(x, 0.0)), c(x, 1.0), x); }
+
+constexpr double kTwoOverSqrtPi = 1.1283791670955126;
+constexpr double kLn2 = 0.6931471805599453;
+
+// ---------------------------------------------------------------------------
 // Families of primitives.
 
 Avals same_type_as_input(const std::string& name, Accepts a, const Avals& in) {
@@ -319,9 +357,10 @@ Avals same_type_as_input(const std::string& name, Accepts a, const Avals& in) {
 
 // Op is a generic functor: template <class T> T operator()(T) const.
 template <Accepts A, class Op>
-void unary(const std::string& name, Op op) {
+void unary(const std::string& name, Op op, VjpRule vjp = nullptr) {
   Primitive p;
   p.name = name;
+  p.vjp = std::move(vjp);
   p.abstract_eval = [name](const Avals& in, const Params&) { return same_type_as_input(name, A, in); };
   p.kernel = [op](const Tensors& in, const Params&, const Avals& out) {
     return dispatch_accepted<A>(in[0].dtype(), [&](auto tag) {
@@ -336,10 +375,11 @@ void unary(const std::string& name, Op op) {
 // xsimd::batch, ScalarOp a scalar (used where |x| >= vec_limit; see
 // map_unary_simd). Both must agree to a few ulp.
 template <class VecOp, class ScalarOp>
-void unary_simd(const std::string& name, VecOp vec_op, ScalarOp scalar_op,
-                double vec_limit = std::numeric_limits<double>::infinity()) {
+void unary_simd(const std::string& name, VecOp vec_op, ScalarOp scalar_op, double vec_limit,
+                VjpRule vjp) {
   Primitive p;
   p.name = name;
+  p.vjp = std::move(vjp);
   p.abstract_eval = [name](const Avals& in, const Params&) {
     return same_type_as_input(name, Accepts::Float, in);
   };
@@ -386,9 +426,10 @@ Aval binary_aval(const std::string& name, Accepts a, const Avals& in, DType out_
 }
 
 template <Accepts A, class Op>
-void binary(const std::string& name, Op op) {
+void binary(const std::string& name, Op op, VjpRule vjp = nullptr) {
   Primitive p;
   p.name = name;
+  p.vjp = std::move(vjp);
   p.abstract_eval = [name](const Avals& in, const Params&) {
     return Avals{binary_aval(name, A, in, in[0].dtype)};
   };
@@ -423,6 +464,20 @@ void comparison(const std::string& name, Op op) {
 void pow_primitive() {
   Primitive p;
   p.name = "pow";
+  // An integer exponent is not differentiable; at y == 0 the base's cotangent is 0.
+  p.vjp = [](const VjpArgs& a) {
+    const Value &g = *a.ct[0], &x = a.in[0], &z = a.out[0];
+    const bool int_exponent = is_integer(aval_of(a.in[1]).dtype);
+    const Value y = int_exponent ? op::convert(a.in[1], aval_of(x).dtype) : a.in[1];
+    Cotangents ct(2);
+    if (a.wants[0]) {
+      Value jac = op::mul(y, op::pow(x, op::sub(y, c(y, 1.0))));
+      if (int_exponent) jac = op::select(op::eq(y, c(y, 0.0)), c(y, 0.0), jac);
+      ct[0] = op::mul(g, jac);
+    }
+    if (a.wants[1] && !int_exponent) ct[1] = op::mul(g, op::mul(op::log(replace_zero(x)), z));
+    return ct;
+  };
   p.abstract_eval = [](const Avals& in, const Params&) {
     const Aval &x = in[0], &y = in[1];
     check_dtype("pow", Accepts::Float, x.dtype, 0);
@@ -450,6 +505,7 @@ void pow_primitive() {
 void round_primitive() {
   Primitive p;
   p.name = "round";
+  p.vjp = zero_vjp;
   p.abstract_eval = [](const Avals& in, const Params& params) {
     const int64_t method = params.get<int64_t>("rounding_method");
     if (method != 0 && method != 1)
@@ -472,6 +528,13 @@ void round_primitive() {
 void integer_pow_primitive() {
   Primitive p;
   p.name = "integer_pow";
+  p.vjp = [](const VjpArgs& a) {
+    const int64_t y = a.params.get<int64_t>("y");
+    const Value &g = *a.ct[0], &x = a.in[0];
+    if (y == 0) return Cotangents(1);
+    if (y == 1) return Cotangents{g};
+    return Cotangents{op::mul(g, op::mul(c(x, double(y)), op::integer_pow(x, y - 1)))};
+  };
   p.abstract_eval = [](const Avals& in, const Params& params) {
     const int64_t y = params.get<int64_t>("y");
     if (y < 0 && is_integer(in[0].dtype))
@@ -585,6 +648,18 @@ Tensor select_n_kernel(const Tensors& in, const Avals& out) {
 void select_n_primitive() {
   Primitive p;
   p.name = "select_n";
+  // Case i gets g where it was selected, 0 elsewhere; `which` has no cotangent.
+  p.vjp = [](const VjpArgs& a) {
+    const Value& g = *a.ct[0];
+    Cotangents ct(a.in.size());
+    for (size_t i = 1; i < a.in.size(); ++i) {
+      if (!a.wants[i]) continue;
+      Values cases;
+      for (size_t j = 1; j < a.in.size(); ++j) cases.push_back(i == j ? g : op::zeros_like(g));
+      ct[i] = op::select_n(a.in[0], cases);
+    }
+    return ct;
+  };
   p.abstract_eval = [](const Avals& in, const Params&) { return select_n_aval(in); };
   p.kernel = [](const Tensors& in, const Params&, const Avals& out) {
     return Tensors{select_n_kernel(in, out)};
@@ -596,6 +671,24 @@ void select_n_primitive() {
 void clamp_primitive() {
   Primitive p;
   p.name = "clamp";
+  // As JAX: x gets g strictly inside (min, max); a bound gets it where it won.
+  // Scalar bounds sum their cotangent.
+  p.vjp = [](const VjpArgs& a) {
+    const Value &g = *a.ct[0], &x = a.in[1];
+    const Shape& shape = aval_of(x).shape;
+    const Value lo = op::broadcast_in_dim(a.in[0], shape, {}), hi = op::broadcast_in_dim(a.in[2], shape, {});
+    const Value zero = op::zeros_like(g);
+    auto to_bound = [&](const Value& ct, const Value& bound) {
+      return aval_of(bound).shape.empty() ? op::sum_to_operand(ct, {}, {}) : ct;
+    };
+    Cotangents ct(3);
+    if (a.wants[0])
+      ct[0] = to_bound(op::select(op::logical_and(op::gt(lo, x), op::lt(lo, hi)), g, zero), a.in[0]);
+    if (a.wants[1])
+      ct[1] = op::select(op::logical_and(op::gt(x, lo), op::lt(x, hi)), g, zero);
+    if (a.wants[2]) ct[2] = to_bound(op::select(op::lt(hi, x), g, zero), a.in[2]);
+    return ct;
+  };
   p.abstract_eval = [](const Avals& in, const Params&) {
     const Aval &lo = in[0], &x = in[1], &hi = in[2];
     check_same_dtypes("clamp", lo, x, hi);
@@ -620,6 +713,11 @@ void clamp_primitive() {
 void convert_element_type_primitive() {
   Primitive p;
   p.name = "convert_element_type";
+  p.vjp = [](const VjpArgs& a) {
+    const Aval& x = aval_of(a.in[0]);
+    if (!is_floating(x.dtype)) return Cotangents(1);
+    return Cotangents{op::cast_like(*a.ct[0], x)};
+  };
   p.abstract_eval = [](const Avals& in, const Params& params) {
     return Avals{like(in[0], in[0].shape, params.get<DType>("new_dtype"),
                       params.get_or<bool>("weak_type", false))};
@@ -678,39 +776,87 @@ void bitcast_convert_type_primitive() {
 }  // namespace
 
 void register_elementwise_primitives() {
-  unary<Accepts::Numeric>("neg", [](auto x) { return neg_op(x); });
-  unary<Accepts::SignedNumeric>("abs", [](auto x) { return abs_op(x); });
-  unary<Accepts::Numeric>("sign", [](auto x) { return sign_op(x); });
-  unary<Accepts::Numeric>("square", [](auto x) { return mul_op(x, x); });
-  unary<Accepts::Float>("floor", [](auto x) { return std::floor(x); });
-  unary<Accepts::Float>("ceil", [](auto x) { return std::ceil(x); });
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  unary<Accepts::Numeric>("neg", [](auto x) { return neg_op(x); },
+                          d1([](auto& g, auto&, auto&) { return op::neg(g); }));
+  unary<Accepts::SignedNumeric>("abs", [](auto x) { return abs_op(x); },
+                                d1([](auto& g, auto& x, auto&) {
+                                  return op::select(op::ge(x, c(x, 0.0)), g, op::neg(g));
+                                }));
+  unary<Accepts::Numeric>("sign", [](auto x) { return sign_op(x); }, zero_vjp);
+  unary<Accepts::Numeric>("square", [](auto x) { return mul_op(x, x); },
+                          d1([](auto& g, auto& x, auto&) { return op::mul(g, op::mul(c(x, 2.0), x)); }));
+  unary<Accepts::Float>("floor", [](auto x) { return std::floor(x); }, zero_vjp);
+  unary<Accepts::Float>("ceil", [](auto x) { return std::ceil(x); }, zero_vjp);
   // xsimd's exp overflows and loses the subnormal range slightly early: |x| >= 87 runs std::exp.
-  unary_simd("exp", [](auto x) { return xsimd::exp(x); }, [](auto x) { return std::exp(x); }, 87.0);
-  unary<Accepts::Float>("exp2", [](auto x) { return std::exp2(x); });
-  unary_simd("log", [](auto x) { return xsimd::log(x); }, [](auto x) { return std::log(x); });
-  unary_simd("log1p", [](auto x) { return xsimd::log1p(x); }, [](auto x) { return std::log1p(x); });
-  unary_simd("expm1", [](auto x) { return xsimd::expm1(x); }, [](auto x) { return std::expm1(x); }, 87.0);
-  unary<Accepts::Float>("sqrt", [](auto x) { return std::sqrt(x); });
-  unary<Accepts::Float>("rsqrt", [](auto x) { return decltype(x)(1) / std::sqrt(x); });
-  unary<Accepts::Float>("cbrt", [](auto x) { return std::cbrt(x); });
-  unary_simd("tanh", [](auto x) { return xsimd::tanh(x); }, [](auto x) { return std::tanh(x); });
-  unary_simd("sin", [](auto x) { return xsimd::sin(x); }, [](auto x) { return std::sin(x); });
-  unary_simd("cos", [](auto x) { return xsimd::cos(x); }, [](auto x) { return std::cos(x); });
-  unary<Accepts::Float>("tan", [](auto x) { return std::tan(x); });
-  unary<Accepts::Float>("asin", [](auto x) { return std::asin(x); });
-  unary<Accepts::Float>("acos", [](auto x) { return std::acos(x); });
-  unary<Accepts::Float>("atan", [](auto x) { return std::atan(x); });
-  unary<Accepts::Float>("sinh", [](auto x) { return std::sinh(x); });
-  unary<Accepts::Float>("cosh", [](auto x) { return std::cosh(x); });
-  unary<Accepts::Float>("asinh", [](auto x) { return std::asinh(x); });
-  unary<Accepts::Float>("acosh", [](auto x) { return std::acosh(x); });
-  unary<Accepts::Float>("atanh", [](auto x) { return std::atanh(x); });
+  unary_simd("exp", [](auto x) { return xsimd::exp(x); }, [](auto x) { return std::exp(x); }, 87.0,
+             d1([](auto& g, auto&, auto& y) { return op::mul(g, y); }));
+  unary<Accepts::Float>("exp2", [](auto x) { return std::exp2(x); },
+                        d1([](auto& g, auto&, auto& y) { return op::mul(g, op::mul(y, c(y, kLn2))); }));
+  unary_simd("log", [](auto x) { return xsimd::log(x); }, [](auto x) { return std::log(x); }, kInf,
+             d1([](auto& g, auto& x, auto&) { return op::div(g, x); }));
+  unary_simd("log1p", [](auto x) { return xsimd::log1p(x); }, [](auto x) { return std::log1p(x); }, kInf,
+             d1([](auto& g, auto& x, auto&) { return op::div(g, op::add(x, c(x, 1.0))); }));
+  unary_simd("expm1", [](auto x) { return xsimd::expm1(x); }, [](auto x) { return std::expm1(x); }, 87.0,
+             d1([](auto& g, auto&, auto& y) { return op::mul(g, op::add(y, c(y, 1.0))); }));
+  unary<Accepts::Float>("sqrt", [](auto x) { return std::sqrt(x); },
+                        d1([](auto& g, auto&, auto& y) { return op::div(g, op::mul(c(y, 2.0), y)); }));
+  unary<Accepts::Float>("rsqrt", [](auto x) { return decltype(x)(1) / std::sqrt(x); },
+                        d1([](auto& g, auto& x, auto& y) {
+                          return op::mul(g, op::mul(c(x, -0.5), op::div(y, x)));
+                        }));
+  unary<Accepts::Float>("cbrt", [](auto x) { return std::cbrt(x); },
+                        d1([](auto& g, auto& x, auto& y) {
+                          return op::mul(g, op::mul(c(x, 1.0 / 3.0), op::integer_pow(y, -2)));
+                        }));
+  unary_simd("tanh", [](auto x) { return xsimd::tanh(x); }, [](auto x) { return std::tanh(x); }, kInf,
+             d1([](auto& g, auto&, auto& y) { return op::mul(g, op::sub(c(y, 1.0), op::square(y))); }));
+  unary_simd("sin", [](auto x) { return xsimd::sin(x); }, [](auto x) { return std::sin(x); }, kInf,
+             d1([](auto& g, auto& x, auto&) { return op::mul(g, op::cos(x)); }));
+  unary_simd("cos", [](auto x) { return xsimd::cos(x); }, [](auto x) { return std::cos(x); }, kInf,
+             d1([](auto& g, auto& x, auto&) { return op::neg(op::mul(g, op::sin(x))); }));
+  unary<Accepts::Float>("tan", [](auto x) { return std::tan(x); },
+                        d1([](auto& g, auto&, auto& y) { return op::mul(g, op::add(c(y, 1.0), op::square(y))); }));
+  unary<Accepts::Float>("asin", [](auto x) { return std::asin(x); },
+                        d1([](auto& g, auto& x, auto&) {
+                          return op::mul(g, op::rsqrt(op::sub(c(x, 1.0), op::square(x))));
+                        }));
+  unary<Accepts::Float>("acos", [](auto x) { return std::acos(x); },
+                        d1([](auto& g, auto& x, auto&) {
+                          return op::neg(op::mul(g, op::rsqrt(op::sub(c(x, 1.0), op::square(x)))));
+                        }));
+  unary<Accepts::Float>("atan", [](auto x) { return std::atan(x); },
+                        d1([](auto& g, auto& x, auto&) { return op::div(g, op::add(c(x, 1.0), op::square(x))); }));
+  unary<Accepts::Float>("sinh", [](auto x) { return std::sinh(x); },
+                        d1([](auto& g, auto& x, auto&) { return op::mul(g, op::cosh(x)); }));
+  unary<Accepts::Float>("cosh", [](auto x) { return std::cosh(x); },
+                        d1([](auto& g, auto& x, auto&) { return op::mul(g, op::sinh(x)); }));
+  unary<Accepts::Float>("asinh", [](auto x) { return std::asinh(x); },
+                        d1([](auto& g, auto& x, auto&) {
+                          return op::mul(g, op::rsqrt(op::add(op::square(x), c(x, 1.0))));
+                        }));
+  unary<Accepts::Float>("acosh", [](auto x) { return std::acosh(x); },
+                        d1([](auto& g, auto& x, auto&) {
+                          return op::mul(g, op::rsqrt(op::mul(op::sub(x, c(x, 1.0)), op::add(x, c(x, 1.0)))));
+                        }));
+  unary<Accepts::Float>("atanh", [](auto x) { return std::atanh(x); },
+                        d1([](auto& g, auto& x, auto&) { return op::div(g, op::sub(c(x, 1.0), op::square(x))); }));
   unary_simd(
       "logistic", [](auto x) { return decltype(x)(1) / (decltype(x)(1) + xsimd::exp(-x)); },
-      [](auto x) { return logistic_op(x); }, 87.0);
-  unary<Accepts::Float>("erf", [](auto x) { return std::erf(x); });
-  unary<Accepts::Float>("erfc", [](auto x) { return std::erfc(x); });
-  unary<Accepts::Float>("erf_inv", [](auto x) { return erf_inv_op(x); });
+      [](auto x) { return logistic_op(x); }, 87.0,
+      d1([](auto& g, auto&, auto& y) { return op::mul(g, op::mul(y, op::sub(c(y, 1.0), y))); }));
+  unary<Accepts::Float>("erf", [](auto x) { return std::erf(x); },
+                        d1([](auto& g, auto& x, auto&) {
+                          return op::mul(g, op::mul(c(x, kTwoOverSqrtPi), op::exp(op::neg(op::square(x)))));
+                        }));
+  unary<Accepts::Float>("erfc", [](auto x) { return std::erfc(x); },
+                        d1([](auto& g, auto& x, auto&) {
+                          return op::mul(g, op::mul(c(x, -kTwoOverSqrtPi), op::exp(op::neg(op::square(x)))));
+                        }));
+  unary<Accepts::Float>("erf_inv", [](auto x) { return erf_inv_op(x); },
+                        d1([](auto& g, auto&, auto& y) {
+                          return op::mul(g, op::mul(c(y, 1.0 / kTwoOverSqrtPi), op::exp(op::square(y))));
+                        }));
   unary<Accepts::Bitwise>("not", [](auto x) {
     if constexpr (std::is_same_v<decltype(x), bool>) return !x;
     else return ~x;
@@ -721,14 +867,38 @@ void register_elementwise_primitives() {
   round_primitive();
   integer_pow_primitive();
 
-  binary<Accepts::Numeric>("add", [](auto x, auto y) { return add_op(x, y); });
-  binary<Accepts::Numeric>("sub", [](auto x, auto y) { return sub_op(x, y); });
-  binary<Accepts::Numeric>("mul", [](auto x, auto y) { return mul_op(x, y); });
-  binary<Accepts::Numeric>("div", [](auto x, auto y) { return div_op(x, y); });
-  binary<Accepts::Numeric>("rem", [](auto x, auto y) { return rem_op(x, y); });
-  binary<Accepts::Any>("max", [](auto x, auto y) { return max_op(x, y); });
-  binary<Accepts::Any>("min", [](auto x, auto y) { return min_op(x, y); });
-  binary<Accepts::Float>("atan2", [](auto x, auto y) { return std::atan2(x, y); });
+  auto pass = [](auto& g, auto&, auto&, auto&) { return g; };
+  binary<Accepts::Numeric>("add", [](auto x, auto y) { return add_op(x, y); }, d2(pass, pass));
+  // add_any: the sum of two cotangents (as JAX names it in jaxprs).
+  binary<Accepts::Numeric>("add_any", [](auto x, auto y) { return add_op(x, y); }, d2(pass, pass));
+  binary<Accepts::Numeric>("sub", [](auto x, auto y) { return sub_op(x, y); },
+                           d2(pass, [](auto& g, auto&, auto&, auto&) { return op::neg(g); }));
+  binary<Accepts::Numeric>("mul", [](auto x, auto y) { return mul_op(x, y); },
+                           d2([](auto& g, auto&, auto& y, auto&) { return op::mul(g, y); },
+                              [](auto& g, auto& x, auto&, auto&) { return op::mul(x, g); }));
+  binary<Accepts::Numeric>("div", [](auto x, auto y) { return div_op(x, y); },
+                           d2([](auto& g, auto&, auto& y, auto&) { return op::div(g, y); },
+                              [](auto& g, auto& x, auto& y, auto&) {
+                                return op::mul(op::mul(op::neg(g), x), op::integer_pow(y, -2));
+                              }));
+  binary<Accepts::Numeric>("rem", [](auto x, auto y) { return rem_op(x, y); },
+                           d2(pass, [](auto& g, auto& x, auto& y, auto&) {
+                             const Value q = op::div(x, y);
+                             return op::mul(op::neg(g), op::mul(op::sign(q), op::floor(op::abs(q))));
+                           }));
+  binary<Accepts::Any>("max", [](auto x, auto y) { return max_op(x, y); },
+                       d2([](auto& g, auto& x, auto& y, auto& z) { return op::mul(g, balanced_eq(x, z, y)); },
+                          [](auto& g, auto& x, auto& y, auto& z) { return op::mul(g, balanced_eq(y, z, x)); }));
+  binary<Accepts::Any>("min", [](auto x, auto y) { return min_op(x, y); },
+                       d2([](auto& g, auto& x, auto& y, auto& z) { return op::mul(g, balanced_eq(x, z, y)); },
+                          [](auto& g, auto& x, auto& y, auto& z) { return op::mul(g, balanced_eq(y, z, x)); }));
+  binary<Accepts::Float>("atan2", [](auto x, auto y) { return std::atan2(x, y); },
+                         d2([](auto& g, auto& x, auto& y, auto&) {
+                              return op::mul(g, op::div(y, op::add(op::square(x), op::square(y))));
+                            },
+                            [](auto& g, auto& x, auto& y, auto&) {
+                              return op::neg(op::mul(g, op::div(x, op::add(op::square(x), op::square(y)))));
+                            }));
   binary<Accepts::Float>("nextafter", [](auto x, auto y) { return std::nextafter(x, y); });
   binary<Accepts::Bitwise>("and", [](auto x, auto y) { return x & y; });
   binary<Accepts::Bitwise>("or", [](auto x, auto y) { return x | y; });

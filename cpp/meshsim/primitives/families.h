@@ -11,6 +11,7 @@ void register_indexing_primitives();     // indexing.cpp: gather/scatter, dynami
 void register_sorting_primitives();      // sorting.cpp: sort, argsort, top_k
 void register_random_primitives();       // random.cpp: threefry2x32 and bit manipulation
 void register_creation_primitives();     // creation.cpp: iota, full
+void register_autodiff_primitives();     // autodiff.cpp: remat2, custom_vjp_call, stop_gradient, name
 void register_collective_primitives();   // collectives.cpp: psum, all_gather, ppermute, pvary, ...
 void register_shard_map_primitive();     // shard_map.cpp: a body program run on every device
 
@@ -20,6 +21,7 @@ inline void (*const kPrimitiveFamilies[])() = {
     register_indexing_primitives,    register_sorting_primitives,
     register_random_primitives,      register_creation_primitives,
     register_collective_primitives,  register_shard_map_primitive,
+    register_autodiff_primitives,
 };
 
 }  // namespace meshsim

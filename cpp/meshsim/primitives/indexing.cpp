@@ -26,6 +26,7 @@
 #include <limits>
 #include <set>
 
+#include "meshsim/ir/ops.h"
 #include "meshsim/ir/primitive.h"
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/kernels/strided.h"
@@ -209,9 +210,100 @@ T fill_value(const Params& params) {
   return default_fill<T>();
 }
 
+// ---- VJP rules -------------------------------------------------------------
+// A gather and a scatter_add with the same indices are each other's transpose.
+
+struct IndexArgs {
+  Values indices;
+  IntList axes;
+  int64_t index_dims_at;
+};
+
+IndexArgs index_args(const VjpArgs& a, size_t first) {
+  return {Values(a.in.begin() + first, a.in.end()), a.params.get<IntList>("axes"),
+          a.params.get<int64_t>("index_dims_at")};
+}
+
+// "wrap" indices made explicit ((i mod n + n) mod n), for a scatter to read.
+Values wrapped(const Values& indices, const IntList& axes, const Shape& shape) {
+  Values out;
+  for (size_t j = 0; j < indices.size(); ++j) {
+    const Value n = ops::full_like(indices[j], static_cast<double>(shape[axes[j]]));
+    out.push_back(ops::bind1("rem", {ops::add(ops::bind1("rem", {indices[j], n}), n), n}));
+  }
+  return out;
+}
+
+Cotangents gather_vjp(const VjpArgs& a) {
+  IndexArgs ix = index_args(a, 1);
+  std::string mode = a.params.get<std::string>("mode");
+  if (mode == "wrap") {
+    ix.indices = wrapped(ix.indices, ix.axes, aval_of(a.in[0]).shape);
+    mode = "clip";
+  }
+  Cotangents ct(a.in.size());
+  ct[0] = ops::scatter("scatter_add", ops::zeros_like(a.in[0]), *a.ct[0], ix.indices, ix.axes,
+                       ix.index_dims_at, mode == "fill" ? "drop" : "clip");
+  return ct;
+}
+
+// The gather reading back what a scatter with these params wrote (dropped: 0).
+Value gather_back(const Value& x, const IndexArgs& ix, const std::string& scatter_mode) {
+  if (scatter_mode == "drop") return ops::gather(x, ix.indices, ix.axes, ix.index_dims_at, "fill", 0.0);
+  return ops::gather(x, ix.indices, ix.axes, ix.index_dims_at, "clip");
+}
+
+Cotangents scatter_add_vjp(const VjpArgs& a) {
+  const IndexArgs ix = index_args(a, 2);
+  Cotangents ct(a.in.size());
+  if (a.wants[0]) ct[0] = *a.ct[0];
+  if (a.wants[1]) ct[1] = gather_back(*a.ct[0], ix, a.params.get<std::string>("mode"));
+  return ct;
+}
+
+// scatter: an update reaches the result only where it was written last. Tag
+// each update with its position + 1 and scatter the tags to find out.
+Cotangents scatter_vjp(const VjpArgs& a) {
+  const IndexArgs ix = index_args(a, 2);
+  const std::string& mode = a.params.get<std::string>("mode");
+  const Value& g = *a.ct[0];
+  const Shape& upd_shape = aval_of(a.in[1]).shape;
+  const int64_t n = num_elements(upd_shape);
+  const Value tags = ops::reshape(ops::add(ops::iota(DType::Int32, {n}, 0), ops::full({n}, DType::Int32, 1.0)),
+                                  upd_shape);
+  const Value written = ops::scatter("scatter", ops::full(aval_of(a.in[0]).shape, DType::Int32, 0.0), tags,
+                                     ix.indices, ix.axes, ix.index_dims_at, mode);
+  Cotangents ct(a.in.size());
+  if (a.wants[0])
+    ct[0] = ops::select(ops::eq(written, ops::full_like(written, 0.0)), g, ops::zeros_like(g));
+  if (a.wants[1]) {
+    const Value won = ops::eq(gather_back(written, ix, mode), tags);
+    const Value picked = gather_back(g, ix, mode);
+    ct[1] = ops::select(won, picked, ops::zeros_like(picked));
+  }
+  return ct;
+}
+
+Cotangents dynamic_slice_vjp(const VjpArgs& a) {
+  const Values starts(a.in.begin() + 1, a.in.end());
+  Cotangents ct(a.in.size());
+  ct[0] = ops::dynamic_update_slice(ops::zeros_like(a.in[0]), *a.ct[0], starts);
+  return ct;
+}
+
+Cotangents dynamic_update_slice_vjp(const VjpArgs& a) {
+  const Values starts(a.in.begin() + 2, a.in.end());
+  const Value& g = *a.ct[0];
+  Cotangents ct(a.in.size());
+  if (a.wants[0]) ct[0] = ops::dynamic_update_slice(g, ops::zeros_like(a.in[1]), starts);
+  if (a.wants[1]) ct[1] = ops::dynamic_slice(g, starts, aval_of(a.in[1]).shape);
+  return ct;
+}
+
 void gather() {
   Primitive p;
   p.name = "gather";
+  p.vjp = gather_vjp;
   p.abstract_eval = [](const Avals& in, const Params& params) {
     parse_mode("gather", params, false);
     const Aval& x = in[0];
@@ -240,9 +332,11 @@ void gather() {
 
 // combine(current, update) -> new value.
 template <class Combine>
-void scatter(const std::string& name, Combine combine) {
+void scatter(const std::string& name, Combine combine,
+             std::function<Cotangents(const VjpArgs&)> vjp = nullptr) {
   Primitive p;
   p.name = name;
+  p.vjp = std::move(vjp);
   p.abstract_eval = [name](const Avals& in, const Params& params) {
     parse_mode(name, params, true);
     const Aval &x = in[0], &upd = in[1];
@@ -328,6 +422,7 @@ void check_window(const std::string& prim, const Shape& window, const Shape& ope
 void dynamic_slice() {
   Primitive p;
   p.name = "dynamic_slice";
+  p.vjp = dynamic_slice_vjp;
   p.abstract_eval = [](const Avals& in, const Params& params) {
     const Shape& sizes = params.get<IntList>("slice_sizes");
     const Aval& x = in[0];
@@ -349,6 +444,7 @@ void dynamic_slice() {
 void dynamic_update_slice() {
   Primitive p;
   p.name = "dynamic_update_slice";
+  p.vjp = dynamic_update_slice_vjp;
   p.abstract_eval = [](const Avals& in, const Params&) {
     const Aval &x = in[0], &upd = in[1];
     check_starts("dynamic_update_slice", x, Avals(in.begin() + 2, in.end()));
@@ -381,11 +477,11 @@ void dynamic_update_slice() {
 
 void register_indexing_primitives() {
   gather();
-  scatter("scatter", [](auto, auto u) { return u; });
+  scatter("scatter", [](auto, auto u) { return u; }, scatter_vjp);
   scatter("scatter_add", [](auto a, auto u) {
     if constexpr (std::is_same_v<decltype(a), bool>) return a || u;
     else return static_cast<decltype(a)>(a + u);
-  });
+  }, scatter_add_vjp);
   scatter("scatter_mul", [](auto a, auto u) {
     if constexpr (std::is_same_v<decltype(a), bool>) return a && u;
     else return static_cast<decltype(a)>(a * u);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "meshsim/ir/ops.h"
 #include "meshsim/ir/primitive.h"
 #include "meshsim/kernels/cast.h"
 #include "meshsim/kernels/dispatch.h"
@@ -300,6 +301,53 @@ Tensors dot_general_kernel(const Tensors& in, const Params& params, const Avals&
   return {cast(result, out[0].dtype)};
 }
 
+// ---- VJP -------------------------------------------------------------------
+// JAX's transpose rules: the cotangent of x is g contracted with y over y's
+// free dims, then transposed into x's layout.
+
+IntList range_of(int64_t start, size_t n) {
+  IntList r(n);
+  for (size_t i = 0; i < n; ++i) r[i] = start + static_cast<int64_t>(i);
+  return r;
+}
+
+IntList argsort(const IntList& v) {
+  IntList idx = range_of(0, v.size());
+  std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return v[a] < v[b]; });
+  return idx;
+}
+
+// `swap_ans`: g's free dims come y-first (the rhs case, with x and y swapped).
+Value dot_transpose_lhs(const Value& g, const Value& x, const Value& y, const IntList& x_contract,
+                        const IntList& y_contract, const IntList& x_batch, const IntList& y_batch,
+                        bool swap_ans) {
+  const int64_t x_ndim = aval_of(x).ndim(), y_ndim = aval_of(y).ndim();
+  const IntList x_kept = free_dims(x_ndim, x_contract, x_batch);
+  const IntList y_kept = free_dims(y_ndim, y_contract, y_batch);
+  const int64_t nb = static_cast<int64_t>(x_batch.size());
+  const IntList ans_batch = range_of(0, x_batch.size());
+  const IntList ans_y = swap_ans ? range_of(nb, y_kept.size())
+                                 : range_of(nb + static_cast<int64_t>(x_kept.size()), y_kept.size());
+  IntList x_contract_by_y;
+  for (int64_t i : argsort(y_contract)) x_contract_by_y.push_back(x_contract[i]);
+  IntList order = x_batch;
+  order.insert(order.end(), x_kept.begin(), x_kept.end());
+  order.insert(order.end(), x_contract_by_y.begin(), x_contract_by_y.end());
+  const Value prod = ops::dot_general(g, y, {ans_y, y_kept, ans_batch, y_batch});
+  return ops::cast_like(ops::transpose(prod, argsort(order)), aval_of(x));
+}
+
+Cotangents dot_general_vjp(const VjpArgs& a) {
+  const Value &g = *a.ct[0], &x = a.in[0], &y = a.in[1];
+  const DotDims d = dot_dims(a.params, aval_of(x).ndim(), aval_of(y).ndim());
+  Cotangents ct(2);
+  if (a.wants[0])
+    ct[0] = dot_transpose_lhs(g, x, y, d.lhs_contract, d.rhs_contract, d.lhs_batch, d.rhs_batch, false);
+  if (a.wants[1])
+    ct[1] = dot_transpose_lhs(g, y, x, d.rhs_contract, d.lhs_contract, d.rhs_batch, d.lhs_batch, true);
+  return ct;
+}
+
 }  // namespace
 
 void register_linalg_primitives() {
@@ -307,6 +355,7 @@ void register_linalg_primitives() {
   p.name = "dot_general";
   p.abstract_eval = dot_general_eval;
   p.kernel = dot_general_kernel;
+  p.vjp = dot_general_vjp;
   register_primitive(std::move(p));
 }
 

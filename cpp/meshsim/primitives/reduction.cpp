@@ -3,6 +3,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "meshsim/ir/ops.h"
 #include "meshsim/ir/primitive.h"
 #include "meshsim/kernels/cast.h"
 #include "meshsim/kernels/dispatch.h"
@@ -87,9 +88,10 @@ std::vector<bool> reduced_mask(const Aval& x, const IntList& axes) {
 }
 
 template <template <class> class Op, Accepts kAccepts>
-void reduce(const std::string& name) {
+void reduce(const std::string& name, std::function<Cotangents(const VjpArgs&)> vjp = nullptr) {
   Primitive p;
   p.name = name;
+  p.vjp = std::move(vjp);
   p.abstract_eval = [name](const Avals& in, const Params& params) {
     const Aval& x = in[0];
     check_dtype(name, kAccepts, x.dtype);
@@ -222,9 +224,10 @@ void scan(T* x, const Blocks& b, bool reverse, const Op& op) {
 }
 
 template <template <class> class Op>
-void cumulative(const std::string& name) {
+void cumulative(const std::string& name, std::function<Cotangents(const VjpArgs&)> vjp = nullptr) {
   Primitive p;
   p.name = name;
+  p.vjp = std::move(vjp);
   p.abstract_eval = [name](const Avals& in, const Params& params) {
     const Aval& x = in[0];
     check_dtype(name, Accepts::Number, x.dtype);
@@ -246,13 +249,68 @@ void cumulative(const std::string& name) {
   register_primitive(std::move(p));
 }
 
+// ---------------------------------------------------------------------------
+// VJP rules.
+
+// The dimensions a reduction over `axes` keeps, as broadcast_dimensions.
+IntList kept_dims(int64_t ndim, const IntList& axes) {
+  IntList kept;
+  for (int64_t d = 0; d < ndim; ++d)
+    if (std::find(axes.begin(), axes.end(), d) == axes.end()) kept.push_back(d);
+  return kept;
+}
+
+Cotangents reduce_sum_vjp(const VjpArgs& a) {
+  const Aval& x = aval_of(a.in[0]);
+  return {ops::broadcast_in_dim(*a.ct[0], x.shape, kept_dims(x.ndim(), a.params.get<IntList>("axes")))};
+}
+
+// reduce_max/min: g shared evenly among the elements equal to the result.
+Cotangents reduce_chooser_vjp(const VjpArgs& a) {
+  const Aval& x = aval_of(a.in[0]);
+  const IntList& axes = a.params.get<IntList>("axes");
+  const IntList kept = kept_dims(x.ndim(), axes);
+  const Value hit = ops::convert(ops::eq(a.in[0], ops::broadcast_in_dim(a.out[0], x.shape, kept)), x.dtype);
+  const Value share = ops::div(*a.ct[0], ops::reduce_sum(hit, axes));
+  return {ops::mul(ops::broadcast_in_dim(share, x.shape, kept), hit)};
+}
+
+// reduce_prod without dividing by the operand (exact at zeros, as JAX): the
+// product of all other elements is that of those before times those after.
+Cotangents reduce_prod_vjp(const VjpArgs& a) {
+  const Aval& x = aval_of(a.in[0]);
+  const IntList& axes = a.params.get<IntList>("axes");
+  const IntList kept = kept_dims(x.ndim(), axes);
+  IntList perm = kept;
+  perm.insert(perm.end(), axes.begin(), axes.end());
+  int64_t rows = 1, n = 1;
+  Shape moved;
+  for (int64_t d : perm) moved.push_back(x.shape[d]);
+  for (int64_t d : kept) rows *= x.shape[d];
+  for (int64_t d : axes) n *= x.shape[d];
+  if (n == 0) return {ops::zeros_like(a.in[0])};
+  const Value m = ops::reshape(ops::transpose(a.in[0], perm), {rows, n});
+  const Value ones = ops::full({rows, 1}, x.dtype, 1.0);
+  const Value before = ops::concatenate({ones, ops::slice_in_dim(ops::cumprod(m, 1, false), 0, n - 1, 1)}, 1);
+  const Value after = ops::concatenate({ops::slice_in_dim(ops::cumprod(m, 1, true), 1, n, 1), ones}, 1);
+  const Value g = ops::broadcast_in_dim(ops::reshape(*a.ct[0], {rows}), {rows, n}, {0});
+  const Value ct = ops::reshape(ops::mul(g, ops::mul(before, after)), moved);
+  IntList inverse(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) inverse[perm[i]] = static_cast<int64_t>(i);
+  return {ops::transpose(ct, inverse)};
+}
+
+Cotangents cumsum_vjp(const VjpArgs& a) {
+  return {ops::cumsum(*a.ct[0], a.params.get<int64_t>("axis"), !a.params.get_or<bool>("reverse", false))};
+}
+
 }  // namespace
 
 void register_reduction_primitives() {
-  reduce<Sum, Accepts::Number>("reduce_sum");
-  reduce<Prod, Accepts::Number>("reduce_prod");
-  reduce<Max, Accepts::Any>("reduce_max");
-  reduce<Min, Accepts::Any>("reduce_min");
+  reduce<Sum, Accepts::Number>("reduce_sum", reduce_sum_vjp);
+  reduce<Prod, Accepts::Number>("reduce_prod", reduce_prod_vjp);
+  reduce<Max, Accepts::Any>("reduce_max", reduce_chooser_vjp);
+  reduce<Min, Accepts::Any>("reduce_min", reduce_chooser_vjp);
   reduce<And, Accepts::Logical>("reduce_and");
   reduce<Or, Accepts::Logical>("reduce_or");
   reduce<Xor, Accepts::Logical>("reduce_xor");
@@ -260,7 +318,7 @@ void register_reduction_primitives() {
   arg_reduce_primitive<true>("argmax");
   arg_reduce_primitive<false>("argmin");
 
-  cumulative<Sum>("cumsum");
+  cumulative<Sum>("cumsum", cumsum_vjp);
   cumulative<Prod>("cumprod");
   cumulative<Max>("cummax");
   cumulative<Min>("cummin");

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "meshsim/ir/ops.h"
 #include "meshsim/ir/primitive.h"
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/kernels/strided.h"
@@ -123,10 +124,46 @@ Tensor sort_values(const Tensor& x, int64_t dim) {
   return res;
 }
 
+// ---- VJP rules -------------------------------------------------------------
+// Sorting permutes along one axis: each cotangent is scattered back through
+// the permutation (given in full coordinates, for the scatter to read).
+
+Value unpermute(const Value& g, const Value& perm, int64_t axis, const Shape& operand_shape) {
+  const Shape& shape = aval_of(g).shape;
+  Values coords;
+  IntList axes;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
+    coords.push_back(d == axis ? ops::convert(perm, DType::Int32) : ops::iota(DType::Int32, shape, d));
+    axes.push_back(d);
+  }
+  Aval zeros = aval_of(g);
+  zeros.shape = operand_shape;
+  return ops::scatter("scatter_add", ops::zeros(zeros), g, coords, axes, 0, "clip");
+}
+
+// The permutation is found again by sorting an iota along with the keys.
+Cotangents sort_vjp(const VjpArgs& a) {
+  const int64_t dim = a.params.get<int64_t>("dimension"), num_keys = a.params.get<int64_t>("num_keys");
+  const Shape& shape = aval_of(a.in[0]).shape;
+  Values keys(a.in.begin(), a.in.begin() + num_keys);
+  keys.push_back(ops::iota(DType::Int32, shape, dim));
+  const Value perm = ops::sort(keys, dim, num_keys).back();
+  Cotangents ct(a.in.size());
+  for (size_t i = 0; i < a.in.size(); ++i)
+    if (a.wants[i] && a.ct[i]) ct[i] = unpermute(*a.ct[i], perm, dim, shape);
+  return ct;
+}
+
+Cotangents top_k_vjp(const VjpArgs& a) {
+  if (!a.ct[0]) return Cotangents(1);
+  return {unpermute(*a.ct[0], a.out[1], a.params.get<int64_t>("axis"), aval_of(a.in[0]).shape)};
+}
+
 // sort(*operands; dimension, is_stable, num_keys): always stable here.
 void sort() {
   Primitive p;
   p.name = "sort";
+  p.vjp = sort_vjp;
   p.abstract_eval = [](const Avals& in, const Params& params) {
     if (in.empty()) fail<TypeError>("sort requires at least one operand");
     for (const Aval& a : in)
@@ -156,6 +193,7 @@ void sort() {
 void top_k() {
   Primitive p;
   p.name = "top_k";
+  p.vjp = top_k_vjp;
   p.abstract_eval = [](const Avals& in, const Params& params) {
     const Aval& x = in[0];
     const int64_t k = params.get<int64_t>("k");

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "meshsim/ir/ops.h"
 #include "meshsim/ir/primitive.h"
 #include "meshsim/kernels/strided.h"
 #include "meshsim/primitives/families.h"
@@ -83,6 +84,10 @@ void check_dimensions(const char* prim, const IntList& dims, int64_t ndim) {
 void broadcast_in_dim() {
   Primitive p;
   p.name = "broadcast_in_dim";
+  p.vjp = [](const VjpArgs& a) {
+    return Cotangents{ops::sum_to_operand(*a.ct[0], aval_of(a.in[0]).shape,
+                                          a.params.get<IntList>("broadcast_dimensions"))};
+  };
   p.abstract_eval = [](const Avals& in, const Params& params) {
     const Shape& shape = params.get<IntList>("shape");
     const IntList& dims = params.get<IntList>("broadcast_dimensions");
@@ -119,6 +124,7 @@ void broadcast_in_dim() {
 void reshape() {
   Primitive p;
   p.name = "reshape";
+  p.vjp = [](const VjpArgs& a) { return Cotangents{ops::reshape(*a.ct[0], aval_of(a.in[0]).shape)}; };
   p.abstract_eval = [](const Avals& in, const Params& params) {
     const Shape& shape = params.get<IntList>("new_sizes");
     if (num_elements(shape) != num_elements(in[0].shape))
@@ -136,6 +142,12 @@ void reshape() {
 void transpose() {
   Primitive p;
   p.name = "transpose";
+  p.vjp = [](const VjpArgs& a) {
+    const IntList& perm = a.params.get<IntList>("permutation");
+    IntList inverse(perm.size());
+    for (size_t i = 0; i < perm.size(); ++i) inverse[perm[i]] = static_cast<int64_t>(i);
+    return Cotangents{ops::transpose(*a.ct[0], inverse)};
+  };
   p.abstract_eval = [](const Avals& in, const Params& params) {
     const IntList& perm = params.get<IntList>("permutation");
     const Aval& x = in[0];
@@ -160,6 +172,7 @@ void transpose() {
 void squeeze() {
   Primitive p;
   p.name = "squeeze";
+  p.vjp = [](const VjpArgs& a) { return Cotangents{ops::reshape(*a.ct[0], aval_of(a.in[0]).shape)}; };
   p.abstract_eval = [](const Avals& in, const Params& params) {
     const IntList& dims = params.get<IntList>("dimensions");
     const Aval& x = in[0];
@@ -189,6 +202,7 @@ void squeeze() {
 void rev() {
   Primitive p;
   p.name = "rev";
+  p.vjp = [](const VjpArgs& a) { return Cotangents{ops::rev(*a.ct[0], a.params.get<IntList>("dimensions"))}; };
   p.abstract_eval = [](const Avals& in, const Params& params) {
     const IntList& dims = params.get<IntList>("dimensions");
     const Aval& x = in[0];
@@ -219,6 +233,20 @@ void rev() {
 void slice() {
   Primitive p;
   p.name = "slice";
+  // The cotangent padded back into place, with zeros between strided elements.
+  p.vjp = [](const VjpArgs& a) {
+    const Shape& in = aval_of(a.in[0]).shape;
+    const Shape& out = aval_of(a.out[0]).shape;
+    const IntList& start = a.params.get<IntList>("start_indices");
+    const IntList strides = a.params.get_or<IntList>("strides", IntList(start.size(), 1));
+    IntLists config;
+    for (size_t d = 0; d < in.size(); ++d) {
+      const int64_t m = out[d], covered = m == 0 ? 0 : m + (m - 1) * (strides[d] - 1);
+      config.push_back({m == 0 ? 0 : start[d], in[d] - (m == 0 ? 0 : start[d]) - covered, strides[d] - 1});
+    }
+    const Value& g = *a.ct[0];
+    return Cotangents{ops::pad(g, ops::full({}, aval_of(g).dtype, 0.0), config)};
+  };
   p.abstract_eval = [](const Avals& in, const Params& params) {
     const IntList& start = params.get<IntList>("start_indices");
     const IntList& limit = params.get<IntList>("limit_indices");
@@ -283,6 +311,17 @@ std::string shapes_str(const Avals& in) {
 void concatenate() {
   Primitive p;
   p.name = "concatenate";
+  p.vjp = [](const VjpArgs& a) {
+    const int64_t dim = a.params.get<int64_t>("dimension");
+    Cotangents ct;
+    int64_t begin = 0;
+    for (size_t i = 0; i < a.in.size(); ++i) {
+      const int64_t end = begin + aval_of(a.in[i]).shape[dim];
+      ct.push_back(a.wants[i] ? Cotangent(ops::slice_in_dim(*a.ct[0], begin, end, dim)) : std::nullopt);
+      begin = end;
+    }
+    return ct;
+  };
   p.abstract_eval = [](const Avals& in, const Params& params) {
     const int64_t dim = params.get<int64_t>("dimension");
     if (in.empty()) fail<TypeError>("concatenate expects at least one operand, got 0.");
@@ -328,6 +367,32 @@ void concatenate() {
 void pad() {
   Primitive p;
   p.name = "pad";
+  // As JAX: the operand's cotangent is the unpadded, de-interleaved
+  // cotangent; the padding value's is everything else.
+  p.vjp = [](const VjpArgs& a) {
+    const Value& g = *a.ct[0];
+    const Aval& x = aval_of(a.in[0]);
+    Value operand_ct = g;
+    if (x.ndim() > 0) {
+      const IntLists& config = a.params.get<IntLists>("padding_config");
+      IntLists unpad;
+      IntList zeros(x.ndim(), 0), steps;
+      for (const IntList& c : config) {
+        unpad.push_back({-c[0], -c[1], 0});
+        steps.push_back(c[2] + 1);
+      }
+      const Value unpadded = ops::pad(g, ops::full({}, aval_of(g).dtype, 0.0), unpad);
+      operand_ct = ops::slice(unpadded, zeros, aval_of(unpadded).shape, steps);
+    }
+    Cotangents ct(2);
+    if (a.wants[0]) ct[0] = operand_ct;
+    if (a.wants[1]) {
+      IntList all(x.ndim());
+      for (int64_t d = 0; d < x.ndim(); ++d) all[d] = d;
+      ct[1] = ops::sub(ops::reduce_sum(g, all), ops::reduce_sum(operand_ct, all));
+    }
+    return ct;
+  };
   p.abstract_eval = [](const Avals& in, const Params& params) {
     const Aval &x = in[0], &value = in[1];
     if (x.dtype != value.dtype)
@@ -396,6 +461,7 @@ void pad() {
 void copy() {
   Primitive p;
   p.name = "copy";
+  p.vjp = [](const VjpArgs& a) { return Cotangents{*a.ct[0]}; };
   p.abstract_eval = [](const Avals& in, const Params&) {
     return Avals{like(in[0], in[0].shape, in[0].dtype, in[0].weak_type)};
   };

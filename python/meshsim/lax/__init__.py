@@ -6,3 +6,4 @@ from meshsim._src.lax.linalg import *  # noqa: F401,F403
 from meshsim._src.lax.indexing import *  # noqa: F401,F403
 from meshsim._src.lax.sorting import *  # noqa: F401,F403
 from meshsim._src.lax.parallel import *  # noqa: F401,F403
+from meshsim._src.ad import stop_gradient  # noqa: F401,E402

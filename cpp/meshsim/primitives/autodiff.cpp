@@ -1,0 +1,123 @@
+// Autodiff primitives: checkpointed regions (JAX's remat2), custom VJPs,
+// stop_gradient and checkpoint_name. The first two hold sub-programs and
+// supply their own `vjp_split` (see transforms/vjp.h).
+#include "meshsim/ir/ops.h"
+#include "meshsim/ir/primitive.h"
+#include "meshsim/primitives/families.h"
+#include "meshsim/runtime/interpreter.h"
+#include "meshsim/transforms/vjp.h"
+
+namespace meshsim {
+namespace {
+
+// The avals a call of `program` on `in` returns, after checking the inputs.
+Avals call_avals(const char* prim, const Program& program, const Avals& in, size_t first, size_t count) {
+  const Avals want = program.in_avals();
+  if (count != want.size())
+    fail<TypeError>(prim, " expects ", want.size(), " inputs for its program, got ", count);
+  for (size_t i = 0; i < count; ++i)
+    if (in[first + i].shape != want[i].shape || in[first + i].dtype != want[i].dtype)
+      fail<TypeError>(prim, " input ", i, " has type ", in[first + i].str_short(), ", its program expects ",
+                      want[i].str_short());
+  return program.out_avals();
+}
+
+// remat2(*args; jaxpr, prevent_cse, differentiated, policy): runs `jaxpr`;
+// under differentiation only what `policy` saves is kept for the backward
+// pass (None: nothing but the inputs), the rest is recomputed there.
+void remat() {
+  Primitive p;
+  p.name = "remat2";
+  p.abstract_eval = [](const Avals& in, const Params& params) {
+    return call_avals("remat2", *params.get<ProgramPtr>("jaxpr"), in, 0, in.size());
+  };
+  p.kernel = [](const Tensors& in, const Params& params, const Avals&) {
+    return run_program(*params.get<ProgramPtr>("jaxpr"), in);
+  };
+  p.vjp_split = [](const Values& in, const std::vector<bool>& active, const Params& params) {
+    const std::string policy = params.is_none("policy") ? "" : params.get<std::string>("policy");
+    return linearize(*params.get<ProgramPtr>("jaxpr"), in, active, policy);
+  };
+  register_primitive(std::move(p));
+}
+
+// custom_vjp_call(*args, *consts; call_jaxpr, fwd_jaxpr, bwd_jaxpr, ...):
+// `consts` are the values the three functions closed over, in that order
+// (num_call_consts, num_fwd_consts, the rest for bwd). fwd_jaxpr returns the
+// outputs then the residuals; bwd_jaxpr maps (residuals, output cotangents)
+// to one cotangent per arg.
+struct CustomVjp {
+  ProgramPtr call, fwd, bwd;
+  size_t num_args, call_consts, fwd_consts;
+  explicit CustomVjp(const Params& p)
+      : call(p.get<ProgramPtr>("call_jaxpr")),
+        fwd(p.get<ProgramPtr>("fwd_jaxpr")),
+        bwd(p.get<ProgramPtr>("bwd_jaxpr")),
+        num_args(p.get<int64_t>("num_args")),
+        call_consts(p.get<int64_t>("num_call_consts")),
+        fwd_consts(p.get<int64_t>("num_fwd_consts")) {}
+
+  template <class V>
+  std::vector<V> call_inputs(const std::vector<V>& in) const {
+    std::vector<V> r(in.begin(), in.begin() + num_args + call_consts);
+    return r;
+  }
+};
+
+void custom_vjp_call() {
+  Primitive p;
+  p.name = "custom_vjp_call";
+  p.abstract_eval = [](const Avals& in, const Params& params) {
+    const CustomVjp c(params);
+    return call_avals("custom_vjp_call", *c.call, in, 0, c.num_args + c.call_consts);
+  };
+  p.kernel = [](const Tensors& in, const Params& params, const Avals&) {
+    const CustomVjp c(params);
+    return run_program(*c.call, c.call_inputs(in));
+  };
+  p.vjp_split = [](const Values& in, const std::vector<bool>&, const Params& params) {
+    const CustomVjp c(params);
+    Values fwd_in(in.begin(), in.begin() + c.num_args);
+    const auto consts = in.begin() + c.num_args + c.call_consts;
+    fwd_in.insert(fwd_in.end(), consts, consts + c.fwd_consts);
+    Values outs = eval_program(*c.fwd, fwd_in);
+    const size_t num_out = c.call->outvars.size();
+    Values res(outs.begin() + num_out, outs.end());
+    outs.resize(num_out);
+    const Values bwd_consts(consts + c.fwd_consts, in.end());
+    const Avals out_avals = c.call->out_avals();
+    auto backward = [c, res, bwd_consts, out_avals, n = in.size()](const Cotangents& ct) {
+      Values args = res;
+      for (size_t j = 0; j < ct.size(); ++j) args.push_back(ops::instantiate(ct[j], out_avals[j]));
+      args.insert(args.end(), bwd_consts.begin(), bwd_consts.end());
+      const Values arg_ct = eval_program(*c.bwd, args);
+      Cotangents result(n);
+      for (size_t i = 0; i < c.num_args; ++i) result[i] = arg_ct[i];
+      return result;
+    };
+    return VjpSplit{outs, backward};
+  };
+  register_primitive(std::move(p));
+}
+
+// Identity primitives that only matter to autodiff.
+void identity(const std::string& name, std::function<Cotangents(const VjpArgs&)> vjp) {
+  Primitive p;
+  p.name = name;
+  p.abstract_eval = [](const Avals& in, const Params&) { return Avals{in[0]}; };
+  p.kernel = [](const Tensors& in, const Params&, const Avals&) { return Tensors{in[0]}; };
+  p.vjp = std::move(vjp);
+  register_primitive(std::move(p));
+}
+
+}  // namespace
+
+void register_autodiff_primitives() {
+  remat();
+  custom_vjp_call();
+  identity("stop_gradient", [](const VjpArgs&) { return Cotangents(1); });
+  // checkpoint_name(x, name): policies such as save_only_these_names see it.
+  identity("name", [](const VjpArgs& a) { return Cotangents{a.ct[0]}; });
+}
+
+}  // namespace meshsim

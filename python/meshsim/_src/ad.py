@@ -1,0 +1,585 @@
+"""Reverse-mode autodiff: grad, value_and_grad, vjp, jvp, linearize, custom_vjp,
+checkpoint (remat) with policies, stop_gradient.
+
+A differentiated function is traced into a Program; the C++ transform
+(`_core.vjp_program`, cpp/meshsim/transforms/vjp.h) splits it into a forward
+program (inputs -> outputs + residuals) and a backward program (output
+cotangents + residuals -> input cotangents). Both are applied with
+`_core.eval_program`, which runs them on arrays or, inside an enclosing trace
+(jit, make_jaxpr, another grad), inlines them into it. Python only traces and
+handles pytrees; checkpoint policies written in Python are consulted while the
+transform runs, never while the programs execute."""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import operator
+import types
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from meshsim import _core
+from meshsim._src import core, tree_util
+
+__all__ = [
+    "grad", "value_and_grad", "vjp", "jvp", "linearize", "custom_vjp", "checkpoint", "remat",
+    "checkpoint_policies", "checkpoint_name", "stop_gradient", "float0",
+]
+
+# The tangent type of integer and boolean values (jax.dtypes.float0).
+float0 = np.dtype([("float0", np.void, 0)])
+
+
+def _is_inexact(dtype) -> bool:
+    return np.issubdtype(dtype, np.inexact)
+
+
+# --- tracing ----------------------------------------------------------------
+
+def _trace_flat(fun: Callable, in_tree, avals: Sequence):
+    """Traces `fun(*unflatten(in_tree, inputs))`; returns (program, captures, out_tree).
+
+    `captures` are the tracers of enclosing traces the function closed over:
+    the program's trailing inputs."""
+    trace = _core.push_trace()
+    try:
+        tracers = [trace.new_input(a) for a in avals]
+        out = fun(*tree_util.tree_unflatten(in_tree, tracers))
+        out_leaves, out_tree = tree_util.tree_flatten(out)
+        program, captures = trace.finish_capturing([core.asarray_value(x) for x in out_leaves])
+    finally:
+        _core.pop_trace(trace)
+    return program, list(captures), out_tree
+
+
+def _flatten_values(tree):
+    leaves, treedef = tree_util.tree_flatten(tree)
+    return [core.asarray_value(x) for x in leaves], treedef
+
+
+def _aval_str(x) -> str:
+    return str(core.typeof(x)).lstrip("~")
+
+
+# --- vjp ----------------------------------------------------------------------
+
+class _Linearized:
+    """A function traced and split at some primals: forward run, backward pending."""
+
+    def __init__(self, fun, primals: tuple, has_aux: bool, check_output=None):
+        self.fun_name = getattr(fun, "__name__", repr(fun))
+        leaves, self.in_tree = _flatten_values(primals)
+        self.in_leaves = leaves
+        if has_aux:
+            def traced(*args):
+                result = fun(*args)
+                if not (isinstance(result, (tuple, list)) and len(result) == 2):
+                    raise TypeError("expected function with aux output to return a two-element tuple, "
+                                    f"but got type {type(result)} with value {result!r}")
+                return tuple(result)
+        else:
+            traced = fun
+        program, captures, out_tree = _trace_flat(traced, self.in_tree, [x.aval for x in leaves])
+        if has_aux:
+            self.out_tree, self.aux_tree = tree_util.treedef_children(out_tree)
+        else:
+            self.out_tree, self.aux_tree = out_tree, None
+        n_out = self.out_tree.num_leaves
+        n_aux = out_tree.num_leaves - n_out
+        if check_output is not None:
+            check_output(program.out_avals[:n_out])
+        wrt = [True] * len(leaves) + [False] * len(captures)
+        out_mask = [True] * n_out + [False] * n_aux
+        fwd, self.bwd, _, self.ct_in, self.ct_out = _core.vjp_program(program, wrt, out_mask,
+                                                                      _evaluate_policy)
+        results = _core.eval_program(fwd, [*leaves, *captures])
+        n = n_out + n_aux
+        self.out_leaves = list(results[:n_out])
+        self.aux_leaves = list(results[n_out:n])
+        self.residuals = list(results[n:])
+
+    def out(self):
+        return tree_util.tree_unflatten(self.out_tree, self.out_leaves)
+
+    def aux(self):
+        return tree_util.tree_unflatten(self.aux_tree, self.aux_leaves)
+
+    def pullback_flat(self, ct_leaves: Sequence) -> list:
+        """Input cotangents (one per input leaf; float0 zeros for non-inexact ones)."""
+        cts = []
+        for ct, out, takes in zip(ct_leaves, self.out_leaves, self.ct_in):
+            if not takes:
+                continue
+            ct = core.asarray_value(ct)
+            if ct.shape != out.shape:
+                raise ValueError("unexpected JAX type (e.g. shape/dtype) for argument to VJP function: got "
+                                 f"{_aval_str(ct)}, but expected {_aval_str(out)} because the corresponding "
+                                 f"output of the differentiated function had JAX type {_aval_str(out)}")
+            if ct.dtype != out.dtype:
+                ct = core.convert_element_type(ct, out.dtype, ct.weak_type)
+            cts.append(ct)
+        grads = iter(_core.eval_program(self.bwd, [*cts, *self.residuals]))
+        return [next(grads) if takes else np.zeros(x.shape, float0)
+                for x, takes in zip(self.in_leaves, self.ct_out)]
+
+    def pullback(self, ct):
+        ct_leaves, ct_tree = tree_util.tree_flatten(ct)
+        if ct_tree != self.out_tree:
+            raise ValueError(
+                "unexpected tree structure.\nThe argument to a VJP function returned by `jax.vjp` must "
+                f"match the pytree structure of the differentiated function {self.fun_name}.\n"
+                f"But the tree structures differ: got {ct_tree}, expected {self.out_tree}.")
+        return tree_util.tree_unflatten(self.in_tree, self.pullback_flat(ct_leaves))
+
+
+def vjp(fun: Callable, *primals, has_aux: bool = False, reduce_axes=()):
+    """(fun(*primals), vjp_fun) where vjp_fun(cotangent) returns the primals' cotangents
+    as a tuple; with has_aux, (out, vjp_fun, aux)."""
+    if not callable(fun):
+        raise TypeError(f"Expected a callable value, got {fun!r}")
+    lin = _Linearized(fun, primals, has_aux)
+
+    def vjp_fun(ct):
+        return lin.pullback(ct)
+
+    if has_aux:
+        return lin.out(), vjp_fun, lin.aux()
+    return lin.out(), vjp_fun
+
+
+# --- grad ---------------------------------------------------------------------
+
+def _argnums_tuple(argnums) -> tuple[int, ...]:
+    if isinstance(argnums, int):
+        return (operator.index(argnums),)
+    return tuple(operator.index(a) for a in argnums)
+
+
+def _check_grad_inputs(leaves, allow_int: bool):
+    for x in leaves:
+        dtype = core.typeof(x).dtype
+        if not _is_inexact(dtype) and not allow_int:
+            raise TypeError(
+                "grad requires real- or complex-valued inputs (input dtype that is a sub-dtype of "
+                f"np.inexact), but got {dtype.name}. If you want to use Boolean- or integer-valued "
+                "inputs, use vjp or set allow_int to True.")
+
+
+def _check_scalar_output(avals):
+    (aval,) = avals
+    if aval.shape != ():
+        raise TypeError(f"Gradient only defined for scalar-output functions. Output had shape: {aval.shape}.")
+    if not _is_inexact(aval.dtype):
+        raise TypeError(
+            "grad requires real-valued outputs (output dtype that is a sub-dtype of np.floating), but got "
+            f"{aval.dtype.name}. For differentiation of functions with integer outputs, use jax.vjp directly.")
+
+
+def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False,
+                   allow_int: bool = False, reduce_axes=()):
+    """A function returning (fun(*args), gradient of fun with respect to args[argnums]);
+    with has_aux, ((value, aux), gradient)."""
+    if not callable(fun):
+        raise TypeError(f"Expected a callable value, got {fun!r}")
+    nums = _argnums_tuple(argnums)
+
+    @functools.wraps(fun)
+    def value_and_grad_f(*args, **kwargs):
+        needed = max(nums) + 1 if nums else 0
+        if len(args) < needed:
+            raise TypeError(f"differentiating with respect to argnums={argnums} requires at least {needed} "
+                            f"positional arguments to be passed by the caller, but got only {len(args)} "
+                            "positional arguments.")
+        diff_args = tuple(args[i] for i in nums)
+        leaves, _ = tree_util.tree_flatten(diff_args)
+        _check_grad_inputs(leaves, allow_int)
+
+        def partial_fun(*dargs):
+            full = list(args)
+            for i, a in zip(nums, dargs):
+                full[i] = a
+            return fun(*full, **kwargs)
+
+        partial_fun.__name__ = getattr(fun, "__name__", "fun")
+        lin = _Linearized(partial_fun, diff_args, has_aux, check_output=_check_scalar_output)
+        (out,) = lin.out_leaves
+        one = core.Array.from_numpy(np.ones((), out.dtype), weak_type=out.weak_type)
+        grads = tree_util.tree_unflatten(lin.in_tree, lin.pullback_flat([one]))
+        g = grads[0] if isinstance(argnums, int) else tuple(grads)
+        value = lin.out()
+        return ((value, lin.aux()), g) if has_aux else (value, g)
+
+    return value_and_grad_f
+
+
+def grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False,
+         allow_int: bool = False, reduce_axes=()):
+    """The gradient of scalar-valued `fun` with respect to args[argnums]; with has_aux,
+    (gradient, aux)."""
+    vg = value_and_grad(fun, argnums, has_aux, holomorphic, allow_int)
+
+    @functools.wraps(fun)
+    def grad_f(*args, **kwargs):
+        if has_aux:
+            (_, aux), g = vg(*args, **kwargs)
+            return g, aux
+        return vg(*args, **kwargs)[1]
+
+    return grad_f
+
+
+# --- forward mode, by transposing the (linear) backward pass --------------------
+
+def _check_jvp_args(primals, tangents):
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise TypeError("primal and tangent arguments to jax.jvp must be tuples or lists; found "
+                        f"{type(primals).__name__} and {type(tangents).__name__}.")
+    p_tree = tree_util.tree_structure(tuple(primals))
+    t_tree = tree_util.tree_structure(tuple(tangents))
+    if p_tree != t_tree:
+        raise TypeError("primal and tangent arguments to jax.jvp must have the same tree structure; primals "
+                        f"have tree structure {p_tree} whereas tangents have tree structure {t_tree}.")
+
+
+class _Pushforward:
+    """The JVP of a linearized function: the transpose of its pullback, found by
+    differentiating the pullback (linear in the cotangent) at a zero cotangent."""
+
+    def __init__(self, lin: _Linearized):
+        self.lin = lin
+        outs = lin.out_leaves
+        self.float_out = [_is_inexact(o.dtype) for o in outs]
+        self.float_in = list(lin.ct_out)
+
+        def pullback(*cts):
+            it = iter(cts)
+            full = [next(it) if f else o for o, f in zip(outs, self.float_out)]
+            grads = lin.pullback_flat(full)
+            return [g for g, f in zip(grads, self.float_in) if f]
+
+        zeros = [_zeros_like(o) for o, f in zip(outs, self.float_out) if f]
+        self.transposed = _Linearized(pullback, tuple(zeros), has_aux=False)
+
+    def tangent_leaves(self, tangent_leaves: Sequence) -> list:
+        ins = self.lin.in_leaves
+        ts = []
+        for t, x, f in zip(tangent_leaves, ins, self.float_in):
+            if f:
+                t = core.asarray_value(t)
+                if t.shape != x.shape:
+                    raise ValueError(f"jvp called with a tangent of shape {t.shape} for a primal of shape "
+                                     f"{x.shape}")
+                ts.append(t if t.dtype == x.dtype else core.convert_element_type(t, x.dtype))
+        if not self.transposed.out_leaves:  # no differentiable input at all
+            outs = []
+        else:
+            outs = list(self.transposed.pullback(ts))
+        it = iter(outs)
+        return [next(it) if f else np.zeros(o.shape, float0)
+                for o, f in zip(self.lin.out_leaves, self.float_out)]
+
+    def __call__(self, *tangents):
+        leaves, _ = tree_util.tree_flatten(tuple(tangents))
+        return tree_util.tree_unflatten(self.lin.out_tree, self.tangent_leaves(leaves))
+
+
+def _zeros_like(x):
+    return core.Array.from_numpy(np.zeros(x.shape, x.dtype), weak_type=x.weak_type) \
+        if not isinstance(x, core.Tracer) else x * 0
+
+
+def jvp(fun: Callable, primals, tangents, has_aux: bool = False):
+    """(fun(*primals), the directional derivative along `tangents`); with has_aux, also aux."""
+    _check_jvp_args(primals, tangents)
+    lin = _Linearized(fun, tuple(primals), has_aux)
+    push = _Pushforward(lin)
+    t_leaves, _ = tree_util.tree_flatten(tuple(tangents))
+    t_out = tree_util.tree_unflatten(lin.out_tree, push.tangent_leaves(t_leaves))
+    if has_aux:
+        return lin.out(), t_out, lin.aux()
+    return lin.out(), t_out
+
+
+def linearize(fun: Callable, *primals, has_aux: bool = False):
+    """(fun(*primals), f_jvp) with f_jvp(*tangents) the JVP at primals; with has_aux, also aux."""
+    lin = _Linearized(fun, primals, has_aux)
+    f_jvp = _Pushforward(lin)
+    if has_aux:
+        return lin.out(), f_jvp, lin.aux()
+    return lin.out(), f_jvp
+
+
+# --- stop_gradient, checkpoint_name ---------------------------------------------
+
+def stop_gradient(x):
+    """x, through which no gradient flows (over a pytree; non-float leaves pass through)."""
+    def stop(leaf):
+        leaf = core.asarray_value(leaf)
+        if not _is_inexact(leaf.dtype):
+            return leaf
+        return core.bind1("stop_gradient", leaf)
+    return tree_util.tree_map(stop, x)
+
+
+def checkpoint_name(x, name: str):
+    """Names x for checkpoint policies (save_only_these_names, ...)."""
+    def tag(leaf):
+        return _core.bind("name", (core.asarray_value(leaf),), {"name": str(name)})[0]
+    return tree_util.tree_map(tag, x)
+
+
+# --- custom_vjp ------------------------------------------------------------------
+
+class custom_vjp:
+    """A function with a user-defined VJP: `f.defvjp(fwd, bwd)`, where
+    fwd(*args) -> (out, residuals) and bwd(*nondiff_args, residuals, out_ct) -> a tuple with
+    one cotangent (or None) per differentiable argument."""
+
+    def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = ()):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.fwd = None
+        self.bwd = None
+        self._tracing_rules = 0  # fwd/bwd calling the function itself get the plain function
+
+    def __get__(self, obj, objtype=None):
+        return self if obj is None else functools.partial(self, obj)
+
+    def defvjp(self, fwd: Callable, bwd: Callable, symbolic_zeros: bool = False,
+               optimize_remat: bool = False) -> None:
+        self.fwd, self.bwd = fwd, bwd
+
+    def _resolve(self, args, kwargs) -> tuple:
+        if not kwargs:
+            return args
+        try:
+            bound = inspect.signature(self.fun).bind(*args, **kwargs)
+        except (TypeError, ValueError) as e:
+            raise TypeError(str(e)) from None
+        bound.apply_defaults()
+        return bound.args
+
+    def __call__(self, *args, **kwargs):
+        name = getattr(self.fun, "__name__", repr(self.fun))
+        if self.fwd is None:
+            raise AttributeError(f"No VJP defined for custom_vjp function {name} using defvjp.")
+        args = self._resolve(args, kwargs)
+        if _core.current_trace() is None or self._tracing_rules:
+            return self.fun(*args)
+        nondiff = {i % len(args): args[i] for i in self.nondiff_argnums}
+        diff_pos = [i for i in range(len(args)) if i not in nondiff]
+        diff_args = tuple(args[i] for i in diff_pos)
+        leaves, in_tree = _flatten_values(diff_args)
+        avals = [x.aval for x in leaves]
+
+        def full_args(dargs):
+            full = list(args)
+            for i, a in zip(diff_pos, dargs):
+                full[i] = a
+            return full
+
+        call, call_consts, out_tree = _trace_flat(lambda *d: self.fun(*full_args(d)), in_tree, avals)
+        self._tracing_rules += 1
+        try:
+            fwd, fwd_consts, bwd, bwd_consts, res_tree = self._trace_rules(
+                name, args, nondiff, diff_args, full_args, in_tree, avals, call, out_tree)
+        finally:
+            self._tracing_rules -= 1
+        params = dict(name=name, call_jaxpr=call, fwd_jaxpr=fwd, bwd_jaxpr=bwd, num_args=len(leaves),
+                      num_call_consts=len(call_consts), num_fwd_consts=len(fwd_consts), symbolic_zeros=False)
+        outs = _core.bind("custom_vjp_call", (*leaves, *call_consts, *fwd_consts, *bwd_consts), params)
+        return tree_util.tree_unflatten(out_tree, outs)
+
+    def _trace_rules(self, name, args, nondiff, diff_args, full_args, in_tree, avals, call, out_tree):
+
+        def fwd_flat(*d):
+            result = self.fwd(*full_args(d))
+            if not (isinstance(result, (tuple, list)) and len(result) == 2):
+                raise TypeError(f"Custom VJP fwd rule {getattr(self.fwd, '__name__', self.fwd)} for function "
+                                f"{name} must produce a pair (list or tuple of length two) representing primal "
+                                f"outputs and residuals (values stored from the forward pass for use on the "
+                                f"backward pass), got {result!r}.")
+            return tuple(result)
+
+        fwd, fwd_consts, fwd_tree = _trace_flat(fwd_flat, in_tree, avals)
+        fwd_out_tree, res_tree = tree_util.treedef_children(fwd_tree)
+        n_out = out_tree.num_leaves
+        out_avals, fwd_avals = call.out_avals, fwd.out_avals
+        if fwd_out_tree != out_tree or [(a.shape, a.dtype) for a in fwd_avals[:n_out]] != \
+                [(a.shape, a.dtype) for a in out_avals]:
+            raise TypeError(f"Custom VJP fwd rule {getattr(self.fwd, '__name__', self.fwd)} for function {name} "
+                            "must produce primal outputs with equal container (pytree) structures and array "
+                            "shapes/dtypes as the primal function, but got "
+                            f"{fwd_out_tree} and {out_tree} respectively.")
+        res_avals = fwd_avals[n_out:]
+        nondiff_vals = [args[i] for i in sorted(nondiff)]
+
+        def bwd_flat(*flat):
+            res = tree_util.tree_unflatten(res_tree, flat[:len(res_avals)])
+            ct = tree_util.tree_unflatten(out_tree, flat[len(res_avals):])
+            arg_cts = self.bwd(*nondiff_vals, res, ct)
+            if not isinstance(arg_cts, (tuple, list)) or len(arg_cts) != len(diff_args):
+                raise TypeError(
+                    "Custom VJP bwd rule must produce an output with the same container (pytree) structure "
+                    "as the args tuple of the primal function, and in particular must produce a tuple of "
+                    "length equal to the number of arguments to the primal function, but got bwd output "
+                    f"structure {tree_util.tree_structure(arg_cts)} for primal input structure "
+                    f"{tree_util.tree_structure(diff_args)}.")
+            flat_cts = []
+            for ct_i, arg in zip(arg_cts, diff_args):
+                arg_leaves = tree_util.tree_leaves(arg)
+                if ct_i is None:
+                    ct_leaves = [None] * len(arg_leaves)
+                else:
+                    ct_leaves = tree_util.tree_structure(arg).flatten_up_to(ct_i)
+                for c, a in zip(ct_leaves, arg_leaves):
+                    a = core.typeof(a)
+                    if c is None or (isinstance(c, np.ndarray) and c.dtype == float0):
+                        flat_cts.append(core.Array.from_numpy(np.zeros(a.shape, a.dtype)))
+                    else:
+                        flat_cts.append(core.convert_element_type(c, a.dtype, core.typeof(c).weak_type)
+                                        if core.typeof(c).dtype != a.dtype else c)
+            return flat_cts
+
+        bwd_tree = tree_util.tree_structure(tuple(range(len(res_avals) + n_out)))
+        bwd, bwd_consts, _ = _trace_flat(bwd_flat, bwd_tree, [*res_avals, *out_avals])
+        return fwd, fwd_consts, bwd, bwd_consts, res_tree
+
+
+# --- checkpoint / remat ----------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class _PrimitiveView:
+    """What a checkpoint policy receives as the primitive: `.name` is JAX's name."""
+    name: str
+
+    def __str__(self):
+        return self.name
+
+
+class _Policy:
+    """A checkpoint policy: callable as JAX's are; the built-in ones are also known to
+    the C++ transform by name and never call back into Python."""
+
+    def __init__(self, name: str, fn: Callable, builtin: bool):
+        self.name, self._fn, self.builtin = name, fn, builtin
+
+    def __call__(self, prim, *args, **params):
+        return self._fn(prim, *args, **params)
+
+    def __repr__(self):
+        return self.name
+
+
+def _dot_no_batch(prim, *_, **params) -> bool:
+    if getattr(prim, "name", None) != "dot_general":
+        return False
+    (_, _), (lhs_b, rhs_b) = params["dimension_numbers"]
+    return not lhs_b and not rhs_b
+
+
+def _names_policy(label: str, keep: Callable[[str], bool]) -> _Policy:
+    def policy(prim, *_, **params):
+        return getattr(prim, "name", None) == "name" and keep(params["name"])
+    return _Policy(label, policy, builtin=False)
+
+
+def _save_only_these_names(*names):
+    return _names_policy(f"save_only_these_names{names}", lambda n: n in names)
+
+
+def _save_any_names_but_these(*names):
+    return _names_policy(f"save_any_names_but_these{names}", lambda n: n not in names)
+
+
+def _save_from_both_policies(policy_1, policy_2):
+    return _Policy(f"save_from_both_policies({policy_1!r}, {policy_2!r})",
+                   lambda *a, **k: bool(policy_1(*a, **k)) or bool(policy_2(*a, **k)), builtin=False)
+
+
+_everything = _Policy("everything_saveable", lambda *_, **__: True, builtin=True)
+_nothing = _Policy("nothing_saveable", lambda *_, **__: False, builtin=True)
+_dots = _Policy("dots_saveable", lambda prim, *_, **__: getattr(prim, "name", None) == "dot_general",
+                builtin=True)
+_dots_no_batch = _Policy("dots_with_no_batch_dims_saveable", _dot_no_batch, builtin=True)
+
+checkpoint_policies = types.SimpleNamespace(
+    everything_saveable=_everything,
+    nothing_saveable=_nothing,
+    dots_saveable=_dots,
+    checkpoint_dots=_dots,
+    dots_with_no_batch_dims_saveable=_dots_no_batch,
+    checkpoint_dots_with_no_batch_dims=_dots_no_batch,
+    save_only_these_names=_save_only_these_names,
+    save_any_names_but_these=_save_any_names_but_these,
+    save_anything_except_these_names=lambda *names: _everything,  # as JAX implements it today
+    save_from_both_policies=_save_from_both_policies,
+)
+
+# Python policies by the name the remat2 equation carries.
+_POLICIES: dict[str, Callable] = {}
+
+
+def _policy_key(policy) -> str | None:
+    if policy is None:
+        return None
+    if isinstance(policy, _Policy) and policy.builtin:
+        return policy.name
+    if not callable(policy):
+        raise TypeError(f"checkpoint policy must be callable, got {policy!r}")
+    base = policy.name if isinstance(policy, _Policy) else getattr(policy, "__name__", type(policy).__name__)
+    key = f"{base}#{id(policy):x}"
+    _POLICIES[key] = policy
+    return key
+
+
+def _jax_params(prim: str, params: dict) -> dict:
+    if prim == "dot_general" and "dimension_numbers" in params:
+        lc, rc, lb, rb = params["dimension_numbers"]
+        params = dict(params, dimension_numbers=((tuple(lc), tuple(rc)), (tuple(lb), tuple(rb))))
+    return params
+
+
+def _evaluate_policy(key: str, prim: str, avals, params: dict) -> bool:
+    """Called by the C++ transform for policies it does not know."""
+    policy = _POLICIES.get(key)
+    if policy is None:
+        raise ValueError(f"unknown checkpoint policy {key!r}")
+    return bool(policy(_PrimitiveView(prim), *avals, **_jax_params(prim, params)))
+
+
+def checkpoint(fun: Callable | None = None, *, prevent_cse: bool = True, policy: Callable | None = None,
+               static_argnums: int | tuple[int, ...] = ()):
+    """`fun` whose intermediate values are recomputed in the backward pass instead of
+    saved, except those `policy(prim, *avals, **params)` says may be saved."""
+    if fun is None:
+        return functools.partial(checkpoint, prevent_cse=prevent_cse, policy=policy,
+                                 static_argnums=static_argnums)
+    static = set(_argnums_tuple(static_argnums))
+    key = _policy_key(policy)
+
+    @functools.wraps(fun)
+    def remat_f(*args, **kwargs):
+        if _core.current_trace() is None:
+            return fun(*args, **kwargs)
+        nums = {i % len(args) if args else i for i in static}
+        dyn = [a for i, a in enumerate(args) if i not in nums]
+        leaves, in_tree = _flatten_values((dyn, kwargs))
+
+        def flat(dyn_args, dyn_kwargs):
+            it = iter(dyn_args)
+            full = [args[i] if i in nums else next(it) for i in range(len(args))]
+            return fun(*full, **dyn_kwargs)
+
+        program, consts, out_tree = _trace_flat(flat, in_tree, [x.aval for x in leaves])
+        outs = core.bind("remat2", *leaves, *consts, jaxpr=program, prevent_cse=bool(prevent_cse),
+                         differentiated=False, policy=key)
+        return tree_util.tree_unflatten(out_tree, outs)
+
+    return remat_f
+
+
+remat = checkpoint
