@@ -130,3 +130,45 @@ def test_escaped_tracer_is_an_error():
     f(jnp.asarray(np.ones(2, np.float32)))
     with pytest.raises(ValueError, match="unexpected tracer"):
         leaked[0] + 1
+
+
+def test_all_array_calls_take_the_cached_path_with_any_output_tree():
+    # Calls with only positional Arrays skip flattening; outputs of every tree shape still unflatten.
+    x = jnp.asarray(np.arange(3, dtype=np.float32))
+    for fn, check in [
+        (lambda a: a + 1, lambda out: np.asarray(out).tolist() == [1, 2, 3]),
+        (lambda a: None, lambda out: out is None),
+        (lambda a: (a, {"b": a * 2}), lambda out: np.asarray(out[1]["b"]).tolist() == [0, 2, 4]),
+        (lambda a: [a.sum()], lambda out: isinstance(out, list) and float(out[0]) == 3.0),
+    ]:
+        jf = jax.jit(fn)
+        assert check(jf(x)) and check(jf(x))
+        assert jf.trace_count() == 1
+
+
+def test_cached_path_keys_on_the_full_type():
+    f, calls = _counting(lambda x: x * 2)
+    jf = jax.jit(f)
+    jf(jnp.asarray(np.ones(3, np.float32)))
+    jf(jnp.ones(3))  # same type, another array: no new trace
+    jf(jnp.asarray(np.ones(3, np.int32)))
+    jf(jnp.asarray(np.ones((3, 1), np.float32)))
+    assert len(calls) == 3
+    jf(jnp.asarray(2.0))  # weakly typed float32[]
+    jf(jnp.asarray(np.float32(3)))  # float32[], strongly typed: a new trace
+    assert len(calls) == 5
+    # A mixed call (an Array and a NumPy array) after an all-Array one reuses the trace.
+    jg = jax.jit(lambda a, b: a + b)
+    x = jnp.ones(3)
+    jg(x, x)
+    jg(x, np.ones(3, np.float32))
+    assert jg.trace_count() == 1
+
+
+def test_deleted_array_argument_is_an_error_on_the_cached_path():
+    jf = jax.jit(lambda x: x + 1)
+    x = jnp.asarray(np.ones(3, np.float32))
+    jf(x)
+    jax.jit(lambda x: x * 2, donate_argnums=0)(x)
+    with pytest.raises(ValueError, match="deleted"):
+        jf(x)

@@ -9,6 +9,30 @@ namespace {
 
 Spec to_spec(const std::vector<std::vector<std::string>>& entries) { return entries; }
 
+void append_spec(std::string& out, const Spec& spec) {
+  for (const AxisNames& entry : spec) out += spec_entry_str(entry) + ",";
+}
+
+// Everything that makes two arrays share a traced program: the Aval's fields
+// and the placement, e.g. "f32~[64,64,]{}[]|mesh 0 []|device 0". Built without
+// streams: a jitted call computes it once for each array it has not seen.
+std::string jit_signature(const Array& a) {
+  const Aval& v = a.aval();
+  const Sharding& s = *a.sharding();
+  std::string out = dtype_short_name(v.dtype);
+  if (v.weak_type) out += "~";
+  out += "[";
+  for (int64_t d : v.shape) out += std::to_string(d) + ",";
+  out += "]{";
+  for (const std::string& axis : v.vma) out += axis + ",";
+  out += "}[";
+  append_spec(out, v.spec);
+  out += "]|mesh " + std::to_string(reinterpret_cast<uintptr_t>(s.mesh.get())) + " [";
+  append_spec(out, s.spec);
+  out += "]|device " + std::to_string(s.device);
+  return out;
+}
+
 }  // namespace
 
 void init_arrays(py::module_& m) {
@@ -74,11 +98,20 @@ void init_arrays(py::module_& m) {
       .def_property_readonly("size", [](const Array& a) { return num_elements(a.aval().shape); })
       .def_property_readonly("weak_type", [](const Array& a) { return a.aval().weak_type; })
       .def_property_readonly("sharding_core", &Array::sharding)
-      // What a jit cache keys on: the full type plus where the array lives.
-      .def_property_readonly("signature", [](const Array& a) {
-        const Sharding& s = *a.sharding();
-        return py::make_tuple(a.aval().repr(), reinterpret_cast<uintptr_t>(s.mesh.get()),
-                              py::str(py::cast(s.spec)), s.device);  // str: hashable
+      // What a jit cache keys on: the full type plus where the array lives. Both
+      // are fixed for an array's lifetime, so the key is built once per array and
+      // kept in its instance dict (a jitted call reads it for every argument).
+      .def_property_readonly("signature", [](py::handle self) -> py::object {
+        static PyObject* name = PyUnicode_InternFromString("_signature");  // lives forever
+        PyObject* dict = PyObject_GenericGetDict(self.ptr(), nullptr);
+        if (!dict) throw py::error_already_set();
+        py::dict cache = py::reinterpret_steal<py::dict>(dict);
+        if (PyObject* hit = PyDict_GetItemWithError(dict, name))
+          return py::reinterpret_borrow<py::object>(hit);
+        if (PyErr_Occurred()) throw py::error_already_set();
+        py::str key(jit_signature(self.cast<const Array&>()));
+        cache[py::handle(name)] = key;
+        return key;
       })
       .def("shard_data", [](const Array& a) {
         py::list out;

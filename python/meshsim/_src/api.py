@@ -70,6 +70,25 @@ class _Signature:
             raise ValueError(f"Non-hashable static arguments are not supported: {e}") from None
         return static_key, dyn_args, dyn_kwargs
 
+    def overflow_error(self, args, kwargs) -> OverflowError:
+        """JAX's error for a Python int argument out of the default integer's range,
+        naming the argument by its path (`x`, `y['a']`)."""
+        names = list(self.params)
+        named = [(names[i] if i < len(names) else f"args[{i}]", a) for i, a in enumerate(args)
+                 if i not in self.static_argnums]
+        named += [(k, v) for k, v in kwargs.items() if k not in self.static_argnames]
+        for name, arg in named:
+            for path, leaf in tree_util.tree_flatten_with_path(arg)[0]:
+                try:
+                    core.asarray_value(leaf)
+                except OverflowError:
+                    return OverflowError(
+                        "An overflow was encountered while parsing an argument to a jitted "
+                        f"computation, whose argument path is {name}{tree_util.keystr(path)}. "
+                        f"Got {type(leaf)} with value {leaf}")
+        return OverflowError("An overflow was encountered while parsing an argument to a jitted "
+                             "computation")
+
     def donated_leaf_mask(self, args, kwargs) -> list[bool]:
         mask = []
         for i, a in enumerate(args):
@@ -79,6 +98,9 @@ class _Signature:
             if k not in self.static_argnames:
                 mask += [k in self.donate_argnames] * len(tree_util.tree_leaves(v))
         return mask
+
+
+_Array = _core.Array
 
 
 def _leaf_key(x):
@@ -123,6 +145,12 @@ class JitWrapped:
         self._fun = fun
         self._sig = _Signature(fun, static_argnums, static_argnames, donate_argnums, donate_argnames)
         self._cache: dict[Any, tuple] = {}
+        # Calls whose arguments are all positional Arrays skip splitting and
+        # flattening: their key is the tuple of the arrays' signatures alone.
+        sig = self._sig
+        self._fast = not (sig.static_argnums or sig.static_argnames or sig.donate_argnums
+                          or sig.donate_argnames)
+        self._fast_cache: dict[tuple, tuple] = {}
 
     def __get__(self, obj, objtype=None):
         return self if obj is None else functools.partial(self, obj)
@@ -130,7 +158,10 @@ class JitWrapped:
     def _lookup(self, args, kwargs):
         static, dyn_args, dyn_kwargs = self._sig.split(args, kwargs)
         leaves, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
-        leaves = [core.asarray_value(x) for x in leaves]
+        try:
+            leaves = [core.asarray_value(x) for x in leaves]
+        except OverflowError:
+            raise self._sig.overflow_error(args, kwargs) from None
         key = (static, in_tree, tuple(_leaf_key(x) for x in leaves))
         entry = self._cache.get(key)
         if entry is None:
@@ -141,6 +172,17 @@ class JitWrapped:
     def __call__(self, *args, **kwargs):
         if _core.current_trace() is not None:
             return self._fun(*args, **kwargs)  # nested in another trace: inline
+        if self._fast and not kwargs:
+            key = tuple([x.signature for x in args if type(x) is _Array])
+            if len(key) == len(args):
+                entry = self._fast_cache.get(key)
+                if entry is None:
+                    (program, out_tree), _ = self._lookup(args, kwargs)
+                    entry = self._fast_cache[key] = (program, out_tree,
+                                                     out_tree.num_nodes == out_tree.num_leaves == 1)
+                program, out_tree, single = entry
+                outs = program.run(args)
+                return outs[0] if single else tree_util.tree_unflatten(out_tree, outs)
         (program, out_tree), leaves = self._lookup(args, kwargs)
         outs = program.run(leaves)
         if self._sig.donate_argnums or self._sig.donate_argnames:
