@@ -50,6 +50,14 @@ def is_python_scalar(x) -> bool:
     return isinstance(x, (bool, int, float)) and not isinstance(x, np.generic)
 
 
+def check_python_int(x: int, dtype: np.dtype) -> None:
+    """JAX's OverflowError for a Python int that `dtype` (the default integer
+    type it would become) cannot hold."""
+    info = np.iinfo(dtype)
+    if not info.min <= x <= info.max:
+        raise OverflowError(f"Python int {x} too large to convert to {dtype}")
+
+
 def asarray_value(x, dtype=None):
     """Any array-like as a meshsim Array or tracer (no copy for our own values).
 
@@ -60,18 +68,28 @@ def asarray_value(x, dtype=None):
             return convert_element_type(x, dtype)
         return x
     if dtype is None and is_python_scalar(x):
-        return Array.from_numpy(np.asarray(x, python_scalar_dtype(x)), weak_type=not isinstance(x, bool))
+        scalar_dtype = python_scalar_dtype(x)
+        if isinstance(x, int) and not isinstance(x, bool):
+            check_python_int(x, scalar_dtype)
+        return Array.from_numpy(np.asarray(x, scalar_dtype), weak_type=not isinstance(x, bool))
     if hasattr(x, "__jax_array__"):
         return asarray_value(x.__jax_array__(), dtype)
-    if isinstance(x, (list, tuple)) and any(is_value(e) for e in _flat(x)):
-        from meshsim._src.numpy import structural
-        return structural.stack([asarray_value(e, dtype) for e in x])
+    if isinstance(x, (list, tuple)):
+        if any(is_value(e) for e in _flat(x)):
+            from meshsim._src.numpy import structural
+            return structural.stack([asarray_value(e, dtype) for e in x])
+        if dtype is None and x:
+            # JAX's dtype for the leaves (Python scalars are weak: [np.int8(1), 2] is
+            # int8), then NumPy's conversion, which raises OverflowError for a
+            # Python int out of range ([2**31] with x64 off).
+            from meshsim._src.numpy import promotion
+            dtype = promotion.result_type(*_leaf_kinds(x))[0]
     arr = np.asarray(x, dtype=dtype)
     if arr.dtype == object:
         raise TypeError(f"cannot convert {type(x).__name__} to a meshsim array")
     if arr.dtype.kind == "c":
         raise TypeError("meshsim does not support complex dtypes")
-    # Python scalars inside lists behave as NumPy does (int64 / float64), then narrow.
+    # NumPy inputs keep their dtype, narrowed as JAX narrows (int64 -> int32 with x64 off).
     target = canonicalize_dtype(arr.dtype)
     if arr.dtype != target:
         arr = arr.astype(target)
@@ -87,8 +105,20 @@ def _flat(xs):
             yield e
 
 
+def _leaf_kinds(xs) -> list:
+    """One leaf of `xs` for each type among its leaves: what its promoted dtype
+    depends on (promoting every leaf of a long list one by one would be slow)."""
+    leaves = np.asarray(xs, dtype=object).ravel()  # NumPy walks the nesting at C speed
+    return list(dict(zip(map(type, leaves), leaves)).values())
+
+
 def convert_element_type(x, dtype, weak_type: bool = False):
     dtype = canonicalize_dtype(dtype)
+    if type(x) is int:
+        # As in JAX, a Python int converts as NumPy casts it, without passing
+        # through the default integer type: 2**100 -> float32 is fine,
+        # 2**31 -> int32 wraps around.
+        return Array.from_numpy(np.asarray(x).astype(dtype), weak_type=weak_type)
     x = asarray_value(x)
     if x.dtype == dtype and x.weak_type == weak_type:
         return x

@@ -179,7 +179,9 @@ def clamp(min, x, max):  # noqa: A002 (jax.lax.clamp's argument names)
 
 
 def convert_element_type(operand, new_dtype):
-    return core.convert_element_type(_operand(operand, "convert_element_type", 0), new_dtype)
+    if type(operand) is not int:  # a Python int is cast as NumPy casts it (2**100 -> float32)
+        operand = _operand(operand, "convert_element_type", 0)
+    return core.convert_element_type(operand, new_dtype)
 
 
 def bitcast_convert_type(operand, new_dtype):

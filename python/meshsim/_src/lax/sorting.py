@@ -5,15 +5,9 @@ import operator
 from collections.abc import Sequence
 
 from meshsim._src import core
+from meshsim._src.lax.structural import canonicalize_axis
 
 __all__ = ["sort", "sort_key_val", "top_k"]
-
-
-def _dimension(dim: int, ndim: int, what: str) -> int:
-    dim = operator.index(dim)
-    if not -ndim <= dim < ndim:
-        raise ValueError(f"{what} {dim} is out of bounds for array of dimension {ndim}")
-    return dim % ndim
 
 
 def sort(operand, dimension: int = -1, is_stable: bool = True, num_keys: int = 1):
@@ -26,7 +20,7 @@ def sort(operand, dimension: int = -1, is_stable: bool = True, num_keys: int = 1
         raise ValueError(f"num_keys={num_keys} must be between 1 and len(operand)={len(operands)}")
     if operands[0].ndim == 0:
         raise TypeError("sort requires operands of rank at least 1")
-    dim = _dimension(dimension, operands[0].ndim, "dimension")
+    dim = canonicalize_axis(dimension, operands[0].ndim)
     out = core.bind("sort", *operands, dimension=dim, is_stable=bool(is_stable), num_keys=num_keys)
     return out[0] if single else tuple(out)
 
@@ -43,5 +37,5 @@ def top_k(operand, k: int, *, axis: int = -1):
     k = operator.index(k)
     if operand.ndim == 0:
         raise TypeError(f"top_k operand must have >= 1 dimension, got {core.typeof(operand)}")
-    axis = _dimension(axis, operand.ndim, "axis")
+    axis = canonicalize_axis(axis, operand.ndim)
     return core.bind("top_k", operand, k=k, axis=axis)

@@ -31,10 +31,13 @@ def canonicalize_shape(shape, context: str = "") -> tuple[int, ...]:
 
 
 def canonicalize_axis(axis, ndim: int) -> int:
-    """A possibly negative axis as an index in [0, ndim), or ValueError."""
+    """A possibly negative axis as an index in [0, ndim), or NumPy's AxisError
+    ("axis 2 is out of bounds for array of dimension 2"). AxisError is both a
+    ValueError and an IndexError: JAX raises one or the other depending on the
+    function (ValueError from jnp.sum, IndexError from jnp.mean or jnp.split)."""
     axis = operator.index(axis)
     if not -ndim <= axis < ndim:
-        raise ValueError(f"axis {axis} is out of bounds for array of dimension {ndim}")
+        raise np.exceptions.AxisError(axis, ndim)
     return axis % ndim if ndim else axis
 
 
@@ -200,9 +203,13 @@ def full(shape, fill_value, dtype=None, *, sharding=None):
     if np.shape(fill_value):
         raise TypeError("full must be called with scalar fill_value, got fill_value.shape "
                         f"{np.shape(fill_value)}.")
-    value = core.asarray_value(fill_value)
-    if dtype is not None:
-        value = core.convert_element_type(value, dtype)
+    weak = False
+    if dtype is None and core.is_python_scalar(fill_value):
+        dtype, weak = core.python_scalar_dtype(fill_value), not isinstance(fill_value, bool)
+    if dtype is None:
+        value = core.asarray_value(fill_value)
+    else:  # a Python int wraps around, as in JAX: full((2,), 2**31) is int32 -2**31
+        value = core.convert_element_type(fill_value, dtype, weak)
     return broadcast(value, shape)
 
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from meshsim._src import core
 from meshsim._src.lax import indexing as lax_indexing
+from meshsim._src.lax.structural import canonicalize_axis
 from meshsim._src.numpy.promotion import broadcast_shapes, broadcast_to_shape, promote_args
 
 __all__ = ["take", "take_along_axis", "put_along_axis", "nonzero", "argwhere", "flatnonzero",
@@ -385,13 +386,6 @@ def _unwrapped(indices, n: int, mode: str):
     return core.bind1("select_n", core.bind1("lt", indices, zero), indices, repl)
 
 
-def _axis(axis, ndim: int, fn: str) -> int:
-    axis = operator.index(axis)
-    if not -ndim <= axis < ndim:
-        raise ValueError(f"{fn}: axis {axis} is out of bounds for array of dimension {ndim}")
-    return axis % ndim
-
-
 def _ravel(x):
     return x if x.ndim == 1 else core.bind1("reshape", x, new_sizes=(x.size,), dimensions=None)
 
@@ -413,7 +407,7 @@ def take(a, indices, axis=None, out=None, mode=None, unique_indices=False, indic
     mode = _take_mode("take", mode, _TAKE_MODES)
     if axis is None:
         a, axis = _ravel(a), 0
-    axis = _axis(axis, a.ndim, "take")
+    axis = canonicalize_axis(axis, a.ndim)
     if mode == "clip":  # np.take's clip: negative indices clamp to 0
         indices = _unwrapped(indices, a.shape[axis], mode)
     return lax_indexing.gather(a, [indices], (axis,), axis, mode, fill_value)
@@ -430,7 +424,7 @@ def _along_axis_indices(fn, arr, indices, axis):
     if indices.ndim != arr.ndim:
         raise ValueError("indices and arr must have the same number of dimensions; "
                          f"{indices.ndim} vs. {arr.ndim}")
-    axis = _axis(axis, arr.ndim, fn)
+    axis = canonicalize_axis(axis, arr.ndim)
     drop = lambda s: s[:axis] + (1,) + s[axis + 1:]  # noqa: E731
     shape = broadcast_shapes(drop(arr.shape), drop(indices.shape))
     out_shape = shape[:axis] + (indices.shape[axis],) + shape[axis + 1:]
@@ -583,7 +577,7 @@ def diagonal(a, offset=0, axis1: int = 0, axis2: int = 1):
     a = core.asarray_value(a)
     if a.ndim < 2:
         raise ValueError("diagonal requires an array of at least two dimensions.")
-    axis1, axis2 = _axis(axis1, a.ndim, "diagonal"), _axis(axis2, a.ndim, "diagonal")
+    axis1, axis2 = canonicalize_axis(axis1, a.ndim), canonicalize_axis(axis2, a.ndim)
     if axis1 == axis2:
         raise ValueError("axis1 and axis2 must not be equal")
     offset = operator.index(offset)

@@ -55,7 +55,15 @@ def broadcast_shapes(*shapes) -> tuple[int, ...]:
 
 def _convert_and_broadcast(args, dtype, weak):
     vals = [core.convert_element_type(core.asarray_value(a), dtype, weak) for a in args]
-    shape = broadcast_shapes(*(v.shape for v in vals))
+    try:
+        shape = broadcast_shapes(*(v.shape for v in vals))
+    except ValueError:
+        # As in JAX, operands of one rank are left to the lax op, which raises
+        # TypeError naming itself and the shapes ("add got incompatible shapes
+        # for broadcasting: (2, 3), (4, 3)."); differing ranks raise ValueError here.
+        if len({v.ndim for v in vals if v.ndim}) == 1:
+            return vals
+        raise
     return [broadcast_to_shape(v, shape) for v in vals]
 
 

@@ -7,6 +7,7 @@ import numpy as np
 
 from meshsim._src import core
 from meshsim._src.lax import sorting as lax_sorting
+from meshsim._src.lax.structural import canonicalize_axis
 from meshsim._src.numpy.promotion import result_type
 
 __all__ = ["sort", "argsort", "lexsort", "searchsorted", "unique"]
@@ -48,7 +49,7 @@ def argsort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False,
     index_dtype = core.canonicalize_dtype(np.int32 if dtype is None else dtype)
     if not np.issubdtype(index_dtype, np.integer):
         raise ValueError(f"argsort: dtype must be an integer type, got {index_dtype}")
-    dim = lax_sorting._dimension(axis, a.ndim, "axis")
+    dim = canonicalize_axis(axis, a.ndim)
     iota = core.bind1("iota", dtype=index_dtype, shape=a.shape, dimension=dim)
     if descending:  # reverse, sort stably, reverse back: equal keys keep ascending indices
         _, idx = lax_sorting.sort((_rev(a, dim), _rev(iota, dim)), dimension=dim, is_stable=stable)
@@ -65,7 +66,7 @@ def lexsort(keys, axis=-1):
         raise ValueError("all keys need to be the same shape")
     if keys[0].ndim == 0:
         return core.asarray_value(np.int32(0))
-    dim = lax_sorting._dimension(axis, keys[0].ndim, "axis")
+    dim = canonicalize_axis(axis, keys[0].ndim)
     iota = core.bind1("iota", dtype=np.dtype(np.int32), shape=keys[0].shape, dimension=dim)
     return lax_sorting.sort((*keys[::-1], iota), dimension=dim, num_keys=len(keys))[-1]
 

@@ -147,6 +147,10 @@ def broadcast_to(array, shape, *, out_sharding=None):
     if len(shape) < array.ndim:
         raise ValueError(f"Cannot broadcast to shape with fewer dimensions: arr_shape={array.shape} "
                          f"shape={shape}")
+    if any(d not in (1, s) for d, s in zip(array.shape, shape[len(shape) - array.ndim:])):
+        requested = f"{array.dtype}[{','.join(map(str, shape))}]"
+        raise ValueError(f"Incompatible types for broadcasting: input type={core.typeof(array).str_short()} "
+                         f"and requested type={requested}")
     return promotion.broadcast_to_shape(array, shape)
 
 

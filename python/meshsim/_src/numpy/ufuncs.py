@@ -534,10 +534,10 @@ def array_equiv(a1, a2):
     """Equal after broadcasting (a bool scalar Array; False if they do not broadcast)."""
     a1, a2 = core.asarray_value(a1), core.asarray_value(a2)
     try:
-        eq = equal(a1, a2)
+        broadcast_shapes(a1.shape, a2.shape)
     except ValueError:
         return core.asarray_value(np.bool_(False))
-    return _all(eq)
+    return _all(equal(a1, a2))
 
 
 # --- bits ----------------------------------------------------------------------
