@@ -142,6 +142,11 @@ CASES = {
                     [F((3, 4))]),
     "cumsum": (lambda m, x: m.lax.cumsum(x, axis=1), [F((3, 4))]),
     "cumsum_reverse": (lambda m, x: m.lax.cumsum(x, axis=0, reverse=True), [F((3, 4))]),
+    "cumprod": (lambda m, x: m.lax.cumprod(x, axis=1), [F((3, 5))]),
+    "cumprod_zeros_reverse": (lambda m, x: m.lax.cumprod(x * MASK.astype(x.dtype), axis=1, reverse=True),
+                              [F((3, 4))]),
+    "cummax": (lambda m, x: m.lax.cummax(x, axis=1), [F((3, 6))]),
+    "cummin_reverse": (lambda m, x: m.lax.cummin(x, axis=0, reverse=True), [F((7, 2))]),
     # structural
     "broadcast_in_dim": (lambda m, x: m.lax.broadcast_in_dim(x, (2, 3, 4), (1, 2)), [F((3, 1))]),
     "broadcast_binary": (lambda m, x, y: x * y, [F((3, 1)), F((4,))]),
@@ -174,6 +179,9 @@ CASES = {
     "at_add": (lambda m, x, y: x.at[DUP_IDX].add(y), [F((4, 3)), F((4, 3))]),
     "at_set_duplicates": (lambda m, x, y: x.at[DUP_IDX].set(y), [F((4, 3)), F((4, 3))]),
     "at_set_drop": (lambda m, x, y: x.at[np.array([0, 9, 2], np.int32)].set(y, mode="drop"), [F((4,)), F((3,))]),
+    "at_multiply": (lambda m, x: x.at[DUP_IDX].multiply(2.5), [F((4, 3))]),
+    "at_max": (lambda m, x, y: x.at[DUP_IDX].max(y), [F((4, 3)), F((4, 3))]),
+    "at_min_drop": (lambda m, x, y: x.at[np.array([0, 9, 0], np.int32)].min(y, mode="drop"), [F((4,)), F((3,))]),
     "dynamic_slice": (lambda m, x: m.lax.dynamic_slice(x, (1, 2), (2, 2)), [F((4, 5))]),
     "dynamic_slice_clamped": (lambda m, x, i: m.lax.dynamic_slice(x, (i, 3), (2, 3)), [F((4, 5)), C(np.int32(3))]),
     "dynamic_update_slice": (lambda m, x, u: m.lax.dynamic_update_slice(x, u, (1, 2)), [F((4, 5)), F((2, 2))]),
@@ -591,8 +599,25 @@ def test_grad_errors_match_jax(real_jax):
 
 
 def test_missing_rule_error():
-    with pytest.raises(NotImplementedError, match="Differentiation rule for 'cummax' not implemented"):
-        meshsim.grad(lambda x: mnp.sum(mlax.cummax(x, 0)))(f32([1.0, 2.0]))
+    with pytest.raises(NotImplementedError, match="Differentiation rule for 'nextafter' not implemented"):
+        meshsim.grad(lambda x: mnp.sum(mlax.nextafter(x, x + 1.0)))(f32([1.0, 2.0]))
+    with pytest.raises(NotImplementedError, match="scatter_mul gradients are only implemented if"):
+        meshsim.grad(lambda x, y: mnp.sum(x.at[DUP_IDX].multiply(y)), argnums=1)(f32(np.ones((4, 3))),
+                                                                               f32(np.ones((4, 3))))
+
+
+def test_every_primitive_has_a_rule_or_is_not_differentiable():
+    """Primitives without a VJP rule only produce integers or booleans (or are collectives)."""
+    from meshsim import _core
+    no_rule = {n for n in _core.primitive_names() if not _core.has_vjp_rule(n)}
+    integer_valued = {"and", "or", "xor", "not", "argmax", "argmin", "clz", "population_count", "eq", "ne", "lt",
+                      "le", "gt", "ge", "is_finite", "iota", "random_bits", "threefry2x32", "reduce_and",
+                      "reduce_or", "reduce_xor", "searchsorted", "shift_left", "shift_right_arithmetic",
+                      "shift_right_logical", "axis_index"}
+    not_differentiable_in_jax = {"nextafter", "bitcast_convert_type"}
+    collectives = {"all_gather", "all_gather_invariant", "all_to_all", "pbroadcast", "pmax", "pmin", "ppermute",
+                   "psum", "psum_invariant", "pvary", "ragged_all_to_all", "reduce_scatter", "shard_map"}
+    assert no_rule - integer_valued - not_differentiable_in_jax - collectives == set()
 
 
 def test_integer_paths_need_no_rule():

@@ -284,6 +284,37 @@ Cotangents scatter_vjp(const VjpArgs& a) {
   return ct;
 }
 
+// scatter_mul is linear in the operand; its updates' cotangent needs unique
+// indices, which the primitive does not promise (JAX refuses it too).
+Cotangents scatter_mul_vjp(const VjpArgs& a) {
+  const IndexArgs ix = index_args(a, 2);
+  if (a.wants[1])
+    fail<NotImplementedError>("scatter_mul gradients are only implemented if `unique_indices=True`");
+  Cotangents ct(a.in.size());
+  ct[0] = ops::scatter("scatter_mul", *a.ct[0], a.in[1], ix.indices, ix.axes, ix.index_dims_at,
+                       a.params.get<std::string>("mode"));
+  return ct;
+}
+
+// scatter_min/max: g goes to whichever of the operand and the updates ended
+// up in the result, shared evenly between ties (as JAX).
+Cotangents scatter_extremal_vjp(const VjpArgs& a) {
+  const IndexArgs ix = index_args(a, 2);
+  const std::string& mode = a.params.get<std::string>("mode");
+  const Value &g = *a.ct[0], &x = a.in[0], &u = a.in[1], &out = a.out[0];
+  const Aval xa = aval_of(x);
+  const Value landed = gather_back(ops::full_like(x, 1.0), ix, mode);  // 0 where dropped
+  const Value won_u = ops::mul(ops::convert(ops::eq(u, gather_back(out, ix, mode)), xa.dtype), landed);
+  const Value kept_x = ops::convert(ops::eq(x, out), xa.dtype);
+  const Value count = ops::add(ops::scatter("scatter_add", ops::zeros_like(x), won_u, ix.indices, ix.axes,
+                                            ix.index_dims_at, mode), kept_x);
+  const Value share = ops::div(g, ops::max(count, ops::full_like(count, 1.0)));
+  Cotangents ct(a.in.size());
+  if (a.wants[0]) ct[0] = ops::mul(share, kept_x);
+  if (a.wants[1]) ct[1] = ops::mul(gather_back(share, ix, mode), won_u);
+  return ct;
+}
+
 Cotangents dynamic_slice_vjp(const VjpArgs& a) {
   const Values starts(a.in.begin() + 1, a.in.end());
   Cotangents ct(a.in.size());
@@ -485,9 +516,9 @@ void register_indexing_primitives() {
   scatter("scatter_mul", [](auto a, auto u) {
     if constexpr (std::is_same_v<decltype(a), bool>) return a && u;
     else return static_cast<decltype(a)>(a * u);
-  });
-  scatter("scatter_min", [](auto a, auto u) { return nan_min(a, u); });
-  scatter("scatter_max", [](auto a, auto u) { return nan_max(a, u); });
+  }, scatter_mul_vjp);
+  scatter("scatter_min", [](auto a, auto u) { return nan_min(a, u); }, scatter_extremal_vjp);
+  scatter("scatter_max", [](auto a, auto u) { return nan_max(a, u); }, scatter_extremal_vjp);
   dynamic_slice();
   dynamic_update_slice();
 }

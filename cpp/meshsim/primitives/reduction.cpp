@@ -9,6 +9,7 @@
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/kernels/reduce.h"
 #include "meshsim/primitives/families.h"
+#include "meshsim/transforms/vjp.h"
 
 namespace meshsim {
 namespace {
@@ -304,6 +305,44 @@ Cotangents cumsum_vjp(const VjpArgs& a) {
   return {ops::cumsum(*a.ct[0], a.params.get<int64_t>("axis"), !a.params.get_or<bool>("reverse", false))};
 }
 
+// cumprod/cummax/cummin: the scan rewritten as ceil(log2 n) shifted combines
+// (Hillis-Steele), whose VJP is that of its ops: exact at zeros for cumprod,
+// ties of cummax/cummin shared as lax.max/min share them.
+Value scan_by_ops(const Value& x, int64_t axis, bool reverse, Value (*combine)(const Value&, const Value&),
+                  double identity) {
+  const Aval a = aval_of(x);
+  const int64_t n = a.shape[axis];
+  Value y = reverse ? ops::rev(x, {axis}) : x;
+  for (int64_t k = 1; k < n; k *= 2) {
+    Shape pad_shape = a.shape;
+    pad_shape[axis] = k;
+    const Value shifted = ops::concatenate({ops::full(pad_shape, a.dtype, identity), ops::slice_in_dim(y, 0, n - k, axis)},
+                                           axis);
+    y = combine(y, shifted);
+  }
+  return reverse ? ops::rev(y, {axis}) : y;
+}
+
+std::function<Cotangents(const VjpArgs&)> scan_vjp(Value (*combine)(const Value&, const Value&), double identity) {
+  return [combine, identity](const VjpArgs& a) {
+    const int64_t axis = a.params.get<int64_t>("axis");
+    const bool reverse = a.params.get_or<bool>("reverse", false);
+    ProgramPtr scan;
+    {
+      TracePtr trace = push_trace();
+      try {
+        const Value y = scan_by_ops(trace->new_input(aval_of(a.in[0])), axis, reverse, combine, identity);
+        scan = trace->finish({y});
+      } catch (...) {
+        pop_trace(trace);
+        throw;
+      }
+      pop_trace(trace);
+    }
+    return linearize(*scan, {a.in[0]}, {true}).backward({a.ct[0]});
+  };
+}
+
 }  // namespace
 
 void register_reduction_primitives() {
@@ -319,9 +358,10 @@ void register_reduction_primitives() {
   arg_reduce_primitive<false>("argmin");
 
   cumulative<Sum>("cumsum", cumsum_vjp);
-  cumulative<Prod>("cumprod");
-  cumulative<Max>("cummax");
-  cumulative<Min>("cummin");
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  cumulative<Prod>("cumprod", scan_vjp(ops::mul, 1.0));
+  cumulative<Max>("cummax", scan_vjp(ops::max, -kInf));
+  cumulative<Min>("cummin", scan_vjp(ops::min, kInf));
 }
 
 }  // namespace meshsim
