@@ -127,8 +127,6 @@ def test_simple_matmul(capsys, xw, expected):
     assert jnp.allclose(y, x @ w, atol=1e-4)
 
 
-@pytest.mark.xfail(raises=ImportError, strict=True,
-                   reason="jax.sharding.reshard is roadmap item 4 (explicit sharding)")
 def test_simple_matmul_reshard_check(xw):
     from meshsim.sharding import reshard
     x, w = xw
@@ -463,8 +461,6 @@ def test_all_to_all_tiled_over_both_axes(capsys):
     np.testing.assert_array_equal(np.asarray(x_all_to_all), np.asarray(x).T)
 
 
-@pytest.mark.xfail(strict=False, reason="reshape of an Explicit-sharded array drops its sharding "
-                   "until the sharding rules of global-view ops (roadmap item 4, in progress) land")
 def test_all_to_all_result_reshape_keeps_sharding():
     # The notebook prints jax.typeof(x_all_to_all)=ShapedArray(int32[8@(dp,tp),8]).
     flat = jax.device_put(jnp.arange(64), NamedSharding(global_mesh, P(("dp", "tp"))))

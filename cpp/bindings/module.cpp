@@ -9,6 +9,7 @@ void init_tracing(py::module_& m);
 void init_dtypes(py::module_& m);
 void init_mapping(py::module_& m);
 void init_autodiff(py::module_& m);
+void init_sharding(py::module_& m);
 
 void init_dtypes(py::module_& m) {
   m.def("promote_types", [](const py::handle& a, bool a_weak, const py::handle& b, bool b_weak) {
@@ -48,4 +49,5 @@ PYBIND11_MODULE(_core, m) {
   init_tracing(m);
   init_mapping(m);
   init_autodiff(m);
+  init_sharding(m);
 }

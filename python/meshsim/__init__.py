@@ -13,6 +13,7 @@ from meshsim._src.config import config, raise_on_ppermute_sort_diff  # noqa: E40
 from meshsim._src.devices import devices, device_count, local_devices, local_device_count  # noqa: E402,F401
 from meshsim._src.sharding.api import make_mesh, set_mesh, device_put, P  # noqa: E402,F401
 from meshsim._src.shard_map import shard_map  # noqa: E402,F401
+from meshsim._src.sharding.explicit import reshard, auto_axes, explicit_axes  # noqa: E402,F401
 from meshsim._src.ad import (grad, value_and_grad, vjp, jvp, linearize, custom_vjp,  # noqa: E402,F401
                              checkpoint, remat, checkpoint_policies)
 from meshsim import numpy, lax, tree_util, tree, sharding, debug, random, ops, nn, ad_checkpoint  # noqa: E402,F401

@@ -11,6 +11,9 @@ struct TypeError : std::runtime_error { using std::runtime_error::runtime_error;
 struct IndexError : std::runtime_error { using std::runtime_error::runtime_error; };
 struct NotImplementedError : std::runtime_error { using std::runtime_error::runtime_error; };
 struct NameError : std::runtime_error { using std::runtime_error::runtime_error; };  // unbound axis names
+// Sharding in types: operands whose shardings a rule cannot combine (Python's
+// meshsim.sharding.ShardingTypeError, a ValueError).
+struct ShardingTypeError : ValueError { using ValueError::ValueError; };
 
 // Builds a message from streamable parts: fail<ValueError>("axis ", a, " out of range").
 template <class E, class... Parts>

@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "meshsim/primitives/families.h"
+#include "meshsim/sharding/rules.h"
 
 namespace meshsim {
 namespace {
@@ -16,7 +17,17 @@ std::map<std::string, Primitive>& table() {
 void ensure_registered() {
   static std::once_flag once;
   std::call_once(once, [] {
-    for (auto* register_family : kPrimitiveFamilies) register_family();
+    for (auto* register_family : kPrimitiveFamilies) {
+      std::map<std::string, Primitive> before;
+      if (register_family == register_elementwise_primitives) before.swap(table());
+      register_family();
+      if (register_family == register_elementwise_primitives) {
+        // Everything the elementwise family registers gets the elementwise sharding defaults.
+        for (auto& [name, prim] : table()) prim.elementwise = true;
+        table().merge(before);
+      }
+    }
+    install_sharding_rules(table());
   });
 }
 

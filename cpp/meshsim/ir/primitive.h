@@ -50,6 +50,20 @@ struct VjpSplit {
   std::function<Cotangents(const Cotangents& out_ct)> backward;
 };
 
+// How a primitive runs on sharded operands with every device computing only
+// its own block (runtime/sharded.h): operands are first resharded to
+// `in_specs` (collectives, counted), the kernel runs on each device's blocks
+// with `params` (shapes made local), its results are laid out as `out_specs`
+// and, when `reduce_axes` is set, hold partial results that are all-reduced
+// over those mesh axes ("sum", "max" or "min").
+struct LocalPlan {
+  std::vector<Spec> in_specs;
+  Params params;
+  std::vector<Spec> out_specs;
+  AxisNames reduce_axes;
+  std::string reduce_op = "sum";
+};
+
 struct Primitive {
   std::string name;  // JAX's name, e.g. "dot_general", "all_gather"
   std::function<Avals(const Avals& in, const Params& params)> abstract_eval;
@@ -66,6 +80,18 @@ struct Primitive {
                                      const Params& params, const Avals& out)>
       mesh_kernel;
   bool is_collective() const { return static_cast<bool>(mesh_kernel); }
+
+  // Sharding in types (Explicit mesh axes, sharding/rules.h): the outputs'
+  // specs from the inputs' types (mesh + spec), the params and the outputs'
+  // shapes; raises ShardingTypeError. Unset: the default of its category
+  // (elementwise: JAX's broadcasting rule; otherwise "not implemented").
+  std::function<std::vector<Spec>(const Avals& in, const Params& params, const Avals& out)>
+      sharding_rule;
+  // Shard-local execution for sharded operands; nullopt (or unset, for a
+  // non-elementwise primitive) runs the kernel on the assembled global value.
+  std::function<std::optional<LocalPlan>(const Avals& in, const Params& params, const Avals& out)>
+      local_plan;
+  bool elementwise = false;  // every primitive of the elementwise family
 
   // Primitives over whole sharded arrays (shard_map): see every input's
   // sharding and return arrays laid out over the mesh. Set instead of `kernel`.

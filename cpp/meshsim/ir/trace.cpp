@@ -4,6 +4,8 @@
 
 #include "meshsim/ir/axis_env.h"
 #include "meshsim/runtime/interpreter.h"
+#include "meshsim/runtime/sharded.h"
+#include "meshsim/sharding/rules.h"
 
 namespace meshsim {
 namespace {
@@ -120,6 +122,7 @@ Avals infer_avals(const Primitive& prim, const Avals& in, const Params& params) 
   Avals out = prim.abstract_eval(in, params);
   AxisNames vma = prim.vma_rule ? prim.vma_rule(in, params) : vma_union(in);
   for (Aval& a : out) a.vma = vma;
+  apply_sharding_rule(prim, in, params, out);
   return out;
 }
 
@@ -144,17 +147,8 @@ std::vector<Value> bind(const Primitive& prim, const std::vector<Value>& operand
                        ") outside of any trace: it escaped the function that produced it");
     arrays.push_back(std::get<ArrayPtr>(v));
   }
-  if (prim.array_kernel) {
-    std::vector<ArrayPtr> results = prim.array_kernel(arrays, params, out_avals);
-    return {results.begin(), results.end()};
-  }
-  Tensors args;
-  for (const ArrayPtr& a : arrays) args.push_back(a->global());
-  Tensors results = run_primitive(prim, args, params, out_avals);
-  std::vector<Value> outs;
-  for (size_t i = 0; i < results.size(); ++i)
-    outs.push_back(Array::from_tensor(std::move(results[i]), out_avals[i].weak_type));
-  return outs;
+  std::vector<ArrayPtr> results = apply_primitive(prim, arrays, in_avals, params, out_avals);
+  return {results.begin(), results.end()};
 }
 
 }  // namespace meshsim

@@ -14,6 +14,7 @@ void register_creation_primitives();     // creation.cpp: iota, full
 void register_autodiff_primitives();     // autodiff.cpp: remat2, custom_vjp_call, stop_gradient, name
 void register_collective_primitives();   // collectives.cpp: psum, all_gather, ppermute, pvary, ...
 void register_shard_map_primitive();     // shard_map.cpp: a body program run on every device
+void register_sharding_primitives();     // sharding.cpp: reshard, sharding_constraint, mesh_cast
 
 inline void (*const kPrimitiveFamilies[])() = {
     register_elementwise_primitives, register_reduction_primitives,
@@ -21,6 +22,7 @@ inline void (*const kPrimitiveFamilies[])() = {
     register_indexing_primitives,    register_sorting_primitives,
     register_random_primitives,      register_creation_primitives,
     register_collective_primitives,  register_shard_map_primitive,
+    register_sharding_primitives,
     register_autodiff_primitives,
 };
 

@@ -1,5 +1,7 @@
 #include "meshsim/runtime/interpreter.h"
 
+#include "meshsim/runtime/sharded.h"
+
 namespace meshsim {
 
 Tensors run_primitive(const Primitive& prim, const Tensors& args, const Params& params,
@@ -65,24 +67,19 @@ std::vector<ArrayPtr> run_global_program(const Program& program, const std::vect
   const std::vector<int> last = last_uses(program);
 
   std::vector<ArrayPtr> arrays;
-  Tensors ins;
-  Avals outs;
+  Avals ins_avals, outs;
   for (size_t k = 0; k < program.eqns.size(); ++k) {
     const Equation& e = program.eqns[k];
     outs.clear();
     for (int v : e.outputs) outs.push_back(program.avals[v]);
-    if (e.prim->array_kernel) {
-      arrays.clear();
-      for (int v : e.inputs) arrays.push_back(env[v]);
-      std::vector<ArrayPtr> res = e.prim->array_kernel(arrays, e.params, outs);
-      for (size_t i = 0; i < res.size(); ++i) env[e.outputs[i]] = std::move(res[i]);
-    } else {
-      ins.clear();
-      for (int v : e.inputs) ins.push_back(env[v]->global());
-      Tensors res = run_primitive(*e.prim, ins, e.params, outs);
-      for (size_t i = 0; i < res.size(); ++i)
-        env[e.outputs[i]] = Array::from_tensor(std::move(res[i]), outs[i].weak_type);
+    arrays.clear();
+    ins_avals.clear();
+    for (int v : e.inputs) {
+      arrays.push_back(env[v]);
+      ins_avals.push_back(program.avals[v]);
     }
+    std::vector<ArrayPtr> res = apply_primitive(*e.prim, arrays, ins_avals, e.params, outs);
+    for (size_t i = 0; i < res.size(); ++i) env[e.outputs[i]] = std::move(res[i]);
     for (int v : e.inputs)
       if (last[v] == static_cast<int>(k)) env[v] = nullptr;
   }

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Callable
+from typing import Callable, NamedTuple
+
+from meshsim import _core
 
 from meshsim import _core
 from meshsim._src import core, tree_util
@@ -36,6 +38,30 @@ def _traced_sharding(aval) -> Sharding:
         entries.pop()
     return NamedSharding(mesh.update(axis_types=(AxisType.Auto,) * len(mesh.axis_names)),
                          PartitionSpec(*entries))
+
+
+class Collective(NamedTuple):
+    """One collective a global program ran: JAX's name for it, the mesh axes it
+    spans and the bytes each device received."""
+    name: str
+    axes: tuple
+    bytes: int
+
+
+class record_collectives:
+    """`with record_collectives() as log:` lists, in `log`, the collectives
+    that global-view code (jitted programs and eager ops over explicitly
+    sharded arrays) ran inside the block: reshards, all-gathers of one-sided
+    sharded contractions, all-reduces of reduced sharded dimensions."""
+
+    def __enter__(self) -> list:
+        self.log: list = []
+        _core.push_collective_recorder()
+        return self.log
+
+    def __exit__(self, *exc):
+        self.log.extend(Collective(*r) for r in _core.pop_collective_recorder())
+        return False
 
 
 def inspect_array_sharding(value, *, callback: Callable[[Sharding], None]) -> None:

@@ -73,8 +73,11 @@ def _put(x, sharding: Sharding | None, donate: bool):
     if isinstance(x, core.Tracer):
         if sharding is None:
             return x
-        raise NotImplementedError("device_put with a sharding inside a traced function is not "
-                                  "supported yet; call it outside jit")
+        if isinstance(sharding, NamedSharding):  # inside jit: a reshard
+            from meshsim._src.sharding.explicit import reshard
+            return reshard(x, sharding)
+        raise NotImplementedError("device_put to a single device inside a traced function is not "
+                                  "supported; call it outside jit")
     if isinstance(x, np.ndarray) and isinstance(sharding, NamedSharding):
         # Splitting into blocks copies them: a read-only view spares a whole copy first.
         x = x.view()

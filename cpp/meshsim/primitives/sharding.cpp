@@ -1,0 +1,84 @@
+// Sharding primitives over global arrays: the ones that change where a value
+// lives rather than what it is.
+//
+// reshard (and sharding_constraint, its Auto-mesh form): the value laid out
+// over `mesh` as `spec`; the type shows the spec's Explicit axes. mesh_cast:
+// the same blocks seen through a mesh whose axis types differ (auto_axes /
+// explicit_axes): the type keeps only the new mesh's Explicit axes and no
+// data moves.
+#include "meshsim/ir/ops.h"
+#include "meshsim/primitives/families.h"
+#include "meshsim/runtime/sharded.h"
+#include "meshsim/sharding/rules.h"
+
+namespace meshsim {
+namespace {
+
+Primitive reshard_primitive(const std::string& name) {
+  Primitive p;
+  p.name = name;
+  p.abstract_eval = [](const Avals& in, const Params& params) {
+    const MeshPtr& mesh = params.get<MeshPtr>("mesh");
+    const Spec spec = spec_param(params, "spec").value_or(Spec{});
+    const Aval& x = in.at(0);
+    check_spec(*mesh, spec, x.ndim());
+    Sharding s;
+    s.mesh = mesh;
+    s.spec = spec;
+    s.local_shape(x.shape);  // every sharded dimension divides evenly
+    Aval out = x;
+    out.mesh = mesh;
+    out.spec = explicit_part(spec, *mesh, x.shape.size());
+    return Avals{out};
+  };
+  p.array_kernel = [](const std::vector<ArrayPtr>& in, const Params& params, const Avals& out) {
+    const Spec spec = spec_param(params, "spec").value_or(Spec{});
+    return std::vector<ArrayPtr>{reshard_array(in[0], params.get<MeshPtr>("mesh"), spec, out[0])};
+  };
+  // The cotangent goes back to the operand's layout.
+  p.vjp = [name](const VjpArgs& a) {
+    const Aval x = aval_of(a.in[0]);
+    if (!x.mesh) return Cotangents{*a.ct[0]};
+    return Cotangents{ops::bind1(name, {*a.ct[0]}, Params{{"mesh", x.mesh}, {"spec", pad_spec(x.spec, x.shape.size())}})};
+  };
+  return p;
+}
+
+Primitive mesh_cast_primitive() {
+  Primitive p;
+  p.name = "mesh_cast";
+  p.abstract_eval = [](const Avals& in, const Params& params) {
+    const MeshPtr& mesh = params.get<MeshPtr>("mesh");
+    Aval out = in.at(0);
+    if (out.mesh && !same_devices(*out.mesh, *mesh))
+      fail<ValueError>("mesh_cast needs a mesh over the same devices, got ", out.mesh->str(), " and ",
+                       mesh->str());
+    out.spec = explicit_part(out.spec, *mesh, out.shape.size());
+    out.mesh = mesh;
+    return Avals{out};
+  };
+  p.array_kernel = [](const std::vector<ArrayPtr>& in, const Params& params, const Avals& out) {
+    const MeshPtr& mesh = params.get<MeshPtr>("mesh");
+    const Sharding& s = *in[0]->sharding();
+    if (!s.mesh) return std::vector<ArrayPtr>{reshard_array(in[0], mesh, {}, out[0])};
+    auto moved = std::make_shared<Sharding>(s);
+    moved->mesh = mesh;
+    return std::vector<ArrayPtr>{std::make_shared<Array>(out[0], moved, in[0]->shards())};
+  };
+  p.vjp = [](const VjpArgs& a) {
+    const Aval x = aval_of(a.in[0]);
+    if (!x.mesh) return Cotangents{*a.ct[0]};
+    return Cotangents{ops::bind1("mesh_cast", {*a.ct[0]}, Params{{"mesh", x.mesh}})};
+  };
+  return p;
+}
+
+}  // namespace
+
+void register_sharding_primitives() {
+  register_primitive(reshard_primitive("reshard"));
+  register_primitive(reshard_primitive("sharding_constraint"));
+  register_primitive(mesh_cast_primitive());
+}
+
+}  // namespace meshsim

@@ -1,0 +1,399 @@
+#include "meshsim/runtime/sharded.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "meshsim/kernels/dispatch.h"
+#include "meshsim/kernels/strided.h"
+#include "meshsim/runtime/interpreter.h"
+#include "meshsim/runtime/mesh_executor.h"
+#include "meshsim/sharding/rules.h"
+
+extern "C" void openblas_set_num_threads(int);
+extern "C" int openblas_get_num_threads(void);
+
+namespace meshsim {
+
+// ---- the collective log -------------------------------------------------------------
+
+namespace {
+std::mutex g_log_mutex;
+std::vector<std::vector<CollectiveRecord>> g_recorders;
+}  // namespace
+
+void push_collective_recorder() {
+  std::lock_guard<std::mutex> lock(g_log_mutex);
+  g_recorders.emplace_back();
+}
+
+std::vector<CollectiveRecord> pop_collective_recorder() {
+  std::lock_guard<std::mutex> lock(g_log_mutex);
+  if (g_recorders.empty()) return {};
+  std::vector<CollectiveRecord> out = std::move(g_recorders.back());
+  g_recorders.pop_back();
+  return out;
+}
+
+void record_collective(CollectiveRecord record) {
+  std::lock_guard<std::mutex> lock(g_log_mutex);
+  for (auto& r : g_recorders) r.push_back(record);
+}
+
+namespace {
+
+// One BLAS thread per device task while devices run in parallel.
+class SingleThreadedBlas {
+ public:
+  SingleThreadedBlas() : saved_(openblas_get_num_threads()) { openblas_set_num_threads(1); }
+  ~SingleThreadedBlas() { openblas_set_num_threads(saved_); }
+
+ private:
+  int saved_;
+};
+
+// ---- block geometry ---------------------------------------------------------------------
+
+struct Box {
+  std::vector<int64_t> lo, hi;  // per dimension, [lo, hi)
+  int64_t size() const {
+    int64_t n = 1;
+    for (size_t d = 0; d < lo.size(); ++d) n *= std::max<int64_t>(0, hi[d] - lo[d]);
+    return n;
+  }
+};
+
+Box block_box(const Sharding& s, int64_t pos, const Shape& local) {
+  const int64_t ndim = static_cast<int64_t>(local.size());
+  std::vector<int64_t> bi = s.block_index(pos, ndim);
+  Box b{std::vector<int64_t>(ndim), std::vector<int64_t>(ndim)};
+  for (int64_t d = 0; d < ndim; ++d) {
+    b.lo[d] = bi[d] * local[d];
+    b.hi[d] = b.lo[d] + local[d];
+  }
+  return b;
+}
+
+Box intersect(const Box& a, const Box& b) {
+  Box r = a;
+  for (size_t d = 0; d < a.lo.size(); ++d) {
+    r.lo[d] = std::max(a.lo[d], b.lo[d]);
+    r.hi[d] = std::min(a.hi[d], b.hi[d]);
+  }
+  return r;
+}
+
+bool contains(const Box& outer, const Box& inner) {
+  for (size_t d = 0; d < outer.lo.size(); ++d)
+    if (inner.lo[d] < outer.lo[d] || inner.hi[d] > outer.hi[d]) return false;
+  return true;
+}
+
+// The part of `t` (holding box `at`) covering `box`.
+Tensor view_of(const Tensor& t, const Box& at, const Box& box) {
+  const size_t ndim = box.lo.size();
+  std::vector<int64_t> start(ndim), stop(ndim), step(ndim, 1);
+  for (size_t d = 0; d < ndim; ++d) {
+    start[d] = box.lo[d] - at.lo[d];
+    stop[d] = box.hi[d] - at.lo[d];
+  }
+  return t.slice(start, stop, step);
+}
+
+// Copies `src` into `dst` (same shape, any strides) in memcpy runs.
+void copy_view(const Tensor& src, const Tensor& dst) {
+  if (src.size() == 0) return;
+  const Shape& shape = src.shape();
+  const size_t isz = itemsize(src.dtype());
+  int64_t k = src.ndim(), run = 1;
+  for (; k > 0; --k) {
+    const int64_t d = k - 1;
+    if (shape[d] != 1 && (src.strides()[d] != run || dst.strides()[d] != run)) break;
+    run *= shape[d];
+  }
+  const Shape outer(shape.begin(), shape.begin() + k);
+  const Strides ss(src.strides().begin(), src.strides().begin() + k);
+  const Strides ds(dst.strides().begin(), dst.strides().begin() + k);
+  const char* s0 = static_cast<const char*>(src.raw());
+  char* d0 = static_cast<char*>(dst.raw());
+  const int64_t w = static_cast<int64_t>(isz);
+  for_each_offsets<2>(outer, {&ss, &ds}, [&](const std::array<int64_t, 2>& off) {
+    std::memcpy(d0 + off[1] * w, s0 + off[0] * w, run * isz);
+  });
+}
+
+Sharding sharding_of(const MeshPtr& mesh, const Spec& spec) {
+  Sharding s;
+  s.mesh = mesh;
+  s.spec = spec;
+  return s;
+}
+
+// The axes a spec uses, and where: axis -> (dimension, position in the tuple).
+std::map<std::string, std::pair<size_t, size_t>> axis_places(const Spec& spec) {
+  std::map<std::string, std::pair<size_t, size_t>> out;
+  for (size_t d = 0; d < spec.size(); ++d)
+    for (size_t i = 0; i < spec[d].size(); ++i) out[spec[d][i]] = {d, i};
+  return out;
+}
+
+// Which collective a reshard from `from` to `to` is: all-gather when axes
+// only leave the spec, all-to-all when some move to another place.
+void record_reshard(const Mesh& mesh, const Spec& from, const Spec& to, int64_t bytes) {
+  if (bytes == 0) return;
+  const auto src = axis_places(from), dst = axis_places(to);
+  AxisNames gathered, moved;
+  for (const auto& [a, place] : src) {
+    auto it = dst.find(a);
+    if (it == dst.end()) gathered.push_back(a);
+    else if (it->second != place) moved.push_back(a);
+  }
+  AxisNames axes = moved;
+  axes.insert(axes.end(), gathered.begin(), gathered.end());
+  record_collective({moved.empty() ? "all_gather" : "all_to_all", mesh.in_mesh_order(axes), bytes});
+}
+
+}  // namespace
+
+// ---- reshard ------------------------------------------------------------------------------
+
+ArrayPtr reshard_array(const ArrayPtr& x, const MeshPtr& mesh, const Spec& spec_in, const Aval& out) {
+  const Shape& global = out.shape;
+  const size_t ndim = global.size();
+  const Spec spec = pad_spec(spec_in, ndim);
+  auto dst = std::make_shared<Sharding>(sharding_of(mesh, spec));
+  const Sharding& src = *x->sharding();
+  const bool on_mesh = src.mesh && same_devices(*src.mesh, *mesh);
+  if (on_mesh && pad_spec(src.spec, ndim) == spec)
+    return std::make_shared<Array>(out, dst, x->shards());
+
+  const int64_t n = mesh->size();
+  const Shape dl = dst->local_shape(global);
+  // Distinct destination blocks, each made once and shared by its devices.
+  std::map<std::vector<int64_t>, int64_t> block_id;
+  std::vector<int64_t> block_of(n);
+  std::vector<int64_t> first_pos;
+  for (int64_t pos = 0; pos < n; ++pos) {
+    auto [it, fresh] = block_id.emplace(dst->block_index(pos, ndim), static_cast<int64_t>(first_pos.size()));
+    if (fresh) first_pos.push_back(pos);
+    block_of[pos] = it->second;
+  }
+  std::vector<Tensor> blocks(first_pos.size());
+
+  if (!on_mesh) {
+    // A value on one device (or another mesh's devices): sliced from the whole.
+    const Tensor whole = x->global();
+    const Box all{std::vector<int64_t>(ndim, 0), std::vector<int64_t>(global.begin(), global.end())};
+    for (size_t b = 0; b < first_pos.size(); ++b)
+      blocks[b] = view_of(whole, all, block_box(*dst, first_pos[b], dl));
+  } else {
+    const Shape sl = src.local_shape(global);
+    const std::vector<Tensor>& shards = x->shards();
+    // Distinct source blocks.
+    std::map<std::vector<int64_t>, int64_t> src_seen;
+    std::vector<int64_t> src_pos;
+    for (int64_t pos = 0; pos < n; ++pos)
+      if (src_seen.emplace(src.block_index(pos, ndim), pos).second) src_pos.push_back(pos);
+    struct Piece { int64_t block, from; Box box; };
+    std::vector<Piece> pieces;
+    for (size_t b = 0; b < first_pos.size(); ++b) {
+      const Box want = block_box(*dst, first_pos[b], dl);
+      // A device whose own block covers this one takes a view: nothing moves.
+      int64_t holder = -1;
+      for (int64_t pos = first_pos[b]; pos < n && holder < 0; ++pos)
+        if (block_of[pos] == static_cast<int64_t>(b) && contains(block_box(src, pos, sl), want)) holder = pos;
+      if (holder >= 0) {
+        blocks[b] = view_of(shards[holder], block_box(src, holder, sl), want);
+        continue;
+      }
+      blocks[b] = Tensor::empty(out.dtype, dl);
+      for (int64_t from : src_pos) {
+        Box part = intersect(want, block_box(src, from, sl));
+        if (part.size() > 0) pieces.push_back({static_cast<int64_t>(b), from, part});
+      }
+    }
+    // Pieces write disjoint parts of the new blocks: copy them in parallel.
+    MeshContext ctx(*mesh);
+    ctx.parallel_for(static_cast<int64_t>(pieces.size()), [&](int64_t i) {
+      const Piece& p = pieces[i];
+      const Box at = block_box(*dst, first_pos[p.block], dl);
+      copy_view(view_of(shards[p.from], block_box(src, p.from, sl), p.box),
+                view_of(blocks[p.block], at, p.box));
+    });
+    // What each device receives: its new block minus what it already held.
+    int64_t most = 0;
+    for (int64_t pos = 0; pos < n; ++pos) {
+      const Box want = block_box(*dst, pos, dl);
+      most = std::max(most, want.size() - intersect(want, block_box(src, pos, sl)).size());
+    }
+    record_reshard(*mesh, pad_spec(src.spec, ndim), spec, most * static_cast<int64_t>(itemsize(out.dtype)));
+  }
+  std::vector<Tensor> per_device(n);
+  for (int64_t pos = 0; pos < n; ++pos) per_device[pos] = blocks[block_of[pos]];
+  return std::make_shared<Array>(out, dst, std::move(per_device));
+}
+
+namespace {
+
+// ---- all-reduce of partial results -------------------------------------------------------
+
+template <class T>
+void combine_into(T* o, const T* x, int64_t n, const std::string& op) {
+  if (op == "sum") for (int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(o[i] + x[i]);
+  else if (op == "max") for (int64_t i = 0; i < n; ++i) o[i] = std::max(o[i], x[i]);
+  else for (int64_t i = 0; i < n; ++i) o[i] = std::min(o[i], x[i]);
+}
+
+Tensor reduce_tensors(const std::vector<Tensor>& parts, const std::string& op) {
+  Tensor out = parts[0].copy();
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    for (size_t i = 1; i < parts.size(); ++i) {
+      Tensor c = parts[i].contiguous();
+      combine_into<T>(out.data<T>(), c.data<T>(), out.size(), op);
+    }
+  };
+  if (out.dtype() == DType::Bool) run(bool{});
+  else dispatch_numeric(out.dtype(), run);
+  return out;
+}
+
+// The partial results of each group of devices along `axes`, all-reduced;
+// groups holding the same partials reduce once.
+void all_reduce(const Mesh& mesh, std::vector<Tensor>& per_device, const AxisNames& axes,
+                const std::string& op) {
+  MeshContext ctx(mesh);
+  const auto groups = ctx.groups(axes);
+  std::map<std::vector<const void*>, int64_t> seen;
+  std::vector<int64_t> job_of(groups.size());
+  std::vector<int64_t> jobs;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    std::vector<const void*> key;
+    for (int64_t pos : groups[g]) key.push_back(per_device[pos].raw());
+    auto [it, fresh] = seen.emplace(key, static_cast<int64_t>(jobs.size()));
+    if (fresh) jobs.push_back(static_cast<int64_t>(g));
+    job_of[g] = it->second;
+  }
+  std::vector<Tensor> reduced(jobs.size());
+  ctx.parallel_for(static_cast<int64_t>(jobs.size()), [&](int64_t j) {
+    std::vector<Tensor> parts;
+    for (int64_t pos : groups[jobs[j]]) parts.push_back(per_device[pos]);
+    reduced[j] = reduce_tensors(parts, op);
+  });
+  const int64_t k = static_cast<int64_t>(groups[0].size());
+  const int64_t bytes = static_cast<int64_t>(per_device[0].nbytes());
+  for (size_t g = 0; g < groups.size(); ++g)
+    for (int64_t pos : groups[g]) per_device[pos] = reduced[job_of[g]];
+  // A ring all-reduce: each device receives 2 (k-1)/k of its block.
+  record_collective({op == "sum" ? "psum" : op == "max" ? "pmax" : "pmin", mesh.in_mesh_order(axes),
+                     2 * (k - 1) * bytes / k});
+}
+
+// A whole value laid out as its type says (a view per distinct block).
+ArrayPtr place(const Tensor& value, const Aval& aval) {
+  if (!aval.mesh) return std::make_shared<Array>(aval, nullptr, std::vector<Tensor>{value});
+  const Spec spec = pad_spec(aval.spec, aval.shape.size());
+  if (is_replicated(spec)) {
+    auto s = std::make_shared<Sharding>(sharding_of(aval.mesh, spec));
+    return std::make_shared<Array>(aval, s, std::vector<Tensor>(aval.mesh->size(), value));
+  }
+  ArrayPtr whole = std::make_shared<Array>(aval, nullptr, std::vector<Tensor>{value});
+  return reshard_array(whole, aval.mesh, spec, aval);
+}
+
+bool sharded_type(const Aval& a) { return a.mesh && !is_replicated(a.spec); }
+
+// The fallback: assemble, run on the whole value, split as the result's type says.
+std::vector<ArrayPtr> run_whole(const Primitive& prim, const std::vector<ArrayPtr>& args,
+                                const Avals& in, const Params& params, const Avals& out) {
+  Tensors whole;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Sharding& s = *args[i]->sharding();
+    if (s.mesh && !is_replicated(s.spec)) {
+      AxisNames axes;
+      for (const auto& e : s.spec) axes.insert(axes.end(), e.begin(), e.end());
+      const int64_t total = static_cast<int64_t>(num_elements(in[i].shape) * itemsize(in[i].dtype));
+      const int64_t local = static_cast<int64_t>(args[i]->shards()[0].nbytes());
+      if (sharded_type(in[i])) record_collective({"all_gather", s.mesh->in_mesh_order(axes), total - local});
+    }
+    whole.push_back(args[i]->global());
+  }
+  Tensors res = run_primitive(prim, whole, params, out);
+  std::vector<ArrayPtr> outs;
+  for (size_t j = 0; j < res.size(); ++j) {
+    if (!out[j].mesh) outs.push_back(Array::from_tensor(std::move(res[j]), out[j].weak_type));
+    else outs.push_back(place(res[j], out[j]));
+  }
+  return outs;
+}
+
+std::vector<ArrayPtr> run_local(const Primitive& prim, const LocalPlan& plan,
+                                const std::vector<ArrayPtr>& args, const Avals& in, const Avals& out,
+                                const MeshPtr& mesh) {
+  const int64_t n = mesh->size();
+  std::vector<ArrayPtr> ins;
+  for (size_t i = 0; i < args.size(); ++i) {
+    Aval a = in[i];
+    a.mesh = mesh;
+    a.spec = explicit_part(plan.in_specs[i], *mesh, a.shape.size());
+    ins.push_back(reshard_array(args[i], mesh, plan.in_specs[i], a));
+  }
+  // Devices holding the same input blocks compute once.
+  std::map<std::vector<const void*>, int64_t> rep_id;
+  std::vector<int64_t> rep_of(n), reps;
+  for (int64_t pos = 0; pos < n; ++pos) {
+    std::vector<const void*> key;
+    for (const ArrayPtr& a : ins) key.push_back(a->shards()[pos].raw());
+    auto [it, fresh] = rep_id.emplace(key, static_cast<int64_t>(reps.size()));
+    if (fresh) reps.push_back(pos);
+    rep_of[pos] = it->second;
+  }
+  Avals local = out;
+  for (size_t j = 0; j < out.size(); ++j) {
+    local[j].shape = sharding_of(mesh, plan.out_specs[j]).local_shape(out[j].shape);
+    local[j].mesh = nullptr;
+    local[j].spec.clear();
+  }
+  std::vector<Tensors> results(reps.size());
+  {
+    SingleThreadedBlas one_blas_thread;
+    MeshContext ctx(*mesh);
+    ctx.parallel_for(static_cast<int64_t>(reps.size()), [&](int64_t r) {
+      Tensors blocks;
+      for (const ArrayPtr& a : ins) blocks.push_back(a->shards()[reps[r]]);
+      results[r] = run_primitive(prim, blocks, plan.params, local);
+    });
+  }
+  std::vector<ArrayPtr> outs;
+  for (size_t j = 0; j < out.size(); ++j) {
+    std::vector<Tensor> per_device(n);
+    for (int64_t pos = 0; pos < n; ++pos) per_device[pos] = results[rep_of[pos]][j];
+    if (!plan.reduce_axes.empty()) all_reduce(*mesh, per_device, plan.reduce_axes, plan.reduce_op);
+    const Spec natural = pad_spec(plan.out_specs[j], out[j].shape.size());
+    Aval a = out[j];
+    a.spec = explicit_part(natural, *mesh, a.shape.size());
+    auto s = std::make_shared<Sharding>(sharding_of(mesh, natural));
+    ArrayPtr arr = std::make_shared<Array>(a, s, std::move(per_device));
+    const Spec typed = pad_spec(out[j].spec, out[j].shape.size());
+    outs.push_back(natural == typed ? arr : reshard_array(arr, mesh, typed, out[j]));
+  }
+  return outs;
+}
+
+}  // namespace
+
+std::vector<ArrayPtr> apply_primitive(const Primitive& prim, const std::vector<ArrayPtr>& args,
+                                      const Avals& in, const Params& params, const Avals& out) {
+  if (prim.array_kernel) return prim.array_kernel(args, params, out);
+  bool sharded = false;
+  for (const Aval& a : in) sharded |= sharded_type(a);
+  for (const Aval& a : out) sharded |= sharded_type(a);
+  if (sharded && !out.empty() && out[0].mesh)
+    if (std::optional<LocalPlan> plan = local_plan_for(prim, in, params, out))
+      return run_local(prim, *plan, args, in, out, out[0].mesh);
+  return run_whole(prim, args, in, params, out);
+}
+
+}  // namespace meshsim

@@ -1,0 +1,47 @@
+// Running primitives over global arrays whose types are sharded over Explicit
+// mesh axes ("sharding in types").
+//
+// A primitive with a local plan (sharding/rules.h) runs on every device's own
+// blocks as a parallel_for over devices: devices holding the same blocks
+// compute once and share the result, so nothing is computed or stored twice
+// and no bytes move. Where the plan needs other blocks (a reshard, a sharded
+// contracting dimension on one side, a reduced sharded dimension) the data
+// moves through collectives that are recorded with the bytes each device
+// receives. Primitives without a plan fall back to assembling their operands,
+// running on the whole value and splitting the result as its type says:
+// correct, just slower (recorded as all-gathers of the sharded operands).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "meshsim/ir/primitive.h"
+
+namespace meshsim {
+
+// One collective a global program executed: JAX's name for it, the mesh axes
+// it spans and the bytes each device receives (the most any device receives).
+struct CollectiveRecord {
+  std::string name;  // "all_gather", "all_to_all", "psum", "pmax", "pmin"
+  AxisNames axes;
+  int64_t bytes_per_device = 0;
+};
+
+// While a recorder is open, executed collectives are appended to it (and to
+// every enclosing one).
+void push_collective_recorder();
+std::vector<CollectiveRecord> pop_collective_recorder();
+void record_collective(CollectiveRecord record);
+
+// `x` laid out over `mesh` as `spec` (any axes, Explicit or Auto), typed
+// `out`: a no-op when it already is; otherwise each device's new block is
+// taken from its own block where it can (a view: a slice moves nothing) and
+// copied from the other devices' blocks where it must (an all-gather or
+// all-to-all, recorded).
+ArrayPtr reshard_array(const ArrayPtr& x, const MeshPtr& mesh, const Spec& spec, const Aval& out);
+
+// Applies `prim` to global arrays typed `in` (the program's types; an
+// array's own layout may differ and is resharded as needed).
+std::vector<ArrayPtr> apply_primitive(const Primitive& prim, const std::vector<ArrayPtr>& args,
+                                      const Avals& in, const Params& params, const Avals& out);
+
+}  // namespace meshsim

@@ -1,0 +1,232 @@
+"""Explicit sharding ("sharding in types"): `reshard`, `with_sharding_constraint`,
+`auto_axes`, `explicit_axes`, and the `out_sharding=` arguments of ops.
+
+The rules that give every op's result its sharding, and the execution that
+follows them, live in the C++ core (sharding/rules.h, runtime/sharded.h); this
+module resolves the shardings users pass and binds the primitives."""
+from __future__ import annotations
+
+import functools
+
+from meshsim import _core
+from meshsim._src import core, tree_util
+from meshsim._src.sharding.mesh import (AbstractMesh, AxisType, Mesh, _context, context_mesh,
+                                        get_abstract_mesh)
+from meshsim._src.sharding.named_sharding import NamedSharding
+from meshsim._src.sharding.partition_spec import UNCONSTRAINED, PartitionSpec
+
+__all__ = ["ShardingTypeError", "reshard", "with_sharding_constraint", "auto_axes",
+           "explicit_axes"]
+
+ShardingTypeError = _core.ShardingTypeError
+ShardingTypeError.__module__ = "meshsim.sharding"
+
+
+def _is_sharding_leaf(x) -> bool:
+    return x is None or isinstance(x, (PartitionSpec, NamedSharding))
+
+
+def resolve(sharding, what: str = "sharding") -> tuple[Mesh, PartitionSpec]:
+    """A NamedSharding or a PartitionSpec (over the context mesh) as (concrete mesh, spec)."""
+    if isinstance(sharding, NamedSharding):
+        mesh, spec = sharding.mesh, sharding.spec
+        if isinstance(mesh, AbstractMesh):
+            ctx = context_mesh()
+            if ctx.empty or ctx.abstract_mesh.update(axis_types=mesh.axis_types) != mesh.update(
+                    abstract_device=ctx.abstract_mesh.abstract_device):
+                raise ValueError(f"{what}: a NamedSharding over {mesh} needs a matching context "
+                                 "mesh (`jax.set_mesh`)")
+            mesh = ctx.update(axis_types=mesh.axis_types)
+        return mesh, spec
+    if isinstance(sharding, PartitionSpec):
+        mesh = context_mesh()
+        if mesh.empty:
+            raise ValueError(f"Please set a mesh via `jax.set_mesh` if a PartitionSpec is passed "
+                             f"to {what}")
+        return mesh, sharding
+    raise TypeError(f"{what} expects a NamedSharding or a PartitionSpec, got {sharding!r}")
+
+
+def core_spec(spec: PartitionSpec, ndim: int) -> list[list[str]]:
+    """Per dimension, the mesh axes it is split over (padded to `ndim`)."""
+    if len(spec) > ndim:
+        raise ValueError(f"PartitionSpec {spec} has {len(spec)} entries but the array has rank "
+                         f"{ndim}: a spec cannot be longer than the array's rank")
+    return [list(spec.axes_of(d)) if d < len(spec) else [] for d in range(ndim)]
+
+
+def type_spec(aval) -> PartitionSpec:
+    """The spec a type shows, padded to its rank: P('dp', None)."""
+    entries = [None if not axes else axes[0] if len(axes) == 1 else tuple(axes)
+               for axes in aval.spec]
+    return PartitionSpec(*entries, *[None] * (aval.ndim - len(entries)))
+
+
+def _reshard_one(x, sharding, prim: str = "reshard"):
+    if sharding is None:
+        raise ValueError("Reshard should only be used with out_shardings which are non-None and "
+                         "have a non-empty mesh. Got sharding None.")
+    mesh, spec = resolve(sharding, "reshard")
+    x = core.asarray_value(x)
+    return core.bind1(prim, x, mesh=mesh.core_mesh, spec=core_spec(spec, x.ndim))
+
+
+def _map_shardings(fn, xs, shardings):
+    if _is_sharding_leaf(shardings):
+        return tree_util.tree_map(lambda x: fn(x, shardings), xs)
+    return tree_util.tree_map(fn, xs, tree_util.tree_broadcast(shardings, xs,
+                                                               is_leaf=_is_sharding_leaf))
+
+
+def reshard(xs, out_shardings):
+    """Lays out every array of the pytree `xs` as `out_shardings` says (a
+    NamedSharding or a PartitionSpec over the context mesh, or a pytree prefix
+    of them): the type changes to the new sharding and the data moves with the
+    collectives that takes (all-gather, all-to-all, or a local slice)."""
+    return _map_shardings(_reshard_one, xs, out_shardings)
+
+
+def _spec_matches(have: PartitionSpec, want: list) -> bool:
+    return all(w is UNCONSTRAINED or h == w for h, w in zip(have, want))
+
+
+def _constrain(x, sharding):
+    x = core.asarray_value(x)
+    if isinstance(sharding, PartitionSpec):
+        cur = get_abstract_mesh()
+    else:
+        cur = get_abstract_mesh()
+        if cur.empty:
+            cur = sharding.mesh.abstract_mesh
+    if not cur.empty and cur.are_all_axes_explicit:
+        spec = sharding if isinstance(sharding, PartitionSpec) else sharding.spec
+        have = type_spec(x.aval)
+        want = list(spec) + [None] * (x.ndim - len(spec))
+        if not _spec_matches(have, want):
+            want = PartitionSpec(*want)
+            raise AssertionError(
+                "`with_sharding_constraint` acts as an assert when all axes of mesh are of type "
+                f"`Explicit`. The array sharding: {have} did not match the sharding provided: "
+                f"{want}. Please use `jax.sharding.reshard` to shard your input to the sharding "
+                "you want.")
+        return x
+    mesh, spec = resolve(sharding, "with_sharding_constraint")
+    explicit = [a for d in range(len(spec)) for a in spec.axes_of(d) if a in mesh.explicit_axes]
+    if explicit:
+        raise ValueError(
+            "The spec of NamedSharding passed to with_sharding_constraint can only refer to Auto "
+            f"axes of the mesh. Got spec={spec} and mesh={mesh.abstract_mesh}. You probably meant "
+            "to use `reshard` API?")
+    return _reshard_one(x, sharding, "sharding_constraint")
+
+
+def with_sharding_constraint(x, shardings):
+    """Under an all-Explicit mesh, asserts that `x` is sharded as `shardings`
+    says (its type already is the sharding); otherwise lays it out so."""
+    return _map_shardings(_constrain, x, shardings)
+
+
+class _use_mesh:
+    """Makes `mesh` the context mesh (also inside jit) for a block."""
+
+    def __init__(self, mesh: Mesh):
+        self.mesh = mesh
+
+    def __enter__(self):
+        self.prev = _context.mesh, _context.abstract_mesh
+        _context.mesh, _context.abstract_mesh = self.mesh, self.mesh.abstract_mesh
+
+    def __exit__(self, *exc):
+        _context.mesh, _context.abstract_mesh = self.prev
+        return False
+
+
+def mesh_cast(x, mesh: Mesh):
+    """`x` seen through `mesh` (same devices, other axis types): the type
+    keeps `mesh`'s Explicit axes only; no data moves."""
+    x = core.asarray_value(x)
+    return core.bind1("mesh_cast", x, mesh=mesh.core_mesh)
+
+
+def _axes_arg(axes, mesh: Mesh) -> tuple:
+    if axes is None:
+        return mesh.axis_names
+    return (axes,) if isinstance(axes, str) else tuple(axes)
+
+
+def _switch(mesh: Mesh, axes: tuple, to: AxisType) -> Mesh:
+    manual = [a for a in axes if mesh.shape and a in mesh.manual_axes]
+    if manual:
+        raise NotImplementedError("Going from `Manual` AxisType to `Auto` or `Explicit` AxisType "
+                                  "is not allowed. Please file a bug at "
+                                  "https://github.com/jax-ml/jax/issues with your use case")
+    return mesh.update(axis_types=tuple(to if n in axes else t
+                                        for n, t in zip(mesh.axis_names, mesh.axis_types)))
+
+
+def auto_axes(fun=None, *, axes=None, out_sharding=None):
+    """Runs `fun` with `axes` (default: all) of the context mesh made Auto:
+    inside, types do not show them. The result is resharded to `out_sharding`
+    (given here or as the call's keyword argument)."""
+    if fun is None:
+        return functools.partial(auto_axes, axes=axes, out_sharding=out_sharding)
+
+    @functools.wraps(fun)
+    def wrapped(*args, **kwargs):
+        target = kwargs.pop("out_sharding", None) if out_sharding is None else out_sharding
+        if target is None:
+            raise TypeError("Missing required keyword argument: 'out_sharding'")
+        mesh = context_mesh()
+        if mesh.empty:
+            leaf = next(iter(tree_util.tree_leaves(target, is_leaf=_is_sharding_leaf)), None)
+            mesh = leaf.mesh if isinstance(leaf, NamedSharding) else mesh
+        if mesh.empty:
+            raise ValueError("Context mesh cannot be empty. Please use `jax.set_mesh` API to enter "
+                             "into a mesh context when using `auto_axes` API.")
+        inner = _switch(mesh, _axes_arg(axes, mesh), AxisType.Auto)
+        args, kwargs = tree_util.tree_map(lambda x: mesh_cast(x, inner), (args, kwargs))
+        with _use_mesh(inner):
+            out = fun(*args, **kwargs)
+        with _use_mesh(mesh):
+            return reshard(out, target)
+
+    return wrapped
+
+
+def explicit_axes(fun=None, *, axes=None, in_sharding=None):
+    """Runs `fun` with `axes` (default: all) of the context mesh made
+    Explicit, its arguments resharded to `in_sharding`; the result's type
+    keeps only the outer mesh's Explicit axes."""
+    if fun is None:
+        return functools.partial(explicit_axes, axes=axes, in_sharding=in_sharding)
+
+    @functools.wraps(fun)
+    def wrapped(*args, **kwargs):
+        target = kwargs.pop("in_sharding", None) if in_sharding is None else in_sharding
+        if target is None:
+            raise TypeError("Missing required keyword argument: 'in_sharding'")
+        mesh = context_mesh()
+        if mesh.empty:
+            raise ValueError("Context mesh cannot be empty. Please use `jax.set_mesh` API to enter "
+                             "into a mesh context when using `explicit_axes` API.")
+        inner = _switch(mesh, _axes_arg(axes, mesh), AxisType.Explicit)
+        args = tree_util.tree_map(lambda x: mesh_cast(x, inner), args)
+        with _use_mesh(inner):
+            args = reshard(args, target)
+            out = fun(*args, **kwargs)
+        return tree_util.tree_map(lambda x: mesh_cast(x, mesh), out)
+
+    return wrapped
+
+
+def with_out_sharding(x, out_sharding):
+    """The result of an op given `out_sharding=`: laid out so (None: as is)."""
+    return x if out_sharding is None else reshard(x, out_sharding)
+
+
+def out_sharding_param(out_sharding, ndim: int):
+    """`out_sharding=` as a primitive parameter: the spec over the operands' mesh."""
+    if out_sharding is None:
+        return None
+    _, spec = resolve(out_sharding, "out_sharding")
+    return core_spec(spec, ndim)
