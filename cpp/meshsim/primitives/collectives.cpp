@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "meshsim/ir/axis_env.h"
+#include "meshsim/ir/ops.h"
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/kernels/strided.h"
 #include "meshsim/primitives/families.h"
@@ -613,13 +614,113 @@ std::vector<Tensors> pbroadcast_kernel(const MeshContext& ctx, const std::vector
   return res;
 }
 
+
+// --- transposes (reverse-mode autodiff) --------------------------------------
+// JAX's rules (reference §2): psum <-> pvary, all_gather <-> reduce_scatter,
+// all_gather_invariant -> a dynamic slice at this device's index, ppermute ->
+// the inverse permutation, all_to_all -> split and concat axes swapped.
+
+// A rule that maps the one operand's cotangent through `transpose`.
+Primitive& with_linear_vjp(Primitive& p, std::function<Value(const Value& ct, const Params&)> transpose) {
+  p.vjp = [transpose](const VjpArgs& a) -> Cotangents {
+    if (!a.ct[0] || !a.wants[0]) return {std::nullopt};
+    return {transpose(*a.ct[0], a.params)};
+  };
+  return p;
+}
+
+// `ct` cast to varying over those of `axes` it is invariant over.
+Value varying_over(const Value& ct, const AxisNames& axes) {
+  if (!vma_checking()) return ct;
+  const AxisNames missing = vma_minus(axes, aval_of(ct).vma);
+  if (missing.empty()) return ct;
+  return ops::bind1("pvary", {ct}, {{"axes", current_axis_env()->mesh->in_mesh_order(missing)}});
+}
+
+Params with(Params p, const std::string& key, ParamValue v) {
+  p.set(key, std::move(v));
+  return p;
+}
+
+Value transpose_psum(const Value& ct, const Params& p) {
+  return varying_over(ct, axes_param(p));  // invariant -> varying: free
+}
+
+Value transpose_pvary(const Value& ct, const Params& p) {
+  const AxisNames& axes = axes_param(p);
+  return ops::bind1("psum_invariant", {varying_over(ct, axes)}, {{"axes", axes}});
+}
+
+Value transpose_all_gather(const Value& ct, const Params& p) {
+  return ops::bind1("reduce_scatter", {varying_over(ct, axis_names_param(p))},
+                    {{"axis_index_groups", p.is_none("axis_index_groups") ? ParamValue{}
+                                                                          : ParamValue{p.get<IntLists>("axis_index_groups")}},
+                     {"axis_name", axis_names_param(p)},
+                     {"axis_size", p.get<int64_t>("axis_size")},
+                     {"scatter_dimension", p.get<int64_t>("all_gather_dimension")},
+                     {"tiled", p.get<bool>("tiled")}});
+}
+
+Value transpose_reduce_scatter(const Value& ct, const Params& p) {
+  return ops::bind1("all_gather", {varying_over(ct, axis_names_param(p))},
+                    {{"all_gather_dimension", p.get<int64_t>("scatter_dimension")},
+                     {"axis_index_groups", p.is_none("axis_index_groups") ? ParamValue{}
+                                                                          : ParamValue{p.get<IntLists>("axis_index_groups")}},
+                     {"axis_name", axis_names_param(p)},
+                     {"axis_size", p.get<int64_t>("axis_size")},
+                     {"tiled", p.get<bool>("tiled")}});
+}
+
+// The invariant gathered cotangent: each device keeps its own chunk.
+Value transpose_all_gather_invariant(const Value& ct, const Params& p) {
+  const AxisNames axes = axis_names_param(p);
+  const Aval& a = aval_of(ct);
+  const int64_t dim = p.get<int64_t>("all_gather_dimension");
+  const int64_t n = p.get<int64_t>("axis_size");
+  const bool tiled = p.get<bool>("tiled");
+  const int64_t chunk = tiled ? a.shape[dim] / n : 1;
+  std::optional<Value> index;
+  for (const auto& axis : axes) {
+    Value i = ops::bind1("axis_index", {}, {{"axis_name", axis}});
+    index = index ? ops::add(ops::mul(*index, ops::full({}, DType::Int32, double(current_axis_env()->mesh->axis_size(axis)))), i) : i;
+  }
+  Values starts;
+  for (int64_t d = 0; d < a.ndim(); ++d)
+    starts.push_back(d == dim ? ops::mul(*index, ops::full({}, DType::Int32, double(chunk)))
+                              : ops::full({}, DType::Int32, 0.0));
+  Shape sizes = a.shape;
+  sizes[dim] = chunk;
+  Value slice = ops::dynamic_slice(ct, starts, sizes);
+  return tiled ? slice : ops::squeeze(slice, {dim});
+}
+
+Value transpose_ppermute(const Value& ct, const Params& p) {
+  const AxisNames axes = axis_names_param(p);
+  IntLists inverse;
+  for (const auto& [src, dst] : perm_pairs(p, axes, bound_axis_size(axes, "ppermute")))
+    inverse.push_back({dst, src});
+  return ops::bind1("ppermute", {varying_over(ct, axis_names_param(p))},
+                    with(p, "perm", inverse));
+}
+
+Value transpose_all_to_all(const Value& ct, const Params& p) {
+  Params q = with(p, "split_axis", p.get<int64_t>("concat_axis"));
+  q.set("concat_axis", p.get<int64_t>("split_axis"));
+  return ops::bind1("all_to_all", {varying_over(ct, axis_names_param(p))}, q);
+}
+
+Value transpose_plain_psum(const Value& ct, const Params& p) {
+  return ops::bind1("psum", {ct}, {{"axes", axes_param(p)}});
+}
 }  // namespace
 
 void register_collective_primitives() {
   // psum over manual axes: psum_invariant with VMA checking (varying ->
   // invariant), plain psum without, as JAX names them.
-  register_primitive(all_reduce_primitive("psum_invariant", Reduce::Sum));
-  register_primitive(all_reduce_primitive("psum", Reduce::Sum));
+  Primitive psum_invariant = all_reduce_primitive("psum_invariant", Reduce::Sum);
+  register_primitive(with_linear_vjp(psum_invariant, transpose_psum));
+  Primitive psum = all_reduce_primitive("psum", Reduce::Sum);
+  register_primitive(with_linear_vjp(psum, transpose_plain_psum));
   register_primitive(all_reduce_primitive("pmax", Reduce::Max));
   register_primitive(all_reduce_primitive("pmin", Reduce::Min));
 
@@ -641,7 +742,7 @@ void register_collective_primitives() {
   };
   pvary.vma_rule = [](const Avals& in, const Params& p) { return vma_plus(in[0].vma, axes_param(p)); };
   pvary.kernel = [](const Tensors& in, const Params&, const Avals&) { return in; };
-  register_primitive(std::move(pvary));
+  register_primitive(with_linear_vjp(pvary, transpose_pvary));
 
   // axis_index: this device's coordinate along one manual axis (int32, varying over it).
   Primitive axis_index;
@@ -665,8 +766,10 @@ void register_collective_primitives() {
   };
   register_primitive(std::move(axis_index));
 
-  register_primitive(all_gather_primitive("all_gather", false));
-  register_primitive(all_gather_primitive("all_gather_invariant", true));
+  Primitive all_gather = all_gather_primitive("all_gather", false);
+  register_primitive(with_linear_vjp(all_gather, transpose_all_gather));
+  Primitive all_gather_invariant = all_gather_primitive("all_gather_invariant", true);
+  register_primitive(with_linear_vjp(all_gather_invariant, transpose_all_gather_invariant));
 
   Primitive reduce_scatter;
   reduce_scatter.name = "reduce_scatter";
@@ -675,7 +778,7 @@ void register_collective_primitives() {
     return collective_vma("reduce_scatter", in[0], axis_names_param(p));
   };
   reduce_scatter.mesh_kernel = reduce_scatter_kernel;
-  register_primitive(std::move(reduce_scatter));
+  register_primitive(with_linear_vjp(reduce_scatter, transpose_reduce_scatter));
 
   Primitive ppermute;
   ppermute.name = "ppermute";
@@ -688,7 +791,7 @@ void register_collective_primitives() {
     return collective_vma("ppermute", in[0], axis_names_param(p));
   };
   ppermute.mesh_kernel = ppermute_kernel;
-  register_primitive(std::move(ppermute));
+  register_primitive(with_linear_vjp(ppermute, transpose_ppermute));
 
   Primitive all_to_all;
   all_to_all.name = "all_to_all";
@@ -697,7 +800,7 @@ void register_collective_primitives() {
     return collective_vma("all_to_all", in[0], axis_names_param(p));
   };
   all_to_all.mesh_kernel = all_to_all_kernel;
-  register_primitive(std::move(all_to_all));
+  register_primitive(with_linear_vjp(all_to_all, transpose_all_to_all));
 
   // JAX types the result like `output` (no check at all); the result varies
   // over the exchange's axes and with every operand, so meshsim says so.

@@ -5,8 +5,11 @@
 // global arrays; each is laid out as its in_spec says (its blocks are used as
 // they are when it already is) and the body's per-device results are
 // assembled into arrays sharded as out_specs say.
+#include "meshsim/ir/axis_env.h"
+#include "meshsim/ir/ops.h"
 #include "meshsim/primitives/families.h"
 #include "meshsim/runtime/mesh_executor.h"
+#include "meshsim/transforms/vjp.h"
 
 namespace meshsim {
 namespace {
@@ -117,6 +120,171 @@ std::vector<ArrayPtr> shard_map_run(const std::vector<ArrayPtr>& in, const Param
   return out;
 }
 
+
+// --- reverse-mode autodiff -----------------------------------------------------
+// The body is split by `vjp_program` (inside its axis environment, so the
+// collectives' rules see their axes) into a forward body, bound as a
+// shard_map returning the outputs plus residuals, and a backward body, bound
+// as a second shard_map from the outputs' cotangents and the residuals to the
+// inputs' cotangents. A residual leaves the forward shard_map with a leading
+// unit dimension split over the axes it varies over, so every device gets its
+// own back. With VMA checking the types already hold every needed psum;
+// without it, JAX's defensive rule applies: output cotangents are divided by
+// the number of devices they were replicated over and input cotangents summed
+// over the axes their in_spec does not mention.
+
+struct AxisEnvScope {
+  AxisEnvScope(const Params& p) {
+    push_axis_env(AxisEnv{p.get<MeshPtr>("mesh"), p.get<StrList>("newly_manual_axes"),
+                          p.get<bool>("check_vma")});
+  }
+  ~AxisEnvScope() { pop_axis_env(); }
+};
+
+// Traces `build` on fresh inputs of the given types into a new program.
+ProgramPtr trace_program(const Avals& in, const std::function<Values(const Values&)>& build) {
+  TracePtr trace = push_trace();
+  try {
+    Values args;
+    for (const Aval& a : in) args.push_back(trace->new_input(a));
+    ProgramPtr program = trace->finish(build(args));
+    pop_trace(trace);
+    return program;
+  } catch (...) {
+    pop_trace(trace);
+    throw;
+  }
+}
+
+Aval with_unit_dim(Aval a) {
+  a.shape.insert(a.shape.begin(), 1);
+  return a;
+}
+
+AxisNames unmentioned(const AxisNames& manual, const Spec& spec) {
+  AxisNames out;
+  for (const auto& a : manual) {
+    bool found = false;
+    for (const auto& entry : spec) found |= std::find(entry.begin(), entry.end(), a) != entry.end();
+    if (!found) out.push_back(a);
+  }
+  return out;
+}
+
+AxisNames spec_axes(const Spec& spec) {
+  AxisNames out;
+  for (const auto& entry : spec) out.insert(out.end(), entry.begin(), entry.end());
+  return out;
+}
+
+Params shard_map_params(const Params& base, ProgramPtr body, SpecList in_specs, SpecList out_specs) {
+  Params p = base;
+  p.set("in_specs", std::move(in_specs));
+  p.set("jaxpr", std::move(body));
+  p.set("out_specs", std::move(out_specs));
+  return p;
+}
+
+VjpSplit shard_map_vjp(const Values& in, const std::vector<bool>& active, const Params& params) {
+  const ShardMapParams p(params);
+  const MeshPtr mesh = p.mesh;
+  const AxisNames manual = params.get<StrList>("newly_manual_axes");
+  const bool check_vma = params.get<bool>("check_vma");
+  const size_t num_out = p.out_specs.size();
+  std::shared_ptr<VjpPrograms> split;
+  ProgramPtr fwd;
+  SpecList residual_specs;
+  {
+    AxisEnvScope scope(params);
+    split = std::make_shared<VjpPrograms>(
+        vjp_program(p.body, active, std::vector<bool>(num_out, true)));
+    const Avals fwd_out = split->fwd->out_avals();
+    for (size_t r = num_out; r < fwd_out.size(); ++r)
+      residual_specs.push_back({mesh->in_mesh_order(fwd_out[r].vma)});
+    fwd = trace_program(split->fwd->in_avals(), [&](const Values& args) {
+      Values outs = eval_program(*split->fwd, args);
+      for (size_t r = num_out; r < outs.size(); ++r) {
+        const Aval& a = aval_of(outs[r]);
+        IntList dims;
+        for (int64_t d = 0; d < a.ndim(); ++d) dims.push_back(d + 1);
+        outs[r] = ops::broadcast_in_dim(outs[r], with_unit_dim(a).shape, dims);
+      }
+      return outs;
+    });
+  }
+  SpecList fwd_out_specs = p.out_specs;
+  fwd_out_specs.insert(fwd_out_specs.end(), residual_specs.begin(), residual_specs.end());
+  Values fwd_outs = meshsim::bind(primitive("shard_map"), in,
+                         shard_map_params(params, fwd, p.in_specs, fwd_out_specs));
+  Values outs(fwd_outs.begin(), fwd_outs.begin() + num_out);
+  Values residuals(fwd_outs.begin() + num_out, fwd_outs.end());
+
+  auto backward = [=, in_specs = p.in_specs, out_specs = p.out_specs](const Cotangents& ct) {
+    // Operands: the cotangents the backward body takes, then the residuals.
+    Values operands;
+    SpecList specs;
+    for (size_t j = 0; j < num_out; ++j) {
+      if (!split->ct_in[j]) continue;
+      operands.push_back(ct[j] ? *ct[j] : ops::zeros(aval_of(outs[j])));
+      specs.push_back(out_specs[j]);
+    }
+    const size_t num_ct = operands.size();
+    operands.insert(operands.end(), residuals.begin(), residuals.end());
+    specs.insert(specs.end(), residual_specs.begin(), residual_specs.end());
+    SpecList ct_specs;
+    std::vector<size_t> ct_inputs;
+    for (size_t i = 0; i < in_specs.size(); ++i)
+      if (split->ct_out[i]) {
+        ct_specs.push_back(in_specs[i]);
+        ct_inputs.push_back(i);
+      }
+
+    ProgramPtr bwd;
+    {
+      AxisEnvScope scope(params);
+      Avals body_in = split->bwd->in_avals();
+      for (size_t r = num_ct; r < body_in.size(); ++r) body_in[r] = with_unit_dim(body_in[r]);
+      bwd = trace_program(body_in, [&](const Values& args) {
+        Values body_args = args;
+        for (size_t k = 0, j = 0; j < num_out; ++j) {
+          if (!split->ct_in[j]) continue;
+          const AxisNames spread = unmentioned(manual, out_specs[j]);
+          if (!check_vma && !spread.empty())
+            body_args[k] = ops::div(body_args[k],
+                                    ops::full({}, aval_of(body_args[k]).dtype,
+                                              double(bound_axis_size(spread, "shard_map"))));
+          ++k;
+        }
+        for (size_t r = num_ct; r < body_args.size(); ++r) {
+          Shape shape = aval_of(body_args[r]).shape;
+          shape.erase(shape.begin());
+          body_args[r] = ops::reshape(body_args[r], shape);
+        }
+        Values cts = eval_program(*split->bwd, body_args);
+        for (size_t k = 0; k < cts.size(); ++k) {
+          const Spec& spec = in_specs[ct_inputs[k]];
+          if (check_vma) {
+            AxisNames missing;
+            for (const auto& a : mesh->in_mesh_order(spec_axes(spec)))
+              if (std::find(aval_of(cts[k]).vma.begin(), aval_of(cts[k]).vma.end(), a) ==
+                  aval_of(cts[k]).vma.end())
+                missing.push_back(a);
+            if (!missing.empty()) cts[k] = ops::bind1("pvary", {cts[k]}, {{"axes", missing}});
+          } else if (AxisNames spread = unmentioned(manual, spec); !spread.empty()) {
+            cts[k] = ops::bind1("psum", {cts[k]}, {{"axes", spread}});
+          }
+        }
+        return cts;
+      });
+    }
+    Values results = meshsim::bind(primitive("shard_map"), operands,
+                          shard_map_params(params, bwd, specs, ct_specs));
+    Cotangents out_ct(in.size());
+    for (size_t k = 0; k < ct_inputs.size(); ++k) out_ct[ct_inputs[k]] = results[k];
+    return out_ct;
+  };
+  return VjpSplit{outs, backward};
+}
 }  // namespace
 
 void register_shard_map_primitive() {
@@ -125,6 +293,7 @@ void register_shard_map_primitive() {
   p.abstract_eval = shard_map_eval;
   p.vma_rule = [](const Avals&, const Params&) { return AxisNames{}; };
   p.array_kernel = shard_map_run;
+  p.vjp_split = shard_map_vjp;
   register_primitive(std::move(p));
 }
 
