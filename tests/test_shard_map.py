@@ -721,3 +721,60 @@ def test_visualize_array_sharding_inside_the_body(mesh, capsys):
         │ CPU 6: block 0 │ CPU 7: block 0 │
         └────────────────┴────────────────┘
         """)
+
+
+# --- work invariant over an axis is done once ---------------------------------------------
+
+def test_invariant_work_is_shared_along_the_axes(mesh):
+    @jax.jit
+    @jax.shard_map(mesh=mesh, in_specs=(P("dp"), P(None, "tp")), out_specs=(P("dp", "tp"),) * 3)
+    def f(x, b):
+        a = jnp.sin(x) * 2          # invariant over tp: computed on one device per dp row
+        g = jax.lax.all_gather(a, "dp", tiled=True)  # still invariant over tp
+        return a, g[:2] + 1, a + b  # the last varies over tp: device (i, 1) needs `a` too
+
+    b = np.arange(8, dtype=np.float32).reshape(1, 8)
+    a, g, ab = f(X, b)
+    expected = np.sin(X) * 2
+    np.testing.assert_allclose(np.asarray(a), np.tile(expected, (1, 2)), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(g), np.tile(np.tile(expected[:2], (4, 1)) + 1, (1, 2)),
+                               rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(ab), np.concatenate(
+        [expected + b[:, :4], expected + b[:, 4:]], axis=1), rtol=1e-6)
+    # The tp pair of each dp row holds one computed block, not two equal ones.
+    assert a.distinct_buffers() == 4
+    assert g.distinct_buffers() == 4
+    assert ab.distinct_buffers() == 8
+
+
+def test_sharing_follows_buffers_when_types_do_not_say(mesh):
+    # check_vma=False: nothing in the types; blocks equal along tp are one buffer.
+    f = jax.shard_map(lambda x: (x * 3, x * jax.lax.axis_index("tp")), mesh=mesh,
+                      in_specs=P("dp"), out_specs=(P("dp", "tp"), P("dp", "tp")), check_vma=False)
+    same, differ = f(X)
+    np.testing.assert_array_equal(np.asarray(same), np.tile(X * 3, (1, 2)))
+    np.testing.assert_array_equal(np.asarray(differ),
+                                  np.concatenate([X * 0, X * 1], axis=1))
+    assert same.distinct_buffers() == 4
+    assert differ.distinct_buffers() == 8
+
+
+def test_work_on_ragged_all_to_all_results_is_not_shared_wrongly():
+    # JAX types the result as its output buffer (here an invariant zeros) and checks
+    # nothing; its values differ by device, so work on it must run on every device.
+    mesh = jax.make_mesh((2, 2), ("i", "j"))
+
+    def body(x):
+        me = jax.lax.axis_index("i")
+        sizes = jnp.ones(2, jnp.int32)
+        out = jax.lax.ragged_all_to_all(x, jnp.zeros(2, x.dtype), jnp.arange(2, dtype=jnp.int32),
+                                        sizes, jnp.full(2, me, jnp.int32), sizes, axis_name="i")
+        return (out * 10)[None]  # receiver r: out[s] = sender s's row r
+
+    blocks = np.arange(8, dtype=np.float32).reshape(2, 2, 2)  # [i, j, row]
+    want = blocks.transpose(2, 1, 0) * 10                      # [r, j, s]
+    for check_vma in (True, False):
+        f = jax.shard_map(body, mesh=mesh, in_specs=P(("i", "j")), out_specs=P(("i", "j")),
+                          check_vma=check_vma)
+        got = np.asarray(f(blocks.reshape(8)))
+        np.testing.assert_array_equal(got.reshape(2, 2, 2), want)

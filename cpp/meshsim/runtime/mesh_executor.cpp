@@ -1,6 +1,7 @@
 #include "meshsim/runtime/mesh_executor.h"
 
 #include <algorithm>
+#include <map>
 #include <mutex>
 
 #include <tbb/blocked_range.h>
@@ -74,7 +75,74 @@ class SingleThreadedBlas {
 
 }  // namespace
 
-std::vector<Tensors> run_on_mesh(const Program& body, const Mesh& mesh, std::vector<Tensors> args) {
+namespace {
+
+bool same_view(const Tensor& a, const Tensor& b) {
+  return a.defined() && b.defined() && a.raw() == b.raw() && a.dtype() == b.dtype() &&
+         a.shape() == b.shape() && a.strides() == b.strides();
+}
+
+// Which devices hold equal values. Local primitives are pure functions of
+// their inputs, so devices whose inputs are equal compute equal outputs: an
+// equation runs on one device of each such group (the group's owner) and the
+// others share its result. Work invariant over a mesh axis is then done once,
+// as it is stored once (DESIGN.md, principle 5).
+class Sharing {
+ public:
+  Sharing(const Mesh& mesh, size_t num_vars) : mesh_(mesh), n_(mesh.size()), owner_(num_vars) {}
+
+  // The device whose value of `v` equals device `d`'s (`d` when none before it).
+  int64_t owner(int64_t d, int v) const { return owner_[v][d]; }
+
+  // Equal along the axes `vma` leaves out, as the type says (check_vma=True).
+  void from_type(int v, const AxisNames& vma) {
+    std::vector<int64_t>& out = owner_[v];
+    out.resize(n_);
+    for (int64_t d = 0; d < n_; ++d) {
+      std::vector<int64_t> c = mesh_.coords(d);
+      int64_t rep = 0;
+      for (size_t i = 0; i < c.size(); ++i) {
+        bool varies = std::find(vma.begin(), vma.end(), mesh_.axis_names[i]) != vma.end();
+        rep = rep * mesh_.axis_sizes[i] + (varies ? c[i] : 0);
+      }
+      out[d] = rep;
+    }
+  }
+
+  // Equal where the devices hold the same view of the same buffer.
+  void from_buffers(int v, const std::vector<std::vector<Tensor>>& env) {
+    std::vector<int64_t>& out = owner_[v];
+    out.assign(n_, 0);
+    std::vector<int64_t> seen;  // first device of each distinct view
+    for (int64_t d = 0; d < n_; ++d) {
+      auto it = std::find_if(seen.begin(), seen.end(),
+                             [&](int64_t e) { return same_view(env[e][v], env[d][v]); });
+      out[d] = it == seen.end() ? d : *it;
+      if (it == seen.end() && seen.size() < 64) seen.push_back(d);  // bounded: O(n) per value
+    }
+  }
+
+  // Equal where the equation's inputs are.
+  void from_inputs(const Equation& e) {
+    std::map<std::vector<int64_t>, int64_t> first;
+    std::vector<int64_t> out(n_), key(e.inputs.size());
+    for (int64_t d = 0; d < n_; ++d) {
+      for (size_t i = 0; i < e.inputs.size(); ++i) key[i] = owner_[e.inputs[i]][d];
+      out[d] = first.emplace(key, d).first->second;
+    }
+    for (int v : e.outputs) owner_[v] = out;
+  }
+
+ private:
+  const Mesh& mesh_;
+  int64_t n_;
+  std::vector<std::vector<int64_t>> owner_;  // [variable][device]
+};
+
+}  // namespace
+
+std::vector<Tensors> run_on_mesh(const Program& body, const Mesh& mesh, std::vector<Tensors> args,
+                                 bool vma_checked) {
   const int64_t n = mesh.size();
   MeshContext ctx(mesh);
   std::vector<std::vector<Tensor>> env(n, std::vector<Tensor>(body.avals.size()));
@@ -85,7 +153,16 @@ std::vector<Tensors> run_on_mesh(const Program& body, const Mesh& mesh, std::vec
     for (size_t i = 0; i < body.constvars.size(); ++i) env[d][body.constvars[i]] = body.consts[i];
     for (size_t i = 0; i < args[d].size(); ++i) env[d][body.invars[i]] = std::move(args[d][i]);
   }
+  Sharing sharing(mesh, body.avals.size());
+  for (int v : body.constvars) sharing.from_buffers(v, env);
+  for (int v : body.invars) {
+    if (vma_checked) sharing.from_type(v, body.avals[v].vma);
+    else sharing.from_buffers(v, env);
+  }
   const std::vector<int> last = last_uses(body);
+  std::vector<int> producer(body.avals.size(), -1);
+  for (size_t j = 0; j < body.eqns.size(); ++j)
+    for (int v : body.eqns[j].outputs) producer[v] = static_cast<int>(j);
   auto release_dead = [&](int64_t d, size_t k) {
     for (int v : body.eqns[k].inputs)
       if (last[v] == static_cast<int>(k)) env[d][v] = Tensor();
@@ -107,23 +184,51 @@ std::vector<Tensors> run_on_mesh(const Program& body, const Mesh& mesh, std::vec
         for (size_t i = 0; i < e.outputs.size(); ++i) env[d][e.outputs[i]] = std::move(res[d][i]);
         release_dead(d, k);
       }
+      // JAX types ragged_all_to_all as its output buffer and checks nothing: trust its buffers.
+      for (int v : e.outputs) {
+        if (vma_checked && e.prim->name != "ragged_all_to_all") sharing.from_type(v, body.avals[v].vma);
+        else sharing.from_buffers(v, env);
+      }
       ++k;
       continue;
     }
-    // The run of local equations up to the next collective, on every device at once.
+    // The run of local equations up to the next collective, on every device at
+    // once; each equation only on the devices that own its result, plus those
+    // that need it for an equation they own.
     size_t end = k;
     while (end < body.eqns.size() && !body.eqns[end].prim->is_collective()) ++end;
-    ctx.parallel_for(n, [&, begin = k](int64_t d) {
+    const size_t begin = k;
+    std::vector<std::vector<char>> runs(n, std::vector<char>(end - begin));
+    for (size_t j = begin; j < end; ++j) {
+      const Equation& eq = body.eqns[j];
+      sharing.from_inputs(eq);
+      for (int64_t d = 0; d < n; ++d)
+        runs[d][j - begin] = eq.outputs.empty() || sharing.owner(d, eq.outputs[0]) == d;
+    }
+    for (int64_t d = 0; d < n; ++d)
+      for (size_t j = end; j-- > begin;)
+        if (runs[d][j - begin])
+          for (int v : body.eqns[j].inputs)
+            if (producer[v] >= static_cast<int>(begin)) runs[d][producer[v] - begin] = 1;
+    ctx.parallel_for(n, [&](int64_t d) {
       Tensors ins;
       for (size_t j = begin; j < end; ++j) {
         const Equation& eq = body.eqns[j];
-        ins.clear();
-        for (int v : eq.inputs) ins.push_back(env[d][v]);
-        Tensors res = run_primitive(*eq.prim, ins, eq.params, out_avals[j]);
-        for (size_t i = 0; i < res.size(); ++i) env[d][eq.outputs[i]] = std::move(res[i]);
+        if (runs[d][j - begin]) {
+          ins.clear();
+          for (int v : eq.inputs) ins.push_back(env[d][v]);
+          Tensors res = run_primitive(*eq.prim, ins, eq.params, out_avals[j]);
+          for (size_t i = 0; i < res.size(); ++i) env[d][eq.outputs[i]] = std::move(res[i]);
+        }
         release_dead(d, j);
       }
     });
+    // Devices that skipped an equation share the owner's result, if it is still used.
+    for (size_t j = begin; j < end; ++j)
+      for (int v : body.eqns[j].outputs)
+        if (last[v] >= static_cast<int>(end))
+          for (int64_t d = 0; d < n; ++d)
+            if (!runs[d][j - begin]) env[d][v] = env[sharing.owner(d, v)][v];
     k = end;
   }
 

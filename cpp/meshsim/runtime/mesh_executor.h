@@ -39,8 +39,12 @@ class MeshContext {
 };
 
 // Runs `body` on every device: `args[pos]` are the inputs of the device at
-// mesh position `pos`; returns each device's outputs.
+// mesh position `pos`; returns each device's outputs. Devices whose inputs to
+// a local equation are equal share one computation of it; with `vma_checked`
+// (a body traced with check_vma=True) blocks of an input or a collective's
+// result are equal along the axes their type is invariant over, otherwise
+// only where they are the same buffer.
 std::vector<Tensors> run_on_mesh(const Program& body, const Mesh& mesh,
-                                 std::vector<Tensors> args);
+                                 std::vector<Tensors> args, bool vma_checked = false);
 
 }  // namespace meshsim
