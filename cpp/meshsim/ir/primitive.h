@@ -72,6 +72,10 @@ struct Primitive {
   // Output VMA from input types; unset means JAX's standard rule (inputs are
   // implicitly pvary'd to the union of their VMAs, which the output keeps).
   std::function<AxisNames(const Avals& in, const Params& params)> vma_rule;
+  // Higher-order primitives that call a sub-program traced on their operands'
+  // exact types (remat2, custom_vjp_call): operands are not pvary'd, and each
+  // output keeps the VMA `abstract_eval` gives it (the sub-program's).
+  bool vma_from_abstract_eval = false;
 
   // Collectives (and axis_index) run as one call over every device of a
   // shard_map's mesh: `in[pos]` are the inputs of the device at mesh position

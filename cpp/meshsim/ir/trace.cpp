@@ -101,7 +101,7 @@ AxisNames vma_union(const Avals& in) {
 // JAX's standard VMA rule: an operand invariant over an axis another operand
 // varies over is first cast to varying (`pvary`, free at run time).
 std::vector<Value> pvary_to_union(const Primitive& prim, const std::vector<Value>& inputs) {
-  if (prim.vma_rule || inputs.size() < 2 || !vma_checking()) return inputs;
+  if (prim.vma_rule || prim.vma_from_abstract_eval || inputs.size() < 2 || !vma_checking()) return inputs;
   Avals in;
   for (const Value& v : inputs) in.push_back(aval_of(v));
   AxisNames all = vma_union(in);
@@ -120,6 +120,10 @@ std::vector<Value> pvary_to_union(const Primitive& prim, const std::vector<Value
 
 Avals infer_avals(const Primitive& prim, const Avals& in, const Params& params) {
   Avals out = prim.abstract_eval(in, params);
+  if (prim.vma_from_abstract_eval) {
+    apply_sharding_rule(prim, in, params, out);
+    return out;
+  }
   AxisNames vma = prim.vma_rule ? prim.vma_rule(in, params) : vma_union(in);
   for (Aval& a : out) a.vma = vma;
   apply_sharding_rule(prim, in, params, out);

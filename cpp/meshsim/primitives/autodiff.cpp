@@ -28,6 +28,7 @@ Avals call_avals(const char* prim, const Program& program, const Avals& in, size
 void remat() {
   Primitive p;
   p.name = "remat2";
+  p.vma_from_abstract_eval = true;
   p.abstract_eval = [](const Avals& in, const Params& params) {
     return call_avals("remat2", *params.get<ProgramPtr>("jaxpr"), in, 0, in.size());
   };
@@ -67,6 +68,7 @@ struct CustomVjp {
 void custom_vjp_call() {
   Primitive p;
   p.name = "custom_vjp_call";
+  p.vma_from_abstract_eval = true;
   p.abstract_eval = [](const Avals& in, const Params& params) {
     const CustomVjp c(params);
     return call_avals("custom_vjp_call", *c.call, in, 0, c.num_args + c.call_consts);
