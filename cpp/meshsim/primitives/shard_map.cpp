@@ -112,7 +112,7 @@ std::vector<ArrayPtr> shard_map_run(const std::vector<ArrayPtr>& in, const Param
   }
   std::vector<Tensors> results =
       run_on_mesh(*executable_body(params.get<ProgramPtr>("jaxpr"), params), mesh,
-                  std::move(args));
+                  std::move(args), params.get<bool>("check_vma"));
 
   std::vector<ArrayPtr> out;
   for (size_t j = 0; j < out_avals.size(); ++j) {
