@@ -83,7 +83,8 @@ bool same_view(const Tensor& a, const Tensor& b) {
 }
 
 // Which devices hold equal values. Local primitives are pure functions of
-// their inputs, so devices whose inputs are equal compute equal outputs: an
+// their inputs (and never write into them: devices may share a buffer), so
+// devices whose inputs are equal compute equal outputs: an
 // equation runs on one device of each such group (the group's owner) and the
 // others share its result. Work invariant over a mesh axis is then done once,
 // as it is stored once (DESIGN.md, principle 5).
