@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <unordered_map>
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
@@ -90,30 +92,35 @@ bool same_view(const Tensor& a, const Tensor& b) {
 // as it is stored once (DESIGN.md, principle 5).
 class Sharing {
  public:
-  Sharing(const Mesh& mesh, size_t num_vars) : mesh_(mesh), n_(mesh.size()), owner_(num_vars) {}
+  Sharing(const Mesh& mesh, size_t num_vars)
+      : mesh_(mesh), n_(mesh.size()), owner_(num_vars),
+        uniform_(std::make_shared<const Owners>(n_, 0)) {}
 
   // The device whose value of `v` equals device `d`'s (`d` when none before it).
-  int64_t owner(int64_t d, int v) const { return owner_[v][d]; }
+  int64_t owner(int64_t d, int v) const { return (*owner_[v])[d]; }
 
   // Equal along the axes `vma` leaves out, as the type says (check_vma=True).
   void from_type(int v, const AxisNames& vma) {
-    std::vector<int64_t>& out = owner_[v];
-    out.resize(n_);
-    for (int64_t d = 0; d < n_; ++d) {
-      std::vector<int64_t> c = mesh_.coords(d);
-      int64_t rep = 0;
-      for (size_t i = 0; i < c.size(); ++i) {
-        bool varies = std::find(vma.begin(), vma.end(), mesh_.axis_names[i]) != vma.end();
-        rep = rep * mesh_.axis_sizes[i] + (varies ? c[i] : 0);
+    Partition& p = by_type_[vma];
+    if (!p) {
+      Owners out(n_);
+      for (int64_t d = 0; d < n_; ++d) {
+        std::vector<int64_t> c = mesh_.coords(d);
+        int64_t rep = 0;
+        for (size_t i = 0; i < c.size(); ++i) {
+          bool varies = std::find(vma.begin(), vma.end(), mesh_.axis_names[i]) != vma.end();
+          rep = rep * mesh_.axis_sizes[i] + (varies ? c[i] : 0);
+        }
+        out[d] = rep;
       }
-      out[d] = rep;
+      p = intern(std::move(out));
     }
+    owner_[v] = p;
   }
 
   // Equal where the devices hold the same view of the same buffer.
   void from_buffers(int v, const std::vector<std::vector<Tensor>>& env) {
-    std::vector<int64_t>& out = owner_[v];
-    out.assign(n_, 0);
+    Owners out(n_);
     std::vector<int64_t> seen;  // first device of each distinct view
     for (int64_t d = 0; d < n_; ++d) {
       auto it = std::find_if(seen.begin(), seen.end(),
@@ -121,23 +128,54 @@ class Sharing {
       out[d] = it == seen.end() ? d : *it;
       if (it == seen.end() && seen.size() < 64) seen.push_back(d);  // bounded: O(n) per value
     }
+    owner_[v] = intern(std::move(out));
   }
 
-  // Equal where the equation's inputs are.
+  // Equal where all the equation's inputs are: the meet of their partitions
+  // (values equal everywhere refine nothing; meets are cached, so a long run
+  // of equations over the same few partitions costs O(1) each).
   void from_inputs(const Equation& e) {
-    std::map<std::vector<int64_t>, int64_t> first;
-    std::vector<int64_t> out(n_), key(e.inputs.size());
-    for (int64_t d = 0; d < n_; ++d) {
-      for (size_t i = 0; i < e.inputs.size(); ++i) key[i] = owner_[e.inputs[i]][d];
-      out[d] = first.emplace(key, d).first->second;
+    Partition p = uniform_;
+    for (int v : e.inputs) {
+      const Partition& q = owner_[v];
+      if (q == uniform_ || q == p) continue;
+      p = p == uniform_ ? q : meet(p, q);
     }
-    for (int v : e.outputs) owner_[v] = out;
+    for (int v : e.outputs) owner_[v] = p;
   }
 
  private:
+  using Owners = std::vector<int64_t>;
+  using Partition = std::shared_ptr<const Owners>;
+
+  // One shared object per distinct partition, so equal ones compare by pointer.
+  Partition intern(Owners owners) {
+    for (const Partition& p : interned_)
+      if (*p == owners) return p;
+    if (owners == *uniform_) return uniform_;
+    interned_.push_back(std::make_shared<const Owners>(std::move(owners)));
+    return interned_.back();
+  }
+
+  Partition meet(const Partition& a, const Partition& b) {
+    Partition& m = meets_[{a.get(), b.get()}];
+    if (!m) {
+      std::unordered_map<int64_t, int64_t> first;
+      Owners out(n_);
+      for (int64_t d = 0; d < n_; ++d)
+        out[d] = first.emplace((*a)[d] * n_ + (*b)[d], d).first->second;
+      m = intern(std::move(out));
+    }
+    return m;
+  }
+
   const Mesh& mesh_;
   int64_t n_;
-  std::vector<std::vector<int64_t>> owner_;  // [variable][device]
+  std::vector<Partition> owner_;  // per variable
+  Partition uniform_;             // every device equal
+  std::vector<Partition> interned_;
+  std::map<AxisNames, Partition> by_type_;
+  std::map<std::pair<const Owners*, const Owners*>, Partition> meets_;  // keys kept alive by interned_
 };
 
 }  // namespace
