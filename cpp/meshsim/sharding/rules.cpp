@@ -461,7 +461,8 @@ std::vector<AxisNames> split_partitions(const Mesh& mesh, const AxisNames& axes,
   return parts;
 }
 
-std::vector<Spec> reshape_rule(const Avals& in, const Params& p, const Avals&) {
+std::vector<Spec> reshape_rule(const Avals& in, const Params& p, const Avals& out) {
+  if (auto os = out_sharding_param(p, out[0].shape.size())) return {*os};
   const Aval& x = in[0];
   const IntList& new_sizes = p.get<IntList>("new_sizes");
   const Spec s = spec_of(x);
@@ -526,6 +527,7 @@ std::vector<Spec> reshape_rule(const Avals& in, const Params& p, const Avals&) {
 std::optional<LocalPlan> reshape_plan(const Avals& in, const Params& p, const Avals& out) {
   const Aval& x = in[0];
   const IntList& new_sizes = p.get<IntList>("new_sizes");
+  if (!p.is_none("out_sharding")) return std::nullopt;  // laid out as asked: on the whole value
   if (new_sizes.size() < x.shape.size()) {
     std::optional<std::vector<Group>> merge;
     try { merge = split_on_one_axis(new_sizes, x.shape); } catch (const TooManySplits&) {}

@@ -9,7 +9,7 @@ import inspect
 from typing import Any, Callable, Sequence
 
 from meshsim import _core
-from meshsim._src import core, tree_util
+from meshsim._src import core, debug, tree_util
 
 
 def _as_tuple(x) -> tuple:
@@ -115,15 +115,16 @@ def trace_to_program(fun: Callable, args: Sequence, kwargs: dict, static: tuple 
     leaves = [core.asarray_value(x) for x in leaves]
     trace = _core.push_trace()
     try:
-        tracers = [trace.new_input(x.aval) for x in leaves]
-        t_args, t_kwargs = tree_util.tree_unflatten(in_tree, tracers)
-        t_args = _reinsert_static(t_args, static)
-        for k, v in static:
-            if isinstance(k, str):
-                t_kwargs[k] = v
-        out = fun(*t_args, **t_kwargs)
-        out_leaves, out_tree = tree_util.tree_flatten(out)
-        program = trace.finish([core.asarray_value(x) for x in out_leaves])
+        with debug.deferred_inspections():  # their callbacks run once the program is complete
+            tracers = [trace.new_input(x.aval) for x in leaves]
+            t_args, t_kwargs = tree_util.tree_unflatten(in_tree, tracers)
+            t_args = _reinsert_static(t_args, static)
+            for k, v in static:
+                if isinstance(k, str):
+                    t_kwargs[k] = v
+            out = fun(*t_args, **t_kwargs)
+            out_leaves, out_tree = tree_util.tree_flatten(out)
+            program = trace.finish([core.asarray_value(x) for x in out_leaves])
     finally:
         _core.pop_trace(trace)
     return program, out_tree

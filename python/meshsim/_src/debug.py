@@ -64,11 +64,39 @@ class record_collectives:
         return False
 
 
+_deferred: list | None = None  # callbacks waiting for the program being traced by jit
+
+
+class deferred_inspections:
+    """While jit traces a function, `inspect_array_sharding` callbacks wait
+    until the program is complete (JAX calls them when it compiles)."""
+
+    def __enter__(self):
+        global _deferred
+        self.outermost = _deferred is None
+        if self.outermost:
+            _deferred = []
+
+    def __exit__(self, exc_type, *exc):
+        global _deferred
+        if self.outermost:
+            pending, _deferred = _deferred, None
+            if exc_type is None:
+                for call in pending:
+                    call()
+        return False
+
+
 def inspect_array_sharding(value, *, callback: Callable[[Sharding], None]) -> None:
     """Calls `callback(sharding)` for each array of the pytree `value`: at once
-    for concrete arrays, once when tracing inside `jit`."""
+    for concrete arrays; inside `jit`, once the function has been traced."""
     def inspect(x):
-        callback(_traced_sharding(x.aval) if isinstance(x, core.Tracer) else x.sharding)
+        if not isinstance(x, core.Tracer):
+            return callback(x.sharding)
+        sharding = _traced_sharding(x.aval)
+        if _deferred is None:
+            return callback(sharding)
+        _deferred.append(lambda: callback(sharding))
     tree_util.tree_map(inspect, value)
 
 

@@ -8,6 +8,8 @@ round identically.
 """
 from __future__ import annotations
 
+import functools
+
 from collections.abc import Sequence
 
 import numpy as np
@@ -447,3 +449,23 @@ def categorical(key, logits, axis: int = -1, shape=None, replace: bool = True, m
                          f"categories ({logits.shape[axis]}).")
     _, indices = lax_sort.top_k(jnp.moveaxis(logits, axis, -1), k)
     return lax_shape.reshape(indices, shape, (indices.ndim - 1, *range(indices.ndim - 1)))
+
+
+def _with_out_sharding(sampler):
+    """`sampler` taking `out_sharding=`: the same values (JAX draws them as if
+    unsharded), laid out as asked (a local slice of a replicated draw)."""
+    @functools.wraps(sampler)
+    def wrapped(*args, out_sharding=None, **kwargs):
+        from meshsim._src.sharding.explicit import with_out_sharding
+        return with_out_sharding(sampler(*args, **kwargs), out_sharding)
+    return wrapped
+
+
+bits = _with_out_sharding(bits)
+uniform = _with_out_sharding(uniform)
+normal = _with_out_sharding(normal)
+truncated_normal = _with_out_sharding(truncated_normal)
+randint = _with_out_sharding(randint)
+bernoulli = _with_out_sharding(bernoulli)
+gumbel = _with_out_sharding(gumbel)
+categorical = _with_out_sharding(categorical)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import operator
 
 from meshsim._src import core
+from meshsim._src.sharding import explicit
 
 __all__ = ["dot_general", "dot", "batch_matmul"]
 
@@ -30,14 +31,23 @@ def _flat_dimension_numbers(dimension_numbers) -> tuple[tuple[int, ...], ...]:
             _index_tuple(lhs_batch, "lhs_batch"), _index_tuple(rhs_batch, "rhs_batch"))
 
 
-def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
+def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None,
+                out_sharding=None):
     preferred = None if preferred_element_type is None else core.canonicalize_dtype(preferred_element_type)
-    return core.bind1("dot_general", core.asarray_value(lhs), core.asarray_value(rhs),
-                      dimension_numbers=_flat_dimension_numbers(dimension_numbers),
-                      precision=None, preferred_element_type=preferred)
+    lhs, rhs = core.asarray_value(lhs), core.asarray_value(rhs)
+    dims = _flat_dimension_numbers(dimension_numbers)
+    params = dict(dimension_numbers=dims, precision=None, preferred_element_type=preferred)
+    if out_sharding is None:
+        return core.bind1("dot_general", lhs, rhs, **params)
+    if lhs.aval.mesh is None and rhs.aval.mesh is None:  # nothing sharded: lay out the result
+        return explicit.reshard(core.bind1("dot_general", lhs, rhs, **params), out_sharding)
+    ndim = lhs.ndim + rhs.ndim - 2 * len(dims[0]) - len(dims[2])
+    return core.bind1("dot_general", lhs, rhs, **params,
+                      out_sharding=explicit.out_sharding_param(out_sharding, ndim))
 
 
-def dot(lhs, rhs, *, dimension_numbers=None, precision=None, preferred_element_type=None):
+def dot(lhs, rhs, *, dimension_numbers=None, precision=None, preferred_element_type=None,
+        out_sharding=None):
     lhs, rhs = core.asarray_value(lhs), core.asarray_value(rhs)
     if dimension_numbers is None:
         if not (1 <= lhs.ndim <= 2 and 1 <= rhs.ndim <= 2 and lhs.shape[-1] == rhs.shape[0]):
@@ -45,7 +55,8 @@ def dot(lhs, rhs, *, dimension_numbers=None, precision=None, preferred_element_t
                              "simple un-batched matrix-matrix, matrix-vector, or vector-vector "
                              f"products; got lhs_shape={lhs.shape} rhs_shape={rhs.shape}")
         dimension_numbers = (((lhs.ndim - 1,), (0,)), ((), ()))
-    return dot_general(lhs, rhs, dimension_numbers, precision, preferred_element_type)
+    return dot_general(lhs, rhs, dimension_numbers, precision, preferred_element_type,
+                       out_sharding=out_sharding)
 
 
 def batch_matmul(lhs, rhs, precision=None):

@@ -10,6 +10,7 @@ import operator
 import numpy as np
 
 from meshsim._src import core
+from meshsim._src.sharding import explicit
 
 __all__ = [
     "broadcast_in_dim", "broadcast", "broadcast_to_rank", "reshape", "transpose", "squeeze",
@@ -52,8 +53,10 @@ def broadcast_in_dim(operand, shape, broadcast_dimensions, *, out_sharding=None)
     _check_nonnegative(shape, "broadcast_in_dim shape")
     dims = tuple(operator.index(d) for d in broadcast_dimensions)
     if operand.shape == shape and dims == tuple(range(len(shape))):
-        return operand
-    return core.bind1("broadcast_in_dim", operand, shape=shape, broadcast_dimensions=dims)
+        out = operand
+    else:
+        out = core.bind1("broadcast_in_dim", operand, shape=shape, broadcast_dimensions=dims)
+    return explicit.with_out_sharding(out, out_sharding)
 
 
 def broadcast(operand, sizes, *, out_sharding=None):
@@ -61,7 +64,7 @@ def broadcast(operand, sizes, *, out_sharding=None):
     operand = core.asarray_value(operand)
     sizes = canonicalize_shape(sizes)
     dims = tuple(range(len(sizes), len(sizes) + operand.ndim))
-    return broadcast_in_dim(operand, sizes + operand.shape, dims)
+    return broadcast_in_dim(operand, sizes + operand.shape, dims, out_sharding=out_sharding)
 
 
 def broadcast_to_rank(x, rank: int):
@@ -80,8 +83,12 @@ def reshape(operand, new_sizes, dimensions=None, *, out_sharding=None):
     if dimensions is not None and tuple(dimensions) != tuple(range(operand.ndim)):
         operand = transpose(operand, dimensions)
     if operand.shape == new_sizes:
-        return operand
-    return core.bind1("reshape", operand, new_sizes=new_sizes)
+        return explicit.with_out_sharding(operand, out_sharding)
+    if out_sharding is not None and operand.aval.mesh is not None:
+        return core.bind1("reshape", operand, new_sizes=new_sizes,
+                          out_sharding=explicit.out_sharding_param(out_sharding, len(new_sizes)))
+    return explicit.with_out_sharding(core.bind1("reshape", operand, new_sizes=new_sizes),
+                                      out_sharding)
 
 
 def transpose(operand, permutation):

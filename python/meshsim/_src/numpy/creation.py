@@ -10,6 +10,7 @@ import operator
 import numpy as np
 
 from meshsim._src import core
+from meshsim._src.sharding import explicit
 from meshsim._src.lax import elementwise as lax_ew
 from meshsim._src.lax import structural as lax
 from meshsim._src.numpy import promotion
@@ -84,42 +85,60 @@ def copy(a, order: str | None = None):
     return array(a, copy=True, order=order)
 
 
-def full(shape, fill_value, dtype=None, *, device=None):
+def full(shape, fill_value, dtype=None, *, device=None, out_sharding=None):
     if np.ndim(fill_value) == 0:
-        return lax.full(shape, fill_value, None if dtype is None else user_dtype(dtype))
-    from meshsim._src.numpy.structural import broadcast_to
-    return broadcast_to(asarray(fill_value, dtype=dtype), shape)
+        out = lax.full(shape, fill_value, None if dtype is None else user_dtype(dtype))
+    else:
+        from meshsim._src.numpy.structural import broadcast_to
+        out = broadcast_to(asarray(fill_value, dtype=dtype), shape)
+    return explicit.with_out_sharding(out, out_sharding)
 
 
-def zeros(shape, dtype=None, *, device=None):
-    return lax.full(shape, 0, _default_float(dtype))
+def zeros(shape, dtype=None, *, device=None, out_sharding=None):
+    return explicit.with_out_sharding(lax.full(shape, 0, _default_float(dtype)), out_sharding)
 
 
-def ones(shape, dtype=None, *, device=None):
-    return lax.full(shape, 1, _default_float(dtype))
+def ones(shape, dtype=None, *, device=None, out_sharding=None):
+    return explicit.with_out_sharding(lax.full(shape, 1, _default_float(dtype)), out_sharding)
 
 
 # Arrays are immutable: an "uninitialised" array is a zero one.
 empty = zeros
 
 
-def full_like(a, fill_value, dtype=None, shape=None, *, device=None):
+def _like_sharding(a, shape, out_sharding, out):
+    """`out` laid out as `out_sharding`, or, when `a` is an array of the same
+    shape sharded in its type, as `a` is (JAX's *_like keep the sharding)."""
+    if out_sharding is not None:
+        return explicit.reshard(out, out_sharding)
+    aval = getattr(a, "aval", None)
+    if (aval is not None and aval.mesh is not None and any(aval.spec)
+            and (shape is None or tuple(shape) == aval.shape)):
+        return core.bind1("reshard", out, mesh=aval.mesh, spec=[list(e) for e in aval.spec])
+    return out
+
+
+def full_like(a, fill_value, dtype=None, shape=None, *, device=None, out_sharding=None):
     _check_arraylike("full_like", a)
     if np.ndim(fill_value) == 0:
-        return lax.full_like(a, fill_value, None if dtype is None else user_dtype(dtype), shape)
-    from meshsim._src.numpy.structural import broadcast_to
-    return broadcast_to(asarray(fill_value, dtype=dtype or core.typeof(a).dtype),
-                        core.typeof(a).shape if shape is None else shape)
+        out = lax.full_like(a, fill_value, None if dtype is None else user_dtype(dtype), shape)
+    else:
+        from meshsim._src.numpy.structural import broadcast_to
+        out = broadcast_to(asarray(fill_value, dtype=dtype or core.typeof(a).dtype),
+                           core.typeof(a).shape if shape is None else shape)
+    return _like_sharding(a, shape, out_sharding, out)
 
 
-def zeros_like(a, dtype=None, shape=None, *, device=None):
+def zeros_like(a, dtype=None, shape=None, *, device=None, out_sharding=None):
     _check_arraylike("zeros_like", a)
-    return lax.full_like(a, 0, None if dtype is None else user_dtype(dtype), shape)
+    out = lax.full_like(a, 0, None if dtype is None else user_dtype(dtype), shape)
+    return _like_sharding(a, shape, out_sharding, out)
 
 
-def ones_like(a, dtype=None, shape=None, *, device=None):
+def ones_like(a, dtype=None, shape=None, *, device=None, out_sharding=None):
     _check_arraylike("ones_like", a)
-    return lax.full_like(a, 1, None if dtype is None else user_dtype(dtype), shape)
+    out = lax.full_like(a, 1, None if dtype is None else user_dtype(dtype), shape)
+    return _like_sharding(a, shape, out_sharding, out)
 
 
 empty_like = zeros_like
@@ -144,6 +163,10 @@ def _typed(value, dtype):
 
 def arange(start, stop=None, step=None, dtype=None, *, device=None, out_sharding=None):
     """start + step * iota, computed in the result dtype exactly as JAX does."""
+    return explicit.with_out_sharding(_arange(start, stop, step, dtype), out_sharding)
+
+
+def _arange(start, stop, step, dtype):
     start = _concrete_scalar(start, "stop" if stop is None and step is None else "start")
     stop = None if stop is None else _concrete_scalar(stop, "stop")
     step = None if step is None else _concrete_scalar(step, "step")
@@ -218,8 +241,8 @@ def _iota_mask(compare, N, M, k, dtype):
     return core.convert_element_type(mask, dtype)
 
 
-def eye(N, M=None, k=0, dtype=None, *, device=None):
-    return _iota_mask(lax_ew.eq, N, M, k, _default_float(dtype))
+def eye(N, M=None, k=0, dtype=None, *, device=None, out_sharding=None):
+    return explicit.with_out_sharding(_iota_mask(lax_ew.eq, N, M, k, _default_float(dtype)), out_sharding)
 
 
 def identity(n, dtype=None):

@@ -36,22 +36,37 @@ def _output_type(preferred_element_type, *operands) -> tuple[np.dtype, bool]:
     return user_dtype(preferred_element_type), False
 
 
-def _dot_general(a, b, dimension_numbers, precision, dtype, weak):
-    out = lax_linalg.dot_general(a, b, dimension_numbers, precision, preferred_element_type=dtype)
+def _dot_general(a, b, dimension_numbers, precision, dtype, weak, out_sharding=None):
+    out = lax_linalg.dot_general(a, b, dimension_numbers, precision, preferred_element_type=dtype,
+                                 out_sharding=out_sharding)
     return core.convert_element_type(out, dtype, weak)
 
 
-def dot(a, b, *, precision=None, preferred_element_type=None):
+def dot(a, b, *, precision=None, preferred_element_type=None, out_sharding=None):
     a, b = _operands("dot", a, b)
     dtype, weak = _output_type(preferred_element_type, a, b)
     if a.ndim == 0 or b.ndim == 0:
         contract = ((), ())
     else:
         contract = ((a.ndim - 1,), (0 if b.ndim == 1 else b.ndim - 2,))
-    return _dot_general(a, b, (contract, ((), ())), precision, dtype, weak)
+    return _dot_general(a, b, (contract, ((), ())), precision, dtype, weak, out_sharding)
 
 
-def matmul(a, b, *, precision=None, preferred_element_type=None):
+def _spec_entries(out_sharding, ndim: int):
+    """The entries of an `out_sharding` (NamedSharding or PartitionSpec), padded to `ndim`."""
+    from meshsim._src.sharding.partition_spec import PartitionSpec
+    spec = out_sharding if isinstance(out_sharding, PartitionSpec) else out_sharding.spec
+    return list(spec) + [None] * (ndim - len(spec))
+
+
+def _with_spec(out_sharding, entries):
+    """`out_sharding` with its spec replaced by `entries`."""
+    from meshsim._src.sharding.partition_spec import PartitionSpec
+    spec = PartitionSpec(*entries)
+    return spec if isinstance(out_sharding, PartitionSpec) else out_sharding.update(spec=spec)
+
+
+def matmul(a, b, *, precision=None, preferred_element_type=None, out_sharding=None):
     """Matrix products over the last two axes, leading axes broadcast (size-1 axes
     become free dimensions of dot_general rather than being materialised)."""
     a, b = _operands("matmul", a, b)
@@ -101,7 +116,16 @@ def matmul(a, b, *, precision=None, preferred_element_type=None):
     a = lax_structural.squeeze(a, a_squeeze)
     b = lax_structural.squeeze(b, b_squeeze)
     contract = ((a.ndim - 1,), (b.ndim - 1 - b_is_mat,))
-    out = _dot_general(a, b, (contract, (tuple(a_batch_dims), tuple(b_batch_dims))), precision, dtype, weak)
+    dg_sharding = None
+    if out_sharding is not None:  # the result's spec, in dot_general's dimension order
+        final = [e for i, e in enumerate(_spec_entries(out_sharding, len(perm) + len(both_squeeze)))
+                 if i not in both_squeeze]
+        entries = [None] * len(perm)
+        for i, p in enumerate(perm):
+            entries[p] = final[i]
+        dg_sharding = _with_spec(out_sharding, entries)
+    out = _dot_general(a, b, (contract, (tuple(a_batch_dims), tuple(b_batch_dims))), precision, dtype,
+                       weak, dg_sharding)
     if perm != tuple(range(len(perm))):
         out = lax_structural.transpose(out, perm)
     return lax_structural.expand_dims(out, both_squeeze) if both_squeeze else out
@@ -248,20 +272,30 @@ def _sum_labels(x, term: str, keep: set[str], dtype):
     return reduce(x, axes), "".join(c for c in term if c not in set(term[d] for d in axes))
 
 
-def _contract(lhs, rhs, keep: set[str], precision, dtype):
+def _contract(lhs, rhs, keep: set[str], precision, dtype, out_labels=None):
     """One dot_general: labels in both operands are batch dimensions if still
-    needed (`keep`), contracted otherwise."""
+    needed (`keep`), contracted otherwise. `out_labels`: (output labels,
+    out_sharding) of the einsum, for its last contraction."""
     (x, xt), (y, yt) = lhs, rhs
     shared = [c for c in xt if c in yt]
     batch = [c for c in shared if c in keep]
     contract = [c for c in shared if c not in keep]
     dims = ((tuple(xt.index(c) for c in contract), tuple(yt.index(c) for c in contract)),
             (tuple(xt.index(c) for c in batch), tuple(yt.index(c) for c in batch)))
-    out = lax_linalg.dot_general(x, y, dims, precision, preferred_element_type=dtype)
-    return out, "".join(batch) + "".join(c for c in xt if c not in yt) + "".join(c for c in yt if c not in xt)
+    term = "".join(batch) + "".join(c for c in xt if c not in yt) + "".join(c for c in yt if c not in xt)
+    sharding = None
+    if out_labels is not None and out_labels[1] is not None:
+        output, out_sharding = out_labels
+        entries = _spec_entries(out_sharding, len(output))
+        sharding = _with_spec(out_sharding, [entries[output.index(c)] if c in output else None
+                                             for c in term])
+    out = lax_linalg.dot_general(x, y, dims, precision, preferred_element_type=dtype,
+                                 out_sharding=sharding)
+    return out, term
 
 
-def einsum(subscripts, /, *operands, out=None, optimize="auto", precision=None, preferred_element_type=None):
+def einsum(subscripts, /, *operands, out=None, optimize="auto", precision=None, preferred_element_type=None,
+           out_sharding=None):
     """Einstein summation, contracting operands pairwise from the left (`optimize`
     is accepted; the order does not change the result)."""
     if out is not None:
@@ -284,7 +318,14 @@ def einsum(subscripts, /, *operands, out=None, optimize="auto", precision=None, 
         later = terms[k + 1:]
         rhs = _sum_labels(*terms[k], needed([result] + later), dtype)
         result = _sum_labels(*result, needed([rhs] + later), dtype)
-        result = _contract(result, rhs, needed(later), precision, dtype)
+        result = _contract(result, rhs, needed(later), precision, dtype,
+                           None if later else (output, out_sharding))
+    if len(terms) == 1 and out_sharding is not None:
+        from meshsim._src.sharding.explicit import reshard
+        x, term = _sum_labels(*result, set(output), dtype)
+        perm = tuple(term.index(c) for c in output)
+        x = lax_structural.transpose(x, perm) if perm != tuple(range(len(perm))) else x
+        return reshard(core.convert_element_type(x, dtype, weak), out_sharding)
     x, term = _sum_labels(*result, set(output), dtype)
     perm = tuple(term.index(c) for c in output)
     if perm != tuple(range(len(perm))):

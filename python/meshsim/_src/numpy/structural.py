@@ -75,7 +75,7 @@ def reshape(a, shape=None, order: str = "C", *, copy=None, out_sharding=None):
         raise TypeError("reshape() missing required argument 'shape'")
     new = _resolve_shape(a.shape, shape)
     if order == "C":
-        return lax.reshape(a, new)
+        return lax.reshape(a, new, out_sharding=out_sharding)
     if order == "F":  # column-major: reverse both index orders around a row-major reshape
         rev_old = tuple(reversed(range(a.ndim)))
         flat = lax.reshape(lax.transpose(a, rev_old), new[::-1])
@@ -85,7 +85,7 @@ def reshape(a, shape=None, order: str = "C", *, copy=None, out_sharding=None):
 
 def ravel(a, order: str = "C", *, out_sharding=None):
     a = core.asarray_value(a)
-    return reshape(a, (a.size,), order)
+    return reshape(a, (a.size,), order, out_sharding=out_sharding)
 
 
 def transpose(a, axes=None):
@@ -151,7 +151,11 @@ def broadcast_to(array, shape, *, out_sharding=None):
         requested = f"{array.dtype}[{','.join(map(str, shape))}]"
         raise ValueError(f"Incompatible types for broadcasting: input type={core.typeof(array).str_short()} "
                          f"and requested type={requested}")
-    return promotion.broadcast_to_shape(array, shape)
+    out = promotion.broadcast_to_shape(array, shape)
+    if out_sharding is None:
+        return out
+    from meshsim._src.sharding.explicit import reshard
+    return reshard(out, out_sharding)
 
 
 def broadcast_arrays(*args):

@@ -1,0 +1,393 @@
+"""Explicit sharding ("sharding in types"): every rule against the installed
+JAX (types and ShardingTypeError texts), every result against NumPy over
+random shapes and specs, and the collectives each global program runs."""
+import itertools
+
+import numpy as np
+import pytest
+
+import meshsim
+import meshsim.numpy as mjnp
+from meshsim.sharding import NamedSharding, PartitionSpec as P, ShardingTypeError
+
+
+class Lib:
+    """One library (meshsim or JAX) as the cases use it."""
+
+    def __init__(self, jax, shape=(4, 2), names=("dp", "tp")):
+        self.jax = jax
+        self.jnp = jax.numpy
+        self.lax = jax.lax
+        self.P = jax.sharding.PartitionSpec
+        self.reshard = jax.sharding.reshard
+        self.mesh = jax.make_mesh(shape, names)
+
+    def put(self, value, *spec):
+        return self.jax.device_put(np.asarray(value),
+                                   self.jax.sharding.NamedSharding(self.mesh, self.P(*spec)))
+
+    def arr(self, shape, *spec, dtype=np.float32):
+        return self.put(np.arange(np.prod(shape), dtype=dtype).reshape(shape), *spec)
+
+
+def outcome(lib: Lib, case):
+    """The result's type, or the error's class name and message."""
+    with lib.jax.set_mesh(lib.mesh):
+        try:
+            return "ok", str(lib.jax.typeof(case(lib)))
+        except Exception as e:  # noqa: BLE001 - the class name is compared
+            return type(e).__name__, str(e)
+
+
+X = lambda m: m.arr((8, 8), "dp", "tp")  # noqa: E731
+XT = lambda m: m.arr((8, 8), "tp", "dp")  # noqa: E731
+XDP = lambda m: m.arr((8, 8), "dp", None)  # noqa: E731
+
+CASES = {
+    # elementwise (JAX's broadcasting rule)
+    "add_replicated": lambda m: X(m) + m.jnp.ones((8, 8)),
+    "add_scalar": lambda m: X(m) + 1,
+    "add_incompatible": lambda m: X(m) + XT(m),
+    "add_vector_incompatible": lambda m: X(m) + m.arr((8,), "dp"),
+    "add_vector_ok": lambda m: XDP(m) + m.arr((8,), None),
+    "add_size1": lambda m: X(m) + m.arr((1, 8), None, "tp"),
+    "add_illegal": lambda m: m.arr((8, 8), "dp", None) + m.arr((8, 8), None, "dp"),
+    "sin": lambda m: m.jnp.sin(X(m)),
+    "astype": lambda m: X(m).astype(m.jnp.int32),
+    "compare": lambda m: X(m) > 3,
+    "where_same": lambda m: m.jnp.where(X(m) > 3, X(m), 0.0),
+    "where_mixed": lambda m: m.jnp.where(X(m) > 3, X(m), XT(m)),
+    "clip": lambda m: m.jnp.clip(X(m), 1.0, 5.0),
+    # reductions
+    "sum0": lambda m: X(m).sum(0),
+    "sum1": lambda m: X(m).sum(1),
+    "sum_all": lambda m: X(m).sum(),
+    "max0": lambda m: X(m).max(0),
+    "min1": lambda m: X(m).min(1),
+    "prod0": lambda m: X(m).prod(0),
+    "argmax0": lambda m: X(m).argmax(0),
+    "argmin1": lambda m: X(m).argmin(1),
+    "any1": lambda m: (X(m) > 3).any(1),
+    "mean0": lambda m: X(m).mean(0),
+    "cumsum_sharded": lambda m: m.jnp.cumsum(X(m), 0),
+    "cumsum_unsharded": lambda m: m.jnp.cumsum(XDP(m), 1),
+    "sort_sharded": lambda m: m.jnp.sort(X(m), 1),
+    "sort_unsharded": lambda m: m.jnp.sort(XDP(m), 1),
+    # reshape
+    "reshape_split_2axes": lambda m: m.arr((64,), ("dp", "tp"), dtype=np.int32).reshape(8, 8),
+    "reshape_split_bad": lambda m: m.arr((64,), ("dp", "tp"), dtype=np.int32).reshape(2, 32),
+    "reshape_split_16x4": lambda m: m.arr((64,), ("dp", "tp"), dtype=np.int32).reshape(16, 4),
+    "reshape_split_4x16": lambda m: m.arr((64,), ("dp", "tp"), dtype=np.int32).reshape(4, 16),
+    "reshape_merge": lambda m: X(m).reshape(64),
+    "reshape_merge_first": lambda m: XDP(m).reshape(64),
+    "reshape_merge_second": lambda m: m.arr((8, 8), None, "tp").reshape(64),
+    "reshape_other": lambda m: X(m).reshape(4, 16),
+    "reshape_split_last": lambda m: X(m).reshape(8, 2, 4),
+    "reshape_split_bad2": lambda m: X(m).reshape(2, 4, 8),
+    "reshape_singleton": lambda m: X(m).reshape(8, 1, 8),
+    "reshape_3d_merge": lambda m: m.arr((4, 2, 8), "dp", None, "tp").reshape(8, 8),
+    # structural
+    "transpose": lambda m: X(m).T,
+    "transpose_3d": lambda m: m.jnp.transpose(m.arr((4, 2, 8), "dp", None, "tp"), (2, 0, 1)),
+    "expand_dims": lambda m: X(m)[None],
+    "broadcast_to": lambda m: m.jnp.broadcast_to(m.arr((8,), "dp"), (3, 8)),
+    "broadcast_col": lambda m: m.jnp.broadcast_to(m.arr((8,), "dp")[:, None], (8, 3)),
+    "concat_sharded_dim": lambda m: m.jnp.concatenate([X(m), X(m)], 0),
+    "concat_unsharded_dim": lambda m: m.jnp.concatenate([XDP(m), XDP(m)], 1),
+    "concat_mixed": lambda m: m.jnp.concatenate([XDP(m), X(m)], 1),
+    "lax_slice_partial": lambda m: m.lax.slice(X(m), (0, 0), (4, 8)),
+    "lax_slice_full": lambda m: m.lax.slice(X(m), (0, 0), (8, 8)),
+    "lax_slice_strided": lambda m: m.lax.slice(X(m), (0, 0), (8, 8), (2, 1)),
+    "lax_slice_unsharded": lambda m: m.lax.slice(XDP(m), (0, 1), (8, 4)),
+    "lax_pad_zero": lambda m: m.lax.pad(X(m), 0.0, ((0, 0, 0), (0, 0, 0))),
+    "lax_pad_unsharded": lambda m: m.lax.pad(XDP(m), 0.0, ((0, 0, 0), (1, 1, 0))),
+    "lax_pad_indivisible": lambda m: m.lax.pad(X(m), 0.0, ((1, 1, 0), (0, 0, 0))),
+    "lax_squeeze": lambda m: m.lax.squeeze(m.arr((8, 1), "dp", None), (1,)),
+    "lax_rev": lambda m: m.lax.rev(X(m), (0,)),
+    "dynamic_slice_unsharded": lambda m: m.lax.dynamic_slice(XDP(m), (0, 0), (8, 2)),
+    "dynamic_slice_sharded": lambda m: m.lax.dynamic_slice(X(m), (0, 0), (2, 2)),
+    # dot_general (docs cases on (4, 2) rather than (2, 2))
+    "dot_free": lambda m: XDP(m) @ m.arr((8, 16), None, "tp"),
+    "dot_replicated_rhs": lambda m: X(m) @ m.jnp.ones((8, 4)),
+    "dot_fsdp": lambda m: XDP(m) @ m.arr((8, 4), "dp", None),
+    "dot_both_contract_same": lambda m: m.arr((8, 8), None, "tp") @ m.arr((8, 4), "tp", None),
+    "dot_both_contract_diff": lambda m: X(m) @ XT(m),
+    "dot_illegal": lambda m: XDP(m) @ m.arr((8, 8), None, "dp"),
+    "dot_out_sharding": lambda m: m.jnp.dot(m.arr((8, 8), None, "tp"), m.arr((8, 4), "tp", None),
+                                            out_sharding=m.P("dp", None)),
+    "matmul_out_sharding": lambda m: m.jnp.matmul(X(m), XT(m), out_sharding=m.P()),
+    "einsum_out_sharding": lambda m: m.jnp.einsum("ij,jk->ik", m.arr((8, 8), None, "tp"),
+                                                  m.arr((8, 4), "tp", None),
+                                                  out_sharding=m.P(None, "tp")),
+    "dot_general_out_sharding": lambda m: m.lax.dot_general(
+        m.arr((8, 8), None, "tp"), m.arr((8, 4), "tp", None), (((1,), (0,)), ((), ())),
+        out_sharding=m.P("dp", None)),
+    "batch_ok": lambda m: m.jnp.einsum("bij,bjk->bik", m.arr((4, 8, 4), "dp", None, None),
+                                       m.arr((4, 4, 8), "dp", None, "tp")),
+    "batch_mismatch": lambda m: m.jnp.einsum("bij,bjk->bik", m.arr((4, 8, 4), "dp", None, None),
+                                             m.arr((4, 4, 8), "tp", None, None)),
+    "matvec": lambda m: XDP(m) @ m.jnp.ones(8),
+    "vecmat": lambda m: m.jnp.ones(8) @ m.arr((8, 4), None, "tp"),
+    # creation and sampling
+    "zeros": lambda m: m.jnp.zeros((8, 8)),
+    "zeros_out_sharding": lambda m: m.jnp.zeros((8, 8), out_sharding=m.P("dp")),
+    "ones_out_sharding": lambda m: m.jnp.ones((8, 4), out_sharding=m.P(None, "tp")),
+    "full_out_sharding": lambda m: m.jnp.full((8, 8), 2.0, out_sharding=m.P(None, "tp")),
+    "arange_out_sharding": lambda m: m.jnp.arange(8, out_sharding=m.P("dp")),
+    "zeros_like": lambda m: m.jnp.zeros_like(X(m)),
+    "normal_out_sharding": lambda m: m.jax.random.normal(m.jax.random.key(0), (8, 8),
+                                                         out_sharding=m.P("dp")),
+    "uniform_out_sharding": lambda m: m.jax.random.uniform(m.jax.random.key(0), (8, 8),
+                                                           out_sharding=m.P(None, "tp")),
+    # reshard and constraints
+    "reshard_replicate": lambda m: m.reshard(X(m), m.P()),
+    "reshard_swap": lambda m: m.reshard(X(m), m.P("tp", "dp")),
+    "reshard_none": lambda m: m.reshard(X(m), None),
+    "reshard_in_jit": lambda m: m.jax.jit(lambda a: m.reshard(a, m.P(("dp", "tp"))))(X(m)),
+    "device_put_in_jit": lambda m: m.jax.jit(
+        lambda a: m.jax.device_put(a, m.jax.sharding.NamedSharding(m.mesh, m.P(None, "dp"))))(X(m)),
+    "wsc_match": lambda m: m.lax.with_sharding_constraint(X(m), m.P("dp", "tp")),
+    "wsc_mismatch": lambda m: m.lax.with_sharding_constraint(X(m), m.P("dp")),
+    "wsc_named": lambda m: m.lax.with_sharding_constraint(
+        X(m), m.jax.sharding.NamedSharding(m.mesh, m.P("tp", "dp"))),
+    "auto_axes_missing": lambda m: m.jax.sharding.auto_axes(lambda a: a * 2)(X(m)),
+    "auto_axes": lambda m: m.jax.sharding.auto_axes(lambda a: a * 2, out_sharding=m.P("tp"))(X(m)),
+    "auto_axes_kw": lambda m: m.jax.sharding.auto_axes(lambda a: a.T @ a)(X(m), out_sharding=m.P(None, "dp")),
+    "auto_axes_one_axis": lambda m: m.jax.sharding.auto_axes(
+        lambda a: a * 2, axes="tp", out_sharding=m.P("dp"))(X(m)),
+    "jit_chain": lambda m: m.jax.jit(lambda a, b: (a @ b).sum(0) + 1)(XDP(m), m.arr((8, 8), None, "tp")),
+}
+
+
+@pytest.fixture(scope="module")
+def libs(real_jax):
+    return Lib(meshsim), Lib(real_jax)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_rule_matches_jax(libs, name):
+    ours, theirs = (outcome(lib, CASES[name]) for lib in libs)
+    assert ours == theirs
+
+
+def test_sharding_type_error_is_a_value_error():
+    assert issubclass(ShardingTypeError, ValueError)
+    m = Lib(meshsim)
+    with meshsim.set_mesh(m.mesh), pytest.raises(ValueError, match="incompatible shardings"):
+        X(m) + XT(m)
+
+
+def test_not_implemented_rule_names_auto_axes():
+    m = Lib(meshsim)
+    x = m.arr((8, 8), "dp", "tp")
+    with pytest.raises(ShardingTypeError, match=r"sharding rule for \w+ is not implemented.*auto_axes"):
+        meshsim.lax.top_k(x, 2)
+
+
+def test_inside_auto_axes_types_drop_the_axes(libs):
+    def probe(lib):
+        seen = []
+
+        def f(a):
+            seen.append((str(lib.jax.typeof(a)), repr(lib.jax.sharding.get_abstract_mesh())))
+            return a * 2
+
+        with lib.jax.set_mesh(lib.mesh):
+            lib.jax.sharding.auto_axes(f, axes="tp", out_sharding=lib.P("dp"))(X(lib))
+            lib.jax.jit(lambda a: lib.jax.sharding.auto_axes(f, out_sharding=lib.P("tp"))(a))(X(lib))
+        return seen
+
+    assert probe(libs[0]) == probe(libs[1])
+
+
+def test_get_abstract_mesh_inside_jit(libs):
+    def probe(lib):
+        seen = []
+        with lib.jax.set_mesh(lib.mesh):
+            lib.jax.jit(lambda a: seen.append(repr(lib.jax.sharding.get_abstract_mesh())) or a)(X(lib))
+        return seen
+
+    assert probe(libs[0]) == probe(libs[1])
+
+
+def test_shard_map_infers_in_specs_from_types(libs):
+    def probe(lib):
+        seen = []
+
+        def body(a):
+            seen.append(str(lib.jax.typeof(a)))
+            return a * 2
+
+        with lib.jax.set_mesh(lib.mesh):
+            out = lib.jax.jit(lambda a: lib.jax.shard_map(body, out_specs=lib.P("dp", "tp"))(a))(X(lib))
+            return seen, str(lib.jax.typeof(out)), np.asarray(out).tolist()
+
+    assert probe(libs[0]) == probe(libs[1])
+
+
+# ---- values against NumPy -------------------------------------------------------------
+
+MESH = meshsim.make_mesh((4, 2), ("dp", "tp"))
+SPECS_2D = [P(), P("dp"), P(None, "tp"), P("dp", "tp"), P("tp", "dp"), P(("dp", "tp")),
+            P(None, ("tp", "dp"))]
+
+
+def _put(value, spec):
+    return meshsim.device_put(value, NamedSharding(MESH, spec))
+
+
+def _check(result, expected, spec=None, rtol=1e-5):
+    np.testing.assert_allclose(np.asarray(result), expected, rtol=rtol, atol=1e-4)
+    if spec is not None:  # results' shardings show the spec padded to the rank, as JAX's do
+        assert result.sharding.spec == spec.padded(result.ndim)
+
+
+@pytest.mark.parametrize("spec", SPECS_2D, ids=str)
+def test_values_elementwise_and_reductions(spec):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((16, 8)).astype(np.float32)
+    b = rng.standard_normal((16, 8)).astype(np.float32)
+    with meshsim.set_mesh(MESH):
+        x, y = _put(a, spec), _put(b, spec)
+        typed = meshsim.typeof(x).sharding.spec
+        _check(x * y + 1, a * b + 1, typed)
+        _check(mjnp.tanh(x) - y / 2, np.tanh(a) - b / 2, typed)
+        _check(x + _put(b, P()), a + b, typed)  # a replicated operand is sliced locally
+        for axis in (0, 1, None):
+            _check(x.sum(axis), a.sum(axis))
+            _check(x.max(axis), a.max(axis))
+            _check(x.min(axis), a.min(axis))
+            _check(mjnp.prod(x * 0 + 1.25, axis), np.prod(np.full(a.shape, 1.25, np.float32), axis))
+            _check(x.mean(axis), a.mean(axis))
+        _check(x.argmax(0), a.argmax(0))
+        _check(x.T, a.T, P(*reversed(typed)))
+        _check(meshsim.jit(lambda u, v: (u * v).sum(0))(x, y), (a * b).sum(0))
+
+
+@pytest.mark.parametrize("src,dst", list(itertools.product(SPECS_2D, SPECS_2D)), ids=str)
+def test_values_reshard_any_to_any(src, dst):
+    a = np.random.default_rng(1).standard_normal((16, 8)).astype(np.float32)
+    with meshsim.set_mesh(MESH):
+        x = _put(a, src)
+        y = meshsim.reshard(x, dst)
+        _check(y, a, dst)
+        for pos, shard in enumerate(y.addressable_shards):
+            np.testing.assert_array_equal(np.asarray(shard.data), a[shard.index])
+        z = meshsim.jit(lambda v: meshsim.reshard(v, dst))(x)
+        _check(z, a, dst)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_values_dot_general_random_specs(seed):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((8, 16)).astype(np.float32)
+    b = rng.standard_normal((16, 8)).astype(np.float32)
+    entries = [None, "dp", "tp", ("dp", "tp")]
+    with meshsim.set_mesh(MESH):
+        while True:
+            ls = P(*[entries[i] for i in rng.choice(len(entries), 2)])
+            rs = P(*[entries[i] for i in rng.choice(len(entries), 2)])
+            try:
+                x, y = _put(a, ls), _put(b, rs)
+                meshsim.typeof(x @ y)
+                break
+            except ValueError:  # an illegal combination: try another (the rules are tested above)
+                continue
+        _check(x @ y, a @ b, rtol=1e-4)
+        out = P("dp", "tp")
+        _check(mjnp.dot(x, y, out_sharding=out), a @ b, out, rtol=1e-4)
+        _check(meshsim.jit(lambda u, v: mjnp.matmul(u, v, out_sharding=P()))(x, y), a @ b, P(None, None),
+               rtol=1e-4)
+
+
+def test_values_reshape_transpose_broadcast_concat_slice():
+    a = np.arange(64, dtype=np.int32)
+    with meshsim.set_mesh(MESH):
+        x = _put(a, P(("dp", "tp")))
+        _check(x.reshape(8, 8), a.reshape(8, 8), P(("dp", "tp"), None))
+        _check(x.reshape(16, 4), a.reshape(16, 4), P(("dp", "tp"), None))
+        m = _put(a.reshape(8, 8), P("dp", "tp"))
+        _check(m.reshape(64), a, P(("dp", "tp")))  # a merge that moves data
+        _check(m.reshape(8, 2, 4), a.reshape(8, 2, 4), P("dp", "tp", None))
+        _check(mjnp.broadcast_to(_put(a[:8], P("dp")), (3, 8)), np.broadcast_to(a[:8], (3, 8)),
+               P(None, "dp"))
+        _check(mjnp.concatenate([m, m], 1), np.concatenate([a.reshape(8, 8)] * 2, 1), P("dp", "tp"))
+        _check(mjnp.concatenate([m, m], 0), np.concatenate([a.reshape(8, 8)] * 2, 0), P("dp", "tp"))
+        _check(meshsim.lax.slice(m, (0, 0), (4, 8)), a.reshape(8, 8)[:4], P("dp", "tp"))
+        _check(meshsim.lax.slice(_put(a.reshape(8, 8), P("dp")), (0, 2), (8, 6)),
+               a.reshape(8, 8)[:, 2:6], P("dp", None))
+        _check(mjnp.cumsum(_put(a.reshape(8, 8), P("dp")), 1), np.cumsum(a.reshape(8, 8), 1))
+        _check(mjnp.sort(_put(a.reshape(8, 8)[::-1], P(None, "tp")), 0),
+               np.sort(a.reshape(8, 8)[::-1], 0))
+
+
+def test_creation_and_random_out_sharding_values():
+    with meshsim.set_mesh(MESH):
+        z = mjnp.arange(16, out_sharding=P("dp"))
+        _check(z, np.arange(16), P("dp"))
+        key = meshsim.random.key(3)
+        plain = meshsim.random.normal(key, (8, 8))
+        sharded = meshsim.random.normal(key, (8, 8), out_sharding=P(None, "tp"))
+        _check(sharded, np.asarray(plain), P(None, "tp"))
+        with meshsim.debug.record_collectives() as log:
+            mjnp.zeros((8, 8), out_sharding=P("dp", "tp"))
+        assert log == []  # slicing a replicated value moves nothing
+
+
+# ---- collectives and bytes moved --------------------------------------------------------
+
+def test_shard_local_ops_move_no_bytes():
+    a = np.ones((64, 32), np.float32)
+    w = np.ones((32, 16), np.float32)
+    with meshsim.set_mesh(MESH):
+        x, wt = _put(a, P("dp", None)), _put(w, P(None, "tp"))
+        f = meshsim.jit(lambda x, w: mjnp.tanh(x @ w) * 2 + 1)
+        f(x, wt)
+        with meshsim.debug.record_collectives() as log:
+            y = f(x, wt)
+            mjnp.sin(x) + x
+            x.sum(1)
+            x.T.reshape(32, 4, 16)
+    assert log == []
+    assert str(meshsim.typeof(y)) == "float32[64@dp,16@tp]"
+    assert y.distinct_buffers() == 8
+
+
+def test_collectives_of_reductions_and_contractions():
+    a = np.ones((64, 32), np.float32)
+    with meshsim.set_mesh(MESH):
+        x = _put(a, P("dp", "tp"))
+        with meshsim.debug.record_collectives() as log:
+            x.sum(0)                                # reduce the dp-sharded dim: psum over dp
+            x.max(1)                                # pmax over tp
+            x @ _put(np.ones((32, 8), np.float32), P())   # one-sided contracting: all-gather over tp
+            mjnp.dot(x, _put(np.ones((32, 8), np.float32), P("tp")), out_sharding=P("dp"))
+            meshsim.reshard(x, P())
+            meshsim.reshard(x, P("tp", "dp"))
+            meshsim.reshard(x, P(("dp", "tp")))     # tp moves from dim 1 to dim 0
+    block = 64 * 32 * 4 // 8
+    assert [(c.name, c.axes) for c in log] == [
+        ("psum", ("dp",)), ("pmax", ("tp",)), ("all_gather", ("tp",)), ("psum", ("tp",)),
+        ("all_gather", ("dp", "tp")), ("all_to_all", ("dp", "tp")), ("all_to_all", ("tp",))]
+    assert log[0].bytes == 2 * 3 * (32 // 2 * 4) // 4   # ring all-reduce of a 16-float block over 4
+    assert log[2].bytes == block                        # the other half of the dp block's rows
+    assert log[4].bytes == 7 * block
+
+
+def test_eager_and_jit_agree():
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((16, 8)).astype(np.float32)
+    b = rng.standard_normal((8, 8)).astype(np.float32)
+
+    def step(x, w):
+        h = mjnp.maximum(x @ w, 0.0)
+        return (h * h).sum(1), meshsim.reshard(h, P()).mean(0)
+
+    with meshsim.set_mesh(MESH):
+        x, w = _put(a, P("dp")), _put(b, P(None, "tp"))
+        eager, jitted = step(x, w), meshsim.jit(step)(x, w)
+    h = np.maximum(a @ b, 0)
+    for got in (eager, jitted):
+        _check(got[0], (h * h).sum(1), rtol=1e-4)
+        _check(got[1], h.mean(0), rtol=1e-4)
+    assert str(meshsim.typeof(eager[0])) == str(meshsim.typeof(jitted[0])) == "float32[16@dp]"
