@@ -119,12 +119,12 @@ class Sharing {
   }
 
   // Equal where the devices hold the same view of the same buffer.
-  void from_buffers(int v, const std::vector<std::vector<Tensor>>& env) {
+  void from_buffers(int v, const std::vector<Tensor>& blocks) {
     Owners out(n_);
     std::vector<int64_t> seen;  // first device of each distinct view
     for (int64_t d = 0; d < n_; ++d) {
       auto it = std::find_if(seen.begin(), seen.end(),
-                             [&](int64_t e) { return same_view(env[e][v], env[d][v]); });
+                             [&](int64_t e) { return same_view(blocks[e], blocks[d]); });
       out[d] = it == seen.end() ? d : *it;
       if (it == seen.end() && seen.size() < 64) seen.push_back(d);  // bounded: O(n) per value
     }
@@ -183,32 +183,41 @@ class Sharing {
 std::vector<Tensors> run_on_mesh(const Program& body, const Mesh& mesh, std::vector<Tensors> args,
                                  bool vma_checked) {
   const int64_t n = mesh.size();
+  const size_t num_vars = body.avals.size();
   MeshContext ctx(mesh);
-  std::vector<std::vector<Tensor>> env(n, std::vector<Tensor>(body.avals.size()));
+  // Values that outlive a run of local equations, by variable then device. A
+  // variable has slots only while it is live; temporaries of a run live in the
+  // task of each device that computes them (many devices times a long body
+  // would otherwise mean that many tensors per call).
+  std::vector<std::vector<Tensor>> env(num_vars);
+  for (size_t i = 0; i < body.constvars.size(); ++i) env[body.constvars[i]].assign(n, body.consts[i]);
+  for (int v : body.invars) env[v].resize(n);
   for (int64_t d = 0; d < n; ++d) {
     if (args[d].size() != body.invars.size())
       fail<TypeError>("shard_map body expects ", body.invars.size(), " arguments, got ",
                       args[d].size());
-    for (size_t i = 0; i < body.constvars.size(); ++i) env[d][body.constvars[i]] = body.consts[i];
-    for (size_t i = 0; i < args[d].size(); ++i) env[d][body.invars[i]] = std::move(args[d][i]);
+    for (size_t i = 0; i < args[d].size(); ++i) env[body.invars[i]][d] = std::move(args[d][i]);
   }
-  Sharing sharing(mesh, body.avals.size());
-  for (int v : body.constvars) sharing.from_buffers(v, env);
+  Sharing sharing(mesh, num_vars);
+  for (int v : body.constvars) sharing.from_buffers(v, env[v]);
   for (int v : body.invars) {
     if (vma_checked) sharing.from_type(v, body.avals[v].vma);
-    else sharing.from_buffers(v, env);
+    else sharing.from_buffers(v, env[v]);
   }
   const std::vector<int> last = last_uses(body);
-  std::vector<int> producer(body.avals.size(), -1);
+  std::vector<int> producer(num_vars, -1);
   for (size_t j = 0; j < body.eqns.size(); ++j)
     for (int v : body.eqns[j].outputs) producer[v] = static_cast<int>(j);
-  auto release_dead = [&](int64_t d, size_t k) {
-    for (int v : body.eqns[k].inputs)
-      if (last[v] == static_cast<int>(k)) env[d][v] = Tensor();
+  // Frees the variables whose last use is an equation in [begin, end).
+  auto release = [&](size_t begin, size_t end) {
+    for (size_t j = begin; j < end; ++j)
+      for (int v : body.eqns[j].inputs)
+        if (last[v] == static_cast<int>(j)) std::vector<Tensor>().swap(env[v]);
   };
   std::vector<Avals> out_avals(body.eqns.size());
   for (size_t j = 0; j < body.eqns.size(); ++j)
     for (int v : body.eqns[j].outputs) out_avals[j].push_back(body.avals[v]);
+  std::vector<int> slot(num_vars, -1);  // a temporary's index in its run's local values
 
   SingleThreadedBlas one_blas_thread;
   size_t k = 0;
@@ -217,17 +226,17 @@ std::vector<Tensors> run_on_mesh(const Program& body, const Mesh& mesh, std::vec
     if (e.prim->is_collective()) {
       std::vector<Tensors> ins(n);
       for (int64_t d = 0; d < n; ++d)
-        for (int v : e.inputs) ins[d].push_back(env[d][v]);
+        for (int v : e.inputs) ins[d].push_back(env[v][d]);
       std::vector<Tensors> res = e.prim->mesh_kernel(ctx, ins, e.params, out_avals[k]);
-      for (int64_t d = 0; d < n; ++d) {
-        for (size_t i = 0; i < e.outputs.size(); ++i) env[d][e.outputs[i]] = std::move(res[d][i]);
-        release_dead(d, k);
-      }
-      // JAX types ragged_all_to_all as its output buffer and checks nothing: trust its buffers.
-      for (int v : e.outputs) {
+      for (size_t i = 0; i < e.outputs.size(); ++i) {
+        const int v = e.outputs[i];
+        env[v].resize(n);
+        for (int64_t d = 0; d < n; ++d) env[v][d] = std::move(res[d][i]);
+        // JAX types ragged_all_to_all as its output buffer and checks nothing: trust its buffers.
         if (vma_checked && e.prim->name != "ragged_all_to_all") sharing.from_type(v, body.avals[v].vma);
-        else sharing.from_buffers(v, env);
+        else sharing.from_buffers(v, env[v]);
       }
+      release(k, k + 1);
       ++k;
       continue;
     }
@@ -238,11 +247,21 @@ std::vector<Tensors> run_on_mesh(const Program& body, const Mesh& mesh, std::vec
     while (end < body.eqns.size() && !body.eqns[end].prim->is_collective()) ++end;
     const size_t begin = k;
     std::vector<std::vector<char>> runs(n, std::vector<char>(end - begin));
+    std::vector<int> outlive, temporaries;
     for (size_t j = begin; j < end; ++j) {
       const Equation& eq = body.eqns[j];
       sharing.from_inputs(eq);
       for (int64_t d = 0; d < n; ++d)
         runs[d][j - begin] = eq.outputs.empty() || sharing.owner(d, eq.outputs[0]) == d;
+      for (int v : eq.outputs) {
+        if (last[v] >= static_cast<int>(end)) {
+          outlive.push_back(v);
+          env[v].resize(n);
+        } else {
+          slot[v] = static_cast<int>(temporaries.size());
+          temporaries.push_back(v);
+        }
+      }
     }
     for (int64_t d = 0; d < n; ++d)
       for (size_t j = end; j-- > begin;)
@@ -250,30 +269,33 @@ std::vector<Tensors> run_on_mesh(const Program& body, const Mesh& mesh, std::vec
           for (int v : body.eqns[j].inputs)
             if (producer[v] >= static_cast<int>(begin)) runs[d][producer[v] - begin] = 1;
     ctx.parallel_for(n, [&](int64_t d) {
+      std::vector<Tensor> local;
+      auto value = [&](int v) -> Tensor& { return slot[v] >= 0 ? local[slot[v]] : env[v][d]; };
       Tensors ins;
       for (size_t j = begin; j < end; ++j) {
         const Equation& eq = body.eqns[j];
-        if (runs[d][j - begin]) {
-          ins.clear();
-          for (int v : eq.inputs) ins.push_back(env[d][v]);
-          Tensors res = run_primitive(*eq.prim, ins, eq.params, out_avals[j]);
-          for (size_t i = 0; i < res.size(); ++i) env[d][eq.outputs[i]] = std::move(res[i]);
-        }
-        release_dead(d, j);
+        if (!runs[d][j - begin]) continue;
+        if (local.empty()) local.resize(temporaries.size());
+        ins.clear();
+        for (int v : eq.inputs) ins.push_back(value(v));
+        Tensors res = run_primitive(*eq.prim, ins, eq.params, out_avals[j]);
+        for (size_t i = 0; i < res.size(); ++i) value(eq.outputs[i]) = std::move(res[i]);
+        for (int v : eq.inputs)
+          if (last[v] == static_cast<int>(j)) value(v) = Tensor();
       }
     });
-    // Devices that skipped an equation share the owner's result, if it is still used.
-    for (size_t j = begin; j < end; ++j)
-      for (int v : body.eqns[j].outputs)
-        if (last[v] >= static_cast<int>(end))
-          for (int64_t d = 0; d < n; ++d)
-            if (!runs[d][j - begin]) env[d][v] = env[sharing.owner(d, v)][v];
+    // Devices that skipped an equation share the owner's result.
+    for (int v : outlive)
+      for (int64_t d = 0; d < n; ++d)
+        if (!runs[d][producer[v] - begin]) env[v][d] = env[v][sharing.owner(d, v)];
+    for (int v : temporaries) slot[v] = -1;
+    release(begin, end);
     k = end;
   }
 
   std::vector<Tensors> results(n);
   for (int64_t d = 0; d < n; ++d)
-    for (int v : body.outvars) results[d].push_back(env[d][v]);
+    for (int v : body.outvars) results[d].push_back(env[v][d]);
   return results;
 }
 
