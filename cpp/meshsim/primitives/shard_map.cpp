@@ -332,8 +332,8 @@ VjpSplit shard_map_vjp(const Values& in, const std::vector<bool>& active, const 
           const AxisNames spread = unmentioned(manual, out_specs[j]);
           if (!check_vma && !spread.empty())
             body_args[k] = ops::div(body_args[k],
-                                    ops::full({}, aval_of(body_args[k]).dtype,
-                                              double(bound_axis_size(spread, "shard_map"))));
+                                    ops::full_like(body_args[k],
+                                                   double(bound_axis_size(spread, "shard_map"))));
           ++k;
         }
         for (size_t r = num_ct; r < body_args.size(); ++r) {
