@@ -283,3 +283,56 @@ def test_sgd_steps_reduce_the_loss(ours, name):
     np.testing.assert_allclose(losses, base, atol=ATOL, rtol=0)
     for a, b in zip(meshsim.tree.leaves(model), meshsim.tree.leaves(base_model)):
         np.testing.assert_allclose(a, b, atol=ATOL, rtol=0)
+
+
+# --- regressions: sub-program primitives inside shard_map -------------------
+
+def _mixed_vma_grads(jax, kind):
+    """grad of a shard_map whose body calls a checkpointed / custom_vjp region
+    on operands of different VMAs (a bias varying over 'tp', activations over
+    ('dp', 'tp'), a replicated scale). Before these regions kept their
+    operands' types, bind pvary'd the operands and re-running the region in
+    the backward pass pvary'd them again (an error)."""
+    from functools import partial
+    P = jax.sharding.PartitionSpec
+    jnp = jax.numpy
+    mesh = jax.make_mesh((4, 2), ("dp", "tp"))
+
+    def region(x, b, s):
+        return jnp.tanh(x + b) * s
+
+    if kind == "checkpoint":
+        region = jax.checkpoint(region)
+    elif kind == "checkpoint_policy":
+        region = partial(jax.checkpoint, policy=lambda p, *_, **__: p.name != "tanh")(region)
+    else:
+        plain = region
+        region = jax.custom_vjp(plain)
+
+        def fwd(x, b, s):
+            return plain(x, b, s), (x, b, s)
+
+        def bwd(res, g):
+            x, b, s = res
+            d = g * s * (1 - jnp.tanh(x + b) ** 2)
+            return d, jax.lax.psum(jnp.sum(d, 0), "dp"), jax.lax.psum(
+                jnp.sum(g * jnp.tanh(x + b)), ("dp", "tp"))
+        region.defvjp(fwd, bwd)
+
+    specs = (P("dp", "tp"), P("tp"), P())
+
+    @partial(jax.shard_map, mesh=mesh, in_specs=specs, out_specs=P())
+    def loss(x, b, s):
+        return jax.lax.psum(jnp.sum(region(x, b, s) ** 2), ("dp", "tp"))
+
+    rng = np.random.default_rng(3)
+    args = (rng.standard_normal((16, 8)).astype(np.float32),
+            rng.standard_normal((8,)).astype(np.float32), np.float32(0.7))
+    placed = [jax.device_put(a, jax.sharding.NamedSharding(mesh, s)) for a, s in zip(args, specs)]
+    return [np.asarray(g) for g in jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(*placed)]
+
+
+@pytest.mark.parametrize("kind", ["checkpoint", "checkpoint_policy", "custom_vjp"])
+def test_sub_program_regions_keep_their_operands_vma(kind, real_jax):
+    for a, b in zip(_mixed_vma_grads(meshsim, kind), _mixed_vma_grads(real_jax, kind)):
+        np.testing.assert_allclose(a, b, atol=ATOL, rtol=0)
