@@ -144,16 +144,7 @@ Tensor assemble(const std::vector<Tensor>& shards, const Sharding& sharding, con
       start[d] = bi[d] * b.shape()[d];
       stop[d] = start[d] + b.shape()[d];
     }
-    Tensor dst = out.slice(start, stop, step);
-    // dst is a strided view into `out`: copy element-wise through a contiguous source.
-    Tensor src = b.contiguous();
-    dispatch_dtype(out.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      const T* in = src.data<T>();
-      T* o = dst.data<T>();
-      int64_t k = 0;
-      for_each_offset(dst.shape(), dst.strides(), [&](int64_t off) { o[off] = in[k++]; });
-    });
+    copy_into(b, out.slice(start, stop, step));
   }
   return out;
 }

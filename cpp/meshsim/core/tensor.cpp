@@ -116,17 +116,25 @@ Tensor Tensor::copy() const {
   return out;
 }
 
-void copy_into(const Tensor& src, Tensor& dst) {
-  if (src.is_contiguous()) {
-    std::memcpy(dst.raw(), src.raw(), src.nbytes());
-    return;
+void copy_into(const Tensor& src, const Tensor& dst) {
+  if (src.size() == 0) return;
+  // memcpy runs over the longest trailing block both store contiguously.
+  const Shape& shape = src.shape();
+  const size_t isz = itemsize(src.dtype());
+  int64_t k = src.ndim(), run = 1;
+  for (; k > 0; --k) {
+    const int64_t d = k - 1;
+    if (shape[d] != 1 && (src.strides()[d] != run || dst.strides()[d] != run)) break;
+    run *= shape[d];
   }
-  dispatch_dtype(src.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const T* in = src.data<T>();
-    T* out = dst.data<T>();
-    int64_t k = 0;
-    for_each_offset(src.shape(), src.strides(), [&](int64_t off) { out[k++] = in[off]; });
+  const Shape outer(shape.begin(), shape.begin() + k);
+  const Strides ss(src.strides().begin(), src.strides().begin() + k);
+  const Strides ds(dst.strides().begin(), dst.strides().begin() + k);
+  const char* s0 = static_cast<const char*>(src.raw());
+  char* d0 = static_cast<char*>(dst.raw());
+  const int64_t w = static_cast<int64_t>(isz);
+  for_each_offsets<2>(outer, {&ss, &ds}, [&](const std::array<int64_t, 2>& off) {
+    std::memcpy(d0 + off[1] * w, s0 + off[0] * w, run * isz);
   });
 }
 

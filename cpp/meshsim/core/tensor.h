@@ -59,8 +59,9 @@ class Tensor {
   std::shared_ptr<Storage> storage_;
 };
 
-// Copies `src` (any strides) into contiguous `dst` of the same shape and dtype.
-void copy_into(const Tensor& src, Tensor& dst);
+// Copies `src` into `dst`: views of one shape and dtype, any strides (`dst`
+// may be a view into a larger buffer).
+void copy_into(const Tensor& src, const Tensor& dst);
 
 template <class T>
 Tensor Tensor::scalar(T value) {

@@ -220,30 +220,6 @@ Tensor slice_dim(const Tensor& t, int64_t dim, int64_t lo, int64_t hi) {
   return t.slice(start, stop, step);
 }
 
-// Copies `src` into `dst` (views of one shape and dtype, any strides) in
-// memcpy runs over the longest trailing block both store contiguously.
-void copy_view(const Tensor& src, const Tensor& dst) {
-  if (src.size() == 0) return;
-  const Shape& shape = src.shape();
-  const size_t isz = itemsize(src.dtype());
-  int64_t k = src.ndim(), run = 1;
-  for (; k > 0; --k) {
-    const int64_t d = k - 1;
-    if (shape[d] != 1 && (src.strides()[d] != run || dst.strides()[d] != run)) break;
-    run *= shape[d];
-  }
-  const Shape outer(shape.begin(), shape.begin() + k);
-  const Strides ss(src.strides().begin(), src.strides().begin() + k);
-  const Strides ds(dst.strides().begin(), dst.strides().begin() + k);
-  const char* s0 = static_cast<const char*>(src.raw());
-  char* d0 = static_cast<char*>(dst.raw());
-  const size_t bytes = run * isz;
-  for_each_offsets<2>(outer, {&ss, &ds}, [&](const std::array<int64_t, 2>& off) {
-    std::memcpy(d0 + off[1] * static_cast<int64_t>(isz), s0 + off[0] * static_cast<int64_t>(isz),
-                bytes);
-  });
-}
-
 // Every device's first operand in row-major layout (the kernels index it directly).
 std::vector<Tensor> contiguous_operands(const MeshContext& ctx, const std::vector<Tensors>& in,
                                         size_t k = 0) {
@@ -306,7 +282,7 @@ std::vector<Tensors> all_gather_kernel(const MeshContext& ctx, const std::vector
       blk = blk.reshape(s);
     }
     const int64_t c = blk.shape()[dim];
-    copy_view(blk, slice_dim(bufs[g], dim, r * c, (r + 1) * c));
+    copy_into(blk, slice_dim(bufs[g], dim, r * c, (r + 1) * c));
   });
   std::vector<Tensors> res(in.size());
   for (size_t g = 0; g < groups.size(); ++g)
@@ -433,7 +409,7 @@ std::vector<Tensors> ppermute_kernel(const MeshContext& ctx, const std::vector<T
   std::vector<Tensors> res(in.size());
   for_each_member(ctx, groups, [&](int64_t g, int64_t r) {
     Tensor o = Tensor::empty(out[0].dtype, out[0].shape);
-    if (src_of[r] >= 0) copy_view(in[groups[g][src_of[r]]][0], o);
+    if (src_of[r] >= 0) copy_into(in[groups[g][src_of[r]]][0], o);
     else std::memset(o.raw(), 0, o.nbytes());
     res[groups[g][r]] = {o};
   });
@@ -475,7 +451,7 @@ std::vector<Tensors> all_to_all_kernel(const MeshContext& ctx, const std::vector
     for (int64_t k = 0; k < n; ++k) {
       const Tensor chunk = slice_dim(x[groups[g][k]], split, j * m, (j + 1) * m);
       const int64_t c = chunk.shape()[concat];
-      copy_view(chunk, slice_dim(o, concat, k * c, (k + 1) * c));
+      copy_into(chunk, slice_dim(o, concat, k * c, (k + 1) * c));
     }
     res[groups[g][j]] = {o};
   });

@@ -102,28 +102,6 @@ Tensor view_of(const Tensor& t, const Box& at, const Box& box) {
   return t.slice(start, stop, step);
 }
 
-// Copies `src` into `dst` (same shape, any strides) in memcpy runs.
-void copy_view(const Tensor& src, const Tensor& dst) {
-  if (src.size() == 0) return;
-  const Shape& shape = src.shape();
-  const size_t isz = itemsize(src.dtype());
-  int64_t k = src.ndim(), run = 1;
-  for (; k > 0; --k) {
-    const int64_t d = k - 1;
-    if (shape[d] != 1 && (src.strides()[d] != run || dst.strides()[d] != run)) break;
-    run *= shape[d];
-  }
-  const Shape outer(shape.begin(), shape.begin() + k);
-  const Strides ss(src.strides().begin(), src.strides().begin() + k);
-  const Strides ds(dst.strides().begin(), dst.strides().begin() + k);
-  const char* s0 = static_cast<const char*>(src.raw());
-  char* d0 = static_cast<char*>(dst.raw());
-  const int64_t w = static_cast<int64_t>(isz);
-  for_each_offsets<2>(outer, {&ss, &ds}, [&](const std::array<int64_t, 2>& off) {
-    std::memcpy(d0 + off[1] * w, s0 + off[0] * w, run * isz);
-  });
-}
-
 Sharding sharding_of(const MeshPtr& mesh, const Spec& spec) {
   Sharding s;
   s.mesh = mesh;
@@ -219,7 +197,7 @@ ArrayPtr reshard_array(const ArrayPtr& x, const MeshPtr& mesh, const Spec& spec_
     ctx.parallel_for(static_cast<int64_t>(pieces.size()), [&](int64_t i) {
       const Piece& p = pieces[i];
       const Box at = block_box(*dst, first_pos[p.block], dl);
-      copy_view(view_of(shards[p.from], block_box(src, p.from, sl), p.box),
+      copy_into(view_of(shards[p.from], block_box(src, p.from, sl), p.box),
                 view_of(blocks[p.block], at, p.box));
     });
     // What each device receives: its new block minus what it already held.
