@@ -1,15 +1,15 @@
 """`x @ w` for float32 1024x4096 @ 4096x256 (the notebook's layer size):
 meshsim eager and jitted vs NumPy (and JAX's jit when installed), side by side
 in one run, interleaved so that machine noise hits every contender alike.
-Prints the median of the repeats and the ratios to NumPy; also reports which
+Prints the median of the repeats and the ratios to NumPy and JAX; also reports which
 BLAS libraries are loaded (meshsim links the system OpenBLAS, NumPy bundles its own)."""
 from __future__ import annotations
 
 import os
-import statistics
-import time
 
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+from _timing import configure_jax_cpu, interleaved, median, print_table
+
+configure_jax_cpu()
 # NumPy's wheel bundles its own OpenBLAS, so this process holds two BLAS thread
 # pools. An idle OpenBLAS pool spins for a while after each call; on a 2-core
 # machine the pool of whichever library ran last then steals the cores of the
@@ -31,18 +31,6 @@ def loaded_blas() -> list[str]:
     except OSError:
         return ["(unknown: no /proc/self/maps)"]
     return sorted(os.path.basename(p) for p in libs if p.startswith("/"))
-
-
-def interleaved_medians(contenders: dict, repeats: int = 15) -> dict[str, float]:
-    for fn in contenders.values():  # warm up: traces, caches, BLAS threads
-        fn()
-    times = {name: [] for name in contenders}
-    for _ in range(repeats):
-        for name, fn in contenders.items():
-            t0 = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - t0)
-    return {name: statistics.median(ts) for name, ts in times.items()}
 
 
 def main():
@@ -69,14 +57,14 @@ def main():
         pass
 
     np.testing.assert_allclose(np.asarray(mx @ mw), x @ w, rtol=1e-3, atol=1e-2)
-    medians = interleaved_medians(contenders)
+    samples = interleaved(contenders, repeats=15)
+    medians = {name: median(ts) for name, ts in samples.items()}
     flops = 2 * M * K * N
-    print(f"float32 [{M},{K}] @ [{K},{N}]; BLAS libraries loaded: {', '.join(loaded_blas())}; "
+    extra = {name: {"GFLOP/s": f"{flops / t / 1e9:.1f}"} for name, t in medians.items()}
+    print(f"BLAS libraries loaded: {', '.join(loaded_blas())}; "
           f"OPENBLAS_THREAD_TIMEOUT={os.environ['OPENBLAS_THREAD_TIMEOUT']!r}")
-    for name, t in medians.items():
-        print(f"{name:14s} {t * 1e3:8.2f} ms  {flops / t / 1e9:6.1f} GFLOP/s  "
-              f"ratio to numpy {t / medians['numpy']:.2f}")
-
+    print_table(f"float32 [{M},{K}] @ [{K},{N}] (median of 15, interleaved)", medians,
+                unit="ms", scale=1e3, baselines=("numpy", "jax jit"), extra=extra)
 
 if __name__ == "__main__":
     main()

@@ -1,0 +1,68 @@
+"""What the benchmarks share: the environment JAX must see before it is
+imported, interleaved timing (machine noise hits every contender alike) and
+the side-by-side table."""
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from typing import Callable
+
+
+def configure_jax_cpu(num_devices: int = 8) -> None:
+    """JAX on CPU with `num_devices` host devices, as meshsim simulates; must run
+    before `import jax`."""
+    os.environ["JAX_PLATFORMS"] = "cpu"
+    flag = f"--xla_force_host_platform_device_count={num_devices}"
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_force_host_platform_device_count" not in flags:
+        os.environ["XLA_FLAGS"] = f"{flags} {flag}".strip()
+
+
+def interleaved(contenders: dict[str, Callable[[], object]], repeats: int,
+                number: int = 1) -> dict[str, list[float]]:
+    """Seconds per call of each contender, `repeats` samples of `number` calls,
+    the contenders taking turns; each is called once first (traces, caches).
+    A sample ends when the last call's result is ready, so asynchronous
+    dispatch may overlap the calls within a sample."""
+    for fn in contenders.values():
+        wait(fn())
+    samples: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(repeats):
+        for name, fn in contenders.items():
+            t0 = time.perf_counter()
+            for _ in range(number):
+                out = fn()
+            wait(out)
+            samples[name].append((time.perf_counter() - t0) / number)
+    return samples
+
+
+def wait(out):
+    """Blocks until `out` (an array, a tuple of them, or anything else) is ready."""
+    for x in out if isinstance(out, (list, tuple)) else (out,):
+        if hasattr(x, "block_until_ready"):
+            x.block_until_ready()
+    return out
+
+
+def print_table(title: str, rows: dict[str, float], *, unit: str, scale: float,
+                baselines: tuple[str, ...], extra: dict[str, dict[str, str]] | None = None) -> None:
+    """One row a contender: its time in `unit` (seconds * `scale`), any extra
+    columns, and its ratio to each baseline present (time / baseline time)."""
+    baselines = tuple(b for b in baselines if b in rows)
+    extra = extra or {}
+    extra_cols = sorted({c for cols in extra.values() for c in cols})
+    header = [f"{unit}/call", *extra_cols, *(f"/ {b}" for b in baselines)]
+    width = max(len(n) for n in rows) + 2
+    print(title)
+    print(" " * width + "".join(f"{h:>14s}" for h in header))
+    for name, t in rows.items():
+        cells = [f"{t * scale:.2f}"]
+        cells += [extra.get(name, {}).get(c, "") for c in extra_cols]
+        cells += [f"{t / rows[b]:.2f}x" for b in baselines]
+        print(f"{name:{width}s}" + "".join(f"{c:>14s}" for c in cells))
+
+
+def median(samples: list[float]) -> float:
+    return statistics.median(samples)
