@@ -1,5 +1,9 @@
 #include "meshsim/ir/program.h"
 
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <set>
 #include <sstream>
 
 namespace meshsim {
@@ -18,6 +22,102 @@ Avals Program::out_avals() const {
 
 namespace {
 
+// ---------------------------------------------------------------------------
+// A pretty printer with JAX's layout algorithm (jax/_src/pretty_printer.py,
+// Lindig's "strictly pretty": a group prints flat when it and what follows it
+// up to the next line break fit in the width), so programs break lines where
+// jaxprs do (width 80).
+namespace pp {
+
+struct Doc;
+using D = std::shared_ptr<const Doc>;
+struct Doc {
+  enum Kind { Nil, Text, Concat, Brk, Group, Nest } kind;
+  std::string text;
+  std::vector<D> children;
+  int n = 0;
+};
+
+D nil() { return std::make_shared<Doc>(Doc{Doc::Nil, "", {}, 0}); }
+D text(std::string s) { return std::make_shared<Doc>(Doc{Doc::Text, std::move(s), {}, 0}); }
+D concat(std::vector<D> xs) { return std::make_shared<Doc>(Doc{Doc::Concat, "", std::move(xs), 0}); }
+D brk(std::string s = " ") { return std::make_shared<Doc>(Doc{Doc::Brk, std::move(s), {}, 0}); }
+D group(D d) { return std::make_shared<Doc>(Doc{Doc::Group, "", {std::move(d)}, 0}); }
+D nest(int n, D d) { return std::make_shared<Doc>(Doc{Doc::Nest, "", {std::move(d)}, n}); }
+D join(const D& sep, const std::vector<D>& docs) {
+  if (docs.empty()) return nil();
+  if (docs.size() == 1) return docs[0];
+  std::vector<D> xs{docs[0]};
+  for (size_t i = 1; i < docs.size(); ++i) { xs.push_back(sep); xs.push_back(docs[i]); }
+  return concat(std::move(xs));
+}
+
+enum class Mode { Flat, Break };
+struct State { int indent; Mode mode; const Doc* doc; };
+
+bool fits(int width, std::vector<State> agenda) {
+  while (width >= 0 && !agenda.empty()) {
+    State s = agenda.back();
+    agenda.pop_back();
+    const Doc& d = *s.doc;
+    switch (d.kind) {
+      case Doc::Nil: break;
+      case Doc::Text: width -= static_cast<int>(d.text.size()); break;
+      case Doc::Concat:
+        for (auto it = d.children.rbegin(); it != d.children.rend(); ++it)
+          agenda.push_back({s.indent, s.mode, it->get()});
+        break;
+      case Doc::Brk:
+        if (s.mode == Mode::Break) return true;
+        width -= static_cast<int>(d.text.size());
+        break;
+      case Doc::Nest: agenda.push_back({s.indent + d.n, s.mode, d.children[0].get()}); break;
+      case Doc::Group: agenda.push_back({s.indent, Mode::Flat, d.children[0].get()}); break;
+    }
+  }
+  return width >= 0;
+}
+
+std::string format(const D& doc, int width = 80) {
+  std::string out;
+  int k = 0;
+  std::vector<State> agenda{{0, Mode::Break, doc.get()}};
+  while (!agenda.empty()) {
+    State s = agenda.back();
+    agenda.pop_back();
+    const Doc& d = *s.doc;
+    switch (d.kind) {
+      case Doc::Nil: break;
+      case Doc::Text: out += d.text; k += static_cast<int>(d.text.size()); break;
+      case Doc::Concat:
+        for (auto it = d.children.rbegin(); it != d.children.rend(); ++it)
+          agenda.push_back({s.indent, s.mode, it->get()});
+        break;
+      case Doc::Brk:
+        if (s.mode == Mode::Break) {
+          out += "\n" + std::string(s.indent, ' ');
+          k = s.indent;
+        } else {
+          out += d.text;
+          k += static_cast<int>(d.text.size());
+        }
+        break;
+      case Doc::Nest: agenda.push_back({s.indent + d.n, s.mode, d.children[0].get()}); break;
+      case Doc::Group: {
+        // As jaxlib's printer: the group and the text after it up to the next break must fit.
+        std::vector<State> rest = agenda;
+        rest.push_back({s.indent, Mode::Flat, d.children[0].get()});
+        Mode m = fits(width - k, std::move(rest)) ? Mode::Flat : Mode::Break;
+        agenda.push_back({s.indent, m, d.children[0].get()});
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace pp
+
 // Variable names as jaxprs print them: a..z, ba..bz, ...
 std::string var_name(int id) {
   std::string s;
@@ -28,35 +128,146 @@ std::string var_name(int id) {
   return s;
 }
 
+// Names are given in order of first appearance and continue into nested
+// programs, as JAX's JaxprPpContext does.
+struct Context {
+  std::map<std::pair<const Program*, int>, std::string> names;
+  int next = 0;
+  std::string name(const Program& p, int v) {
+    auto [it, fresh] = names.try_emplace({&p, v});
+    if (fresh) it->second = var_name(next++);
+    return it->second;
+  }
+};
+
+pp::D pp_program(const Program& p, Context& ctx);
+
+pp::D pp_vars(const Program& p, const std::vector<int>& vs, Context& ctx, bool shapes,
+              const std::string& sep = "") {
+  std::vector<pp::D> docs;
+  for (int v : vs) {
+    std::string s = ctx.name(p, v);
+    if (shapes) s += ":" + p.avals[v].str_short(/*short_dtype=*/true);
+    docs.push_back(pp::text(s));
+  }
+  return pp::nest(2, pp::group(pp::join(pp::concat({pp::text(sep), pp::group(pp::brk())}), docs)));
+}
+
+std::string quoted(const std::string& s) { return "'" + s + "'"; }
+
+std::string list_str(const IntList& l) {  // Python list: [1, 2]
+  std::string s = "[";
+  for (size_t i = 0; i < l.size(); ++i) s += (i ? ", " : "") + std::to_string(l[i]);
+  return s + "]";
+}
+
+// How JAX prints a parameter value when it differs from param_value_str.
+pp::D pp_param(const std::string& prim, const std::string& key, const ParamValue& v,
+               Context& ctx) {
+  if (auto* p = std::get_if<ProgramPtr>(&v); p && *p) return pp_program(**p, ctx);
+  if (key == "newly_manual_axes" || key == "manual_axes") {
+    if (auto* l = std::get_if<StrList>(&v)) {
+      StrList sorted = *l;
+      std::sort(sorted.begin(), sorted.end());
+      std::string s = "frozenset({";
+      for (size_t i = 0; i < sorted.size(); ++i) s += (i ? ", " : "") + quoted(sorted[i]);
+      return pp::text(s + "})");
+    }
+  }
+  if (prim == "dot_general" && key == "dimension_numbers") {
+    // ((lhs_contract, rhs_contract), (lhs_batch, rhs_batch)) with lists, as JAX's pp rule.
+    if (auto* l = std::get_if<IntLists>(&v); l && l->size() == 4) {
+      const IntLists& d = *l;
+      return pp::text("((" + list_str(d[0]) + ", " + list_str(d[1]) + "), (" + list_str(d[2]) +
+                      ", " + list_str(d[3]) + "))");
+    }
+  }
+  return pp::text(param_value_str(v));
+}
+
+bool is_none(const ParamValue& v) { return std::holds_alternative<std::monostate>(v); }
+
+bool is_empty_list(const ParamValue& v) {
+  if (auto* l = std::get_if<IntList>(&v)) return l->empty();
+  return false;
+}
+
+// JAX's custom pp rules hide some parameters (implied by the binder's type, or trivial).
+bool hidden(const std::string& prim, const std::string& key, const ParamValue& v) {
+  static const std::set<std::string> accuracy_ops = {
+      "exp", "exp2", "log", "expm1", "log1p", "tanh", "logistic", "sin", "cos", "tan",
+      "sqrt", "rsqrt", "cbrt"};
+  if (key == "accuracy" && accuracy_ops.count(prim)) return is_none(v);
+  if (key == "out_dtype") return is_none(v);
+  if (prim == "dot_general") return is_none(v) || key == "out_sharding";
+  if (prim == "broadcast_in_dim")
+    return key == "shape" || key == "sharding" ||
+           (key == "broadcast_dimensions" && is_empty_list(v));
+  if (prim == "convert_element_type") return key == "sharding";
+  return false;
+}
+
+// Parameters JAX's primitives have that ours do not store (always None here).
+const std::map<std::string, std::vector<std::string>>& jax_only_params() {
+  static const std::map<std::string, std::vector<std::string>> m = {
+      {"reduce_sum", {"out_sharding"}},
+      {"reshape", {"dimensions", "sharding"}},
+      {"iota", {"sharding"}},
+  };
+  return m;
+}
+
+pp::D pp_eqn(const Program& p, const Equation& e, Context& ctx) {
+  const std::string& prim = e.prim->name;
+  std::vector<std::pair<std::string, const ParamValue*>> kv;
+  for (const auto& [k, v] : e.params.items())
+    if (!hidden(prim, k, v)) kv.emplace_back(k, &v);
+  static const ParamValue none{};
+  auto extra = jax_only_params().find(prim);
+  if (extra != jax_only_params().end())
+    for (const std::string& k : extra->second)
+      if (!e.params.has(k)) kv.emplace_back(k, &none);
+  std::sort(kv.begin(), kv.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+
+  pp::D lhs = pp_vars(p, e.outputs, ctx, /*shapes=*/true);
+  pp::D params = pp::nil();
+  if (!kv.empty()) {
+    std::vector<pp::D> items;
+    for (const auto& [k, v] : kv)
+      items.push_back(pp::concat({pp::text(k + "="), pp_param(prim, k, *v, ctx)}));
+    params = pp::group(pp::concat(
+        {pp::nest(2, pp::concat({pp::text("["), pp::brk(""), pp::join(pp::brk(), items)})),
+         pp::brk(""), pp::text("]")}));
+  }
+  std::vector<pp::D> rhs{pp::text(prim), params,
+                         pp::concat({pp::text(" "), pp_vars(p, e.inputs, ctx, false)})};
+  if (e.outputs.empty()) return pp::concat(rhs);
+  std::vector<pp::D> all{lhs, pp::text(" = ")};
+  all.insert(all.end(), rhs.begin(), rhs.end());
+  return pp::concat(all);
+}
+
+pp::D pp_program(const Program& p, Context& ctx) {
+  pp::D constvars = pp_vars(p, p.constvars, ctx, true);
+  pp::D invars = pp_vars(p, p.invars, ctx, true);
+  std::vector<pp::D> eqns;
+  for (const Equation& e : p.eqns) eqns.push_back(pp_eqn(p, e, ctx));
+  pp::D body = pp::join(pp::brk("; "), eqns);
+  pp::D outvars = pp::concat({pp::text("("), pp_vars(p, p.outvars, ctx, false, ","),
+                              pp::text(p.outvars.size() != 1 ? ")" : ",)")});
+  return pp::concat(
+      {pp::group(pp::nest(
+           2, pp::concat({pp::text("{ "), pp::text("lambda "), constvars, pp::text("; "), invars,
+                          pp::text(". "), pp::text("let"), pp::nest(2, pp::concat({pp::brk(), body})),
+                          pp::brk(), pp::text("in "), outvars}))),
+       pp::text(" }")});
+}
+
 }  // namespace
 
 std::string Program::str() const {
-  // Number variables in order of appearance, like JAX.
-  std::vector<int> order(avals.size(), -1);
-  int next = 0;
-  auto name = [&](int v) {
-    if (order[v] < 0) order[v] = next++;
-    return var_name(order[v]);
-  };
-  auto decl = [&](int v) { return name(v) + ":" + avals[v].str_short(/*short_dtype=*/true); };
-  std::ostringstream os;
-  os << "{ lambda ";
-  for (size_t i = 0; i < constvars.size(); ++i) os << (i ? " " : "") << decl(constvars[i]);
-  os << "; ";
-  for (size_t i = 0; i < invars.size(); ++i) os << (i ? " " : "") << decl(invars[i]);
-  os << ". let\n";
-  for (const Equation& e : eqns) {
-    os << "    ";
-    for (size_t i = 0; i < e.outputs.size(); ++i) os << (i ? " " : "") << decl(e.outputs[i]);
-    os << " = " << e.prim->name;
-    if (!e.params.items().empty()) os << "[" << e.params.str() << "]";
-    for (int v : e.inputs) os << " " << name(v);
-    os << "\n";
-  }
-  os << "  in (";
-  for (size_t i = 0; i < outvars.size(); ++i) os << (i ? ", " : "") << name(outvars[i]);
-  os << (outvars.size() == 1 ? ",) }" : ") }");
-  return os.str();
+  Context ctx;
+  return pp::format(pp_program(*this, ctx));
 }
 
 }  // namespace meshsim
