@@ -19,16 +19,30 @@ void init_mapping(py::module_& m) {
     return py::make_tuple(env->mesh, env->manual_axes, env->check_vma);
   });
   // The type of a block of `global` under `spec` inside a shard_map body:
-  // the local shape, varying over `vma`, with no sharding of its own.
+  // the local shape (only the manual axes `spec` names shrink it), varying
+  // over `vma`. Dimensions the global type shards over Explicit axes that stay
+  // non-manual keep their global size and annotation, as in JAX
+  // (partial-manual: f32[8@dp,8@tp] under P('dp') with axis_names={'dp'} is
+  // f32[2,8@tp]{V:dp}).
   m.def("block_aval", [](const Aval& global, MeshPtr mesh, const Spec& spec, AxisNames vma) {
     Sharding s;
-    s.mesh = std::move(mesh);
+    s.mesh = mesh;
     s.spec = spec;
     Aval block = global;
     block.shape = s.local_shape(global.shape);
     block.vma = std::move(vma);
-    block.mesh = nullptr;
-    block.spec.clear();
+    const AxisEnv* env = current_axis_env();
+    Spec kept(global.shape.size());
+    bool any = false;
+    if (env && global.mesh)
+      for (size_t d = 0; d < global.spec.size() && d < kept.size(); ++d)
+        for (const auto& a : global.spec[d])
+          if (!env->is_manual(a) && global.mesh->is_explicit(a)) {
+            kept[d].push_back(a);
+            any = true;
+          }
+    block.mesh = any ? global.mesh : nullptr;
+    block.spec = any ? std::move(kept) : Spec{};
     return block;
   });
   m.def(

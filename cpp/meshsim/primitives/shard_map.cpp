@@ -12,6 +12,7 @@
 #include "meshsim/ir/ops.h"
 #include "meshsim/primitives/families.h"
 #include "meshsim/runtime/mesh_executor.h"
+#include "meshsim/runtime/sharded.h"
 #include "meshsim/transforms/vjp.h"
 
 namespace meshsim {
@@ -93,6 +94,13 @@ Avals shard_map_eval(const Avals& in, const Params& params) {
       for (const auto& axis : spec[d])
         if (p.mesh->is_explicit(axis)) a.spec[d].push_back(axis);
     }
+    // Partial-manual: dimensions the body's result shards over still-Explicit
+    // axes keep those (after the manual ones), as JAX's result types do.
+    const Spec& inner = body_out[j].spec;
+    for (size_t d = 0; d < inner.size() && d < a.spec.size(); ++d)
+      for (const auto& axis : inner[d])
+        if (std::find(a.spec[d].begin(), a.spec[d].end(), axis) == a.spec[d].end())
+          a.spec[d].push_back(axis);
     out.push_back(std::move(a));
   }
   return out;
@@ -122,6 +130,16 @@ std::vector<ArrayPtr> shard_map_run(const std::vector<ArrayPtr>& in, const Param
     std::vector<Tensor> shards(n);
     for (int64_t d = 0; d < n; ++d)
       shards[d] = results[representative(mesh, d, p.out_specs[j])][j];
+    if (padded(out_avals[j].spec, out_avals[j].shape.size()) !=
+        padded(p.out_specs[j], out_avals[j].shape.size())) {
+      // Partial-manual over Explicit axes: the type also shards over the
+      // non-manual axes the body's result is typed over; slice to it.
+      Aval as_laid_out = out_avals[j];
+      as_laid_out.spec = p.out_specs[j];
+      auto laid_out = std::make_shared<Array>(as_laid_out, std::move(sharding), std::move(shards));
+      out.push_back(reshard_array(laid_out, p.mesh, out_avals[j].spec, out_avals[j]));
+      continue;
+    }
     out.push_back(std::make_shared<Array>(out_avals[j], std::move(sharding), std::move(shards)));
   }
   return out;
@@ -165,6 +183,7 @@ ProgramPtr trace_program(const Avals& in, const std::function<Values(const Value
 
 Aval with_unit_dim(Aval a) {
   a.shape.insert(a.shape.begin(), 1);
+  if (!a.spec.empty()) a.spec.insert(a.spec.begin(), AxisNames{});
   return a;
 }
 
