@@ -919,3 +919,26 @@ def test_subset_mesh_with_auto_axes_matches_jax(real_jax, build):
             warnings.simplefilter("ignore")
             results.append(np.asarray(f(x)))
     np.testing.assert_array_equal(results[0], results[1])
+
+
+def test_record_collectives_sees_shard_map_bodies():
+    """Collectives executed inside shard_map bodies are recorded with the ring's bytes per
+    device, eagerly and under jit."""
+    mesh = jax.make_mesh((2, 4), ("dp", "tp"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+    f = jax.shard_map(lambda b, w: jax.lax.psum(b @ w, "tp"), mesh=mesh,
+                      in_specs=(P("dp", "tp"), P("tp", None)), out_specs=P("dp", None))
+    g = jax.shard_map(lambda b: (jax.lax.all_gather(b, "tp", axis=1, tiled=True),
+                                 jax.lax.psum_scatter(b, "dp", scatter_dimension=0, tiled=True)),
+                      mesh=mesh, in_specs=P(None, "tp"), out_specs=(P(None, "tp"), P("dp", "tp")))
+    x = np.ones((8, 8), np.float32)
+    w = np.ones((8, 4), np.float32)
+    for call in (f, jax.jit(f)):
+        with jax.debug.record_collectives() as log:
+            call(x, w)
+        # psum of a [4,4] f32 block over 4 devices: 2 * 64 * 3/4 bytes.
+        assert [r for r in log if r.name == "psum_invariant"] == [("psum_invariant", ("tp",), 96)]
+    with jax.debug.record_collectives() as log:
+        g(x)
+    body = [r for r in log if r.name in ("all_gather", "reduce_scatter") and r.bytes in (192, 32)]
+    # all_gather of [8,2] over 4: 64 * 3 bytes; reduce_scatter to [4,2] over 2: 32 * 1 bytes.
+    assert ("all_gather", ("tp",), 192) in body and ("reduce_scatter", ("dp",), 32) in body

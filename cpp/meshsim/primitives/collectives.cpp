@@ -13,6 +13,7 @@
 #include "meshsim/kernels/strided.h"
 #include "meshsim/primitives/families.h"
 #include "meshsim/runtime/mesh_executor.h"
+#include "meshsim/runtime/sharded.h"
 
 namespace meshsim {
 namespace {
@@ -235,9 +236,9 @@ void for_each_member(const MeshContext& ctx, const Groups& groups,
   ctx.parallel_for(static_cast<int64_t>(groups.size()) * n, [&](int64_t t) { f(t / n, t % n); });
 }
 
-// Bytes each device sends in one collective over groups of `n` devices, as
-// a ring schedule moves them (for the cost accounting to come).
-[[maybe_unused]] int64_t bytes_sent_per_device(const std::string& name, const Aval& in, const Aval& out, int64_t n) {
+// Bytes each device sends (and receives) in one collective over groups of
+// `n` devices, as a ring schedule moves them (debug.record_collectives).
+int64_t bytes_sent_per_device(const std::string& name, const Aval& in, const Aval& out, int64_t n) {
   const int64_t in_bytes = num_elements(in.shape) * static_cast<int64_t>(itemsize(in.dtype));
   const int64_t out_bytes = num_elements(out.shape) * static_cast<int64_t>(itemsize(out.dtype));
   if (name == "all_gather" || name == "all_gather_invariant") return in_bytes * (n - 1);
@@ -689,6 +690,28 @@ Value transpose_plain_psum(const Value& ct, const Params& p) {
   return ops::bind1("psum", {ct}, {{"axes", axes_param(p)}});
 }
 }  // namespace
+
+std::optional<CollectiveRecord> collective_record(const Equation& e, const Mesh& mesh,
+                                                  const Avals& in, const Avals& out) {
+  const std::string& name = e.prim->name;
+  AxisNames axes;
+  if (e.params.has("axes")) {
+    axes = axes_param(e.params);
+  } else if (e.params.has("axis_name")) {
+    axes = axis_names_param(e.params);
+  } else {
+    return std::nullopt;
+  }
+  int64_t n = 1;
+  for (const auto& a : axes) n *= mesh.axis_size(a);
+  if (auto groups = index_groups_param(e.params); groups && !groups->empty())
+    n = static_cast<int64_t>(groups->front().size());
+  int64_t bytes = 0;
+  for (size_t i = 0; i < in.size() && i < out.size(); ++i)
+    bytes += bytes_sent_per_device(name, in[i], out[i], n);
+  if (bytes == 0) return std::nullopt;
+  return CollectiveRecord{name, mesh.in_mesh_order(axes), bytes};
+}
 
 void register_collective_primitives() {
   // psum over manual axes: psum_invariant with VMA checking (varying ->

@@ -10,6 +10,7 @@
 #include <tbb/parallel_for.h>
 
 #include "meshsim/runtime/interpreter.h"
+#include "meshsim/runtime/sharded.h"
 
 extern "C" void openblas_set_num_threads(int);
 extern "C" int openblas_get_num_threads(void);
@@ -228,6 +229,11 @@ std::vector<Tensors> run_on_mesh(const Program& body, const Mesh& mesh, std::vec
       for (int64_t d = 0; d < n; ++d)
         for (int v : e.inputs) ins[d].push_back(env[v][d]);
       std::vector<Tensors> res = e.prim->mesh_kernel(ctx, ins, e.params, out_avals[k]);
+      if (recording_collectives()) {
+        Avals in_avals;
+        for (int v : e.inputs) in_avals.push_back(body.avals[v]);
+        if (auto r = collective_record(e, mesh, in_avals, out_avals[k])) record_collective(*r);
+      }
       for (size_t i = 0; i < e.outputs.size(); ++i) {
         const int v = e.outputs[i];
         env[v].resize(n);

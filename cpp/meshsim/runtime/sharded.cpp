@@ -37,6 +37,11 @@ std::vector<CollectiveRecord> pop_collective_recorder() {
   return out;
 }
 
+bool recording_collectives() {
+  std::lock_guard<std::mutex> lock(g_log_mutex);
+  return !g_recorders.empty();
+}
+
 void record_collective(CollectiveRecord record) {
   std::lock_guard<std::mutex> lock(g_log_mutex);
   for (auto& r : g_recorders) r.push_back(record);

@@ -11,6 +11,7 @@
 // running on the whole value and splitting the result as its type says:
 // correct, just slower (recorded as all-gathers of the sharded operands).
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,14 @@ struct CollectiveRecord {
 void push_collective_recorder();
 std::vector<CollectiveRecord> pop_collective_recorder();
 void record_collective(CollectiveRecord record);
+bool recording_collectives();  // whether a recorder is open
+// The record of collective equation `e` of a shard_map body run over `mesh`
+// on operands `in` with results `out` (JAX's primitive name, its axes, the
+// ring's bytes per device); nullopt for one that moves nothing
+// (collectives.cpp, next to the collectives).
+struct Equation;
+std::optional<CollectiveRecord> collective_record(const Equation& e, const Mesh& mesh,
+                                                  const Avals& in, const Avals& out);
 
 // `x` laid out over `mesh` as `spec` (any axes, Explicit or Auto), typed
 // `out`: a no-op when it already is; otherwise each device's new block is

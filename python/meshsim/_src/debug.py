@@ -41,8 +41,8 @@ def _traced_sharding(aval) -> Sharding:
 
 
 class Collective(NamedTuple):
-    """One collective a global program ran: JAX's name for it, the mesh axes it
-    spans and the bytes each device received."""
+    """One collective a program ran: JAX's name for it, the mesh axes it spans
+    and the bytes each device received (as a ring schedule moves them)."""
     name: str
     axes: tuple
     bytes: int
@@ -50,9 +50,16 @@ class Collective(NamedTuple):
 
 class record_collectives:
     """`with record_collectives() as log:` lists, in `log`, the collectives
-    that global-view code (jitted programs and eager ops over explicitly
-    sharded arrays) ran inside the block: reshards, all-gathers of one-sided
-    sharded contractions, all-reduces of reduced sharded dimensions."""
+    run inside the block: those global-view code (jitted programs and eager
+    ops over explicitly sharded arrays) runs (reshards, all-gathers of
+    one-sided sharded contractions, all-reduces of reduced sharded
+    dimensions), and those shard_map bodies execute, by their primitive's name
+    (`psum_invariant`, `all_gather`, `reduce_scatter`, `all_to_all`,
+    `ppermute`, ...) with the bytes one device receives: an all-gather of a
+    result of B bytes over n devices B(n-1)/n, a reduce-scatter of a result of
+    B bytes B(n-1), an all-reduce of B bytes 2B(n-1)/n, an all-to-all of B
+    bytes B(n-1)/n, a ppermute B. Casts (`pvary`) move nothing and are not
+    listed."""
 
     def __enter__(self) -> list:
         self.log: list = []
