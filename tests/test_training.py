@@ -116,13 +116,19 @@ def _ours_like(check_vma):
 # --- inside the programs ----------------------------------------------------
 
 def _shard_maps(jaxpr_text):
-    """The top-level shard_map equations of a printed program: (the line
-    declaring its outputs, the text of its body)."""
+    """The top-level shard_map equations of a printed program: (its left-hand
+    side up to `= shard_map[`, the text of the equation), each on one line with
+    whitespace collapsed (the printer breaks long equations over lines)."""
     lines = str(jaxpr_text).splitlines()
-    starts = [i for i, l in enumerate(lines) if l.startswith("    ") and not l.startswith("     ")
-              and "= shard_map[" in l]
-    return [(lines[s], "\n".join(lines[s:(starts + [len(lines)])[k + 1]]))
-            for k, s in enumerate(starts)]
+    starts = [i for i, l in enumerate(lines)
+              if (l.startswith("    ") and not l.startswith("     ")) or l.startswith("  in ")]
+    out = []
+    for k, s in enumerate(starts[:-1]):
+        text = re.sub(r"\s+", " ", " ".join(lines[s:starts[k + 1]])).strip()
+        text = text.replace("[ ", "[").replace(" ]", "]").replace("( ", "(")
+        if "= shard_map[" in text.split("jaxpr=")[0]:
+            out.append((text.split("= shard_map[")[0] + "= shard_map[", text))
+    return out
 
 
 def _out_shapes(decl):
