@@ -264,3 +264,20 @@ def test_iinfo_finfo():
         ours, theirs = jnp.finfo(getattr(jnp, name)), jjnp.finfo(getattr(jjnp, name))
         assert (ours.eps, ours.max, ours.tiny, ours.bits) == (theirs.eps, theirs.max, theirs.tiny, theirs.bits)
     assert jnp.finfo(jnp.ones(2)).bits == 32
+
+
+def test_creation_under_explicit_set_mesh_matches_jax(real_jax):
+    """Under set_mesh of an Explicit mesh, creation ops give arrays replicated over that mesh:
+    NamedSharding(mesh, P(None, ...)), typed with the AbstractMesh."""
+    def run(j):
+        jnp = j.numpy
+        m = j.make_mesh((2, 4), ("dp", "tp"), axis_types=(j.sharding.AxisType.Explicit,) * 2)
+        out = []
+        with j.set_mesh(m):
+            for x in (jnp.zeros((4, 8)), jnp.ones(3), jnp.full((2, 2), 3.0), jnp.arange(5),
+                      jnp.eye(3), jnp.zeros_like(jnp.ones(3)), jnp.zeros(()),
+                      j.jit(lambda: jnp.ones((4, 8)))()):
+                out.append((str(j.typeof(x)), str(x.sharding), str(j.typeof(x).sharding),
+                            np.asarray(x).tolist()))
+        return out
+    assert run(mjax) == run(real_jax)

@@ -220,8 +220,17 @@ def explicit_axes(fun=None, *, axes=None, in_sharding=None):
 
 
 def with_out_sharding(x, out_sharding):
-    """The result of an op given `out_sharding=`: laid out so (None: as is)."""
-    return x if out_sharding is None else reshard(x, out_sharding)
+    """The result of an op given `out_sharding=`: laid out so. Without one,
+    under `set_mesh` of a mesh with Explicit axes (outside shard_map bodies) it
+    is replicated over that mesh, as JAX types creation ops there
+    (`NamedSharding(mesh, P(None, ...))`); otherwise as is."""
+    if out_sharding is not None:
+        return reshard(x, out_sharding)
+    mesh = context_mesh()
+    if (not mesh.empty and mesh.explicit_axes and _core.current_axis_env() is None
+            and core.asarray_value(x).aval.mesh is None):
+        return reshard(x, NamedSharding(mesh, PartitionSpec()))
+    return x
 
 
 def out_sharding_param(out_sharding, ndim: int):
