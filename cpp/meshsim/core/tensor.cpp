@@ -2,11 +2,75 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <vector>
 
 #include "meshsim/core/error.h"
 #include "meshsim/kernels/strided.h"
 
 namespace meshsim {
+
+namespace {
+
+// Freed buffers of 4 KiB .. 64 MiB, kept by size class for the next tensor of
+// that class. A program allocates the same sizes call after call; without
+// this, large blocks go back to the OS and every call pays page faults again.
+class BufferPool {
+ public:
+  static BufferPool& get() {
+    static BufferPool* pool = new BufferPool;  // never destroyed: tensors may outlive statics
+    return *pool;
+  }
+
+  // Size class of `bytes` (four per doubling), or -1 when not pooled.
+  static int size_class(size_t bytes) {
+    if (bytes < kMin || bytes > kMax) return -1;
+    const int log = 63 - __builtin_clzll(bytes - 1);  // 2^log < bytes <= 2^(log+1)
+    const size_t step = size_t{1} << (log - 2);
+    const int quarter = static_cast<int>((bytes - 1 - (size_t{1} << log)) / step);  // 0..3
+    return (log - kMinLog) * 4 + quarter;
+  }
+  static size_t class_bytes(int c) {
+    const int log = c / 4 + kMinLog;
+    return (size_t{1} << log) + (size_t{1} << (log - 2)) * (c % 4 + 1);
+  }
+
+  void* take(int c) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto& free = free_[c];
+      if (!free.empty()) {
+        void* p = free.back();
+        free.pop_back();
+        cached_ -= class_bytes(c);
+        return p;
+      }
+    }
+    return std::aligned_alloc(64, class_bytes(c));
+  }
+
+  void give(void* p, int c) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (cached_ + class_bytes(c) <= kMaxCached) {
+        free_[c].push_back(p);
+        cached_ += class_bytes(c);
+        return;
+      }
+    }
+    std::free(p);
+  }
+
+ private:
+  static constexpr int kMinLog = 12;
+  static constexpr size_t kMin = size_t{1} << kMinLog, kMax = size_t{1} << 26;
+  static constexpr size_t kMaxCached = size_t{1} << 28;
+  std::mutex mutex_;
+  std::vector<void*> free_[(26 - kMinLog + 1) * 4];
+  size_t cached_ = 0;
+};
+
+}  // namespace
 
 Tensor Tensor::empty(DType dtype, const Shape& shape) {
   for (int64_t d : shape)
@@ -17,13 +81,20 @@ Tensor Tensor::empty(DType dtype, const Shape& shape) {
   t.strides_ = contiguous_strides(shape);
   auto st = std::make_shared<Storage>();
   st->nbytes = std::max<size_t>(t.nbytes(), 1);
-  size_t padded = (st->nbytes + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, padded);
+  const int c = BufferPool::size_class(st->nbytes);
+  void* p = c >= 0 ? BufferPool::get().take(c) : std::aligned_alloc(64, (st->nbytes + 63) / 64 * 64);
   if (!p) throw std::bad_alloc();
   st->data = p;
-  st->owner = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  st->ours = true;
+  st->pool_class = c;
   t.storage_ = std::move(st);
   return t;
+}
+
+Storage::~Storage() {
+  if (!ours) return;
+  if (pool_class >= 0) BufferPool::get().give(data, pool_class);
+  else std::free(data);
 }
 
 Tensor Tensor::zeros(DType dtype, const Shape& shape) {

@@ -13,6 +13,12 @@ struct Storage {
   void* data = nullptr;
   size_t nbytes = 0;
   std::shared_ptr<void> owner;
+  bool ours = false;    // allocated by Tensor::empty: freed (or pooled) with the storage
+  int pool_class = -1;  // the buffer pool's size class of our memory, -1 for none
+  Storage() = default;
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  ~Storage();
 };
 
 class Tensor {

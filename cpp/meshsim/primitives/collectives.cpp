@@ -4,6 +4,7 @@
 // devices that differ only along the named axes, members in tuple order.
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 #include <optional>
 #include <sstream>
 
@@ -57,18 +58,50 @@ AxisNames vma_plus(const AxisNames& vma, const AxisNames& add) {
 // result is the same whatever the thread count).
 enum class Reduce { Sum, Max, Min };
 
+// Whether `t` fills exactly size() consecutive elements from raw() in some
+// order of its dimensions (contiguous, or a transpose of contiguous).
+bool dense(const Tensor& t) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of dimensions longer than 1
+  for (int64_t d = 0; d < t.ndim(); ++d)
+    if (t.shape()[d] != 1) dims.push_back({t.strides()[d], t.shape()[d]});
+  std::sort(dims.begin(), dims.end());
+  int64_t expected = 1;
+  for (const auto& [stride, size] : dims) {
+    if (stride != expected) return false;
+    expected *= size;
+  }
+  return true;
+}
+
+bool same_layout(const Tensor& a, const Tensor& b) {
+  for (int64_t d = 0; d < a.ndim(); ++d)
+    if (a.shape()[d] != 1 && a.strides()[d] != b.strides()[d]) return false;
+  return true;
+}
+
 Tensor reduce_blocks(const std::vector<const Tensor*>& blocks, Reduce op, const MeshContext& ctx) {
-  Tensor out = blocks[0]->copy();
-  if (blocks.size() == 1) return out;
+  // Blocks laid out alike in dense memory (e.g. all transposed views) reduce
+  // over their memory as it is, into a result with their layout: no copies.
+  const Tensor& first = *blocks[0];
+  bool flat = dense(first);
+  for (size_t i = 1; i < blocks.size() && flat; ++i) flat = same_layout(first, *blocks[i]);
+  Tensor out;
   std::vector<Tensor> srcs;
-  for (size_t i = 1; i < blocks.size(); ++i) srcs.push_back(blocks[i]->contiguous());
+  if (flat) {
+    Tensor buf = Tensor::empty(first.dtype(), {first.size()});
+    std::memcpy(buf.raw(), first.raw(), first.nbytes());
+    out = buf.view(first.shape(), first.strides(), 0);
+    for (size_t i = 1; i < blocks.size(); ++i) srcs.push_back(*blocks[i]);
+  } else {
+    out = first.copy();
+    for (size_t i = 1; i < blocks.size(); ++i) srcs.push_back(blocks[i]->contiguous());
+  }
+  if (blocks.size() == 1) return out;
   dispatch_numeric(out.dtype(), [&](auto tag) {
     using T = decltype(tag);
     T* o = out.data<T>();
     const int64_t n = out.size();
-    constexpr int64_t kChunk = 1 << 16;  // elements per task: big blocks reduce in parallel
-    ctx.parallel_for((n + kChunk - 1) / kChunk, [&](int64_t c) {
-      const int64_t lo = c * kChunk, hi = std::min(n, lo + kChunk);
+    auto run = [&](int64_t lo, int64_t hi) {
       for (const Tensor& s : srcs) {
         const T* x = s.data<T>();
         switch (op) {
@@ -77,6 +110,12 @@ Tensor reduce_blocks(const std::vector<const Tensor*>& blocks, Reduce op, const 
           case Reduce::Min: for (int64_t i = lo; i < hi; ++i) o[i] = std::min(o[i], x[i]); break;
         }
       }
+    };
+    constexpr int64_t kChunk = 1 << 16;  // elements per task: big blocks reduce in parallel
+    if (n <= kChunk) return run(0, n);
+    ctx.parallel_for((n + kChunk - 1) / kChunk, [&](int64_t c) {
+      const int64_t lo = c * kChunk;
+      run(lo, std::min(n, lo + kChunk));
     });
   });
   return out;
@@ -331,17 +370,61 @@ Avals reduce_scatter_eval(const Avals& in, const Params& p) {
 
 // Member r gets chunk r (along the scatter dimension) of the sum of the
 // group's blocks, added in member order.
+// The dimensions of `t` from outermost to innermost in memory.
+std::vector<int64_t> memory_order(const Tensor& t) {
+  std::vector<int64_t> perm(t.ndim());
+  std::iota(perm.begin(), perm.end(), 0);
+  std::stable_sort(perm.begin(), perm.end(),
+                   [&](int64_t a, int64_t b) { return t.strides()[a] > t.strides()[b]; });
+  return perm;
+}
+
+// A fresh dense tensor of `shape` whose dimensions lie in memory in `perm`'s order.
+Tensor empty_in_order(DType dtype, const Shape& shape, const std::vector<int64_t>& perm) {
+  Shape s;
+  for (int64_t d : perm) s.push_back(shape[d]);
+  std::vector<int64_t> inverse(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) inverse[perm[i]] = static_cast<int64_t>(i);
+  return Tensor::empty(dtype, s).transpose(inverse);
+}
+
 std::vector<Tensors> reduce_scatter_kernel(const MeshContext& ctx, const std::vector<Tensors>& in,
                                            const Params& p, const Avals& out) {
   const Groups groups = replica_groups(ctx, axis_names_param(p), p);
   const int64_t dim = p.get<int64_t>("scatter_dimension");
+  const int64_t n = static_cast<int64_t>(groups[0].size());
+  std::vector<Tensors> res(in.size());
+  bool contiguous = true;
+  for (const Tensors& t : in) contiguous &= t[0].is_contiguous();
+  if (!contiguous) {
+    // Strided operands (e.g. transposed gradients) are read where they lie,
+    // into results laid out as the first member's block, in memory order.
+    for_each_member(ctx, groups, [&](int64_t g, int64_t r) {
+      const Tensor& first = in[groups[g][0]][0];
+      const int64_t c = first.shape()[dim] / n;
+      const std::vector<int64_t> perm = memory_order(first);
+      Tensor o = empty_in_order(out[0].dtype, out[0].shape, perm);
+      const Tensor dst = o.transpose(perm);  // o's memory in row-major order
+      copy_into(slice_dim(first, dim, r * c, (r + 1) * c).transpose(perm), dst);
+      dispatch_numeric(o.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        T* pd = dst.data<T>();
+        for (int64_t m = 1; m < n; ++m) {
+          const Tensor src = slice_dim(in[groups[g][m]][0], dim, r * c, (r + 1) * c).transpose(perm);
+          const T* ps = src.data<T>();
+          for_each_offsets<2>(dst.shape(), {&dst.strides(), &src.strides()},
+                              [&](const std::array<int64_t, 2>& o2) { pd[o2[0]] += ps[o2[1]]; });
+        }
+      });
+      res[groups[g][r]] = {o};
+    });
+    return res;
+  }
   const std::vector<Tensor> x = contiguous_operands(ctx, in);
   const Shape& s = x[0].shape();
-  const int64_t n = static_cast<int64_t>(groups[0].size());
   int64_t outer = 1, chunk = s[dim] / n;
   for (int64_t d = 0; d < dim; ++d) outer *= s[d];
   for (int64_t d = dim + 1; d < x[0].ndim(); ++d) chunk *= s[d];
-  std::vector<Tensors> res(in.size());
   for_each_member(ctx, groups, [&](int64_t g, int64_t r) {
     Tensor o = Tensor::empty(out[0].dtype, out[0].shape);
     dispatch_numeric(o.dtype(), [&](auto tag) {

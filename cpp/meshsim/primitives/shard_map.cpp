@@ -119,7 +119,7 @@ std::vector<ArrayPtr> shard_map_run(const std::vector<ArrayPtr>& in, const Param
     for (int64_t d = 0; d < n; ++d) args[d].push_back(std::move(blocks[d]));
   }
   std::vector<Tensors> results =
-      run_on_mesh(*executable_body(params.get<ProgramPtr>("jaxpr"), params), mesh,
+      run_on_mesh(executable_body(params.get<ProgramPtr>("jaxpr"), params), mesh,
                   std::move(args), params.get<bool>("check_vma"));
 
   std::vector<ArrayPtr> out;

@@ -181,8 +181,78 @@ class Sharing {
 
 }  // namespace
 
-std::vector<Tensors> run_on_mesh(const Program& body, const Mesh& mesh, std::vector<Tensors> args,
+namespace {
+
+// What run_on_mesh works out from the body alone, once per body: the runs of
+// local equations between collectives, which values outlive their run, the
+// last use of each value and each equation's result types.
+struct ExecutionPlan {
+  struct Run {
+    size_t begin, end;                 // equations [begin, end); one collective when `collective`
+    bool collective;
+    std::vector<int> outlive;          // outputs used after the run (or results of the body)
+    std::vector<int> temporaries;      // outputs used only inside it
+  };
+  std::vector<int> last;               // per variable: the last equation using it
+  std::vector<int> producer;           // per variable: the equation computing it, -1 for inputs
+  std::vector<int> slot;               // per temporary: its index in its run's local values
+  std::vector<Avals> out_avals;        // per equation
+  std::vector<Run> runs;
+
+  explicit ExecutionPlan(const Program& body) {
+    const size_t num_vars = body.avals.size();
+    last = last_uses(body);
+    producer.assign(num_vars, -1);
+    slot.assign(num_vars, -1);
+    out_avals.resize(body.eqns.size());
+    for (size_t j = 0; j < body.eqns.size(); ++j)
+      for (int v : body.eqns[j].outputs) {
+        producer[v] = static_cast<int>(j);
+        out_avals[j].push_back(body.avals[v]);
+      }
+    size_t k = 0;
+    while (k < body.eqns.size()) {
+      Run r{k, k + 1, body.eqns[k].prim->is_collective(), {}, {}};
+      if (!r.collective) {
+        while (r.end < body.eqns.size() && !body.eqns[r.end].prim->is_collective()) ++r.end;
+        for (size_t j = r.begin; j < r.end; ++j)
+          for (int v : body.eqns[j].outputs) {
+            if (last[v] >= static_cast<int>(r.end)) {
+              r.outlive.push_back(v);
+            } else {
+              slot[v] = static_cast<int>(r.temporaries.size());
+              r.temporaries.push_back(v);
+            }
+          }
+      }
+      k = r.end;
+      runs.push_back(std::move(r));
+    }
+  }
+};
+
+// Plans by body, valid while the body lives (bodies are immutable once traced).
+std::shared_ptr<const ExecutionPlan> plan_for(const ProgramPtr& body) {
+  static std::mutex mutex;
+  static std::map<const Program*, std::pair<std::weak_ptr<Program>, std::shared_ptr<const ExecutionPlan>>> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(body.get());
+  if (it != cache.end() && !it->second.first.expired()) return it->second.second;
+  if (cache.size() >= 256)
+    for (auto i = cache.begin(); i != cache.end();)
+      i = i->second.first.expired() ? cache.erase(i) : std::next(i);
+  auto plan = std::make_shared<const ExecutionPlan>(*body);
+  cache[body.get()] = {body, plan};
+  return plan;
+}
+
+}  // namespace
+
+std::vector<Tensors> run_on_mesh(const ProgramPtr& body_ptr, const Mesh& mesh, std::vector<Tensors> args,
                                  bool vma_checked) {
+  const Program& body = *body_ptr;
+  const std::shared_ptr<const ExecutionPlan> plan_ptr = plan_for(body_ptr);
+  const ExecutionPlan& plan = *plan_ptr;
   const int64_t n = mesh.size();
   const size_t num_vars = body.avals.size();
   MeshContext ctx(mesh);
@@ -205,34 +275,31 @@ std::vector<Tensors> run_on_mesh(const Program& body, const Mesh& mesh, std::vec
     if (vma_checked) sharing.from_type(v, body.avals[v].vma);
     else sharing.from_buffers(v, env[v]);
   }
-  const std::vector<int> last = last_uses(body);
-  std::vector<int> producer(num_vars, -1);
-  for (size_t j = 0; j < body.eqns.size(); ++j)
-    for (int v : body.eqns[j].outputs) producer[v] = static_cast<int>(j);
+  const std::vector<int>& last = plan.last;
+  const std::vector<int>& producer = plan.producer;
+  const std::vector<int>& slot = plan.slot;
   // Frees the variables whose last use is an equation in [begin, end).
   auto release = [&](size_t begin, size_t end) {
     for (size_t j = begin; j < end; ++j)
       for (int v : body.eqns[j].inputs)
         if (last[v] == static_cast<int>(j)) std::vector<Tensor>().swap(env[v]);
   };
-  std::vector<Avals> out_avals(body.eqns.size());
-  for (size_t j = 0; j < body.eqns.size(); ++j)
-    for (int v : body.eqns[j].outputs) out_avals[j].push_back(body.avals[v]);
-  std::vector<int> slot(num_vars, -1);  // a temporary's index in its run's local values
 
   SingleThreadedBlas one_blas_thread;
-  size_t k = 0;
-  while (k < body.eqns.size()) {
-    const Equation& e = body.eqns[k];
-    if (e.prim->is_collective()) {
+  for (const ExecutionPlan::Run& run : plan.runs) {
+    const size_t k = run.begin;
+    if (run.collective) {
+      const Equation& e = body.eqns[k];
       std::vector<Tensors> ins(n);
-      for (int64_t d = 0; d < n; ++d)
+      for (int64_t d = 0; d < n; ++d) {
+        ins[d].reserve(e.inputs.size());
         for (int v : e.inputs) ins[d].push_back(env[v][d]);
-      std::vector<Tensors> res = e.prim->mesh_kernel(ctx, ins, e.params, out_avals[k]);
+      }
+      std::vector<Tensors> res = e.prim->mesh_kernel(ctx, ins, e.params, plan.out_avals[k]);
       if (recording_collectives()) {
         Avals in_avals;
         for (int v : e.inputs) in_avals.push_back(body.avals[v]);
-        if (auto r = collective_record(e, mesh, in_avals, out_avals[k])) record_collective(*r);
+        if (auto r = collective_record(e, mesh, in_avals, plan.out_avals[k])) record_collective(*r);
       }
       for (size_t i = 0; i < e.outputs.size(); ++i) {
         const int v = e.outputs[i];
@@ -243,32 +310,20 @@ std::vector<Tensors> run_on_mesh(const Program& body, const Mesh& mesh, std::vec
         else sharing.from_buffers(v, env[v]);
       }
       release(k, k + 1);
-      ++k;
       continue;
     }
     // The run of local equations up to the next collective, on every device at
     // once; each equation only on the devices that own its result, plus those
     // that need it for an equation they own.
-    size_t end = k;
-    while (end < body.eqns.size() && !body.eqns[end].prim->is_collective()) ++end;
-    const size_t begin = k;
+    const size_t begin = run.begin, end = run.end;
     std::vector<std::vector<char>> runs(n, std::vector<char>(end - begin));
-    std::vector<int> outlive, temporaries;
     for (size_t j = begin; j < end; ++j) {
       const Equation& eq = body.eqns[j];
       sharing.from_inputs(eq);
       for (int64_t d = 0; d < n; ++d)
         runs[d][j - begin] = eq.outputs.empty() || sharing.owner(d, eq.outputs[0]) == d;
-      for (int v : eq.outputs) {
-        if (last[v] >= static_cast<int>(end)) {
-          outlive.push_back(v);
-          env[v].resize(n);
-        } else {
-          slot[v] = static_cast<int>(temporaries.size());
-          temporaries.push_back(v);
-        }
-      }
     }
+    for (int v : run.outlive) env[v].resize(n);
     for (int64_t d = 0; d < n; ++d)
       for (size_t j = end; j-- > begin;)
         if (runs[d][j - begin])
@@ -281,22 +336,20 @@ std::vector<Tensors> run_on_mesh(const Program& body, const Mesh& mesh, std::vec
       for (size_t j = begin; j < end; ++j) {
         const Equation& eq = body.eqns[j];
         if (!runs[d][j - begin]) continue;
-        if (local.empty()) local.resize(temporaries.size());
+        if (local.empty()) local.resize(run.temporaries.size());
         ins.clear();
         for (int v : eq.inputs) ins.push_back(value(v));
-        Tensors res = run_primitive(*eq.prim, ins, eq.params, out_avals[j]);
+        Tensors res = run_primitive(*eq.prim, ins, eq.params, plan.out_avals[j]);
         for (size_t i = 0; i < res.size(); ++i) value(eq.outputs[i]) = std::move(res[i]);
         for (int v : eq.inputs)
           if (last[v] == static_cast<int>(j)) value(v) = Tensor();
       }
     });
     // Devices that skipped an equation share the owner's result.
-    for (int v : outlive)
+    for (int v : run.outlive)
       for (int64_t d = 0; d < n; ++d)
         if (!runs[d][producer[v] - begin]) env[v][d] = env[v][sharing.owner(d, v)];
-    for (int v : temporaries) slot[v] = -1;
     release(begin, end);
-    k = end;
   }
 
   std::vector<Tensors> results(n);

@@ -44,7 +44,7 @@ class MeshContext {
 // (a body traced with check_vma=True) blocks of an input or a collective's
 // result are equal along the axes their type is invariant over, otherwise
 // only where they are the same buffer.
-std::vector<Tensors> run_on_mesh(const Program& body, const Mesh& mesh,
+std::vector<Tensors> run_on_mesh(const ProgramPtr& body, const Mesh& mesh,
                                  std::vector<Tensors> args, bool vma_checked = false);
 
 }  // namespace meshsim
