@@ -1,5 +1,7 @@
 #include "meshsim/runtime/interpreter.h"
 
+#include <algorithm>
+
 #include "meshsim/runtime/sharded.h"
 
 namespace meshsim {
@@ -44,7 +46,15 @@ Tensors run_program(const Program& program, const Tensors& args) {
     const Equation& e = program.eqns[k];
     ins.clear();
     outs.clear();
-    for (int v : e.inputs) ins.push_back(env[v]);
+    for (size_t i = 0; i < e.inputs.size(); ++i) {
+      // A value read for the last time (and not again by this equation) is moved.
+      const int v = e.inputs[i];
+      if (last[v] == static_cast<int>(k) &&
+          std::find(e.inputs.begin() + i + 1, e.inputs.end(), v) == e.inputs.end())
+        ins.push_back(std::move(env[v]));
+      else
+        ins.push_back(env[v]);
+    }
     for (int v : e.outputs) outs.push_back(program.avals[v]);
     Tensors res = run_primitive(*e.prim, ins, e.params, outs);
     for (size_t i = 0; i < res.size(); ++i) env[e.outputs[i]] = std::move(res[i]);
@@ -56,9 +66,40 @@ Tensors run_program(const Program& program, const Tensors& args) {
   return results;
 }
 
+namespace {
+
+// Whether every value of `program` lives on one device and no primitive needs
+// arrays: then it runs as one device's tensors, with no Array per equation.
+bool single_device(const Program& program, const std::vector<ArrayPtr>& args) {
+  for (const Aval& a : program.avals)
+    if (a.mesh) return false;
+  for (const ArrayPtr& x : args)
+    if (!x->sharding()->is_single_device()) return false;
+  for (const Equation& e : program.eqns)
+    if (e.prim->array_kernel) return false;
+  return true;
+}
+
+}  // namespace
+
 std::vector<ArrayPtr> run_global_program(const Program& program, const std::vector<ArrayPtr>& args) {
   if (args.size() != program.invars.size())
     fail<TypeError>("program expects ", program.invars.size(), " arguments, got ", args.size());
+  if (single_device(program, args)) {
+    const std::vector<int> last = last_uses(program);
+    Tensors in(args.size());
+    for (size_t i = 0; i < args.size(); ++i)  // unread (e.g. donated) arguments stay untouched
+      if (last[program.invars[i]] >= 0) in[i] = args[i]->global();
+    Tensors res = run_program(program, in);
+    std::vector<ArrayPtr> results;
+    for (size_t i = 0; i < program.outvars.size(); ++i) {
+      const int v = program.outvars[i];
+      auto arg = std::find(program.invars.begin(), program.invars.end(), v);
+      if (arg != program.invars.end()) results.push_back(args[arg - program.invars.begin()]);
+      else results.push_back(Array::from_tensor(std::move(res[i]), program.avals[v].weak_type));
+    }
+    return results;
+  }
   std::vector<ArrayPtr> env(program.avals.size());
   for (size_t i = 0; i < program.constvars.size(); ++i)
     env[program.constvars[i]] =

@@ -329,7 +329,7 @@ std::vector<Tensors> run_on_mesh(const ProgramPtr& body_ptr, const Mesh& mesh, s
         if (runs[d][j - begin])
           for (int v : body.eqns[j].inputs)
             if (producer[v] >= static_cast<int>(begin)) runs[d][producer[v] - begin] = 1;
-    ctx.parallel_for(n, [&](int64_t d) {
+    auto device_task = [&](int64_t d) {
       std::vector<Tensor> local;
       auto value = [&](int v) -> Tensor& { return slot[v] >= 0 ? local[slot[v]] : env[v][d]; };
       Tensors ins;
@@ -338,13 +338,21 @@ std::vector<Tensors> run_on_mesh(const ProgramPtr& body_ptr, const Mesh& mesh, s
         if (!runs[d][j - begin]) continue;
         if (local.empty()) local.resize(run.temporaries.size());
         ins.clear();
-        for (int v : eq.inputs) ins.push_back(value(v));
+        for (size_t i = 0; i < eq.inputs.size(); ++i) {
+          // A value read for the last time (and not again by this equation) is moved.
+          const int v = eq.inputs[i];
+          const bool final_read = last[v] == static_cast<int>(j) &&
+                                  std::find(eq.inputs.begin() + i + 1, eq.inputs.end(), v) == eq.inputs.end();
+          if (final_read) ins.push_back(std::move(value(v)));
+          else ins.push_back(value(v));
+        }
         Tensors res = run_primitive(*eq.prim, ins, eq.params, plan.out_avals[j]);
         for (size_t i = 0; i < res.size(); ++i) value(eq.outputs[i]) = std::move(res[i]);
         for (int v : eq.inputs)
           if (last[v] == static_cast<int>(j)) value(v) = Tensor();
       }
-    });
+    };
+    ctx.parallel_for(n, device_task);
     // Devices that skipped an equation share the owner's result.
     for (int v : run.outlive)
       for (int64_t d = 0; d < n; ++d)
