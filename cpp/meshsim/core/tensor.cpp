@@ -1,5 +1,6 @@
 #include "meshsim/core/tensor.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -12,9 +13,10 @@ namespace meshsim {
 
 namespace {
 
-// Freed buffers of 4 KiB .. 64 MiB, kept by size class for the next tensor of
+// Freed buffers of up to 64 MiB, kept by size class for the next tensor of
 // that class. A program allocates the same sizes call after call; without
-// this, large blocks go back to the OS and every call pays page faults again.
+// this, large blocks go back to the OS and every call pays page faults again,
+// and small aligned ones cost malloc's slow path.
 class BufferPool {
  public:
   static BufferPool& get() {
@@ -24,7 +26,8 @@ class BufferPool {
 
   // Size class of `bytes` (four per doubling), or -1 when not pooled.
   static int size_class(size_t bytes) {
-    if (bytes < kMin || bytes > kMax) return -1;
+    if (bytes > kMax) return -1;
+    bytes = std::max(bytes, kMin + 1);
     const int log = 63 - __builtin_clzll(bytes - 1);  // 2^log < bytes <= 2^(log+1)
     const size_t step = size_t{1} << (log - 2);
     const int quarter = static_cast<int>((bytes - 1 - (size_t{1} << log)) / step);  // 0..3
@@ -46,7 +49,7 @@ class BufferPool {
         return p;
       }
     }
-    return std::aligned_alloc(64, class_bytes(c));
+    return std::aligned_alloc(64, (class_bytes(c) + 63) / 64 * 64);
   }
 
   void give(void* p, int c) {
@@ -62,7 +65,7 @@ class BufferPool {
   }
 
  private:
-  static constexpr int kMinLog = 12;
+  static constexpr int kMinLog = 6;
   static constexpr size_t kMin = size_t{1} << kMinLog, kMax = size_t{1} << 26;
   static constexpr size_t kMaxCached = size_t{1} << 28;
   std::mutex mutex_;
