@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "meshsim/runtime/mesh_executor.h"
 #include "meshsim/runtime/sharded.h"
 
 namespace meshsim {
@@ -80,6 +81,22 @@ bool single_device(const Program& program, const std::vector<ArrayPtr>& args) {
   return true;
 }
 
+// Whether the program multiplies matrices, all of them small (every operand
+// and result of at most 2^16 elements): OpenBLAS's threads then cost more than
+// they save. (It splits a product's rows and columns, never a dot product, so
+// the result does not depend on its thread count.)
+bool small_products(const Program& program) {
+  bool any = false;
+  for (const Equation& e : program.eqns) {
+    if (e.prim->name != "dot_general") continue;
+    any = true;
+    for (const std::vector<int>* vars : {&e.inputs, &e.outputs})
+      for (int v : *vars)
+        if (num_elements(program.avals[v].shape) > (int64_t{1} << 16)) return false;
+  }
+  return any;
+}
+
 }  // namespace
 
 std::vector<ArrayPtr> run_global_program(const Program& program, const std::vector<ArrayPtr>& args) {
@@ -90,7 +107,9 @@ std::vector<ArrayPtr> run_global_program(const Program& program, const std::vect
     Tensors in(args.size());
     for (size_t i = 0; i < args.size(); ++i)  // unread (e.g. donated) arguments stay untouched
       if (last[program.invars[i]] >= 0) in[i] = args[i]->global();
-    Tensors res = run_program(program, in);
+    Tensors res;
+    if (small_products(program)) with_one_blas_thread([&] { res = run_program(program, in); });
+    else res = run_program(program, in);
     std::vector<ArrayPtr> results;
     for (size_t i = 0; i < program.outvars.size(); ++i) {
       const int v = program.outvars[i];

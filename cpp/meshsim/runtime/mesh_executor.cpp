@@ -78,6 +78,11 @@ class SingleThreadedBlas {
 
 }  // namespace
 
+void with_one_blas_thread(const std::function<void()>& f) {
+  SingleThreadedBlas one_blas_thread;
+  f();
+}
+
 namespace {
 
 bool same_view(const Tensor& a, const Tensor& b) {

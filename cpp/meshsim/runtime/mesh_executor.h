@@ -38,6 +38,10 @@ class MeshContext {
   const Mesh& mesh_;
 };
 
+// Runs f() with OpenBLAS kept to one thread (as while a mesh runs): for
+// programs of small products, where its thread pool costs more than it saves.
+void with_one_blas_thread(const std::function<void()>& f);
+
 // Runs `body` on every device: `args[pos]` are the inputs of the device at
 // mesh position `pos`; returns each device's outputs. Devices whose inputs to
 // a local equation are equal share one computation of it; with `vma_checked`
