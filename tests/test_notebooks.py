@@ -1,5 +1,5 @@
 """Every notebook in notebooks/ runs top to bottom without errors (nbclient,
-kernel python3, the in-tree package on the kernel's PYTHONPATH)."""
+kernel python3, importing the same meshsim as these tests do)."""
 import glob
 import os
 
@@ -15,7 +15,8 @@ def test_notebook_runs(path, monkeypatch):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     pytest.importorskip("ipykernel")
-    python = os.path.join(REPO, "python")
+    import meshsim  # the kernel imports the package this test process imported
+    python = os.path.dirname(os.path.dirname(meshsim.__file__))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
         p for p in (python, os.environ.get("PYTHONPATH")) if p))
     nb = nbformat.read(path, as_version=4)

@@ -13,7 +13,6 @@ import meshsim as jax
 import meshsim.numpy as jnp
 from meshsim.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture
@@ -565,7 +564,9 @@ def test_explicit_mesh_inferred_in_specs(real_jax):
 # --- the mesh executor ---------------------------------------------------------------
 
 def _run_python(code: str, env_extra=None, timeout=120) -> str:
-    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"), **(env_extra or {}))
+    # The subprocess imports the meshsim this process imported (in-tree or installed).
+    package_root = os.path.dirname(os.path.dirname(jax.__file__))
+    env = dict(os.environ, PYTHONPATH=package_root, **(env_extra or {}))
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
                           capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, done.stderr
