@@ -42,6 +42,7 @@ def outcome(lib: Lib, case):
 X = lambda m: m.arr((8, 8), "dp", "tp")  # noqa: E731
 XT = lambda m: m.arr((8, 8), "tp", "dp")  # noqa: E731
 XDP = lambda m: m.arr((8, 8), "dp", None)  # noqa: E731
+IDX = lambda m: m.put(np.array([3, 1, 7, 0], np.int32))  # noqa: E731
 
 CASES = {
     # elementwise (JAX's broadcasting rule)
@@ -106,6 +107,35 @@ CASES = {
     "lax_rev": lambda m: m.lax.rev(X(m), (0,)),
     "dynamic_slice_unsharded": lambda m: m.lax.dynamic_slice(XDP(m), (0, 0), (8, 2)),
     "dynamic_slice_sharded": lambda m: m.lax.dynamic_slice(X(m), (0, 0), (2, 2)),
+    # indexing: gather, scatter, dynamic_update_slice, top_k
+    "getitem_rows_unsharded": lambda m: m.arr((8, 8), None, "tp")[IDX(m)],
+    "getitem_rows_sharded": lambda m: X(m)[IDX(m)],
+    "getitem_cols": lambda m: XDP(m)[:, IDX(m)],
+    "getitem_cols_sharded": lambda m: X(m)[:, IDX(m)],
+    "getitem_index_sharded": lambda m: m.arr((8, 8), None, "tp")[m.put(np.arange(8, dtype=np.int32), "dp")],
+    "take0": lambda m: m.jnp.take(m.arr((8, 8), None, "tp"), IDX(m), axis=0),
+    "take1": lambda m: m.jnp.take(XDP(m), IDX(m), axis=1),
+    "take1_sharded": lambda m: m.jnp.take(X(m), IDX(m), axis=1),
+    "take_along1": lambda m: m.jnp.take_along_axis(XDP(m), m.put(np.zeros((8, 3), np.int32), "dp"), axis=1),
+    "take_along1_index_replicated": lambda m: m.jnp.take_along_axis(
+        XDP(m), m.put(np.zeros((8, 3), np.int32)), axis=1),
+    "take_along0_sharded": lambda m: m.jnp.take_along_axis(
+        X(m), m.put(np.zeros((3, 8), np.int32), None, "tp"), axis=0),
+    "take_along1_sharded": lambda m: m.jnp.take_along_axis(
+        X(m), m.put(np.zeros((8, 3), np.int32), "dp"), axis=1),
+    "dus_replicated_update": lambda m: m.lax.dynamic_update_slice(XDP(m), m.jnp.ones((8, 2)), (0, 3)),
+    "dus_same": lambda m: m.lax.dynamic_update_slice(XDP(m), m.arr((8, 2), "dp", None), (0, 3)),
+    "dus_different": lambda m: m.lax.dynamic_update_slice(XDP(m), m.arr((8, 2), None, "tp"), (0, 3)),
+    "at_add_rows": lambda m: m.arr((8, 8), None, "tp").at[IDX(m)].add(1.0),
+    "at_add_rows_sharded": lambda m: X(m).at[IDX(m)].add(1.0),
+    "at_add_updates": lambda m: m.arr((8, 8), None, "tp").at[IDX(m)].add(m.arr((4, 8), None, "tp")),
+    "at_add_updates_replicated": lambda m: m.arr((8, 8), None, "tp").at[IDX(m)].add(m.jnp.ones((4, 8))),
+    "at_set_rows": lambda m: m.arr((8, 8), None, "tp").at[IDX(m)].set(1.0),
+    "top_k_values": lambda m: m.lax.top_k(XDP(m), 3)[0],
+    "top_k_indices": lambda m: m.lax.top_k(XDP(m), 3)[1],
+    "top_k_sharded": lambda m: m.lax.top_k(X(m), 3)[0],
+    "argsort_last": lambda m: m.jnp.argsort(XDP(m), axis=-1),
+    "argsort_sharded": lambda m: m.jnp.argsort(X(m), axis=-1),
     # dot_general (docs cases on (4, 2) rather than (2, 2))
     "dot_free": lambda m: XDP(m) @ m.arr((8, 16), None, "tp"),
     "dot_replicated_rhs": lambda m: X(m) @ m.jnp.ones((8, 4)),
@@ -175,13 +205,6 @@ def test_sharding_type_error_is_a_value_error():
     m = Lib(meshsim)
     with meshsim.set_mesh(m.mesh), pytest.raises(ValueError, match="incompatible shardings"):
         X(m) + XT(m)
-
-
-def test_not_implemented_rule_names_auto_axes():
-    m = Lib(meshsim)
-    x = m.arr((8, 8), "dp", "tp")
-    with pytest.raises(ShardingTypeError, match=r"sharding rule for \w+ is not implemented.*auto_axes"):
-        meshsim.lax.top_k(x, 2)
 
 
 def test_inside_auto_axes_types_drop_the_axes(libs):
@@ -391,3 +414,31 @@ def test_eager_and_jit_agree():
         _check(got[0], (h * h).sum(1), rtol=1e-4)
         _check(got[1], h.mean(0), rtol=1e-4)
     assert str(meshsim.typeof(eager[0])) == str(meshsim.typeof(jitted[0])) == "float32[16@dp]"
+
+
+def test_values_indexing_family():
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((16, 8)).astype(np.float32)
+    idx = np.array([3, 1, 7, 0, 3], np.int32)
+    cols = rng.integers(0, 8, (16, 3)).astype(np.int32)
+    with meshsim.set_mesh(MESH):
+        xr, xc = _put(a, P(None, "tp")), _put(a, P("dp", None))
+        i = _put(idx, P())
+        _check(xr[i], a[idx], P(None, "tp"))
+        _check(mjnp.take(xc, i, axis=1), a[:, idx], P("dp", None))
+        _check(mjnp.take_along_axis(xc, _put(cols, P("dp")), axis=1), np.take_along_axis(a, cols, 1),
+               P("dp", None))
+        _check(meshsim.jit(lambda u, v: u[v])(xr, i), a[idx], P(None, "tp"))
+        expected = a.copy()
+        np.add.at(expected, idx, 2.0)
+        _check(xr.at[i].add(2.0), expected, P(None, "tp"))
+        _check(meshsim.jit(lambda u, v: u.at[v].add(2.0))(xr, i), expected, P(None, "tp"))
+        upd = rng.standard_normal((16, 2)).astype(np.float32)
+        expected = a.copy()
+        expected[:, 3:5] = upd
+        _check(meshsim.lax.dynamic_update_slice(xc, _put(upd, P("dp", None)), (0, 3)), expected, P("dp", None))
+        vals, ixs = meshsim.lax.top_k(xc, 3)
+        order = np.argsort(-a, axis=1, kind="stable")[:, :3]
+        _check(vals, np.take_along_axis(a, order, 1), P("dp", None))
+        _check(ixs, order, P("dp", None))
+        _check(mjnp.argsort(xc, axis=-1), np.argsort(a, axis=-1, kind="stable"), P("dp", None))

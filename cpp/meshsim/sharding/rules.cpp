@@ -602,6 +602,162 @@ std::function<std::vector<Spec>(const Avals&, const Params&, const Avals&)> unsh
   };
 }
 
+// ---- indexing: gather, scatter, dynamic_update_slice, top_k -----------------------
+
+// JAX's str_short(mesh_axis_types=True): float32[8@dp,8]({Explicit: ('dp', 'tp')}).
+std::string str_with_axis_types(const Aval& a, const Mesh& mesh) {
+  std::vector<std::pair<AxisType, AxisNames>> groups;
+  for (size_t i = 0; i < mesh.axis_names.size(); ++i) {
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&](const auto& g) { return g.first == mesh.axis_types[i]; });
+    if (it == groups.end()) groups.push_back({mesh.axis_types[i], {mesh.axis_names[i]}});
+    else it->second.push_back(mesh.axis_names[i]);
+  }
+  std::string s = a.str_short() + "({";
+  for (size_t i = 0; i < groups.size(); ++i) {
+    s += (i ? ", " : "") + std::string(axis_type_name(groups[i].first)) + ": (";
+    const AxisNames& n = groups[i].second;
+    for (size_t j = 0; j < n.size(); ++j) s += (j ? ", '" : "'") + n[j] + "'";
+    s += (n.size() == 1 ? ",)" : ")");
+  }
+  return s + "})";
+}
+
+// The spec of the index arrays' common shape B (JAX concatenates them into one
+// indices array): per dim the one non-None entry; nullopt on a conflict.
+std::optional<Spec> index_batch_spec(const Avals& indices) {
+  const size_t nb = indices[0].shape.size();
+  Spec b(nb);
+  for (const Aval& ix : indices) {
+    const Spec s = spec_of(ix);
+    for (size_t d = 0; d < nb; ++d) {
+      if (s[d].empty()) continue;
+      if (!b[d].empty() && b[d] != s[d]) return std::nullopt;
+      b[d] = s[d];
+    }
+  }
+  return b;
+}
+
+// The index arrays as JAX's one indices array: B + (k,), replicated on k.
+Aval jax_indices_aval(const Avals& indices, const Spec& bspec) {
+  Aval a = indices[0];
+  a.shape.push_back(static_cast<int64_t>(indices.size()));
+  a.spec = bspec;
+  a.spec.push_back({});
+  a.vma.clear();
+  return a;
+}
+
+// JAX's _gather_spec_computation for our form gather(operand, *indices; axes,
+// index_dims_at): an indexed operand dim must be replicated (its slice is one
+// element), the index arrays' dims give the result's batch dims (and must not
+// be sharded: that needs collectives), the other operand dims keep their spec.
+std::vector<Spec> gather_rule(const Avals& in, const Params& p, const Avals& out) {
+  const Aval& x = in[0];
+  const Avals indices(in.begin() + 1, in.end());
+  const IntList& axes = p.get<IntList>("axes");
+  const int64_t at = p.get<int64_t>("index_dims_at");
+  const Spec xs = spec_of(x);
+  // Batching dims (take_along_axis): operand dim d is indexed by an arange along B's dim d.
+  const IntList batch = p.has("batch_axes") ? p.get<IntList>("batch_axes") : IntList{};
+  auto bspec = index_batch_spec(indices);
+  bool ok = bspec.has_value();
+  for (int64_t a : axes)
+    if (!in_list(batch, a)) ok &= xs[a].empty() || x.shape[a] == 1;
+  for (size_t d = 0; ok && d < bspec->size(); ++d) {
+    AxisNames& b = (*bspec)[d];
+    if (in_list(batch, static_cast<int64_t>(d))) {
+      if (!b.empty() && !xs[d].empty() && b != xs[d]) ok = false;
+      else if (b.empty()) b = xs[d];
+    } else {
+      ok &= b.empty();
+    }
+  }
+  if (!ok) {
+    Spec shown = bspec ? *bspec : spec_of(indices[0]);
+    Avals non_batch;
+    for (size_t j = 0; j < axes.size(); ++j)
+      if (!in_list(batch, axes[j])) non_batch.push_back(indices[j]);
+    if (non_batch.empty()) non_batch.push_back(indices[0]);
+    fail<ShardingTypeError>("Use `.at[...].get(out_sharding=)` to provide output PartitionSpec for "
+                            "the gather indexing as out sharding could not be resolved unambiguously "
+                            "(or would require collectives on inputs). Got operand=", x.repr(),
+                            ", indices=", jax_indices_aval(non_batch, shown).repr());
+  }
+  Spec rest;
+  for (size_t d = 0; d < xs.size(); ++d)
+    if (!in_list(axes, static_cast<int64_t>(d))) rest.push_back(xs[d]);
+  Spec o(rest.begin(), rest.begin() + at);
+  o.insert(o.end(), bspec->begin(), bspec->end());
+  o.insert(o.end(), rest.begin() + at, rest.end());
+  return {pad_spec(o, out[0].shape.size())};
+}
+
+// JAX's _scatter_spec_computation for scatter(operand, updates, *indices):
+// indexed operand dims replicated, the updates' and indices' batch dims
+// replicated, the updates' window dims as the operand's (jnp broadcasts the
+// updates to the operand's slice sharding, so a replicated one conforms).
+std::vector<Spec> scatter_rule(const Avals& in, const Params& p, const Avals&) {
+  const Aval &x = in[0], &u = in[1];
+  const Avals indices(in.begin() + 2, in.end());
+  const IntList& axes = p.get<IntList>("axes");
+  const int64_t at = p.get<int64_t>("index_dims_at");
+  const Spec xs = spec_of(x), us = spec_of(u);
+  const int64_t nb = static_cast<int64_t>(indices[0].shape.size());
+  auto bspec = index_batch_spec(indices);
+  bool ok = bspec.has_value() && is_replicated(*bspec);
+  for (int64_t a : axes) ok &= xs[a].empty();
+  Spec o = xs;
+  int64_t ud = 0;
+  for (size_t d = 0; d < xs.size() && ok; ++d) {
+    if (in_list(axes, static_cast<int64_t>(d))) continue;
+    if (ud == at) ud += nb;
+    const AxisNames& ue = us[ud++];
+    if (!ue.empty() && !xs[d].empty() && ue != xs[d]) ok = false;
+    if (o[d].empty()) o[d] = ue;
+  }
+  for (int64_t b = 0; b < nb && ok; ++b) ok &= us[at + b].empty();
+  if (!ok) {
+    Aval shown_u = u;  // as jnp broadcast it: its window dims laid out as the operand's
+    shown_u.spec = us;
+    shown_u.vma.clear();
+    for (size_t d = 0, k = 0; d < xs.size(); ++d) {
+      if (in_list(axes, static_cast<int64_t>(d))) continue;
+      if (static_cast<int64_t>(k) == at) k += nb;
+      if (shown_u.spec[k].empty()) shown_u.spec[k] = xs[d];
+      ++k;
+    }
+    Spec shown = bspec ? *bspec : spec_of(indices[0]);
+    fail<ShardingTypeError>("Use `.at[...].set/add/mul/...(out_sharding=)` to provide output "
+                            "PartitionSpec for the scatter update as out sharding could not be "
+                            "resolved unambiguously (or would require collectives on inputs). Got "
+                            "operand=", x.repr(), ", indices=", jax_indices_aval(indices, shown).repr(),
+                            ", updates=", shown_u.repr());
+  }
+  return {o};
+}
+
+std::vector<Spec> dynamic_update_slice_rule(const Avals& in, const Params&, const Avals&) {
+  const Aval &x = in[0], &u = in[1];
+  const Mesh& mesh = x.mesh ? *x.mesh : *u.mesh;
+  const bool same_mesh = x.mesh && u.mesh && same_abstract_mesh(*x.mesh, *u.mesh);
+  const bool both_replicated = is_replicated(spec_of(x)) && is_replicated(spec_of(u));
+  if (!(same_mesh || both_replicated) || spec_of(x) != spec_of(u))
+    fail<ShardingTypeError>("dynamic_update_slice operand sharding must be equal to update sharding, "
+                            "got operand sharding ", str_with_axis_types(x, x.mesh ? *x.mesh : mesh),
+                            " and update sharding ", str_with_axis_types(u, u.mesh ? *u.mesh : mesh), ".");
+  return {spec_of(x)};
+}
+
+std::vector<Spec> top_k_rule(const Avals& in, const Params& p, const Avals& out) {
+  const int64_t axis = p.get<int64_t>("axis");
+  if (!spec_of(in[0])[axis].empty())
+    fail<ShardingTypeError>("The input should be unsharded over the axis along which to compute the "
+                            "top_k values. Got input type=", in[0].str_short(), " and axis=", axis);
+  return std::vector<Spec>(out.size(), spec_of(in[0]));
+}
+
 using Rule = std::function<std::vector<Spec>(const Avals&, const Params&, const Avals&)>;
 using Plan = std::function<std::optional<LocalPlan>(const Avals&, const Params&, const Avals&)>;
 
@@ -768,7 +924,13 @@ void install_sharding_rules(std::map<std::string, Primitive>& table) {
         return local_shape_plan("slice_sizes")(in, p, out);
       });
   // The update is written where it lands: on the assembled value.
-  set("dynamic_update_slice", same_as_operand, nullptr);
+  set("dynamic_update_slice", dynamic_update_slice_rule, nullptr);
+  // Gathers and scatters run on the assembled values (their indices may point anywhere).
+  set("gather", gather_rule, nullptr);
+  for (const char* name : {"scatter", "scatter_add", "scatter_mul", "scatter_min", "scatter_max"})
+    set(name, scatter_rule, nullptr);
+  // The k largest along a whole (unsharded) dimension: each device's block.
+  set("top_k", top_k_rule, as_is_plan(nullptr));
   set("concatenate", concatenate_rule, as_is_plan([](const Avals& in, const Params& p, const Avals&) {
         const int64_t d = p.get<int64_t>("dimension");
         for (const Aval& a : in)

@@ -87,11 +87,15 @@ def _axis(axis: int, ndim: int) -> int:
 # The gather/scatter forms below are meshsim's own (JAX's take XLA dimension
 # numbers); see cpp/meshsim/primitives/indexing.cpp for their semantics.
 
-def gather(operand, indices, axes, index_dims_at: int, mode: str = "clip", fill_value=None):
+def gather(operand, indices, axes, index_dims_at: int, mode: str = "clip", fill_value=None,
+           batch_axes=()):
     """operand indexed on `axes` by the integer arrays `indices` (one shape B); B's dims go at
-    position `index_dims_at` among the operand's remaining dims."""
+    position `index_dims_at` among the operand's remaining dims. `batch_axes` (take_along_axis:
+    axes=all dims, index_dims_at=0) names the operand dims whose index array is an arange along
+    B's same dim, JAX's batching dims: their sharding carries over to the result."""
+    extra = {"batch_axes": tuple(batch_axes)} if batch_axes else {}
     return core.bind1("gather", operand, *indices, axes=tuple(axes), index_dims_at=index_dims_at,
-                      mode=mode, fill_value=fill_value)
+                      mode=mode, fill_value=fill_value, **extra)
 
 
 def scatter(kind: str, operand, updates, indices, axes, index_dims_at: int, mode: str = "drop"):

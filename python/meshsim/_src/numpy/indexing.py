@@ -443,7 +443,8 @@ def take_along_axis(arr, indices, axis, mode=None, fill_value=None, *, wrap_nega
     arr, arrays, axis = _along_axis_indices("take_along_axis", arr, indices, axis)
     if not wrap:
         arrays[axis] = _unwrapped(arrays[axis], arr.shape[axis], mode)
-    return lax_indexing.gather(arr, arrays, range(arr.ndim), 0, mode, fill_value)
+    return lax_indexing.gather(arr, arrays, range(arr.ndim), 0, mode, fill_value,
+                               batch_axes=[d for d in range(arr.ndim) if d != axis])
 
 
 def put_along_axis(arr, indices, values, axis, inplace: bool = True, *, mode=None):
