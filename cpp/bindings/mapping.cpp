@@ -12,6 +12,9 @@ void init_mapping(py::module_& m) {
     push_axis_env(AxisEnv{std::move(mesh), std::move(manual_axes), check_vma});
   });
   m.def("pop_axis_env", &pop_axis_env);
+  m.def("vary_over", [](const py::handle& x, const AxisNames& axes) {
+    return from_value(vary_over(to_value(x), axes));
+  });
   // (mesh, manual axes, check_vma) of the innermost shard_map being traced, or None.
   m.def("current_axis_env", []() -> py::object {
     const AxisEnv* env = current_axis_env();

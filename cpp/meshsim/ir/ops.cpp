@@ -80,14 +80,11 @@ Value full_like(const Value& x, double value) {
   const Aval& a = aval_of(x);
   Value c = full(a.shape, a.dtype, value, a.weak_type);
   // Inside shard_map a constant is invariant: make it vary like `x`.
-  if (!a.vma.empty()) c = bind1("pvary", {c}, {{"axes", a.vma}});
-  return c;
+  return vary_over(c, a.vma);
 }
 
 Value zeros(const Aval& aval) {
-  Value z = full(aval.shape, aval.dtype, 0.0, aval.weak_type);
-  if (!aval.vma.empty()) z = bind1("pvary", {z}, {{"axes", aval.vma}});
-  return z;
+  return vary_over(full(aval.shape, aval.dtype, 0.0, aval.weak_type), aval.vma);
 }
 
 Value zeros_like(const Value& x) { return zeros(aval_of(x)); }

@@ -106,17 +106,21 @@ std::vector<Value> pvary_to_union(const Primitive& prim, const std::vector<Value
   for (const Value& v : inputs) in.push_back(aval_of(v));
   AxisNames all = vma_union(in);
   std::vector<Value> out = inputs;
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (in[i].vma.size() == all.size()) continue;
-    AxisNames missing;
-    for (const auto& n : all)
-      if (std::find(in[i].vma.begin(), in[i].vma.end(), n) == in[i].vma.end()) missing.push_back(n);
-    out[i] = bind(primitive("pvary"), {out[i]}, Params{{"axes", missing}})[0];
-  }
+  for (Value& v : out) v = vary_over(v, all);
   return out;
 }
 
 }  // namespace
+
+Value vary_over(const Value& x, const AxisNames& axes) {
+  if (!vma_checking()) return x;
+  const AxisNames& vma = aval_of(x).vma;
+  AxisNames missing;
+  for (const auto& n : current_axis_env()->mesh->in_mesh_order(axes))
+    if (std::find(vma.begin(), vma.end(), n) == vma.end()) missing.push_back(n);
+  if (missing.empty()) return x;
+  return bind(primitive("pvary"), {x}, Params{{"axes", missing}})[0];
+}
 
 Avals infer_avals(const Primitive& prim, const Avals& in, const Params& params) {
   Avals out = prim.abstract_eval(in, params);

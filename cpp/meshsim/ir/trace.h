@@ -67,6 +67,10 @@ TracePtr current_trace();  // null when nothing is being traced
 std::vector<Value> bind(const Primitive& prim, const std::vector<Value>& inputs,
                         const Params& params);
 
+// `x` cast to varying over those of `axes` it is invariant over (a `pvary`,
+// free at run time); `x` itself when there are none or VMA checking is off.
+Value vary_over(const Value& x, const AxisNames& axes);
+
 // Output types of a primitive for the given inputs (shape/dtype, then VMA).
 Avals infer_avals(const Primitive& prim, const Avals& in, const Params& params);
 

@@ -689,30 +689,22 @@ Primitive& with_linear_vjp(Primitive& p, std::function<Value(const Value& ct, co
   return p;
 }
 
-// `ct` cast to varying over those of `axes` it is invariant over.
-Value varying_over(const Value& ct, const AxisNames& axes) {
-  if (!vma_checking()) return ct;
-  const AxisNames missing = vma_minus(axes, aval_of(ct).vma);
-  if (missing.empty()) return ct;
-  return ops::bind1("pvary", {ct}, {{"axes", current_axis_env()->mesh->in_mesh_order(missing)}});
-}
-
 Params with(Params p, const std::string& key, ParamValue v) {
   p.set(key, std::move(v));
   return p;
 }
 
 Value transpose_psum(const Value& ct, const Params& p) {
-  return varying_over(ct, axes_param(p));  // invariant -> varying: free
+  return vary_over(ct, axes_param(p));  // invariant -> varying: free
 }
 
 Value transpose_pvary(const Value& ct, const Params& p) {
   const AxisNames& axes = axes_param(p);
-  return ops::bind1("psum_invariant", {varying_over(ct, axes)}, {{"axes", axes}});
+  return ops::bind1("psum_invariant", {vary_over(ct, axes)}, {{"axes", axes}});
 }
 
 Value transpose_all_gather(const Value& ct, const Params& p) {
-  return ops::bind1("reduce_scatter", {varying_over(ct, axis_names_param(p))},
+  return ops::bind1("reduce_scatter", {vary_over(ct, axis_names_param(p))},
                     {{"axis_index_groups", p.is_none("axis_index_groups") ? ParamValue{}
                                                                           : ParamValue{p.get<IntLists>("axis_index_groups")}},
                      {"axis_name", axis_names_param(p)},
@@ -722,7 +714,7 @@ Value transpose_all_gather(const Value& ct, const Params& p) {
 }
 
 Value transpose_reduce_scatter(const Value& ct, const Params& p) {
-  return ops::bind1("all_gather", {varying_over(ct, axis_names_param(p))},
+  return ops::bind1("all_gather", {vary_over(ct, axis_names_param(p))},
                     {{"all_gather_dimension", p.get<int64_t>("scatter_dimension")},
                      {"axis_index_groups", p.is_none("axis_index_groups") ? ParamValue{}
                                                                           : ParamValue{p.get<IntLists>("axis_index_groups")}},
@@ -759,14 +751,14 @@ Value transpose_ppermute(const Value& ct, const Params& p) {
   IntLists inverse;
   for (const auto& [src, dst] : perm_pairs(p, axes, bound_axis_size(axes, "ppermute")))
     inverse.push_back({dst, src});
-  return ops::bind1("ppermute", {varying_over(ct, axis_names_param(p))},
+  return ops::bind1("ppermute", {vary_over(ct, axis_names_param(p))},
                     with(p, "perm", inverse));
 }
 
 Value transpose_all_to_all(const Value& ct, const Params& p) {
   Params q = with(p, "split_axis", p.get<int64_t>("concat_axis"));
   q.set("concat_axis", p.get<int64_t>("split_axis"));
-  return ops::bind1("all_to_all", {varying_over(ct, axis_names_param(p))}, q);
+  return ops::bind1("all_to_all", {vary_over(ct, axis_names_param(p))}, q);
 }
 
 Value transpose_plain_psum(const Value& ct, const Params& p) {

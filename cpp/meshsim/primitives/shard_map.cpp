@@ -364,12 +364,7 @@ VjpSplit shard_map_vjp(const Values& in, const std::vector<bool>& active, const 
         for (size_t k = 0; k < cts.size(); ++k) {
           const Spec& spec = in_specs[ct_inputs[k]];
           if (check_vma) {
-            AxisNames missing;
-            for (const auto& a : mesh->in_mesh_order(spec_axes(spec)))
-              if (std::find(aval_of(cts[k]).vma.begin(), aval_of(cts[k]).vma.end(), a) ==
-                  aval_of(cts[k]).vma.end())
-                missing.push_back(a);
-            if (!missing.empty()) cts[k] = ops::bind1("pvary", {cts[k]}, {{"axes", missing}});
+            cts[k] = vary_over(cts[k], spec_axes(spec));
           } else if (AxisNames spread = unmentioned(manual, spec); !spread.empty()) {
             cts[k] = ops::bind1("psum", {cts[k]}, {{"axes", spread}});
           }

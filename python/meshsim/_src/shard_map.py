@@ -306,8 +306,7 @@ class _ShardMapped:
     def _vary_over_spec(x, spec: PartitionSpec, manual: list[str]):
         """`x` cast to varying over the manual axes its out_spec names."""
         axes = _spec_axes(spec)
-        missing = tuple(a for a in manual if a in axes and a not in x.aval.vma)
-        return core.bind1("pvary", x, axes=missing) if missing else x
+        return _core.vary_over(x, [a for a in manual if a in axes])
 
     def _replication_error(self, failures, mesh: Mesh, manual: list[str]) -> str:
         order = lambda names: ",".join(a for a in mesh.axis_names if a in names)  # noqa: E731

@@ -44,10 +44,7 @@ def _in_mesh_order(env, axes) -> tuple:
 
 def _vary_over(x, axes: tuple, env):
     """`x` cast to varying over those of `axes` it is invariant over."""
-    if not env[2]:
-        return x
-    missing = _in_mesh_order(env, [a for a in axes if a not in x.aval.vma])
-    return core.bind1("pvary", x, axes=missing) if missing else x
+    return _core.vary_over(x, list(axes)) if env[2] else x
 
 
 def _operand(x):
