@@ -182,6 +182,15 @@ pp::D pp_param(const std::string& prim, const std::string& key, const ParamValue
                       ", " + list_str(d[3]) + "))");
     }
   }
+  if (prim == "ragged_dot_general" && key == "ragged_dot_dimension_numbers") {
+    if (auto* l = std::get_if<IntLists>(&v); l && l->size() == 6) {
+      const IntLists& d = *l;
+      auto t = [](const IntList& x) { return param_value_str(x); };
+      return pp::text("RaggedDotDimensionNumbers(dot_dimension_numbers=((" + t(d[0]) + ", " +
+                      t(d[1]) + "), (" + t(d[2]) + ", " + t(d[3]) + ")), lhs_ragged_dimensions=" +
+                      t(d[4]) + ", rhs_group_dimensions=" + t(d[5]) + ")");
+    }
+  }
   return pp::text(param_value_str(v));
 }
 

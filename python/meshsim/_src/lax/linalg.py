@@ -6,12 +6,14 @@ tuples, which is how the C++ rule reads it. `precision` is accepted and
 ignored: every product runs at full precision here."""
 from __future__ import annotations
 
+import dataclasses
 import operator
 
 from meshsim._src import core
 from meshsim._src.sharding import explicit
 
-__all__ = ["dot_general", "dot", "batch_matmul"]
+__all__ = ["dot_general", "dot", "batch_matmul", "ragged_dot", "ragged_dot_general",
+           "RaggedDotDimensionNumbers"]
 
 
 def _index_tuple(dims, what: str) -> tuple[int, ...]:
@@ -68,3 +70,50 @@ def batch_matmul(lhs, rhs, precision=None):
         raise ValueError(f"Arguments to batch_matmul must have same ndim, got {lhs.ndim}, {rhs.ndim}")
     batch = tuple(range(lhs.ndim - 2))
     return dot_general(lhs, rhs, (((lhs.ndim - 1,), (rhs.ndim - 2,)), (batch, batch)), precision)
+
+
+@dataclasses.dataclass(frozen=True)
+class RaggedDotDimensionNumbers:
+    """Describes ragged, group, and dot dimensions for ragged dot general (as JAX's)."""
+    dot_dimension_numbers: tuple
+    lhs_ragged_dimensions: tuple
+    rhs_group_dimensions: tuple
+
+    def __init__(self, dot_dimension_numbers, lhs_ragged_dimensions, rhs_group_dimensions):
+        object.__setattr__(self, "dot_dimension_numbers",
+                           tuple(tuple(map(tuple, t)) for t in dot_dimension_numbers))
+        object.__setattr__(self, "lhs_ragged_dimensions", tuple(lhs_ragged_dimensions))
+        object.__setattr__(self, "rhs_group_dimensions", tuple(rhs_group_dimensions))
+
+
+_BASIC_RAGGED_DOT_DIMENSION_NUMBERS = RaggedDotDimensionNumbers(
+    dot_dimension_numbers=(([1], [1]), ([], [])), lhs_ragged_dimensions=[0], rhs_group_dimensions=[0])
+
+
+def ragged_dot_general(lhs, rhs, group_sizes, ragged_dot_dimension_numbers, precision=None,
+                       preferred_element_type=None, group_offset=None, out_sharding=None):
+    """Ragged matrix multiplication over JAX's three modes (lhs ragged dimension
+    non-contracting, contracting or batch); `precision` is accepted and ignored."""
+    if not isinstance(ragged_dot_dimension_numbers, RaggedDotDimensionNumbers):
+        raise TypeError("ragged_dot_general ragged_dot_dimension_numbers must be a "
+                        f"RaggedDotDimensionNumbers, got {ragged_dot_dimension_numbers!r}")
+    if group_offset is not None:
+        raise NotImplementedError("Unimplemented group_offset support.")
+    dn = ragged_dot_dimension_numbers
+    dims = _flat_dimension_numbers(dn.dot_dimension_numbers) + (
+        _index_tuple(dn.lhs_ragged_dimensions, "lhs_ragged_dimensions"),
+        _index_tuple(dn.rhs_group_dimensions, "rhs_group_dimensions"))
+    preferred = None if preferred_element_type is None else core.canonicalize_dtype(preferred_element_type)
+    lhs, rhs, group_sizes = (core.asarray_value(v) for v in (lhs, rhs, group_sizes))
+    out = core.bind1("ragged_dot_general", lhs, rhs, group_sizes, group_offset=None, out_sharding=None,
+                     precision=None, preferred_element_type=preferred,
+                     ragged_dot_dimension_numbers=dims)
+    return out if out_sharding is None else explicit.reshard(out, out_sharding)
+
+
+def ragged_dot(lhs, rhs, group_sizes, precision=None, preferred_element_type=None, group_offset=None,
+               out_sharding=None):
+    """Ragged matrix multiplication: lhs (m, k), rhs (g, k, n), group_sizes (g,) ->
+    (m, n), rows of group i multiplied by rhs[i]; rows past sum(group_sizes) are zero."""
+    return ragged_dot_general(lhs, rhs, group_sizes, _BASIC_RAGGED_DOT_DIMENSION_NUMBERS, precision,
+                              preferred_element_type, group_offset, out_sharding)
