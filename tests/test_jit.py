@@ -98,7 +98,8 @@ def test_tracer_cannot_become_python_bool():
             return x
         return -x
 
-    with pytest.raises(TypeError, match="concrete"):
+    with pytest.raises(jax.errors.TracerBoolConversionError,
+                       match=r"Attempted boolean conversion of traced array with shape bool\[\]"):
         f(jnp.asarray(np.ones(3, np.float32)))
 
 

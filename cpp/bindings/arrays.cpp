@@ -51,6 +51,11 @@ void init_arrays(py::module_& m) {
       .def("__str__", &Mesh::str);
 
   py::class_<Aval>(m, "ShapedArray")
+      .def(py::init([](const Shape& shape, const py::handle& dtype, bool weak_type, ShardingPtr sharding) {
+             return placed_aval(shape, to_dtype(dtype), weak_type, sharding);
+           }),
+           py::arg("shape"), py::arg("dtype"), py::arg("weak_type") = false,
+           py::arg("sharding") = nullptr)
       .def_property_readonly("shape", [](const Aval& a) { return py::tuple(py::cast(a.shape)); })
       .def_property_readonly("dtype", [](const Aval& a) { return to_numpy_dtype(a.dtype); })
       .def_property_readonly("ndim", &Aval::ndim)

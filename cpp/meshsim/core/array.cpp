@@ -98,21 +98,29 @@ void Array::mark_deleted() {
   shards_.clear();
 }
 
-ArrayPtr shard_array(const Tensor& value, ShardingPtr sharding, bool weak_type) {
+Aval placed_aval(const Shape& shape, DType dtype, bool weak_type, const ShardingPtr& sharding) {
   Aval aval;
-  aval.shape = value.shape();
-  aval.dtype = value.dtype();
+  aval.shape = shape;
+  aval.dtype = dtype;
   aval.weak_type = weak_type;
-  if (sharding->is_single_device())
-    return std::make_shared<Array>(std::move(aval), sharding, std::vector<Tensor>{value});
-  const int64_t ndim = value.ndim();
+  if (!sharding || sharding->is_single_device()) return aval;
+  const int64_t ndim = static_cast<int64_t>(shape.size());
   check_spec(*sharding->mesh, sharding->spec, ndim);
-  Shape local = sharding->local_shape(value.shape());
   aval.mesh = sharding->mesh;
   aval.spec.assign(ndim, {});
+  // Only Explicit axes are part of the type; Auto axes are placement alone.
   for (size_t d = 0; d < sharding->spec.size(); ++d)
     for (const auto& a : sharding->spec[d])
       if (sharding->mesh->is_explicit(a)) aval.spec[d].push_back(a);
+  return aval;
+}
+
+ArrayPtr shard_array(const Tensor& value, ShardingPtr sharding, bool weak_type) {
+  Aval aval = placed_aval(value.shape(), value.dtype(), weak_type, sharding);
+  if (sharding->is_single_device())
+    return std::make_shared<Array>(std::move(aval), sharding, std::vector<Tensor>{value});
+  const int64_t ndim = value.ndim();
+  Shape local = sharding->local_shape(value.shape());
   std::map<std::vector<int64_t>, Tensor> blocks;  // one copy per distinct block
   std::vector<Tensor> shards;
   for (int64_t pos = 0; pos < sharding->num_devices(); ++pos) {

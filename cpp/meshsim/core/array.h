@@ -56,6 +56,9 @@ using ArrayPtr = std::shared_ptr<Array>;
 
 // Splits `value` into per-device blocks for `sharding` (copying each distinct block once).
 ArrayPtr shard_array(const Tensor& value, ShardingPtr sharding, bool weak_type);
+// The type of a value of `shape` placed by `sharding` (null: unsharded): its
+// spec keeps the mesh's Explicit axes.
+Aval placed_aval(const Shape& shape, DType dtype, bool weak_type, const ShardingPtr& sharding);
 // Assembles per-device blocks into the global tensor.
 Tensor assemble(const std::vector<Tensor>& shards, const Sharding& sharding, const Shape& global);
 

@@ -24,7 +24,7 @@ from meshsim import _core
 from meshsim._src import core, tree_util
 
 __all__ = [
-    "grad", "value_and_grad", "vjp", "jvp", "linearize", "custom_vjp", "checkpoint", "remat",
+    "grad", "value_and_grad", "vjp", "jvp", "linearize", "custom_vjp", "custom_jvp", "checkpoint", "remat",
     "checkpoint_policies", "checkpoint_name", "stop_gradient", "float0",
 ]
 
@@ -447,6 +447,95 @@ class custom_vjp:
         bwd_tree = tree_util.tree_structure(tuple(range(len(res_avals) + n_out)))
         bwd, bwd_consts, _ = _trace_flat(bwd_flat, bwd_tree, [*res_avals, *out_avals])
         return fwd, fwd_consts, bwd, bwd_consts, res_tree
+
+
+# --- custom_jvp ------------------------------------------------------------------
+
+class custom_jvp:
+    """A function with a user-defined JVP: `f.defjvp(jvp)`, where
+    jvp(*nondiff_args, primals, tangents) -> (primal_out, tangent_out), or
+    `f.defjvps(*per_argument_jvps)`.
+
+    Differentiation here is reverse mode, so the rule is used through its
+    transpose: the tangent output is linear in the tangents, and the VJP of
+    tangents -> tangent_out at the primals is the function's VJP. It runs as a
+    custom_vjp whose residuals are the primal arguments."""
+
+    def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = ()):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.jvp = None
+        self._tracing_rule = 0  # the rule calling the function itself gets the plain function
+
+    def __get__(self, obj, objtype=None):
+        return self if obj is None else functools.partial(self, obj)
+
+    def defjvp(self, jvp: Callable, symbolic_zeros: bool = False) -> Callable:
+        self.jvp = jvp
+        return jvp
+
+    def defjvps(self, *jvps) -> None:
+        if self.nondiff_argnums:
+            raise TypeError("Can't use ``defjvps`` with ``nondiff_argnums``.")
+
+        def jvp(primals, tangents):
+            out = self.fun(*primals)
+            terms = [rule(t, out, *primals) for rule, t in zip(jvps, tangents) if rule is not None]
+            tangent_out = functools.reduce(
+                lambda a, b: tree_util.tree_map(lambda x, y: x + y, a, b), terms) if terms else \
+                tree_util.tree_map(_zeros_like, out)
+            return out, tangent_out
+
+        self.jvp = jvp
+
+    def __call__(self, *args, **kwargs):
+        name = getattr(self.fun, "__name__", repr(self.fun))
+        if self.jvp is None:
+            raise AttributeError(f"No JVP defined for custom_jvp function {name} using defjvp.")
+        args = custom_vjp._resolve(self, args, kwargs)
+        if _core.current_trace() is None or self._tracing_rule:
+            return self.fun(*args)
+        nondiff_pos = sorted(i % len(args) for i in self.nondiff_argnums)
+        diff_pos = [i for i in range(len(args)) if i not in nondiff_pos]
+
+        def full_args(diff_args):
+            full = list(args)
+            for i, a in zip(diff_pos, diff_args):
+                full[i] = a
+            return full
+
+        @functools.wraps(self.fun)
+        def call(*diff_args):
+            return self.fun(*full_args(diff_args))
+
+        def fwd(*diff_args):
+            return call(*diff_args), diff_args
+
+        def bwd(*rest):
+            primals, ct = rest[-2], rest[-1]
+            nondiff = rest[:-2]
+
+            def tangent_out(*tangents):
+                return self.jvp(*nondiff, tuple(primals), tuple(tangents))[1]
+
+            zeros = [tree_util.tree_map(_zeros_like, p) for p in primals]
+            self._tracing_rule += 1
+            try:
+                _, pullback = vjp(tangent_out, *zeros)
+            finally:
+                self._tracing_rule -= 1
+            return pullback(ct)
+
+        wrapped = custom_vjp(call, nondiff_argnums=())
+        if nondiff_pos:
+            nondiff_vals = [args[i] for i in nondiff_pos]
+            wrapped = custom_vjp(functools.wraps(self.fun)(lambda *a: call(*a[len(nondiff_vals):])),
+                                 nondiff_argnums=tuple(range(len(nondiff_vals))))
+            wrapped.defvjp(lambda *a: fwd(*a[len(nondiff_vals):]), bwd)
+            return wrapped(*nondiff_vals, *[args[i] for i in diff_pos])
+        wrapped.defvjp(fwd, bwd)
+        return wrapped(*args)
 
 
 # --- checkpoint / remat ----------------------------------------------------------

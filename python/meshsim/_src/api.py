@@ -4,12 +4,14 @@ A function is traced once per input signature into a Program held by the C++
 core; later calls with the same signature run that program without Python."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 from typing import Any, Callable, Sequence
 
 from meshsim import _core
 from meshsim._src import core, debug, tree_util
+from meshsim._src.abstract import ShapeDtypeStruct
 
 
 def _as_tuple(x) -> tuple:
@@ -112,7 +114,8 @@ def trace_to_program(fun: Callable, args: Sequence, kwargs: dict, static: tuple 
 
     Returns (program, output treedef)."""
     leaves, in_tree = tree_util.tree_flatten((list(args), kwargs))
-    leaves = [core.asarray_value(x) for x in leaves]
+    # ShapeDtypeStructs stand in for arrays of their type.
+    leaves = [x if isinstance(x, ShapeDtypeStruct) else core.asarray_value(x) for x in leaves]
     trace = _core.push_trace()
     try:
         with debug.deferred_inspections():  # their callbacks run once the program is complete
@@ -252,6 +255,20 @@ def make_jaxpr(fun: Callable, static_argnums=()):
         return ClosedJaxpr(program, out_tree)
 
     return make
+
+
+@contextlib.contextmanager
+def named_scope(name: str):
+    """Names the operations traced inside (JAX shows them in profiles and HLO
+    metadata, not in jaxprs); checks the name as JAX does."""
+    if not isinstance(name, str):
+        raise TypeError("named_scope name argument must be a string.")
+    yield
+
+
+def named_call(fun: Callable, *, name: str | None = None) -> Callable:
+    """`fun`, staged under `name` (a profiling name; the program is unchanged)."""
+    return fun
 
 
 def block_until_ready(x):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from meshsim._src import core
+from meshsim._src import core, errors
 
 
 def _jnp():
@@ -65,6 +65,12 @@ def _array_item(self):
     return self.to_numpy().item()
 
 
+def _array_index(self):
+    if not np.issubdtype(self.dtype, np.integer):
+        raise TypeError("Only integer scalar arrays can be converted to a scalar index.")
+    return int(self)
+
+
 def _scalar_conversion(kind):
     def convert(self):
         if self.size != 1:
@@ -73,11 +79,23 @@ def _scalar_conversion(kind):
     return convert
 
 
-def _concrete_error(self, *args):
-    raise TypeError(
-        f"Attempted to convert a traced value {core.typeof(self)} to a concrete Python value. "
-        "The value is only known when the program runs; use meshsim.numpy operations "
-        "(e.g. jnp.where instead of `if`) or mark the argument static with static_argnums.")
+def _concrete_error(kind: str):
+    """A tracer's conversion to a Python value: the value exists only when the
+    program runs, so raise JAX's error for that conversion."""
+    def convert(self, *args, **kwargs):
+        if kind == "__bool__":
+            raise errors.TracerBoolConversionError(self)
+        if kind == "__index__":
+            raise errors.TracerIntegerConversionError(self)
+        if kind == "__array__":
+            raise errors.TracerArrayConversionError(self)
+        if kind in ("item", "tolist"):
+            raise errors.ConcretizationTypeError(self, f"This occurred in the {kind}() method of jax.Array")
+        fn = kind.strip("_")
+        raise errors.ConcretizationTypeError(
+            self, f"The problem arose with the `{fn}` function. If trying to convert the data type of a "
+            f"value, try using `x.astype({fn})` or `jnp.array(x, {fn})` instead.")
+    return convert
 
 
 def _array_repr(self):
@@ -131,7 +149,7 @@ def install():
     core.Array.tolist = lambda self: self.to_numpy().tolist()
     core.Array.__float__ = _scalar_conversion(float)
     core.Array.__int__ = _scalar_conversion(int)
-    core.Array.__index__ = lambda self: int(self) if np.issubdtype(self.dtype, np.integer) else _concrete_error(self)
+    core.Array.__index__ = _array_index
     core.Array.__bool__ = _scalar_conversion(bool)
     core.Array.__complex__ = _scalar_conversion(complex)
     core.Array.__repr__ = _array_repr
@@ -139,7 +157,7 @@ def install():
     core.Array.__format__ = lambda self, spec: format(self.to_numpy().item() if self.ndim == 0 else self.to_numpy(), spec)
     core.Array.block_until_ready = lambda self: self
     core.Array.copy = lambda self: _jnp().array(self, copy=True)
-    for conversion in ("__float__", "__int__", "__bool__", "__index__", "__complex__", "item", "tolist"):
-        setattr(core.Tracer, conversion, _concrete_error)
-    core.Tracer.__array__ = _concrete_error
+    for conversion in ("__float__", "__int__", "__bool__", "__index__", "__complex__", "item", "tolist",
+                       "__array__"):
+        setattr(core.Tracer, conversion, _concrete_error(conversion))
     core.Tracer.__repr__ = _tracer_repr

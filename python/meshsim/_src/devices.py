@@ -71,3 +71,23 @@ def local_devices(process_index: int | None = None, backend: str | None = None,
 
 def local_device_count(backend: str | None = None) -> int:
     return device_count(backend)
+
+
+def process_index(backend: str | None = None) -> int:
+    """Every simulated device belongs to the one process."""
+    _check_backend(backend)
+    return 0
+
+
+def process_count(backend: str | None = None) -> int:
+    _check_backend(backend)
+    return 1
+
+
+def default_backend() -> str:
+    return "cpu"
+
+
+def backends_are_initialized() -> bool:
+    """Whether the device list has been created (after which the device count is fixed)."""
+    return _devices is not None

@@ -113,3 +113,13 @@ def device_put(x, device: Any = None, *, src: Any = None, donate: bool = False,
         raise ValueError("device_put device specification must be a tree prefix of the "
                          f"corresponding value; {e}") from None
     return tree_util.tree_map(lambda leaf, p: _put(leaf, _as_sharding(p), donate), x, placements)
+
+
+def device_get(x: Any):
+    """The pytree `x` with every array copied to a NumPy array on the host
+    (other leaves pass through)."""
+    def get(leaf):
+        if isinstance(leaf, core.Array) or hasattr(leaf, "__jax_array__"):
+            return np.asarray(leaf)
+        return leaf
+    return tree_util.tree_map(get, x)
