@@ -942,3 +942,24 @@ def test_record_collectives_sees_shard_map_bodies():
     body = [r for r in log if r.name in ("all_gather", "reduce_scatter") and r.bytes in (192, 32)]
     # all_gather of [8,2] over 4: 64 * 3 bytes; reduce_scatter to [4,2] over 2: 32 * 1 bytes.
     assert ("all_gather", ("tp",), 192) in body and ("reduce_scatter", ("dp",), 32) in body
+
+
+def test_ragged_all_to_all_gradient():
+    """JAX's transpose: each sent row's cotangent comes back from where it landed;
+    the output buffer keeps the cotangent of the rows nothing overwrote."""
+    op, out, io, ss, oo, rs = RAGGED_ARGS
+    ct = np.random.default_rng(0).standard_normal(out.shape).astype(np.float32)
+    mesh = make_mesh((2,), ("i",), 2)
+
+    def body(op, out, io, ss, oo, rs):
+        return lax.ragged_all_to_all(op[0], out[0], io[0], ss[0], oo[0], rs[0], axis_name="i")[None]
+
+    f = jax.shard_map(body, mesh=mesh, in_specs=(P("i"),) * 6, out_specs=P("i"))
+    d_op, d_out = jax.grad(lambda a, b: (f(a, b, io, ss, oo, rs) * ct).sum(), argnums=(0, 1))(op, out)
+    want_op, want_out = np.zeros_like(op), ct.copy()
+    for s in range(2):
+        for i in range(2):  # entry i goes to device i
+            want_op[s, io[s, i]:io[s, i] + ss[s, i]] += ct[i, oo[s, i]:oo[s, i] + ss[s, i]]
+            want_out[i, oo[s, i]:oo[s, i] + ss[s, i]] = 0
+    np.testing.assert_allclose(np.asarray(d_op), want_op, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(d_out), want_out, rtol=1e-6)

@@ -779,3 +779,15 @@ def test_work_on_ragged_all_to_all_results_is_not_shared_wrongly():
                           check_vma=check_vma)
         got = np.asarray(f(blocks.reshape(8)))
         np.testing.assert_array_equal(got.reshape(2, 2, 2), want)
+
+
+def test_results_on_an_auto_mesh_are_laid_out_as_out_specs(real_jax):
+    # Auto axes are not in types: the result is typed unsharded but its blocks stay where the
+    # out_specs put them (no gather to a replicated layout), as in JAX.
+    def run(j):
+        m = j.sharding.Mesh(np.array(j.devices()).reshape(2, 4), ("dp", "tp"))
+        f = j.shard_map(lambda a: a * 2, mesh=m, in_specs=j.P("dp", "tp"), out_specs=j.P("dp", "tp"))
+        g = j.shard_map(lambda a: a, mesh=m, in_specs=j.P("dp", "tp"), out_specs=j.P(None, "tp"),
+                        check_vma=False)
+        return [(str(j.typeof(out)), str(out.sharding.spec)) for out in (f(X), j.jit(f)(X), g(X))]
+    assert run(jax) == run(real_jax)

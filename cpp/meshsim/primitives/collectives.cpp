@@ -764,6 +764,44 @@ Value transpose_all_to_all(const Value& ct, const Params& p) {
 Value transpose_plain_psum(const Value& ct, const Params& p) {
   return ops::bind1("psum", {ct}, {{"axes", axes_param(p)}});
 }
+
+// JAX's _ragged_all_to_all_transpose: the cotangent travels back along the same
+// slices (each receiver learns, by an all_to_all, where its rows came from and
+// where they landed); the output buffer's cotangent is ct minus the rows the
+// exchange overwrote.
+Cotangents ragged_all_to_all_vjp(const VjpArgs& a) {
+  const Value& t = *a.ct[0];
+  const Params& p = a.params;
+  Params exchange{{"axis_index_groups", p.is_none("axis_index_groups")
+                                            ? ParamValue{}
+                                            : ParamValue{p.get<IntLists>("axis_index_groups")}},
+                  {"axis_name", axis_names_param(p)}, {"concat_axis", int64_t{0}},
+                  {"split_axis", int64_t{0}}, {"tiled", true}};
+  auto swap = [&](const Value& v) {
+    return ops::bind1("all_to_all", {vary_over(v, axis_names_param(p))}, exchange);
+  };
+  const Value output_offsets = swap(a.in[4]);
+  Cotangents ct(6);
+  if (a.wants[0]) {
+    const Value input_offsets = swap(a.in[2]);
+    ct[0] = ops::bind1("ragged_all_to_all", {t, ops::zeros(aval_of(a.in[0])), output_offsets,
+                                             a.in[5], input_offsets, a.in[3]}, p);
+  }
+  if (a.wants[1]) {
+    // Row r was written iff output_offsets[i] <= r < output_offsets[i] + recv_sizes[i] for some i.
+    const Aval ta = aval_of(t);
+    const int64_t rows = ta.shape[0], k = aval_of(a.in[4]).shape[0];
+    const Value r = ops::iota(DType::Int32, {rows, k}, 0);
+    const Value start = ops::broadcast_in_dim(ops::convert(output_offsets, DType::Int32), {rows, k}, {1});
+    const Value size = ops::broadcast_in_dim(ops::convert(a.in[5], DType::Int32), {rows, k}, {1});
+    const Value hit = ops::logical_and(ops::ge(r, start), ops::lt(r, ops::add(start, size)));
+    const Value written = ops::gt(ops::reduce_sum(ops::convert(hit, DType::Int32), {1}),
+                                  ops::full({rows}, DType::Int32, 0.0));
+    const Value mask = ops::broadcast_in_dim(written, ta.shape, {0});
+    ct[1] = ops::select(mask, ops::zeros(ta), t);
+  }
+  return ct;
+}
 }  // namespace
 
 std::optional<CollectiveRecord> collective_record(const Equation& e, const Mesh& mesh,
@@ -888,6 +926,7 @@ void register_collective_primitives() {
     return vma_plus(vma, {});
   };
   ragged.mesh_kernel = ragged_all_to_all_kernel;
+  ragged.vjp = ragged_all_to_all_vjp;
   register_primitive(std::move(ragged));
 
   // pbroadcast: every member gets member `source`'s block (typed varying, as JAX).

@@ -43,6 +43,18 @@ Spec padded(const Spec& spec, size_t ndim) {
   return s;
 }
 
+// Whether a result's type shards over an axis its out_spec does not name (a
+// still-Explicit axis of a partial-manual shard_map). Auto axes are never in
+// types: such a result is laid out as out_specs say and typed unsharded.
+bool types_more_axes(const Spec& type, const Spec& out_spec) {
+  for (size_t d = 0; d < type.size(); ++d)
+    for (const auto& axis : type[d])
+      if (d >= out_spec.size() ||
+          std::find(out_spec[d].begin(), out_spec[d].end(), axis) == out_spec[d].end())
+        return true;
+  return false;
+}
+
 bool same_mesh(const Mesh& a, const Mesh& b) {
   return a.axis_names == b.axis_names && a.axis_sizes == b.axis_sizes && a.device_ids == b.device_ids;
 }
@@ -130,8 +142,7 @@ std::vector<ArrayPtr> shard_map_run(const std::vector<ArrayPtr>& in, const Param
     std::vector<Tensor> shards(n);
     for (int64_t d = 0; d < n; ++d)
       shards[d] = results[representative(mesh, d, p.out_specs[j])][j];
-    if (padded(out_avals[j].spec, out_avals[j].shape.size()) !=
-        padded(p.out_specs[j], out_avals[j].shape.size())) {
+    if (types_more_axes(out_avals[j].spec, p.out_specs[j])) {
       // Partial-manual over Explicit axes: the type also shards over the
       // non-manual axes the body's result is typed over; slice to it.
       Aval as_laid_out = out_avals[j];
