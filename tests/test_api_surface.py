@@ -197,3 +197,22 @@ def test_custom_jvp_without_rule_raises_as_jax():
 
     with pytest.raises(AttributeError, match="No JVP defined for custom_jvp function h using defjvp."):
         meshsim.grad(h)(1.0)
+
+
+# --- jax.Array ---------------------------------------------------------------------
+
+def test_array_is_the_abstract_type_of_every_array_value(real_jax):
+    seen = []
+    for jax, jnp in _both(real_jax):
+        inside = []
+
+        @jax.jit
+        def f(x):
+            inside.append(isinstance(x, jax.Array))
+            return x
+
+        f(jnp.ones(4))
+        seen.append((inside[0], isinstance(jnp.ones(3), jax.Array), isinstance(np.ones(3), jax.Array),
+                     isinstance(jax.random.key(0), jax.Array), isinstance(1.0, jax.Array),
+                     jnp.ones((2, 3)).nbytes, jnp.ones(3, jnp.int32).itemsize))
+    assert seen[0] == seen[1] == (True, True, False, True, False, 24, 4)

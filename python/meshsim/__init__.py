@@ -7,7 +7,8 @@ from meshsim._src.array_methods import install as _install_array_methods
 
 _install_array_methods()
 
-from meshsim._src.core import Array, typeof  # noqa: E402,F401
+from meshsim._src.basearray import Array  # noqa: E402,F401
+from meshsim._src.core import typeof  # noqa: E402,F401
 from meshsim._src.api import jit, make_jaxpr, block_until_ready, named_scope, named_call  # noqa: E402,F401
 from meshsim._src.abstract import ShapeDtypeStruct, eval_shape  # noqa: E402,F401
 from meshsim._src.config import config, raise_on_ppermute_sort_diff  # noqa: E402,F401

@@ -139,6 +139,8 @@ def install():
         cls.__getitem__ = lambda self, idx: _jnp()._getitem(self, idx)
         cls.T = property(lambda self: _jnp().transpose(self))
         cls.mT = property(lambda self: _jnp().swapaxes(self, -1, -2))
+        cls.itemsize = property(lambda self: self.dtype.itemsize)
+        cls.nbytes = property(lambda self: self.size * self.dtype.itemsize)
         cls.__len__ = _len
         cls.__iter__ = _iter
         cls.__hash__ = None

@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from meshsim._src.basearray import Array
 from meshsim._src import core, tree_util
 from meshsim._src.lax import elementwise as lax
 from meshsim._src.lax import structural as lax_shape
@@ -237,3 +238,6 @@ def random_bits(key: PRNGKeyArray, bit_width: int, shape: tuple[int, ...]):
     if math.prod(shape) > 2 ** 64:
         raise NotImplementedError("random bits array of size exceeding 2 ** 64")
     return core.bind1("random_bits", key._base, shape=shape, bit_width=bit_width)
+
+
+Array.register(PRNGKeyArray)  # typed key arrays are jax.Array instances, as in JAX
