@@ -503,3 +503,33 @@ def _with(module, f, a):
     """Runs `f` with `jnp` bound to `module` (the same code under meshsim and JAX)."""
     g = type(f)(f.__code__, {**f.__globals__, "jnp": module}, f.__name__, f.__defaults__, f.__closure__)
     return g(a)
+
+
+# --- lax.split / stack / unstack / tile / broadcast_shapes / broadcast_like / cumlogsumexp ---
+
+@pytest.mark.parametrize("seed", range(3))
+def test_lax_conveniences_match_jax(real_jax, seed):
+    rng = np.random.default_rng(seed)
+    shape = tuple(int(d) for d in rng.integers(1, 5, 3))
+    x = (rng.standard_normal(shape) * 10).astype(np.float32)
+    axis = int(rng.integers(0, 3))
+    cut = int(rng.integers(0, shape[axis] + 1))
+    reps = tuple(int(r) for r in rng.integers(1, 4, 3))
+
+    def run(jax):
+        L = jax.lax
+        return [*L.split(x, (cut, shape[axis] - cut), axis=axis),
+                L.stack([x, x + 1], axis=axis), *L.unstack(x, axis), L.tile(x, reps),
+                L.broadcast_like(x[0], np.zeros((2,) + shape)),
+                L.cumlogsumexp(x, axis=axis), L.cumlogsumexp(x, axis=axis, reverse=True),
+                jax.grad(lambda v: L.cumlogsumexp(v, axis=axis).sum())(x),
+                L.optimization_barrier(x)]
+
+    for got, want in zip(run(mjax), run(real_jax), strict=True):
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=2e-6, atol=2e-5)
+    assert lax.broadcast_shapes((3, 1), (1, 4), (4,)) == real_jax.lax.broadcast_shapes((3, 1), (1, 4), (4,))
+    with pytest.raises(ValueError, match="Incompatible shapes for broadcasting"):
+        lax.broadcast_shapes((3,), (4,))
+    with pytest.raises(ValueError, match="Sum of sizes"):
+        lax.split(x, (shape[axis] + 1,), axis=axis)

@@ -9,7 +9,7 @@ from meshsim._src import core
 
 __all__ = [
     "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_and", "reduce_or", "reduce_xor",
-    "argmax", "argmin", "cumsum", "cumprod", "cummax", "cummin",
+    "argmax", "argmin", "cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp",
 ]
 
 
@@ -52,3 +52,17 @@ cumsum = _cumulative("cumsum")
 cumprod = _cumulative("cumprod")
 cummax = _cumulative("cummax")
 cummin = _cumulative("cummin")
+
+
+def cumlogsumexp(operand, axis: int = 0, reverse: bool = False):
+    """log(cumsum(exp(operand))) along `axis`, shifted by the maximum along the
+    axis so that exp cannot overflow."""
+    from meshsim._src import ad
+    from meshsim._src.lax import elementwise as lax
+    from meshsim._src.lax import structural
+    operand = core.asarray_value(operand)
+    axis = structural.canonicalize_axis(axis, operand.ndim)
+    shift = ad.stop_gradient(reduce_max(operand, (axis,)))
+    shift = structural.broadcast_in_dim(shift, operand.shape,
+                                        tuple(d for d in range(operand.ndim) if d != axis))
+    return lax.add(lax.log(cumsum(lax.exp(lax.sub(operand, shift)), axis, reverse)), shift)

@@ -15,7 +15,8 @@ from meshsim._src.sharding import explicit
 __all__ = [
     "broadcast_in_dim", "broadcast", "broadcast_to_rank", "reshape", "transpose", "squeeze",
     "expand_dims", "collapse", "concatenate", "pad", "slice", "slice_in_dim", "index_in_dim", "rev",
-    "copy", "iota", "broadcasted_iota", "full", "full_like",
+    "copy", "iota", "broadcasted_iota", "full", "full_like", "split", "stack", "unstack", "tile",
+    "broadcast_shapes", "broadcast_like", "optimization_barrier", "empty",
 ]
 
 
@@ -227,3 +228,73 @@ def full_like(x, fill_value, dtype=None, shape=None, sharding=None):
     weak = dtype is None and x_type.weak_type
     value = core.convert_element_type(fill_value, x_type.dtype if dtype is None else dtype, weak)
     return broadcast(value, fill_shape)
+
+
+def split(operand, sizes, axis: int = 0):
+    """`operand` cut along `axis` into consecutive pieces of the given sizes."""
+    operand = core.asarray_value(operand)
+    axis = canonicalize_axis(axis, operand.ndim)
+    sizes = canonicalize_shape(sizes)
+    _check_nonnegative(sizes, "split sizes")
+    if builtins.sum(sizes) != operand.shape[axis]:
+        raise ValueError(f"Sum of sizes {builtins.sum(sizes)} must be equal to dimension {axis} of the "
+                         f"operand shape {operand.shape}")
+    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+    return [slice_in_dim(operand, int(a), int(b), axis=axis) for a, b in zip(starts[:-1], starts[1:])]
+
+
+def stack(operands, axis: int = 0):
+    """The operands (of one shape) stacked along a new dimension `axis`."""
+    operands = [core.asarray_value(x) for x in operands]
+    if not operands:
+        raise ValueError("stack requires at least one operand")
+    axis = canonicalize_axis(axis, operands[0].ndim + 1)
+    return concatenate([expand_dims(x, (axis,)) for x in operands], axis)
+
+
+def unstack(x, axis: int = 0):
+    """The slices of `x` along `axis`, as a tuple."""
+    x = core.asarray_value(x)
+    axis = canonicalize_axis(axis, x.ndim)
+    return tuple(index_in_dim(x, i, axis, keepdims=False) for i in range(x.shape[axis]))
+
+
+def tile(operand, reps):
+    """`operand` repeated `reps[d]` times along each dimension d."""
+    operand = core.asarray_value(operand)
+    reps = canonicalize_shape(reps)
+    if len(reps) != operand.ndim:
+        raise ValueError(f"len(reps) must equal operand.ndim, got reps={reps} for operand shape "
+                         f"{operand.shape}")
+    # broadcast to [r0, n0, r1, n1, ...] then merge each pair
+    shape = tuple(d for r, n in zip(reps, operand.shape) for d in (r, n))
+    dims = tuple(range(1, 2 * operand.ndim, 2))
+    tiled = broadcast_in_dim(operand, shape, dims)
+    return reshape(tiled, tuple(r * n for r, n in zip(reps, operand.shape)))
+
+
+def broadcast_shapes(*shapes):
+    """The NumPy-style broadcast of the shapes, as a tuple."""
+    shapes = [canonicalize_shape(s) for s in shapes]
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise ValueError(f"Incompatible shapes for broadcasting: shapes={shapes}") from None
+
+
+def broadcast_like(arr, like_arr):
+    """`arr` broadcast (NumPy rules, leading dimensions added) to the shape of `like_arr`."""
+    arr = core.asarray_value(arr)
+    shape = core.typeof(like_arr).shape
+    return broadcast_in_dim(arr, shape, tuple(range(len(shape) - arr.ndim, len(shape))))
+
+
+def optimization_barrier(operand, /):
+    """Its argument unchanged: a scheduling hint for XLA's optimiser, which has no
+    counterpart here (programs run in the order they were traced)."""
+    return operand
+
+
+def empty(shape, dtype, *, out_sharding=None):
+    """An array of `shape` and `dtype` (zeros here; JAX leaves the values unspecified)."""
+    return full(shape, 0, dtype, sharding=out_sharding)
