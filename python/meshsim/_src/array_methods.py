@@ -107,7 +107,8 @@ def _array_repr(self):
 
 
 def _tracer_repr(self):
-    return f"Traced<{self.aval.str_short()}>"
+    aval = self.aval
+    return f"JitTracer({'~' if aval.weak_type else ''}{aval.str_short()})"
 
 
 def _len(self):

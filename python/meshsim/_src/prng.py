@@ -145,7 +145,7 @@ class PRNGKeyArray:
 
     def __repr__(self):
         if isinstance(self._base, core.Tracer):
-            return f"Traced<{self.aval}>"
+            return f"JitTracer({self.aval.str_short()})"
         return f"Array({self.shape}, dtype={KEY_DTYPE}) overlaying:\n{self._base}"
 
 

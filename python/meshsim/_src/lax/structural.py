@@ -29,7 +29,11 @@ def canonicalize_shape(shape, context: str = "") -> tuple[int, ...]:
     except TypeError:
         pass
     msg = f"Shapes must be 1D sequences of concrete values of integer type, got {shape}."
-    raise TypeError(f"{msg} {context}." if context else msg)
+    if context:
+        msg = f"{msg} {context}."
+    if any(isinstance(d, core.Tracer) for d in (shape if isinstance(shape, (tuple, list)) else ())):
+        msg += "\nIf using `jit`, try using `static_argnums` or applying `jit` to smaller subfunctions."
+    raise TypeError(msg)
 
 
 def canonicalize_axis(axis, ndim: int) -> int:
