@@ -19,13 +19,15 @@ from meshsim._src.lax import elementwise as lax
 from meshsim._src.lax import sorting as lax_sort
 from meshsim._src.lax import structural as lax_shape
 from meshsim._src.lax.structural import broadcast_to_rank, canonicalize_shape
-from meshsim._src.numpy.promotion import broadcast_shapes
+from meshsim._src.numpy.promotion import broadcast_shapes, broadcast_to_shape
 from meshsim._src.prng import PRNGKeyArray
 
 __all__ = [
     "PRNGKeyArray", "key", "PRNGKey", "key_data", "wrap_key_data", "key_impl", "split", "fold_in",
     "bits", "uniform", "normal", "randint", "bernoulli", "truncated_normal", "gumbel", "permutation",
-    "choice", "categorical",
+    "choice", "categorical", "exponential", "laplace", "logistic", "lognormal", "cauchy", "rademacher",
+    "double_sided_maxwell", "maxwell", "pareto", "rayleigh", "weibull_min", "triangular", "geometric", "wald",
+    "clone", "key_dtype",
 ]
 
 _IMPL = "threefry2x32"
@@ -91,6 +93,17 @@ def wrap_key_data(key_bits_array, *, impl=None) -> PRNGKeyArray:
     """Typed keys over uint32[..., 2] key data."""
     _check_impl(impl)
     return prng.random_wrap(key_bits_array)
+
+
+def key_dtype(impl_spec=None):
+    """The dtype of typed keys (key<fry>)."""
+    _check_impl(impl_spec)
+    return prng.KEY_DTYPE
+
+
+def clone(key):
+    """A copy of `key` (keys are immutable values here, so the key itself)."""
+    return key
 
 
 def key_impl(keys) -> str:
@@ -451,6 +464,178 @@ def categorical(key, logits, axis: int = -1, shape=None, replace: bool = True, m
     return lax_shape.reshape(indices, shape, (indices.ndim - 1, *range(indices.ndim - 1)))
 
 
+# -- samplers built on uniform and normal, as JAX builds them
+
+
+def _check_broadcast_shapes(name: str, shape, *args) -> tuple[int, ...]:
+    arg_shapes = [np.shape(a) for a in args]
+    if shape is None:
+        return broadcast_shapes(*arg_shapes) if arg_shapes else ()
+    shape = canonicalize_shape(shape)
+    _check_shape(name, shape, *arg_shapes)
+    return shape
+
+
+def _check_all_safe_to_cast(name: str, dtype: np.dtype, *args) -> None:
+    from meshsim._src.numpy.dtypes import TypePromotionError, result_type
+    for arg in args:
+        arg_dtype = core.asarray_value(arg).dtype
+        if arg_dtype != dtype and result_type(arg, dtype) != dtype:
+            raise TypePromotionError(f"In arguments to {name}, cannot safely cast argument of type "
+                                     f"{arg_dtype} to {dtype}")
+
+
+def _float_sampler_args(name: str, key, shape, dtype):
+    typed, _ = _check_prng_key(name, key)
+    dtype = _float_dtype(name, dtype)
+    return typed, (None if shape is None else canonicalize_shape(shape)), dtype
+
+
+def _param(x, dtype, shape):
+    return broadcast_to_shape(lax.convert_element_type(x, dtype), shape)
+
+
+def exponential(key, shape=(), dtype=None):
+    """Standard exponential floats: -log1p(-u)."""
+    typed, shape, dtype = _float_sampler_args("exponential", key, shape, dtype)
+    u = _uniform(typed, shape, dtype, 0.0, 1.0)
+    return lax.neg(lax.log1p(lax.neg(u)))  # 1 - u is in (0, 1]: log is finite
+
+
+def laplace(key, shape=(), dtype=None):
+    """Standard Laplace floats: sign(u) * log1p(-|u|), u uniform in (-1, 1)."""
+    typed, shape, dtype = _float_sampler_args("laplace", key, shape, dtype)
+    u = _uniform(typed, shape, dtype, -1. + np.finfo(dtype).epsneg, 1.)
+    return lax.mul(lax.sign(u), lax.log1p(lax.neg(lax.abs(u))))
+
+
+def logistic(key, shape=(), dtype=None):
+    """Standard logistic floats: log(u) - log1p(-u)."""
+    typed, shape, dtype = _float_sampler_args("logistic", key, shape, dtype)
+    x = _uniform(typed, shape, dtype, np.finfo(dtype).tiny, 1.)
+    return lax.sub(lax.log(x), lax.log1p(lax.neg(x)))
+
+
+def lognormal(key, sigma=np.float32(1), shape=None, dtype=None):
+    """exp(sigma * standard normal)."""
+    typed, _ = _check_prng_key("lognormal", key)
+    dtype = _user_dtype(dtype, np.float64)
+    if not np.issubdtype(dtype, np.inexact):
+        raise ValueError(f"dtype argument to `lognormal` must be a float or complex dtype, got {dtype}")
+    shape = _check_broadcast_shapes("lognormal", shape, sigma)
+    _check_all_safe_to_cast("lognormal", dtype, sigma)
+    return lax.exp(lax.mul(_normal(typed, shape, dtype), _param(sigma, dtype, shape)))
+
+
+def cauchy(key, shape=(), dtype=None):
+    """Standard Cauchy floats: tan(pi * (u - 1/2))."""
+    typed, shape, dtype = _float_sampler_args("cauchy", key, shape, dtype)
+    u = _uniform(typed, shape, dtype, np.finfo(dtype).eps, 1.)
+    return lax.tan(lax.mul(np.array(np.pi, dtype), lax.sub(u, np.array(0.5, dtype))))
+
+
+def rademacher(key, shape=(), dtype=None):
+    """-1 or 1 with equal probability, in `dtype` (default int)."""
+    jnp = _jnp()
+    _check_prng_key("rademacher", key)
+    dtype = _user_dtype(dtype, np.int64)
+    samples = bernoulli(key, 0.5, canonicalize_shape(shape)).astype(dtype)
+    return (2 * samples - 1).astype(dtype)
+
+
+def maxwell(key, shape=(), dtype=None):
+    """Maxwell floats: the norm of three standard normals."""
+    typed, shape, dtype = _float_sampler_args("maxwell", key, shape, dtype)
+    x = _normal(typed, (*shape, 3), dtype)
+    return lax.sqrt(_jnp().sum(lax.mul(x, x), axis=-1))
+
+
+def double_sided_maxwell(key, loc, scale, shape=(), dtype=None):
+    """Maxwell floats with a random sign, times scale, plus loc."""
+    typed, shape, dtype = _float_sampler_args("double_sided_maxwell", key, shape, dtype)
+    params_shape = broadcast_shapes(np.shape(loc), np.shape(scale))
+    shape = (shape or params_shape) + params_shape  # as JAX: parameters' dims are appended
+    maxwell_key, rademacher_key = prng.random_split(typed, (2,))
+    rvs = maxwell(maxwell_key, shape, dtype)
+    sign = rademacher(rademacher_key, shape, dtype)
+    return sign * rvs * scale + loc
+
+
+def pareto(key, b, shape=None, dtype=None):
+    """Pareto floats of shape `b`: exp(exponential / b)."""
+    typed, _, dtype = _float_sampler_args("pareto", key, (), dtype)
+    shape = _check_broadcast_shapes("pareto", shape, b)
+    _check_all_safe_to_cast("pareto", dtype, b)
+    e = exponential(typed, shape, dtype)
+    return lax.exp(lax.div(e, _param(b, dtype, shape)))
+
+
+def rayleigh(key, scale, shape=None, dtype=None):
+    """Rayleigh floats: scale * sqrt(-2 log u)."""
+    typed, _, dtype = _float_sampler_args("rayleigh", key, (), dtype)
+    shape = _check_broadcast_shapes("rayleigh", shape, scale)
+    _check_all_safe_to_cast("rayleigh", dtype, scale)
+    u = _uniform(typed, shape, dtype, 0.0, 1.0)
+    return lax.mul(_param(scale, dtype, shape), lax.sqrt(lax.mul(lax.log(u), np.array(-2, dtype))))
+
+
+def weibull_min(key, scale, concentration, shape=(), dtype=None):
+    """Weibull floats by the inverse CDF: (-log1p(-u)) ** (1 / concentration) * scale."""
+    jnp = _jnp()
+    typed, shape, dtype = _float_sampler_args("weibull_min", key, shape, dtype)
+    u = _uniform(typed, shape, dtype, 0, 1)
+    return jnp.power(-jnp.log1p(-u), 1.0 / jnp.asarray(concentration)) * scale
+
+
+def triangular(key, left, mode, right, shape=None, dtype=None):
+    """Triangular floats on [left, right] peaking at mode, by the inverse CDF."""
+    typed, _, dtype = _float_sampler_args("triangular", key, (), dtype)
+    shape = _check_broadcast_shapes("triangular", shape, left, mode, right)
+    _check_all_safe_to_cast("triangular", dtype, left, mode, right)
+    left, mode, right = (_param(v, dtype, shape) for v in (left, mode, right))
+    fc = lax.div(lax.sub(mode, left), lax.sub(right, left))
+    u = _uniform(typed, shape, dtype, 0.0, 1.0)
+    out1 = lax.add(left, lax.sqrt(lax.mul(lax.mul(u, lax.sub(right, left)), lax.sub(mode, left))))
+    one_minus_u = lax.sub(np.array(1, dtype), u)
+    out2 = lax.sub(right, lax.sqrt(lax.mul(lax.mul(one_minus_u, lax.sub(right, left)), lax.sub(right, mode))))
+    return lax.select(lax.lt(u, fc), out1, out2)
+
+
+def geometric(key, p, shape=None, dtype=None):
+    """Geometric integers (trials until the first success, >= 1): floor(log u / log1p(-p)) + 1."""
+    from meshsim._src.numpy.promotion import promote_args_inexact
+    typed, _ = _check_prng_key("geometric", key)
+    dtype = _user_dtype(dtype, np.int64)
+    if not np.issubdtype(dtype, np.integer):
+        raise ValueError(f"dtype argument to `geometric` must be an int dtype, got {dtype}")
+    shape = _check_broadcast_shapes("geometric", shape, p)
+    _check_arraylike("geometric", p)
+    (p,) = promote_args_inexact(p)
+    u = _uniform(typed, shape, p.dtype, 0.0, 1.0)
+    u = lax.select(lax.eq(u, np.array(0, u.dtype)), lax_shape.full_like(u, 1), u)  # as JAX: no log(0)
+    log_one_minus_p = broadcast_to_shape(lax.log1p(lax.neg(p)), shape)
+    g = lax.add(lax.floor(lax.div(lax.log(u), log_one_minus_p)), np.array(1, p.dtype))
+    return lax.convert_element_type(g, dtype)
+
+
+def wald(key, mean, shape=None, dtype=None):
+    """Wald (inverse Gaussian) floats by Michael, Schucany and Haas' transformation."""
+    typed, _, dtype = _float_sampler_args("wald", key, (), dtype)
+    shape = _check_broadcast_shapes("wald", shape, mean)
+    _check_all_safe_to_cast("wald", dtype, mean)
+    k1, k2 = prng.random_split(typed, (2,))
+    mean = _param(mean, dtype, shape)
+    v = _normal(k1, shape, dtype)
+    z = _uniform(k2, shape, dtype, 0.0, 1.0)
+    y = lax.integer_pow(v, 2)
+    y_sq = lax.integer_pow(y, 2)
+    mean_sq = lax.integer_pow(mean, 2)
+    four, two = np.array(4, dtype), np.array(2, dtype)
+    sqrt_term = lax.sqrt(lax.add(lax.mul(lax.mul(four, mean), y), lax.mul(mean_sq, y_sq)))
+    x = lax.sub(lax.add(mean, lax.div(lax.mul(mean_sq, y), two)), lax.mul(lax.div(mean, two), sqrt_term))
+    return lax.select(lax.le(z, lax.div(mean, lax.add(mean, x))), x, lax.div(mean_sq, x))
+
+
 def _with_out_sharding(sampler):
     """`sampler` taking `out_sharding=`: the same values (JAX draws them as if
     unsharded), laid out as asked (a local slice of a replicated draw)."""
@@ -469,3 +654,15 @@ randint = _with_out_sharding(randint)
 bernoulli = _with_out_sharding(bernoulli)
 gumbel = _with_out_sharding(gumbel)
 categorical = _with_out_sharding(categorical)
+exponential = _with_out_sharding(exponential)
+laplace = _with_out_sharding(laplace)
+logistic = _with_out_sharding(logistic)
+lognormal = _with_out_sharding(lognormal)
+cauchy = _with_out_sharding(cauchy)
+rademacher = _with_out_sharding(rademacher)
+maxwell = _with_out_sharding(maxwell)
+pareto = _with_out_sharding(pareto)
+rayleigh = _with_out_sharding(rayleigh)
+triangular = _with_out_sharding(triangular)
+geometric = _with_out_sharding(geometric)
+wald = _with_out_sharding(wald)

@@ -24,6 +24,10 @@ __all__ = [
 ]
 
 
+class TypePromotionError(ValueError):
+    """A promotion between dtypes that is not allowed (as jax's dtypes.TypePromotionError)."""
+
+
 class _ScalarMeta(type):
     """The metaclass of meshsim's scalar types: each class stands for one dtype."""
     dtype: np.dtype
