@@ -131,6 +131,30 @@ CASES = {
     "at_add_updates": lambda m: m.arr((8, 8), None, "tp").at[IDX(m)].add(m.arr((4, 8), None, "tp")),
     "at_add_updates_replicated": lambda m: m.arr((8, 8), None, "tp").at[IDX(m)].add(m.jnp.ones((4, 8))),
     "at_set_rows": lambda m: m.arr((8, 8), None, "tp").at[IDX(m)].set(1.0),
+    # .at[] with full slices before the index: JAX's window dims keep their sharding
+    "at_set_cols": lambda m: XDP(m).at[:, IDX(m)].set(1.0),
+    "at_add_cols_updates": lambda m: XDP(m).at[:, IDX(m)].add(m.arr((8, 4), "dp", None)),
+    "at_mul_cols_replicated_updates": lambda m: XDP(m).at[:, IDX(m)].multiply(m.jnp.ones((8, 4))),
+    "at_min_cols_tp": lambda m: m.arr((8, 8), "tp", None).at[:, IDX(m)].min(2.0),
+    "at_max_cols_scalar_index": lambda m: XDP(m).at[:, 3].max(2.0),
+    "at_set_cols_sharded_dim": lambda m: X(m).at[:, IDX(m)].set(1.0),
+    "at_add_middle": lambda m: m.arr((4, 8, 2), "dp", None, "tp").at[:, IDX(m), :].add(1.0),
+    "at_add_middle_int_sharded": lambda m: m.arr((4, 8, 2), "dp", None, "tp").at[:, IDX(m), 1].add(1.0),
+    "at_add_last_two_slices": lambda m: m.arr((4, 8, 8), "dp", "tp", None).at[:, :, IDX(m)].add(1.0),
+    "at_add_last_sharded": lambda m: m.arr((4, 8, 8), "dp", None, "tp").at[:, :, IDX(m)].add(1.0),
+    "at_ellipsis": lambda m: m.arr((4, 8, 8), "dp", "tp", None).at[..., IDX(m)].multiply(2.0),
+    "at_nonadjacent": lambda m: m.arr((4, 8, 2), "dp", None, None).at[IDX(m), :, IDX(m) % 2].add(1.0),
+    "at_index_2d": lambda m: XDP(m).at[:, m.put(np.zeros((2, 2), np.int32))].add(1.0),
+    "at_strided_slice": lambda m: XDP(m).at[::2, IDX(m)].set(1.0),
+    "at_reversed_slice": lambda m: XDP(m).at[::-1, IDX(m)].set(1.0),
+    "at_updates_other_sharding": lambda m: XDP(m).at[:, IDX(m)].set(m.arr((8, 4), "tp", None)),
+    "at_updates_sharded_window": lambda m: XDP(m).at[:, IDX(m)].set(m.arr((8, 4), None, "tp")),
+    "broadcast_to_out_sharding": lambda m: m.jnp.broadcast_to(m.arr((8,), "dp"), (3, 8),
+                                                              out_sharding=m.P(None, "dp")),
+    "broadcast_to_out_sharding_bad": lambda m: m.jnp.broadcast_to(m.arr((8,), "dp"), (3, 8),
+                                                                  out_sharding=m.P(None, "tp")),
+    "broadcast_to_out_sharding_same_shape": lambda m: m.jnp.broadcast_to(XDP(m), (8, 8),
+                                                                         out_sharding=m.P(None, "tp")),
     "top_k_values": lambda m: m.lax.top_k(XDP(m), 3)[0],
     "top_k_indices": lambda m: m.lax.top_k(XDP(m), 3)[1],
     "top_k_sharded": lambda m: m.lax.top_k(X(m), 3)[0],
@@ -442,3 +466,96 @@ def test_values_indexing_family():
         _check(vals, np.take_along_axis(a, order, 1), P("dp", None))
         _check(ixs, order, P("dp", None))
         _check(mjnp.argsort(xc, axis=-1), np.argsort(a, axis=-1, kind="stable"), P("dp", None))
+
+
+@pytest.mark.parametrize("spec", [P("dp"), P("dp", None, "tp"), P(("dp", "tp")), P("tp", None, "dp"),
+                                  P(None, None, "tp")], ids=str)
+def test_at_updates_with_window_dims_run_shard_local(spec):
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((8, 6, 4)).astype(np.float32)
+    idx = rng.integers(-6, 6, 5).astype(np.int32)
+    u = rng.standard_normal((8, 5, 4)).astype(np.float32)
+    at = (slice(None), idx)
+    with meshsim.set_mesh(MESH):
+        x, i = _put(a, spec), _put(idx, P())
+        with meshsim.debug.record_collectives() as log:
+            added = x.at[:, i].add(u)
+            written = x.at[:, i].set(2.0)
+            low = x.at[:, i].min(0.25)
+            scaled = meshsim.jit(lambda v, j: v.at[:, j, :].multiply(3.0))(x, i)
+        assert log == []  # the window dims stay where they are; the indexed dim is whole
+        typed = meshsim.typeof(x).sharding.spec
+        for ufunc, got, arg in [(np.add, added, u), (None, written, 2.0), (np.minimum, low, 0.25),
+                                (np.multiply, scaled, 3.0)]:
+            expected = a.copy()
+            if ufunc is None:
+                expected[at] = arg
+            else:
+                ufunc.at(expected, at, arg)
+            _check(got, expected, typed)
+        grad = meshsim.grad(lambda v: (v.at[:, i].multiply(2.0) ** 2).sum())(x)
+        factor = np.ones_like(a)
+        np.multiply.at(factor, at, 2.0)
+        _check(grad, 2 * a * factor ** 2, typed)
+
+
+def _random_reshape(rng):
+    """A shape, a spec over MESH for it and a new shape that splits or merges one dim."""
+    entries = [None, "dp", "tp", ("dp", "tp"), ("tp", "dp")]
+    while True:
+        shape = [int(rng.choice([1, 2, 4, 8, 16])) for _ in range(int(rng.integers(1, 4)))]
+        spec = P(*[entries[i] for i in rng.choice(len(entries), len(shape))])
+        try:
+            meshsim.typeof(_put(np.zeros(shape, np.float32), spec))
+        except ValueError:  # an axis used twice, or a dim it does not divide
+            continue
+        d = int(rng.integers(len(shape)))
+        if rng.random() < 0.5 and shape[d] > 1:  # split dim d
+            f = int(rng.choice([f for f in (2, 4, 8) if shape[d] % f == 0] or [1]))
+            new = shape[:d] + [shape[d] // f, f] + shape[d + 1:]
+        elif d + 1 < len(shape):  # merge dims d, d+1
+            new = shape[:d] + [shape[d] * shape[d + 1]] + shape[d + 2:]
+        else:
+            continue
+        return tuple(shape), spec, tuple(new)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_reshape_types_values_and_movement(libs, seed):
+    rng = np.random.default_rng(seed)
+    shape, spec, new = _random_reshape(rng)
+    a = rng.standard_normal(shape).astype(np.float32)
+    out_specs = [None, P(), P("dp"), P(*([None] * (len(new) - 1) + ["tp"]))]
+    for out in out_specs:
+        def case(m, out=out):
+            x = m.put(a, *spec)
+            return m.jnp.reshape(x, new) if out is None else m.jnp.reshape(x, new, out_sharding=m.P(*out))
+        ours, theirs = (outcome(lib, case) for lib in libs)
+        assert ours == theirs, (shape, spec, new, out)
+        if ours[0] != "ok":
+            continue
+        with meshsim.set_mesh(MESH):
+            x = _put(a, spec)
+            with meshsim.debug.record_collectives() as log:
+                got = case(libs[0])
+            jitted = meshsim.jit(lambda v, out=out: mjnp.reshape(v, new, out_sharding=out))(x)
+        typed = meshsim.typeof(got).sharding.spec
+        _check(got, a.reshape(new), typed)
+        _check(jitted, a.reshape(new), typed)
+        if out is None and len(new) > len(shape):
+            assert log == []  # JAX's split rule keeps every block where it is
+        for rec in log:
+            assert rec.name in ("all_gather", "all_to_all")
+
+
+def test_reshape_merge_moves_only_what_it_must():
+    a = np.arange(64, dtype=np.float32).reshape(8, 8)
+    with meshsim.set_mesh(MESH):
+        x = _put(a, P("dp", "tp"))
+        with meshsim.debug.record_collectives() as log:
+            flat = x.reshape(64)
+            kept = _put(a.reshape(64), P(("dp", "tp"))).reshape((8, 8), out_sharding=P("dp"))
+    _check(flat, a.reshape(64), P(("dp", "tp")))
+    _check(kept, a, P("dp", None))
+    # each device lacks the other half of its row (8 floats, 4 held), then half of its dp rows
+    assert [(c.name, c.axes, c.bytes) for c in log] == [("all_to_all", ("tp",), 16), ("all_gather", ("tp",), 32)]

@@ -188,19 +188,23 @@ Value dynamic_update_slice(const Value& x, const Value& update, const Values& st
 }
 
 Value gather(const Value& x, const Values& indices, const IntList& axes, int64_t index_dims_at,
-             const std::string& mode, std::optional<double> fill_value) {
+             const std::string& mode, std::optional<double> fill_value, const IntList& batch_axes) {
   Values in{x};
   in.insert(in.end(), indices.begin(), indices.end());
-  return bind1("gather", in,
-               {{"axes", axes}, {"index_dims_at", index_dims_at}, {"mode", mode},
-                {"fill_value", fill_value ? ParamValue(*fill_value) : ParamValue(std::monostate{})}});
+  Params p{{"axes", axes}, {"index_dims_at", index_dims_at}, {"mode", mode},
+           {"fill_value", fill_value ? ParamValue(*fill_value) : ParamValue(std::monostate{})}};
+  if (!batch_axes.empty()) p.set("batch_axes", batch_axes);
+  return bind1("gather", in, p);
 }
 
 Value scatter(const std::string& kind, const Value& x, const Value& updates, const Values& indices,
-              const IntList& axes, int64_t index_dims_at, const std::string& mode) {
+              const IntList& axes, int64_t index_dims_at, const std::string& mode,
+              const IntList& batch_axes) {
   Values in{x, updates};
   in.insert(in.end(), indices.begin(), indices.end());
-  return bind1(kind, in, {{"axes", axes}, {"index_dims_at", index_dims_at}, {"mode", mode}});
+  Params p{{"axes", axes}, {"index_dims_at", index_dims_at}, {"mode", mode}};
+  if (!batch_axes.empty()) p.set("batch_axes", batch_axes);
+  return bind1(kind, in, p);
 }
 
 Values sort(const Values& operands, int64_t dimension, int64_t num_keys) {

@@ -81,9 +81,11 @@ Value dot_general(const Value& x, const Value& y, const IntLists& dimension_numb
 Value dynamic_slice(const Value& x, const Values& starts, const Shape& sizes);
 Value dynamic_update_slice(const Value& x, const Value& update, const Values& starts);
 Value gather(const Value& x, const Values& indices, const IntList& axes, int64_t index_dims_at,
-             const std::string& mode, std::optional<double> fill_value = std::nullopt);
+             const std::string& mode, std::optional<double> fill_value = std::nullopt,
+             const IntList& batch_axes = {});
 Value scatter(const std::string& kind, const Value& x, const Value& updates, const Values& indices,
-              const IntList& axes, int64_t index_dims_at, const std::string& mode);
+              const IntList& axes, int64_t index_dims_at, const std::string& mode,
+              const IntList& batch_axes = {});
 Values sort(const Values& operands, int64_t dimension, int64_t num_keys);
 
 }  // namespace meshsim::ops

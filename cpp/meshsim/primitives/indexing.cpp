@@ -20,6 +20,10 @@
 //   the update (JAX's default for .at[]).
 // Duplicate indices accumulate in scatter_add/mul/min/max; for scatter the
 // last update in row-major order wins.
+// - Optional `batch_axes` (JAX's operand batching dims; index_dims_at 0):
+//   operand dim d is indexed by the position along B's dim d, which has the
+//   operand's size (its index array, an arange there, is not read). So
+//   take_along_axis and `.at[:, idx]` keep a sharded batch dim shard-local.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -52,11 +56,13 @@ struct Layout {
   IntList axes;
   int64_t index_dims_at = 0;
   Shape batch;
-  IntList rest;  // operand dims not in axes, in order
+  IntList rest;        // operand dims not in axes, in order
+  IntList batch_axes;  // axes indexed by their position along B's same dim
 };
 
 Layout layout_of(const Params& params, const Shape& batch, int64_t ndim) {
-  Layout l{params.get<IntList>("axes"), params.get<int64_t>("index_dims_at"), batch, {}};
+  Layout l{params.get<IntList>("axes"), params.get<int64_t>("index_dims_at"), batch, {},
+           params.get_or<IntList>("batch_axes", IntList{})};
   std::vector<bool> indexed(ndim, false);
   for (int64_t a : l.axes) indexed[a] = true;
   for (int64_t d = 0; d < ndim; ++d)
@@ -94,6 +100,12 @@ Layout check_indices(const std::string& prim, const Aval& operand, const Avals& 
   Layout l = layout_of(params, indices[0].shape, operand.ndim());
   if (l.index_dims_at < 0 || l.index_dims_at > static_cast<int64_t>(l.rest.size()))
     fail<ValueError>(prim, " index_dims_at must be in [0, ", l.rest.size(), "], got ", l.index_dims_at);
+  for (int64_t d : l.batch_axes)
+    if (l.index_dims_at != 0 || std::find(axes.begin(), axes.end(), d) == axes.end() ||
+        d >= static_cast<int64_t>(l.batch.size()) || l.batch[d] != operand.shape[d])
+      fail<ValueError>(prim, " batch_axes must be indexed axes d whose size the index dimension d has "
+                       "(with index_dims_at=0); got ", param_value_str(l.batch_axes), " for operand of shape ",
+                       shape_str(operand.shape), " and indices of shape ", shape_str(l.batch));
   return l;
 }
 
@@ -104,6 +116,13 @@ std::vector<int64_t> batch_offsets(const Tensor& operand, const Tensor* indices,
   std::vector<int64_t> off(num_elements(l.batch), 0);
   for (size_t j = 0; j < l.axes.size(); ++j) {
     const int64_t n = operand.shape()[l.axes[j]], stride = operand.strides()[l.axes[j]];
+    if (std::find(l.batch_axes.begin(), l.batch_axes.end(), l.axes[j]) != l.batch_axes.end()) {
+      int64_t inner = 1;  // B's row-major stride of dim axes[j]
+      for (size_t d = l.axes[j] + 1; d < l.batch.size(); ++d) inner *= l.batch[d];
+      for (size_t b = 0; b < off.size(); ++b)
+        if (off[b] >= 0) off[b] += (static_cast<int64_t>(b) / inner % n) * stride;
+      continue;
+    }
     const Tensor& idx = indices[j];
     dispatch_integer(idx.dtype(), [&](auto tag) {
       using I = decltype(tag);
@@ -217,11 +236,12 @@ struct IndexArgs {
   Values indices;
   IntList axes;
   int64_t index_dims_at;
+  IntList batch_axes;
 };
 
 IndexArgs index_args(const VjpArgs& a, size_t first) {
   return {Values(a.in.begin() + first, a.in.end()), a.params.get<IntList>("axes"),
-          a.params.get<int64_t>("index_dims_at")};
+          a.params.get<int64_t>("index_dims_at"), a.params.get_or<IntList>("batch_axes", IntList{})};
 }
 
 // "wrap" indices made explicit ((i mod n + n) mod n), for a scatter to read.
@@ -243,14 +263,15 @@ Cotangents gather_vjp(const VjpArgs& a) {
   }
   Cotangents ct(a.in.size());
   ct[0] = ops::scatter("scatter_add", ops::zeros_like(a.in[0]), *a.ct[0], ix.indices, ix.axes,
-                       ix.index_dims_at, mode == "fill" ? "drop" : "clip");
+                       ix.index_dims_at, mode == "fill" ? "drop" : "clip", ix.batch_axes);
   return ct;
 }
 
 // The gather reading back what a scatter with these params wrote (dropped: 0).
 Value gather_back(const Value& x, const IndexArgs& ix, const std::string& scatter_mode) {
-  if (scatter_mode == "drop") return ops::gather(x, ix.indices, ix.axes, ix.index_dims_at, "fill", 0.0);
-  return ops::gather(x, ix.indices, ix.axes, ix.index_dims_at, "clip");
+  if (scatter_mode == "drop")
+    return ops::gather(x, ix.indices, ix.axes, ix.index_dims_at, "fill", 0.0, ix.batch_axes);
+  return ops::gather(x, ix.indices, ix.axes, ix.index_dims_at, "clip", std::nullopt, ix.batch_axes);
 }
 
 Cotangents scatter_add_vjp(const VjpArgs& a) {
@@ -272,7 +293,7 @@ Cotangents scatter_vjp(const VjpArgs& a) {
   const Value tags = ops::reshape(ops::add(ops::iota(DType::Int32, {n}, 0), ops::full({n}, DType::Int32, 1.0)),
                                   upd_shape);
   const Value written = ops::scatter("scatter", ops::full(aval_of(a.in[0]).shape, DType::Int32, 0.0), tags,
-                                     ix.indices, ix.axes, ix.index_dims_at, mode);
+                                     ix.indices, ix.axes, ix.index_dims_at, mode, ix.batch_axes);
   Cotangents ct(a.in.size());
   if (a.wants[0])
     ct[0] = ops::select(ops::eq(written, ops::full_like(written, 0.0)), g, ops::zeros_like(g));
@@ -292,7 +313,7 @@ Cotangents scatter_mul_vjp(const VjpArgs& a) {
     fail<NotImplementedError>("scatter_mul gradients are only implemented if `unique_indices=True`");
   Cotangents ct(a.in.size());
   ct[0] = ops::scatter("scatter_mul", *a.ct[0], a.in[1], ix.indices, ix.axes, ix.index_dims_at,
-                       a.params.get<std::string>("mode"));
+                       a.params.get<std::string>("mode"), ix.batch_axes);
   return ct;
 }
 
@@ -307,7 +328,7 @@ Cotangents scatter_extremal_vjp(const VjpArgs& a) {
   const Value won_u = ops::mul(ops::convert(ops::eq(u, gather_back(out, ix, mode)), xa.dtype), landed);
   const Value kept_x = ops::convert(ops::eq(x, out), xa.dtype);
   const Value count = ops::add(ops::scatter("scatter_add", ops::zeros_like(x), won_u, ix.indices, ix.axes,
-                                            ix.index_dims_at, mode), kept_x);
+                                            ix.index_dims_at, mode, ix.batch_axes), kept_x);
   const Value share = ops::div(g, ops::max(count, ops::full_like(count, 1.0)));
   Cotangents ct(a.in.size());
   if (a.wants[0]) ct[0] = ops::mul(share, kept_x);

@@ -523,25 +523,42 @@ std::vector<Spec> reshape_rule(const Avals& in, const Params& p, const Avals& ou
 // A reshape is local when every device's block is a contiguous run of the
 // row-major order that the result's block is too: always for JAX's split
 // rule; for a merge, when only the first dimension of each merged group is
-// sharded.
-std::optional<LocalPlan> reshape_plan(const Avals& in, const Params& p, const Avals& out) {
+// sharded. With `out_sharding`, the result is made so where the operand's
+// type gives one, then resharded as asked (run_local's final reshard).
+std::optional<LocalPlan> reshape_plan(const Avals& in, const Params& p_in, const Avals& out_in) {
   const Aval& x = in[0];
+  Params p = p_in;
+  Avals out = out_in;
+  if (!p.is_none("out_sharding")) {
+    p.set("out_sharding", std::monostate{});
+    try {
+      out[0].spec = reshape_rule(in, p, out)[0];
+    } catch (const ShardingTypeError&) {
+      return std::nullopt;  // no natural layout: on the whole value
+    }
+  }
   const IntList& new_sizes = p.get<IntList>("new_sizes");
-  if (!p.is_none("out_sharding")) return std::nullopt;  // laid out as asked: on the whole value
+  Spec in_spec = spec_of(x);
   if (new_sizes.size() < x.shape.size()) {
     std::optional<std::vector<Group>> merge;
     try { merge = split_on_one_axis(new_sizes, x.shape); } catch (const TooManySplits&) {}
     if (!merge) return std::nullopt;
-    const Spec s = spec_of(x);
+    // A merged group whose later dims are sharded first moves all of the
+    // result's axes to its first dim (an all-to-all), then merges locally.
+    const Spec o = spec_of(out[0]);
     size_t k = 0;
-    for (const Group& g : *merge) {
-      if (g.split)
-        for (size_t m = 1; m < g.parts.size(); ++m)
-          if (!s[k + m].empty()) return std::nullopt;
-      k += g.split ? g.parts.size() : 1;
+    for (size_t d = 0; d < merge->size(); ++d) {
+      const Group& g = (*merge)[d];
+      if (!g.split) { ++k; continue; }
+      if (x.shape[k] % entry_size(*x.mesh, o[d]) != 0) return std::nullopt;
+      in_spec[k] = o[d];
+      for (size_t m = 1; m < g.parts.size(); ++m) in_spec[k + m].clear();
+      k += g.parts.size();
     }
   }
-  return local_shape_plan("new_sizes")(in, p, out);
+  std::optional<LocalPlan> plan = local_shape_plan("new_sizes")(in, p, out);
+  plan->in_specs[0] = in_spec;
+  return plan;
 }
 
 // ---- others ---------------------------------------------------------------------
@@ -698,26 +715,39 @@ std::vector<Spec> gather_rule(const Avals& in, const Params& p, const Avals& out
 // indexed operand dims replicated, the updates' and indices' batch dims
 // replicated, the updates' window dims as the operand's (jnp broadcasts the
 // updates to the operand's slice sharding, so a replicated one conforms).
+// A batch axis d (`.at[:, idx]`'s full slice: JAX's window dim) keeps its
+// sharding, which the updates' and indices' dim d share.
 std::vector<Spec> scatter_rule(const Avals& in, const Params& p, const Avals&) {
   const Aval &x = in[0], &u = in[1];
   const Avals indices(in.begin() + 2, in.end());
   const IntList& axes = p.get<IntList>("axes");
+  const IntList batch = p.get_or<IntList>("batch_axes", IntList{});
   const int64_t at = p.get<int64_t>("index_dims_at");
   const Spec xs = spec_of(x), us = spec_of(u);
   const int64_t nb = static_cast<int64_t>(indices[0].shape.size());
   auto bspec = index_batch_spec(indices);
-  bool ok = bspec.has_value() && is_replicated(*bspec);
-  for (int64_t a : axes) ok &= xs[a].empty();
+  bool ok = bspec.has_value();
+  for (int64_t a : axes) ok &= in_list(batch, a) || xs[a].empty();
   Spec o = xs;
+  auto conform = [&](const AxisNames& ue, AxisNames& od) {
+    if (!ue.empty() && !od.empty() && ue != od) ok = false;
+    if (od.empty()) od = ue;
+  };
   int64_t ud = 0;
   for (size_t d = 0; d < xs.size() && ok; ++d) {
     if (in_list(axes, static_cast<int64_t>(d))) continue;
     if (ud == at) ud += nb;
-    const AxisNames& ue = us[ud++];
-    if (!ue.empty() && !xs[d].empty() && ue != xs[d]) ok = false;
-    if (o[d].empty()) o[d] = ue;
+    conform(us[ud++], o[d]);
   }
-  for (int64_t b = 0; b < nb && ok; ++b) ok &= us[at + b].empty();
+  for (int64_t b = 0; b < nb && ok; ++b) {
+    if (in_list(batch, b)) {
+      conform(us[at + b], o[b]);
+      const AxisNames& ib = (*bspec)[b];
+      ok &= ib.empty() || ib == o[b];
+    } else {
+      ok &= us[at + b].empty() && (*bspec)[b].empty();
+    }
+  }
   if (!ok) {
     Aval shown_u = u;  // as jnp broadcast it: its window dims laid out as the operand's
     shown_u.spec = us;
@@ -728,14 +758,62 @@ std::vector<Spec> scatter_rule(const Avals& in, const Params& p, const Avals&) {
       if (shown_u.spec[k].empty()) shown_u.spec[k] = xs[d];
       ++k;
     }
+    for (int64_t b : batch)
+      if (shown_u.spec[at + b].empty()) shown_u.spec[at + b] = xs[b];
+    // JAX's indices array leaves out the window (batch) dims and components.
     Spec shown = bspec ? *bspec : spec_of(indices[0]);
+    Avals non_batch;
+    for (size_t j = 0; j < axes.size(); ++j)
+      if (!in_list(batch, axes[j])) non_batch.push_back(indices[j]);
+    Aval shown_i = jax_indices_aval(non_batch.empty() ? indices : non_batch, shown);
+    Shape ishape;
+    Spec ispec;
+    for (int64_t b = 0; b < static_cast<int64_t>(shown_i.shape.size()); ++b)
+      if (b >= nb || !in_list(batch, b)) ishape.push_back(shown_i.shape[b]), ispec.push_back(shown_i.spec[b]);
+    shown_i.shape = ishape;
+    shown_i.spec = ispec;
     fail<ShardingTypeError>("Use `.at[...].set/add/mul/...(out_sharding=)` to provide output "
                             "PartitionSpec for the scatter update as out sharding could not be "
                             "resolved unambiguously (or would require collectives on inputs). Got "
-                            "operand=", x.repr(), ", indices=", jax_indices_aval(indices, shown).repr(),
+                            "operand=", x.repr(), ", indices=", shown_i.repr(),
                             ", updates=", shown_u.repr());
   }
   return {o};
+}
+
+// Gathers and scatters whose rule passed index whole (replicated) operand
+// dims with indices replicated but on batch dims: each device works on its
+// blocks, batch dims sharded alike on the operand, indices and
+// result/updates (the kernel reads a batch dim's index from its position).
+std::optional<LocalPlan> index_plan(const Avals& in, const Params& p, const Avals& out, bool scatter) {
+  const IntList& axes = p.get<IntList>("axes");
+  const IntList batch = p.get_or<IntList>("batch_axes", IntList{});
+  const int64_t at = p.get<int64_t>("index_dims_at");
+  const size_t first = scatter ? 2 : 1;
+  const int64_t nb = static_cast<int64_t>(in[first].shape.size());
+  const size_t ndim = in[0].shape.size();
+  const Spec o = spec_of(out[0]);
+  // The result's (gather) / updates' (scatter) spec, and the operand's.
+  Spec r(ndim - axes.size() + nb), xs(ndim);
+  for (size_t d = 0, k = 0; d < ndim; ++d) {
+    if (in_list(axes, static_cast<int64_t>(d))) continue;
+    if (static_cast<int64_t>(k) == at) k += nb;
+    if (scatter) r[k] = xs[d] = o[d];
+    else xs[d] = r[k] = o[k];
+    ++k;
+  }
+  for (int64_t b : batch) {
+    if (scatter) r[at + b] = xs[b] = o[b];
+    else xs[b] = r[at + b] = o[at + b];
+  }
+  const Spec ispec(r.begin() + at, r.begin() + at + nb);
+  LocalPlan plan;
+  plan.in_specs.push_back(xs);
+  if (scatter) plan.in_specs.push_back(r);
+  for (size_t i = first; i < in.size(); ++i) plan.in_specs.push_back(ispec);
+  plan.params = p;
+  plan.out_specs.push_back(scatter ? xs : r);
+  return plan;
 }
 
 std::vector<Spec> dynamic_update_slice_rule(const Avals& in, const Params&, const Avals&) {
@@ -925,10 +1003,14 @@ void install_sharding_rules(std::map<std::string, Primitive>& table) {
       });
   // The update is written where it lands: on the assembled value.
   set("dynamic_update_slice", dynamic_update_slice_rule, nullptr);
-  // Gathers and scatters run on the assembled values (their indices may point anywhere).
-  set("gather", gather_rule, nullptr);
+  // Indices point anywhere along the indexed dims, which the rules keep whole.
+  set("gather", gather_rule, [](const Avals& in, const Params& p, const Avals& out) {
+    return index_plan(in, p, out, false);
+  });
   for (const char* name : {"scatter", "scatter_add", "scatter_mul", "scatter_min", "scatter_max"})
-    set(name, scatter_rule, nullptr);
+    set(name, scatter_rule, [](const Avals& in, const Params& p, const Avals& out) {
+      return index_plan(in, p, out, true);
+    });
   // The k largest along a whole (unsharded) dimension: each device's block.
   set("top_k", top_k_rule, as_is_plan(nullptr));
   set("concatenate", concatenate_rule, as_is_plan([](const Avals& in, const Params& p, const Avals&) {

@@ -48,11 +48,11 @@ _METHODS = ["astype", "ravel", "sum", "mean", "max", "min", "prod", "all",
             "clip", "round", "repeat", "take", "sort", "argsort", "dot", "conj", "conjugate"]
 
 
-def _reshape(self, *shape, order="C"):
+def _reshape(self, *shape, order="C", out_sharding=None):
     # Both x.reshape((2, 3)) and x.reshape(2, 3), as NumPy allows.
     if len(shape) == 1 and not isinstance(shape[0], int):
         shape = shape[0]
-    return _jnp().reshape(self, shape, order=order)
+    return _jnp().reshape(self, shape, order=order, out_sharding=out_sharding)
 
 
 def _transpose(self, *axes):

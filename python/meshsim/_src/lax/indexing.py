@@ -98,8 +98,10 @@ def gather(operand, indices, axes, index_dims_at: int, mode: str = "clip", fill_
                       mode=mode, fill_value=fill_value, **extra)
 
 
-def scatter(kind: str, operand, updates, indices, axes, index_dims_at: int, mode: str = "drop"):
+def scatter(kind: str, operand, updates, indices, axes, index_dims_at: int, mode: str = "drop",
+            batch_axes=()):
     """kind in scatter, scatter_add, scatter_mul, scatter_min, scatter_max; `updates` has the
-    shape the matching gather would return."""
+    shape the matching gather would return; `batch_axes` as for gather."""
+    extra = {"batch_axes": tuple(batch_axes)} if batch_axes else {}
     return core.bind1(kind, operand, updates, *indices, axes=tuple(axes), index_dims_at=index_dims_at,
-                      mode=mode)
+                      mode=mode, **extra)

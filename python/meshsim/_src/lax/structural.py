@@ -90,6 +90,8 @@ def reshape(operand, new_sizes, dimensions=None, *, out_sharding=None):
     if operand.shape == new_sizes:
         return explicit.with_out_sharding(operand, out_sharding)
     if out_sharding is not None and operand.aval.mesh is not None:
+        explicit.NamedSharding(*explicit.resolve(out_sharding, "out_sharding")).check_type_divisibility(
+            new_sizes)
         return core.bind1("reshape", operand, new_sizes=new_sizes,
                           out_sharding=explicit.out_sharding_param(out_sharding, len(new_sizes)))
     return explicit.with_out_sharding(core.bind1("reshape", operand, new_sizes=new_sizes),

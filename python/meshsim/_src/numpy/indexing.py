@@ -269,14 +269,22 @@ def _scatter_update(x, idx, values, kind: str, mode=None):
         flat = core.bind1("reshape", x, new_sizes=(1,), dimensions=None)
         out = _scatter_update(flat, (0,) + (None,) * len(entries), values, kind, mode)
         return core.bind1("reshape", out, new_sizes=(), dimensions=None)
-    arrays, axes, result_shape = _open_mesh(x, entries)
-    values = broadcast_to_shape(values, result_shape)
-    return lax_indexing.scatter(kind, x, values, arrays, axes, 0, _SCATTER_MODES[mode])
+    arrays, axes, batch, result_shape, slice_spec = _open_mesh(x, entries)
+    if x.aval.mesh is None:
+        values = broadcast_to_shape(values, result_shape)
+    else:  # as JAX: the updates laid out as x[idx] is (its "slice sharding")
+        from meshsim._src.numpy.structural import broadcast_to
+        from meshsim._src.sharding.explicit import PartitionSpec as P, NamedSharding
+        entry = lambda a: None if not a else a[0] if len(a) == 1 else tuple(a)  # noqa: E731
+        sharding = NamedSharding(core.typeof(x).sharding.mesh, P(*map(entry, slice_spec)))
+        values = broadcast_to(values, result_shape, out_sharding=sharding)
+    return lax_indexing.scatter(kind, x, values, arrays, axes, 0, _SCATTER_MODES[mode], batch)
 
 
 def _open_mesh(x, entries):
-    """Index arrays (one per indexed operand axis, all of one shape K) and the shape of x[idx];
-    trailing full slices stay unindexed dims after K."""
+    """Index arrays (one per indexed operand axis, all of one shape K), the batch axes (full
+    slices indexed by K's same dim: JAX's window dims, which keep their sharding), the shape
+    of x[idx] and JAX's spec for it; trailing full slices stay unindexed dims after K."""
     trailing = len(entries)
     while trailing > 0 and _is_full(entries[trailing - 1], x.shape):
         trailing -= 1
@@ -290,11 +298,17 @@ def _open_mesh(x, entries):
     plain_sizes = [len(e.value) if e.kind == "slice" else 1 for e in plain]
     kshape = tuple(plain_sizes[:at]) + bshape + tuple(plain_sizes[at:])
     bdims = tuple(range(at, at + len(bshape)))
-    arrays, axes, k = [], [], 0
+    xspec = [list(e) for e in x.aval.spec] + [[]] * (x.ndim - len(x.aval.spec))
+    adv_spec = [[]] * len(bshape)
+    plain_spec = [xspec[e.axes[0]] if e.kind == "slice" else [] for e in plain]
+    arrays, axes, batch, k = [], [], [], 0
     for e in entries[:trailing]:
         if is_advanced(e):
             for a, arr in zip(e.axes, _index_arrays(e)):
-                arrays.append(_broadcast_in_dim(broadcast_to_shape(arr, bshape), kshape, bdims))
+                b = broadcast_to_shape(arr, bshape)
+                if not arrays:
+                    adv_spec = [list(s) for s in b.aval.spec] + [[]] * (len(bshape) - len(b.aval.spec))
+                arrays.append(_broadcast_in_dim(b, kshape, bdims))
                 axes.append(a)
             continue
         dim = k if k < at else k + len(bshape)
@@ -302,8 +316,11 @@ def _open_mesh(x, entries):
         if e.kind == "slice":
             arrays.append(_broadcast_in_dim(_int32(np.asarray(e.value)), kshape, (dim,)))
             axes.append(e.axes[0])
+            if dim == e.axes[0] and _is_full(e, x.shape):
+                batch.append(dim)
     rest = tuple(x.shape[e.axes[0]] for e in entries[trailing:])
-    return arrays, axes, kshape + rest
+    spec = plain_spec[:at] + adv_spec + plain_spec[at:] + [xspec[e.axes[0]] for e in entries[trailing:]]
+    return arrays, axes, batch, kshape + rest, spec
 
 
 def _broadcast_in_dim(x, shape, dims):
@@ -452,13 +469,14 @@ def put_along_axis(arr, indices, values, axis, inplace: bool = True, *, mode=Non
     if inplace:
         raise ValueError("jax.numpy.put_along_axis cannot modify arrays in-place; pass inplace=False")
     arr = core.asarray_value(arr)
-    full, arrays, _ = _along_axis_indices("put_along_axis", arr, indices, axis)
+    full, arrays, axis = _along_axis_indices("put_along_axis", arr, indices, axis)
     if full.shape != arr.shape:
         raise ValueError(f"put_along_axis: indices of shape {core.asarray_value(indices).shape} do not "
                          f"match arr of shape {arr.shape}")
     values = core.convert_element_type(core.asarray_value(values), arr.dtype, arr.weak_type)
     values = broadcast_to_shape(values, arrays[0].shape)
-    return lax_indexing.scatter("scatter", arr, values, arrays, range(arr.ndim), 0, _SCATTER_MODES[mode])
+    return lax_indexing.scatter("scatter", arr, values, arrays, range(arr.ndim), 0, _SCATTER_MODES[mode],
+                                batch_axes=[d for d in range(arr.ndim) if d != axis])
 
 
 # ---------------------------------------------------------------- nonzero & co.

@@ -142,20 +142,38 @@ def broadcast_shapes(*shapes) -> tuple[int, ...]:
 
 
 def broadcast_to(array, shape, *, out_sharding=None):
+    """JAX's lax.broadcast_to: leading dims added, size-1 dims stretched; with `out_sharding`
+    the array's own sharded dims must already be laid out as asked."""
+    from meshsim._src.sharding import explicit
     array = core.asarray_value(array)
     shape = lax.canonicalize_shape(shape)
+    aval = core.typeof(array)
+    spec = None
+    if out_sharding is not None:
+        spec = explicit.core_spec(explicit.resolve(out_sharding, "out_sharding")[1], len(shape))
+    own = [list(e) for e in aval.spec] + [[]] * (array.ndim - len(aval.spec))
+    if array.shape == shape and (spec is None or (aval.mesh is not None and own == spec)):
+        return array
     if len(shape) < array.ndim:
         raise ValueError(f"Cannot broadcast to shape with fewer dimensions: arr_shape={array.shape} "
                          f"shape={shape}")
-    if any(d not in (1, s) for d, s in zip(array.shape, shape[len(shape) - array.ndim:])):
-        requested = f"{array.dtype}[{','.join(map(str, shape))}]"
-        raise ValueError(f"Incompatible types for broadcasting: input type={core.typeof(array).str_short()} "
-                         f"and requested type={requested}")
+    nlead = len(shape) - array.ndim
+    shape_ok = all(d in (1, s) for d, s in zip(array.shape, shape[nlead:]))
+    sharding_ok = spec is None or all(not a or a == b for a, b in zip(own, spec[nlead:]))
+    if not shape_ok or not sharding_ok:
+        raise ValueError(f"Incompatible types for broadcasting: input type={aval.str_short()} "
+                         f"and requested type={_type_str(array.dtype, shape, spec)}")
     out = promotion.broadcast_to_shape(array, shape)
-    if out_sharding is None:
-        return out
-    from meshsim._src.sharding.explicit import reshard
-    return reshard(out, out_sharding)
+    return out if out_sharding is None else explicit.reshard(out, out_sharding)
+
+
+def _type_str(dtype, shape, spec) -> str:
+    """float32[8@dp,4@(tp,x)]: a type as JAX's str_short shows it."""
+    def dim(n, axes):
+        if not axes:
+            return str(n)
+        return f"{n}@{axes[0]}" if len(axes) == 1 else f"{n}@({','.join(axes)})"
+    return f"{np.dtype(dtype).name}[{','.join(dim(n, a) for n, a in zip(shape, spec or [[]] * len(shape)))}]"
 
 
 def broadcast_arrays(*args):

@@ -68,6 +68,8 @@ def _reshard_one(x, sharding, prim: str = "reshard"):
                          "have a non-empty mesh. Got sharding None.")
     mesh, spec = resolve(sharding, "reshard")
     x = core.asarray_value(x)
+    if len(spec) <= x.ndim:  # JAX's type checks: an axis used twice, a dim it does not divide
+        NamedSharding(mesh, spec).check_type_divisibility(x.shape)
     return core.bind1(prim, x, mesh=mesh.core_mesh, spec=core_spec(spec, x.ndim))
 
 
