@@ -306,6 +306,8 @@ def test_values_elementwise_and_reductions(spec):
             _check(x.min(axis), a.min(axis))
             _check(mjnp.prod(x * 0 + 1.25, axis), np.prod(np.full(a.shape, 1.25, np.float32), axis))
             _check(x.mean(axis), a.mean(axis))
+            _check((x > 0).any(axis), (a > 0).any(axis))  # pmax/pmin of booleans
+            _check((x > -1).all(axis), (a > -1).all(axis))
         _check(x.argmax(0), a.argmax(0))
         _check(x.T, a.T, P(*reversed(typed)))
         _check(meshsim.jit(lambda u, v: (u * v).sum(0))(x, y), (a * b).sum(0))

@@ -3,6 +3,7 @@
 // blocks (runtime/mesh_executor.h); its groups follow JAX's replica groups:
 // devices that differ only along the named axes, members in tuple order.
 #include <algorithm>
+#include <map>
 #include <cstring>
 #include <numeric>
 #include <optional>
@@ -97,7 +98,11 @@ Tensor reduce_blocks(const std::vector<const Tensor*>& blocks, Reduce op, const 
     for (size_t i = 1; i < blocks.size(); ++i) srcs.push_back(blocks[i]->contiguous());
   }
   if (blocks.size() == 1) return out;
-  dispatch_numeric(out.dtype(), [&](auto tag) {
+  auto dispatch = [&](auto&& f) {  // bool: any/all of sharded reductions (pmax/pmin)
+    if (out.dtype() == DType::Bool) f(bool{});
+    else dispatch_numeric(out.dtype(), f);
+  };
+  dispatch([&](auto tag) {
     using T = decltype(tag);
     T* o = out.data<T>();
     const int64_t n = out.size();
@@ -105,7 +110,7 @@ Tensor reduce_blocks(const std::vector<const Tensor*>& blocks, Reduce op, const 
       for (const Tensor& s : srcs) {
         const T* x = s.data<T>();
         switch (op) {
-          case Reduce::Sum: for (int64_t i = lo; i < hi; ++i) o[i] += x[i]; break;
+          case Reduce::Sum: for (int64_t i = lo; i < hi; ++i) o[i] = static_cast<T>(o[i] + x[i]); break;
           case Reduce::Max: for (int64_t i = lo; i < hi; ++i) o[i] = std::max(o[i], x[i]); break;
           case Reduce::Min: for (int64_t i = lo; i < hi; ++i) o[i] = std::min(o[i], x[i]); break;
         }
@@ -125,13 +130,26 @@ std::vector<Tensors> all_reduce(const MeshContext& ctx, const std::vector<Tensor
                                 const AxisNames& axes, Reduce op) {
   std::vector<Tensors> out(in.size(), Tensors(in[0].size()));
   const auto groups = ctx.groups(axes);
-  for (size_t k = 0; k < in[0].size(); ++k)
-    ctx.parallel_for(static_cast<int64_t>(groups.size()), [&](int64_t g) {
+  for (size_t k = 0; k < in[0].size(); ++k) {
+    // Groups holding the same buffers (a value replicated over other axes) reduce once.
+    std::map<std::vector<const void*>, int64_t> seen;
+    std::vector<int64_t> job_of(groups.size()), jobs;
+    for (size_t g = 0; g < groups.size(); ++g) {
+      std::vector<const void*> key;
+      for (int64_t pos : groups[g]) key.push_back(in[pos][k].raw());
+      auto [it, fresh] = seen.emplace(std::move(key), static_cast<int64_t>(jobs.size()));
+      if (fresh) jobs.push_back(static_cast<int64_t>(g));
+      job_of[g] = it->second;
+    }
+    std::vector<Tensor> reduced(jobs.size());
+    ctx.parallel_for(static_cast<int64_t>(jobs.size()), [&](int64_t j) {
       std::vector<const Tensor*> blocks;
-      for (int64_t pos : groups[g]) blocks.push_back(&in[pos][k]);
-      Tensor r = reduce_blocks(blocks, op, ctx);
-      for (int64_t pos : groups[g]) out[pos][k] = r;  // one buffer for the whole group
+      for (int64_t pos : groups[jobs[j]]) blocks.push_back(&in[pos][k]);
+      reduced[j] = reduce_blocks(blocks, op, ctx);
     });
+    for (size_t g = 0; g < groups.size(); ++g)
+      for (int64_t pos : groups[g]) out[pos][k] = reduced[job_of[g]];  // one buffer per group
+  }
   return out;
 }
 
@@ -275,8 +293,8 @@ void for_each_member(const MeshContext& ctx, const Groups& groups,
   ctx.parallel_for(static_cast<int64_t>(groups.size()) * n, [&](int64_t t) { f(t / n, t % n); });
 }
 
-// Bytes each device sends (and receives) in one collective over groups of
-// `n` devices, as a ring schedule moves them (debug.record_collectives).
+}  // namespace
+
 int64_t bytes_sent_per_device(const std::string& name, const Aval& in, const Aval& out, int64_t n) {
   const int64_t in_bytes = num_elements(in.shape) * static_cast<int64_t>(itemsize(in.dtype));
   const int64_t out_bytes = num_elements(out.shape) * static_cast<int64_t>(itemsize(out.dtype));
@@ -288,6 +306,8 @@ int64_t bytes_sent_per_device(const std::string& name, const Aval& in, const Ava
     return 2 * in_bytes / n * (n - 1);
   return 0;  // ragged_all_to_all: depends on the sizes, known at run time
 }
+
+namespace {
 
 // --- all_gather / all_gather_invariant --------------------------------------
 

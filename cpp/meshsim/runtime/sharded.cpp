@@ -222,56 +222,22 @@ namespace {
 
 // ---- all-reduce of partial results -------------------------------------------------------
 
-template <class T>
-void combine_into(T* o, const T* x, int64_t n, const std::string& op) {
-  if (op == "sum") for (int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(o[i] + x[i]);
-  else if (op == "max") for (int64_t i = 0; i < n; ++i) o[i] = std::max(o[i], x[i]);
-  else for (int64_t i = 0; i < n; ++i) o[i] = std::min(o[i], x[i]);
-}
-
-Tensor reduce_tensors(const std::vector<Tensor>& parts, const std::string& op) {
-  Tensor out = parts[0].copy();
-  auto run = [&](auto tag) {
-    using T = decltype(tag);
-    for (size_t i = 1; i < parts.size(); ++i) {
-      Tensor c = parts[i].contiguous();
-      combine_into<T>(out.data<T>(), c.data<T>(), out.size(), op);
-    }
-  };
-  if (out.dtype() == DType::Bool) run(bool{});
-  else dispatch_numeric(out.dtype(), run);
-  return out;
-}
-
-// The partial results of each group of devices along `axes`, all-reduced;
-// groups holding the same partials reduce once.
+// The partial results of each group of devices along `axes`, all-reduced by
+// the collective's own kernel (psum/pmax/pmin, as in a shard_map body) and
+// recorded with its ring bytes.
 void all_reduce(const Mesh& mesh, std::vector<Tensor>& per_device, const AxisNames& axes,
                 const std::string& op) {
+  const std::string name = op == "sum" ? "psum" : op == "max" ? "pmax" : "pmin";
+  const AxisNames ordered = mesh.in_mesh_order(axes);
+  std::vector<Tensors> in(per_device.size());
+  for (size_t pos = 0; pos < per_device.size(); ++pos) in[pos] = {per_device[pos]};
+  Aval block;
+  block.shape = per_device[0].shape();
+  block.dtype = per_device[0].dtype();
   MeshContext ctx(mesh);
-  const auto groups = ctx.groups(axes);
-  std::map<std::vector<const void*>, int64_t> seen;
-  std::vector<int64_t> job_of(groups.size());
-  std::vector<int64_t> jobs;
-  for (size_t g = 0; g < groups.size(); ++g) {
-    std::vector<const void*> key;
-    for (int64_t pos : groups[g]) key.push_back(per_device[pos].raw());
-    auto [it, fresh] = seen.emplace(key, static_cast<int64_t>(jobs.size()));
-    if (fresh) jobs.push_back(static_cast<int64_t>(g));
-    job_of[g] = it->second;
-  }
-  std::vector<Tensor> reduced(jobs.size());
-  ctx.parallel_for(static_cast<int64_t>(jobs.size()), [&](int64_t j) {
-    std::vector<Tensor> parts;
-    for (int64_t pos : groups[jobs[j]]) parts.push_back(per_device[pos]);
-    reduced[j] = reduce_tensors(parts, op);
-  });
-  const int64_t k = static_cast<int64_t>(groups[0].size());
-  const int64_t bytes = static_cast<int64_t>(per_device[0].nbytes());
-  for (size_t g = 0; g < groups.size(); ++g)
-    for (int64_t pos : groups[g]) per_device[pos] = reduced[job_of[g]];
-  // A ring all-reduce: each device receives 2 (k-1)/k of its block.
-  record_collective({op == "sum" ? "psum" : op == "max" ? "pmax" : "pmin", mesh.in_mesh_order(axes),
-                     2 * (k - 1) * bytes / k});
+  std::vector<Tensors> out = primitive(name).mesh_kernel(ctx, in, Params{{"axes", StrList(ordered)}}, {block});
+  for (size_t pos = 0; pos < per_device.size(); ++pos) per_device[pos] = std::move(out[pos][0]);
+  record_collective({name, ordered, bytes_sent_per_device(name, block, block, ctx.axis_size(axes))});
 }
 
 // A whole value laid out as its type says (a view per distinct block).

@@ -38,6 +38,9 @@ bool recording_collectives();  // whether a recorder is open
 // ring's bytes per device); nullopt for one that moves nothing
 // (collectives.cpp, next to the collectives).
 struct Equation;
+// Bytes each device sends (and receives) in one collective `name` over groups
+// of `n` devices, as a ring schedule moves them (collectives.cpp).
+int64_t bytes_sent_per_device(const std::string& name, const Aval& in, const Aval& out, int64_t n);
 std::optional<CollectiveRecord> collective_record(const Equation& e, const Mesh& mesh,
                                                   const Avals& in, const Avals& out);
 

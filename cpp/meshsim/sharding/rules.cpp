@@ -369,8 +369,9 @@ std::vector<Spec> varying_shape_rule(const std::string& what, const Aval& x, con
       std::string shape = "(";
       for (size_t i = 0; i < out.size(); ++i) shape += (i ? ", " : "") + std::to_string(out[i]);
       shape += out.size() == 1 ? ",)" : ")";
+      const std::string entry = s[d].size() == 1 ? s[d][0] : py_entry(s[d]);
       fail<ShardingTypeError>(what, " on sharded dims where out dim (", out[d], ") is not divisible "
-                              "by mesh axes (", n, ") with spec (", spec_entry_str(s[d]), ") is not "
+                              "by mesh axes (", n, ") with spec (", entry, ") is not "
                               "implemented. Got input type=", x.str_short(true),
                               " and output shape=", shape);
     }

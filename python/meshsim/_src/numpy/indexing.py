@@ -162,6 +162,8 @@ def _rewriting_take(x, idx, mode, fill_value):
     mode = _GATHER_MODES[mode]
     entries = _parse_index(x.shape, idx)
     has_arrays = any(e.kind in ("array", "bool") for e in entries)
+    if not has_arrays:
+        _check_sharded_partial_index(x, entries)
 
     def is_advanced(e):
         if e.kind == "int":
@@ -182,6 +184,33 @@ def _rewriting_take(x, idx, mode, fill_value):
     arrays = [broadcast_to_shape(a, shape) for a in arrays]
     at = _advanced_position(entries, is_advanced, lambda i: ydims[i][0] if ydims[i] else 0)
     return lax_indexing.gather(y, arrays, axes, at, mode, fill_value)
+
+
+def _check_sharded_partial_index(x, entries):
+    """JAX indexes a concrete array spread over devices with a gather (under jit, with slices),
+    whose sharding rule refuses an integer index or a partial or strided slice of a sharded dim."""
+    if not isinstance(x, core.Array) or x.aval.mesh is None:
+        return
+    spec = list(x.aval.spec)
+    dims, count, sharded = [], 0, False
+    for e in entries:
+        if e.kind in ("none", "bool"):
+            continue
+        if e.kind == "slice":
+            r, n = e.value, x.shape[e.axes[0]]
+            if abs(r.step) == 1 and len(r) == n:
+                continue  # whole (or reversed): a slice and a rev
+            if r.step != 1:
+                dims.append(len(r))  # gathered element by element
+        count += 1
+        sharded |= any(a < len(spec) and spec[a] for a in e.axes)
+    if sharded:
+        from meshsim._src.sharding.explicit import ShardingTypeError
+        raise ShardingTypeError(
+            "Use `.at[...].get(out_sharding=)` to provide output PartitionSpec for the gather "
+            "indexing as out sharding could not be resolved unambiguously (or would require "
+            f"collectives on inputs). Got operand={x.aval!r}, "
+            f"indices=ShapedArray(int32[{','.join(map(str, dims + [count]))}])")
 
 
 def _index_arrays(e: _Entry):

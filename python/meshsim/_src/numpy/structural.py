@@ -369,6 +369,21 @@ def repeat(a, repeats, axis: int | None = None, *, total_repeat_length: int | No
     if axis is None:
         a, axis = ravel(a), 0
     axis = canonicalize_axis(axis, max(a.ndim, 1))
+    from meshsim._src.sharding import explicit
+    if out_sharding is None and a.ndim and explicit.get_abstract_mesh().explicit_axes:
+        # JAX: under an Explicit mesh the repeated dim must be unsharded; the rest keep theirs.
+        if a.aval.spec and axis < len(a.aval.spec) and a.aval.spec[axis]:
+            raise ValueError("Please pass sharding to `jnp.repeat` via `out_sharding` parameter.")
+        if a.aval.mesh is not None:
+            out_sharding = explicit.type_spec(a.aval)
+    if out_sharding is not None:  # JAX runs it under auto_axes: on the replicated value here
+        if a.aval.mesh is not None and any(a.aval.spec):
+            a = explicit.reshard(a, explicit.PartitionSpec())
+        return explicit.reshard(_repeat(a, repeats, axis, total_repeat_length), out_sharding)
+    return _repeat(a, repeats, axis, total_repeat_length)
+
+
+def _repeat(a, repeats, axis: int, total_repeat_length):
     if isinstance(repeats, core.Tracer):
         if total_repeat_length is None:
             raise TypeError("When jit-compiling jnp.repeat, the total number of repeats must be "
@@ -398,11 +413,23 @@ def tile(A, reps):
     reps = lax.canonicalize_shape(reps)
     a_shape = (1,) * (len(reps) - A.ndim) + A.shape
     reps = (1,) * (len(a_shape) - len(reps)) + reps
+    from meshsim._src.sharding.explicit import ShardingTypeError
+    A = lax.reshape(A, a_shape)
+    for i, (r, axes) in enumerate(zip(reps, A.aval.spec)):
+        if r != 1 and axes:  # JAX's tile primitive: only unsharded dims repeat
+            raise ShardingTypeError(f"Operand cannot be sharded on dimension {i} when the tiling is "
+                                    f"non-trivial. Got input type: {core.typeof(A)} with reps: {reps}")
     # Interleave a size-1 axis before each axis, broadcast it to the rep count, merge pairs.
     paired = lax.reshape(A, [d for s in a_shape for d in (1, s)])
     tiled = lax.broadcast_in_dim(paired, [d for pair in zip(reps, a_shape) for d in pair],
                                  tuple(range(2 * len(a_shape))))
-    return lax.reshape(tiled, tuple(r * s for r, s in zip(reps, a_shape)))
+    # Merge the pairs one at a time: each is one merge JAX's reshape rule types, so the result
+    # keeps A's spec (one reshape of all pairs is several merges, which it refuses).
+    shape = list(tiled.shape)
+    for i in reversed(range(len(a_shape))):
+        shape[2 * i:2 * i + 2] = [shape[2 * i] * shape[2 * i + 1]]
+        tiled = lax.reshape(tiled, tuple(shape))
+    return tiled
 
 
 # --- padding -----------------------------------------------------------------

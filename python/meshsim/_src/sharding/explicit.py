@@ -47,8 +47,19 @@ def resolve(sharding, what: str = "sharding") -> tuple[Mesh, PartitionSpec]:
     raise TypeError(f"{what} expects a NamedSharding or a PartitionSpec, got {sharding!r}")
 
 
+def check_no_reduction_axes(spec: PartitionSpec) -> None:
+    """Types with unreduced/reduced axes (JAX's {U:x}/{R:x}) are not modelled: refuse them
+    rather than drop them."""
+    if spec.unreduced or spec.reduced:
+        raise NotImplementedError(
+            f"meshsim does not support unreduced or reduced axes in shardings yet; got {spec}. "
+            "Use out_sharding without them: a contraction over a sharded dimension then "
+            "all-reduces its result.")
+
+
 def core_spec(spec: PartitionSpec, ndim: int) -> list[list[str]]:
     """Per dimension, the mesh axes it is split over (padded to `ndim`)."""
+    check_no_reduction_axes(spec)
     if len(spec) > ndim:
         raise ValueError(f"PartitionSpec {spec} has {len(spec)} entries but the array has rank "
                          f"{ndim}: a spec cannot be longer than the array's rank")

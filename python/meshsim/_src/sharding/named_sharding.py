@@ -244,6 +244,8 @@ class NamedSharding(Sharding):
     def core_sharding(self) -> _core.ShardingCore:
         if not isinstance(self.mesh, Mesh):
             raise ValueError(f"A NamedSharding over an AbstractMesh has no devices: {self}")
+        from meshsim._src.sharding.explicit import check_no_reduction_axes
+        check_no_reduction_axes(self.spec)
         return _core.ShardingCore(self.mesh.core_mesh,
                                   [list(_entry_axes(e)) for e in self.spec.partitions])
 
