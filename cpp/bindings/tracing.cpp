@@ -25,6 +25,7 @@ void init_tracing(py::module_& m) {
         return names;
       })
       .def("__str__", &Program::str)
+      .def_readwrite("name", &Program::name)
       .def("run", [](const Program& p, const std::vector<ArrayPtr>& args) {
         py::gil_scoped_release nogil;
         return run_global_program(p, args);

@@ -52,6 +52,25 @@ std::vector<std::string> primitive_names() {
   return names;
 }
 
+namespace {
+double nbytes(const Avals& avals) {
+  double n = 0;
+  for (const Aval& a : avals) n += static_cast<double>(num_elements(a.shape)) * itemsize(a.dtype);
+  return n;
+}
+}  // namespace
+
+Cost memory_cost(const Avals& in, const Avals& out) { return {0, nbytes(in) + nbytes(out)}; }
+
+Cost cost_of(const Primitive& prim, const Avals& in, const Params& params, const Avals& out) {
+  if (prim.cost) return prim.cost(in, params, out);
+  if (prim.vjp_split || prim.array_kernel) return {};
+  Cost c = memory_cost(in, out);
+  if (prim.elementwise)
+    for (const Aval& a : out) c.flops += static_cast<double>(num_elements(a.shape));
+  return c;
+}
+
 Aval like(const Aval& in, Shape shape, DType dtype, bool weak_type) {
   Aval a;
   a.shape = std::move(shape);

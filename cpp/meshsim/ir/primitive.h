@@ -64,6 +64,16 @@ struct LocalPlan {
   std::string reduce_op = "sum";
 };
 
+// What one application of a primitive costs on one device, for the cost
+// model (meshsim.profiler.estimate): floating-point operations and bytes read
+// from and written to memory, as XLA's cost analysis counts them ("flops",
+// "bytes accessed"). Communication is not a cost: collectives report the bytes
+// they move per device in their CollectiveRecord (runtime/sharded.h).
+struct Cost {
+  double flops = 0;
+  double bytes_accessed = 0;
+};
+
 struct Primitive {
   std::string name;  // JAX's name, e.g. "dot_general", "all_gather"
   std::function<Avals(const Avals& in, const Params& params)> abstract_eval;
@@ -114,7 +124,21 @@ struct Primitive {
   // being differentiated.
   std::function<VjpSplit(const Values& in, const std::vector<bool>& active, const Params& params)>
       vjp_split;
+
+  // Cost of one application on operands typed `in` (local blocks inside a
+  // shard_map body). Unset: `default_cost`.
+  std::function<Cost(const Avals& in, const Params& params, const Avals& out)> cost;
 };
+
+// Every operand read and every result written once, no flops: data movement
+// (reshape, slice, transpose, gather, ...), the default for primitives that
+// are not elementwise.
+Cost memory_cost(const Avals& in, const Avals& out);
+// `prim.cost`, or when unset: memory_cost plus, for elementwise primitives,
+// one flop per output element. Primitives that run a sub-program (remat2,
+// custom_vjp_call, shard_map: they set `vjp_split`) cost nothing themselves:
+// the sub-program's equations are costed as they run.
+Cost cost_of(const Primitive& prim, const Avals& in, const Params& params, const Avals& out);
 
 // The process-wide table of primitives, filled on first use.
 const Primitive& primitive(const std::string& name);

@@ -22,6 +22,7 @@ struct Program {
   std::vector<int> invars;
   std::vector<Equation> eqns;
   std::vector<int> outvars;
+  std::string name;  // the traced function's name, for the profiler's host spans (may be empty)
 
   int new_var(Aval aval) {
     avals.push_back(std::move(aval));

@@ -835,15 +835,23 @@ std::optional<CollectiveRecord> collective_record(const Equation& e, const Mesh&
   } else {
     return std::nullopt;
   }
-  int64_t n = 1;
-  for (const auto& a : axes) n *= mesh.axis_size(a);
-  if (auto groups = index_groups_param(e.params); groups && !groups->empty())
-    n = static_cast<int64_t>(groups->front().size());
+  Groups groups = replica_groups(MeshContext(mesh), axes, e.params);
+  const int64_t n = static_cast<int64_t>(groups.front().size());
   int64_t bytes = 0;
   for (size_t i = 0; i < in.size() && i < out.size(); ++i)
     bytes += bytes_sent_per_device(name, in[i], out[i], n);
   if (bytes == 0) return std::nullopt;
-  return CollectiveRecord{name, mesh.in_mesh_order(axes), bytes};
+  CollectiveRecord r = symmetric_collective(name, mesh, axes, bytes, std::move(groups));
+  if (name == "ppermute") {  // only sources send and destinations receive
+    std::fill(r.sent.begin(), r.sent.end(), 0);
+    std::fill(r.received.begin(), r.received.end(), 0);
+    for (const auto& [src, dst] : perm_pairs(e.params, axes, n))
+      for (const auto& g : r.groups) {
+        r.sent[g[src]] += bytes;
+        r.received[g[dst]] += bytes;
+      }
+  }
+  return r;
 }
 
 void register_collective_primitives() {

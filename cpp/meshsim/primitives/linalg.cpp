@@ -627,16 +627,26 @@ Cotangents ragged_dot_general_vjp(const VjpArgs& a) {
 }  // namespace
 
 void register_linalg_primitives() {
-  auto add = [](const char* name, auto eval, auto kernel, auto vjp) {
+  auto add = [](const char* name, auto eval, auto kernel, auto vjp, auto cost) {
     Primitive p;
     p.name = name;
     p.abstract_eval = eval;
     p.kernel = kernel;
     p.vjp = vjp;
+    p.cost = cost;
     register_primitive(std::move(p));
   };
-  add("dot_general", dot_general_eval, dot_general_kernel, dot_general_vjp);
-  add("ragged_dot_general", ragged_dot_general_eval, ragged_dot_general_kernel, ragged_dot_general_vjp);
+  // A multiply and an add per output element and contracted index.
+  auto dot_general_cost = [](const Avals& in, const Params& params, const Avals& out) {
+    Cost c = memory_cost(in, out);
+    double contracted = 1;
+    for (int64_t d : dot_dims(params, in[0].ndim(), in[1].ndim()).lhs_contract) contracted *= in[0].shape[d];
+    c.flops = 2 * contracted * static_cast<double>(num_elements(out[0].shape));
+    return c;
+  };
+  add("dot_general", dot_general_eval, dot_general_kernel, dot_general_vjp, dot_general_cost);
+  add("ragged_dot_general", ragged_dot_general_eval, ragged_dot_general_kernel, ragged_dot_general_vjp,
+      nullptr);
 }
 
 }  // namespace meshsim

@@ -88,10 +88,18 @@ std::vector<bool> reduced_mask(const Aval& x, const IntList& axes) {
   return mask;
 }
 
+// Reductions, arg-reductions and scans: one flop per input element.
+Cost one_flop_per_input(const Avals& in, const Params&, const Avals& out) {
+  Cost c = memory_cost(in, out);
+  c.flops = static_cast<double>(num_elements(in[0].shape));
+  return c;
+}
+
 template <template <class> class Op, Accepts kAccepts>
 void reduce(const std::string& name, std::function<Cotangents(const VjpArgs&)> vjp = nullptr) {
   Primitive p;
   p.name = name;
+  p.cost = one_flop_per_input;
   p.vjp = std::move(vjp);
   p.abstract_eval = [name](const Avals& in, const Params& params) {
     const Aval& x = in[0];
@@ -173,6 +181,7 @@ template <bool kMax>
 void arg_reduce_primitive(const std::string& name) {
   Primitive p;
   p.name = name;
+  p.cost = one_flop_per_input;
   p.abstract_eval = [](const Avals& in, const Params& params) {
     const Aval& x = in[0];
     const IntList& axes = params.get<IntList>("axes");
@@ -228,6 +237,7 @@ template <template <class> class Op>
 void cumulative(const std::string& name, std::function<Cotangents(const VjpArgs&)> vjp = nullptr) {
   Primitive p;
   p.name = name;
+  p.cost = one_flop_per_input;
   p.vjp = std::move(vjp);
   p.abstract_eval = [name](const Avals& in, const Params& params) {
     const Aval& x = in[0];

@@ -4,8 +4,38 @@
 
 #include "meshsim/runtime/mesh_executor.h"
 #include "meshsim/runtime/sharded.h"
+#include "meshsim/runtime/timeline.h"
 
 namespace meshsim {
+
+namespace {
+
+// The kernel run as a span of the device the current thread computes for,
+// with its cost (only while a profiler session is open).
+Tensors run_kernel_on_timeline(const Primitive& prim, const Tensors& args, const Params& params,
+                               const Avals& out_avals) {
+  const int64_t started = timeline::now_ns();
+  Tensors out = prim.kernel(args, params, out_avals);
+  TimelineEvent e;
+  e.dur_ns = timeline::now_ns() - started;
+  e.start_ns = started;
+  e.name = prim.name;
+  e.category = "op";
+  e.device = timeline::current_device();
+  Avals in;
+  for (const Tensor& t : args) {
+    in.emplace_back();
+    in.back().shape = t.shape();
+    in.back().dtype = t.dtype();
+  }
+  const Cost cost = cost_of(prim, in, params, out_avals);
+  e.flops = cost.flops;
+  e.bytes_accessed = cost.bytes_accessed;
+  timeline::record(std::move(e));
+  return out;
+}
+
+}  // namespace
 
 Tensors run_primitive(const Primitive& prim, const Tensors& args, const Params& params,
                       const Avals& out_avals) {
@@ -14,7 +44,8 @@ Tensors run_primitive(const Primitive& prim, const Tensors& args, const Params& 
       fail<NameError>("'", prim.name, "' must be called inside a shard_map body");
     fail<NotImplementedError>("primitive '", prim.name, "' has no kernel");
   }
-  Tensors out = prim.kernel(args, params, out_avals);
+  Tensors out = timeline::active() ? run_kernel_on_timeline(prim, args, params, out_avals)
+                                   : prim.kernel(args, params, out_avals);
   if (out.size() != out_avals.size())
     fail<std::logic_error>("kernel of '", prim.name, "' returned ", out.size(), " outputs, expected ",
                            out_avals.size());
@@ -100,6 +131,7 @@ bool small_products(const Program& program) {
 }  // namespace
 
 std::vector<ArrayPtr> run_global_program(const Program& program, const std::vector<ArrayPtr>& args) {
+  timeline::HostSpan span("PjitFunction", program.name);
   if (args.size() != program.invars.size())
     fail<TypeError>("program expects ", program.invars.size(), " arguments, got ", args.size());
   if (single_device(program, args)) {

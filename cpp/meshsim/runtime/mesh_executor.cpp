@@ -11,6 +11,7 @@
 
 #include "meshsim/runtime/interpreter.h"
 #include "meshsim/runtime/sharded.h"
+#include "meshsim/runtime/timeline.h"
 
 extern "C" void openblas_set_num_threads(int);
 extern "C" int openblas_get_num_threads(void);
@@ -300,11 +301,15 @@ std::vector<Tensors> run_on_mesh(const ProgramPtr& body_ptr, const Mesh& mesh, s
         ins[d].reserve(e.inputs.size());
         for (int v : e.inputs) ins[d].push_back(env[v][d]);
       }
+      const int64_t started = timeline::active() ? timeline::now_ns() : -1;
       std::vector<Tensors> res = e.prim->mesh_kernel(ctx, ins, e.params, plan.out_avals[k]);
-      if (recording_collectives()) {
+      if (started >= 0 || recording_collectives()) {
         Avals in_avals;
         for (int v : e.inputs) in_avals.push_back(body.avals[v]);
-        if (auto r = collective_record(e, mesh, in_avals, plan.out_avals[k])) record_collective(*r);
+        if (auto r = collective_record(e, mesh, in_avals, plan.out_avals[k])) {
+          r->start_ns = started;
+          record_collective(std::move(*r));
+        }
       }
       for (size_t i = 0; i < e.outputs.size(); ++i) {
         const int v = e.outputs[i];
@@ -335,6 +340,7 @@ std::vector<Tensors> run_on_mesh(const ProgramPtr& body_ptr, const Mesh& mesh, s
           for (int v : body.eqns[j].inputs)
             if (producer[v] >= static_cast<int>(begin)) runs[d][producer[v] - begin] = 1;
     auto device_task = [&](int64_t d) {
+      timeline::DeviceScope on_device(mesh.device_ids[d]);
       std::vector<Tensor> local;
       auto value = [&](int v) -> Tensor& { return slot[v] >= 0 ? local[slot[v]] : env[v][d]; };
       Tensors ins;

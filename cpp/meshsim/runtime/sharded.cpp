@@ -10,6 +10,7 @@
 #include "meshsim/kernels/strided.h"
 #include "meshsim/runtime/interpreter.h"
 #include "meshsim/runtime/mesh_executor.h"
+#include "meshsim/runtime/timeline.h"
 #include "meshsim/sharding/rules.h"
 
 extern "C" void openblas_set_num_threads(int);
@@ -42,7 +43,38 @@ bool recording_collectives() {
   return !g_recorders.empty();
 }
 
+CollectiveRecord symmetric_collective(std::string name, const Mesh& mesh, const AxisNames& axes,
+                                      int64_t bytes, std::vector<std::vector<int64_t>> groups) {
+  const size_t n = static_cast<size_t>(mesh.size());
+  if (groups.empty()) groups = MeshContext(mesh).groups(axes);
+  return {std::move(name), mesh.in_mesh_order(axes), bytes, mesh.device_ids, std::move(groups),
+          std::vector<int64_t>(n, bytes), std::vector<int64_t>(n, bytes)};
+}
+
+namespace {
+// The collective as a span on every device of its mesh, from its start until now.
+void add_to_timeline(const CollectiveRecord& r) {
+  const int64_t now = timeline::now_ns();
+  const int64_t start = r.start_ns >= 0 ? r.start_ns : now;
+  for (const auto& group : r.groups)
+    for (int64_t pos : group) {
+      TimelineEvent e;
+      e.name = r.name;
+      e.category = "collective";
+      e.device = r.device_ids[pos];
+      e.start_ns = start;
+      e.dur_ns = now - start;
+      e.axes = r.axes;
+      for (int64_t q : group) e.group.push_back(r.device_ids[q]);
+      e.bytes_sent = r.sent[pos];
+      e.bytes_received = r.received[pos];
+      timeline::record(std::move(e));
+    }
+}
+}  // namespace
+
 void record_collective(CollectiveRecord record) {
+  if (timeline::active()) add_to_timeline(record);
   std::lock_guard<std::mutex> lock(g_log_mutex);
   for (auto& r : g_recorders) r.push_back(record);
 }
@@ -124,8 +156,10 @@ std::map<std::string, std::pair<size_t, size_t>> axis_places(const Spec& spec) {
 
 // Which collective a reshard from `from` to `to` is: all-gather when axes
 // only leave the spec, all-to-all when some move to another place.
-void record_reshard(const Mesh& mesh, const Spec& from, const Spec& to, int64_t bytes) {
-  if (bytes == 0) return;
+void record_reshard(const Mesh& mesh, const Spec& from, const Spec& to, std::vector<int64_t> sent,
+                    std::vector<int64_t> received, int64_t started) {
+  const int64_t most = *std::max_element(received.begin(), received.end());
+  if (most == 0) return;
   const auto src = axis_places(from), dst = axis_places(to);
   AxisNames gathered, moved;
   for (const auto& [a, place] : src) {
@@ -135,7 +169,11 @@ void record_reshard(const Mesh& mesh, const Spec& from, const Spec& to, int64_t 
   }
   AxisNames axes = moved;
   axes.insert(axes.end(), gathered.begin(), gathered.end());
-  record_collective({moved.empty() ? "all_gather" : "all_to_all", mesh.in_mesh_order(axes), bytes});
+  CollectiveRecord r = symmetric_collective(moved.empty() ? "all_gather" : "all_to_all", mesh, axes, most);
+  r.sent = std::move(sent);
+  r.received = std::move(received);
+  r.start_ns = started;
+  record_collective(std::move(r));
 }
 
 }  // namespace
@@ -143,6 +181,7 @@ void record_reshard(const Mesh& mesh, const Spec& from, const Spec& to, int64_t 
 // ---- reshard ------------------------------------------------------------------------------
 
 ArrayPtr reshard_array(const ArrayPtr& x, const MeshPtr& mesh, const Spec& spec_in, const Aval& out) {
+  const int64_t started = timeline::active() ? timeline::now_ns() : -1;
   const Shape& global = out.shape;
   const size_t ndim = global.size();
   const Spec spec = pad_spec(spec_in, ndim);
@@ -174,11 +213,19 @@ ArrayPtr reshard_array(const ArrayPtr& x, const MeshPtr& mesh, const Spec& spec_
   } else {
     const Shape sl = src.local_shape(global);
     const std::vector<Tensor>& shards = x->shards();
-    // Distinct source blocks.
+    // Distinct source blocks, and the devices holding each.
     std::map<std::vector<int64_t>, int64_t> src_seen;
-    std::vector<int64_t> src_pos;
-    for (int64_t pos = 0; pos < n; ++pos)
-      if (src_seen.emplace(src.block_index(pos, ndim), pos).second) src_pos.push_back(pos);
+    std::vector<int64_t> src_pos, src_block(n);
+    std::vector<std::vector<int64_t>> holders;
+    for (int64_t pos = 0; pos < n; ++pos) {
+      auto [it, fresh] = src_seen.emplace(src.block_index(pos, ndim), static_cast<int64_t>(src_pos.size()));
+      if (fresh) {
+        src_pos.push_back(pos);
+        holders.emplace_back();
+      }
+      src_block[pos] = it->second;
+      holders[it->second].push_back(pos);
+    }
     struct Piece { int64_t block, from; Box box; };
     std::vector<Piece> pieces;
     for (size_t b = 0; b < first_pos.size(); ++b) {
@@ -205,13 +252,21 @@ ArrayPtr reshard_array(const ArrayPtr& x, const MeshPtr& mesh, const Spec& spec_
       copy_into(view_of(shards[p.from], block_box(src, p.from, sl), p.box),
                 view_of(blocks[p.block], at, p.box));
     });
-    // What each device receives: its new block minus what it already held.
-    int64_t most = 0;
+    // What each device receives: its new block minus what it already held,
+    // each part sent by one of the devices holding it (spread over them).
+    const int64_t item = static_cast<int64_t>(itemsize(out.dtype));
+    std::vector<int64_t> sent(n, 0), received(n, 0);
     for (int64_t pos = 0; pos < n; ++pos) {
       const Box want = block_box(*dst, pos, dl);
-      most = std::max(most, want.size() - intersect(want, block_box(src, pos, sl)).size());
+      for (size_t s = 0; s < src_pos.size(); ++s) {
+        if (static_cast<int64_t>(s) == src_block[pos]) continue;
+        const int64_t part = intersect(want, block_box(src, src_pos[s], sl)).size() * item;
+        if (part == 0) continue;
+        received[pos] += part;
+        sent[holders[s][pos % holders[s].size()]] += part;
+      }
     }
-    record_reshard(*mesh, pad_spec(src.spec, ndim), spec, most * static_cast<int64_t>(itemsize(out.dtype)));
+    record_reshard(*mesh, pad_spec(src.spec, ndim), spec, std::move(sent), std::move(received), started);
   }
   std::vector<Tensor> per_device(n);
   for (int64_t pos = 0; pos < n; ++pos) per_device[pos] = blocks[block_of[pos]];
@@ -227,6 +282,7 @@ namespace {
 // recorded with its ring bytes.
 void all_reduce(const Mesh& mesh, std::vector<Tensor>& per_device, const AxisNames& axes,
                 const std::string& op) {
+  const int64_t started = timeline::active() ? timeline::now_ns() : -1;
   const std::string name = op == "sum" ? "psum" : op == "max" ? "pmax" : "pmin";
   const AxisNames ordered = mesh.in_mesh_order(axes);
   std::vector<Tensors> in(per_device.size());
@@ -237,7 +293,10 @@ void all_reduce(const Mesh& mesh, std::vector<Tensor>& per_device, const AxisNam
   MeshContext ctx(mesh);
   std::vector<Tensors> out = primitive(name).mesh_kernel(ctx, in, Params{{"axes", StrList(ordered)}}, {block});
   for (size_t pos = 0; pos < per_device.size(); ++pos) per_device[pos] = std::move(out[pos][0]);
-  record_collective({name, ordered, bytes_sent_per_device(name, block, block, ctx.axis_size(axes))});
+  CollectiveRecord r =
+      symmetric_collective(name, mesh, ordered, bytes_sent_per_device(name, block, block, ctx.axis_size(axes)));
+  r.start_ns = started;
+  record_collective(std::move(r));
 }
 
 // A whole value laid out as its type says (a view per distinct block).
@@ -265,7 +324,7 @@ std::vector<ArrayPtr> run_whole(const Primitive& prim, const std::vector<ArrayPt
       for (const auto& e : s.spec) axes.insert(axes.end(), e.begin(), e.end());
       const int64_t total = static_cast<int64_t>(num_elements(in[i].shape) * itemsize(in[i].dtype));
       const int64_t local = static_cast<int64_t>(args[i]->shards()[0].nbytes());
-      if (sharded_type(in[i])) record_collective({"all_gather", s.mesh->in_mesh_order(axes), total - local});
+      if (sharded_type(in[i])) record_collective(symmetric_collective("all_gather", *s.mesh, axes, total - local));
     }
     whole.push_back(args[i]->global());
   }
@@ -310,6 +369,7 @@ std::vector<ArrayPtr> run_local(const Primitive& prim, const LocalPlan& plan,
     SingleThreadedBlas one_blas_thread;
     MeshContext ctx(*mesh);
     ctx.parallel_for(static_cast<int64_t>(reps.size()), [&](int64_t r) {
+      timeline::DeviceScope on_device(mesh->device_ids[reps[r]]);
       Tensors blocks;
       for (const ArrayPtr& a : ins) blocks.push_back(a->shards()[reps[r]]);
       results[r] = run_primitive(prim, blocks, plan.params, local);

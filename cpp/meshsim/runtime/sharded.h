@@ -19,16 +19,28 @@
 
 namespace meshsim {
 
-// One collective a global program executed: JAX's name for it, the mesh axes
-// it spans and the bytes each device receives (the most any device receives).
+// One collective a program executed: JAX's name for it, the mesh axes it
+// spans and the bytes each device receives (the most any device receives),
+// and per device of the mesh (by mesh position) its replica group and the
+// bytes it sends and receives.
 struct CollectiveRecord {
-  std::string name;  // "all_gather", "all_to_all", "psum", "pmax", "pmin"
+  std::string name;  // "all_gather", "all_to_all", "psum", "pmax", "pmin", "ppermute", ...
   AxisNames axes;
   int64_t bytes_per_device = 0;
+  std::vector<int> device_ids;               // by mesh position
+  std::vector<std::vector<int64_t>> groups;  // replica groups, as mesh positions
+  std::vector<int64_t> sent, received;       // by mesh position
+  int64_t start_ns = -1;                     // timeline::now_ns() when it started (-1: unknown)
 };
 
+// A collective over `axes` of `mesh` in which every device sends and receives
+// `bytes` (ring schedules are symmetric); `groups` default to the axes'.
+CollectiveRecord symmetric_collective(std::string name, const Mesh& mesh, const AxisNames& axes,
+                                      int64_t bytes, std::vector<std::vector<int64_t>> groups = {});
+
 // While a recorder is open, executed collectives are appended to it (and to
-// every enclosing one).
+// every enclosing one); while a profiler session is open they also become
+// timeline spans on each device (runtime/timeline.h).
 void push_collective_recorder();
 std::vector<CollectiveRecord> pop_collective_recorder();
 void record_collective(CollectiveRecord record);

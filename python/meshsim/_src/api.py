@@ -128,6 +128,7 @@ def trace_to_program(fun: Callable, args: Sequence, kwargs: dict, static: tuple 
             out = fun(*t_args, **t_kwargs)
             out_leaves, out_tree = tree_util.tree_flatten(out)
             program = trace.finish([core.asarray_value(x) for x in out_leaves])
+            program.name = getattr(fun, "__name__", "")  # the profiler's PjitFunction(name)
     finally:
         _core.pop_trace(trace)
     return program, out_tree

@@ -13,8 +13,6 @@ import math
 from typing import Callable, NamedTuple
 
 from meshsim import _core
-
-from meshsim import _core
 from meshsim._src import core, tree_util
 from meshsim._src import devices as devices_lib
 from meshsim._src.sharding.mesh import AxisType, Mesh
@@ -40,12 +38,24 @@ def _traced_sharding(aval) -> Sharding:
                          PartitionSpec(*entries))
 
 
-class Collective(NamedTuple):
-    """One collective a program ran: JAX's name for it, the mesh axes it spans
-    and the bytes each device received (as a ring schedule moves them)."""
+class _CollectiveFields(NamedTuple):
     name: str
     axes: tuple
     bytes: int
+
+
+class Collective(_CollectiveFields):
+    """One collective a program ran: JAX's name for it, the mesh axes it spans
+    and the bytes the most-receiving device received (as a ring schedule moves
+    them); `bytes_sent` and `bytes_received` give each device's share, by
+    device id. Compares and unpacks as the tuple `(name, axes, bytes)`."""
+
+    def __new__(cls, name: str, axes: tuple, bytes: int, bytes_sent: dict | None = None,
+                bytes_received: dict | None = None):
+        self = super().__new__(cls, name, axes, bytes)
+        self.bytes_sent = dict(bytes_sent or {})
+        self.bytes_received = dict(bytes_received or {})
+        return self
 
 
 class record_collectives:
@@ -58,8 +68,9 @@ class record_collectives:
     `ppermute`, ...) with the bytes one device receives: an all-gather of a
     result of B bytes over n devices B(n-1)/n, a reduce-scatter of a result of
     B bytes B(n-1), an all-reduce of B bytes 2B(n-1)/n, an all-to-all of B
-    bytes B(n-1)/n, a ppermute B. Casts (`pvary`) move nothing and are not
-    listed."""
+    bytes B(n-1)/n, a ppermute B (only its sources send, only its destinations
+    receive). Each record also has `bytes_sent`/`bytes_received` per device
+    id. Casts (`pvary`) move nothing and are not listed."""
 
     def __enter__(self) -> list:
         self.log: list = []
