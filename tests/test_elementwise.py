@@ -569,3 +569,31 @@ def test_elementwise_ops_trace_under_jit():
     assert_close(f(jnp.asarray(x), jnp.asarray(y)), expected, rtol=2e-6)
     jaxpr = str(meshsim.make_jaxpr(lambda x: lax.select(x > 0.0, x, lax.neg(x)))(jnp.asarray(x)))
     assert "select_n" in jaxpr and "neg" in jaxpr and "gt" in jaxpr
+
+
+# --- a scalar operand of a binary operation ---------------------------------------
+
+@pytest.mark.parametrize("seed", range(3))
+def test_scalar_operands_broadcast_without_copies_and_differentiate(real_jax, seed):
+    """lax binary operations take a rank-0 operand next to an array (as JAX's do);
+    values and both operands' gradients match JAX, eagerly and under jit."""
+    rng = np.random.default_rng(seed)
+    shape = tuple(int(d) for d in rng.integers(1, 5, int(rng.integers(1, 4))))
+    x = rng.standard_normal(shape).astype(np.float32)
+    s = np.float32(rng.standard_normal())
+
+    def f(jax, x, s):
+        L = jax.lax
+        return (L.mul(x, s) + L.sub(s, x) + L.max(x, s) - L.min(s, x) + L.div(x, s + 3.0)
+                + L.atan2(s, x + 2.0)).sum() + L.lt(x, s).sum()
+
+    jax = meshsim
+    for fn in (lambda jax: jax.jit(jax.value_and_grad(lambda x, s: f(jax, x, s), argnums=(0, 1))),
+               lambda jax: jax.value_and_grad(lambda x, s: f(jax, x, s), argnums=(0, 1))):
+        (v, (gx, gs)), (jv, (jgx, jgs)) = fn(jax)(x, s), fn(real_jax)(x, s)
+        np.testing.assert_allclose(v, jv, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(gx, jgx, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(gs, jgs, rtol=1e-5, atol=1e-5)
+        assert np.shape(gs) == () and np.shape(gx) == shape
+    with pytest.raises(TypeError, match=r"mul got incompatible shapes for broadcasting: \(3,\), \(2,\)"):
+        lax.mul(jnp.ones(3), jnp.ones(2))

@@ -3,9 +3,9 @@ one parameter per line when an equation is long, nested jaxprs indented, names c
 into nested jaxprs), parameter order (sorted) and JAX's custom pp rules (dot_general's
 dimension_numbers as lists, broadcast_in_dim's shape hidden, ...).
 
-Functions here avoid Python scalars: JAX inlines those as literals (`mul b 2.0:f32[]`) and
-its lax binary ops take rank-0 operands, while meshsim binds them as constants and
-broadcasts them first, so those jaxprs differ in content, not only in printing."""
+Scalar constants print inline as literals (`mul b 2.0:f32[]`, `sub c 9.999999974752427e-07:f32[]`,
+`or a True:bool[]`), and lax binary operations take a scalar operand without broadcasting it,
+inside shard_map after a `pvary` of the literal, as in JAX."""
 import numpy as np
 import pytest
 
@@ -36,6 +36,12 @@ def _cases(J, np_):
         "concat_rev": (lambda a: L.rev(np_.concatenate([a, a], axis=0), (0,)), (X,)),
         "select_cmp": (lambda a, b: L.select(L.lt(a, b), a, b), (X, X)),
         "several_outputs": (lambda a: (np_.sum(a, axis=0), np_.exp(a)), (X,)),
+        "scalar_literals": (lambda a: np_.exp(a) / 2 - 1e-6 + np_.float32(3) * np.inf, (X,)),
+        "int_and_bool_literals": (lambda a: ((a > 0) | True, a.astype(np.uint8) + np.uint8(3),
+                                             a.astype(np.int32) * -7), (X,)),
+        "literal_output": (lambda a: (a, 1.0, np_.float32(2.5)), (X,)),
+        "max_with_scalar": (lambda a: np_.maximum(a, 0.0) - np_.minimum(1.5, a), (X,)),
+        "traced_scalar_operand": (lambda a, s: a * s + s, (X, np.float32(2.0))),
     }
 
 
@@ -57,7 +63,12 @@ def _shard_map_cases(J):
         return J.shard_map(lambda b: J.lax.all_gather(b, "tp", axis=1, tiled=True), mesh=mesh,
                            in_specs=P(None, "tp"), out_specs=P(None, "tp"))(a)
 
+    def literal_pvary(a):
+        return J.shard_map(lambda b: b * 2.0 + J.numpy.float32(3), mesh=mesh, in_specs=P("dp"),
+                           out_specs=P("dp"))(a)
+
     return {
+        "shard_map_literal_pvary": (literal_pvary, (SQ,)),
         "shard_map_megatron": (megatron, (SQ, np.ones((8, 4), np.float32))),
         "shard_map_check_vma_false": (no_vma, (SQ,)),
         "shard_map_all_gather": (gather, (SQ,)),
@@ -65,7 +76,8 @@ def _shard_map_cases(J):
 
 
 NAMES = list(_cases(meshsim, mnp))
-SM_NAMES = ["shard_map_megatron", "shard_map_check_vma_false", "shard_map_all_gather"]
+SM_NAMES = ["shard_map_literal_pvary", "shard_map_megatron", "shard_map_check_vma_false",
+            "shard_map_all_gather"]
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -1,6 +1,12 @@
 #include "meshsim/ir/program.h"
 
+#include <optional>
+#include <type_traits>
+
 #include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <set>
@@ -128,16 +134,63 @@ std::string var_name(int id) {
   return s;
 }
 
+// Python's repr of a float: the shortest digits that read back as `v`, in
+// exponent form below 1e-4 and from 1e16 on.
+std::string python_float_repr(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
+  char buf[64];
+  const auto end = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific).ptr;
+  const std::string sci(buf, end);  // "9.999999974752427e-07", "2e+00"
+  const size_t e = sci.find('e');
+  const int exp = std::stoi(sci.substr(e + 1));
+  const bool negative = sci[0] == '-';
+  std::string digits;
+  for (char c : sci.substr(negative, e - negative))
+    if (c != '.') digits += c;
+  std::string out;
+  if (exp < -4 || exp >= 16) {
+    out = digits.substr(0, 1) + (digits.size() > 1 ? "." + digits.substr(1) : "");
+    char tail[8];
+    std::snprintf(tail, sizeof tail, "e%c%02d", exp < 0 ? '-' : '+', std::abs(exp));
+    out += tail;
+  } else if (exp >= 0) {
+    const size_t whole = static_cast<size_t>(exp) + 1;
+    out = digits.size() <= whole ? digits + std::string(whole - digits.size(), '0') + ".0"
+                                 : digits.substr(0, whole) + "." + digits.substr(whole);
+  } else {
+    out = "0." + std::string(-exp - 1, '0') + digits;
+  }
+  return (negative ? "-" : "") + out;
+}
+
+// A scalar constant as a jaxpr literal: 2.0:f32[], 3:i32[], True:bool[].
+std::optional<std::string> literal_text(const Tensor& t) {
+  if (t.ndim() != 0) return std::nullopt;
+  std::string value = dispatch_dtype(t.dtype(), [&](auto tag) -> std::string {
+    using T = decltype(tag);
+    const T x = *t.data<T>();
+    if constexpr (std::is_same_v<T, bool>) return x ? "True" : "False";
+    else if constexpr (std::is_floating_point_v<T>) return python_float_repr(static_cast<double>(x));
+    else return std::to_string(x);
+  });
+  return value + ":" + dtype_short_name(t.dtype()) + "[]";
+}
+
 // Names are given in order of first appearance and continue into nested
-// programs, as JAX's JaxprPpContext does.
+// programs, as JAX's JaxprPpContext does. Scalar constants print as literals
+// in place of a name, as JAX inlines them.
 struct Context {
   std::map<std::pair<const Program*, int>, std::string> names;
+  std::map<std::pair<const Program*, int>, std::string> literals;
   int next = 0;
   std::string name(const Program& p, int v) {
+    if (auto lit = literals.find({&p, v}); lit != literals.end()) return lit->second;
     auto [it, fresh] = names.try_emplace({&p, v});
     if (fresh) it->second = var_name(next++);
     return it->second;
   }
+  bool is_literal(const Program& p, int v) const { return literals.count({&p, v}) > 0; }
 };
 
 pp::D pp_program(const Program& p, Context& ctx);
@@ -147,7 +200,7 @@ pp::D pp_vars(const Program& p, const std::vector<int>& vs, Context& ctx, bool s
   std::vector<pp::D> docs;
   for (int v : vs) {
     std::string s = ctx.name(p, v);
-    if (shapes) s += ":" + p.avals[v].str_short(/*short_dtype=*/true);
+    if (shapes && !ctx.is_literal(p, v)) s += ":" + p.avals[v].str_short(/*short_dtype=*/true);
     docs.push_back(pp::text(s));
   }
   return pp::nest(2, pp::group(pp::join(pp::concat({pp::text(sep), pp::group(pp::brk())}), docs)));
@@ -257,7 +310,12 @@ pp::D pp_eqn(const Program& p, const Equation& e, Context& ctx) {
 }
 
 pp::D pp_program(const Program& p, Context& ctx) {
-  pp::D constvars = pp_vars(p, p.constvars, ctx, true);
+  std::vector<int> named_consts;
+  for (size_t i = 0; i < p.constvars.size(); ++i) {
+    if (auto text = literal_text(p.consts[i])) ctx.literals[{&p, p.constvars[i]}] = *text;
+    else named_consts.push_back(p.constvars[i]);
+  }
+  pp::D constvars = pp_vars(p, named_consts, ctx, true);
   pp::D invars = pp_vars(p, p.invars, ctx, true);
   std::vector<pp::D> eqns;
   for (const Equation& e : p.eqns) eqns.push_back(pp_eqn(p, e, ctx));

@@ -99,14 +99,24 @@ inline void binary_row(const In* a, int64_t sa, const In* b, int64_t sb, Out* o,
   }
 }
 
+// Either operand may be a scalar (rank 0) next to an array, as lax allows: it
+// is read as a broadcast view.
 template <class In, class Out, class Op>
-Tensor map_binary(const Tensor& x, const Tensor& y, DType out_dtype, Op op) {
+Tensor map_binary(const Tensor& x_in, const Tensor& y_in, DType out_dtype, Op op) {
+  const bool x_scalar = x_in.ndim() == 0 && y_in.ndim() > 0;
+  const bool y_scalar = y_in.ndim() == 0 && x_in.ndim() > 0;
+  const Tensor x = x_scalar ? x_in.broadcast_to(y_in.shape()) : x_in;
+  const Tensor y = y_scalar ? y_in.broadcast_to(x_in.shape()) : y_in;
   Tensor out = Tensor::empty(out_dtype, x.shape());
   const In* a = x.data<In>();
   const In* b = y.data<In>();
   Out* o = out.data<Out>();
   if (x.is_contiguous() && y.is_contiguous()) {
     binary_row(a, 1, b, 1, o, x.size(), op);
+  } else if (y_scalar && x.is_contiguous()) {
+    binary_row(a, 1, b, 0, o, x.size(), op);
+  } else if (x_scalar && y.is_contiguous()) {
+    binary_row(a, 0, b, 1, o, y.size(), op);
   } else if (out.size() > 0) {
     for_each_row<2>(x.shape(), {&x.strides(), &y.strides()},
                     [&](const auto& off, const auto& st, int64_t n) {

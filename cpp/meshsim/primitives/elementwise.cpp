@@ -1,8 +1,9 @@
 // Elementwise primitives: unary math, binary arithmetic, bit operations,
 // comparisons, selection and casts, with XLA's semantics on CPU.
 // lax semantics: operands have equal shapes and dtypes (the Python lax layer
-// broadcasts scalars and size-1 dimensions first, as a zero-copy view); only
-// select_n's predicate and clamp's bounds may be scalars.
+// broadcasts size-1 dimensions first, as a zero-copy view), except that either
+// operand of a binary operation may be a scalar (`mul a 2.0:f32[]`, as JAX
+// 0.10 writes it), as may select_n's predicate and clamp's bounds.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -323,12 +324,20 @@ VjpRule d1(D d) {
 }
 
 // A binary rule from the two partial cotangents dx(g, x, y, z), dy(g, x, y, z), z the output.
+// A scalar operand's cotangent sums its broadcast result's.
 template <class Dx, class Dy>
 VjpRule d2(Dx dx, Dy dy) {
   return [dx, dy](const VjpArgs& a) {
     const Value &g = *a.ct[0], &x = a.in[0], &y = a.in[1], &z = a.out[0];
-    return Cotangents{a.wants[0] ? Cotangent(dx(g, x, y, z)) : std::nullopt,
-                      a.wants[1] ? Cotangent(dy(g, x, y, z)) : std::nullopt};
+    auto unbroadcast = [](const Value& ct, const Value& operand) {
+      const int64_t rank = aval_of(ct).ndim();
+      if (aval_of(operand).ndim() > 0 || rank == 0) return ct;
+      IntList all(rank);
+      for (int64_t d = 0; d < rank; ++d) all[d] = d;
+      return op::reduce_sum(ct, all);
+    };
+    return Cotangents{a.wants[0] ? Cotangent(unbroadcast(dx(g, x, y, z), x)) : std::nullopt,
+                      a.wants[1] ? Cotangent(unbroadcast(dy(g, x, y, z), y)) : std::nullopt};
   };
 }
 
@@ -337,9 +346,10 @@ Cotangents zero_vjp(const VjpArgs& a) { return Cotangents(a.in.size()); }
 
 Value c(const Value& like, double v) { return op::full_like(like, v); }
 
-// 1 where x is the result z of max/min, 0.5 where y is too (JAX splits ties evenly).
+// 1 where x is the result z of max/min, 0.5 where y is too (JAX splits ties
+// evenly); shaped as z, since x or y may be a scalar.
 Value balanced_eq(const Value& x, const Value& z, const Value& y) {
-  return op::select(op::eq(x, z), op::select(op::eq(y, z), c(x, 0.5), c(x, 1.0)), c(x, 0.0));
+  return op::select(op::eq(x, z), op::select(op::eq(y, z), c(z, 0.5), c(z, 1.0)), c(z, 0.0));
 }
 
 Value replace_zero(const Value& x) { return op::select(op::eq(x, c(x, 0.0)), c(x, 1.0), x); }
@@ -421,8 +431,9 @@ Aval binary_aval(const std::string& name, Accepts a, const Avals& in, DType out_
   check_dtype(name, a, in[0].dtype, 0);
   check_dtype(name, a, in[1].dtype, 1);
   check_same_dtypes(name, in[0], in[1]);
-  check_same_shapes(name, in[0], in[1]);
-  return like(in[0], in[0].shape, out_dtype, in[0].weak_type && in[1].weak_type);
+  const Aval& shaped = in[0].ndim() == 0 ? in[1] : in[0];  // a scalar operand broadcasts
+  if (in[0].ndim() > 0 && in[1].ndim() > 0) check_same_shapes(name, in[0], in[1]);
+  return like(shaped, shaped.shape, out_dtype, in[0].weak_type && in[1].weak_type);
 }
 
 template <Accepts A, class Op>

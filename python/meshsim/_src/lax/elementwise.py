@@ -65,11 +65,20 @@ def _broadcast_in_dim(x, shape):
     return core.bind1("broadcast_in_dim", x, shape=shape, broadcast_dimensions=tuple(range(lead, len(shape))))
 
 
+# Binary primitives that take a scalar operand next to an array as is
+# (`mul a 2.0:f32[]`), as JAX's lax does.
+_SCALAR_OPERANDS = frozenset({
+    "add", "sub", "mul", "div", "rem", "max", "min", "atan2", "nextafter", "and", "or", "xor",
+    "shift_left", "shift_right_logical", "shift_right_arithmetic", "eq", "ne", "lt", "le", "gt", "ge",
+})
+
+
 def _nary(prim: str, *args):
     vals = [_operand(a, prim, i) for i, a in enumerate(args)]
     shape = _broadcast_shape([v.shape for v in vals])
     if shape is not None:
-        vals = [_broadcast_in_dim(v, shape) for v in vals]
+        keep_scalars = prim in _SCALAR_OPERANDS
+        vals = [v if keep_scalars and v.ndim == 0 else _broadcast_in_dim(v, shape) for v in vals]
     return core.bind1(prim, *vals)
 
 

@@ -53,8 +53,18 @@ def broadcast_shapes(*shapes) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _convert_and_broadcast(args, dtype, weak):
-    vals = [core.convert_element_type(core.asarray_value(a), dtype, weak) for a in args]
+def _convert(x, dtype, weak):
+    """`x` as `dtype`. A concrete scalar converts on the host, as JAX converts
+    Python and NumPy scalars: a traced program gets the constant itself (a
+    literal, `2.0:f32[]`), not a conversion of it."""
+    x = core.asarray_value(x)
+    if isinstance(x, core.Array) and x.ndim == 0 and (x.dtype != dtype or x.weak_type != weak):
+        return core.Array.from_numpy(x.to_numpy().astype(dtype), weak_type=weak)
+    return core.convert_element_type(x, dtype, weak)
+
+
+def _convert_and_broadcast(args, dtype, weak, keep_scalars=False):
+    vals = [_convert(a, dtype, weak) for a in args]
     try:
         shape = broadcast_shapes(*(v.shape for v in vals))
     except ValueError:
@@ -64,26 +74,28 @@ def _convert_and_broadcast(args, dtype, weak):
         if len({v.ndim for v in vals if v.ndim}) == 1:
             return vals
         raise
-    return [broadcast_to_shape(v, shape) for v in vals]
+    return [v if keep_scalars and v.ndim == 0 else broadcast_to_shape(v, shape) for v in vals]
 
 
-def promote_args(*args):
-    """Converts operands to one dtype and one broadcast shape, as jnp ufuncs do."""
-    return _convert_and_broadcast(args, *result_type(*args))
+def promote_args(*args, keep_scalars: bool = False):
+    """Converts operands to one dtype and one broadcast shape, as jnp ufuncs do;
+    with `keep_scalars`, scalar operands stay scalars (for lax binary operations,
+    which broadcast them)."""
+    return _convert_and_broadcast(args, *result_type(*args), keep_scalars)
 
 
-def promote_args_inexact(*args):
+def promote_args_inexact(*args, keep_scalars: bool = False):
     """As promote_args, but integers and bools promote to the default float
     (keeping the weak-type flag: `jnp.sin(2)` is weak, `jnp.sin(int8_array)` is not)."""
     dtype, weak = result_type(*args)
     if not np.issubdtype(dtype, np.floating):
         dtype = core.canonicalize_dtype(np.float64)
-    return _convert_and_broadcast(args, dtype, weak)
+    return _convert_and_broadcast(args, dtype, weak, keep_scalars)
 
 
-def promote_args_numeric(*args):
+def promote_args_numeric(*args, keep_scalars: bool = False):
     """As promote_args, but bools promote to the default integer."""
     dtype, weak = result_type(*args)
     if dtype == np.bool_:
         dtype = core.canonicalize_dtype(np.int64)
-    return _convert_and_broadcast(args, dtype, weak)
+    return _convert_and_broadcast(args, dtype, weak, keep_scalars)

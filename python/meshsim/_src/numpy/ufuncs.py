@@ -6,6 +6,7 @@ operations (floor_divide, remainder, logaddexp, hypot, ...) we follow the same
 recipe, so results agree with JAX bit for bit wherever the primitives do."""
 from __future__ import annotations
 
+import functools
 import operator
 
 import numpy as np
@@ -98,8 +99,8 @@ def _unary(name, lax_op, promote=promote_args_inexact):
     return fn
 
 
-def _binary(name, lax_op, promote=promote_args):
-    promote = _promoted(promote, name)
+def _binary(name, lax_op, promote=promote_args, keep_scalars=True):
+    promote = _promoted(functools.partial(promote, keep_scalars=keep_scalars), name)
 
     def fn(x1, x2, /):
         return lax_op(*promote(x1, x2))
@@ -124,12 +125,12 @@ def _where(condition, x, y):
 # --- arithmetic ----------------------------------------------------------------
 
 def add(x1, x2, /):
-    x1, x2 = _promoted(promote_args, "add")(x1, x2)
+    x1, x2 = _promoted(functools.partial(promote_args, keep_scalars=True), "add")(x1, x2)
     return lax.bitwise_or(x1, x2) if x1.dtype == np.bool_ else lax.add(x1, x2)
 
 
 def multiply(x1, x2, /):
-    x1, x2 = _promoted(promote_args, "multiply")(x1, x2)
+    x1, x2 = _promoted(functools.partial(promote_args, keep_scalars=True), "multiply")(x1, x2)
     return lax.bitwise_and(x1, x2) if x1.dtype == np.bool_ else lax.mul(x1, x2)
 
 
@@ -137,7 +138,7 @@ subtract = _binary("subtract", lax.sub)
 true_divide = _binary("true_divide", lax.div, promote_args_inexact)
 maximum = _binary("maximum", lax.max)
 minimum = _binary("minimum", lax.min)
-float_power = _binary("float_power", lax.pow, promote_args_inexact)
+float_power = _binary("float_power", lax.pow, promote_args_inexact, keep_scalars=False)
 arctan2 = _binary("arctan2", lax.atan2, promote_args_inexact)
 atan2 = arctan2
 nextafter = _binary("nextafter", lax.nextafter, promote_args_inexact)
