@@ -19,7 +19,9 @@ from meshsim._src.numpy.dtypes import _dtype_of
 __all__ = [
     "array", "asarray", "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like",
     "empty_like", "arange", "linspace", "eye", "identity", "tri", "tril", "triu", "meshgrid",
-    "indices", "diag", "astype", "copy",
+    "indices", "diag", "astype", "copy", "logspace", "geomspace", "vander", "tril_indices", "triu_indices",
+    "tril_indices_from", "triu_indices_from", "diag_indices", "diag_indices_from", "diagflat", "ix_", "s_",
+    "index_exp",
 ]
 
 
@@ -323,3 +325,153 @@ def diag(v, k: int = 0):
     if length == 0:
         return lax.slice(flat, (0,), (0,))
     return lax.slice(flat, (first,), (first + (length - 1) * (cols + 1) + 1,), (cols + 1,))
+
+
+# --- log-spaced ranges ----------------------------------------------------------
+
+def _space_dtypes(name: str, start, stop, dtype):
+    from meshsim._src.numpy.dtypes import result_type
+    _check_arraylike(name, start, stop)
+    dtype = _inexact(user_dtype(result_type(start, stop))) if dtype is None else user_dtype(dtype)
+    computation_dtype = _inexact(dtype)
+    start = astype(asarray(start), computation_dtype)
+    stop = astype(asarray(stop), computation_dtype)
+    return start, stop, dtype, computation_dtype
+
+
+def logspace(start, stop, num: int = 50, endpoint: bool = True, base=10.0, dtype=None, axis: int = 0):
+    """base ** linspace(start, stop, num)."""
+    from meshsim._src.numpy import ufuncs
+    num, axis = operator.index(num), operator.index(axis)
+    start, stop, dtype, _ = _space_dtypes("logspace", start, stop, dtype)
+    lin = linspace(start, stop, num, endpoint=endpoint, axis=axis)
+    return lax_ew.convert_element_type(ufuncs.power(base, lin), dtype)
+
+
+def geomspace(start, stop, num: int = 50, endpoint: bool = True, dtype=None, axis: int = 0):
+    """Values evenly spaced on a log scale from start to stop (negative ranges keep their sign)."""
+    from meshsim._src.numpy import ufuncs
+    from meshsim._src.numpy.structural import moveaxis
+    num, axis = operator.index(num), operator.index(axis)
+    start, stop, dtype, computation_dtype = _space_dtypes("geomspace", start, stop, dtype)
+    sign = ufuncs.sign(start)
+    res = sign * logspace(ufuncs.log10(start / sign), ufuncs.log10(stop / sign), num, endpoint=endpoint,
+                          base=10.0, dtype=computation_dtype, axis=0)
+    res = moveaxis(res, 0, lax.canonicalize_axis(axis, res.ndim))
+    return lax_ew.convert_element_type(res, dtype)
+
+
+def vander(x, N=None, increasing: bool = False):
+    """The Vandermonde matrix of 1-D x: columns x**(N-1), ..., x**0 (reversed if increasing)."""
+    from meshsim._src.numpy import ufuncs
+    _check_arraylike("vander", x)
+    x = asarray(x)
+    if x.ndim != 1:
+        raise ValueError("x must be a one-dimensional array")
+    N = x.shape[0] if N is None else operator.index(N)
+    if N < 0:
+        raise ValueError("N must be nonnegative")
+    powers = lax.iota(x.dtype, N)
+    if not increasing:
+        powers = lax_ew.sub(core.Array.from_numpy(np.asarray(N - 1, x.dtype)), powers)
+    return ufuncs.power(x[:, None], powers[None, :])
+
+
+# --- index helpers ----------------------------------------------------------------
+
+def _triu_size(n: int, m: int, k: int) -> int:
+    """The number of elements on or above diagonal k of an n x m matrix."""
+    if k < 0:
+        return n * m - _triu_size(m, n, 1 - k)
+    if k >= m:
+        return 0
+    mk = min(n, m - k)
+    return mk * (mk + 1) // 2 + mk * (m - k - mk)
+
+
+def _triangle_indices(name: str, n, k, m, lower: bool):
+    from meshsim._src.numpy.indexing import nonzero
+    n, k = operator.index(n), operator.index(k)
+    m = n if m is None else operator.index(m)
+    size = _triu_size(m, n, -k) if lower else _triu_size(n, m, k)
+    return nonzero((tril if lower else triu)(ones((n, m)), k=k), size=size)
+
+
+def tril_indices(n, k=0, m=None):
+    """(rows, cols) of the lower triangle (on or below diagonal k) of an n x m matrix."""
+    return _triangle_indices("tril_indices", n, k, m, True)
+
+
+def triu_indices(n, k=0, m=None):
+    """(rows, cols) of the upper triangle (on or above diagonal k) of an n x m matrix."""
+    return _triangle_indices("triu_indices", n, k, m, False)
+
+
+def _shape_2d(name: str, arr):
+    if not hasattr(arr, "shape"):
+        _check_arraylike(name, arr)
+        arr = asarray(arr)
+    if len(arr.shape) != 2:
+        raise ValueError("Only 2-D inputs are accepted")
+    return arr.shape
+
+
+def tril_indices_from(arr, k=0):
+    n, m = _shape_2d("tril_indices_from", arr)
+    return tril_indices(n, k=k, m=m)
+
+
+def triu_indices_from(arr, k=0):
+    n, m = _shape_2d("triu_indices_from", arr)
+    return triu_indices(n, k=k, m=m)
+
+
+def diag_indices(n, ndim=2):
+    """ndim copies of arange(n): the indices of the main diagonal of an n x ... x n array."""
+    n, ndim = operator.index(n), operator.index(ndim)
+    if n < 0:
+        raise ValueError(f"n argument to diag_indices must be nonnegative, got {n}")
+    if ndim < 0:
+        raise ValueError(f"ndim argument to diag_indices must be nonnegative, got {ndim}")
+    return (lax.iota(core.canonicalize_dtype(np.int64), n),) * ndim
+
+
+def diag_indices_from(arr):
+    _check_arraylike("diag_indices_from", arr)
+    shape = np.shape(arr)
+    if len(shape) < 2:
+        raise ValueError("input array must be at least 2-d")
+    if len(set(shape)) != 1:
+        raise ValueError("All dimensions of input must be of equal length")
+    return diag_indices(shape[0], ndim=len(shape))
+
+
+def diagflat(v, k: int = 0):
+    """A 2-D array with the flattened v on diagonal k."""
+    from meshsim._src.numpy.structural import ravel
+    _check_arraylike("diagflat", v)
+    return diag(ravel(asarray(v)), k)
+
+
+def ix_(*args):
+    """Open-mesh index arrays from 1-D sequences: a[ix_(rows, cols)] is the rows x cols block."""
+    _check_arraylike("ix", *args)
+    n = len(args)
+    output = []
+    for i, a in enumerate(args):
+        a = asarray(a)
+        if a.ndim != 1:
+            raise ValueError(f"Arguments to jax.numpy.ix_ must be 1-dimensional, got shape {a.shape}")
+        if a.dtype == np.bool_:
+            raise NotImplementedError("Boolean arguments to jax.numpy.ix_ are not implemented")
+        shape = [1] * n
+        shape[i] = a.shape[0]
+        if a.size == 0:  # NumPy gives empty index arrays an integer type
+            output.append(full(shape, 0, core.canonicalize_dtype(np.int64)))
+        else:
+            output.append(lax.broadcast_in_dim(a, shape, (i,)))
+    return tuple(output)
+
+
+s_ = np.s_
+index_exp = np.index_exp

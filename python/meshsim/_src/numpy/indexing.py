@@ -8,6 +8,7 @@ sliced axis indexed by an arange broadcast along its own result dim).
 """
 from __future__ import annotations
 
+import math
 import operator
 from dataclasses import dataclass
 
@@ -19,7 +20,8 @@ from meshsim._src.lax.structural import canonicalize_axis
 from meshsim._src.numpy.promotion import broadcast_shapes, broadcast_to_shape, promote_args
 
 __all__ = ["take", "take_along_axis", "put_along_axis", "nonzero", "argwhere", "flatnonzero",
-           "bincount", "select", "diagonal"]
+           "bincount", "select", "diagonal", "unravel_index", "ravel_multi_index", "fill_diagonal", "choose",
+           "compress", "extract", "place", "put", "piecewise"]
 
 
 # ---------------------------------------------------------------- parsing
@@ -634,3 +636,220 @@ def diagonal(a, offset=0, axis1: int = 0, axis2: int = 1):
     cols = _int32(np.arange(n) + max(offset, 0))
     return lax_indexing.gather(a, [rows, cols], (axis1, axis2), a.ndim - 2)
 
+
+
+# ---------------------------------------------------------------- index arithmetic and selection
+
+def _arrays(name: str, *args):
+    from meshsim._src.numpy.creation import _check_arraylike
+    _check_arraylike(name, *args)
+    return [core.asarray_value(a) for a in args]
+
+
+def unravel_index(indices, shape):
+    """The coordinates in an array of `shape` of flat indices (out-of-range ones are clipped)."""
+    import meshsim.numpy as jnp
+    (indices,) = _arrays("unravel_index", indices)
+    try:
+        shape = list(shape)
+    except TypeError:
+        shape = [shape]
+    if any(np.ndim(s) != 0 for s in shape):
+        raise ValueError("unravel_index: shape should be a scalar or 1D sequence.")
+    out = [0] * len(shape)
+    for i, s in reversed(list(enumerate(shape))):
+        indices, out[i] = jnp.divmod(indices, s)
+    oob_pos = indices > 0
+    oob_neg = jnp.asarray(False) if np.issubdtype(indices.dtype, np.unsignedinteger) else indices < -1
+    return tuple(jnp.where(oob_pos, s - 1, jnp.where(oob_neg, 0, i)) for s, i in zip(shape, out))
+
+
+def ravel_multi_index(multi_index, dims, mode="raise", order="C", *, dtype=None):
+    """The flat indices of coordinates `multi_index` in an array of shape `dims`."""
+    import meshsim.numpy as jnp
+    from meshsim._src.numpy.creation import user_dtype
+    if len(multi_index) != len(dims):
+        raise AssertionError(f"len(multi_index)={len(multi_index)} != len(dims)={len(dims)}")
+    dims = tuple(operator.index(d) for d in dims)
+    multi_index = _arrays("ravel_multi_index", *multi_index)
+    if dtype is None:
+        dtype = jnp.result_type(int, *multi_index)
+    else:
+        dtype = user_dtype(dtype)
+    if not np.issubdtype(dtype, np.integer):
+        raise ValueError(f"dtype={dtype} is not an integer type.")
+    if math.prod(dims) - 1 > np.iinfo(dtype).max:
+        raise ValueError(f"jnp.ravel_multi_index: dtype={dtype} not large enough to hold flattened index for "
+                         f"dims={dims}. Use the dtype argument to pass a suitable dtype "
+                         "(e.g. dtype=np.min_scalar_type(prod(dims))).")
+    for index in multi_index:
+        if mode == "raise" and isinstance(index, core.Tracer):
+            raise TypeError("ravel_multi_index needs concrete indices with mode='raise' (it checks them); "
+                            "use mode='wrap' or mode='clip' under jit")
+        if not np.issubdtype(index.dtype, np.integer):
+            raise TypeError("only int indices permitted")
+    if mode == "raise":
+        if any(bool(jnp.any((i < 0) | (i >= d))) for i, d in zip(multi_index, dims)):
+            raise ValueError("invalid entry in coordinates array")
+    elif mode == "clip":
+        multi_index = [jnp.clip(i, 0, d - 1) for i, d in zip(multi_index, dims)]
+    elif mode == "wrap":
+        multi_index = [i % d for i, d in zip(multi_index, dims)]
+    elif mode != "ignore":
+        raise ValueError(f"invalid mode={mode!r}. Expected 'raise', 'wrap', 'clip', or 'ignore'.")
+    if order == "F":
+        strides = np.cumprod((1,) + dims[:-1])
+    elif order == "C":
+        strides = np.cumprod((1,) + dims[1:][::-1])[::-1]
+    else:
+        raise ValueError(f"invalid order={order!r}. Expected 'C' or 'F'")
+    result = jnp.array(0, dtype=dtype)
+    for i, s in zip(multi_index, strides):
+        result = result + i.astype(dtype) * int(s)
+    return result
+
+
+def fill_diagonal(a, val, wrap: bool = False, *, inplace: bool = True):
+    """A copy of a with its main diagonal set to val (inplace=False is required: arrays are immutable)."""
+    import meshsim.numpy as jnp
+    if inplace:
+        raise NotImplementedError("JAX arrays are immutable, must use inplace=False")
+    if wrap:
+        raise NotImplementedError("wrap=True is not implemented, must use wrap=False")
+    a, val = _arrays("fill_diagonal", a, val)
+    if a.ndim < 2:
+        raise ValueError("array must be at least 2-d")
+    if a.ndim > 2 and not all(n == a.shape[0] for n in a.shape[1:]):
+        raise ValueError("All dimensions of input must be of equal length")
+    n = min(a.shape)
+    idx = jnp.diag_indices(n, a.ndim)
+    if val.ndim:
+        val = jnp.ravel(val)
+        val = jnp.tile(val, -(-n // val.size))[:n] if val.size else val
+    return a.at[idx].set(val)
+
+
+def choose(a, choices, out=None, mode="raise"):
+    """choices[a[i]][i] for each position i (choices broadcast against a)."""
+    import meshsim.numpy as jnp
+    if out is not None:
+        raise NotImplementedError("The 'out' argument to jnp.choose is not supported.")
+    a, *choices = _arrays("choose", a, *choices)
+    if not np.issubdtype(a.dtype, np.integer):
+        raise ValueError("`a` array must be integer typed")
+    N = len(choices)
+    if mode == "raise":
+        if isinstance(a, core.Tracer):
+            raise TypeError("jnp.choose needs a concrete `a` with mode='raise' (it checks the entries); "
+                            "use mode='wrap' or mode='clip' under jit")
+        if bool(jnp.any((a < 0) | (a >= N))):
+            raise ValueError("invalid entry in choice array")
+    elif mode == "wrap":
+        a = a % N
+    elif mode == "clip":
+        a = jnp.clip(a, 0, N - 1)
+    else:
+        raise ValueError(f"mode={mode!r} not understood. Must be 'raise', 'wrap', or 'clip'")
+    a, *choices = jnp.broadcast_arrays(a, *choices)
+    return jnp.stack(choices)[(a,) + jnp.indices(a.shape, sparse=True)]
+
+
+def compress(condition, a, axis=None, *, size=None, fill_value=0, out=None):
+    """The slices of a along axis where condition is True (padded to `size` with fill_value)."""
+    import meshsim.numpy as jnp
+    condition, arr, fill_value = _arrays("compress", condition, a, fill_value)
+    condition = condition.astype(bool)
+    if out is not None:
+        raise NotImplementedError("The 'out' argument to jnp.compress is not supported.")
+    if condition.ndim != 1:
+        raise ValueError("condition must be a 1D array")
+    if axis is None:
+        axis, arr = 0, jnp.ravel(arr)
+    else:
+        arr = jnp.moveaxis(arr, axis, 0)
+    condition, extra = condition[:arr.shape[0]], condition[arr.shape[0]:]
+    arr = arr[:condition.shape[0]]
+    if size is None:
+        if bool(jnp.any(extra)):
+            raise ValueError("condition contains entries that are out of bounds")
+        result = arr[condition]
+    elif not 0 <= size <= arr.shape[0]:
+        raise ValueError("size must be positive and not greater than the size of the array axis; "
+                         f"got size={size} for a.shape[axis]={arr.shape[0]}")
+    else:
+        mask = jnp.expand_dims(condition, tuple(range(1, arr.ndim)))
+        arr = jnp.where(mask, arr, jnp.array(fill_value, dtype=arr.dtype))
+        result = arr[jnp.argsort(condition, stable=True, descending=True)][:size]
+    return jnp.moveaxis(result, 0, axis)
+
+
+def extract(condition, arr, *, size=None, fill_value=0):
+    """The elements of arr where condition is True, flattened."""
+    import meshsim.numpy as jnp
+    _arrays("extreact", condition, arr, fill_value)
+    return compress(jnp.ravel(condition), jnp.ravel(arr), size=size, fill_value=fill_value)
+
+
+def place(arr, mask, vals, *, inplace: bool = True):
+    """A copy of arr with the positions where mask is True set to vals, cycled in order."""
+    import meshsim.numpy as jnp
+    if inplace:
+        raise ValueError("jax.numpy.place cannot modify arrays in-place, because JAX arrays are immutable. "
+                         "Pass inplace=False to instead return an updated array.")
+    arr, mask, vals = _arrays("place", arr, mask, vals)
+    vals = jnp.ravel(vals)
+    if arr.size != mask.size:
+        raise ValueError("place: arr and mask must be the same size")
+    if not vals.size:
+        raise ValueError("Cannot place values from an empty array")
+    if not arr.size:
+        return arr
+    indices = jnp.where(jnp.ravel(mask), size=mask.size, fill_value=mask.size)[0]
+    vals = jnp.take(vals, jnp.arange(indices.size), mode="wrap")
+    return jnp.ravel(arr).at[indices].set(vals, mode="drop").reshape(arr.shape)
+
+
+def put(a, ind, v, mode=None, *, inplace: bool = True):
+    """A copy of a with the flat positions ind set to v (v cycled to ind's length)."""
+    import meshsim.numpy as jnp
+    if inplace:
+        raise ValueError("jax.numpy.put cannot modify arrays in-place, because JAX arrays are immutable. "
+                         "Pass inplace=False to instead return an updated array.")
+    arr, ind, v = _arrays("put", a, ind, v)
+    ind, v = jnp.ravel(ind), jnp.ravel(v)
+    if not arr.size or not ind.size or not v.size:
+        return arr
+    v = jnp.take(v, jnp.arange(ind.size), mode="wrap")
+    if mode is None:
+        scatter_mode = "drop"
+    elif mode == "clip":
+        ind, scatter_mode = jnp.clip(ind, 0, arr.size - 1), "promise_in_bounds"
+    elif mode == "wrap":
+        ind, scatter_mode = ind % arr.size, "promise_in_bounds"
+    elif mode == "raise":
+        raise NotImplementedError("The 'raise' mode to jnp.put is not supported.")
+    else:
+        raise ValueError(f"mode should be one of 'wrap' or 'clip'; got mode={mode!r}")
+    return arr.at[unravel_index(ind, arr.shape)].set(v, mode=scatter_mode)
+
+
+def piecewise(x, condlist, funclist, *args, **kw):
+    """funclist[i](x) (or the constant funclist[i]) where condlist[i]; the last condition wins."""
+    import meshsim.numpy as jnp
+    (x,) = _arrays("piecewise", x)
+    nc, nf = len(condlist), len(funclist)
+    if nf == nc + 1:
+        funclist = funclist[-1:] + funclist[:-1]
+    elif nf == nc:
+        funclist = [0] + list(funclist)
+    else:
+        raise ValueError(f"with {nc} condition(s), either {nc} or {nc + 1} functions are expected; got {nf}")
+    condlist = jnp.asarray(condlist, dtype=bool)
+    dtype = x.dtype
+    result = jnp.zeros_like(x)
+    # index 0 is the default (no condition true); later conditions override earlier ones
+    conds = [jnp.ones_like(x, dtype=bool)] + [condlist[i] for i in range(nc)]
+    for cond, f in zip(conds, funclist):
+        value = f(x, *args, **kw) if callable(f) else f
+        result = jnp.where(cond, jnp.asarray(value).astype(dtype), result)
+    return result

@@ -17,9 +17,10 @@ from meshsim._src.lax import structural as lax_structural
 from meshsim._src.lax.structural import canonicalize_axis
 from meshsim._src.numpy import indexing, ufuncs
 from meshsim._src.numpy.creation import user_dtype
-from meshsim._src.numpy.promotion import result_type
+from meshsim._src.numpy.promotion import promote_dtypes, result_type
 
-__all__ = ["matmul", "dot", "vdot", "inner", "outer", "tensordot", "einsum"]
+__all__ = ["matmul", "dot", "vdot", "inner", "outer", "tensordot", "einsum", "kron", "cross", "trace", "matvec",
+           "vecmat", "vecdot"]
 
 
 def _operands(name: str, *args):
@@ -331,3 +332,79 @@ def einsum(subscripts, /, *operands, out=None, optimize="auto", precision=None, 
     if perm != tuple(range(len(perm))):
         x = lax_structural.transpose(x, perm)
     return core.convert_element_type(x, dtype, weak)
+
+
+# --- products built from the above ----------------------------------------------------
+
+def kron(a, b):
+    """The Kronecker product: blocks a[i, j] * b."""
+    import meshsim.numpy as jnp
+    a, b = promote_dtypes(*_operands("kron", a, b))
+    if a.ndim < b.ndim:
+        a = jnp.expand_dims(a, tuple(range(b.ndim - a.ndim)))
+    elif b.ndim < a.ndim:
+        b = jnp.expand_dims(b, tuple(range(a.ndim - b.ndim)))
+    a_reshaped = jnp.expand_dims(a, tuple(range(1, 2 * a.ndim, 2)))
+    b_reshaped = jnp.expand_dims(b, tuple(range(0, 2 * b.ndim, 2)))
+    out_shape = tuple(int(s) for s in np.multiply(a.shape, b.shape))
+    return jnp.reshape(a_reshaped * b_reshaped, out_shape)
+
+
+def cross(a, b, axisa: int = -1, axisb: int = -1, axisc: int = -1, axis=None):
+    """The cross product of 2- or 3-vectors along the given axes."""
+    import meshsim.numpy as jnp
+    a, b = _operands("cross", a, b)
+    if axis is not None:
+        axisa = axisb = axisc = axis
+    a, b = jnp.moveaxis(a, axisa, -1), jnp.moveaxis(b, axisb, -1)
+    if a.shape[-1] not in (2, 3) or b.shape[-1] not in (2, 3):
+        raise ValueError("Dimension must be either 2 or 3 for cross product")
+    if a.shape[-1] == 2 and b.shape[-1] == 2:
+        return a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0]
+    a0, a1 = a[..., 0], a[..., 1]
+    a2 = a[..., 2] if a.shape[-1] == 3 else jnp.zeros_like(a0)
+    b0, b1 = b[..., 0], b[..., 1]
+    b2 = b[..., 2] if b.shape[-1] == 3 else jnp.zeros_like(b0)
+    c = jnp.stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0])
+    return jnp.moveaxis(c, 0, axisc)
+
+
+def trace(a, offset=0, axis1: int = 0, axis2: int = 1, dtype=None, out=None):
+    """The sum along diagonal `offset` of the (axis1, axis2) planes."""
+    import meshsim.numpy as jnp
+    (a,) = _operands("trace", a)
+    if out is not None:
+        raise NotImplementedError("The 'out' argument to jnp.trace is not supported.")
+    if canonicalize_axis(axis1, a.ndim) == canonicalize_axis(axis2, a.ndim):
+        raise ValueError(f"axis1 and axis2 can not be same. axis1={axis1} and axis2={axis2}")
+    n, m = a.shape[axis1], a.shape[axis2]
+    a = jnp.moveaxis(a, (axis1, axis2), (-2, -1))
+    a = jnp.where(jnp.eye(n, m, k=offset, dtype=bool), a, jnp.zeros_like(a))
+    return jnp.sum(a, axis=(-2, -1), dtype=dtype)
+
+
+def matvec(x1, x2, /):
+    """Batched matrix-vector products: (..., n, m) x (..., m) -> (..., n)."""
+    x1, x2 = _operands("matvec", x1, x2)
+    if x1.ndim < 2 or x2.ndim < 1 or x1.shape[-1] != x2.shape[-1]:
+        raise ValueError(f"matvec: shapes {x1.shape} and {x2.shape} do not fit signature (n,m),(m)->(n)")
+    return matmul(x1, x2[..., None])[..., 0]
+
+
+def vecmat(x1, x2, /):
+    """Batched vector-matrix products: (..., n) x (..., n, m) -> (..., m)."""
+    x1, x2 = _operands("matvec", x1, x2)
+    if x1.ndim < 1 or x2.ndim < 2 or x1.shape[-1] != x2.shape[-2]:
+        raise ValueError(f"vecmat: shapes {x1.shape} and {x2.shape} do not fit signature (n),(n,m)->(m)")
+    return matmul(x1[..., None, :], x2)[..., 0, :]
+
+
+def vecdot(x1, x2, /, *, axis: int = -1, precision=None, preferred_element_type=None):
+    """The dot product of vectors along `axis`, broadcasting the other dims."""
+    import meshsim.numpy as jnp
+    x1, x2 = _operands("jnp.vecdot", x1, x2)
+    if x1.shape[axis] != x2.shape[axis]:
+        raise ValueError(f"axes must match; got shapes {x1.shape} and {x2.shape} with axis={axis}")
+    x1, x2 = jnp.moveaxis(x1, axis, -1), jnp.moveaxis(x2, axis, -1)
+    return matmul(x1[..., None, :], x2[..., :, None], precision=precision,
+                  preferred_element_type=preferred_element_type)[..., 0, 0]

@@ -99,3 +99,17 @@ def promote_args_numeric(*args, keep_scalars: bool = False):
     if dtype == np.bool_:
         dtype = core.canonicalize_dtype(np.int64)
     return _convert_and_broadcast(args, dtype, weak, keep_scalars)
+
+
+def promote_dtypes(*args):
+    """Converts operands to their promoted dtype, leaving their shapes alone."""
+    dtype, weak = result_type(*args)
+    return [core.convert_element_type(core.asarray_value(a), dtype, weak) for a in args]
+
+
+def promote_dtypes_inexact(*args):
+    """As promote_dtypes, with integers and bools promoted to the default float."""
+    dtype, weak = result_type(*args)
+    if not np.issubdtype(dtype, np.floating):
+        dtype = core.canonicalize_dtype(np.float64)
+    return [core.convert_element_type(core.asarray_value(a), dtype, weak) for a in args]

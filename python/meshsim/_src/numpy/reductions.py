@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import operator
 
 import numpy as np
 
@@ -17,13 +18,14 @@ from meshsim._src.lax import structural as lax_structural
 from meshsim._src.lax.structural import canonicalize_axis
 from meshsim._src.numpy import sorting, ufuncs
 from meshsim._src.numpy.creation import user_dtype
-from meshsim._src.numpy.promotion import broadcast_to_shape, promote_args_inexact
+from meshsim._src.numpy.promotion import broadcast_to_shape, promote_args_inexact, promote_dtypes_inexact
 
 __all__ = [
     "sum", "prod", "max", "min", "amax", "amin", "all", "any", "mean", "average", "var", "std",
     "ptp", "count_nonzero", "median", "argmax", "argmin", "cumsum", "cumprod",
     "nansum", "nanprod", "nanmax", "nanmin", "nanmean", "nanvar", "nanstd", "nanargmax",
-    "nanargmin", "nancumsum", "nancumprod",
+    "nanargmin", "nancumsum", "nancumprod", "diff", "ediff1d", "trapezoid", "cumulative_sum",
+    "cumulative_prod", "quantile", "nanquantile", "percentile", "nanpercentile", "nanmedian", "cov", "corrcoef",
 ]
 
 
@@ -481,3 +483,272 @@ def _nan_arg_reduction(name: str, arg_reduction, fill):
 
 nanargmax = _nan_arg_reduction("nanargmax", argmax, -np.inf)
 nanargmin = _nan_arg_reduction("nanargmin", argmin, np.inf)
+
+
+# --- differences, integrals, cumulative sums (array API) --------------------------------
+
+def diff(a, n=1, axis=-1, prepend=None, append=None):
+    """The n-th discrete difference along axis (not_equal for booleans)."""
+    import meshsim.numpy as jnp
+    arr = _asarray("diff", a)
+    n, axis = operator.index(n), operator.index(axis)
+    if n == 0:
+        return arr
+    if n < 0:
+        raise ValueError(f"order must be non-negative but got {n}")
+    if arr.ndim == 0:
+        raise ValueError(f"diff requires input that is at least one dimensional; got {a}")
+    axis = canonicalize_axis(axis, arr.ndim)
+    combined = []
+    for i, extra in enumerate((prepend, None, append)):
+        if i == 1:
+            combined.append(arr)
+        elif extra is not None:
+            extra = _asarray("diff", extra)
+            if not extra.ndim:
+                shape = list(arr.shape)
+                shape[axis] = 1
+                extra = jnp.broadcast_to(extra, tuple(shape))
+            combined.append(extra)
+    if len(combined) > 1:
+        arr = jnp.concatenate(combined, axis)
+    later = tuple(slice(1, None) if d == axis else slice(None) for d in range(arr.ndim))
+    earlier = tuple(slice(None, -1) if d == axis else slice(None) for d in range(arr.ndim))
+    op = ufuncs.not_equal if arr.dtype == np.bool_ else ufuncs.subtract
+    for _ in range(n):
+        arr = op(arr[later], arr[earlier])
+    return arr
+
+
+def ediff1d(ary, to_end=None, to_begin=None):
+    """The differences of consecutive elements of the flattened array, with optional ends."""
+    import meshsim.numpy as jnp
+    arr = _ravel(_asarray("ediff1d", ary))
+    result = lax.sub(arr[1:], arr[:-1])
+    if to_begin is not None:
+        result = jnp.concatenate((_ravel(_asarray("ediff1d", to_begin).astype(arr.dtype)), result))
+    if to_end is not None:
+        result = jnp.concatenate((result, _ravel(_asarray("ediff1d", to_end).astype(arr.dtype))))
+    return result
+
+
+def trapezoid(y, x=None, dx=1.0, axis: int = -1):
+    """The integral of y along axis by the trapezoidal rule (sample points x, or spacing dx)."""
+    import meshsim.numpy as jnp
+    if x is None:
+        (y,) = promote_args_inexact(_asarray("trapezoid", y))
+        dx = jnp.asarray(dx)
+        if dx.ndim > 0:
+            dx = jnp.moveaxis(lax_structural.expand_dims(dx, tuple(range(y.ndim - dx.ndim))), axis, -1)
+    else:
+        y, x = promote_dtypes_inexact(_asarray("trapezoid", y), _asarray("trapezoid", x))
+        dx = diff(x) if x.ndim == 1 else jnp.moveaxis(diff(x, axis=axis), axis, -1)
+    y = jnp.moveaxis(y, axis, -1)
+    if dx.ndim == 0 or dx.shape[-1] == 1:  # constant spacing
+        dx = dx if dx.ndim == 0 else dx[..., 0]
+        return dx * (sum(y, -1) - 0.5 * (y[..., 0] + y[..., -1]))
+    return 0.5 * sum(dx * (y[..., 1:] + y[..., :-1]), -1)
+
+
+def _cumulative_with_initial(name: str, what: str, x, axis, dtype, include_initial, fn, initial):
+    import meshsim.numpy as jnp
+    x = _asarray(name, x)
+    if x.ndim == 0:
+        raise ValueError(f"The input must be non-scalar to take a cumulative {what}, however a "
+                         "scalar value or scalar array was given.")
+    if axis is None:
+        axis = 0
+        if x.ndim > 1:
+            raise ValueError(f"The input array has rank {x.ndim}, however axis was not set to an explicit value. "
+                             "The axis argument is only optional for one-dimensional arrays.")
+    axis = canonicalize_axis(axis, x.ndim)
+    out = fn(x, axis=axis, dtype=dtype)
+    if include_initial:
+        shape = list(x.shape)
+        shape[axis] = 1
+        out = jnp.concatenate([jnp.full(shape, initial, dtype=out.dtype), out], axis=axis)
+    return out
+
+
+def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial: bool = False):
+    """cumsum along axis (required unless x is 1-D), optionally starting with 0."""
+    return _cumulative_with_initial("cumulative_sum", "sum", x, axis, dtype, include_initial, cumsum, 0)
+
+
+def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial: bool = False):
+    """cumprod along axis (required unless x is 1-D), optionally starting with 1."""
+    return _cumulative_with_initial("cumulative_prod", "product", x, axis, dtype, include_initial, cumprod, 1)
+
+
+# --- quantiles ---------------------------------------------------------------------------
+
+_QUANTILE_METHODS = ("linear", "lower", "higher", "midpoint", "nearest", "inverted_cdf")
+
+
+def _quantile(name: str, a, q, axis, method, keepdims, squash_nans, weights, out, overwrite_input):
+    """JAX's quantile: sort each slice, take the elements at floor and ceil of q * (count - 1),
+    and combine them as `method` says. NaNs poison a slice, or are skipped with squash_nans."""
+    import meshsim.numpy as jnp
+    a, q = _asarray(name, a), _asarray(name, q)
+    if overwrite_input or out is not None:
+        raise ValueError(f"jax.numpy.{name} does not support overwrite_input=True or out != None")
+    if method not in _QUANTILE_METHODS:
+        raise ValueError("method can only be 'linear', 'lower', 'higher', 'midpoint', 'nearest' or 'inverted_cdf'")
+    if weights is not None or method == "inverted_cdf":
+        raise NotImplementedError("quantile weights and method='inverted_cdf' are not implemented")
+    (a,) = promote_args_inexact(a)
+    if q.ndim > 1:
+        raise ValueError(f"q must be have rank <= 1, got shape {q.shape}")
+    axes = _reduction_axes(a.ndim, axis)
+    kept = [d for d in range(a.ndim) if d not in axes]
+    # slices as rows: [kept dims..., n]
+    rows = lax_structural.reshape(lax_structural.transpose(a, tuple(kept + list(axes))),
+                                  tuple(a.shape[d] for d in kept) + (math.prod(a.shape[d] for d in axes),))
+    isnan = _isnan(rows)
+    if squash_nans:
+        counts = sum(lax_structural.full_like(isnan, True) & ~isnan, axis=-1, dtype=q.dtype)
+    else:
+        counts = lax_structural.full(rows.shape[:-1], rows.shape[-1], q.dtype)
+    rows = sorting.sort(rows, axis=-1)  # NaNs sort last
+    qb = jnp.reshape(q, q.shape + (1,) * counts.ndim)
+    limit = counts - _const(1, q.dtype)
+    pos = qb * limit
+    low, high = jnp.floor(pos), jnp.ceil(pos)
+    high_weight = pos - low
+    low_weight = 1 - high_weight
+    low = jnp.clip(low, 0, limit).astype(np.int32)
+    high = jnp.clip(high, 0, limit).astype(np.int32)
+    rows_b = jnp.broadcast_to(rows, low.shape + rows.shape[-1:])
+    low_value = jnp.take_along_axis(rows_b, low[..., None], axis=-1)[..., 0]
+    high_value = jnp.take_along_axis(rows_b, high[..., None], axis=-1)[..., 0]
+    if method == "linear":
+        result = low_value.astype(q.dtype) * low_weight + high_value.astype(q.dtype) * high_weight
+    elif method == "lower":
+        result = low_value
+    elif method == "higher":
+        result = high_value
+    elif method == "nearest":
+        result = jnp.where(high_weight <= 0.5, low_value, high_value)
+    else:
+        result = (low_value + high_value) * _const(0.5, low_value.dtype)
+    if not squash_nans:
+        result = jnp.where(any(isnan, axis=-1), np.nan, result)
+    if keepdims:
+        result = lax_structural.expand_dims(result, tuple(q.ndim + d for d in axes))
+    return lax.convert_element_type(result, a.dtype)
+
+
+def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, *,
+             weights=None):
+    """The q-th quantiles (q in [0, 1]) along axis; q's dims come first in the result."""
+    return _quantile("quantile", a, q, axis, method, keepdims, False, weights, out, overwrite_input)
+
+
+def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, *,
+                weights=None):
+    """quantile ignoring NaNs."""
+    return _quantile("nanquantile", a, q, axis, method, keepdims, True, weights, out, overwrite_input)
+
+
+def _percent(name: str, q):
+    (q,) = promote_args_inexact(_asarray(name, q))
+    return q / 100
+
+
+def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, *,
+               weights=None):
+    """The q-th percentiles (q in [0, 100]) along axis."""
+    return quantile(a, _percent("percentile", q), axis, out, overwrite_input, method, keepdims, weights=weights)
+
+
+def nanpercentile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, *,
+                  weights=None):
+    """percentile ignoring NaNs."""
+    return nanquantile(a, _percent("nanpercentile", q), axis, out, overwrite_input, method, keepdims,
+                       weights=weights)
+
+
+def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    """median ignoring NaNs."""
+    return nanquantile(a, 0.5, axis=axis, out=out, overwrite_input=overwrite_input, keepdims=keepdims,
+                       method="midpoint")
+
+
+# --- covariance ------------------------------------------------------------------------------
+
+def _cov_weights(name: str, w, n: int):
+    w = _asarray("cov", w)
+    if w.ndim > 1:
+        raise RuntimeError(f"cannot handle multidimensional {name}")
+    if w.shape[0] != n:
+        raise RuntimeError(f"incompatible numbers of samples and {name}")
+    return w
+
+
+def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None, dtype=None):
+    """The covariance matrix of the variables in m's rows (columns if not rowvar), and y's."""
+    import meshsim.numpy as jnp
+    if y is not None:
+        m, y = promote_dtypes_inexact(_asarray("cov", m), _asarray("cov", y))
+        if y.ndim > 2:
+            raise ValueError("y has more than 2 dimensions")
+    else:
+        (m,) = promote_args_inexact(_asarray("cov", m))
+    if m.ndim > 2:
+        raise ValueError("m has more than 2 dimensions")
+    if dtype is not None and not np.issubdtype(np.dtype(dtype), np.inexact):
+        raise ValueError(f"cov: dtype must be a subclass of float or complex; got dtype={dtype}")
+    X = jnp.atleast_2d(m)
+    if not rowvar and m.ndim != 1:
+        X = X.T
+    if X.shape[0] == 0:
+        return jnp.reshape(jnp.array([]), (0, 0))
+    if y is not None:
+        y = jnp.atleast_2d(y)
+        if not rowvar and y.shape[0] != 1:
+            y = y.T
+        X = jnp.concatenate((X, y), axis=0)
+    if X.shape[1] == 0:
+        return jnp.full(() if X.shape[0] == 1 else (X.shape[0], X.shape[0]), np.nan, dtype=X.dtype)
+    if ddof is None:
+        ddof = 1 if bias == 0 else 0
+    w = None
+    if fweights is not None:
+        fweights = _cov_weights("fweights", fweights, X.shape[1])
+        if not np.issubdtype(fweights.dtype, np.integer):
+            raise TypeError("fweights must be integer.")
+        w = jnp.abs(fweights)
+    if aweights is not None:
+        aweights = _cov_weights("aweights", aweights, X.shape[1])
+        aweights = jnp.abs(aweights)
+        w = aweights if w is None else w * aweights
+    if dtype is not None:
+        X = X.astype(dtype)
+        w = None if w is None else w.astype(dtype)
+    avg, w_sum = average(X, axis=1, weights=w, returned=True)
+    w_sum = w_sum[0]
+    if w is None:
+        f = X.shape[1] - ddof
+    elif ddof == 0:
+        f = w_sum
+    elif aweights is None:
+        f = w_sum - ddof
+    else:
+        f = w_sum - ddof * sum(w * aweights) / w_sum
+    X = X - avg[:, None]
+    X_T = X.T if w is None else (X * w[None, :]).T
+    return jnp.squeeze(ufuncs.true_divide(jnp.dot(X, X_T), f))
+
+
+def corrcoef(x, y=None, rowvar=True, dtype=None):
+    """Pearson correlation coefficients: cov normalised by the standard deviations, clipped to [-1, 1]."""
+    import meshsim.numpy as jnp
+    _asarray("corrcoef", x)
+    if dtype is not None and not np.issubdtype(np.dtype(dtype), np.inexact):
+        raise ValueError(f"corrcoef: dtype must be a subclass of float or complex; got dtype={dtype}")
+    c = cov(x, y, rowvar, dtype=dtype)
+    if c.ndim == 0:
+        return ufuncs.divide(c, c)
+    stddev = jnp.sqrt(jnp.diag(c)).astype(c.dtype)
+    c = c / stddev[:, None] / stddev[None, :]
+    return jnp.clip(c, -1, 1)

@@ -8,9 +8,10 @@ import numpy as np
 from meshsim._src import core
 from meshsim._src.lax import sorting as lax_sorting
 from meshsim._src.lax.structural import canonicalize_axis
-from meshsim._src.numpy.promotion import result_type
+from meshsim._src.numpy.promotion import promote_dtypes, promote_dtypes_inexact, result_type
 
-__all__ = ["sort", "argsort", "lexsort", "searchsorted", "unique"]
+__all__ = ["sort", "argsort", "lexsort", "searchsorted", "unique", "partition", "argpartition", "digitize",
+           "histogram", "histogram_bin_edges", "interp"]
 
 
 def _check_sort_args(fn: str, kind, order):
@@ -84,14 +85,8 @@ def searchsorted(a, v, side="left", sorter=None, *, method="scan"):
     if sorter is not None:
         from meshsim._src.numpy.indexing import take
         a = take(a, sorter)
-    a, v = _promote_keep_shapes(a, v)
+    a, v = promote_dtypes(a, v)
     return core.bind1("searchsorted", a, v, side=side)
-
-
-def _promote_keep_shapes(*args):
-    """Converts operands to one dtype without broadcasting them together."""
-    dtype, _ = result_type(*args)
-    return [core.convert_element_type(core.asarray_value(x), dtype) for x in args]
 
 
 def unique(ar, return_index=False, return_inverse=False, return_counts=False, axis=None, *,
@@ -99,6 +94,14 @@ def unique(ar, return_index=False, return_inverse=False, return_counts=False, ax
     """np.unique of a concrete array (the output shape depends on the values); with `size`,
     the unique values are padded with fill_value (default: the smallest) or truncated."""
     ar = core.asarray_value(ar)
+    if size is not None and axis is None:
+        # JAX's algorithm (sort, mark run starts, gather size of them) works under jit too
+        result = _unique_sized(ar, return_index, return_inverse, return_counts, equal_nan,
+                               operator.index(size), fill_value)
+        if return_inverse:
+            i = 2 if return_index else 1
+            result = (*result[:i], result[i].reshape(ar.shape), *result[i + 1:])
+        return result
     if isinstance(ar, core.Tracer):
         raise TypeError(f"jnp.unique needs concrete values to know its output shape; got {core.typeof(ar)}.")
     host = np.asarray(ar)
@@ -128,3 +131,179 @@ def _pad_unique(values, index, counts, size, fill_value, axis):
     pad_shape[ax] = size - n
     values = np.concatenate([values, np.full(pad_shape, fill, values.dtype)], ax)
     return values, np.pad(index, (0, size - n)), np.pad(counts, (0, size - n))
+
+
+def _unique_sized(ar, return_index, return_inverse, return_counts, equal_nan, size, fill_value,
+                  return_true_size=False):
+    """JAX's unique of a flattened array with a static `size`, traceable: sort, mark the
+    first of each run of equal values, and gather the marks' positions (nonzero(size=))."""
+    import meshsim.numpy as jnp
+    ar = jnp.ravel(ar)
+    if ar.shape[0] == 0 and size and fill_value is None:
+        raise ValueError("jnp.unique: for zero-sized input with nonzero size argument, "
+                         "fill_value must be specified")
+    perm = argsort(ar, stable=True)
+    aux = ar[perm]
+    if aux.size:
+        neq = aux[1:] != aux[:-1]
+        if equal_nan and np.issubdtype(aux.dtype, np.inexact):
+            neq = neq & ~(jnp.isnan(aux[1:]) & jnp.isnan(aux[:-1]))
+        mask = jnp.concatenate([jnp.ones(1, bool), neq])
+    else:
+        mask = jnp.zeros(0, bool)
+    ind = jnp.nonzero(mask, size=size)[0]
+    result = aux[ind] if aux.size else aux
+    if fill_value is not None:
+        fill = jnp.asarray(fill_value).astype(result.dtype)
+        if result.shape[0]:
+            result = jnp.where(jnp.arange(size) < mask.sum(), result, fill)
+        else:
+            result = jnp.full_like(result, fill, shape=(size,))
+    out = [result]
+    if return_index:
+        out.append(perm[ind] if aux.size else perm)
+    if return_inverse:
+        if aux.size:
+            out.append(jnp.zeros(mask.shape, dtype=int).at[perm].set(jnp.cumsum(mask) - 1))
+        else:
+            out.append(jnp.zeros(0, dtype=int))
+    if return_counts:
+        if aux.size:
+            idx = jnp.nonzero(mask, size=size + 1)[0]
+            idx = idx.at[1:].set(jnp.where(idx[1:], idx[1:], mask.size))
+            out.append(jnp.diff(idx))
+        else:
+            out.append(jnp.zeros(0, dtype=int))
+    if return_true_size:
+        out.append(mask.sum())
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+# --- partitions --------------------------------------------------------------------------
+
+def _bottom_k(arr, k: int):
+    """top_k of the negated values: the k smallest, ascending (unsigned values shifted so 0 negates)."""
+    import meshsim.numpy as jnp
+    if np.issubdtype(arr.dtype, np.unsignedinteger):
+        values, ind = lax_sorting.top_k(-(arr + 1), k)
+        return -values - 1, ind
+    values, ind = lax_sorting.top_k(jnp.negative(arr), k)
+    return jnp.negative(values), ind
+
+
+def _partition_args(a, kth: int, axis: int):
+    """a with `axis` moved last, and kth and axis canonicalised."""
+    import meshsim.numpy as jnp
+    arr = core.asarray_value(a)
+    axis = canonicalize_axis(axis, arr.ndim)
+    kth = canonicalize_axis(kth, arr.shape[axis])
+    return jnp.swapaxes(arr, axis, -1), kth, axis
+
+
+def partition(a, kth: int, axis: int = -1):
+    """a with the kth-smallest element at index kth along axis, smaller ones before, larger after."""
+    import meshsim.numpy as jnp
+    arr, kth, axis = _partition_args(a, kth, axis)
+    bottom, _ = _bottom_k(arr, kth + 1)
+    top = lax_sorting.top_k(arr, arr.shape[-1] - kth - 1)[0]
+    return jnp.swapaxes(jnp.concatenate([bottom, top], axis=-1), -1, axis)
+
+
+def argpartition(a, kth: int, axis: int = -1):
+    """Indices that partition a around its kth-smallest element along axis."""
+    import meshsim.numpy as jnp
+    arr, kth, axis = _partition_args(a, kth, axis)
+    _, bottom_ind = _bottom_k(arr, kth + 1)
+    # the rest: top_k of a proxy that is 0 at the chosen positions (duplicates stay distinct)
+    chosen = jnp.any(bottom_ind[..., :, None] == jnp.arange(arr.shape[-1]), axis=-2)
+    proxy = jnp.where(chosen, 0.0, 1.0).astype(np.float32)
+    top_ind = lax_sorting.top_k(proxy, arr.shape[-1] - kth - 1)[1]
+    return jnp.swapaxes(jnp.concatenate([bottom_ind, top_ind], axis=-1), -1, axis)
+
+
+# --- binning and interpolation (searchsorted) ------------------------------------------------
+
+def digitize(x, bins, right: bool = False, *, method=None):
+    """The index of the bin of each x (bins increasing or decreasing)."""
+    import meshsim.numpy as jnp
+    x, bins = core.asarray_value(x), core.asarray_value(bins)
+    if bins.ndim != 1:
+        raise ValueError(f"digitize: bins must be a 1-dimensional array; got bins={bins}")
+    if bins.shape[0] == 0:
+        return jnp.zeros_like(x, dtype=np.int32)
+    side = "right" if not right else "left"
+    kwds = {} if method is None else {"method": method}
+    return jnp.where(bins[-1] >= bins[0], searchsorted(bins, x, side=side, **kwds),
+                     bins.shape[0] - searchsorted(bins[::-1], x, side=side, **kwds))
+
+
+def histogram_bin_edges(a, bins=10, range=None, weights=None):  # noqa: A002 (NumPy's name)
+    """The edges of `bins` equal bins over range (default: a's min to max)."""
+    import meshsim.numpy as jnp
+    if isinstance(bins, str):
+        raise NotImplementedError("string values for `bins` not implemented.")
+    arr = core.asarray_value(a)
+    dtype = arr.dtype if np.issubdtype(arr.dtype, np.floating) else core.canonicalize_dtype(np.float64)
+    if np.ndim(bins) == 1:
+        return jnp.asarray(bins, dtype=dtype)
+    bins = operator.index(bins)
+    if range is None:
+        range = [jnp.min(arr), jnp.max(arr)]  # noqa: A001
+    range = jnp.asarray(range, dtype=dtype)  # noqa: A001
+    if range.shape != (2,):
+        raise ValueError(f"`range` must be either None or a sequence of scalars, got {range}")
+    empty = jnp.ptp(range) == 0
+    lo = jnp.where(empty, range[0] - 0.5, range[0])
+    hi = jnp.where(empty, range[1] + 0.5, range[1])
+    return jnp.linspace(lo, hi, bins + 1, dtype=dtype)
+
+
+def histogram(a, bins=10, range=None, weights=None, density=None):  # noqa: A002 (NumPy's name)
+    """(counts or summed weights per bin, bin edges); the last bin includes its right edge."""
+    import meshsim.numpy as jnp
+    if weights is None:
+        (a,) = promote_dtypes_inexact(core.asarray_value(a))
+        weights = jnp.ones_like(a)
+    else:
+        if np.shape(a) != np.shape(weights):
+            raise ValueError("weights should have the same shape as a.")
+        a, weights = promote_dtypes_inexact(core.asarray_value(a), core.asarray_value(weights))
+    bin_edges = histogram_bin_edges(a, bins, range, weights)
+    bin_idx = searchsorted(bin_edges, a, side="right")
+    bin_idx = jnp.where(a == bin_edges[-1], len(bin_edges) - 1, bin_idx)
+    counts = jnp.zeros(len(bin_edges), weights.dtype).at[bin_idx].add(weights)[1:]
+    if density:
+        counts = counts / jnp.diff(bin_edges) / counts.sum()
+    return counts, bin_edges
+
+
+def interp(x, xp, fp, left=None, right=None, period=None):
+    """Piecewise-linear interpolation of the points (xp, fp) at x."""
+    import meshsim.numpy as jnp
+    x, xp, fp = (core.asarray_value(v) for v in (x, xp, fp))
+    if xp.shape != fp.shape or xp.ndim != 1:
+        raise ValueError("xp and fp must be one-dimensional arrays of equal size")
+    x, xp = promote_dtypes_inexact(x, xp)
+    (fp,) = promote_dtypes_inexact(fp)
+    for name, value in (("left", left), ("right", right)):
+        if isinstance(value, str) and value != "extrapolate":
+            raise ValueError(f"the only valid string value of `{name}` is 'extrapolate', but got: {value!r}")
+    if period is not None:
+        if np.ndim(period) != 0:
+            raise ValueError(f"period must be a scalar; got {period}")
+        period = jnp.abs(period)
+        x, xp = x % period, xp % period
+        xp, fp = lax_sorting.sort_key_val(xp, fp)
+        xp = jnp.concatenate([xp[-1:] - period, xp, xp[:1] + period])
+        fp = jnp.concatenate([fp[-1:], fp, fp[:1]])
+    i = jnp.clip(searchsorted(xp, x, side="right"), 1, len(xp) - 1)
+    df = fp[i] - fp[i - 1]
+    dx = xp[i] - xp[i - 1]
+    delta = x - xp[i - 1]
+    dx0 = jnp.abs(dx) <= np.spacing(np.finfo(xp.dtype).eps)  # no NaN from a zero-width segment
+    f = jnp.where(dx0, fp[i - 1], fp[i - 1] + (delta / jnp.where(dx0, 1, dx)) * df)
+    if period is None and not isinstance(left, str):
+        f = jnp.where(x < xp[0], fp[0] if left is None else left, f)
+    if period is None and not isinstance(right, str):
+        f = jnp.where(x > xp[-1], fp[-1] if right is None else right, f)
+    return f

@@ -22,7 +22,7 @@ __all__ = [
     "atleast_1d", "atleast_2d", "atleast_3d", "concatenate", "concat", "stack", "unstack",
     "hstack", "vstack", "dstack", "column_stack", "split", "array_split", "hsplit", "vsplit",
     "dsplit", "repeat", "tile", "pad", "flip", "fliplr", "flipud", "rot90", "roll",
-    "ndim", "shape", "size",
+    "ndim", "shape", "size", "append", "insert", "delete", "rollaxis", "resize", "trim_zeros",
 ]
 
 
@@ -587,3 +587,154 @@ def roll(a, shift, axis=None):
             a = lax.concatenate([lax.slice_in_dim(a, n - s, n, 1, ax),
                                  lax.slice_in_dim(a, 0, n - s, 1, ax)], ax)
     return a
+
+
+# --- inserting, deleting, resizing ------------------------------------------------
+
+def _check_arraylike(name: str, *args):
+    from meshsim._src.numpy.creation import _check_arraylike as check
+    check(name, *args)
+
+
+def append(arr, values, axis=None):
+    """arr with values appended along axis (both flattened if axis is None)."""
+    if axis is None:
+        return concatenate([ravel(arr), ravel(values)], 0)
+    return concatenate([arr, values], axis=axis)
+
+
+def insert(arr, obj, values, axis=None):
+    """arr with values inserted before the indices obj along axis (flattened if None)."""
+    import meshsim.numpy as jnp
+    _check_arraylike("insert", arr, 0 if isinstance(obj, slice) else obj, values)
+    a = core.asarray_value(arr)
+    if axis is None:
+        a, axis = ravel(a), 0
+    axis = canonicalize_axis(axis, a.ndim)
+    indices = jnp.arange(*obj.indices(a.shape[axis])) if isinstance(obj, slice) else jnp.asarray(obj)
+    if indices.ndim > 1:
+        raise ValueError(f"jnp.insert(): obj must be a slice, a one-dimensional array, or a scalar; got {obj}")
+    if not np.issubdtype(indices.dtype, np.integer):
+        if indices.size == 0 and not core.is_value(obj):
+            indices = indices.astype(int)
+        else:
+            raise ValueError(f"jnp.insert(): index array must be integer typed; got {obj}")
+    values = jnp.array(values, ndmin=a.ndim, dtype=a.dtype, copy=False)
+    if indices.size == 1:
+        index = ravel(indices)[0]
+        if indices.ndim == 0:
+            values = moveaxis(values, 0, axis)
+        indices = jnp.full(values.shape[axis], index)
+    n_input = a.shape[axis]
+    n_insert = broadcast_shapes(indices.shape, (values.shape[axis],))[0]
+    out_shape = list(a.shape)
+    out_shape[axis] += n_insert
+    out = jnp.zeros_like(a, shape=tuple(out_shape))
+    indices = jnp.clip(jnp.where(indices < 0, indices + n_input, indices), 0, n_input)
+    values_ind = indices.at[jnp.argsort(indices)].add(jnp.arange(n_insert, dtype=indices.dtype))
+    arr_mask = jnp.ones(n_input + n_insert, dtype=bool).at[values_ind].set(False)
+    arr_ind = jnp.where(arr_mask, size=n_input)[0]
+    out = out.at[(slice(None),) * axis + (values_ind,)].set(values)
+    return out.at[(slice(None),) * axis + (arr_ind,)].set(a)
+
+
+def delete(arr, obj, axis=None, *, assume_unique_indices: bool = False):
+    """arr without the entries at indices (or mask) obj along axis (flattened if None)."""
+    import meshsim.numpy as jnp
+    _check_arraylike("delete", arr)
+    a = core.asarray_value(arr)
+    if axis is None:
+        a, axis = ravel(a), 0
+    axis = canonicalize_axis(axis, a.ndim)
+    lead = (slice(None),) * axis
+    try:  # a static integer: two slices
+        index = canonicalize_axis(operator.index(obj), a.shape[axis])
+    except TypeError:
+        pass
+    else:
+        return concatenate([a[lead + (slice(0, index),)], a[lead + (slice(index + 1, None),)]], axis=axis)
+    if isinstance(obj, slice):
+        obj = jnp.arange(a.shape[axis])[obj]
+        assume_unique_indices = True
+    _check_arraylike("delete", a, obj)
+    obj_dtype = core.asarray_value(obj).dtype
+    if np.issubdtype(obj_dtype, np.integer) and assume_unique_indices:
+        # traceable: the kept positions are i + (number of deleted indices <= that position)
+        idx = jnp.clip(jnp.where(jnp.ravel(obj) < 0, jnp.ravel(obj) + a.shape[axis], jnp.ravel(obj)),
+                       0, a.shape[axis])
+        idx = jnp.sort(idx)
+        idx = idx - jnp.arange(len(idx), dtype=idx.dtype)
+        i = jnp.arange(a.shape[axis] - idx.size, dtype=idx.dtype)
+        i = i + jnp.sum(i[None, :] >= idx[:, None], 0, dtype=i.dtype)
+        return a[lead + (i,)]
+    if isinstance(obj, core.Tracer):
+        raise TypeError("jnp.delete(): the 'obj' array argument must be concrete unless "
+                        "assume_unique_indices=True (it gives the output shape)")
+    obj = np.asarray(obj)
+    if np.issubdtype(obj.dtype, np.integer):
+        mask = np.ones(a.shape[axis], dtype=bool)
+        mask[obj] = False
+    elif obj.dtype == bool:
+        if obj.shape != (a.shape[axis],):
+            raise ValueError("np.delete(arr, obj): for boolean indices, obj must be one-dimensional "
+                             "with length matching specified axis.")
+        mask = ~obj
+    else:
+        raise ValueError(f"np.delete(arr, obj): got obj.dtype={obj.dtype}; must be integer or bool.")
+    return a[lead + (mask,)]
+
+
+def rollaxis(a, axis: int, start: int = 0):
+    """a with `axis` moved to before position `start`."""
+    _check_arraylike("rollaxis", a)
+    a = core.asarray_value(a)
+    start = operator.index(start)
+    axis = canonicalize_axis(axis, a.ndim)
+    if not -a.ndim <= start <= a.ndim:
+        raise ValueError(f"start={start} must satisfy {-a.ndim}<=start<={a.ndim}")
+    if start < 0:
+        start += a.ndim
+    if start > axis:
+        start -= 1
+    return moveaxis(a, axis, start)
+
+
+def resize(a, new_shape):
+    """a flattened, repeated cyclically to fill new_shape."""
+    import meshsim.numpy as jnp
+    _check_arraylike("resize", a)
+    new_shape = (operator.index(new_shape),) if np.ndim(new_shape) == 0 else tuple(
+        operator.index(d) for d in new_shape)
+    if any(d < 0 for d in new_shape):
+        raise ValueError("all elements of `new_shape` must be non-negative")
+    arr = ravel(a)
+    new_size = math.prod(new_shape)
+    if arr.size == 0 or new_size == 0:
+        return jnp.zeros_like(arr, shape=new_shape)
+    arr = tile(arr, -(-new_size // arr.size))[:new_size]
+    return reshape(arr, new_shape)
+
+
+def trim_zeros(filt, trim: str = "fb", axis=None):
+    """filt without its leading ('f') and/or trailing ('b') all-zero slices along the axes."""
+    _check_arraylike("trim_zeros", filt)
+    filt = core.asarray_value(filt)
+    if isinstance(filt, core.Tracer):
+        raise TypeError("trim_zeros needs a concrete `filt` (its output shape depends on the values)")
+    host = np.asarray(filt)
+    axes = set(range(host.ndim)) if axis is None else set(_axes(axis, host.ndim))
+    if not axes or ("f" not in trim.lower() and "b" not in trim.lower()):
+        return filt
+    index = []
+    for ax in range(host.ndim):
+        if ax not in axes:
+            index.append(slice(None))
+            continue
+        mask = host.any(axis=tuple(i for i in range(host.ndim) if i != ax))
+        if not mask.any():
+            index.append(slice(0, 0))
+            continue
+        start = int(mask.argmax()) if "f" in trim.lower() else None
+        stop = host.shape[ax] - int(mask[::-1].argmax()) if "b" in trim.lower() else None
+        index.append(slice(start, stop))
+    return filt[tuple(index)]

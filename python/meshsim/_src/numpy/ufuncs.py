@@ -37,7 +37,9 @@ __all__ = [
     # floating-point classification
     "isnan", "isinf", "isposinf", "isneginf", "isfinite", "signbit", "copysign", "nextafter", "nan_to_num",
     # real numbers seen as complex
-    "real", "imag", "conj", "conjugate",
+    "real", "imag", "conj", "conjugate", "isreal", "iscomplexobj", "isrealobj",
+    # floating-point decomposition, scalars, bit packing
+    "frexp", "ldexp", "spacing", "isscalar", "iterable", "packbits", "unpackbits",
 ]
 
 
@@ -656,3 +658,146 @@ def conjugate(x, /):
 def conj(x, /):
     return conjugate(x)
 
+
+
+# --- floating-point decomposition ------------------------------------------------
+
+def _normalize_float(x):
+    """x's bits as a signed integer, subnormals scaled up by 2**nmant (and that
+    exponent offset, to add back)."""
+    info = np.finfo(x.dtype)
+    int_type = np.dtype(f"int{info.bits}")
+    cond = lax.lt(lax.abs(x), _const(x, info.tiny))
+    x1 = _where(cond, lax.mul(x, _const(x, 1 << info.nmant)), x)
+    x2 = _where(cond, np.array(-info.nmant, int_type), np.array(0, int_type))
+    return lax.bitcast_convert_type(x1, int_type), x2
+
+
+def frexp(x, /):
+    """(mantissa, exponent) with x == mantissa * 2**exponent and 0.5 <= |mantissa| < 1."""
+    (x,) = _promoted(promote_args_inexact, "frexp")(x)
+    info = np.finfo(x.dtype)
+    mask = (1 << info.nexp) - 1
+    bias = 1 - info.minexp
+    x1, x2 = _normalize_float(x)
+    c = lambda v: _constant_like(x1, v)  # noqa: E731
+    x2 = lax.add(x2, lax.add(lax.sub(lax.bitwise_and(lax.shift_right_arithmetic(x1, c(info.nmant)), c(mask)),
+                                     c(bias)), c(1)))
+    x1 = lax.bitwise_and(x1, c(~(mask << info.nmant)))
+    x1 = lax.bitwise_or(x1, c((bias - 1) << info.nmant))
+    x1 = lax.bitcast_convert_type(x1, x.dtype)
+    cond = logical_or(logical_or(isinf(x), isnan(x)), lax.eq(x, _const(x, 0)))
+    x2 = _where(cond, _constant_like(x2, 0), x2)
+    return _where(cond, x, x1), lax.convert_element_type(x2, np.int32)
+
+
+def ldexp(x1, x2, /):
+    """x1 * 2**x2, through frexp so that small x1 with large x2 does not overflow early."""
+    x1, x2 = _asarray("ldexp", x1), _asarray("ldexp", x2)
+    if np.issubdtype(x2.dtype, np.inexact):
+        raise ValueError(f"ldexp not supported for input types {(x1.dtype, x2.dtype)}")
+    (x1,) = promote_args_inexact(x1)
+    x2 = lax.convert_element_type(x2, x1.dtype)
+    m, e = frexp(x1)
+    e = lax.convert_element_type(lax.add(lax.convert_element_type(e, x2.dtype), x2), x1.dtype)
+    # the exponent may overflow by one and still give a finite result
+    positive = lax.gt(e, _const(e, 0))
+    m = _where(positive, lax.mul(m, _const(m, 2)), m)
+    e = _where(positive, lax.sub(e, _const(e, 1)), e)
+    x = multiply(m, power(2, lax.convert_element_type(e, m.dtype)))
+    return _where(logical_or(isinf(x1), lax.eq(x1, _const(x1, 0))), x1, x)
+
+
+def spacing(x, /):
+    """The distance from x to the next representable value away from zero."""
+    (x,) = _promoted(promote_args_inexact, "spacing")(x)
+    inf = _const(x, np.inf)
+    result = lax.sub(lax.nextafter(x, copysign(inf, x)), x)
+    return _where(lax.eq(result, _const(result, 0)), copysign(_const(x, np.finfo(x.dtype).smallest_subnormal), x),
+                  result)
+
+
+def isreal(x, /):
+    """True where x has no imaginary part (everywhere, for real arrays)."""
+    i = imag(x)
+    return lax.eq(i, _const(i, 0))
+
+
+def iscomplexobj(x) -> bool:
+    """Whether x has a complex dtype (never, for meshsim arrays)."""
+    if isinstance(x, (complex, np.complexfloating)):
+        return True
+    if x is None or isinstance(x, (bool, int, float, str, np.generic)):
+        return False
+    try:
+        typ = x.dtype.type
+    except AttributeError:
+        typ = np.asarray(x).dtype.type
+    return np.issubdtype(typ, np.complexfloating)
+
+
+def isrealobj(x) -> bool:
+    return not iscomplexobj(x)
+
+
+def isscalar(element) -> bool:
+    """Whether element is a scalar: a Python/NumPy scalar or a rank-0 array."""
+    if np.isscalar(element):
+        return True
+    if isinstance(element, np.ndarray) or core.is_value(element):
+        return element.ndim == 0
+    if getattr(element, "__jax_array__", None) is not None:
+        return core.asarray_value(element).ndim == 0
+    return False
+
+
+iterable = np.iterable
+
+
+# --- packing bits -------------------------------------------------------------------
+
+def packbits(a, axis=None, bitorder="big"):
+    """The nonzero-ness of a's elements packed eight to a uint8, along `axis` (flattened if None)."""
+    import meshsim.numpy as jnp
+    a = _asarray("packbits", a)
+    if not _is_integral(a.dtype):
+        raise TypeError("Expected an input array of integer or boolean data type")
+    if bitorder not in ("little", "big"):
+        raise ValueError("'order' must be either 'little' or 'big'")
+    a = lax.convert_element_type(_to_bool(a), np.uint8)
+    bits = jnp.arange(8, dtype="uint8")
+    if bitorder == "big":
+        bits = bits[::-1]
+    if axis is None:
+        a, axis = jnp.ravel(a), 0
+    a = jnp.swapaxes(a, axis, -1)
+    remainder = a.shape[-1] % 8
+    if remainder:
+        a = jnp.pad(a, [(0, 0)] * (a.ndim - 1) + [(0, 8 - remainder)])
+    a = jnp.reshape(a, a.shape[:-1] + (a.shape[-1] // 8, 8))
+    packed = jnp.sum(left_shift(a, bits), -1).astype("uint8")
+    return jnp.swapaxes(packed, axis, -1)
+
+
+def unpackbits(a, axis=None, count=None, bitorder="big"):
+    """The bits of uint8 array `a`, one uint8 0/1 per bit, along `axis` (flattened if None)."""
+    import meshsim.numpy as jnp
+    a = _asarray("unpackbits", a)
+    if a.dtype != np.uint8:
+        raise TypeError("Expected an input array of unsigned byte data type")
+    if bitorder not in ("little", "big"):
+        raise ValueError("'order' must be either 'little' or 'big'")
+    bits = left_shift(np.uint8(1), jnp.arange(8, dtype="uint8"))
+    if bitorder == "big":
+        bits = bits[::-1]
+    if axis is None:
+        a, axis = jnp.ravel(a), 0
+    a = jnp.swapaxes(a, axis, -1)
+    unpacked = (bitwise_and(a[..., None], bits) > 0).astype("uint8")
+    unpacked = jnp.reshape(unpacked, unpacked.shape[:-2] + (-1,))
+    if count is not None:
+        if count > unpacked.shape[-1]:
+            unpacked = jnp.pad(unpacked, [(0, 0)] * (unpacked.ndim - 1) + [(0, count - unpacked.shape[-1])])
+        else:
+            unpacked = unpacked[..., :count]
+    return jnp.swapaxes(unpacked, axis, -1)

@@ -1,0 +1,131 @@
+"""meshsim.numpy: polynomials as coefficient arrays (highest power first) and 1-D
+convolution/correlation (as jax.numpy), composed from jnp operations."""
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+import meshsim.numpy as jnp
+from meshsim._src import core
+from meshsim._src.numpy.creation import _check_arraylike
+from meshsim._src.numpy.promotion import promote_dtypes, promote_dtypes_inexact
+
+__all__ = ["polyval", "polyadd", "polysub", "polymul", "polyder", "polyint", "convolve", "correlate"]
+
+
+def _arrays(name: str, *args):
+    _check_arraylike(name, *args)
+    return [core.asarray_value(a) for a in args]
+
+
+def polyval(p, x, *, unroll: int = 16):
+    """p evaluated at x by Horner's rule (p's leading axis holds the coefficients)."""
+    p, x = promote_dtypes(*_arrays("polyval", p, x))
+    y = jnp.zeros(jnp.broadcast_shapes(p.shape[1:], x.shape), dtype=x.dtype)
+    for i in range(p.shape[0]):
+        y = y * x + p[i]
+    return y
+
+
+def polyadd(a1, a2):
+    """The sum of two polynomials."""
+    a1, a2 = promote_dtypes(*_arrays("polyadd", a1, a2))
+    if a2.shape[0] <= a1.shape[0]:
+        return a1.at[-a2.shape[0]:].add(a2)
+    return a2.at[-a1.shape[0]:].add(a1)
+
+
+def polysub(a1, a2):
+    """The difference of two polynomials."""
+    a1, a2 = _arrays("polysub", a1, a2)
+    return polyadd(a1, -a2)
+
+
+def polymul(a1, a2, *, trim_leading_zeros: bool = False):
+    """The product of two polynomials (a full convolution of their coefficients)."""
+    a1, a2 = promote_dtypes_inexact(*_arrays("polymul", a1, a2))
+    if trim_leading_zeros and (len(a1) > 1 or len(a2) > 1):
+        a1, a2 = jnp.trim_zeros(a1, trim="f"), jnp.trim_zeros(a2, trim="f")
+    if len(a1) == 0:
+        a1 = jnp.zeros(1, dtype=a2.dtype)
+    if len(a2) == 0:
+        a2 = jnp.zeros(1, dtype=a1.dtype)
+    return convolve(a1, a2, mode="full")
+
+
+def polyder(p, m: int = 1):
+    """The m-th derivative of polynomial p."""
+    (p,) = promote_dtypes_inexact(*_arrays("polyder", p))
+    m = operator.index(m)
+    if m < 0:
+        raise ValueError("Order of derivative must be positive")
+    if m == 0:
+        return p
+    coeff = jnp.prod(jnp.arange(m, len(p), dtype=p.dtype)[None] - jnp.arange(m, dtype=p.dtype)[:, None], 0)
+    return p[:-m] * coeff[::-1]
+
+
+def polyint(p, m: int = 1, k=None):
+    """The m-th antiderivative of polynomial p, with integration constants k."""
+    m = operator.index(m)
+    p, k = promote_dtypes_inexact(*_arrays("polyint", p, 0 if k is None else k))
+    if m < 0:
+        raise ValueError("Order of integral must be positive (see polyder)")
+    k = jnp.atleast_1d(k)
+    if len(k) == 1:
+        k = jnp.full((m,), k[0])
+    if k.shape != (m,):
+        raise ValueError("k must be a scalar or a rank-1 array of length 1 or m.")
+    if m == 0:
+        return p
+    grid = jnp.arange(len(p) + m, dtype=p.dtype)[None] - jnp.arange(m, dtype=p.dtype)[:, None]
+    coeff = jnp.prod(jnp.maximum(1, grid), 0)[::-1]
+    return jnp.true_divide(jnp.concatenate((p, k)), coeff)
+
+
+def _conv(x, y, mode: str, op: str, preferred_element_type):
+    """1-D convolution (op='convolve') or correlation as one matrix-vector product
+    with the sliding windows of the zero-padded longer input."""
+    if x.ndim != 1 or y.ndim != 1:
+        raise ValueError(f"{op}() only support 1-dimensional inputs.")
+    if preferred_element_type is None:
+        x, y = promote_dtypes_inexact(x, y)
+    else:
+        x, y = promote_dtypes(x, y)
+    if len(x) == 0 or len(y) == 0:
+        raise ValueError(f"{op}: inputs cannot be empty, got shapes {x.shape} and {y.shape}.")
+    reverse = False
+    if op == "correlate":
+        if len(x) < len(y):
+            x, y, reverse = y, x, True
+    else:
+        if len(x) < len(y):
+            x, y = y, x
+        y = jnp.flip(y)
+    n = y.shape[0]
+    if mode == "valid":
+        pad = (0, 0)
+    elif mode == "same":
+        pad = (n // 2, n - n // 2 - 1)
+    elif mode == "full":
+        pad = (n - 1, n - 1)
+    else:
+        raise ValueError("mode must be one of ['full', 'same', 'valid']")
+    xp = jnp.pad(x, [pad])
+    out_len = xp.shape[0] - n + 1
+    windows = xp[jnp.arange(out_len)[:, None] + jnp.arange(n)[None, :]]
+    result = jnp.matmul(windows, y, preferred_element_type=preferred_element_type)
+    return result[::-1] if reverse else result
+
+
+def convolve(a, v, mode: str = "full", *, precision=None, preferred_element_type=None):
+    """The discrete linear convolution of 1-D a and v."""
+    a, v = _arrays("convolve", a, v)
+    return _conv(a, v, mode, "convolve", preferred_element_type)
+
+
+def correlate(a, v, mode: str = "valid", *, precision=None, preferred_element_type=None):
+    """The cross-correlation of 1-D a and v."""
+    a, v = _arrays("correlate", a, v)
+    return _conv(a, v, mode, "correlate", preferred_element_type)
