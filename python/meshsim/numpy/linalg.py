@@ -1,0 +1,2 @@
+"""meshsim.numpy.linalg: norms and matrix functions (as jax.numpy.linalg)."""
+from meshsim._src.numpy.matrix import *  # noqa: F401,F403
