@@ -67,6 +67,13 @@ void init_arrays(py::module_& m) {
       .def_property_readonly("spec", [](const Aval& a) { return py::cast(a.spec); })
       .def_property_readonly("mesh", [](const Aval& a) { return a.mesh; })
       .def("str_short", &Aval::str_short, py::arg("short_dtypes") = false)
+      .def("without_dim", [](const Aval& a, int64_t d) {  // one example of a batch (vmap)
+        if (d < 0 || d >= a.ndim()) throw py::index_error("dimension out of range");
+        Aval r = a;
+        r.shape.erase(r.shape.begin() + d);
+        if (!r.spec.empty()) r.spec.erase(r.spec.begin() + d);
+        return r;
+      })
       .def("__str__", &Aval::str)
       .def("__repr__", &Aval::repr)
       .def("__eq__", [](const Aval& a, const Aval& b) { return a.same_type(b); })

@@ -1,5 +1,6 @@
-// Bindings of the autodiff transform: vjp_program, eval_program.
+// Bindings of the program transforms: vjp_program, eval_program, batch_eval.
 #include "convert.h"
+#include "meshsim/transforms/batching.h"
 #include "meshsim/transforms/vjp.h"
 
 namespace meshsim {
@@ -46,6 +47,24 @@ void init_autodiff(py::module_& m) {
         return to_py(eval_program(program, ins));
       },
       "Applies a program to arrays or tracers, one bind per equation.");
+  m.def(
+      "batch_eval",
+      [](const Program& program, const py::sequence& args, const py::sequence& dims, int64_t size) {
+        Values ins;
+        for (auto a : args) ins.push_back(to_value(a));
+        BatchDims in_dims;
+        for (auto d : dims) in_dims.push_back(d.is_none() ? kNotBatched : d.cast<int64_t>());
+        Batched r = batch_eval(program, ins, in_dims, size);
+        py::list out_dims;
+        for (int64_t d : r.dims) out_dims.append(d == kNotBatched ? py::none() : py::cast(d));
+        return py::make_tuple(to_py(r.out), out_dims);
+      },
+      py::arg("program"), py::arg("args"), py::arg("dims"), py::arg("size"),
+      "Applies a program to a batch of `size` examples: dims[i] is the batch dimension of "
+      "args[i] (None: not batched). Returns the outputs and their batch dimensions.");
+  m.def("has_batch_rule", [](const std::string& name) {
+    return static_cast<bool>(primitive(name).batch) || primitive(name).elementwise;
+  });
   m.def("has_vjp_rule", [](const std::string& name) {
     const Primitive& p = primitive(name);
     return static_cast<bool>(p.vjp) || static_cast<bool>(p.vjp_split);

@@ -74,6 +74,24 @@ struct Cost {
   double bytes_accessed = 0;
 };
 
+// Batching (vmap, transforms/batching.h). Each value's batch dimension, or
+// kNotBatched; `size` is the length of the batch.
+constexpr int64_t kNotBatched = -1;
+using BatchDims = std::vector<int64_t>;
+struct Primitive;
+struct BatchArgs {
+  const Primitive& prim;
+  const Values& in;
+  const BatchDims& dims;  // at least one is batched when a rule is called
+  const Params& params;
+  int64_t size;
+};
+// The batched application's outputs and where each carries the batch.
+struct Batched {
+  Values out;
+  BatchDims dims;
+};
+
 struct Primitive {
   std::string name;  // JAX's name, e.g. "dot_general", "all_gather"
   std::function<Avals(const Avals& in, const Params& params)> abstract_eval;
@@ -128,6 +146,12 @@ struct Primitive {
   // Cost of one application on operands typed `in` (local blocks inside a
   // shard_map body). Unset: `default_cost`.
   std::function<Cost(const Avals& in, const Params& params, const Avals& out)> cost;
+  // Batching (vmap): binds the primitive applied to every example at once,
+  // written with ir/ops.h. Inputs come with their batch dimension (or
+  // kNotBatched); returns the outputs and theirs. Unset: the elementwise
+  // family's rule for primitives tagged `elementwise`, otherwise the
+  // per-example fallback (correct, one bind per example).
+  std::function<Batched(const BatchArgs& args)> batch;
 };
 
 // Every operand read and every result written once, no flops: data movement

@@ -4,6 +4,7 @@
 #include "meshsim/ir/ops.h"
 #include "meshsim/ir/primitive.h"
 #include "meshsim/primitives/families.h"
+#include "meshsim/transforms/batching.h"
 #include "meshsim/runtime/interpreter.h"
 #include "meshsim/transforms/vjp.h"
 
@@ -22,6 +23,21 @@ Avals call_avals(const char* prim, const Program& program, const Avals& in, size
   return program.out_avals();
 }
 
+// Primitives holding sub-programs batch them: operands in `batched` get
+// their batch at 0, and so does every output.
+std::vector<bool> batched_flags(const BatchDims& dims, size_t first, size_t count) {
+  std::vector<bool> flags;
+  for (size_t i = first; i < first + count; ++i) flags.push_back(dims[i] != kNotBatched);
+  return flags;
+}
+
+Values at_front(const BatchArgs& a, const std::vector<bool>& batched) {
+  Values in;
+  for (size_t i = 0; i < a.in.size(); ++i)
+    in.push_back(batched[i] ? batch_at(a.in[i], a.dims[i], 0, a.size) : a.in[i]);
+  return in;
+}
+
 // remat2(*args; jaxpr, prevent_cse, differentiated, policy): runs `jaxpr`;
 // under differentiation only what `policy` saves is kept for the backward
 // pass (None: nothing but the inputs), the rest is recomputed there.
@@ -38,6 +54,13 @@ void remat() {
   p.vjp_split = [](const Values& in, const std::vector<bool>& active, const Params& params) {
     const std::string policy = params.is_none("policy") ? "" : params.get<std::string>("policy");
     return linearize(*params.get<ProgramPtr>("jaxpr"), in, active, policy);
+  };
+  p.batch = [](const BatchArgs& a) {
+    const std::vector<bool> batched = batched_flags(a.dims, 0, a.in.size());
+    Params params = a.params;
+    params.set("jaxpr", batch_program(*a.params.get<ProgramPtr>("jaxpr"), batched, a.size));
+    Values out = meshsim::bind(a.prim, at_front(a, batched), params);
+    return Batched{out, BatchDims(out.size(), 0)};
   };
   register_primitive(std::move(p));
 }
@@ -99,6 +122,27 @@ void custom_vjp_call() {
     };
     return VjpSplit{outs, backward};
   };
+  // Every argument is batched (its cotangent will be); constants keep theirs.
+  p.batch = [](const BatchArgs& a) {
+    const CustomVjp c(a.params);
+    const size_t n_res = c.fwd->outvars.size() - c.call->outvars.size();
+    const size_t bwd_first = c.num_args + c.call_consts + c.fwd_consts;
+    std::vector<bool> batched = batched_flags(a.dims, 0, a.in.size());
+    std::fill(batched.begin(), batched.begin() + c.num_args, true);
+    auto flags = [&](size_t lead, size_t first, size_t count) {
+      std::vector<bool> f(lead, true);
+      for (size_t i = first; i < first + count; ++i) f.push_back(batched[i]);
+      return f;
+    };
+    Params params = a.params;
+    params.set("call_jaxpr", batch_program(*c.call, flags(c.num_args, c.num_args, c.call_consts), a.size));
+    params.set("fwd_jaxpr",
+               batch_program(*c.fwd, flags(c.num_args, c.num_args + c.call_consts, c.fwd_consts), a.size));
+    params.set("bwd_jaxpr", batch_program(*c.bwd, flags(n_res + c.call->outvars.size(), bwd_first,
+                                                         a.in.size() - bwd_first), a.size));
+    Values out = meshsim::bind(a.prim, at_front(a, batched), params);
+    return Batched{out, BatchDims(out.size(), 0)};
+  };
   register_primitive(std::move(p));
 }
 
@@ -109,6 +153,7 @@ void identity(const std::string& name, std::function<Cotangents(const VjpArgs&)>
   p.abstract_eval = [](const Avals& in, const Params&) { return Avals{in[0]}; };
   p.kernel = [](const Tensors& in, const Params&, const Avals&) { return Tensors{in[0]}; };
   p.vjp = std::move(vjp);
+  p.batch = batch_elementwise;
   register_primitive(std::move(p));
 }
 

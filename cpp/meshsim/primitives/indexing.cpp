@@ -35,6 +35,7 @@
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/kernels/strided.h"
 #include "meshsim/primitives/families.h"
+#include "meshsim/transforms/batching.h"
 
 namespace meshsim {
 namespace {
@@ -352,9 +353,96 @@ Cotangents dynamic_update_slice_vjp(const VjpArgs& a) {
   return ct;
 }
 
+// ---- batching ---------------------------------------------------------------
+// Batched indices move to the front of the index shape. A batched operand
+// moves to the front too: with unbatched indices it is one more untouched
+// dimension; with batched ones it is indexed by an iota over the batch, so
+// example b reads (or writes) only its own slab.
+
+bool any_batched(const BatchDims& dims, size_t first) {
+  for (size_t i = first; i < dims.size(); ++i)
+    if (dims[i] != kNotBatched) return true;
+  return false;
+}
+
+// The index arrays (from `first`) batched at 0, with the batch's iota in front.
+Values batched_indices(const BatchArgs& a, size_t first) {
+  Values idx;
+  for (size_t i = first; i < a.in.size(); ++i) idx.push_back(batch_at(a.in[i], a.dims[i], 0, a.size));
+  idx.insert(idx.begin(), ops::iota(DType::Int32, aval_of(idx[0]).shape, 0));
+  return idx;
+}
+
+Batched gather_batch(const BatchArgs& a) {
+  const IntList& axes = a.params.get<IntList>("axes");
+  const int64_t at = a.params.get<int64_t>("index_dims_at");
+  Params params = a.params;
+  Values in;
+  if (!any_batched(a.dims, 1)) {
+    params.set("axes", shift_axes(axes));
+    params.set("index_dims_at", at + 1);
+    in.push_back(batch_at(a.in[0], a.dims[0], 0, a.size));
+    in.insert(in.end(), a.in.begin() + 1, a.in.end());
+    return {meshsim::bind(a.prim, in, params), {0}};
+  }
+  if (a.dims[0] == kNotBatched) {
+    in.push_back(a.in[0]);
+    for (size_t i = 1; i < a.in.size(); ++i) in.push_back(batch_at(a.in[i], a.dims[i], 0, a.size));
+  } else {
+    IntList new_axes = shift_axes(axes);
+    new_axes.insert(new_axes.begin(), 0);
+    params.set("axes", new_axes);
+    in.push_back(batch_at(a.in[0], a.dims[0], 0, a.size));
+    for (const Value& v : batched_indices(a, 1)) in.push_back(v);
+  }
+  return {meshsim::bind(a.prim, in, params), {at}};
+}
+
+Batched scatter_batch(const BatchArgs& a) {
+  const IntList& axes = a.params.get<IntList>("axes");
+  const int64_t at = a.params.get<int64_t>("index_dims_at");
+  Params params = a.params;
+  Values in{batch_at(a.in[0], a.dims[0], 0, a.size)};
+  if (!any_batched(a.dims, 2)) {
+    params.set("axes", shift_axes(axes));
+    params.set("index_dims_at", at + 1);
+    in.push_back(batch_at(a.in[1], a.dims[1], 0, a.size));
+    in.insert(in.end(), a.in.begin() + 2, a.in.end());
+  } else {
+    IntList new_axes = shift_axes(axes);
+    new_axes.insert(new_axes.begin(), 0);
+    params.set("axes", new_axes);
+    in.push_back(batch_at(a.in[1], a.dims[1], at, a.size));  // the updates' index block starts at `at`
+    for (const Value& v : batched_indices(a, 2)) in.push_back(v);
+  }
+  return {meshsim::bind(a.prim, in, params), {0}};
+}
+
+// Batched start indices: the window of each example as indices of every
+// element, [batch, *window] per operand dimension, started where
+// dynamic_slice starts it (negative from the end, clamped to fit).
+Values window_indices(const BatchArgs& a, size_t first, const Shape& window) {
+  const Shape& operand = aval_of(a.in[0]).shape;
+  Shape shape{a.size};
+  shape.insert(shape.end(), window.begin(), window.end());
+  Values idx;
+  for (size_t k = 0; k < window.size(); ++k) {
+    const int64_t n = operand[k + (a.dims[0] != kNotBatched && static_cast<int64_t>(k) >= a.dims[0] ? 1 : 0)];
+    const int64_t d = a.dims[first + k];
+    Value s = ops::convert(a.in[first + k], DType::Int32);
+    auto c = [&](double v) { return ops::full(aval_of(s).shape, DType::Int32, v); };
+    s = ops::select(ops::lt(s, c(0)), ops::add(s, c(static_cast<double>(n))), s);
+    s = ops::max(ops::min(s, c(static_cast<double>(n - window[k]))), c(0));
+    s = ops::broadcast_in_dim(s, shape, d == kNotBatched ? IntList{} : IntList{0});
+    idx.push_back(ops::add(s, ops::iota(DType::Int32, shape, static_cast<int64_t>(k) + 1)));
+  }
+  return idx;
+}
+
 void gather() {
   Primitive p;
   p.name = "gather";
+  p.batch = gather_batch;
   p.vjp = gather_vjp;
   p.abstract_eval = [](const Avals& in, const Params& params) {
     parse_mode("gather", params, false);
@@ -389,6 +477,7 @@ void scatter(const std::string& name, Combine combine,
   Primitive p;
   p.name = name;
   p.vjp = std::move(vjp);
+  p.batch = scatter_batch;
   p.abstract_eval = [name](const Avals& in, const Params& params) {
     parse_mode(name, params, true);
     const Aval &x = in[0], &upd = in[1];
@@ -474,6 +563,28 @@ void check_window(const std::string& prim, const Shape& window, const Shape& ope
 void dynamic_slice() {
   Primitive p;
   p.name = "dynamic_slice";
+  // Unbatched starts: one more dimension, sliced whole. Batched ones: a gather.
+  p.batch = [](const BatchArgs& a) {
+    const Shape& sizes = a.params.get<IntList>("slice_sizes");
+    if (!any_batched(a.dims, 1)) {
+      Values starts{ops::full({}, a.in.size() > 1 ? aval_of(a.in[1]).dtype : DType::Int32, 0.0)};
+      starts.insert(starts.end(), a.in.begin() + 1, a.in.end());
+      Shape batched_sizes{a.size};
+      batched_sizes.insert(batched_sizes.end(), sizes.begin(), sizes.end());
+      return Batched{{ops::dynamic_slice(batch_at(a.in[0], a.dims[0], 0, a.size), starts, batched_sizes)}, {0}};
+    }
+    Values idx = window_indices(a, 1, sizes);
+    IntList axes;
+    for (size_t k = 0; k < sizes.size(); ++k) axes.push_back(static_cast<int64_t>(k));
+    Value x = a.in[0];
+    if (a.dims[0] != kNotBatched) {
+      x = batch_at(x, a.dims[0], 0, a.size);
+      axes = shift_axes(axes);
+      axes.insert(axes.begin(), 0);
+      idx.insert(idx.begin(), ops::iota(DType::Int32, aval_of(idx[0]).shape, 0));
+    }
+    return Batched{{ops::gather(x, idx, axes, 0, "clip")}, {0}};
+  };
   p.vjp = dynamic_slice_vjp;
   p.abstract_eval = [](const Avals& in, const Params& params) {
     const Shape& sizes = params.get<IntList>("slice_sizes");
@@ -496,6 +607,34 @@ void dynamic_slice() {
 void dynamic_update_slice() {
   Primitive p;
   p.name = "dynamic_update_slice";
+  // Unbatched starts: one more dimension, updated whole. Batched: a scatter.
+  p.batch = [](const BatchArgs& a) {
+    const Value x = batch_at(a.in[0], a.dims[0], 0, a.size), upd = batch_at(a.in[1], a.dims[1], 0, a.size);
+    if (!any_batched(a.dims, 2)) {
+      Values starts{ops::full({}, a.in.size() > 2 ? aval_of(a.in[2]).dtype : DType::Int32, 0.0)};
+      starts.insert(starts.end(), a.in.begin() + 2, a.in.end());
+      return Batched{{ops::dynamic_update_slice(x, upd, starts)}, {0}};
+    }
+    const Shape& per_example = aval_of(a.in[1]).shape;
+    Shape window = per_example;
+    if (a.dims[1] != kNotBatched) window.erase(window.begin() + a.dims[1]);
+    // Indices computed against the batched operand (batch at 0, so shift by one).
+    const BatchDims dims_at_front = [&] {
+      BatchDims d = a.dims;
+      d[0] = 0;
+      return d;
+    }();
+    const Values in_front = [&] {
+      Values v = a.in;
+      v[0] = x;
+      return v;
+    }();
+    Values idx = window_indices(BatchArgs{a.prim, in_front, dims_at_front, a.params, a.size}, 2, window);
+    IntList axes{0};
+    for (size_t k = 0; k < window.size(); ++k) axes.push_back(static_cast<int64_t>(k) + 1);
+    idx.insert(idx.begin(), ops::iota(DType::Int32, aval_of(idx[0]).shape, 0));
+    return Batched{{ops::scatter("scatter", x, upd, idx, axes, 0, "clip")}, {0}};
+  };
   p.vjp = dynamic_update_slice_vjp;
   p.abstract_eval = [](const Avals& in, const Params&) {
     const Aval &x = in[0], &upd = in[1];

@@ -13,6 +13,7 @@
 #include "meshsim/kernels/cast.h"
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/primitives/families.h"
+#include "meshsim/transforms/batching.h"
 
 namespace meshsim {
 namespace {
@@ -624,16 +625,40 @@ Cotangents ragged_dot_general_vjp(const VjpArgs& a) {
   return ct;
 }
 
+// Both operands batched: a new leading batch dimension of the product. One
+// batched: its batch dimension is a free one, which the result keeps after
+// the batch dimensions (lhs) or after the lhs's free dimensions (rhs).
+Batched dot_general_batch(const BatchArgs& a) {
+  const IntLists& dn = a.params.get<IntLists>("dimension_numbers");
+  const bool lb = a.dims[0] != kNotBatched, rb = a.dims[1] != kNotBatched;
+  IntLists d{shift_axes(dn[0], lb), shift_axes(dn[1], rb), shift_axes(dn[2], lb), shift_axes(dn[3], rb)};
+  int64_t out_dim = static_cast<int64_t>(dn[2].size());
+  if (lb && rb) {
+    d[2].insert(d[2].begin(), 0);
+    d[3].insert(d[3].begin(), 0);
+    out_dim = 0;
+  } else if (rb) {
+    out_dim += aval_of(a.in[0]).ndim() - static_cast<int64_t>(dn[0].size() + dn[2].size());
+  }
+  Params params = a.params;
+  params.set("dimension_numbers", d);
+  Values out = meshsim::bind(a.prim, {lb ? batch_at(a.in[0], a.dims[0], 0, a.size) : a.in[0],
+                             rb ? batch_at(a.in[1], a.dims[1], 0, a.size) : a.in[1]}, params);
+  return {out, {out_dim}};
+}
+
 }  // namespace
 
 void register_linalg_primitives() {
-  auto add = [](const char* name, auto eval, auto kernel, auto vjp, auto cost) {
+  auto add = [](const char* name, auto eval, auto kernel, auto vjp, auto cost,
+                std::function<Batched(const BatchArgs&)> batch) {
     Primitive p;
     p.name = name;
     p.abstract_eval = eval;
     p.kernel = kernel;
     p.vjp = vjp;
     p.cost = cost;
+    p.batch = std::move(batch);
     register_primitive(std::move(p));
   };
   // A multiply and an add per output element and contracted index.
@@ -644,9 +669,10 @@ void register_linalg_primitives() {
     c.flops = 2 * contracted * static_cast<double>(num_elements(out[0].shape));
     return c;
   };
-  add("dot_general", dot_general_eval, dot_general_kernel, dot_general_vjp, dot_general_cost);
+  add("dot_general", dot_general_eval, dot_general_kernel, dot_general_vjp, dot_general_cost,
+      dot_general_batch);
   add("ragged_dot_general", ragged_dot_general_eval, ragged_dot_general_kernel, ragged_dot_general_vjp,
-      nullptr);
+      nullptr, nullptr);  // batched: the per-example fallback
 }
 
 }  // namespace meshsim

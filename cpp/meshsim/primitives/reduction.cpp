@@ -9,6 +9,7 @@
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/kernels/reduce.h"
 #include "meshsim/primitives/families.h"
+#include "meshsim/transforms/batching.h"
 #include "meshsim/transforms/vjp.h"
 
 namespace meshsim {
@@ -95,11 +96,25 @@ Cost one_flop_per_input(const Avals& in, const Params&, const Avals& out) {
   return c;
 }
 
+// Reductions over `axes` and scans along `axis` batch at dimension 0.
+Batched batch_over_axes(const BatchArgs& a) {
+  Params params = a.params;
+  params.set("axes", shift_axes(a.params.get<IntList>("axes")));
+  return bind_at_front(a, params);
+}
+
+Batched batch_along_axis(const BatchArgs& a) {
+  Params params = a.params;
+  params.set("axis", a.params.get<int64_t>("axis") + 1);
+  return bind_at_front(a, params);
+}
+
 template <template <class> class Op, Accepts kAccepts>
 void reduce(const std::string& name, std::function<Cotangents(const VjpArgs&)> vjp = nullptr) {
   Primitive p;
   p.name = name;
   p.cost = one_flop_per_input;
+  p.batch = batch_over_axes;
   p.vjp = std::move(vjp);
   p.abstract_eval = [name](const Avals& in, const Params& params) {
     const Aval& x = in[0];
@@ -182,6 +197,7 @@ void arg_reduce_primitive(const std::string& name) {
   Primitive p;
   p.name = name;
   p.cost = one_flop_per_input;
+  p.batch = batch_over_axes;
   p.abstract_eval = [](const Avals& in, const Params& params) {
     const Aval& x = in[0];
     const IntList& axes = params.get<IntList>("axes");
@@ -238,6 +254,7 @@ void cumulative(const std::string& name, std::function<Cotangents(const VjpArgs&
   Primitive p;
   p.name = name;
   p.cost = one_flop_per_input;
+  p.batch = batch_along_axis;
   p.vjp = std::move(vjp);
   p.abstract_eval = [name](const Avals& in, const Params& params) {
     const Aval& x = in[0];

@@ -14,6 +14,7 @@
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/kernels/strided.h"
 #include "meshsim/primitives/families.h"
+#include "meshsim/transforms/batching.h"
 
 namespace meshsim {
 namespace {
@@ -163,6 +164,11 @@ Cotangents top_k_vjp(const VjpArgs& a) {
 void sort() {
   Primitive p;
   p.name = "sort";
+  p.batch = [](const BatchArgs& a) {
+    Params params = a.params;
+    params.set("dimension", a.params.get<int64_t>("dimension") + 1);
+    return bind_at_front(a, params);
+  };
   p.vjp = sort_vjp;
   p.abstract_eval = [](const Avals& in, const Params& params) {
     if (in.empty()) fail<TypeError>("sort requires at least one operand");
@@ -193,6 +199,11 @@ void sort() {
 void top_k() {
   Primitive p;
   p.name = "top_k";
+  p.batch = [](const BatchArgs& a) {
+    Params params = a.params;
+    params.set("axis", a.params.get<int64_t>("axis") + 1);
+    return bind_at_front(a, params);
+  };
   p.vjp = top_k_vjp;
   p.abstract_eval = [](const Avals& in, const Params& params) {
     const Aval& x = in[0];
@@ -246,6 +257,11 @@ void top_k() {
 void searchsorted() {
   Primitive p;
   p.name = "searchsorted";
+  // Queries of any shape: a batch of them against one sorted array is one call.
+  p.batch = [](const BatchArgs& a) {
+    if (a.dims[0] != kNotBatched) return batch_per_example(a);
+    return Batched{meshsim::bind(a.prim, a.in, a.params), {a.dims[1]}};
+  };
   p.abstract_eval = [](const Avals& in, const Params& params) {
     const Aval &a = in[0], &v = in[1];
     if (a.ndim() != 1) fail<ValueError>("searchsorted: a must be 1-dimensional, got ", a.str());

@@ -10,6 +10,7 @@
 #include "meshsim/ir/primitive.h"
 #include "meshsim/kernels/strided.h"
 #include "meshsim/primitives/families.h"
+#include "meshsim/transforms/batching.h"
 
 namespace meshsim {
 namespace {
@@ -84,6 +85,15 @@ void check_dimensions(const char* prim, const IntList& dims, int64_t ndim) {
 void broadcast_in_dim() {
   Primitive p;
   p.name = "broadcast_in_dim";
+  p.batch = [](const BatchArgs& a) {
+    Params params = a.params;
+    IntList shape{a.size}, dims{0};
+    for (int64_t d : a.params.get<IntList>("shape")) shape.push_back(d);
+    for (int64_t d : a.params.get<IntList>("broadcast_dimensions")) dims.push_back(d + 1);
+    params.set("shape", shape);
+    params.set("broadcast_dimensions", dims);
+    return bind_at_front(a, params);
+  };
   p.vjp = [](const VjpArgs& a) {
     return Cotangents{ops::sum_to_operand(*a.ct[0], aval_of(a.in[0]).shape,
                                           a.params.get<IntList>("broadcast_dimensions"))};
@@ -124,6 +134,13 @@ void broadcast_in_dim() {
 void reshape() {
   Primitive p;
   p.name = "reshape";
+  p.batch = [](const BatchArgs& a) {
+    Params params = a.params;
+    IntList shape{a.size};
+    for (int64_t d : a.params.get<IntList>("new_sizes")) shape.push_back(d);
+    params.set("new_sizes", shape);
+    return bind_at_front(a, params);
+  };
   p.vjp = [](const VjpArgs& a) { return Cotangents{ops::reshape(*a.ct[0], aval_of(a.in[0]).shape)}; };
   p.abstract_eval = [](const Avals& in, const Params& params) {
     const Shape& shape = params.get<IntList>("new_sizes");
@@ -142,6 +159,13 @@ void reshape() {
 void transpose() {
   Primitive p;
   p.name = "transpose";
+  p.batch = [](const BatchArgs& a) {
+    Params params = a.params;
+    IntList perm{0};
+    for (int64_t d : shift_axes(a.params.get<IntList>("permutation"))) perm.push_back(d);
+    params.set("permutation", perm);
+    return bind_at_front(a, params);
+  };
   p.vjp = [](const VjpArgs& a) {
     const IntList& perm = a.params.get<IntList>("permutation");
     IntList inverse(perm.size());
@@ -172,6 +196,11 @@ void transpose() {
 void squeeze() {
   Primitive p;
   p.name = "squeeze";
+  p.batch = [](const BatchArgs& a) {
+    Params params = a.params;
+    params.set("dimensions", shift_axes(a.params.get<IntList>("dimensions")));
+    return bind_at_front(a, params);
+  };
   p.vjp = [](const VjpArgs& a) { return Cotangents{ops::reshape(*a.ct[0], aval_of(a.in[0]).shape)}; };
   p.abstract_eval = [](const Avals& in, const Params& params) {
     const IntList& dims = params.get<IntList>("dimensions");
@@ -202,6 +231,11 @@ void squeeze() {
 void rev() {
   Primitive p;
   p.name = "rev";
+  p.batch = [](const BatchArgs& a) {
+    Params params = a.params;
+    params.set("dimensions", shift_axes(a.params.get<IntList>("dimensions")));
+    return bind_at_front(a, params);
+  };
   p.vjp = [](const VjpArgs& a) { return Cotangents{ops::rev(*a.ct[0], a.params.get<IntList>("dimensions"))}; };
   p.abstract_eval = [](const Avals& in, const Params& params) {
     const IntList& dims = params.get<IntList>("dimensions");
@@ -233,6 +267,21 @@ void rev() {
 void slice() {
   Primitive p;
   p.name = "slice";
+  p.batch = [](const BatchArgs& a) {
+    const IntList& start = a.params.get<IntList>("start_indices");
+    IntList lo{0}, hi{a.size}, step{1};
+    const IntList strides = a.params.get_or<IntList>("strides", IntList(start.size(), 1));
+    for (size_t d = 0; d < start.size(); ++d) {
+      lo.push_back(start[d]);
+      hi.push_back(a.params.get<IntList>("limit_indices")[d]);
+      step.push_back(strides[d]);
+    }
+    Params params = a.params;
+    params.set("start_indices", lo);
+    params.set("limit_indices", hi);
+    params.set("strides", step);
+    return bind_at_front(a, params);
+  };
   // The cotangent padded back into place, with zeros between strided elements.
   p.vjp = [](const VjpArgs& a) {
     const Shape& in = aval_of(a.in[0]).shape;
@@ -311,6 +360,11 @@ std::string shapes_str(const Avals& in) {
 void concatenate() {
   Primitive p;
   p.name = "concatenate";
+  p.batch = [](const BatchArgs& a) {
+    Params params = a.params;
+    params.set("dimension", a.params.get<int64_t>("dimension") + 1);
+    return bind_at_front(a, params);
+  };
   p.vjp = [](const VjpArgs& a) {
     const int64_t dim = a.params.get<int64_t>("dimension");
     Cotangents ct;
@@ -367,6 +421,14 @@ void concatenate() {
 void pad() {
   Primitive p;
   p.name = "pad";
+  p.batch = [](const BatchArgs& a) {
+    if (a.dims[1] != kNotBatched) return batch_per_example(a);  // a batched padding value: rare
+    IntLists config{{0, 0, 0}};
+    for (const IntList& c : a.params.get<IntLists>("padding_config")) config.push_back(c);
+    Params params = a.params;
+    params.set("padding_config", config);
+    return bind_at_front(a, params, {true, false});
+  };
   // As JAX: the operand's cotangent is the unpadded, de-interleaved
   // cotangent; the padding value's is everything else.
   p.vjp = [](const VjpArgs& a) {
@@ -461,6 +523,7 @@ void pad() {
 void copy() {
   Primitive p;
   p.name = "copy";
+  p.batch = batch_elementwise;
   p.vjp = [](const VjpArgs& a) { return Cotangents{*a.ct[0]}; };
   p.abstract_eval = [](const Avals& in, const Params&) {
     return Avals{like(in[0], in[0].shape, in[0].dtype, in[0].weak_type)};

@@ -1,5 +1,6 @@
 """Reverse-mode autodiff: grad, value_and_grad, vjp, jvp, linearize, custom_vjp,
-checkpoint (remat) with policies, stop_gradient.
+checkpoint (remat) with policies, stop_gradient; Jacobians (jacfwd, jacrev,
+hessian) as vmaps of jvp and vjp over a standard basis.
 
 A differentiated function is traced into a Program; the C++ transform
 (`_core.vjp_program`, cpp/meshsim/transforms/vjp.h) splits it into a forward
@@ -25,7 +26,8 @@ from meshsim._src import core, tree_util
 
 __all__ = [
     "grad", "value_and_grad", "vjp", "jvp", "linearize", "custom_vjp", "custom_jvp", "checkpoint", "remat",
-    "checkpoint_policies", "checkpoint_name", "stop_gradient", "float0",
+    "checkpoint_policies", "checkpoint_name", "stop_gradient", "float0", "jacfwd", "jacrev", "jacobian",
+    "hessian",
 ]
 
 # The tangent type of integer and boolean values (jax.dtypes.float0).
@@ -309,6 +311,154 @@ def linearize(fun: Callable, *primals, has_aux: bool = False):
     if has_aux:
         return lin.out(), f_jvp, lin.aux()
     return lin.out(), f_jvp
+
+
+# --- Jacobians: vmap of jvp / vjp over a standard basis --------------------------
+
+def _shape(x) -> tuple:
+    return tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
+
+
+def _argnums_partial(fun, argnums, args, kwargs):
+    nums = _argnums_tuple(argnums)
+    for i in nums:
+        if not -len(args) <= i < len(args):
+            raise TypeError(f"Jacobian requires argnums to be within the number of positional arguments "
+                            f"({len(args)}), got argnums={argnums}")
+    nums = tuple(i % len(args) for i in nums)
+
+    def f_partial(*dyn):
+        full = list(args)
+        for i, a in zip(nums, dyn):
+            full[i] = a
+        return fun(*full, **kwargs)
+
+    return f_partial, tuple(args[i] for i in nums)
+
+
+def _std_basis(tree):
+    """The identity matrix over the flattened leaves of `tree`: each leaf becomes
+    (n, *leaf.shape), n the total number of elements."""
+    from meshsim._src.numpy import promotion
+    leaves = tree_util.tree_leaves(tree)
+    n = sum(int(np.prod(_shape(x))) for x in leaves)
+    dtype = promotion.result_type(*leaves)[0]
+    eye = core.Array.from_numpy(np.eye(n, dtype=dtype))
+    return _unravel(tree, 1, None, eye)
+
+
+def _unravel(tree, axis: int, example, arr):
+    """`arr` split along `axis` into the leaves of `tree`, each axis replaced by the
+    leaf's shape and cast to `example`'s dtype and weak type (or the leaf's)."""
+    from meshsim._src.numpy import structural
+    leaves, treedef = tree_util.tree_flatten(tree)
+    axis = axis % arr.ndim
+    sizes = [int(np.prod(_shape(x))) for x in leaves]
+    parts = structural.split(arr, list(np.cumsum(sizes[:-1])), axis) if len(leaves) > 1 else [arr]
+    out = []
+    for part, leaf in zip(parts, leaves):
+        part = structural.reshape(part, (*arr.shape[:axis], *_shape(leaf), *arr.shape[axis + 1:]))
+        ref = core.typeof(leaf if example is None else example)
+        out.append(core.convert_element_type(part, ref.dtype, ref.weak_type))
+    return tree_util.tree_unflatten(treedef, out)
+
+
+def _check_holomorphic(name: str, what: str, holomorphic: bool, dtype) -> None:
+    if holomorphic:  # meshsim has no complex dtypes
+        raise TypeError(f"{name} with holomorphic=True requires {what} with complex dtype, but got {dtype.name}.")
+
+
+def _check_jacfwd_input(holomorphic: bool, x) -> None:
+    dtype = core.typeof(x).dtype
+    _check_holomorphic("jacfwd", "inputs", holomorphic, dtype)
+    if not np.issubdtype(dtype, np.floating):
+        raise TypeError("jacfwd requires real-valued inputs (input dtype that is a sub-dtype of np.floating), "
+                        f"but got {dtype.name}. For holomorphic differentiation, pass holomorphic=True. For "
+                        "differentiation of non-holomorphic functions involving complex inputs or integer "
+                        "inputs, use jax.jvp directly.")
+
+
+def _check_jacrev_input(holomorphic: bool, allow_int: bool, x) -> None:
+    dtype = core.typeof(x).dtype
+    _check_holomorphic("jacrev", "inputs", holomorphic, dtype)
+    if np.issubdtype(dtype, np.integer) or np.issubdtype(dtype, np.bool_):
+        if not allow_int:
+            raise TypeError("jacrev requires real- or complex-valued inputs (input dtype that is a sub-dtype "
+                            f"of np.inexact), but got {dtype.name}. If you want to use Boolean- or "
+                            "integer-valued inputs, use vjp or set allow_int to True.")
+    elif not np.issubdtype(dtype, np.inexact):
+        raise TypeError("jacrev requires numerical-valued inputs (input dtype that is a sub-dtype of "
+                        f"np.bool_ or np.number), but got {dtype.name}.")
+
+
+def _check_jacrev_output(holomorphic: bool, x) -> None:
+    dtype = core.typeof(x).dtype
+    _check_holomorphic("jacrev", "outputs", holomorphic, dtype)
+    if not np.issubdtype(dtype, np.floating):
+        raise TypeError("jacrev requires real-valued outputs (output dtype that is a sub-dtype of np.floating), "
+                        f"but got {dtype.name}. For differentiation of functions with integer outputs, use "
+                        "jax.vjp directly.")
+
+
+def jacfwd(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False) -> Callable:
+    """The Jacobian of `fun` by forward mode: one JVP per input element, vmapped.
+    Each leaf has shape out.shape + in.shape; with has_aux, (jacobian, aux)."""
+    from meshsim._src.vmap import vmap
+    if not callable(fun):
+        raise TypeError(f"Expected a callable value, got {fun!r}")
+    _argnums_tuple(argnums)
+
+    @functools.wraps(fun)
+    def jacfun(*args, **kwargs):
+        f_partial, dyn_args = _argnums_partial(fun, argnums, args, kwargs)
+        tree_util.tree_map(functools.partial(_check_jacfwd_input, holomorphic), dyn_args)
+
+        def pushfwd(tangents):
+            return jvp(f_partial, dyn_args, tangents, has_aux=has_aux)
+
+        out_axes = (None, -1, None) if has_aux else (None, -1)
+        y, jac, *aux = vmap(pushfwd, out_axes=out_axes)(_std_basis(dyn_args))
+        tree_util.tree_map(lambda o: _check_holomorphic("jacfwd", "outputs", holomorphic, core.typeof(o).dtype), y)
+        example = dyn_args[0] if isinstance(argnums, int) else dyn_args
+        jac_tree = tree_util.tree_map(lambda leaf, j: _unravel(example, -1, leaf, j), y, jac)
+        return (jac_tree, *aux) if has_aux else jac_tree
+
+    return jacfun
+
+
+def jacrev(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False,
+           allow_int: bool = False) -> Callable:
+    """The Jacobian of `fun` by reverse mode: one VJP per output element, vmapped.
+    Each leaf has shape out.shape + in.shape; with has_aux, (jacobian, aux)."""
+    from meshsim._src.vmap import vmap
+    if not callable(fun):
+        raise TypeError(f"Expected a callable value, got {fun!r}")
+
+    @functools.wraps(fun)
+    def jacfun(*args, **kwargs):
+        f_partial, dyn_args = _argnums_partial(fun, argnums, args, kwargs)
+        tree_util.tree_map(functools.partial(_check_jacrev_input, holomorphic, allow_int), dyn_args)
+        y, pullback, *aux = vjp(f_partial, *dyn_args, has_aux=has_aux)
+        tree_util.tree_map(functools.partial(_check_jacrev_output, holomorphic), y)
+        jac = vmap(pullback)(_std_basis(y))
+        jac = jac[0] if isinstance(argnums, int) else jac
+        example = dyn_args[0] if isinstance(argnums, int) else dyn_args
+        jac_tree = tree_util.tree_map(lambda leaf, j: _unravel(y, 0, leaf, j), example, jac)
+        jac_tree = tree_util.tree_transpose(tree_util.tree_structure(example), tree_util.tree_structure(y),
+                                            jac_tree)
+        return (jac_tree, *aux) if has_aux else jac_tree
+
+    return jacfun
+
+
+jacobian = jacrev
+
+
+def hessian(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False) -> Callable:
+    """The Hessian of `fun`: jacfwd of jacrev. Each leaf has shape
+    out.shape + in_1.shape + in_2.shape."""
+    return jacfwd(jacrev(fun, argnums, has_aux=has_aux, holomorphic=holomorphic), argnums,
+                  has_aux=has_aux, holomorphic=holomorphic)
 
 
 # --- stop_gradient, checkpoint_name ---------------------------------------------

@@ -1,0 +1,232 @@
+"""vmap: JAX's batching transform.
+
+The function is traced once on one example (mapped arguments become inputs of
+their per-example type; unmapped ones are passed as they are, so they may be
+any Python value). The C++ transform (`_core.batch_eval`,
+cpp/meshsim/transforms/batching.h) then applies the program to the whole
+batch, one batching rule per equation: on arrays it runs, inside an enclosing
+trace (jit, grad, another vmap) it inlines. Python handles pytrees, in_axes /
+out_axes and JAX's errors."""
+from __future__ import annotations
+
+import collections
+import functools
+import inspect
+from typing import Any, Callable
+
+import numpy as np
+
+from meshsim import _core
+from meshsim._src import core, tree_util
+from meshsim._src.ad import _trace_flat
+from meshsim._src.prng import PRNGKeyArray
+
+__all__ = ["vmap"]
+
+
+def _is_key(x) -> bool:
+    return isinstance(x, PRNGKeyArray)
+
+
+def _is_none(x) -> bool:
+    return x is None
+
+
+class _Axis:
+    """An axis spec as a leaf (None included) while broadcasting a prefix tree."""
+    __slots__ = ("axis",)
+
+    def __init__(self, axis):
+        self.axis = axis
+
+
+def _flatten_axes(name: str, tree, axes, kws: bool = False) -> list:
+    """The axis spec of each leaf of `tree`, from the prefix tree `axes` (None is a leaf)."""
+    wrapped = tree_util.tree_map(_Axis, axes, is_leaf=_is_none)
+    is_axis = lambda x: isinstance(x, _Axis)  # noqa: E731
+    try:
+        full = tree_util.tree_broadcast(wrapped, tree, is_leaf=is_axis)
+    except ValueError:
+        # JAX reports mismatches of the positional arguments only.
+        prefix, target = (axes[0], tree[0]) if kws else (axes, tree)
+        errors = list(tree_util._prefix_error((), prefix, target, _is_none))
+        if not errors:
+            raise
+        details = "\n  ".join(e(name).args[0] for e in errors)
+        raise ValueError(f"{name} specification must be a tree prefix of the corresponding value; "
+                         f"\n  Mismatch details ({len(errors)} found):\n  {details}") from None
+    return [a.axis for a in tree_util.tree_leaves(full, is_leaf=is_axis)]
+
+
+def _is_array_like(x) -> bool:
+    return (core.is_value(x) or _is_key(x) or isinstance(x, (np.ndarray, np.generic, bool, int, float))
+            or hasattr(x, "__jax_array__"))
+
+
+def _shape(x) -> tuple:
+    return tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
+
+
+def _type_str(x) -> str:
+    try:
+        return (x.aval if _is_key(x) else core.typeof(x)).str_short()
+    except TypeError:
+        return "unknown"
+
+
+def _inconsistent_sizes(fun, args, kwargs, leaves, axes, sizes, axis_size) -> ValueError:
+    """JAX's message: the most common size first, one example of each."""
+    try:
+        params = list(inspect.signature(fun).bind(*args, **kwargs).signature.parameters)
+    except (TypeError, ValueError):
+        params = None
+
+    def arg_name(path):
+        i = path[0].idx
+        if params is None or i >= len(params):
+            return f"args{tree_util.keystr(path)}"
+        return f"argument {params[i]}" + (tree_util.keystr(path[1:]) if len(path) > 1 else "")
+
+    paths = [f"{arg_name(p)} of type {_type_str(x)}"
+             for p, x in tree_util.tree_flatten_with_path(tuple(args), is_leaf=_is_key)[0]]
+    paths += [f"kwargs{tree_util.keystr(p)} of type {_type_str(x)}"
+              for p, x in tree_util.tree_flatten_with_path(kwargs, is_leaf=_is_key)[0]]
+    counts = collections.Counter(s for s in sizes if s is not None).most_common()
+    msg = ["vmap got inconsistent sizes for array axes to be mapped:\n"]
+    if axis_size is not None:
+        msg.append(f"  * the `axis_size` argument was {axis_size};\n")
+    for k, (sz, ct) in enumerate(counts):
+        i = sizes.index(sz)
+        where = f"axis {axes[i]} of {paths[i]}"
+        if ct == 1:
+            msg.append(f"  * one axis had size {sz}: {where};\n")
+        else:
+            msg.append(f"  * {'most' if k == 0 else 'some'} axes ({ct} of them) had size {sz}, e.g. {where};\n")
+    return ValueError("".join(msg)[:-2])
+
+
+def _mapped_size(fun, args, kwargs, leaves, axes, axis_size) -> int:
+    if not leaves:
+        if axis_size is not None:
+            return axis_size
+        raise ValueError("vmap wrapped function must be passed at least one argument containing an array "
+                         f"or axis_size must be specified, got empty *args={args} and **kwargs={kwargs}")
+    sizes = []
+    for x, d in zip(leaves, axes):
+        if d is None or not _is_array_like(x):
+            sizes.append(None)
+            continue
+        shape = _shape(x)
+        if not -len(shape) <= d < len(shape):
+            min_rank = d + 1 if d >= 0 else -d
+            raise ValueError(f"vmap was requested to map its argument along axis {d}, which implies that "
+                             f"its rank should be at least {min_rank}, but is only {len(shape)} (its shape "
+                             f"is {shape})")
+        sizes.append(shape[d])
+    distinct = set(s for s in sizes if s is not None)
+    if axis_size is not None:
+        distinct.add(axis_size)
+    if len(distinct) == 1:
+        return distinct.pop()
+    if not distinct:
+        raise ValueError("vmap must have at least one non-None value in in_axes or axis_size must be "
+                         "specified")
+    raise _inconsistent_sizes(fun, args, kwargs, leaves, axes, sizes, axis_size)
+
+
+def _check_axes(in_axes, out_axes):
+    if not (in_axes is None or type(in_axes) in (int, tuple)):
+        raise TypeError("vmap in_axes must be an int, None, or a tuple of entries corresponding to the "
+                        f"positional arguments passed to the function, but got {in_axes}.")
+    if not all(type(a) is int for a in tree_util.tree_leaves(in_axes)):
+        raise TypeError("vmap in_axes must be an int, None, or (nested) container with those types as "
+                        f"leaves, but got {in_axes}.")
+    if not all(type(a) is int for a in tree_util.tree_leaves(out_axes)):
+        raise TypeError("vmap out_axes must be an int, None, or (nested) container with those types as "
+                        f"leaves, but got {out_axes}.")
+
+
+def _place(x, src, dst: int, size: int):
+    """The output `x` (batched on `src`, or None) with the batch at `dst`."""
+    from meshsim._src.numpy import structural
+    if src is None:
+        x = structural.broadcast_to(structural.expand_dims(x, dst), (*x.shape[:dst], size, *x.shape[dst:]))
+        return x
+    return structural.moveaxis(x, src, dst)
+
+
+def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name=None, axis_size: int | None = None,
+         spmd_axis_name=None) -> Callable:
+    """Vectorizes `fun` over the axes `in_axes` of its arguments; the results carry the
+    batch at `out_axes` (pytree prefixes; None: not mapped)."""
+    if not callable(fun):
+        raise TypeError(f"Expected a callable value, got {fun!r}")
+    if axis_name is not None:
+        raise NotImplementedError(
+            "vmap(axis_name=...) is not supported yet: collectives over a vmapped axis (psum, pmean, "
+            "all_gather, axis_index) have no batching rules here")
+    if spmd_axis_name is not None:
+        raise NotImplementedError("vmap(spmd_axis_name=...) is not supported yet")
+    if isinstance(in_axes, list):
+        in_axes = tuple(in_axes)
+    _check_axes(in_axes, out_axes)
+
+    @functools.wraps(fun)
+    def vmap_f(*args, **kwargs):
+        if isinstance(in_axes, tuple) and len(in_axes) != len(args):
+            raise ValueError("vmap in_axes must be an int, None, or a tuple of entries corresponding to the "
+                             "positional arguments passed to the function, "
+                             f"but got len(in_axes)={len(in_axes)}, len(args)={len(args)}")
+        leaves, in_tree = tree_util.tree_flatten((args, kwargs), is_leaf=_is_key)
+        axes = _flatten_axes("vmap in_axes", (args, kwargs), (in_axes, 0), kws=True)
+        size = _mapped_size(fun, args, kwargs, leaves, axes, axis_size)
+
+        mapped, data, dims = [], [], []
+        for i, (x, d) in enumerate(zip(leaves, axes)):
+            if d is None:
+                continue
+            if not _is_array_like(x):
+                raise TypeError(f"Argument '{x}' of type {type(x)} is not a valid JAX type")
+            mapped.append(i)
+            data.append(x._base if _is_key(x) else core.asarray_value(x))
+            dims.append(d % len(_shape(x)))
+        out_info = {}
+
+        def per_example(*tracers):
+            full = list(leaves)
+            for i, t in zip(mapped, tracers):
+                full[i] = PRNGKeyArray(t) if _is_key(leaves[i]) else t
+            f_args, f_kwargs = tree_util.tree_unflatten(in_tree, full)
+            out = fun(*f_args, **f_kwargs)
+            out_leaves, out_info["tree"] = tree_util.tree_flatten(out, is_leaf=_is_key)
+            out_info["keys"] = [_is_key(o) for o in out_leaves]
+            return tuple(o._base if _is_key(o) else o for o in out_leaves)
+
+        flat_tree = tree_util.tree_structure(tuple(range(len(mapped))))
+        program, captures, _ = _trace_flat(per_example, flat_tree,
+                                           [x.aval.without_dim(d) for x, d in zip(data, dims)])
+        outs, out_dims = _core.batch_eval(program, [*data, *captures], [*dims, *[None] * len(captures)], size)
+
+        out_tree, keys = out_info["tree"], out_info["keys"]
+        dsts = _flatten_axes("vmap out_axes", tree_util.tree_unflatten(out_tree, [0] * len(outs)), out_axes)
+        results = []
+        for j, (x, src, dst, key) in enumerate(zip(outs, out_dims, dsts, keys)):
+            if dst is None:
+                if src is not None:
+                    raise _out_axes_none_error(out_tree, out_axes, dsts, j, src)
+            else:
+                ndim = x.ndim - (1 if key else 0) + (0 if src is not None else 1)
+                if not -ndim <= dst < ndim:
+                    raise ValueError(f"axis {dst} is out of bounds for array of dimension {ndim}")
+                x = _place(x, src, dst % ndim, size)
+            results.append(PRNGKeyArray(x) if key else x)
+        return tree_util.tree_unflatten(out_tree, results)
+
+    return vmap_f
+
+
+def _out_axes_none_error(out_tree, out_axes, dsts, j, src) -> ValueError:
+    full = tree_util.tree_unflatten(out_tree, dsts)
+    path, _ = tree_util.tree_flatten_with_path(full, is_leaf=_is_none)[0][j]
+    return ValueError(f"at vmap out_axes{tree_util.keystr(path)}, got axis spec None but output was "
+                      f"batched on axis {src}")
