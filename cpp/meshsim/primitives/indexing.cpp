@@ -365,6 +365,17 @@ bool any_batched(const BatchDims& dims, size_t first) {
   return false;
 }
 
+// With `batch_axes` (operand dim d indexed by its position along index dim
+// d), the batch joins them: operand and indices batched at 0. True if set.
+bool set_batch_axes(Params& params) {
+  const IntList batch_axes = params.get_or<IntList>("batch_axes", IntList{});
+  if (batch_axes.empty()) return false;
+  IntList shifted = shift_axes(batch_axes);
+  shifted.insert(shifted.begin(), 0);
+  params.set("batch_axes", shifted);
+  return true;
+}
+
 // The index arrays (from `first`) batched at 0, with the batch's iota in front.
 Values batched_indices(const BatchArgs& a, size_t first) {
   Values idx;
@@ -378,14 +389,15 @@ Batched gather_batch(const BatchArgs& a) {
   const int64_t at = a.params.get<int64_t>("index_dims_at");
   Params params = a.params;
   Values in;
-  if (!any_batched(a.dims, 1)) {
+  const bool by_position = set_batch_axes(params);
+  if (!any_batched(a.dims, 1) && !by_position) {
     params.set("axes", shift_axes(axes));
     params.set("index_dims_at", at + 1);
     in.push_back(batch_at(a.in[0], a.dims[0], 0, a.size));
     in.insert(in.end(), a.in.begin() + 1, a.in.end());
     return {meshsim::bind(a.prim, in, params), {0}};
   }
-  if (a.dims[0] == kNotBatched) {
+  if (a.dims[0] == kNotBatched && !by_position) {
     in.push_back(a.in[0]);
     for (size_t i = 1; i < a.in.size(); ++i) in.push_back(batch_at(a.in[i], a.dims[i], 0, a.size));
   } else {
@@ -403,7 +415,8 @@ Batched scatter_batch(const BatchArgs& a) {
   const int64_t at = a.params.get<int64_t>("index_dims_at");
   Params params = a.params;
   Values in{batch_at(a.in[0], a.dims[0], 0, a.size)};
-  if (!any_batched(a.dims, 2)) {
+  const bool by_position = set_batch_axes(params);
+  if (!any_batched(a.dims, 2) && !by_position) {
     params.set("axes", shift_axes(axes));
     params.set("index_dims_at", at + 1);
     in.push_back(batch_at(a.in[1], a.dims[1], 0, a.size));
