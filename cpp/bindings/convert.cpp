@@ -43,6 +43,8 @@ ParamValue to_param(const py::handle& v) {
     if (is_str_seq(v)) return v.cast<StrList>();
     if (all_of(seq, is_int_seq)) return v.cast<IntLists>();
     if (all_of(seq, is_str_seq)) return v.cast<std::vector<StrList>>();
+    if (all_of(seq, [](const py::handle& h) { return py::isinstance<Program>(h); }))
+      return v.cast<ProgramList>();
   }
   py::object np = py::module_::import("numpy");
   if (py::isinstance(v, np.attr("dtype")) || py::isinstance<py::type>(v)) return to_dtype(v);
@@ -63,7 +65,8 @@ py::object param_to_py(const ParamValue& v) {
         using T = std::decay_t<decltype(x)>;
         if constexpr (std::is_same_v<T, std::monostate>) return py::none();
         else if constexpr (std::is_same_v<T, DType>) return to_numpy_dtype(x);
-        else if constexpr (std::is_same_v<T, IntList> || std::is_same_v<T, StrList>)
+        else if constexpr (std::is_same_v<T, IntList> || std::is_same_v<T, StrList> ||
+                           std::is_same_v<T, ProgramList>)
           return py::tuple(py::cast(x));
         else return py::cast(x);
       },

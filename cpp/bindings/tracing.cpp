@@ -24,6 +24,17 @@ void init_tracing(py::module_& m) {
         for (const auto& e : p.eqns) names.push_back(e.prim->name);
         return names;
       })
+      // A copy taking `avals` as inputs: input i of the original is input
+      // `where[i]`; the others are unused (how control flow puts the values
+      // several sub-programs close over in front of each one's operands).
+      .def("with_inputs", [](const Program& p, const Avals& avals, const std::vector<int>& where) {
+        auto q = std::make_shared<Program>(p);
+        q->invars.assign(avals.size(), -1);
+        for (size_t i = 0; i < where.size(); ++i) q->invars.at(where[i]) = p.invars[i];
+        for (size_t k = 0; k < avals.size(); ++k)
+          if (q->invars[k] < 0) q->invars[k] = q->new_var(avals[k]);
+        return q;
+      })
       .def("__str__", &Program::str)
       .def_readwrite("name", &Program::name)
       .def("run", [](const Program& p, const std::vector<ArrayPtr>& args) {
@@ -65,6 +76,13 @@ void init_tracing(py::module_& m) {
     return infer_avals(primitive(name), in, to_params(params));
   });
   m.def("primitive_names", &primitive_names);
+  // The type of one element along the leading axis (what a scan body sees of an x).
+  m.def("element_aval", [](Aval a) {
+    if (a.shape.empty()) throw ValueError("element_aval of a scalar");
+    a.shape.erase(a.shape.begin());
+    if (!a.spec.empty()) a.spec.erase(a.spec.begin());
+    return a;
+  });
 }
 
 }  // namespace meshsim

@@ -59,6 +59,9 @@ std::string param_value_str(const ParamValue& v) {
       for (char c : body) s += c == '\n' ? std::string("\n      ") : std::string(1, c);
       return s;
     }
+    std::string operator()(const ProgramList& l) const {
+      return tuple_str(l, [this](const ProgramPtr& p) { return (*this)(p); });
+    }
     std::string operator()(const MeshPtr& m) const { return m ? m->str() : "None"; }
   };
   return std::visit(Printer{}, v);

@@ -18,12 +18,13 @@ using IntList = std::vector<int64_t>;
 using IntLists = std::vector<IntList>;
 using StrList = std::vector<std::string>;
 using ProgramPtr = std::shared_ptr<Program>;
+using ProgramList = std::vector<ProgramPtr>;  // cond's branches
 // Partition specs, one per operand: per dimension, the mesh axes it is split over.
 using SpecList = std::vector<std::vector<StrList>>;
 
 using ParamValue = std::variant<std::monostate, bool, int64_t, double, std::string, DType, IntList,
                                 IntLists, StrList, std::vector<StrList>, SpecList, ProgramPtr,
-                                MeshPtr>;
+                                ProgramList, MeshPtr>;
 
 class Params {
  public:

@@ -112,6 +112,13 @@ struct Primitive {
                                      const Params& params, const Avals& out)>
       mesh_kernel;
   bool is_collective() const { return static_cast<bool>(mesh_kernel); }
+  // Higher-order primitives (remat2, custom_vjp_call, cond, while, scan) whose
+  // sub-programs hold collectives: run over every device at once, each
+  // sub-program call by the mesh executor (run_on_mesh). The executor uses it
+  // instead of `kernel` for such equations.
+  std::function<std::vector<Tensors>(const MeshContext& mesh, const std::vector<Tensors>& in,
+                                     const Params& params, const Avals& out)>
+      mesh_call;
 
   // Sharding in types (Explicit mesh axes, sharding/rules.h): the outputs'
   // specs from the inputs' types (mesh + spec), the params and the outputs'

@@ -78,7 +78,8 @@ bool fits(int width, std::vector<State> agenda) {
         width -= static_cast<int>(d.text.size());
         break;
       case Doc::Nest: agenda.push_back({s.indent + d.n, s.mode, d.children[0].get()}); break;
-      case Doc::Group: agenda.push_back({s.indent, Mode::Flat, d.children[0].get()}); break;
+      // A group after the one being fitted, still undecided, may break: its first break ends the line.
+      case Doc::Group: agenda.push_back({s.indent, s.mode, d.children[0].get()}); break;
     }
   }
   return width >= 0;
@@ -218,6 +219,13 @@ std::string list_str(const IntList& l) {  // Python list: [1, 2]
 pp::D pp_param(const std::string& prim, const std::string& key, const ParamValue& v,
                Context& ctx) {
   if (auto* p = std::get_if<ProgramPtr>(&v); p && *p) return pp_program(**p, ctx);
+  if (auto* l = std::get_if<ProgramList>(&v)) {  // a tuple of jaxprs, one per line when long
+    std::vector<pp::D> items;
+    for (const ProgramPtr& q : *l) items.push_back(pp_program(*q, ctx));
+    return pp::group(pp::concat({pp::nest(2, pp::concat({pp::text("("), pp::brk(""),
+                                                         pp::join(pp::brk(), items)})),
+                                 pp::brk(""), pp::text(")")}));
+  }
   if (key == "newly_manual_axes" || key == "manual_axes") {
     if (auto* l = std::get_if<StrList>(&v)) {
       StrList sorted = *l;
@@ -331,6 +339,28 @@ pp::D pp_program(const Program& p, Context& ctx) {
 }
 
 }  // namespace
+
+std::vector<const Program*> sub_programs(const Equation& e) {
+  std::vector<const Program*> out;
+  for (const auto& [key, value] : e.params.items()) {
+    if (auto* p = std::get_if<ProgramPtr>(&value); p && *p) out.push_back(p->get());
+    if (auto* l = std::get_if<ProgramList>(&value))
+      for (const ProgramPtr& q : *l) out.push_back(q.get());
+  }
+  return out;
+}
+
+bool calls_collective(const Equation& e) {
+  for (const Program* sub : sub_programs(e))
+    if (holds_collective(*sub)) return true;
+  return false;
+}
+
+bool holds_collective(const Program& program) {
+  for (const Equation& e : program.eqns)
+    if (e.prim->is_collective() || calls_collective(e)) return true;
+  return false;
+}
 
 std::string Program::str() const {
   Context ctx;

@@ -34,4 +34,11 @@ struct Program {
   std::string str() const;
 };
 
+// The sub-programs an equation's params hold (remat2's jaxpr, cond's branches, ...).
+std::vector<const Program*> sub_programs(const Equation& e);
+// Whether running `program` (or one of its sub-programs) executes a collective:
+// then only the mesh executor can run it.
+bool holds_collective(const Program& program);
+bool calls_collective(const Equation& e);  // one of e's sub-programs does
+
 }  // namespace meshsim

@@ -86,6 +86,20 @@ void pop_trace(const TracePtr& t) {
 
 TracePtr current_trace() { return g_stack.empty() ? nullptr : g_stack.back(); }
 
+ProgramPtr trace_program(const Avals& in, const std::function<std::vector<Value>(const std::vector<Value>&)>& build) {
+  TracePtr trace = push_trace();
+  try {
+    std::vector<Value> args;
+    for (const Aval& a : in) args.push_back(trace->new_input(a));
+    ProgramPtr program = trace->finish(build(args));
+    pop_trace(trace);
+    return program;
+  } catch (...) {
+    pop_trace(trace);
+    throw;
+  }
+}
+
 namespace {
 
 // The union of the operands' varying manual axes, in mesh order.

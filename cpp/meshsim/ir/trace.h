@@ -6,6 +6,7 @@
 // of enclosing traces become captured inputs. With no trace open, bind runs
 // the primitive's kernel at once.
 #pragma once
+#include <functional>
 #include <memory>
 #include <variant>
 #include <vector>
@@ -62,6 +63,9 @@ using TracePtr = std::shared_ptr<Trace>;
 TracePtr push_trace();
 void pop_trace(const TracePtr& t);
 TracePtr current_trace();  // null when nothing is being traced
+
+// Traces `build` on fresh inputs of the given types into a new program.
+ProgramPtr trace_program(const Avals& in, const std::function<std::vector<Value>(const std::vector<Value>&)>& build);
 
 // Applies a primitive: records it when tracing, runs it otherwise.
 std::vector<Value> bind(const Primitive& prim, const std::vector<Value>& inputs,

@@ -6,6 +6,7 @@
 #include "meshsim/primitives/families.h"
 #include "meshsim/transforms/batching.h"
 #include "meshsim/runtime/interpreter.h"
+#include "meshsim/runtime/mesh_executor.h"
 #include "meshsim/transforms/vjp.h"
 
 namespace meshsim {
@@ -51,6 +52,8 @@ void remat() {
   p.kernel = [](const Tensors& in, const Params& params, const Avals&) {
     return run_program(*params.get<ProgramPtr>("jaxpr"), in);
   };
+  p.mesh_call = [](const MeshContext& mesh, const std::vector<Tensors>& in, const Params& params,
+                   const Avals&) { return run_on_mesh(params.get<ProgramPtr>("jaxpr"), mesh, in); };
   p.vjp_split = [](const Values& in, const std::vector<bool>& active, const Params& params) {
     const std::string policy = params.is_none("policy") ? "" : params.get<std::string>("policy");
     return linearize(*params.get<ProgramPtr>("jaxpr"), in, active, policy);
@@ -99,6 +102,13 @@ void custom_vjp_call() {
   p.kernel = [](const Tensors& in, const Params& params, const Avals&) {
     const CustomVjp c(params);
     return run_program(*c.call, c.call_inputs(in));
+  };
+  p.mesh_call = [](const MeshContext& mesh, const std::vector<Tensors>& in, const Params& params,
+                   const Avals&) {
+    const CustomVjp c(params);
+    std::vector<Tensors> args;
+    for (const Tensors& device_in : in) args.push_back(c.call_inputs(device_in));
+    return run_on_mesh(c.call, mesh, std::move(args));
   };
   p.vjp_split = [](const Values& in, const std::vector<bool>&, const Params& params) {
     const CustomVjp c(params);

@@ -15,6 +15,7 @@ void register_autodiff_primitives();     // autodiff.cpp: remat2, custom_vjp_cal
 void register_collective_primitives();   // collectives.cpp: psum, all_gather, ppermute, pvary, ...
 void register_shard_map_primitive();     // shard_map.cpp: a body program run on every device
 void register_sharding_primitives();     // sharding.cpp: reshard, sharding_constraint, mesh_cast
+void register_control_flow_primitives(); // control_flow.cpp: cond, while, scan
 
 inline void (*const kPrimitiveFamilies[])() = {
     register_elementwise_primitives, register_reduction_primitives,
@@ -23,7 +24,7 @@ inline void (*const kPrimitiveFamilies[])() = {
     register_random_primitives,      register_creation_primitives,
     register_collective_primitives,  register_shard_map_primitive,
     register_sharding_primitives,
-    register_autodiff_primitives,
+    register_autodiff_primitives,    register_control_flow_primitives,
 };
 
 }  // namespace meshsim

@@ -5,9 +5,6 @@
 // global arrays; each is laid out as its in_spec says (its blocks are used as
 // they are when it already is) and the body's per-device results are
 // assembled into arrays sharded as out_specs say.
-#include <map>
-#include <mutex>
-
 #include "meshsim/ir/axis_env.h"
 #include "meshsim/ir/ops.h"
 #include "meshsim/primitives/families.h"
@@ -118,8 +115,6 @@ Avals shard_map_eval(const Avals& in, const Params& params) {
   return out;
 }
 
-ProgramPtr executable_body(const ProgramPtr& body, const Params& params);
-
 std::vector<ArrayPtr> shard_map_run(const std::vector<ArrayPtr>& in, const Params& params,
                                     const Avals& out_avals) {
   ShardMapParams p(params);
@@ -131,8 +126,7 @@ std::vector<ArrayPtr> shard_map_run(const std::vector<ArrayPtr>& in, const Param
     for (int64_t d = 0; d < n; ++d) args[d].push_back(std::move(blocks[d]));
   }
   std::vector<Tensors> results =
-      run_on_mesh(executable_body(params.get<ProgramPtr>("jaxpr"), params), mesh,
-                  std::move(args), params.get<bool>("check_vma"));
+      run_on_mesh(params.get<ProgramPtr>("jaxpr"), mesh, std::move(args), params.get<bool>("check_vma"));
 
   std::vector<ArrayPtr> out;
   for (size_t j = 0; j < out_avals.size(); ++j) {
@@ -177,21 +171,6 @@ struct AxisEnvScope {
   ~AxisEnvScope() { pop_axis_env(); }
 };
 
-// Traces `build` on fresh inputs of the given types into a new program.
-ProgramPtr trace_program(const Avals& in, const std::function<Values(const Values&)>& build) {
-  TracePtr trace = push_trace();
-  try {
-    Values args;
-    for (const Aval& a : in) args.push_back(trace->new_input(a));
-    ProgramPtr program = trace->finish(build(args));
-    pop_trace(trace);
-    return program;
-  } catch (...) {
-    pop_trace(trace);
-    throw;
-  }
-}
-
 Aval with_unit_dim(Aval a) {
   a.shape.insert(a.shape.begin(), 1);
   if (!a.spec.empty()) a.spec.insert(a.spec.begin(), AxisNames{});
@@ -222,78 +201,6 @@ Params shard_map_params(const Params& base, ProgramPtr body, SpecList in_specs, 
   return p;
 }
 
-
-// --- calls holding collectives --------------------------------------------------
-// A checkpointed region (remat2) or custom_vjp_call inside a body may hold
-// collectives, which only the mesh executor can run: such equations are
-// inlined into the body before it runs (once per body). The body itself keeps
-// them, because autodiff needs the regions.
-
-bool holds_collective(const Program& program) {
-  for (const Equation& e : program.eqns) {
-    if (e.prim->is_collective()) return true;
-    for (const auto& [key, value] : e.params.items())
-      if (auto* sub = std::get_if<ProgramPtr>(&value); sub && *sub && holds_collective(**sub))
-        return true;
-  }
-  return false;
-}
-
-// The sub-program a call equation runs and how many of its operands it takes.
-const Program* called_program(const Equation& e, size_t* num_args) {
-  if (e.prim->name == "remat2") {
-    *num_args = e.inputs.size();
-    return e.params.get<ProgramPtr>("jaxpr").get();
-  }
-  if (e.prim->name == "custom_vjp_call") {
-    *num_args = e.params.get<int64_t>("num_args") + e.params.get<int64_t>("num_call_consts");
-    return e.params.get<ProgramPtr>("call_jaxpr").get();
-  }
-  return nullptr;
-}
-
-Values eval_inlining_calls(const Program& program, const Values& args) {
-  std::vector<std::optional<Value>> env(program.avals.size());
-  for (size_t i = 0; i < program.constvars.size(); ++i)
-    env[program.constvars[i]] = Value(Array::from_tensor(
-        program.consts[i], program.avals[program.constvars[i]].weak_type));
-  for (size_t i = 0; i < args.size(); ++i) env[program.invars[i]] = args[i];
-  for (const Equation& e : program.eqns) {
-    Values in;
-    for (int v : e.inputs) in.push_back(*env[v]);
-    size_t num_args = 0;
-    const Program* sub = called_program(e, &num_args);
-    Values out = sub && holds_collective(*sub)
-                     ? eval_inlining_calls(*sub, Values(in.begin(), in.begin() + num_args))
-                     : meshsim::bind(*e.prim, in, e.params);
-    for (size_t i = 0; i < out.size(); ++i) env[e.outputs[i]] = out[i];
-  }
-  Values out;
-  for (int v : program.outvars) out.push_back(*env[v]);
-  return out;
-}
-
-// `body` with its collective-holding calls inlined (itself when it has none).
-ProgramPtr executable_body(const ProgramPtr& body, const Params& params) {
-  bool has_call = false;
-  for (const Equation& e : body->eqns) {
-    size_t n = 0;
-    const Program* sub = called_program(e, &n);
-    has_call |= sub && holds_collective(*sub);
-  }
-  if (!has_call) return body;
-  static std::mutex mutex;
-  static std::map<const Program*, std::pair<std::weak_ptr<Program>, ProgramPtr>> cache;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = cache.find(body.get());
-  if (it != cache.end() && !it->second.first.expired()) return it->second.second;
-  AxisEnvScope scope(params);
-  ProgramPtr flat = trace_program(body->in_avals(), [&](const Values& args) {
-    return eval_inlining_calls(*body, args);
-  });
-  cache[body.get()] = {body, flat};
-  return flat;
-}
 
 VjpSplit shard_map_vjp(const Values& in, const std::vector<bool>& active, const Params& params) {
   const ShardMapParams p(params);

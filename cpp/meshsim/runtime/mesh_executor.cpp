@@ -194,7 +194,7 @@ namespace {
 // last use of each value and each equation's result types.
 struct ExecutionPlan {
   struct Run {
-    size_t begin, end;                 // equations [begin, end); one collective when `collective`
+    size_t begin, end;                 // equations [begin, end); one mesh-wide equation when `collective`
     bool collective;
     std::vector<int> outlive;          // outputs used after the run (or results of the body)
     std::vector<int> temporaries;      // outputs used only inside it
@@ -216,11 +216,16 @@ struct ExecutionPlan {
         producer[v] = static_cast<int>(j);
         out_avals[j].push_back(body.avals[v]);
       }
+    // Collectives, and calls whose sub-programs hold some, run over all devices at once.
+    auto mesh_wide = [&](size_t j) {
+      const Equation& e = body.eqns[j];
+      return e.prim->is_collective() || (e.prim->mesh_call && calls_collective(e));
+    };
     size_t k = 0;
     while (k < body.eqns.size()) {
-      Run r{k, k + 1, body.eqns[k].prim->is_collective(), {}, {}};
+      Run r{k, k + 1, mesh_wide(k), {}, {}};
       if (!r.collective) {
-        while (r.end < body.eqns.size() && !body.eqns[r.end].prim->is_collective()) ++r.end;
+        while (r.end < body.eqns.size() && !mesh_wide(r.end)) ++r.end;
         for (size_t j = r.begin; j < r.end; ++j)
           for (int v : body.eqns[j].outputs) {
             if (last[v] >= static_cast<int>(r.end)) {
@@ -261,7 +266,7 @@ std::vector<Tensors> run_on_mesh(const ProgramPtr& body_ptr, const Mesh& mesh, s
   const ExecutionPlan& plan = *plan_ptr;
   const int64_t n = mesh.size();
   const size_t num_vars = body.avals.size();
-  MeshContext ctx(mesh);
+  MeshContext ctx(mesh, vma_checked);
   // Values that outlive a run of local equations, by variable then device. A
   // variable has slots only while it is live; temporaries of a run live in the
   // task of each device that computes them (many devices times a long body
@@ -301,9 +306,12 @@ std::vector<Tensors> run_on_mesh(const ProgramPtr& body_ptr, const Mesh& mesh, s
         ins[d].reserve(e.inputs.size());
         for (int v : e.inputs) ins[d].push_back(env[v][d]);
       }
-      const int64_t started = timeline::active() ? timeline::now_ns() : -1;
-      std::vector<Tensors> res = e.prim->mesh_kernel(ctx, ins, e.params, plan.out_avals[k]);
-      if (started >= 0 || recording_collectives()) {
+      // A call's sub-programs record their own collectives.
+      const bool call = !e.prim->is_collective();
+      const int64_t started = !call && timeline::active() ? timeline::now_ns() : -1;
+      std::vector<Tensors> res = call ? e.prim->mesh_call(ctx, ins, e.params, plan.out_avals[k])
+                                      : e.prim->mesh_kernel(ctx, ins, e.params, plan.out_avals[k]);
+      if (!call && (started >= 0 || recording_collectives())) {
         Avals in_avals;
         for (int v : e.inputs) in_avals.push_back(body.avals[v]);
         if (auto r = collective_record(e, mesh, in_avals, plan.out_avals[k])) {

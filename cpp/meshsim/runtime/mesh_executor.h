@@ -19,8 +19,10 @@ namespace meshsim {
 // What a collective sees of the mesh it runs on.
 class MeshContext {
  public:
-  explicit MeshContext(const Mesh& mesh) : mesh_(mesh) {}
+  explicit MeshContext(const Mesh& mesh, bool vma_checked = false)
+      : mesh_(mesh), vma_checked_(vma_checked) {}
   const Mesh& mesh() const { return mesh_; }
+  bool vma_checked() const { return vma_checked_; }  // the body's types hold VMAs (run_on_mesh)
   int64_t num_devices() const { return mesh_.size(); }
 
   // Index of the device at mesh position `pos` along `axes`: row-major over
@@ -36,6 +38,7 @@ class MeshContext {
 
  private:
   const Mesh& mesh_;
+  bool vma_checked_;
 };
 
 // Runs f() with OpenBLAS kept to one thread (as while a mesh runs): for
@@ -50,5 +53,10 @@ void with_one_blas_thread(const std::function<void()>& f);
 // only where they are the same buffer.
 std::vector<Tensors> run_on_mesh(const ProgramPtr& body, const Mesh& mesh,
                                  std::vector<Tensors> args, bool vma_checked = false);
+// A sub-program call of a higher-order primitive's `mesh_call`, on the mesh it runs on.
+inline std::vector<Tensors> run_on_mesh(const ProgramPtr& body, const MeshContext& ctx,
+                                        std::vector<Tensors> args) {
+  return run_on_mesh(body, ctx.mesh(), std::move(args), ctx.vma_checked());
+}
 
 }  // namespace meshsim

@@ -6,5 +6,6 @@ from meshsim._src.lax.linalg import *  # noqa: F401,F403
 from meshsim._src.lax.indexing import *  # noqa: F401,F403
 from meshsim._src.lax.sorting import *  # noqa: F401,F403
 from meshsim._src.lax.parallel import *  # noqa: F401,F403
+from meshsim._src.lax.control_flow import *  # noqa: F401,F403
 from meshsim._src.ad import stop_gradient  # noqa: F401,E402
 from meshsim._src.sharding.explicit import with_sharding_constraint  # noqa: F401

@@ -1,0 +1,492 @@
+// Control flow: `cond` (one of several branch programs, chosen by an index),
+// `while` (a body program repeated while a predicate program holds) and `scan`
+// (a body program over the leading axis of its operands, carrying state), with
+// JAX's names and params. Each holds its sub-programs as params (traced by the
+// Python layer on the operands' exact types, so operands are not pvary'd and
+// outputs keep the sub-programs' VMA). `kernel` runs the sub-programs on one
+// device's tensors; inside a shard_map body, an equation whose sub-programs
+// hold collectives runs by `mesh_call`: every sub-program call (one loop
+// iteration, one branch) is a run of the mesh executor over all devices.
+#include <set>
+
+#include "meshsim/ir/ops.h"
+#include "meshsim/primitives/families.h"
+#include "meshsim/runtime/interpreter.h"
+#include "meshsim/runtime/mesh_executor.h"
+#include "meshsim/transforms/vjp.h"
+
+namespace meshsim {
+namespace {
+
+// Runs a sub-program on each device's inputs: one device's tensors (the
+// kernels) or every device of a mesh at once (mesh_call).
+using Runner = std::function<std::vector<Tensors>(const ProgramPtr&, std::vector<Tensors>)>;
+
+Runner local_runner() {
+  return [](const ProgramPtr& p, std::vector<Tensors> in) {
+    return std::vector<Tensors>{run_program(*p, in[0])};
+  };
+}
+
+Runner mesh_runner(const MeshContext& ctx) {
+  return [&ctx](const ProgramPtr& p, std::vector<Tensors> in) { return run_on_mesh(p, ctx, std::move(in)); };
+}
+
+// A primitive's kernel and mesh_call from one implementation over devices.
+template <class F>
+void set_runners(Primitive& p, F run) {
+  p.kernel = [run](const Tensors& in, const Params& params, const Avals& out) {
+    return run(local_runner(), std::vector<Tensors>{in}, params, out)[0];
+  };
+  p.mesh_call = [run](const MeshContext& ctx, const std::vector<Tensors>& in, const Params& params,
+                      const Avals& out) { return run(mesh_runner(ctx), in, params, out); };
+}
+
+bool same_shape_dtype(const Aval& a, const Aval& b) { return a.shape == b.shape && a.dtype == b.dtype; }
+
+// Checks operands [first, first + count) against `program`'s inputs.
+void check_call(const char* prim, const char* what, const Program& program, const Avals& in,
+                size_t first, size_t count) {
+  const Avals want = program.in_avals();
+  if (count != want.size())
+    fail<TypeError>(prim, " ", what, " takes ", want.size(), " inputs, got ", count);
+  for (size_t i = 0; i < count; ++i)
+    if (!same_shape_dtype(in[first + i], want[i]))
+      fail<TypeError>(prim, " ", what, " input ", i, " has type ", want[i].str_short(),
+                      " but the operand has type ", in[first + i].str_short());
+}
+
+std::vector<Tensors> slice_devices(const std::vector<Tensors>& in, size_t first, size_t count) {
+  std::vector<Tensors> out;
+  for (const Tensors& d : in) out.emplace_back(d.begin() + first, d.begin() + first + count);
+  return out;
+}
+
+void append_devices(std::vector<Tensors>& to, const std::vector<Tensors>& from) {
+  for (size_t d = 0; d < to.size(); ++d) to[d].insert(to[d].end(), from[d].begin(), from[d].end());
+}
+
+// Values of 0-d int32/bool tensors.
+int64_t scalar_value(const Tensor& t) {
+  if (t.dtype() == DType::Bool) return *t.data<bool>();
+  return *t.contiguous().data<int32_t>();
+}
+
+bool is_inexact(DType d) { return is_floating(d); }
+
+// --- cond --------------------------------------------------------------------
+// cond(index, *operands; branches): runs branches[clamp(index)] on operands.
+
+Avals cond_eval(const Avals& in, const Params& params) {
+  const ProgramList& branches = params.get<ProgramList>("branches");
+  if (branches.empty()) fail<TypeError>("cond requires at least one branch function");
+  if (in.empty() || in[0].dtype != DType::Int32 || !in[0].shape.empty())
+    fail<TypeError>("cond called with index of type ", in.empty() ? "None" : in[0].str_short(),
+                    " but index must be an int32 scalar");
+  const Avals out = branches[0]->out_avals();
+  for (size_t b = 0; b < branches.size(); ++b) {
+    check_call("cond", "branch", *branches[b], in, 1, in.size() - 1);
+    const Avals ob = branches[b]->out_avals();
+    if (ob.size() != out.size())
+      fail<TypeError>("cond branches must return the same number of outputs, got ", out.size(),
+                      " and ", ob.size());
+    for (size_t j = 0; j < ob.size(); ++j)
+      if (!same_shape_dtype(ob[j], out[j]) || ob[j].vma != out[j].vma)
+        fail<TypeError>("cond branches must have equal output types, got ", out[j].str_short(),
+                        " and ", ob[j].str_short(), " for output ", j);
+  }
+  return out;
+}
+
+// Devices may choose different branches (an index varying over the mesh):
+// each chosen branch then runs over the whole mesh, as a vmapped cond selects,
+// and every device keeps the results of its own.
+std::vector<Tensors> cond_run(const Runner& run, const std::vector<Tensors>& in, const Params& params,
+                              const Avals&) {
+  const ProgramList& branches = params.get<ProgramList>("branches");
+  const int64_t last = static_cast<int64_t>(branches.size()) - 1;
+  std::vector<int64_t> choice;
+  for (const Tensors& d : in) choice.push_back(std::clamp<int64_t>(scalar_value(d[0]), 0, last));
+  const std::vector<Tensors> operands = slice_devices(in, 1, in[0].size() - 1);
+  std::vector<Tensors> out(in.size());
+  for (int64_t b : std::set<int64_t>(choice.begin(), choice.end())) {
+    std::vector<Tensors> res = run(branches[b], operands);
+    for (size_t d = 0; d < in.size(); ++d)
+      if (choice[d] == b) out[d] = std::move(res[d]);
+  }
+  return out;
+}
+
+// Each branch is split by vjp_program; the forward cond returns every
+// branch's residuals (zeros for the branches not taken), the backward cond
+// runs the chosen branch's backward program on its own.
+VjpSplit cond_vjp(const Values& in, const std::vector<bool>& active, const Params& params) {
+  const ProgramList& branches = params.get<ProgramList>("branches");
+  const size_t num_ops = in.size() - 1, num_out = branches[0]->outvars.size();
+  const std::vector<bool> wrt(active.begin() + 1, active.end());
+  auto splits = std::make_shared<std::vector<VjpPrograms>>();
+  Avals res_avals;
+  std::vector<size_t> res_offset;
+  for (const ProgramPtr& b : branches) {
+    splits->push_back(vjp_program(*b, wrt, std::vector<bool>(num_out, true)));
+    res_offset.push_back(res_avals.size());
+    const Avals fo = splits->back().fwd->out_avals();
+    res_avals.insert(res_avals.end(), fo.begin() + num_out, fo.end());
+  }
+  Avals op_avals;
+  for (size_t i = 0; i < num_ops; ++i) op_avals.push_back(aval_of(in[i + 1]));
+  ProgramList fwd;
+  for (size_t b = 0; b < branches.size(); ++b)
+    fwd.push_back(trace_program(op_avals, [&](const Values& args) {
+      const Values outs = eval_program(*(*splits)[b].fwd, args);
+      Values r(outs.begin(), outs.begin() + num_out);
+      for (size_t k = 0; k < res_avals.size(); ++k) {
+        const bool own = k >= res_offset[b] && k < res_offset[b] + (*splits)[b].num_residuals;
+        r.push_back(own ? outs[num_out + k - res_offset[b]] : ops::zeros(res_avals[k]));
+      }
+      return r;
+    }));
+  Params fwd_params = params;
+  fwd_params.set("branches", fwd);
+  Values fwd_out = meshsim::bind(primitive("cond"), in, fwd_params);
+  Values outs(fwd_out.begin(), fwd_out.begin() + num_out);
+  const Values residuals(fwd_out.begin() + num_out, fwd_out.end());
+  Avals out_avals;
+  for (const Value& v : outs) out_avals.push_back(aval_of(v));
+
+  auto backward = [=, index = in[0]](const Cotangents& ct) {
+    // Operands: the cotangents of the inexact outputs, then all residuals.
+    std::vector<size_t> ct_outputs;
+    Values operands;
+    for (size_t j = 0; j < num_out; ++j)
+      if (is_inexact(out_avals[j].dtype)) {
+        ct_outputs.push_back(j);
+        operands.push_back(vary_over(ops::instantiate(ct[j], out_avals[j]), out_avals[j].vma));
+      }
+    operands.insert(operands.end(), residuals.begin(), residuals.end());
+    std::vector<size_t> ct_inputs;
+    for (size_t i = 0; i < num_ops; ++i)
+      for (const VjpPrograms& s : *splits)
+        if (s.ct_out[i]) {
+          ct_inputs.push_back(i);
+          break;
+        }
+    Avals bwd_in;
+    for (const Value& v : operands) bwd_in.push_back(aval_of(v));
+    ProgramList bwd;
+    for (size_t b = 0; b < splits->size(); ++b) {
+      const VjpPrograms& s = (*splits)[b];
+      bwd.push_back(trace_program(bwd_in, [&](const Values& args) {
+        Values bargs;
+        for (size_t k = 0; k < ct_outputs.size(); ++k)
+          if (s.ct_in[ct_outputs[k]]) bargs.push_back(args[k]);
+        const size_t first = ct_outputs.size() + res_offset[b];
+        bargs.insert(bargs.end(), args.begin() + first, args.begin() + first + s.num_residuals);
+        const Values cts = eval_program(*s.bwd, bargs);
+        Values r;
+        for (size_t i : ct_inputs) {
+          size_t pos = 0;
+          for (size_t q = 0; q < i; ++q) pos += s.ct_out[q];
+          r.push_back(s.ct_out[i] ? vary_over(cts[pos], op_avals[i].vma) : ops::zeros(op_avals[i]));
+        }
+        return r;
+      }));
+    }
+    Values cond_in{index};
+    cond_in.insert(cond_in.end(), operands.begin(), operands.end());
+    Params bwd_params = params;
+    bwd_params.set("branches", bwd);
+    const Values res = meshsim::bind(primitive("cond"), cond_in, bwd_params);
+    Cotangents result(num_ops + 1);
+    for (size_t k = 0; k < ct_inputs.size(); ++k) result[ct_inputs[k] + 1] = res[k];
+    return result;
+  };
+  return VjpSplit{outs, backward};
+}
+
+// --- while -------------------------------------------------------------------
+// while(*cond_consts, *body_consts, *carry; body_jaxpr, body_nconsts,
+// cond_jaxpr, cond_nconsts).
+
+struct WhileParams {
+  ProgramPtr cond, body;
+  size_t cond_nconsts, body_nconsts;
+  explicit WhileParams(const Params& p)
+      : cond(p.get<ProgramPtr>("cond_jaxpr")),
+        body(p.get<ProgramPtr>("body_jaxpr")),
+        cond_nconsts(p.get<int64_t>("cond_nconsts")),
+        body_nconsts(p.get<int64_t>("body_nconsts")) {}
+};
+
+Avals while_eval(const Avals& in, const Params& params) {
+  const WhileParams w(params);
+  if (in.size() < w.cond_nconsts + w.body_nconsts)
+    fail<TypeError>("while takes ", w.cond_nconsts + w.body_nconsts, " constants, got ", in.size(), " operands");
+  const size_t first = w.cond_nconsts + w.body_nconsts, num_carry = in.size() - first;
+  Avals cond_in(in.begin(), in.begin() + w.cond_nconsts);
+  cond_in.insert(cond_in.end(), in.begin() + first, in.end());
+  check_call("while", "cond_jaxpr", *w.cond, cond_in, 0, cond_in.size());
+  check_call("while", "body_jaxpr", *w.body, in, w.cond_nconsts, w.body_nconsts + num_carry);
+  const Avals pred = w.cond->out_avals();
+  if (pred.size() != 1 || pred[0].dtype != DType::Bool || !pred[0].shape.empty())
+    fail<TypeError>("cond_fun must return a boolean scalar, but got output type(s) [",
+                    pred.empty() ? "" : pred[0].str_short(), "]");
+  const Avals out = w.body->out_avals();
+  if (out.size() != num_carry)
+    fail<TypeError>("while_loop body function carry input and carry output must have equal types");
+  for (size_t j = 0; j < num_carry; ++j)
+    if (!same_shape_dtype(out[j], in[first + j]) || out[j].vma != in[first + j].vma)
+      fail<TypeError>("while_loop body function carry input and carry output must have equal types: "
+                      "input ", j, " has type ", in[first + j].str_short(), ", output ",
+                      out[j].str_short());
+  return out;
+}
+
+// Inside a shard_map the predicate may differ across devices: the loop runs
+// while it holds on any device, and a device whose predicate is false keeps
+// its carry (as a vmapped while_loop does).
+std::vector<Tensors> while_run(const Runner& run, const std::vector<Tensors>& in, const Params& params,
+                               const Avals&) {
+  const WhileParams w(params);
+  const size_t first = w.cond_nconsts + w.body_nconsts, n = in.size();
+  const std::vector<Tensors> cond_consts = slice_devices(in, 0, w.cond_nconsts);
+  const std::vector<Tensors> body_consts = slice_devices(in, w.cond_nconsts, w.body_nconsts);
+  std::vector<Tensors> carry = slice_devices(in, first, in[0].size() - first);
+  while (true) {
+    std::vector<Tensors> cond_in = cond_consts;
+    append_devices(cond_in, carry);
+    const std::vector<Tensors> pred = run(w.cond, std::move(cond_in));
+    std::vector<bool> going(n);
+    bool any = false;
+    for (size_t d = 0; d < n; ++d) any |= going[d] = scalar_value(pred[d][0]) != 0;
+    if (!any) return carry;
+    std::vector<Tensors> body_in = body_consts;
+    append_devices(body_in, carry);
+    std::vector<Tensors> next = run(w.body, std::move(body_in));
+    for (size_t d = 0; d < n; ++d)
+      if (going[d]) carry[d] = std::move(next[d]);
+  }
+}
+
+// --- scan --------------------------------------------------------------------
+// scan(*consts, *init, *xs; jaxpr, length, num_carry, num_consts, reverse,
+// unroll): the body maps (consts, carry, x[i]) to (carry, y[i]); results are
+// the final carry and the stacked ys.
+
+struct ScanParams {
+  ProgramPtr body;
+  int64_t length;
+  size_t num_consts, num_carry;
+  bool reverse;
+  explicit ScanParams(const Params& p)
+      : body(p.get<ProgramPtr>("jaxpr")),
+        length(p.get<int64_t>("length")),
+        num_consts(p.get<int64_t>("num_consts")),
+        num_carry(p.get<int64_t>("num_carry")),
+        reverse(p.get<bool>("reverse")) {}
+};
+
+Aval stacked(Aval a, int64_t length) {
+  a.shape.insert(a.shape.begin(), length);
+  if (!a.spec.empty()) a.spec.insert(a.spec.begin(), AxisNames{});
+  return a;
+}
+
+Avals scan_eval(const Avals& in, const Params& params) {
+  const ScanParams s(params);
+  if (s.length < 0) fail<ValueError>("scan length must be non-negative, got ", s.length);
+  if (in.size() < s.num_consts + s.num_carry)
+    fail<TypeError>("scan takes ", s.num_consts, " constants and ", s.num_carry, " carries, got ",
+                    in.size(), " operands");
+  Avals body_in(in.begin(), in.begin() + s.num_consts + s.num_carry);
+  for (size_t i = s.num_consts + s.num_carry; i < in.size(); ++i) {
+    if (in[i].shape.empty() || in[i].shape[0] != s.length)
+      fail<ValueError>("scan got value with leading axis size ",
+                       in[i].shape.empty() ? std::string("()") : std::to_string(in[i].shape[0]),
+                       " but length=", s.length);
+    Aval x = in[i];
+    x.shape.erase(x.shape.begin());
+    if (!x.spec.empty()) x.spec.erase(x.spec.begin());
+    body_in.push_back(std::move(x));
+  }
+  check_call("scan", "body", *s.body, body_in, 0, body_in.size());
+  const Avals body_out = s.body->out_avals();
+  if (body_out.size() < s.num_carry)
+    fail<TypeError>("scan body returns ", body_out.size(), " outputs, fewer than its ", s.num_carry, " carries");
+  Avals out;
+  for (size_t j = 0; j < body_out.size(); ++j) {
+    if (j < s.num_carry) {
+      const Aval& c = in[s.num_consts + j];
+      if (!same_shape_dtype(body_out[j], c) || body_out[j].vma != c.vma)
+        fail<TypeError>("scan body function carry input and carry output must have equal types: "
+                        "input ", j, " has type ", c.str_short(), ", output ", body_out[j].str_short());
+      out.push_back(body_out[j]);
+    } else {
+      out.push_back(stacked(body_out[j], s.length));
+    }
+  }
+  return out;
+}
+
+Tensor row(const Tensor& x, int64_t i) {
+  const Shape& sh = x.shape();
+  const Strides& st = x.strides();
+  return x.view(Shape(sh.begin() + 1, sh.end()), Strides(st.begin() + 1, st.end()), i * st[0]);
+}
+
+std::vector<Tensors> scan_run(const Runner& run, const std::vector<Tensors>& in, const Params& params,
+                              const Avals& out_avals) {
+  const ScanParams s(params);
+  const size_t n = in.size(), num_xs = in[0].size() - s.num_consts - s.num_carry;
+  const size_t num_ys = out_avals.size() - s.num_carry;
+  std::vector<Tensors> carry = slice_devices(in, s.num_consts, s.num_carry);
+  std::vector<Tensors> ys(n);
+  for (size_t d = 0; d < n; ++d)
+    for (size_t j = 0; j < num_ys; ++j)
+      ys[d].push_back(Tensor::empty(out_avals[s.num_carry + j].dtype, out_avals[s.num_carry + j].shape));
+  for (int64_t t = 0; t < s.length; ++t) {
+    const int64_t i = s.reverse ? s.length - 1 - t : t;
+    std::vector<Tensors> args = slice_devices(in, 0, s.num_consts);
+    append_devices(args, carry);
+    for (size_t d = 0; d < n; ++d)
+      for (size_t k = 0; k < num_xs; ++k) args[d].push_back(row(in[d][s.num_consts + s.num_carry + k], i));
+    std::vector<Tensors> res = run(s.body, std::move(args));
+    for (size_t d = 0; d < n; ++d) {
+      carry[d].assign(res[d].begin(), res[d].begin() + s.num_carry);
+      for (size_t j = 0; j < num_ys; ++j) copy_into(res[d][s.num_carry + j], row(ys[d][j], i));
+    }
+  }
+  append_devices(carry, ys);
+  return carry;
+}
+
+// Reverse mode: the body is split by vjp_program; a forward scan of its
+// forward program also returns the residuals of every iteration (stacked as
+// extra ys), and a backward scan in the opposite direction runs its backward
+// program, carrying the carries' cotangents and summing the constants'.
+VjpSplit scan_vjp(const Values& in, const std::vector<bool>& active, const Params& params) {
+  const ScanParams s(params);
+  const size_t num_in = in.size(), num_xs = num_in - s.num_consts - s.num_carry;
+  const size_t num_out = s.body->outvars.size(), num_ys = num_out - s.num_carry;
+  // A carry is differentiated when anything is (its initial value or what
+  // flows into it); over-approximating only costs zeros.
+  bool any = false;
+  for (bool a : active) any |= a;
+  std::vector<bool> wrt = active;
+  const Avals body_in = s.body->in_avals();
+  for (size_t j = 0; j < s.num_carry; ++j)
+    wrt[s.num_consts + j] = any && is_inexact(body_in[s.num_consts + j].dtype);
+  auto split = std::make_shared<VjpPrograms>(vjp_program(*s.body, wrt, std::vector<bool>(num_out, true)));
+  Params fwd_params = params;
+  fwd_params.set("jaxpr", split->fwd);
+  const Values fwd_out = meshsim::bind(primitive("scan"), in, fwd_params);
+  const Values outs(fwd_out.begin(), fwd_out.begin() + num_out);
+  const Values residuals(fwd_out.begin() + num_out, fwd_out.end());
+  Avals in_avals, out_avals;
+  for (const Value& v : in) in_avals.push_back(aval_of(v));
+  for (const Value& v : outs) out_avals.push_back(aval_of(v));
+
+  auto backward = [=](const Cotangents& ct) {
+    const std::vector<bool>& ct_in = split->ct_in;
+    const std::vector<bool>& ct_out = split->ct_out;
+    std::vector<size_t> acc_consts, carries, ct_ys, ct_xs;
+    for (size_t i = 0; i < s.num_consts; ++i) if (ct_out[i]) acc_consts.push_back(i);
+    for (size_t j = 0; j < s.num_carry; ++j)
+      if (ct_in[j] || ct_out[s.num_consts + j]) carries.push_back(j);
+    for (size_t j = 0; j < num_ys; ++j) if (ct_in[s.num_carry + j]) ct_ys.push_back(j);
+    for (size_t k = 0; k < num_xs; ++k) if (ct_out[s.num_consts + s.num_carry + k]) ct_xs.push_back(k);
+    // Backward scan operands: carries (constants' cotangent sums, carries'
+    // cotangents), then xs (ys' cotangents, residuals).
+    Values operands;
+    for (size_t i : acc_consts) operands.push_back(ops::zeros(in_avals[i]));
+    for (size_t j : carries)
+      operands.push_back(vary_over(ops::instantiate(ct[j], out_avals[j]), out_avals[j].vma));
+    for (size_t j : ct_ys) {
+      const Aval& a = out_avals[s.num_carry + j];
+      operands.push_back(vary_over(ops::instantiate(ct[s.num_carry + j], a), a.vma));
+    }
+    operands.insert(operands.end(), residuals.begin(), residuals.end());
+    const size_t num_bwd_carry = acc_consts.size() + carries.size();
+    Avals bwd_in;
+    for (size_t k = 0; k < operands.size(); ++k) {
+      Aval a = aval_of(operands[k]);
+      if (k >= num_bwd_carry) {  // one iteration's slice
+        a.shape.erase(a.shape.begin());
+        if (!a.spec.empty()) a.spec.erase(a.spec.begin());
+      }
+      bwd_in.push_back(std::move(a));
+    }
+    const Avals body_in_avals = s.body->in_avals();
+    ProgramPtr bwd = trace_program(bwd_in, [&](const Values& args) {
+      Values bargs;
+      for (size_t c = 0; c < carries.size(); ++c)
+        if (ct_in[carries[c]]) bargs.push_back(args[acc_consts.size() + c]);
+      for (size_t k = 0; k < ct_ys.size(); ++k) bargs.push_back(args[num_bwd_carry + k]);
+      bargs.insert(bargs.end(), args.begin() + num_bwd_carry + ct_ys.size(), args.end());
+      const Values cts = eval_program(*split->bwd, bargs);
+      // The cotangent of body input i (zeros when the backward program gives none).
+      auto ct_of = [&](size_t i) -> Value {
+        if (!ct_out[i]) return ops::zeros(body_in_avals[i]);
+        size_t pos = 0;
+        for (size_t q = 0; q < i; ++q) pos += ct_out[q];
+        return vary_over(cts[pos], body_in_avals[i].vma);
+      };
+      Values r;
+      for (size_t c = 0; c < acc_consts.size(); ++c)
+        r.push_back(ops::add_any(args[c], ct_of(acc_consts[c])));
+      for (size_t j : carries) r.push_back(ct_of(s.num_consts + j));
+      for (size_t k : ct_xs) r.push_back(ct_of(s.num_consts + s.num_carry + k));
+      return r;
+    });
+    Params bwd_params = params;
+    bwd_params.set("jaxpr", bwd);
+    bwd_params.set("num_consts", int64_t{0});
+    bwd_params.set("num_carry", static_cast<int64_t>(num_bwd_carry));
+    bwd_params.set("reverse", !s.reverse);
+    const Values res = meshsim::bind(primitive("scan"), operands, bwd_params);
+    Cotangents result(num_in);
+    for (size_t c = 0; c < acc_consts.size(); ++c) result[acc_consts[c]] = res[c];
+    for (size_t c = 0; c < carries.size(); ++c)
+      if (ct_out[s.num_consts + carries[c]]) result[s.num_consts + carries[c]] = res[acc_consts.size() + c];
+    for (size_t k = 0; k < ct_xs.size(); ++k)
+      result[s.num_consts + s.num_carry + ct_xs[k]] = res[num_bwd_carry + k];
+    for (size_t i = 0; i < num_in; ++i)
+      if (!active[i]) result[i] = std::nullopt;
+    return result;
+  };
+  return VjpSplit{outs, backward};
+}
+
+}  // namespace
+
+void register_control_flow_primitives() {
+  Primitive cond;
+  cond.name = "cond";
+  cond.vma_from_abstract_eval = true;
+  cond.abstract_eval = cond_eval;
+  set_runners(cond, cond_run);
+  cond.vjp_split = cond_vjp;
+  register_primitive(std::move(cond));
+
+  Primitive loop;
+  loop.name = "while";
+  loop.vma_from_abstract_eval = true;
+  loop.abstract_eval = while_eval;
+  set_runners(loop, while_run);
+  loop.vjp = [](const VjpArgs&) -> Cotangents {
+    fail<ValueError>("Reverse-mode differentiation does not work for lax.while_loop or lax.fori_loop "
+                     "with dynamic start/stop values. Try using lax.scan, or using fori_loop with "
+                     "static start/stop.");
+  };
+  register_primitive(std::move(loop));
+
+  Primitive scan;
+  scan.name = "scan";
+  scan.vma_from_abstract_eval = true;
+  scan.abstract_eval = scan_eval;
+  set_runners(scan, scan_run);
+  scan.vjp_split = scan_vjp;
+  register_primitive(std::move(scan));
+}
+
+}  // namespace meshsim
