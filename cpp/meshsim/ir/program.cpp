@@ -197,10 +197,11 @@ struct Context {
 pp::D pp_program(const Program& p, Context& ctx);
 
 pp::D pp_vars(const Program& p, const std::vector<int>& vs, Context& ctx, bool shapes,
-              const std::string& sep = "") {
+              const std::string& sep = "", const std::vector<bool>* used = nullptr) {
   std::vector<pp::D> docs;
   for (int v : vs) {
-    std::string s = ctx.name(p, v);
+    // Results nothing reads print as `_` (JAX's DropVar) and take no name.
+    std::string s = used && !(*used)[v] ? "_" : ctx.name(p, v);
     if (shapes && !ctx.is_literal(p, v)) s += ":" + p.avals[v].str_short(/*short_dtype=*/true);
     docs.push_back(pp::text(s));
   }
@@ -287,7 +288,7 @@ const std::map<std::string, std::vector<std::string>>& jax_only_params() {
   return m;
 }
 
-pp::D pp_eqn(const Program& p, const Equation& e, Context& ctx) {
+pp::D pp_eqn(const Program& p, const Equation& e, Context& ctx, const std::vector<bool>& used) {
   const std::string& prim = e.prim->name;
   std::vector<std::pair<std::string, const ParamValue*>> kv;
   for (const auto& [k, v] : e.params.items())
@@ -299,7 +300,7 @@ pp::D pp_eqn(const Program& p, const Equation& e, Context& ctx) {
       if (!e.params.has(k)) kv.emplace_back(k, &none);
   std::sort(kv.begin(), kv.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
 
-  pp::D lhs = pp_vars(p, e.outputs, ctx, /*shapes=*/true);
+  pp::D lhs = pp_vars(p, e.outputs, ctx, /*shapes=*/true, "", &used);
   pp::D params = pp::nil();
   if (!kv.empty()) {
     std::vector<pp::D> items;
@@ -326,7 +327,11 @@ pp::D pp_program(const Program& p, Context& ctx) {
   pp::D constvars = pp_vars(p, named_consts, ctx, true);
   pp::D invars = pp_vars(p, p.invars, ctx, true);
   std::vector<pp::D> eqns;
-  for (const Equation& e : p.eqns) eqns.push_back(pp_eqn(p, e, ctx));
+  std::vector<bool> used(p.avals.size(), false);
+  for (const Equation& e : p.eqns)
+    for (int v : e.inputs) used[v] = true;
+  for (int v : p.outvars) used[v] = true;
+  for (const Equation& e : p.eqns) eqns.push_back(pp_eqn(p, e, ctx, used));
   pp::D body = pp::join(pp::brk("; "), eqns);
   pp::D outvars = pp::concat({pp::text("("), pp_vars(p, p.outvars, ctx, false, ","),
                               pp::text(p.outvars.size() != 1 ? ")" : ",)")});

@@ -140,11 +140,21 @@ def _check_carry_type(name: str, body_fun: Callable, in_tree, in_avals, out_tree
         component = lambda p: (f"the input carry at path {tree_util.keystr(p)}"
                                if p else "the input carry")
     if in_tree != out_tree:
+        diffs = [f"{component(p)} is a {a} but the corresponding component of the carry "
+                 f"output is a {b}, so {why}"
+                 for p, a, b, why in _equality_errors((), _example(in_tree, in_avals),
+                                                      _example(out_tree, out_avals))]
+        if not diffs:
+            differences = (f"the input tree structure is:\n{in_tree}\n"
+                           f"the output tree structure is:\n{out_tree}\n")
+        elif len(diffs) == 1:
+            differences = f"{_capitalize(diffs[0])}.\n"
+        else:
+            differences = "\n".join(f"  * {d};\n" for d in diffs[:-1]) + f"  * {diffs[-1]}.\n"
         raise TypeError(
             f"{name} function carry input and carry output must have the same "
             "pytree structure, but they differ:\n\n"
-            f"the input tree structure is:\n{in_tree}\n"
-            f"the output tree structure is:\n{out_tree}\n\n"
+            f"{differences}\n"
             "Revise the function so that the carry output has the same pytree "
             "structure as the carry input.")
     if all(_typematch(a, b) for a, b in zip(in_avals, out_avals)):
@@ -176,6 +186,37 @@ def _check_carry_type(name: str, body_fun: Callable, in_tree, in_avals, out_tree
         f"{pvary_msg}"
         "Revise the function so that all output types match the corresponding "
         "input types.")
+
+
+def _example(tree, avals):
+    try:
+        return tree_util.tree_unflatten(tree, list(avals))
+    except Exception:  # noqa: BLE001 - a node that cannot be rebuilt from types
+        return None
+
+
+def _equality_errors(path, t1, t2):
+    """JAX's tree_util.equality_errors for the common cases: Python types,
+    lengths and numbers of children that differ."""
+    is_leaf = lambda t: tree_util.treedef_is_leaf(tree_util.tree_structure(t))
+    if t1 is None or t2 is None or (is_leaf(t1) and is_leaf(t2)):
+        return
+    if type(t1) != type(t2):
+        yield path, str(type(t1)), str(type(t2)), "their Python types differ"
+        return
+    if isinstance(t1, (list, tuple)) and len(t1) != len(t2):
+        yield (path, f"{type(t1).__name__} of length {len(t1)}", f"{type(t2).__name__} of length {len(t2)}",
+               "the lengths do not match")
+        return
+    c1, c2 = tree_util.flatten_one_level_with_keys(t1)[0], tree_util.flatten_one_level_with_keys(t2)[0]
+    c1, c2 = list(c1), list(c2)
+    if len(c1) != len(c2):
+        plural = lambda n: "ren" if n > 1 else ""
+        yield (path, f"{type(t1)} with {len(c1)} child{plural(len(c1))}",
+               f"{type(t2)} with {len(c2)} child{plural(len(c2))}", "the numbers of children do not match")
+        return
+    for (k1, v1), (_, v2) in zip(c1, c2):
+        yield from _equality_errors((*path, k1), v1, v2)
 
 
 def _check_branch_outputs(api_name, name1, name2, f1, f2, t1: _Traced, t2: _Traced):
@@ -363,7 +404,7 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val):
         pred = t_cond.out_avals[0]
         if pred.shape != () or pred.dtype != np.bool_:
             raise TypeError("cond_fun must return a boolean scalar, but got output type(s) "
-                            f"[{pred.str_short(True)}].")
+                            f"{t_cond.out_avals}.")
         return avals, t_cond, t_body
 
     avals, t_cond, t_body = trace(init)
