@@ -374,3 +374,23 @@ def test_carry_vma_mismatch_inside_shard_map_names_pcast(jax):
 
     kind, text = same_error(make, jax=jax)
     assert "pcast(..., ('i',), to='varying')" in text and kind is TypeError
+
+
+def test_nested_loops_closing_over_outer_values(jax):
+    w, xs = rand(3), rand(4, 5, 3)
+    table = rand(3)  # a concrete array the bodies close over
+
+    def f(m, w, xs):
+        jnp, lx = m.numpy, m.lax
+
+        def outer(c, x):
+            def inner(d, y):
+                d = lx.cond(jnp.sum(y) > 0, lambda v: v * w + table, lambda v: v - w, d + y)
+                return d, jnp.sum(d)
+            d, ys = lx.scan(inner, c, x)
+            return d * 0.5, lx.fori_loop(0, 2, lambda i, s: s + ys * w[0], ys)
+
+        loss = lambda w, xs: jnp.sum(lx.scan(outer, jnp.zeros(3), xs)[1] ** 2)
+        return m.jit(lambda w, xs: lx.scan(outer, jnp.zeros(3), xs))(w, xs), m.grad(loss)(w, xs)
+
+    close(*both(f, w, xs, jax=jax), tol=1e-4)

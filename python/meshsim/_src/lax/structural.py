@@ -9,6 +9,7 @@ import operator
 
 import numpy as np
 
+from meshsim import _core
 from meshsim._src import core
 from meshsim._src.sharding import explicit
 
@@ -233,7 +234,9 @@ def full_like(x, fill_value, dtype=None, shape=None, sharding=None):
     fill_shape = x_type.shape if shape is None else canonicalize_shape(shape)
     weak = dtype is None and x_type.weak_type
     value = core.convert_element_type(fill_value, x_type.dtype if dtype is None else dtype, weak)
-    return broadcast(value, fill_shape)
+    # Inside shard_map the result varies over the axes `x` does, as in JAX.
+    return _core.vary_over(broadcast(value, fill_shape), sorted(x_type.vma)) if x_type.vma else \
+        broadcast(value, fill_shape)
 
 
 def split(operand, sizes, axis: int = 0):
