@@ -1,4 +1,6 @@
 """jit and make_jaxpr: tracing once per signature, static and donated arguments."""
+import re
+
 import numpy as np
 import pytest
 
@@ -75,7 +77,7 @@ def test_donated_argument_cannot_be_reused():
     y = jf(x)
     assert x.is_deleted()
     np.testing.assert_array_equal(np.asarray(y), [2, 2, 2])
-    with pytest.raises(ValueError, match="deleted"):
+    with pytest.raises(RuntimeError, match=re.escape("Array has been deleted with shape=float32[3].")):
         np.asarray(x)
 
 
@@ -171,5 +173,5 @@ def test_deleted_array_argument_is_an_error_on_the_cached_path():
     x = jnp.asarray(np.ones(3, np.float32))
     jf(x)
     jax.jit(lambda x: x * 2, donate_argnums=0)(x)
-    with pytest.raises(ValueError, match="deleted"):
+    with pytest.raises(ValueError, match="Buffer has been deleted or donated"):
         jf(x)

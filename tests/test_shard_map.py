@@ -603,7 +603,8 @@ DETERMINISM = """
 def test_results_bit_identical_across_runs_and_thread_counts():
     script = DETERMINISM.replace("sys.argv[1:] and int(sys.argv[1])", "{cpus}")
     one, threads = _run_python(script.format(cpus=1)).split()
-    assert threads == "1"  # every device ran on the one thread
+    # The main thread and the mesh's dispatch stream: every device ran on the stream's thread.
+    assert threads == "2"
     default = _run_python(script.format(cpus=0)).split()[0]
     again = _run_python(script.format(cpus=0)).split()[0]
     assert one == default == again
@@ -648,8 +649,11 @@ def test_error_on_the_devices_is_raised_once_and_the_mesh_stays_usable(mesh):
 
     with pytest.raises(MemoryError):
         too_big(X)
+    out = jax.jit(too_big)(X)  # raised when the result is awaited, as JAX does
     with pytest.raises(MemoryError):
-        jax.jit(too_big)(X)
+        out.block_until_ready()
+    with pytest.raises(MemoryError):  # and at every read
+        np.asarray(out)
     ok = jax.jit(jax.shard_map(lambda a: jax.lax.psum(a, "dp"), mesh=mesh, in_specs=P("dp"),
                                out_specs=P()))
     np.testing.assert_array_equal(np.asarray(ok(X)), X.reshape(4, 2, 4).sum(0))
@@ -668,7 +672,7 @@ def test_collective_runtime_error_is_raised_once_and_the_mesh_stays_usable():
     bad = np.zeros(16, np.int32)
     bad[8] = 100  # only device 2 asks to send rows it does not have
     with pytest.raises(ValueError, match=r"^ragged_all_to_all: .*device 2 .*100"):
-        f(np.arange(16, dtype=np.float32), bad)
+        np.asarray(f(np.arange(16, dtype=np.float32), bad))
     np.testing.assert_array_equal(np.asarray(f(np.arange(16, dtype=np.float32),
                                                np.zeros(16, np.int32))), np.zeros(16))
 

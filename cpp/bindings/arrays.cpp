@@ -1,5 +1,6 @@
 // Bindings of the value types: ShapedArray (Aval), Array, Mesh, Sharding.
 #include "convert.h"
+#include "meshsim/runtime/dispatch.h"
 
 namespace meshsim {
 namespace py = pybind11;
@@ -126,6 +127,7 @@ void init_arrays(py::module_& m) {
         return key;
       })
       .def("shard_data", [](const Array& a) {
+        a.wait();
         py::list out;
         for (const Tensor& t : a.shards()) out.append(tensor_to_numpy(t));
         return out;
@@ -147,13 +149,48 @@ void init_arrays(py::module_& m) {
       })
       .def("is_deleted", &Array::is_deleted)
       .def("delete", &Array::mark_deleted)
+      .def("is_ready", [](const Array& a) {
+        if (a.is_deleted()) throw std::runtime_error("INVALID_ARGUMENT: Array has been deleted.");
+        return a.is_ready();
+      })
+      // Waits for the value; raises the error computing it raised. Returns the array.
+      .def("block_until_ready", [](py::object self) {
+        const Array& a = self.cast<const Array&>();
+        if (a.is_deleted())
+          throw std::runtime_error(
+              "INVALID_ARGUMENT: BlockHostUntilReady() called on deleted or donated buffer");
+        a.shards();
+        return self;
+      })
       .def_static("shard", [](const py::array& value, ShardingPtr sharding, bool weak_type) {
         return shard_array(tensor_from_numpy(value, false), std::move(sharding), weak_type);
       })
-      .def("reshard", [](const Array& a, ShardingPtr sharding) {
+      .def("reshard", [](const ArrayPtr& a, ShardingPtr sharding) {
         py::gil_scoped_release nogil;
-        return shard_array(a.global(), std::move(sharding), a.aval().weak_type);
+        return dispatch_reshard(a, std::move(sharding));
       });
+
+  m.def("set_async_dispatch", &set_async_dispatch, py::arg("enabled"));
+  m.def("async_dispatch_enabled", &async_dispatch_enabled);
+  m.def("wait_all_dispatched", &wait_all_dispatched, py::call_guard<py::gil_scoped_release>());
+  m.def("push_dispatch_recorder", &push_dispatch_recorder);
+  m.def("pop_dispatch_recorder", [] {
+    py::list out;
+    for (const DispatchRecord& r : pop_dispatch_recorder())
+      out.append(py::dict(py::arg("name") = r.name, py::arg("devices") = py::tuple(py::cast(r.devices)),
+                          py::arg("stream") = r.stream, py::arg("start") = r.start,
+                          py::arg("end") = r.end, py::arg("failed") = r.failed));
+    return out;
+  });
+  // A thread holding the GIL lets it go while it waits for a value.
+  set_blocking_wait([](const std::function<void()>& wait) {
+    if (Py_IsInitialized() && PyGILState_Check()) {
+      py::gil_scoped_release nogil;
+      wait();
+    } else {
+      wait();
+    }
+  });
 }
 
 }  // namespace meshsim

@@ -1,5 +1,6 @@
 // Bindings of tracing and programs: bind, trace frames, Tracer, Program.
 #include "convert.h"
+#include "meshsim/runtime/dispatch.h"
 #include "meshsim/runtime/interpreter.h"
 
 namespace meshsim {
@@ -37,9 +38,21 @@ void init_tracing(py::module_& m) {
       })
       .def("__str__", &Program::str)
       .def_readwrite("name", &Program::name)
-      .def("run", [](const Program& p, const std::vector<ArrayPtr>& args) {
+      // Per input: whether an equation reads it or it is a result.
+      .def("used_inputs", [](const Program& p) {
+        std::vector<int> last = last_uses(p);
+        std::vector<bool> used;
+        for (int v : p.invars) used.push_back(last[v] >= 0);
+        return used;
+      })
+      // A call: returns the results, futures while the program runs.
+      .def("run", [](const ProgramPtr& p, std::vector<ArrayPtr> args) {
         py::gil_scoped_release nogil;
-        return run_global_program(p, args);
+        return dispatch_program(p, std::move(args));
+      })
+      .def("run", [](const ProgramPtr& p, std::vector<ArrayPtr> args, const std::vector<bool>& donated) {
+        py::gil_scoped_release nogil;
+        return dispatch_program(p, std::move(args), donated);
       });
 
   py::class_<Trace, TracePtr>(m, "Trace")

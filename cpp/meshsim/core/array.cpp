@@ -63,10 +63,69 @@ void check_spec(const Mesh& mesh, const Spec& spec, int64_t ndim) {
     }
 }
 
+bool PendingValue::done() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return done_;
+}
+
+void PendingValue::wait() const {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (done_) return;
+  }
+  blocking_wait([this] {
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait(lock, [this] { return done_; });
+  });
+}
+
+void PendingValue::set(ShardingPtr sharding, std::vector<Tensor> shards) {
+  sharding_ = std::move(sharding);
+  shards_ = std::move(shards);
+  finish();
+}
+
+void PendingValue::set_error(std::exception_ptr error) {
+  error_ = std::move(error);
+  finish();
+}
+
+void PendingValue::finish() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    done_ = true;
+  }
+  cv_.notify_all();
+}
+
+const ShardingPtr& PendingValue::sharding() const {
+  if (error_) std::rethrow_exception(error_);
+  return sharding_;
+}
+
+const std::vector<Tensor>& PendingValue::shards() const {
+  if (error_) std::rethrow_exception(error_);
+  return shards_;
+}
+
+namespace {
+void (*g_blocking_wait)(const std::function<void()>&) = nullptr;
+}
+
+void set_blocking_wait(void (*wait)(const std::function<void()>&)) { g_blocking_wait = wait; }
+
+void blocking_wait(const std::function<void()>& wait) {
+  if (g_blocking_wait) g_blocking_wait(wait);
+  else wait();
+}
+
 Array::Array(Aval aval, ShardingPtr sharding, std::vector<Tensor> shards)
     : aval_(std::move(aval)), sharding_(std::move(sharding)), shards_(std::move(shards)) {
   if (!sharding_) sharding_ = std::make_shared<Sharding>();
 }
+
+Array::Array(Aval aval, ShardingPtr sharding, PendingPtr pending)
+    : aval_(std::move(aval)), sharding_(std::move(sharding)), pending_(std::move(pending)) {}
 
 std::shared_ptr<Array> Array::from_tensor(Tensor t, bool weak_type) {
   Aval a;
@@ -77,25 +136,52 @@ std::shared_ptr<Array> Array::from_tensor(Tensor t, bool weak_type) {
 }
 
 void Array::check_alive() const {
-  if (deleted_)
-    fail<ValueError>("Array has been deleted with shape=", aval_.str_short(/*short_dtype=*/true),
-                     ". It was donated to a jitted computation and cannot be used again.");
+  if (deleted_)  // JAX's RuntimeError
+    fail<std::runtime_error>("Array has been deleted with shape=",
+                             aval_.str_short(/*short_dtypes=*/false), ".");
+}
+
+void Array::wait() const {
+  if (pending_) pending_->wait();
+}
+
+const ShardingPtr& Array::sharding() const {
+  if (sharding_) return sharding_;
+  check_alive();
+  pending_->wait();
+  return pending_->sharding();
 }
 
 const std::vector<Tensor>& Array::shards() const {
   check_alive();
-  return shards_;
+  if (!pending_) return shards_;
+  pending_->wait();
+  return pending_->shards();
 }
 
 Tensor Array::global() const {
-  check_alive();
-  if (sharding_->is_single_device()) return shards_[0];
-  return assemble(shards_, *sharding_, aval_.shape);
+  const std::vector<Tensor>& blocks = shards();
+  const ShardingPtr& s = sharding();
+  if (s->is_single_device()) return blocks[0];
+  return assemble(blocks, *s, aval_.shape);
 }
 
 void Array::mark_deleted() {
   deleted_ = true;
   shards_.clear();
+  pending_.reset();
+}
+
+std::shared_ptr<Array> Array::share() const {
+  check_alive();
+  return pending_ ? std::make_shared<Array>(aval_, sharding_, pending_)
+                  : std::make_shared<Array>(aval_, sharding_, shards_);
+}
+
+std::shared_ptr<Array> Array::donate() {
+  std::shared_ptr<Array> moved = share();
+  mark_deleted();
+  return moved;
 }
 
 Aval placed_aval(const Shape& shape, DType dtype, bool weak_type, const ShardingPtr& sharding) {

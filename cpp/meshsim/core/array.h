@@ -2,7 +2,11 @@
 // mesh, and one local block per device. Devices holding the same block share
 // one Tensor (a replicated value is stored once).
 #pragma once
+#include <condition_variable>
+#include <exception>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "meshsim/core/aval.h"
@@ -30,26 +34,70 @@ using ShardingPtr = std::shared_ptr<Sharding>;
 // Raises ValueError for unknown axes, an axis used twice, a spec longer than `ndim`.
 void check_spec(const Mesh& mesh, const Spec& spec, int64_t ndim);
 
+// The value of an array that is still being computed (asynchronous dispatch,
+// runtime/dispatch.h): set once by the stream computing it, immutable after.
+class PendingValue {
+ public:
+  bool done() const;
+  void wait() const;  // until set; never throws
+  void set(ShardingPtr sharding, std::vector<Tensor> shards);
+  void set_error(std::exception_ptr error);
+  // After wait(): the value, or the error raised while computing it.
+  const ShardingPtr& sharding() const;
+  const std::vector<Tensor>& shards() const;
+
+ private:
+  void finish();
+  mutable std::mutex mutex_;
+  mutable std::condition_variable cv_;
+  bool done_ = false;
+  std::exception_ptr error_;
+  ShardingPtr sharding_;
+  std::vector<Tensor> shards_;
+};
+using PendingPtr = std::shared_ptr<PendingValue>;
+
+// How a thread blocks until a value is ready. The bindings install one that
+// releases Python's GIL around the wait when the waiting thread holds it.
+void set_blocking_wait(void (*wait)(const std::function<void()>&));
+void blocking_wait(const std::function<void()>& wait);
+
 class Array {
  public:
   Array(Aval aval, ShardingPtr sharding, std::vector<Tensor> shards);
+  // A future: `aval` is known, the blocks come when `pending` is set; the
+  // sharding too when `sharding` is null.
+  Array(Aval aval, ShardingPtr sharding, PendingPtr pending);
   static std::shared_ptr<Array> from_tensor(Tensor t, bool weak_type = false);
 
+  // The type never waits; everything else waits until the value is computed
+  // and raises the error computing it raised, if any.
   const Aval& aval() const { return aval_; }
-  const ShardingPtr& sharding() const { return sharding_; }
+  const ShardingPtr& sharding() const;
   // One block per device position of the sharding's mesh.
   const std::vector<Tensor>& shards() const;
   // The whole value as one tensor (assembled from blocks when sharded).
   Tensor global() const;
 
+  bool is_ready() const { return !pending_ || pending_->done(); }
+  bool has_sharding() const { return sharding_ != nullptr; }  // known without waiting
+  void wait() const;  // until ready (never throws)
+  const PendingPtr& pending() const { return pending_; }
+
   bool is_deleted() const { return deleted_; }
   void mark_deleted();  // donation: the buffers now belong to someone else
+  // Another Array holding this one's (possibly pending) value: what a
+  // dispatched program keeps, so that deleting this one later cannot reach it.
+  std::shared_ptr<Array> share() const;
+  // Donation: share(), then this one is deleted.
+  std::shared_ptr<Array> donate();
 
  private:
   void check_alive() const;
   Aval aval_;
   ShardingPtr sharding_;
   std::vector<Tensor> shards_;
+  PendingPtr pending_;  // null once the value is known at construction
   bool deleted_ = false;
 };
 using ArrayPtr = std::shared_ptr<Array>;

@@ -4,9 +4,11 @@ A function is traced once per input signature into a Program held by the C++
 core; later calls with the same signature run that program without Python."""
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import inspect
+import warnings
 from typing import Any, Callable, Sequence
 
 from meshsim import _core
@@ -92,6 +94,7 @@ class _Signature:
                              "computation")
 
     def donated_leaf_mask(self, args, kwargs) -> list[bool]:
+        """Per array leaf: whether it was donated."""
         mask = []
         for i, a in enumerate(args):
             if i not in self.static_argnums:
@@ -103,6 +106,26 @@ class _Signature:
 
 
 _Array = _core.Array
+
+
+def usable_donations(program, donated: list[bool]) -> list[bool]:
+    """Which donated arguments give their buffer to a result (one of the same
+    shape and dtype, matched in order, as XLA aliases them): those are deleted
+    by the call. JAX warns about the others the program uses, which stay alive."""
+    free = [(a.shape, a.dtype) for a in program.out_avals]
+    usable, unusable = [], []
+    for aval, d, used in zip(program.in_avals, donated, program.used_inputs()):
+        key = (aval.shape, aval.dtype)
+        usable.append(d and used and key in free)
+        if usable[-1]:
+            free.remove(key)
+        elif d and used:
+            unusable.append(aval.str_short())
+    if unusable:
+        warnings.warn(f"Some donated buffers were not usable: {', '.join(unusable)}.\n"
+                      "See an explanation at https://docs.jax.dev/en/latest/faq.html#buffer-donation.",
+                      UserWarning, stacklevel=4)
+    return usable
 
 
 def _leaf_key(x):
@@ -170,8 +193,11 @@ class JitWrapped:
         key = (static, in_tree, tuple(_leaf_key(x) for x in leaves))
         entry = self._cache.get(key)
         if entry is None:
-            entry = trace_to_program(self._fun, dyn_args, dyn_kwargs, static)
-            self._cache[key] = entry
+            program, out_tree = trace_to_program(self._fun, dyn_args, dyn_kwargs, static)
+            donated = None
+            if self._sig.donate_argnums or self._sig.donate_argnames:
+                donated = usable_donations(program, self._sig.donated_leaf_mask(args, kwargs))
+            entry = self._cache[key] = (program, out_tree, donated)
         return entry, leaves
 
     def __call__(self, *args, **kwargs):
@@ -182,18 +208,15 @@ class JitWrapped:
             if len(key) == len(args):
                 entry = self._fast_cache.get(key)
                 if entry is None:
-                    (program, out_tree), _ = self._lookup(args, kwargs)
+                    (program, out_tree, _), _ = self._lookup(args, kwargs)
                     entry = self._fast_cache[key] = (program, out_tree,
                                                      out_tree.num_nodes == out_tree.num_leaves == 1)
                 program, out_tree, single = entry
                 outs = program.run(args)
                 return outs[0] if single else tree_util.tree_unflatten(out_tree, outs)
-        (program, out_tree), leaves = self._lookup(args, kwargs)
-        outs = program.run(leaves)
-        if self._sig.donate_argnums or self._sig.donate_argnames:
-            for x, donated in zip(leaves, self._sig.donated_leaf_mask(args, kwargs)):
-                if donated and isinstance(x, core.Array) and not any(x is o for o in outs):
-                    x.delete()
+        (program, out_tree, donated), leaves = self._lookup(args, kwargs)
+        # Donated arguments are deleted by the call (their values now belong to the program).
+        outs = program.run(leaves) if donated is None else program.run(leaves, donated)
         return tree_util.tree_unflatten(out_tree, outs)
 
     def trace_count(self) -> int:
@@ -201,7 +224,7 @@ class JitWrapped:
         return len(self._cache)
 
     def lower(self, *args, **kwargs):
-        (program, _), _ = self._lookup(args, kwargs)
+        (program, _, _), _ = self._lookup(args, kwargs)
         return program
 
 
@@ -273,8 +296,13 @@ def named_call(fun: Callable, *, name: str | None = None) -> Callable:
 
 
 def block_until_ready(x):
-    """Waits for every array in the pytree `x`; returns `x`."""
+    """Waits for every array in the pytree `x` (raising the error computing one
+    raised, if any); returns `x`."""
     for leaf in tree_util.tree_leaves(x):
         if hasattr(leaf, "block_until_ready"):
             leaf.block_until_ready()
     return x
+
+
+# Programs still running when the interpreter exits finish first.
+atexit.register(_core.wait_all_dispatched)

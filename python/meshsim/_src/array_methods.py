@@ -99,8 +99,6 @@ def _concrete_error(kind: str):
 
 
 def _array_repr(self):
-    if self.is_deleted():
-        return f"Array(<deleted>, shape={self.shape}, dtype={self.dtype})"
     body = np.array2string(self.to_numpy(), separator=", ", prefix="Array(")
     weak = ", weak_type=True" if self.weak_type else ""
     return f"Array({body}, dtype={self.dtype}{weak})"
@@ -158,7 +156,6 @@ def install():
     core.Array.__repr__ = _array_repr
     core.Array.__str__ = lambda self: str(self.to_numpy())
     core.Array.__format__ = lambda self, spec: format(self.to_numpy().item() if self.ndim == 0 else self.to_numpy(), spec)
-    core.Array.block_until_ready = lambda self: self
     core.Array.copy = lambda self: _jnp().array(self, copy=True)
     for conversion in ("__float__", "__int__", "__bool__", "__index__", "__complex__", "item", "tolist",
                        "__array__"):

@@ -35,15 +35,22 @@ class Config:
             # ppermute over a tuple of axes not in mesh order: False counts devices in
             # mesh order and warns (JAX <= 0.11); True raises as newer JAX does.
             "jax_raise_on_ppermute_sort_diff": False,
+            # A jitted call returns futures; off (for debugging), each call runs
+            # before it returns and raises its errors at once.
+            "jax_cpu_enable_async_dispatch": True,
         }
         self._setters: dict[str, Callable[[Any], Any]] = {
             "jax_num_cpu_devices": self._set_num_devices,
             "jax_enable_x64": self._set_x64,
             "jax_platforms": self._set_platforms,
+            "jax_cpu_enable_async_dispatch": self._set_async_dispatch,
         }
         self._devices_in_use = False
         if _env_flag("JAX_ENABLE_X64"):
             self.update("jax_enable_x64", True)
+        if os.environ.get("JAX_CPU_ENABLE_ASYNC_DISPATCH", "").strip():
+            self.update("jax_cpu_enable_async_dispatch",
+                        _env_flag("JAX_CPU_ENABLE_ASYNC_DISPATCH"))
 
     def update(self, name: str, value: Any) -> None:
         if not name.startswith("jax_"):
@@ -90,6 +97,13 @@ class Config:
     def _set_x64(value) -> bool:
         value = bool(value)
         _core.set_x64_enabled(value)
+        return value
+
+    @staticmethod
+    def _set_async_dispatch(value) -> bool:
+        value = bool(value)
+        _core.wait_all_dispatched()  # what ran asynchronously finishes first
+        _core.set_async_dispatch(value)
         return value
 
     @staticmethod

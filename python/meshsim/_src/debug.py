@@ -74,11 +74,43 @@ class record_collectives:
 
     def __enter__(self) -> list:
         self.log: list = []
-        _core.push_collective_recorder()
+        _core.wait_all_dispatched()  # what was dispatched before does not belong here
+        _core.push_collective_recorder()  # (programs run synchronously while it is open)
         return self.log
 
     def __exit__(self, *exc):
         self.log.extend(Collective(*r) for r in _core.pop_collective_recorder())
+        return False
+
+
+class Dispatch(NamedTuple):
+    """One program a dispatch stream ran: its function's name (`device_put`
+    for a transfer), the ids of the devices it ran on, the stream (-1: run on
+    the calling thread), and when it started and ended, after its inputs were
+    ready (seconds of `time.monotonic()`)."""
+    name: str
+    devices: tuple
+    stream: int
+    start: float
+    end: float
+    failed: bool
+
+
+class record_dispatches:
+    """`with record_dispatches() as log:` lists, in `log`, the programs that
+    ran asynchronously while the block ran, as the streams timed them (on
+    leaving, the block waits for everything dispatched in it). Two programs
+    whose intervals intersect ran at the same time."""
+
+    def __enter__(self) -> list:
+        self.log: list = []
+        _core.wait_all_dispatched()
+        _core.push_dispatch_recorder()
+        return self.log
+
+    def __exit__(self, *exc):
+        _core.wait_all_dispatched()
+        self.log.extend(Dispatch(**r) for r in _core.pop_dispatch_recorder())
         return False
 
 

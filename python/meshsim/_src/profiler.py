@@ -58,6 +58,7 @@ def start_trace(log_dir: os.PathLike | str, create_perfetto_link: bool = False,
         _state.log_dir = str(log_dir)
         _state.create_perfetto_trace = create_perfetto_trace or create_perfetto_link
         _state.create_perfetto_link = create_perfetto_link
+        _core.wait_all_dispatched()  # programs dispatched before belong to no trace
         _state.start_ns = _core.timeline_now_ns()
         _core.push_timeline()
 
@@ -67,6 +68,7 @@ def stop_trace() -> None:
     with _state.lock:
         if _state.log_dir is None:
             raise RuntimeError("No profile started")
+        _core.wait_all_dispatched()  # what was dispatched inside the trace runs into it
         events = _core.pop_timeline()
         try:
             folder = _new_trace_folder(_state.log_dir)

@@ -1,0 +1,384 @@
+#include "meshsim/runtime/dispatch.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "meshsim/core/error.h"
+#include "meshsim/runtime/interpreter.h"
+#include "meshsim/runtime/sharded.h"
+
+namespace meshsim {
+
+namespace {
+
+std::atomic<bool> g_async{true};
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Completion of one dispatched program: what later programs on its devices wait for.
+class Event {
+ public:
+  bool done() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return done_;
+  }
+  void wait() const {
+    if (done()) return;
+    blocking_wait([this] {
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait(lock, [this] { return done_; });
+    });
+  }
+  void set() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  mutable std::condition_variable cv_;
+  bool done_ = false;
+};
+using EventPtr = std::shared_ptr<Event>;
+
+// A thread running one device set's programs in dispatch order. Streams live
+// as long as the process (they are never destroyed: joining threads while
+// the interpreter shuts down could hang).
+class Stream {
+ public:
+  explicit Stream(int id) : id_(id) { std::thread([this] { loop(); }).detach(); }
+  int id() const { return id_; }
+  void push(std::function<void()> task) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      tasks_.push_back(std::move(task));
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  void loop() {
+    for (;;) {
+      std::function<void()> task;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        cv_.wait(lock, [this] { return !tasks_.empty(); });
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+      task();
+    }
+  }
+  int id_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;
+};
+
+struct Dispatcher {
+  std::mutex mutex;
+  std::map<std::vector<int>, Stream*> streams;
+  std::vector<EventPtr> last;  // per device id: the last program dispatched to it
+
+  // The stream of `devices` and what a program on them waits for; the program's
+  // completion `done` becomes the last event of each device.
+  Stream* enqueue_point(const std::vector<int>& devices, const EventPtr& done, std::vector<EventPtr>& deps) {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (int d : devices) {
+      if (d >= static_cast<int>(last.size())) last.resize(d + 1);
+      EventPtr& e = last[d];
+      if (e && !e->done() && std::find(deps.begin(), deps.end(), e) == deps.end()) deps.push_back(e);
+      e = done;
+    }
+    Stream*& s = streams[devices];
+    if (!s) s = new Stream(static_cast<int>(streams.size()) - 1);
+    return s;
+  }
+
+  std::vector<EventPtr> pending_on(const std::vector<int>& devices) {
+    std::lock_guard<std::mutex> lock(mutex);
+    std::vector<EventPtr> out;
+    for (int d : devices)
+      if (d < static_cast<int>(last.size()) && last[d] && !last[d]->done()) out.push_back(last[d]);
+    return out;
+  }
+};
+
+Dispatcher& dispatcher() {
+  static auto* d = new Dispatcher;  // never destroyed: streams may still run at exit
+  return *d;
+}
+
+std::mutex g_record_mutex;
+std::vector<std::vector<DispatchRecord>> g_recorders;
+
+void record(DispatchRecord r) {
+  std::lock_guard<std::mutex> lock(g_record_mutex);
+  for (auto& rec : g_recorders) rec.push_back(r);
+}
+
+void add_mesh(std::vector<int>& devices, const Mesh* mesh) {
+  devices.insert(devices.end(), mesh->device_ids.begin(), mesh->device_ids.end());
+}
+
+void add_placement(std::vector<int>& devices, const Sharding& s) {
+  if (s.mesh) add_mesh(devices, s.mesh.get());
+  else devices.push_back(s.device);
+}
+
+void normalize(std::vector<int>& devices) {
+  std::sort(devices.begin(), devices.end());
+  devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
+  if (devices.empty()) devices.push_back(0);  // no arguments, nothing sharded: the default device
+}
+
+// The devices a program touches: where its arguments live and the meshes of
+// its sharded types and shard_maps. (An argument whose placement is not yet
+// known adds none; the program waits for its value anyway.)
+std::vector<int> devices_of(const Program& program, const std::vector<ArrayPtr>& args) {
+  std::vector<int> devices;
+  for (const ArrayPtr& a : args)
+    if (a->has_sharding()) add_placement(devices, *a->sharding());
+  const Mesh* seen = nullptr;
+  for (const Aval& a : program.avals)
+    if (a.mesh && a.mesh.get() != seen) add_mesh(devices, seen = a.mesh.get());
+  for (const Equation& e : program.eqns)
+    if (e.prim->array_kernel && e.params.has("mesh")) {
+      const MeshPtr& m = e.params.get<MeshPtr>("mesh");
+      if (m.get() != seen) add_mesh(devices, seen = m.get());
+    }
+  normalize(devices);
+  return devices;
+}
+
+Spec trimmed(const Spec& spec) {
+  Spec s = spec;
+  while (!s.empty() && s.back().empty()) s.pop_back();
+  return s;
+}
+
+bool same_placement(const Sharding& a, const Sharding& b) {
+  return a.mesh == b.mesh && (a.mesh ? trimmed(a.spec) == trimmed(b.spec) : a.device == b.device);
+}
+
+// Where a program's results live is a function of where its arguments live:
+// remembered from the last run of each program, so that later calls return
+// futures whose sharding is known at once (a jitted call keys its cache on it).
+struct KnownPlacement {
+  std::weak_ptr<Program> program;
+  std::vector<ShardingPtr> in, out;
+};
+std::mutex g_known_mutex;
+std::map<const Program*, KnownPlacement> g_known;
+
+std::vector<ShardingPtr> known_placement(const ProgramPtr& program, const std::vector<ArrayPtr>& args) {
+  std::lock_guard<std::mutex> lock(g_known_mutex);
+  auto it = g_known.find(program.get());
+  if (it == g_known.end() || it->second.program.expired()) return {};
+  const KnownPlacement& k = it->second;
+  for (size_t i = 0; i < args.size(); ++i)
+    if (!args[i]->has_sharding() || !same_placement(*args[i]->sharding(), *k.in[i])) return {};
+  return k.out;
+}
+
+void remember_placement(const ProgramPtr& program, const std::vector<ArrayPtr>& args,
+                        const std::vector<ArrayPtr>& results) {
+  KnownPlacement k{program, {}, {}};
+  for (const ArrayPtr& a : args) k.in.push_back(a->sharding());
+  for (const ArrayPtr& r : results) k.out.push_back(r->sharding());
+  std::lock_guard<std::mutex> lock(g_known_mutex);
+  if (g_known.size() >= 1024)
+    for (auto i = g_known.begin(); i != g_known.end();)
+      i = i->second.program.expired() ? g_known.erase(i) : std::next(i);
+  g_known[program.get()] = std::move(k);
+}
+
+// A small program on one device runs on the calling thread: handing it to a
+// stream costs two thread wake-ups (one to start it, one for the reader of its
+// result), tens of microseconds on a busy 2-core machine, more than such a
+// program takes (a 20-op call on 64x64 arrays: ~27 us of CPU, unchanged from
+// synchronous runs). Its errors are still deferred to when its results are read.
+bool runs_inline(const Program& program, const std::vector<int>& devices) {
+  if (devices.size() != 1) return false;
+  for (const Equation& e : program.eqns)
+    if (e.prim->array_kernel) return false;
+  for (const Aval& a : program.avals)
+    if (a.mesh || num_elements(a.shape) > (int64_t{1} << 16)) return false;
+  return true;
+}
+
+// Results that failed: every read raises `error`.
+std::vector<ArrayPtr> failed(const Program& program, std::exception_ptr error) {
+  std::vector<ArrayPtr> out;
+  for (int v : program.outvars) {
+    auto p = std::make_shared<PendingValue>();
+    p->set_error(error);
+    out.push_back(std::make_shared<Array>(program.avals[v], nullptr, p));
+  }
+  return out;
+}
+
+void check_arguments(std::vector<ArrayPtr>& args, const std::vector<bool>& donated) {
+  for (size_t i = 0; i < args.size(); ++i)
+    if (args[i]->is_deleted())
+      fail<ValueError>("INVALID_ARGUMENT: Invalid buffer passed to Execute() as argument ", i,
+                       " to replica 0: INVALID_ARGUMENT: Buffer has been deleted or donated.");
+  for (size_t i = 0; i < donated.size() && i < args.size(); ++i) {
+    if (!donated[i]) continue;
+    for (size_t j = 0; j < args.size(); ++j)
+      if (j != i && args[j] == args[i])
+        fail<std::runtime_error>(
+            "INVALID_ARGUMENT: Attempt to use a buffer that was previously donated in the same "
+            "call to Execute() (flattened argument ", std::max(i, j), ", replica 0, partition 0, "
+            "first use: ", std::min(i, j), "). Toy example for this bug: `f(donate(a), a)`.");
+  }
+  for (size_t i = 0; i < donated.size() && i < args.size(); ++i)
+    if (donated[i]) args[i] = args[i]->donate();
+}
+
+}  // namespace
+
+void set_async_dispatch(bool enabled) { g_async = enabled; }
+bool async_dispatch_enabled() { return g_async; }
+
+std::vector<ArrayPtr> dispatch_program(const ProgramPtr& program_ptr, std::vector<ArrayPtr> args,
+                                       const std::vector<bool>& donated) {
+  const Program& program = *program_ptr;
+  if (args.size() != program.invars.size())
+    fail<TypeError>("program expects ", program.invars.size(), " arguments, got ", args.size());
+  check_arguments(args, donated);
+  std::vector<int> devices = devices_of(program, args);
+  // Recorded collectives belong to the code run inside the recorder: run in place.
+  const bool async = g_async && !recording_collectives();
+  if (!async || runs_inline(program, devices)) {
+    for (const EventPtr& e : dispatcher().pending_on(devices)) e->wait();
+    for (const ArrayPtr& a : args) a->wait();
+    if (!async) return run_global_program(program, args);
+    try {
+      return run_global_program(program, args);
+    } catch (...) {
+      return failed(program, std::current_exception());
+    }
+  }
+
+  // Futures for the results; a result that is an argument is that argument.
+  // The program keeps its own handles on the arguments' values.
+  std::vector<ArrayPtr> given = args;
+  for (ArrayPtr& a : args) a = a->share();
+  std::vector<ShardingPtr> placement = known_placement(program_ptr, args);
+  std::vector<ArrayPtr> outs;
+  std::vector<PendingPtr> pending;
+  for (size_t i = 0; i < program.outvars.size(); ++i) {
+    const int v = program.outvars[i];
+    auto arg = std::find(program.invars.begin(), program.invars.end(), v);
+    if (arg != program.invars.end()) {
+      outs.push_back(given[arg - program.invars.begin()]);
+      pending.push_back(nullptr);
+      continue;
+    }
+    pending.push_back(std::make_shared<PendingValue>());
+    outs.push_back(std::make_shared<Array>(program.avals[v], placement.empty() ? nullptr : placement[i],
+                                           pending.back()));
+  }
+  auto done = std::make_shared<Event>();
+  std::vector<EventPtr> deps;
+  Stream* stream = dispatcher().enqueue_point(devices, done, deps);
+  const bool learn = placement.empty();
+  stream->push([program_ptr, args = std::move(args), pending, deps = std::move(deps), done, devices,
+                id = stream->id(), learn]() mutable {
+    for (const EventPtr& e : deps) e->wait();
+    for (const ArrayPtr& a : args) a->wait();
+    DispatchRecord r{program_ptr->name, devices, id, now(), 0, false};
+    try {
+      std::vector<ArrayPtr> results = run_global_program(*program_ptr, args);
+      r.end = now();  // before any reader can start
+      if (learn) remember_placement(program_ptr, args, results);
+      for (size_t i = 0; i < results.size(); ++i)
+        if (pending[i]) pending[i]->set(results[i]->sharding(), results[i]->shards());
+    } catch (...) {
+      r.failed = true;
+      std::exception_ptr error = std::current_exception();
+      r.end = now();
+      for (const PendingPtr& p : pending)
+        if (p && !p->done()) p->set_error(error);
+    }
+    args.clear();  // donated buffers go back before the next program starts
+    record(std::move(r));
+    done->set();
+  });
+  return outs;
+}
+
+ArrayPtr dispatch_reshard(const ArrayPtr& x, ShardingPtr sharding) {
+  if (x->is_deleted()) x->shards();  // raises the deleted-array error
+  const Aval& type = x->aval();
+  if (!g_async || x->is_ready()) return shard_array(x->global(), std::move(sharding), type.weak_type);
+  // Raises what shard_array would for a spec that does not fit.
+  Aval placed = placed_aval(type.shape, type.dtype, type.weak_type, sharding);
+  if (!sharding->is_single_device()) sharding->local_shape(type.shape);
+  // The transfer is ordered on the devices it writes to; it reads the source
+  // once that is computed, so the source's devices go on with their next
+  // program meanwhile (a pipeline's producer does not wait for its consumer).
+  std::vector<int> devices;
+  add_placement(devices, *sharding);
+  normalize(devices);
+  auto pending = std::make_shared<PendingValue>();
+  auto out = std::make_shared<Array>(std::move(placed), sharding, pending);
+  auto done = std::make_shared<Event>();
+  std::vector<EventPtr> deps;
+  Stream* stream = dispatcher().enqueue_point(devices, done, deps);
+  stream->push([x = x->share(), sharding, pending, deps = std::move(deps), done, devices, id = stream->id()]() {
+    for (const EventPtr& e : deps) e->wait();
+    x->wait();
+    DispatchRecord r{"device_put", devices, id, now(), 0, false};
+    try {
+      ArrayPtr placed = shard_array(x->global(), sharding, x->aval().weak_type);
+      r.end = now();
+      pending->set(placed->sharding(), placed->shards());
+    } catch (...) {
+      r.failed = true;
+      r.end = now();
+      pending->set_error(std::current_exception());
+    }
+    record(std::move(r));
+    done->set();
+  });
+  return out;
+}
+
+void wait_all_dispatched() {
+  std::vector<EventPtr> events;
+  {
+    Dispatcher& d = dispatcher();
+    std::lock_guard<std::mutex> lock(d.mutex);
+    for (const EventPtr& e : d.last)
+      if (e && !e->done()) events.push_back(e);
+  }
+  for (const EventPtr& e : events) e->wait();
+}
+
+void push_dispatch_recorder() {
+  std::lock_guard<std::mutex> lock(g_record_mutex);
+  g_recorders.emplace_back();
+}
+
+std::vector<DispatchRecord> pop_dispatch_recorder() {
+  std::lock_guard<std::mutex> lock(g_record_mutex);
+  if (g_recorders.empty()) return {};
+  std::vector<DispatchRecord> out = std::move(g_recorders.back());
+  g_recorders.pop_back();
+  return out;
+}
+
+}  // namespace meshsim
