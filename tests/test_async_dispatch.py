@@ -326,3 +326,21 @@ def test_donating_with_device_put_after_a_pending_use():
     assert x.is_deleted()
     np.testing.assert_allclose(np.asarray(out), _expected_slow(A[:256], 4), rtol=1e-4, atol=1e-5)
     np.testing.assert_array_equal(np.asarray(moved), A[:256])
+
+
+def test_chained_calls_are_dispatched_without_waiting_for_their_arguments():
+    left = _mesh(range(4))
+    slow_left = _slow(left, repeats=4)
+    x = jax.device_put(A[:256], NamedSharding(left, P("i")))
+    np.asarray(slow_left(slow_left(x)))  # where results live is learnt on the way
+    with jax.debug.record_dispatches() as log:
+        y = x
+        for _ in range(4):
+            y = slow_left(y)  # its argument is pending: the jit cache key must not wait
+        returned = time.monotonic()
+    first = min(log, key=lambda r: r.start)
+    assert len(log) == 4 and returned < first.end
+    expected = A[:256]
+    for _ in range(4):
+        expected = _expected_slow(expected, 4, repeats=4)
+    np.testing.assert_allclose(np.asarray(y), expected, rtol=1e-4, atol=1e-5)

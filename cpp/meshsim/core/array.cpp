@@ -98,6 +98,8 @@ void PendingValue::finish() {
   cv_.notify_all();
 }
 
+bool PendingValue::sharding_if_set() const { return !error_ && sharding_; }
+
 const ShardingPtr& PendingValue::sharding() const {
   if (error_) std::rethrow_exception(error_);
   return sharding_;
@@ -143,6 +145,10 @@ void Array::check_alive() const {
 
 void Array::wait() const {
   if (pending_) pending_->wait();
+}
+
+bool Array::has_sharding() const {
+  return sharding_ || (pending_ && pending_->done() && pending_->sharding_if_set());
 }
 
 const ShardingPtr& Array::sharding() const {

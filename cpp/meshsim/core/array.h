@@ -45,6 +45,7 @@ class PendingValue {
   // After wait(): the value, or the error raised while computing it.
   const ShardingPtr& sharding() const;
   const std::vector<Tensor>& shards() const;
+  bool sharding_if_set() const;  // after wait(): computed without error
 
  private:
   void finish();
@@ -80,7 +81,8 @@ class Array {
   Tensor global() const;
 
   bool is_ready() const { return !pending_ || pending_->done(); }
-  bool has_sharding() const { return sharding_ != nullptr; }  // known without waiting
+  // Whether sharding() is known without waiting.
+  bool has_sharding() const;
   void wait() const;  // until ready (never throws)
   const PendingPtr& pending() const { return pending_; }
 
