@@ -43,6 +43,11 @@ def _expected_slow(x, n, repeats=8):
     return np.concatenate(out)
 
 
+# Timing asserts ("the call returned before its program ended") hold with a
+# margin: the measured program is queued behind this many others on its stream,
+# so it cannot finish before Python returns unless Python is starved for all of them.
+BACKLOG = 12
+
 MESH8 = _mesh(range(8))
 SLOW8 = _slow(MESH8)
 EXPECTED8 = _expected_slow(A, 8)
@@ -55,16 +60,19 @@ def test_async_dispatch_is_on_by_default_with_jax_config_name():
 def test_call_returns_before_the_program_ends():
     SLOW8(A).block_until_ready()  # traced, placement known
     with jax.debug.record_dispatches() as log:
+        backlog = [SLOW8(A) for _ in range(BACKLOG)]  # queued first, so `out` cannot be done early
         out = SLOW8(A)
         returned = time.monotonic()
         ready_at_return = out.is_ready()
         assert out.shape == (512, 512) and out.dtype == np.float32  # the type never waits
         assert out.sharding == NamedSharding(MESH8, P("i"))  # nor the placement, once known
         np.testing.assert_allclose(np.asarray(out), EXPECTED8, rtol=1e-4, atol=1e-5)
-    [run] = [r for r in log if r.name == "slow"]
+    runs = sorted((r for r in log if r.name == "slow"), key=lambda r: r.start)
+    assert len(runs) == BACKLOG + 1
+    run = runs[-1]
     assert run.devices == tuple(range(8)) and run.stream >= 0 and not run.failed
     assert returned < run.end and not ready_at_return
-    assert out.is_ready()
+    assert out.is_ready() and all(b.is_ready() for b in backlog)
 
 
 READS = {
@@ -234,11 +242,13 @@ def test_pending_arguments_are_awaited_by_the_stream_not_by_python():
     block = A[:256]
     np.asarray(consume(jax.device_put(slow_left(block), NamedSharding(right, P("i")))))
     with jax.debug.record_dispatches() as log:
+        backlog = [slow_left(block) for _ in range(BACKLOG)]  # the producer queues behind these
         y = slow_left(block)
         moved = jax.device_put(y, NamedSharding(right, P("i")))
         out = consume(moved)
         returned = time.monotonic()
-    [producer] = [r for r in log if r.name == "slow"]
+    producer = max((r for r in log if r.name == "slow"), key=lambda r: r.start)
+    jax.block_until_ready(backlog)
     [consumer] = [r for r in log if r.name == "<lambda>"]
     assert returned < producer.end <= consumer.start
     np.testing.assert_allclose(np.asarray(out), 2 * _expected_slow(block, 4), rtol=1e-4, atol=1e-5)
@@ -334,12 +344,14 @@ def test_chained_calls_are_dispatched_without_waiting_for_their_arguments():
     x = jax.device_put(A[:256], NamedSharding(left, P("i")))
     np.asarray(slow_left(slow_left(x)))  # where results live is learnt on the way
     with jax.debug.record_dispatches() as log:
+        backlog = [slow_left(x) for _ in range(BACKLOG)]  # the chain queues behind these
         y = x
         for _ in range(4):
             y = slow_left(y)  # its argument is pending: the jit cache key must not wait
         returned = time.monotonic()
-    first = min(log, key=lambda r: r.start)
-    assert len(log) == 4 and returned < first.end
+    first = sorted(log, key=lambda r: r.start)[BACKLOG]
+    assert len(log) == BACKLOG + 4 and returned < first.end
+    jax.block_until_ready(backlog)
     expected = A[:256]
     for _ in range(4):
         expected = _expected_slow(expected, 4, repeats=4)
