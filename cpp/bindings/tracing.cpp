@@ -2,6 +2,7 @@
 #include "convert.h"
 #include "meshsim/runtime/dispatch.h"
 #include "meshsim/runtime/interpreter.h"
+#include "meshsim/runtime/sharded.h"
 
 namespace meshsim {
 namespace py = pybind11;
@@ -38,6 +39,27 @@ void init_tracing(py::module_& m) {
       })
       .def("__str__", &Program::str)
       .def_readwrite("name", &Program::name)
+      // The program's structure, for abstract compilation (meshsim._src.planning):
+      // every variable's type, the program's variables and, per equation, its
+      // primitive, variables, params and the primitive's own cost on those types.
+      .def_property_readonly("avals", [](const Program& p) { return p.avals; })
+      .def_property_readonly("invars", [](const Program& p) { return p.invars; })
+      .def_property_readonly("outvars", [](const Program& p) { return p.outvars; })
+      .def_property_readonly("constvars", [](const Program& p) { return p.constvars; })
+      .def("equations", [](const Program& p) {
+        py::list out;
+        for (const Equation& e : p.eqns) {
+          Avals in, res;
+          for (int v : e.inputs) in.push_back(p.avals[v]);
+          for (int v : e.outputs) res.push_back(p.avals[v]);
+          py::dict params;
+          for (const auto& [k, v] : e.params.items()) params[py::str(k)] = param_to_py(v);
+          const Cost c = cost_of(*e.prim, in, e.params, res);
+          out.append(py::make_tuple(e.prim->name, e.inputs, e.outputs, params, c.flops,
+                                    c.bytes_accessed, e.prim->is_collective(), e.prim->elementwise));
+        }
+        return out;
+      })
       // Per input: whether an equation reads it or it is a result.
       .def("used_inputs", [](const Program& p) {
         std::vector<int> last = last_uses(p);
@@ -71,6 +93,8 @@ void init_tracing(py::module_& m) {
         ProgramPtr program = t.finish(outs, &captures);
         return py::make_tuple(program, captures);
       });
+  // Bytes each device sends in one collective over groups of n devices (ring schedules).
+  m.def("collective_bytes", &bytes_sent_per_device);
   m.def("push_trace", &push_trace);
   m.def("pop_trace", &pop_trace);
   m.def("current_trace", &current_trace);

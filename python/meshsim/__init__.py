@@ -23,7 +23,7 @@ from meshsim._src.sharding.explicit import reshard, auto_axes, explicit_axes  # 
 from meshsim._src.ad import (grad, value_and_grad, vjp, jvp, linearize, custom_vjp, custom_jvp,  # noqa: E402,F401
                              checkpoint, remat, checkpoint_policies, jacfwd, jacrev, jacobian, hessian)
 from meshsim import (numpy, lax, tree_util, tree, sharding, debug, random, ops, nn,  # noqa: E402,F401
-                     ad_checkpoint, dtypes, errors, profiler)
+                     ad_checkpoint, dtypes, errors, profiler, stages, experimental)
 from meshsim._src import xla_bridge as _xla_bridge  # noqa: E402,F401  (jax._src.xla_bridge)
 
 __version__ = "0.1.0"

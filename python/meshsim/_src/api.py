@@ -223,9 +223,16 @@ class JitWrapped:
         """How many signatures have been traced so far."""
         return len(self._cache)
 
+    # --- The staging API (jax.stages): implemented in _src/stages.py ---------
+    def trace(self, *args, **kwargs):
+        """The traced program for these arguments (arrays or ShapeDtypeStructs)."""
+        from meshsim._src import stages
+        return stages.trace(self, args, kwargs)
+
     def lower(self, *args, **kwargs):
-        (program, _, _), _ = self._lookup(args, kwargs)
-        return program
+        """`trace(*args, **kwargs).lower()`: compile it for an abstract dry run."""
+        return self.trace(*args, **kwargs).lower()
+    # --- end of the staging API ----------------------------------------------
 
 
 def jit(fun: Callable | None = None, *, static_argnums=None, static_argnames=None,

@@ -134,6 +134,7 @@ class OpEstimate:
     bytes_received: int = 0
     axes: tuple = ()
     group_size: int = 1
+    count: int = 1  # executions (the trip count of loops around it); `time` is their total
 
 
 @dataclasses.dataclass
@@ -141,10 +142,11 @@ class CostEstimate:
     """The predicted step time of a program on `hardware`: the slowest
     device's (`device`), split into compute and communication, with that
     device's ops in the order it ran them (`ops`) and every device's time."""
-    hardware: Hardware
+    hardware: Hardware  # or a TopologyDescription (estimates of compiled programs)
     device: int
     ops: list
     per_device: dict
+    overlap: bool = False  # communication hidden behind compute (a bound)
 
     @property
     def compute_time(self) -> float:
@@ -156,6 +158,8 @@ class CostEstimate:
 
     @property
     def step_time(self) -> float:
+        if self.overlap:
+            return max(self.compute_time, self.communication_time)
         return self.compute_time + self.communication_time
 
     @property
@@ -175,7 +179,7 @@ class CostEstimate:
         out: dict = {}
         for o in self.ops:
             count, time = out.get(o.name, (0, 0.0))
-            out[o.name] = (count + 1, time + o.time)
+            out[o.name] = (count + o.count, time + o.time)
         return dict(sorted(out.items(), key=lambda kv: -kv[1][1]))
 
     def __str__(self) -> str:
@@ -183,7 +187,9 @@ class CostEstimate:
                  f"(compute {_fmt(self.compute_time)}, communication "
                  f"{_fmt(self.communication_time)})"]
         for name, (count, time) in self.by_primitive().items():
-            lines.append(f"  {name:<22} x{count:<4} {_fmt(time)}")
+            lines.append(f"  {name:<22} x{count:<6} {_fmt(time)}")
+        for axes, sent in self.communication_by_axes().items():
+            lines.append(f"  sent over {', '.join(axes) or '-':<12} {sent / 2 ** 20:,.1f} MiB")
         return "\n".join(lines)
 
     __repr__ = __str__
@@ -217,10 +223,19 @@ def estimate_events(events: list, hardware="tpu-v5e") -> CostEstimate:
     return CostEstimate(hw, device, per_device.get(device, []), totals)
 
 
-def estimate(fn: Callable, *args, hardware="tpu-v5e", **kwargs) -> CostEstimate:
+def estimate(fn: Callable, *args, hardware="tpu-v5e", topology=None, overlap: bool = False,
+             as_dtype=None, **kwargs) -> CostEstimate:
     """Runs `fn(*args, **kwargs)` once on the simulated mesh and predicts its
     time on `hardware` (a name in `HARDWARE` or a `Hardware`). Tracing runs
-    no kernels, so a jitted `fn` may be called here for the first time."""
+    no kernels, so a jitted `fn` may be called here for the first time.
+
+    `estimate(compiled)` of a `jit(f).lower(...).compile()` runs nothing: it
+    times the abstract compilation's per-device ops on the topology its mesh's
+    devices come from (or `topology`), with `_src/step_time.py`'s model."""
+    from meshsim._src.stages import Compiled
+    if isinstance(fn, Compiled):
+        from meshsim._src.step_time import estimate_compiled
+        return estimate_compiled(fn, topology=topology, overlap=overlap, as_dtype=as_dtype)
     hw = _hardware(hardware)
     _core.push_timeline()
     try:

@@ -4,7 +4,14 @@ from __future__ import annotations
 from meshsim._src.config import config
 
 
-class CpuDevice:
+class Device:
+    """What a Mesh may hold: the simulated CPU devices, or the devices of a
+    topology description (`_src/topologies.py`), which run nothing."""
+
+    __slots__ = ()
+
+
+class CpuDevice(Device):
     """One simulated device. Devices are created once; compare and hash by id."""
 
     __slots__ = ("id",)

@@ -39,7 +39,7 @@ def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None) -> Mesh
 
 
 def _is_placement(p) -> bool:
-    return p is None or isinstance(p, (Sharding, PartitionSpec, devices_lib.CpuDevice))
+    return p is None or isinstance(p, (Sharding, PartitionSpec, devices_lib.Device))
 
 
 def _as_sharding(p) -> Sharding | None:

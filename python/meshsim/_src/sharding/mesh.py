@@ -184,7 +184,7 @@ class Mesh(_MeshAxes):
     @classmethod
     def _create(cls, flat, shape, axis_names, axis_types, core_mesh=None) -> Mesh:
         empty = not axis_names and flat[0] is None
-        if not empty and not all(isinstance(d, devices_lib.CpuDevice) for d in flat):
+        if not empty and not all(isinstance(d, devices_lib.Device) for d in flat):
             raise TypeError(
                 f"Mesh devices must be meshsim devices (from jax.devices()), got {flat}")
         mesh = object.__new__(cls)
@@ -198,11 +198,23 @@ class Mesh(_MeshAxes):
             core_mesh = _core.MeshCore(list(axis_names), list(mesh.axis_sizes),
                                        [t.core for t in axis_types], [d.id for d in flat])
         mesh.core_mesh = core_mesh
+        if core_mesh is not None:
+            cls._by_core[core_mesh] = mesh
         return mesh
+
+    # Meshes by their C++ mesh: how a type's mesh finds its devices again.
+    _by_core: dict = {}
+
+    @classmethod
+    def by_core(cls, core_mesh) -> "Mesh | None":
+        return cls._by_core.get(core_mesh)
 
     @classmethod
     def from_core(cls, core_mesh: _core.MeshCore) -> Mesh:
         """The Mesh whose C++ mesh is `core_mesh` (the interned one if it exists)."""
+        known = cls._by_core.get(core_mesh)
+        if known is not None:
+            return known
         flat = tuple(devices_lib.device(i) for i in core_mesh.device_ids)
         shape = tuple(core_mesh.axis_sizes)
         names = tuple(core_mesh.axis_names)

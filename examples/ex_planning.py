@@ -1,0 +1,298 @@
+"""Training steps at real scale for dry runs, written once against a module
+`jax` (meshsim or JAX) in ordinary JAX: shard_map over the mesh, a scan over
+the layers, `jax.checkpoint` for recomputation, a hand-written Adam update.
+
+- `gpt_step`: a GPT layer stack with Megatron-LM's tensor parallelism over a
+  "tp" axis (column-parallel QKV and first MLP matmul, row-parallel output
+  and second MLP matmul, their partial sums all-reduced; the backward pass's
+  all-reduces come from the transposes), optionally Megatron's sequence
+  parallelism (the residual stream split over "tp" along the sequence:
+  all-gather before, reduce-scatter after each parallel block) and a pipeline
+  over a "pp" axis (a scan over microbatches + stages - 1 steps, each stage
+  running its layers and passing activations to the next with ppermute: the
+  schedule's bubble is in the program). Recomputation: "full" checkpoints
+  each layer's input, "selective" saves the matmuls without batch dimensions
+  (the linear layers) and recomputes attention's core (Korthikanti et al.
+  2022). A vocabulary-parallel cross-entropy ends the stack.
+- `llama_step`: a Llama-3-shaped decoder (grouped-query attention, SwiGLU MLP,
+  RMSNorm) with FSDP over "fsdp" (weights all-gathered per layer inside the
+  remat, so gradients are reduce-scattered by the transpose) x TP over "tp".
+
+Each returns (jitted step, argument ShapeDtypeStructs) to lower and compile
+abstractly: `step.lower(*args).compile()`."""
+from __future__ import annotations
+
+import dataclasses
+import math
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class GPTConfig:
+    layers: int
+    hidden: int
+    heads: int
+    seq: int
+    batch: int
+    vocab: int = 51200
+    tp: int = 8
+    pp: int = 1
+    microbatch: int | None = None  # with pp > 1: examples per microbatch
+    recompute: str = "full"  # "full" or "selective"
+    sequence_parallel: bool = False
+
+
+GPT_22B = GPTConfig(layers=48, hidden=6144, heads=64, seq=2048, batch=4)
+GPT_175B = GPTConfig(layers=96, hidden=12288, heads=96, seq=2048, batch=64, pp=8, microbatch=1)
+
+
+def _layer_norm(jnp, x, g, b):
+    mu = jnp.mean(x, axis=-1, keepdims=True)
+    var = jnp.mean(jnp.square(x - mu), axis=-1, keepdims=True)
+    return (x - mu) * (g / jnp.sqrt(var + 1e-5)) + b
+
+
+def _global_max(lax, logits):
+    """The row maxima of vocabulary-parallel logits, a constant for autodiff
+    (gathered rather than pmax'd: that is differentiable everywhere)."""
+    local = lax.stop_gradient(logits.max(axis=-1, keepdims=True))
+    return lax.stop_gradient(lax.all_gather_invariant(local, "tp").max(axis=0))
+
+
+def _adam(jax, params, grads, m, v, lr=1e-4, b1=0.9, b2=0.95, eps=1e-8):
+    jnp = jax.numpy
+    m = jax.tree.map(lambda m, g: b1 * m + (1 - b1) * g, m, grads)
+    v = jax.tree.map(lambda v, g: b2 * v + (1 - b2) * g * g, v, grads)
+    params = jax.tree.map(lambda p, m, v: p - lr * m / (jnp.sqrt(v) + eps), params, m, v)
+    return params, m, v
+
+
+def gpt_step(jax, cfg: GPTConfig, mesh, dtype=np.float32):
+    """A Megatron-LM GPT training step (forward, backward, Adam) on `mesh`
+    (axes "tp", and "pp" when cfg.pp > 1)."""
+    jnp, lax = jax.numpy, jax.lax
+    P = jax.sharding.PartitionSpec
+    tp, h, nh = cfg.tp, cfg.hidden, cfg.heads
+    dh = h // nh
+    sp = cfg.sequence_parallel
+    layers_per_stage = cfg.layers // cfg.pp
+
+    def block(x, p):
+        """One transformer layer on this device's shards; x: [b, s or s/tp, h]."""
+        a = _layer_norm(jnp, x, p["ln1_g"], p["ln1_b"])
+        if sp:
+            a = lax.all_gather(a, "tp", axis=1, tiled=True)
+        b, s = a.shape[0], a.shape[1]
+        qkv = a @ p["wqkv"] + p["bqkv"]
+        q, k, v = jnp.split(qkv.reshape(b, s, 3, nh // tp, dh), 3, axis=2)
+        q, k, v = (t.reshape(b, s, nh // tp, dh) for t in (q, k, v))
+        scores = jnp.einsum("bqnd,bknd->bnqk", q, k) * (1.0 / math.sqrt(dh))
+        causal = lax.broadcasted_iota(np.int32, (s, s), 0) >= lax.broadcasted_iota(np.int32, (s, s), 1)
+        scores = jnp.where(causal, scores, -1e9)
+        probs = jax.nn.softmax(scores, axis=-1)
+        ctx = jnp.einsum("bnqk,bknd->bqnd", probs, v).reshape(b, s, h // tp)
+        out = ctx @ p["wo"]
+        out = lax.psum_scatter(out, "tp", scatter_dimension=1, tiled=True) if sp \
+            else lax.psum(out, "tp")
+        x = x + out + p["bo"]
+        a = _layer_norm(jnp, x, p["ln2_g"], p["ln2_b"])
+        if sp:
+            a = lax.all_gather(a, "tp", axis=1, tiled=True)
+        f = jax.nn.gelu(a @ p["w1"] + p["b1"]) @ p["w2"]
+        f = lax.psum_scatter(f, "tp", scatter_dimension=1, tiled=True) if sp else lax.psum(f, "tp")
+        return x + f + p["b2"]
+
+    policy = None if cfg.recompute == "full" else \
+        jax.checkpoint_policies.dots_with_no_batch_dims_saveable
+    remat_block = jax.checkpoint(block, policy=policy)
+
+    def stack(x, layers):
+        return lax.scan(lambda x, p: (remat_block(x, p), None), x, layers)[0]
+
+    def head_loss(x, head, targets):
+        """Vocabulary-parallel cross-entropy of the last hidden states."""
+        if sp:
+            x = lax.all_gather(x, "tp", axis=1, tiled=True)
+        x = _layer_norm(jnp, x, head["lnf_g"], head["lnf_b"])
+        logits = x @ head["emb"].T  # [b, s, V/tp]
+        m = _global_max(lax, logits)
+        z = lax.psum(jnp.exp(logits - m).sum(axis=-1), "tp")
+        first = lax.axis_index("tp") * logits.shape[-1]
+        local = targets - first
+        here = (local >= 0) & (local < logits.shape[-1])
+        picked = jnp.take_along_axis(logits, jnp.clip(local, 0, logits.shape[-1] - 1)[..., None],
+                                     axis=-1)[..., 0]
+        target_logit = lax.psum(jnp.where(here, picked, 0.0), "tp")
+        return jnp.mean(jnp.log(z) + m[..., 0] - target_logit)
+
+    replicated = ("ln1_g", "ln1_b", "bo", "ln2_g", "ln2_b", "b2", "lnf_g", "lnf_b")
+
+    def loss_fn(params, x, targets):
+        if sp:
+            # Parameters replicated over "tp" meet sequence shards: cast them to
+            # varying once, so their gradients are all-reduced once per step
+            # (the cast's transpose) rather than as activation-sized sums.
+            params = {group: {k: lax.pvary(v, "tp") if k in replicated else v
+                              for k, v in ps.items()} for group, ps in params.items()}
+        if cfg.pp == 1:
+            return head_loss(stack(x, params["layers"]), params["head"], targets)
+        return pipeline_loss(params, x, targets)
+
+    def pipeline_loss(params, xs, targets):
+        """GPipe-style schedule: microbatch i enters stage 0 at step i."""
+        nmb = xs.shape[0]
+        stage = lax.axis_index("pp")
+        perm = [(i, i + 1) for i in range(cfg.pp - 1)]
+        last = cfg.pp - 1
+
+        def step(state, t):
+            inp = jnp.where(stage == 0, lax.dynamic_index_in_dim(xs, t % nmb, keepdims=False),
+                            state)
+            out = stack(inp, params["layers"])
+            j = jnp.clip(t - last, 0, nmb - 1)
+            loss = lax.cond(stage == last,
+                            lambda o: head_loss(o, params["head"],
+                                                lax.dynamic_index_in_dim(targets, j, keepdims=False)),
+                            lambda o: jnp.zeros((), o.dtype), out)
+            loss = jnp.where(t >= last, loss, 0.0)
+            return lax.ppermute(out, "pp", perm), loss
+
+        state = jnp.zeros_like(xs[0])
+        _, losses = lax.scan(step, state, jnp.arange(nmb + last))
+        return lax.psum(losses.sum(), "pp") / nmb
+
+    def train_step(params, opt_m, opt_v, x, targets):
+        loss, grads = jax.value_and_grad(loss_fn)(params, x, targets)
+        params, opt_m, opt_v = _adam(jax, params, grads, opt_m, opt_v)
+        return loss, params, opt_m, opt_v
+
+    # Global shapes and specs.
+    L = cfg.layers
+    lead = ("pp",) if cfg.pp > 1 else (None,)
+    shapes = {
+        "ln1_g": ((L, h), P(*lead, None)), "ln1_b": ((L, h), P(*lead, None)),
+        "wqkv": ((L, h, 3 * h), P(*lead, None, "tp")), "bqkv": ((L, 3 * h), P(*lead, "tp")),
+        "wo": ((L, h, h), P(*lead, "tp", None)), "bo": ((L, h), P(*lead, None)),
+        "ln2_g": ((L, h), P(*lead, None)), "ln2_b": ((L, h), P(*lead, None)),
+        "w1": ((L, h, 4 * h), P(*lead, None, "tp")), "b1": ((L, 4 * h), P(*lead, "tp")),
+        "w2": ((L, 4 * h, h), P(*lead, "tp", None)), "b2": ((L, h), P(*lead, None)),
+    }
+    head = {"lnf_g": ((h,), P(None)), "lnf_b": ((h,), P(None)),
+            "emb": ((cfg.vocab, h), P("tp", None))}
+    param_specs = {"layers": {k: s for k, (_, s) in shapes.items()},
+                   "head": {k: s for k, (_, s) in head.items()}}
+    seq_spec = "tp" if sp else None
+    if cfg.pp == 1:
+        x_shape, t_shape = (cfg.batch, cfg.seq, h), (cfg.batch, cfg.seq)
+        x_spec, t_spec = P(None, seq_spec, None), P(None, None)
+    else:
+        nmb = cfg.batch // cfg.microbatch
+        x_shape, t_shape = (nmb, cfg.microbatch, cfg.seq, h), (nmb, cfg.microbatch, cfg.seq)
+        x_spec, t_spec = P(None, None, seq_spec, None), P(None, None, None)
+    in_specs = (param_specs, param_specs, param_specs, x_spec, t_spec)
+    out_specs = (P(), param_specs, param_specs, param_specs)
+    step = jax.jit(jax.shard_map(train_step, mesh=mesh, in_specs=in_specs, out_specs=out_specs),
+                   donate_argnums=(0, 1, 2))
+    named = jax.sharding.NamedSharding
+
+    def sds(shape, spec, dt=dtype):
+        return jax.ShapeDtypeStruct(shape, dt, sharding=named(mesh, spec))
+    params = {"layers": {k: sds(s, p) for k, (s, p) in shapes.items()},
+              "head": {k: sds(s, p) for k, (s, p) in head.items()}}
+    args = (params, params, params, sds(x_shape, x_spec), sds(t_shape, t_spec, np.int32))
+    return step, args
+
+
+@dataclasses.dataclass(frozen=True)
+class LlamaConfig:
+    layers: int = 80
+    hidden: int = 8192
+    ffn: int = 28672
+    heads: int = 64
+    kv_heads: int = 8
+    vocab: int = 128256
+    seq: int = 8192
+    batch: int = 1024  # global sequences per step
+
+
+LLAMA3_70B = LlamaConfig()
+
+
+def llama_step(jax, cfg: LlamaConfig, mesh, dtype=np.float32):
+    """A Llama-3-shaped training step (forward, backward, Adam) with FSDP over
+    "fsdp" and tensor parallelism over "tp", every layer rematerialised."""
+    jnp, lax = jax.numpy, jax.lax
+    P = jax.sharding.PartitionSpec
+    tp = mesh.shape["tp"]
+    h, nh, nkv = cfg.hidden, cfg.heads, cfg.kv_heads
+    dh = h // nh
+
+    def rms(x, g):
+        return x * lax.rsqrt(jnp.mean(jnp.square(x), axis=-1, keepdims=True) + 1e-5) * g
+
+    def gather(w, axis):
+        return lax.all_gather(w, "fsdp", axis=axis, tiled=True)
+
+    def block(x, p):
+        wq, wkv, wo = gather(p["wq"], 0), gather(p["wkv"], 0), gather(p["wo"], 1)
+        wgu, wd = gather(p["wgu"], 0), gather(p["wd"], 1)
+        b, s = x.shape[0], x.shape[1]
+        a = rms(x, p["g1"])
+        q = (a @ wq).reshape(b, s, nkv // tp, nh // nkv, dh)
+        kv = (a @ wkv).reshape(b, s, 2, nkv // tp, dh)
+        k, v = kv[:, :, 0], kv[:, :, 1]
+        scores = jnp.einsum("bqkgd,bskd->bkgqs", q, k) * (1.0 / math.sqrt(dh))
+        causal = lax.broadcasted_iota(np.int32, (s, s), 0) >= lax.broadcasted_iota(np.int32, (s, s), 1)
+        probs = jax.nn.softmax(jnp.where(causal, scores, -1e9), axis=-1)
+        ctx = jnp.einsum("bkgqs,bskd->bqkgd", probs, v).reshape(b, s, h // tp)
+        x = x + lax.psum(ctx @ wo, "tp")
+        a = rms(x, p["g2"])
+        gu = (a @ wgu).reshape(b, s, 2, -1)
+        f = (jax.nn.silu(gu[:, :, 0]) * gu[:, :, 1]) @ wd
+        return x + lax.psum(f, "tp")
+
+    remat_block = jax.checkpoint(block)
+
+    def loss_fn(params, x, targets):
+        x = lax.scan(lambda x, p: (remat_block(x, p), None), x, params["layers"])[0]
+        emb = lax.all_gather(params["emb"], "fsdp", axis=1, tiled=True)  # [V/tp, h]
+        logits = rms(x, params["gf"]) @ emb.T
+        m = _global_max(lax, logits)
+        z = lax.psum(jnp.exp(logits - m).sum(axis=-1), "tp")
+        local = targets - lax.axis_index("tp") * logits.shape[-1]
+        here = (local >= 0) & (local < logits.shape[-1])
+        picked = jnp.take_along_axis(logits, jnp.clip(local, 0, logits.shape[-1] - 1)[..., None],
+                                     axis=-1)[..., 0]
+        nll = jnp.log(z) + m[..., 0] - lax.psum(jnp.where(here, picked, 0.0), "tp")
+        return lax.pmean(jnp.mean(nll), "fsdp")
+
+    def train_step(params, opt_m, opt_v, x, targets):
+        loss, grads = jax.value_and_grad(loss_fn)(params, x, targets)
+        params, opt_m, opt_v = _adam(jax, params, grads, opt_m, opt_v)
+        return loss, params, opt_m, opt_v
+
+    L, f = cfg.layers, cfg.ffn
+    shapes = {
+        "g1": ((L, h), P(None, None)), "g2": ((L, h), P(None, None)),
+        "wq": ((L, h, h), P(None, "fsdp", "tp")),
+        "wkv": ((L, h, 2 * nkv * dh), P(None, "fsdp", "tp")),
+        "wo": ((L, h, h), P(None, "tp", "fsdp")),
+        "wgu": ((L, h, 2 * f), P(None, "fsdp", "tp")),
+        "wd": ((L, f, h), P(None, "tp", "fsdp")),
+    }
+    top = {"emb": ((cfg.vocab, h), P("tp", "fsdp")), "gf": ((h,), P(None))}
+    specs = {"layers": {k: s for k, (_, s) in shapes.items()}, **{k: s for k, (_, s) in top.items()}}
+    x_spec, t_spec = P("fsdp", None, None), P("fsdp", None)
+    step = jax.jit(jax.shard_map(train_step, mesh=mesh,
+                                 in_specs=(specs, specs, specs, x_spec, t_spec),
+                                 out_specs=(P(), specs, specs, specs), check_vma=False),
+                   donate_argnums=(0, 1, 2))
+    named = jax.sharding.NamedSharding
+
+    def sds(shape, spec, dt=dtype):
+        return jax.ShapeDtypeStruct(shape, dt, sharding=named(mesh, spec))
+    params = {"layers": {k: sds(s, p) for k, (s, p) in shapes.items()},
+              **{k: sds(s, p) for k, (s, p) in top.items()}}
+    args = (params, params, params, sds((cfg.batch, cfg.seq, h), x_spec),
+            sds((cfg.batch, cfg.seq), t_spec, np.int32))
+    return step, args

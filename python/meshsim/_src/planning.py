@@ -1,0 +1,425 @@
+"""Abstract compilation: what a traced program does on each device, from its
+types alone (`jit(f).lower(*ShapeDtypeStructs).compile()`).
+
+Nothing is allocated and no kernel runs. The program's equations are walked in
+order with each value's per-device size (a shard_map body's types are already
+per-device blocks; a global type is divided as its sharding says):
+
+- work: each primitive's own `cost` hook (flops, bytes accessed) on the
+  per-device types, times the trip count of the scans around it;
+- communication: every collective with its mesh axes, group size, replica
+  groups and the bytes each device sends (the ring schedules of
+  `_core.collective_bytes`); on global Explicit-sharded types also the
+  collectives the sharding implies (a contraction or reduction over a sharded
+  dimension all-reduces, a contraction sharded on one side all-gathers the
+  other, a change of spec all-gathers or all-to-alls);
+- memory: buffer liveness in program order (below).
+
+SPMD: every device of a mesh runs the same program on blocks of the same size,
+so the walk is done once, for device 0, whatever the device count; the
+replica groups of a collective are computed with NumPy when asked for.
+
+Liveness follows what XLA's buffer assignment does, approximately:
+- fusion: an elementwise, broadcast, convert or layout-only result whose every
+  reader can fuse it (elementwise ops, reductions, layout ops) gets no buffer
+  (it is recomputed inside its readers, as XLA's loop fusion does); its bytes
+  are not written nor read back;
+- bitcasts (reshape, squeeze, pvary, ...) share their operand's buffer;
+- an elementwise result writes in place over an operand of its size whose
+  last reader it is (XLA's buffer reuse);
+- arguments live throughout (donated ones until their last reader), results
+  from where they are computed; a scan, while, cond or remat adds the temporary
+  peak of its body while it runs (loop carries are updated in place);
+- XLA may place temporaries in the results' buffers before the results are
+  written, so `temp` is the peak of live temporaries and results minus the
+  results' size.
+It cannot see XLA's operand fusions into dots, its rematerialisation or its
+scheduling, so on CPU `temp_size_in_bytes` differs from JAX's (tests/
+test_stages.py measures by how much); arguments and results are exact."""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+
+from meshsim import _core
+
+# Results recomputed inside their readers (no buffer) when every reader fuses.
+_FUSIBLE = {"broadcast_in_dim", "convert_element_type", "iota", "transpose", "select_n", "clamp",
+            "reshape", "squeeze", "pvary", "copy", "stop_gradient", "integer_pow", "rev", "slice"}
+_FUSING_READERS = _FUSIBLE | {"reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "argmax",
+                              "argmin", "reduce_and", "reduce_or", "concatenate", "pad",
+                              "dynamic_slice", "cumsum", "cummax", "cummin"}
+# Results that are their operand's buffer viewed anew.
+_BITCASTS = {"reshape", "squeeze", "pvary", "stop_gradient", "sharding_constraint", "mesh_cast",
+             "name", "pbroadcast"}
+_REDUCTIONS = {"reduce_sum": "psum", "reduce_max": "pmax", "reduce_min": "pmin",
+               "reduce_prod": "psum", "argmax": "pmax", "argmin": "pmin"}
+_SUB_PROGRAM_PARAMS = {"scan": ("jaxpr",), "remat2": ("jaxpr",), "custom_vjp_call": ("call_jaxpr",),
+                       "shard_map": ("jaxpr",), "while": ("cond_jaxpr", "body_jaxpr")}
+
+
+def _nbytes(shape, dtype) -> int:
+    return int(math.prod(shape)) * np.dtype(dtype).itemsize
+
+
+def local_shape(aval) -> tuple:
+    """The per-device block shape of a (possibly sharded) type."""
+    shape = tuple(aval.shape)
+    mesh = aval.mesh
+    if mesh is None or not aval.spec:
+        return shape
+    sizes = dict(zip(mesh.axis_names, mesh.axis_sizes))
+    return tuple(d // math.prod(sizes[a] for a in axes) if axes else d
+                 for d, axes in zip(shape, aval.spec))
+
+
+def local_bytes(aval) -> int:
+    return _nbytes(local_shape(aval), aval.dtype)
+
+
+@dataclasses.dataclass
+class Collective:
+    """A collective one device takes part in: `bytes_sent` per execution (ring
+    schedule), `count` executions (the trip count of the loops around it)."""
+    name: str
+    axes: tuple
+    group_size: int
+    bytes_sent: int
+    mesh: Any  # the core mesh its groups are over
+    count: int = 1
+    implicit: bool = False  # implied by a sharded type rather than written in the program
+    dtype: Any = None
+
+    def replica_groups(self) -> np.ndarray:
+        """Device ids, one row per group (members in the axes' order)."""
+        ids = np.asarray(self.mesh.device_ids).reshape(tuple(self.mesh.axis_sizes))
+        names = list(self.mesh.axis_names)
+        where = [names.index(a) for a in self.axes]
+        rest = [i for i in range(len(names)) if i not in where]
+        return ids.transpose(rest + where).reshape(-1, self.group_size)
+
+
+@dataclasses.dataclass
+class Op:
+    """One primitive application on one device (`count` times): its flops and
+    the bytes it reads and writes after fusion; or a collective."""
+    name: str
+    flops: float
+    bytes_accessed: float
+    count: int
+    shapes: str  # its results' per-device types
+    collective: Collective | None = None
+    matmul_dims: tuple | None = None  # (batch, m, n, k) of a dot_general
+    dtype: Any = None
+    depth: int = 0  # nesting in sub-programs
+
+
+@dataclasses.dataclass
+class Analysis:
+    """A program's work, communication and memory on one device of its mesh."""
+    ops: list
+    argument_bytes: int
+    output_bytes: int
+    alias_bytes: int
+    temp_bytes: int
+    peak_bytes: int
+    mesh: Any  # the core mesh of the program (None: one device)
+
+    @property
+    def flops(self) -> float:
+        return sum(o.flops * o.count for o in self.ops)
+
+    @property
+    def bytes_accessed(self) -> float:
+        return sum(o.bytes_accessed * o.count for o in self.ops)
+
+    @property
+    def collectives(self) -> list:
+        return [o.collective for o in self.ops if o.collective is not None]
+
+    def collective_bytes_by_axes(self) -> dict:
+        """Bytes one device sends, by the mesh axes of the collectives."""
+        out: dict = {}
+        for c in self.collectives:
+            out[c.axes] = out.get(c.axes, 0) + c.bytes_sent * c.count
+        return out
+
+
+class _Walker:
+    """Walks a program (and its sub-programs) collecting ops, and returns each
+    program's temporary peak for the liveness of the program around it."""
+
+    def __init__(self):
+        self.ops: list = []
+
+    def program(self, program, mesh, count: int, depth: int, donated=None) -> tuple:
+        """(temp peak, results' bytes) of running `program` once; its ops are
+        appended with `count` executions."""
+        avals = program.avals
+        eqns = program.equations()
+        size = [local_bytes(a) for a in avals]
+        readers: dict[int, list] = {}  # per value: (name, elementwise) of each reader
+        for name, ins, outs, _p, _f, _b, _c, elementwise in eqns:
+            for v in ins:
+                readers.setdefault(v, []).append((name, elementwise))
+        outvars = set(program.outvars)
+        inputs = set(program.invars) | set(program.constvars)
+
+        # Fused results have no buffer; bitcasts share their operand's.
+        fused = set()
+        buffer = {v: v for v in range(len(avals))}
+        for name, ins, outs, _p, _f, _b, _c, elementwise in eqns:
+            if name in _BITCASTS and ins:
+                for o in outs:
+                    buffer[o] = buffer[ins[0]]
+            elif elementwise or name in _FUSIBLE:
+                for o in outs:
+                    r = readers.get(o, [])
+                    if o not in outvars and r and all(n in _FUSING_READERS or ew for n, ew in r):
+                        fused.add(o)
+        # A fused value's readers read what it was computed from.
+        source: dict[int, list] = {}
+
+        def sources(v):
+            if v not in fused:
+                return [buffer[v]]
+            if v not in source:
+                source[v] = []
+            return source[v]
+        for name, ins, outs, *_ in eqns:
+            srcs = [b for v in ins for b in sources(v)]
+            for o in outs:
+                if o in fused:
+                    source[o] = srcs
+        last: dict[int, int] = {}
+        for i, (name, ins, outs, *_) in enumerate(eqns):
+            for v in ins:
+                for b in sources(v):
+                    last[b] = i
+        end = len(eqns)
+        for v in program.outvars:
+            for b in sources(v):
+                last[b] = end
+
+        frees_at: dict[int, list] = {}
+        for b, i in last.items():
+            frees_at.setdefault(i, []).append(b)
+        donated_in = set()
+        if donated:
+            donated_in = {v for v, d in zip(program.invars, donated) if d}
+        live = sum(size[v] for v in donated_in)
+        owned = {buffer[v] for v in donated_in}  # buffers counted in `live`
+        peak = live
+        for i, (name, ins, outs, params, flops, nbytes, is_collective, elementwise) in enumerate(eqns):
+            in_avals = [avals[v] for v in ins]
+            out_avals = [avals[v] for v in outs]
+            flops, nbytes = self._local_cost(name, params, in_avals, out_avals, flops, nbytes)
+            if name in _BITCASTS:
+                flops = nbytes = 0.0  # a new view of the same buffer
+            # Fusion: fused inputs are not read back, fused results not written.
+            nbytes -= sum(size[v] for v in ins if v in fused)
+            nbytes -= sum(size[v] for v in outs if v in fused)
+            transient = self.sub_programs(name, params, in_avals, mesh, count, depth)
+            op = Op(name, flops, max(nbytes, 0.0), count,
+                    " ".join(a.str_short(True) if a.mesh is None else str(a) for a in out_avals),
+                    dtype=out_avals[0].dtype if out_avals else None, depth=depth)
+            if name == "dot_general":
+                op.matmul_dims = _matmul_dims(in_avals, params)
+            self.ops.append(op)
+            sub_mesh = params.get("mesh", mesh) if name == "shard_map" else mesh
+            if is_collective:
+                op.collective = _collective(name, params, in_avals, out_avals, sub_mesh, count)
+            elif depth == 0 or mesh is not None:
+                self._implicit_collectives(name, params, in_avals, out_avals, count, depth)
+            # Results take buffers (unless fused, bitcast or written in place).
+            for o in outs:
+                if o in fused or buffer[o] != o or o in inputs:
+                    continue
+                reuse = None
+                if elementwise:
+                    # (through fused operands: a fusion may write over what it reads)
+                    reuse = next((b for v in ins for b in sources(v) if b in owned
+                                  and last.get(b) == i and size[b] == size[o]), None)
+                if reuse is not None:
+                    owned.discard(reuse)  # o takes over its storage: live does not change
+                else:
+                    live += size[o]
+                owned.add(o)
+            peak = max(peak, live + transient)
+            for b in frees_at.get(i, ()):
+                if b in owned:
+                    owned.discard(b)
+                    live -= size[b]
+        out_bytes = sum(size[v] for v in set(program.outvars) if v not in inputs)
+        return max(peak - out_bytes, 0), out_bytes
+
+    def _local_cost(self, name, params, in_avals, out_avals, flops, nbytes):
+        """The primitive's cost on one device's blocks of global sharded types."""
+        if not any(a.mesh is not None and a.spec and any(a.spec) for a in in_avals + out_avals):
+            return flops, nbytes
+        global_bytes = sum(_nbytes(a.shape, a.dtype) for a in in_avals + out_avals)
+        per_device = sum(local_bytes(a) for a in in_avals + out_avals)
+        # Work is split over every mesh axis sharding an operand or a result.
+        axes = {}
+        for a in in_avals + out_avals:
+            if a.mesh is not None:
+                sizes = dict(zip(a.mesh.axis_names, a.mesh.axis_sizes))
+                for dim_axes in a.spec:
+                    for ax in dim_axes:
+                        axes[ax] = sizes[ax]
+        share = math.prod(axes.values()) if axes else 1
+        return flops / share, nbytes * (per_device / global_bytes if global_bytes else 1.0)
+
+    def sub_programs(self, name, params, in_avals, mesh, count, depth) -> int:
+        """Appends the ops of an equation's sub-programs; returns their temporary peak."""
+        if name == "cond":
+            # One branch runs: count the costliest one's work, the largest peak.
+            best, peak = None, 0
+            for branch in params["branches"]:
+                walker = _Walker()
+                peak = max(peak, walker.program(branch, mesh, count, depth + 1)[0])
+                if best is None or _flops(walker.ops) > _flops(best):
+                    best = walker.ops
+            self.ops.extend(best or [])
+            return peak
+        keys = _SUB_PROGRAM_PARAMS.get(name)
+        if not keys:
+            return 0
+        if name == "scan":
+            count *= int(params["length"])
+        if name == "shard_map":
+            mesh = params["mesh"]
+        peak = 0
+        for key in keys:
+            sub = params.get(key)
+            if sub is not None:
+                temp, outs = self.program(sub, mesh, count, depth + 1)
+                # A loop body's results are its carries, updated in place.
+                peak = max(peak, temp + (0 if name in ("scan", "while") else outs))
+        return peak
+
+    def _implicit_collectives(self, name, params, in_avals, out_avals, count, depth):
+        """Collectives a global Explicit-sharded equation implies."""
+        for c in _implied(name, params, in_avals, out_avals):
+            c.count = count
+            self.ops.append(Op(c.name, 0.0, 0.0, count, "", collective=c, depth=depth))
+
+
+def _flops(ops) -> float:
+    return sum(o.flops * o.count for o in ops)
+
+
+def _matmul_dims(in_avals, params) -> tuple:
+    """(batch, m, n, k) of a dot_general on per-device blocks."""
+    lc, rc, lb, rb = params["dimension_numbers"]
+    lhs, rhs = local_shape(in_avals[0]), local_shape(in_avals[1])
+    batch = math.prod(lhs[d] for d in lb)
+    k = math.prod(lhs[d] for d in lc)
+    m = math.prod(s for d, s in enumerate(lhs) if d not in lc and d not in lb)
+    n = math.prod(s for d, s in enumerate(rhs) if d not in rc and d not in rb)
+    return batch, m, n, k
+
+
+def _axes_param(params) -> tuple:
+    axes = params.get("axes", params.get("axis_name"))
+    if axes is None:
+        return ()
+    return (axes,) if isinstance(axes, str) else tuple(axes)
+
+
+def _collective(name, params, in_avals, out_avals, mesh, count) -> Collective | None:
+    axes = _axes_param(params)
+    if mesh is None or not axes:
+        return None
+    sizes = dict(zip(mesh.axis_names, mesh.axis_sizes))
+    n = math.prod(sizes[a] for a in axes)
+    if name == "ragged_all_to_all":
+        # Sizes are known at run time only: count the output buffer's share (a bound).
+        sent = local_bytes(out_avals[0]) * (n - 1) // n
+    else:
+        sent = sum(_core.collective_bytes(name, a, b, n) for a, b in zip(in_avals, out_avals))
+    return Collective(name, axes, n, int(sent), mesh, count,
+                      dtype=in_avals[0].dtype if in_avals else None)
+
+
+def _spec_axes(spec) -> set:
+    return {a for dim in spec for a in dim}
+
+
+def _implied(name, params, in_avals, out_avals) -> list:
+    """The collectives a global equation's sharded types imply."""
+    out = []
+    if not in_avals or in_avals[0].mesh is None:
+        return out
+    mesh = in_avals[0].mesh
+    sizes = dict(zip(mesh.axis_names, mesh.axis_sizes))
+
+    def coll(cname, axes, sent):
+        axes = tuple(a for a in mesh.axis_names if a in axes)
+        n = math.prod(sizes[a] for a in axes)
+        return Collective(cname, axes, n, int(sent), mesh, implicit=True,
+                          dtype=in_avals[0].dtype)
+    if name == "dot_general" and len(in_avals) == 2:
+        lc, rc, _, _ = params["dimension_numbers"]
+        lspec, rspec = in_avals[0].spec, in_avals[1].spec
+        lax_ = {a for d in lc for a in (lspec[d] if lspec else ())}
+        rax = {a for d in rc for a in (rspec[d] if rspec else ())}
+        both, only_l, only_r = lax_ & rax, lax_ - rax, rax - lax_
+        if both:
+            n = math.prod(sizes[a] for a in both)
+            out.append(coll("psum", both, 2 * local_bytes(out_avals[0]) * (n - 1) // n))
+        for axes, operand in ((only_l, in_avals[0]), (only_r, in_avals[1])):
+            if axes:
+                n = math.prod(sizes[a] for a in axes)
+                out.append(coll("all_gather", axes, local_bytes(operand) * (n - 1)))
+    elif name in _REDUCTIONS and in_avals[0].spec:
+        reduced = {a for d in params.get("axes", ()) for a in in_avals[0].spec[d]}
+        if reduced:
+            n = math.prod(sizes[a] for a in reduced)
+            out.append(coll(_REDUCTIONS[name], reduced, 2 * local_bytes(out_avals[0]) * (n - 1) // n))
+    elif name in ("reshard", "sharding_constraint", "mesh_cast") and out_avals:
+        before, after = _spec_axes(in_avals[0].spec or ()), _spec_axes(out_avals[0].spec or ())
+        gathered, moved = before - after, before & after
+        if gathered:
+            n = math.prod(sizes[a] for a in gathered)
+            out.append(coll("all_gather", gathered, local_bytes(in_avals[0]) * (n - 1)))
+        if moved and [tuple(d) for d in in_avals[0].spec] != [tuple(d) for d in out_avals[0].spec]:
+            n = math.prod(sizes[a] for a in moved)
+            out.append(coll("all_to_all", moved, local_bytes(out_avals[0]) * (n - 1) // n))
+    return out
+
+
+def _tuple_table_bytes(n_outputs: int) -> int:
+    """XLA returns several results as a tuple: a table of one pointer each."""
+    return 8 * n_outputs if n_outputs > 1 else 0
+
+
+def analyze(program, donated=None, arg_local_bytes=None) -> Analysis:
+    """The per-device analysis of a traced top-level program. `donated`: per
+    input, whether its buffer is given to an aliased result; `arg_local_bytes`:
+    per input, its per-device size when its sharding is not in its type."""
+    walker = _Walker()
+    temp, _ = walker.program(program, None, 1, 0, donated)
+    avals = program.avals
+    in_bytes = [local_bytes(avals[v]) for v in program.invars]
+    if arg_local_bytes is not None:
+        in_bytes = list(arg_local_bytes)
+    out_bytes = sum(local_bytes(avals[v]) for v in program.outvars)
+    out_bytes += _tuple_table_bytes(len(program.outvars))
+    alias = sum(b for b, d in zip(in_bytes, donated or ()) if d)
+    args = sum(in_bytes)
+    mesh = _program_mesh(program)
+    return Analysis(walker.ops, args, out_bytes, alias, temp, args + out_bytes - alias + temp, mesh)
+
+
+def _program_mesh(program):
+    for a in program.avals:
+        if a.mesh is not None:
+            return a.mesh
+    for name, _i, _o, params, *_ in program.equations():
+        if name == "shard_map":
+            return params["mesh"]
+    return None

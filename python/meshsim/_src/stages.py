@@ -1,0 +1,297 @@
+"""jit's staging API, as `jax.stages` has it: `jit(f).trace(*args)` gives a
+`Traced` (its `.jaxpr`), `.lower()` a `Lowered`, `.compile()` a `Compiled`
+whose `memory_analysis()` and `cost_analysis()` come from abstract compilation
+(`_src/planning.py`): arguments may be `ShapeDtypeStruct`s with shardings over
+any mesh, including the thousands of devices of a topology description
+(`meshsim.experimental.topologies`); nothing is allocated. `as_text()` prints
+our program (a jaxpr), not StableHLO or HLO."""
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+from typing import Any
+
+import numpy as np
+
+from meshsim import _core
+from meshsim._src import core, planning, tree_util
+from meshsim._src.abstract import ShapeDtypeStruct
+
+
+@dataclasses.dataclass(frozen=True)
+class ArgInfo:
+    """An argument's type and whether it is donated (`Traced.args_info`)."""
+    _aval: Any
+    donated: bool
+
+    @property
+    def shape(self):
+        return self._aval.shape
+
+    @property
+    def dtype(self):
+        return self._aval.dtype
+
+    def __repr__(self):
+        return f"ArgInfo(_aval={self._aval!r}, donated={self.donated})"
+
+
+@dataclasses.dataclass(frozen=True)
+class CompiledMemoryStats:
+    """`Compiled.memory_analysis()`: bytes on the largest device, JAX's fields.
+    `hbm_capacity_in_bytes` is the device's memory when the mesh's devices come
+    from a topology description (None for the simulated CPU devices)."""
+    generated_code_size_in_bytes: int
+    argument_size_in_bytes: int
+    output_size_in_bytes: int
+    alias_size_in_bytes: int
+    temp_size_in_bytes: int
+    peak_memory_in_bytes: int
+    host_generated_code_size_in_bytes: int = 0
+    host_argument_size_in_bytes: int = 0
+    host_output_size_in_bytes: int = 0
+    host_alias_size_in_bytes: int = 0
+    host_temp_size_in_bytes: int = 0
+    hbm_capacity_in_bytes: int | None = None
+    device_kind: str | None = None
+
+    @property
+    def fits(self) -> bool:
+        return self.hbm_capacity_in_bytes is None or \
+            self.peak_memory_in_bytes <= self.hbm_capacity_in_bytes
+
+    def summary(self) -> str:
+        """A plain statement of the per-device footprint and whether it fits."""
+        gib = 2.0 ** 30
+        text = (f"per device: arguments {self.argument_size_in_bytes / gib:.2f} GiB, outputs "
+                f"{self.output_size_in_bytes / gib:.2f} GiB (aliased "
+                f"{self.alias_size_in_bytes / gib:.2f} GiB), temporaries "
+                f"{self.temp_size_in_bytes / gib:.2f} GiB, peak "
+                f"{self.peak_memory_in_bytes / gib:.2f} GiB")
+        if self.hbm_capacity_in_bytes is not None:
+            cap = self.hbm_capacity_in_bytes / gib
+            if self.fits:
+                text += f"; fits in the {cap:.0f} GiB of HBM of a {self.device_kind}"
+            else:
+                text += (f"; does NOT fit: a {self.device_kind} has {cap:.0f} GiB of HBM, "
+                         f"{(self.peak_memory_in_bytes - self.hbm_capacity_in_bytes) / gib:.2f} "
+                         "GiB short")
+        return text
+
+
+class Stage:
+    """What every stage knows: the arguments' and results' types and trees."""
+    fun_name: str
+    args_info: Any
+    in_tree: Any
+    out_tree: Any
+
+    @property
+    def in_avals(self):
+        return tree_util.tree_map(lambda a: a._aval, self.args_info)
+
+    @property
+    def donate_argnums(self) -> tuple:
+        flat = tree_util.tree_leaves(self.args_info[0])
+        return tuple(i for i, a in enumerate(flat) if a.donated)
+
+    @property
+    def out_info(self):
+        return tree_util.tree_unflatten(self.out_tree, [planning_struct(a) for a in
+                                                        self._program.out_avals])
+
+
+def planning_struct(aval) -> ShapeDtypeStruct:
+    from meshsim._src.abstract import _struct_of
+    return _struct_of(aval)
+
+
+class Traced(Stage):
+    """`jit(f).trace(*args)`: the traced program; `.jaxpr`, `.lower()`."""
+
+    def __init__(self, program, out_tree, in_tree, args_info, arg_shardings, fun_name, jitted):
+        self._program = program
+        self.out_tree = out_tree
+        self.in_tree = in_tree
+        self.args_info = args_info
+        self._arg_shardings = arg_shardings
+        self.fun_name = fun_name
+        self._jitted = jitted
+
+    @property
+    def jaxpr(self):
+        from meshsim._src.api import ClosedJaxpr
+        return ClosedJaxpr(self._program, self.out_tree)
+
+    @property
+    def out_avals(self):
+        return tree_util.tree_unflatten(self.out_tree, list(self._program.out_avals))
+
+    def lower(self, *, lowering_platforms=None, _private_parameters=None) -> Lowered:
+        return Lowered(self)
+
+
+class Lowered(Stage):
+    """`Traced.lower()`: `.as_text()`, `.cost_analysis()`, `.compile()`."""
+
+    def __init__(self, traced: Traced):
+        self._traced = traced
+        self._program = traced._program
+        self.out_tree, self.in_tree = traced.out_tree, traced.in_tree
+        self.args_info, self.fun_name = traced.args_info, traced.fun_name
+
+    def as_text(self, dialect: str | None = None, *, debug_info: bool = False) -> str:
+        return str(self._program)
+
+    def compiler_ir(self, dialect: str | None = None):
+        return self._program
+
+    def cost_analysis(self) -> dict:
+        return self.compile().cost_analysis()
+
+    def compile(self, compiler_options=None) -> Compiled:
+        return Compiled(self._traced)
+
+
+class Compiled(Stage):
+    """`Lowered.compile()`: abstract compilation of the program over its mesh."""
+
+    def __init__(self, traced: Traced):
+        self._traced = traced
+        self._program = traced._program
+        self.out_tree, self.in_tree = traced.out_tree, traced.in_tree
+        self.args_info, self.fun_name = traced.args_info, traced.fun_name
+        donated = [a.donated for a in tree_util.tree_leaves(self.args_info)]
+        usable = _usable_donations(self._program, donated)
+        local = [_local_bytes_of(a, s) for a, s in
+                 zip(self._program.in_avals, traced._arg_shardings)]
+        self.analysis = planning.analyze(self._program, usable, local)
+        self.topology = _topology_of(self.analysis.mesh)
+        stats = self.memory_analysis()
+        if not stats.fits:
+            warnings.warn(f"{self.fun_name}: {stats.summary()}", ResourceWarning, stacklevel=3)
+
+    def as_text(self, dialect: str | None = None, *, debug_info: bool = False) -> str:
+        return str(self._program)
+
+    def memory_analysis(self) -> CompiledMemoryStats:
+        a = self.analysis
+        hbm = kind = None
+        if self.topology is not None:
+            hbm, kind = self.topology.chip.hbm_bytes, self.topology.device_kind
+        return CompiledMemoryStats(
+            generated_code_size_in_bytes=0, argument_size_in_bytes=a.argument_bytes,
+            output_size_in_bytes=a.output_bytes, alias_size_in_bytes=a.alias_bytes,
+            temp_size_in_bytes=a.temp_bytes, peak_memory_in_bytes=a.peak_bytes,
+            hbm_capacity_in_bytes=hbm, device_kind=kind)
+
+    def cost_analysis(self) -> dict:
+        """flops and bytes accessed of one device, and the bytes it sends in
+        collectives: in all (`collective bytes`) and per mesh axes
+        (`collective bytes (fsdp, tp)`)."""
+        a = self.analysis
+        out = {"flops": float(a.flops), "bytes accessed": float(a.bytes_accessed)}
+        by_axes = a.collective_bytes_by_axes()
+        out["collective bytes"] = float(sum(by_axes.values()))
+        for axes, n in sorted(by_axes.items()):
+            out[f"collective bytes ({', '.join(axes)})"] = float(n)
+        return out
+
+    @property
+    def input_shardings(self):
+        shardings = [_sharding_of(a, s) for a, s in
+                     zip(self._program.in_avals, self._traced._arg_shardings)]
+        return tree_util.tree_unflatten(self.in_tree, shardings)
+
+    @property
+    def output_shardings(self):
+        return tree_util.tree_unflatten(self.out_tree, [_sharding_of(a, None) for a in
+                                                        self._program.out_avals])
+
+    def __call__(self, *args, **kwargs):
+        if self.topology is not None:
+            raise ValueError(f"{self.fun_name} was compiled for {self.topology.name}, whose "
+                             "devices describe hardware and cannot run programs; compile it "
+                             "for a mesh of jax.devices() to run it")
+        leaves, in_tree = tree_util.tree_flatten((args, kwargs))
+        if in_tree != self.in_tree:
+            raise TypeError(f"Function compiled with input pytree does not match the input "
+                            f"pytree it was called with. Expected {self.in_tree}, got {in_tree}")
+        leaves = [core.asarray_value(x) for x in leaves]
+        for x, info in zip(leaves, tree_util.tree_leaves(self.args_info)):
+            if x.aval.shape != info._aval.shape or x.aval.dtype != info._aval.dtype:
+                raise TypeError(
+                    f"Argument types differ from the types for which this computation was "
+                    f"compiled. Expected {info._aval.str_short()}, got {x.aval.str_short()}")
+        outs = self._program.run(leaves)
+        return tree_util.tree_unflatten(self.out_tree, outs)
+
+
+Wrapped = None  # set by `meshsim.stages` to the jit wrapper's class
+
+
+def trace(jitted, args: tuple, kwargs: dict) -> Traced:
+    """`jitted.trace(*args, **kwargs)`: array or ShapeDtypeStruct leaves."""
+    from meshsim._src.api import trace_to_program
+    sig = jitted._sig
+    static, dyn_args, dyn_kwargs = sig.split(args, kwargs)
+    program, out_tree = trace_to_program(jitted._fun, dyn_args, dyn_kwargs, static)
+    leaves, in_tree = tree_util.tree_flatten((list(dyn_args), dyn_kwargs))
+    in_tree = tree_util.tree_structure((tuple(dyn_args), dyn_kwargs))
+    donated = sig.donated_leaf_mask(args, kwargs)
+    shardings = [getattr(x, "sharding", None) for x in leaves]
+    infos = [ArgInfo(a, d) for a, d in zip(program.in_avals, donated)]
+    args_info = tree_util.tree_unflatten(in_tree, infos)
+    name = getattr(jitted._fun, "__name__", "")
+    return Traced(program, out_tree, in_tree, args_info, shardings, name, jitted)
+
+
+def _usable_donations(program, donated: list) -> list:
+    if not any(donated):
+        return donated
+    from meshsim._src.api import usable_donations
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return usable_donations(program, donated)
+
+
+def _spec_entries(sharding) -> list | None:
+    spec = getattr(sharding, "spec", None)
+    if spec is None:
+        return None
+    return [() if e is None else (e,) if isinstance(e, str) else tuple(e) for e in spec]
+
+
+def _local_bytes_of(aval, sharding) -> int:
+    """An argument's per-device bytes: its type's sharding, or the one it came with."""
+    entries = _spec_entries(sharding)
+    mesh = getattr(sharding, "mesh", None)
+    if entries is None or mesh is None:
+        return planning.local_bytes(aval)
+    sizes = dict(zip(mesh.axis_names, mesh.axis_sizes))
+    shape = list(aval.shape)
+    for d, axes in enumerate(entries):
+        shape[d] //= math.prod(sizes[a] for a in axes)
+    return int(math.prod(shape)) * np.dtype(aval.dtype).itemsize
+
+
+def _sharding_of(aval, given):
+    from meshsim._src.sharding.named_sharding import SingleDeviceSharding, sharding_from_core
+    from meshsim._src import devices as devices_lib
+    if given is not None and not isinstance(given, SingleDeviceSharding) and \
+            hasattr(given, "spec"):
+        return given
+    sharding = getattr(aval, "sharding", None)
+    if aval.mesh is not None and sharding is not None:
+        return sharding_from_core(sharding) if isinstance(sharding, _core.ShardingCore) \
+            else sharding
+    return given if given is not None else SingleDeviceSharding(devices_lib.device(0))
+
+
+def _topology_of(core_mesh):
+    """The topology description a mesh's devices come from (None: CPU devices)."""
+    if core_mesh is None:
+        return None
+    from meshsim._src import topologies
+    return topologies.topology_of_mesh(core_mesh)

@@ -1,0 +1,179 @@
+"""jit's staging API (trace / lower / compile) and abstract compilation:
+memory_analysis against JAX's own on CPU (arguments and outputs exact, temp
+within 25%), cost_analysis, shardings, calling a Compiled, and per-device
+sizes and collectives of sharded programs on meshes of thousands of devices."""
+import numpy as np
+import pytest
+
+import meshsim
+import meshsim as jax
+import meshsim.numpy as jnp
+from meshsim import lax
+from meshsim.sharding import NamedSharding, PartitionSpec as P
+
+
+def _mlp(x, w1, w2):
+    h = jax.nn.relu(x @ w1)
+    return jnp.mean((h @ w2) ** 2)
+
+
+def _deep(x, w):
+    for _ in range(3):
+        x = jnp.tanh(x @ w)
+    return x
+
+
+def _scan_layers(x, ws):
+    def body(c, w):
+        return jnp.tanh(c @ w), None
+    return lax.scan(body, x, ws)[0].sum()
+
+
+def _attention(q, k, v):
+    s = jnp.einsum("bqd,bkd->bqk", q, k) / 8.0
+    p = jax.nn.softmax(s, axis=-1)
+    return jnp.einsum("bqk,bkd->bqd", p, v)
+
+
+def _programs(lib):
+    """(name, function, argument shapes, donate_argnums) for lib = meshsim or jax."""
+    rng = np.random.default_rng(0)
+    b, d, h = (int(v) for v in rng.choice([64, 128, 256], 3))
+    return [
+        ("two outputs", lambda x, w: (lib.numpy.sum(lib.numpy.tanh(x @ w) * 2.0),
+                                      lib.numpy.tanh(x @ w)), [(b, d), (d, h)], ()),
+        ("deep", _deep, [(512, 512), (512, 512)], ()),
+        ("deep donated", _deep, [(512, 512), (512, 512)], (0,)),
+        ("mlp grad", lib.grad(_mlp, argnums=(1, 2)), [(b, d), (d, h), (h, d)], ()),
+        ("scan grad", lib.grad(_scan_layers, argnums=1), [(128, 256), (4, 256, 256)], ()),
+        ("attention", _attention, [(4, 256, 64)] * 3, ()),
+    ]
+
+
+def _globals_for(lib):
+    # The programs call jnp/lax/nn through module globals: rebind them to `lib`.
+    g = globals()
+    g["jnp"], g["lax"] = lib.numpy, lib.lax
+    g["jax"] = lib
+
+
+@pytest.mark.parametrize("index", range(6))
+def test_memory_analysis_matches_jax_on_cpu(real_jax, index):
+    ours, theirs = {}, {}
+    for lib, out in ((jax, ours), (real_jax, theirs)):
+        _globals_for(lib)
+        try:
+            name, fn, shapes, donate = _programs(lib)[index]
+            args = [lib.ShapeDtypeStruct(s, np.float32) for s in shapes]
+            out["stats"] = lib.jit(fn, donate_argnums=donate).lower(*args).compile() \
+                .memory_analysis()
+        finally:
+            _globals_for(meshsim)
+    a, b = ours["stats"], theirs["stats"]
+    assert a.argument_size_in_bytes == b.argument_size_in_bytes, name
+    assert a.output_size_in_bytes == b.output_size_in_bytes, name
+    assert a.alias_size_in_bytes == b.alias_size_in_bytes, name
+    # Temporaries: within 25% of XLA's buffer assignment (or both tiny).
+    assert abs(a.temp_size_in_bytes - b.temp_size_in_bytes) <= \
+        max(0.25 * b.temp_size_in_bytes, 64 * 1024), (name, a, b)
+
+
+def test_staging_api_surface(real_jax):
+    def f(x, y):
+        return {"s": jnp.sin(x) @ y}, x.sum()
+
+    x = jnp.arange(12.0).reshape(3, 4)
+    y = jnp.ones((4, 2))
+    traced = jax.jit(f).trace(x, y)
+    assert isinstance(traced, jax.stages.Traced)
+    assert str(traced.jaxpr) == str(jax.make_jaxpr(f)(x, y))
+    lowered = traced.lower()
+    assert isinstance(lowered, jax.stages.Lowered)
+    assert "dot_general" in lowered.as_text() and "sin" in lowered.as_text()
+    compiled = lowered.compile()
+    assert isinstance(compiled, jax.stages.Compiled)
+    out = compiled(x, y)
+    ref = f(x, y)
+    np.testing.assert_allclose(out[0]["s"], ref[0]["s"], rtol=1e-6)
+    np.testing.assert_allclose(out[1], ref[1])
+    assert [i.shape for i in jax.tree_util.tree_leaves(compiled.args_info)] == [(3, 4), (4, 2)]
+    info = compiled.out_info
+    assert info[0]["s"].shape == (3, 2) and info[1].shape == ()
+    in_sh, out_sh = compiled.input_shardings, compiled.output_shardings
+    jx = real_jax.jit(lambda x, y: ({"s": real_jax.numpy.sin(x) @ y}, x.sum()))
+    jc = jx.lower(np.ones((3, 4), np.float32), np.ones((4, 2), np.float32)).compile()
+    assert real_jax.tree_util.tree_structure(jc.input_shardings).num_leaves == \
+        jax.tree_util.tree_structure(in_sh).num_leaves == 2
+    assert len(jax.tree_util.tree_leaves(out_sh)) == 2
+    with pytest.raises(TypeError, match="Argument types differ"):
+        compiled(jnp.ones((3, 5)), y)
+
+
+def test_cost_analysis_flops_match_jax(real_jax):
+    shapes = [(64, 128), (128, 256), (256, 32)]
+    ours = jax.jit(lambda x, a, b: (x @ a) @ b).lower(
+        *[jax.ShapeDtypeStruct(s, np.float32) for s in shapes]).compile().cost_analysis()
+    theirs = real_jax.jit(lambda x, a, b: (x @ a) @ b).lower(
+        *[real_jax.ShapeDtypeStruct(s, np.float32) for s in shapes]).compile().cost_analysis()
+    assert ours["flops"] == theirs["flops"] == 2 * 64 * 128 * 256 + 2 * 64 * 256 * 32
+    assert ours["bytes accessed"] == pytest.approx(theirs["bytes accessed"], rel=0.25)
+
+
+def test_sharded_program_is_per_device_and_counts_collectives():
+    # 4,096 devices of a v5p slice: a shard_map FSDP x TP matmul with its collectives.
+    from meshsim.experimental import topologies
+    topo = topologies.get_topology_desc("v5p:16x16x16")
+    mesh = jax.make_mesh((256, 16), ("fsdp", "tp"), devices=topo.devices)
+    d, f, b = 8192, 16384, 4096
+
+    def layer(x, w):
+        w = lax.all_gather(w, "fsdp", axis=0, tiled=True)  # (d, f/tp)
+        y = x @ w
+        return lax.psum(y.sum(axis=1), "tp")
+
+    step = jax.jit(jax.shard_map(layer, mesh=mesh, in_specs=(P("fsdp"), P("fsdp", "tp")),
+                                 out_specs=P("fsdp")))
+    x = jax.ShapeDtypeStruct((b, d), np.float32, sharding=NamedSharding(mesh, P("fsdp")))
+    w = jax.ShapeDtypeStruct((d, f), np.float32, sharding=NamedSharding(mesh, P("fsdp", "tp")))
+    compiled = step.lower(x, w).compile()
+    stats = compiled.memory_analysis()
+    assert stats.argument_size_in_bytes == (b // 256) * d * 4 + (d // 256) * (f // 16) * 4
+    assert stats.output_size_in_bytes == (b // 256) * 4
+    assert stats.hbm_capacity_in_bytes == 95 * 2 ** 30 and stats.fits
+    cost = compiled.cost_analysis()
+    assert cost["flops"] >= 2 * (b // 256) * d * (f // 16)
+    gathered = d * (f // 16) * 4
+    assert cost["collective bytes (fsdp)"] == gathered // 256 * 255
+    assert cost["collective bytes (tp)"] == 2 * (b // 256) * 4 * 15 // 16
+    groups = [c for c in compiled.analysis.collectives if c.axes == ("fsdp",)][0].replica_groups()
+    assert groups.shape == (16, 256)
+    np.testing.assert_array_equal(groups[1], np.arange(256) * 16 + 1)
+
+
+def test_out_of_memory_is_stated_plainly():
+    from meshsim.experimental import topologies
+    topo = topologies.get_topology_desc("v5e:2x2")
+    mesh = jax.make_mesh((4,), ("dp",), devices=topo.devices)
+    big = jax.ShapeDtypeStruct((4 * 2 ** 30,), np.float32, sharding=NamedSharding(mesh, P()))
+    with pytest.warns(ResourceWarning, match="does NOT fit"):
+        compiled = jax.jit(lambda x: x * 2).lower(big).compile()
+    stats = compiled.memory_analysis()
+    assert not stats.fits
+    assert "does NOT fit: a TPU v5 lite has 16 GiB of HBM" in stats.summary()
+    with pytest.raises(ValueError, match="cannot run programs"):
+        compiled(jnp.ones(3))
+
+
+def test_remat_lowers_temporaries():
+    def loss(ws, x, remat):
+        def body(c, w):
+            f = (lambda c, w: jnp.tanh(jnp.tanh(c @ w) @ w))
+            return (jax.checkpoint(f) if remat else f)(c, w), None
+        return lax.scan(body, x, ws)[0].sum()
+
+    args = [jax.ShapeDtypeStruct((16, 512, 512), np.float32),
+            jax.ShapeDtypeStruct((256, 512), np.float32)]
+    plain = jax.jit(jax.grad(lambda w, x: loss(w, x, False))).lower(*args).compile()
+    remat = jax.jit(jax.grad(lambda w, x: loss(w, x, True))).lower(*args).compile()
+    assert remat.memory_analysis().temp_size_in_bytes < plain.memory_analysis().temp_size_in_bytes
+    assert remat.cost_analysis()["flops"] > plain.cost_analysis()["flops"]
