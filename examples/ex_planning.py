@@ -142,6 +142,9 @@ def gpt_step(jax, cfg: GPTConfig, mesh, dtype=np.float32):
         """GPipe-style schedule: microbatch i enters stage 0 at step i."""
         nmb = xs.shape[0]
         stage = lax.axis_index("pp")
+        # The head's parameters (replicated over "pp") are cast to varying once,
+        # outside the loop, so their gradients are summed over "pp" once.
+        params = {**params, "head": jax.tree.map(lambda v: lax.pvary(v, "pp"), params["head"])}
         perm = [(i, i + 1) for i in range(cfg.pp - 1)]
         last = cfg.pp - 1
 
@@ -153,11 +156,11 @@ def gpt_step(jax, cfg: GPTConfig, mesh, dtype=np.float32):
             loss = lax.cond(stage == last,
                             lambda o: head_loss(o, params["head"],
                                                 lax.dynamic_index_in_dim(targets, j, keepdims=False)),
-                            lambda o: jnp.zeros((), o.dtype), out)
+                            lambda o: lax.pvary(jnp.zeros((), o.dtype), "pp"), out)
             loss = jnp.where(t >= last, loss, 0.0)
             return lax.ppermute(out, "pp", perm), loss
 
-        state = jnp.zeros_like(xs[0])
+        state = lax.pvary(jnp.zeros_like(xs[0]), "pp")  # each stage's own activations
         _, losses = lax.scan(step, state, jnp.arange(nmb + last))
         return lax.psum(losses.sum(), "pp") / nmb
 

@@ -146,7 +146,8 @@ class CostEstimate:
     device: int
     ops: list
     per_device: dict
-    overlap: bool = False  # communication hidden behind compute (a bound)
+    overlap: bool = False  # communication overlapped with independent compute
+    scheduled_time: float | None = None  # the step as scheduled with overlap, when known
 
     @property
     def compute_time(self) -> float:
@@ -158,6 +159,8 @@ class CostEstimate:
 
     @property
     def step_time(self) -> float:
+        if self.scheduled_time is not None:
+            return self.scheduled_time
         if self.overlap:
             return max(self.compute_time, self.communication_time)
         return self.compute_time + self.communication_time

@@ -115,6 +115,11 @@ class Op:
     matmul_dims: tuple | None = None  # (batch, m, n, k) of a dot_general
     dtype: Any = None
     depth: int = 0  # nesting in sub-programs
+    # Scheduling (profiler.estimate(..., overlap=True)): the ops of the same
+    # program whose results it reads, and for an op running sub-programs, their
+    # ops as (ops of one run, runs).
+    deps: list = dataclasses.field(default_factory=list, repr=False)
+    children: list = dataclasses.field(default_factory=list, repr=False)
 
 
 @dataclasses.dataclass
@@ -127,6 +132,7 @@ class Analysis:
     temp_bytes: int
     peak_bytes: int
     mesh: Any  # the core mesh of the program (None: one device)
+    top: list = dataclasses.field(default_factory=list, repr=False)  # the program's own ops
 
     @property
     def flops(self) -> float:
@@ -153,14 +159,26 @@ class _Walker:
     program's temporary peak for the liveness of the program around it."""
 
     def __init__(self):
-        self.ops: list = []
+        self.ops: list = []  # every op, in program order, sub-programs' included
+        self.block: list = []  # the ops of the program being walked
 
     def program(self, program, mesh, count: int, depth: int, donated=None) -> tuple:
-        """(temp peak, results' bytes) of running `program` once; its ops are
-        appended with `count` executions."""
+        """(temp peak, results' bytes, its own ops) of running `program` once;
+        its ops are appended with `count` executions."""
+        outer_block, self.block = self.block, []
+        try:
+            temp, out_bytes = self._program(program, mesh, count, depth, donated)
+            return temp, out_bytes, self.block
+        finally:
+            self.block = outer_block
+
+    def _program(self, program, mesh, count, depth, donated):
         avals = program.avals
         eqns = program.equations()
         size = [local_bytes(a) for a in avals]
+
+        def size_of(v):
+            return size[v]
         readers: dict[int, list] = {}  # per value: (name, elementwise) of each reader
         for name, ins, outs, _p, _f, _b, _c, elementwise in eqns:
             for v in ins:
@@ -168,11 +186,17 @@ class _Walker:
         outvars = set(program.outvars)
         inputs = set(program.invars) | set(program.constvars)
 
-        # Fused results have no buffer; bitcasts share their operand's.
+        # Fused results have no buffer; bitcasts share their operand's. A
+        # transpose of a matmul's result is a bitcast: the matmul writes that layout.
+        producer = {o: k for k, e in enumerate(eqns) for o in e[2]}
+        relayouts = {k for k, (name, ins, *_rest) in enumerate(eqns)
+                     if name == "transpose" and ins[0] in producer
+                     and eqns[producer[ins[0]]][0] == "dot_general"
+                     and len(readers.get(ins[0], ())) == 1 and ins[0] not in outvars}
         fused = set()
         buffer = {v: v for v in range(len(avals))}
-        for name, ins, outs, _p, _f, _b, _c, elementwise in eqns:
-            if name in _BITCASTS and ins:
+        for k, (name, ins, outs, _p, _f, _b, _c, elementwise) in enumerate(eqns):
+            if (name in _BITCASTS or k in relayouts) and ins:
                 for o in outs:
                     buffer[o] = buffer[ins[0]]
             elif elementwise or name in _FUSIBLE:
@@ -180,6 +204,22 @@ class _Walker:
                     r = readers.get(o, [])
                     if o not in outvars and r and all(n in _FUSING_READERS or ew for n, ew in r):
                         fused.add(o)
+                    elif name == "transpose" and r and all(
+                            n == "dot_general" or (n in _BITCASTS and _only_matmuls(o, readers, eqns))
+                            for n, _ in r):
+                        fused.add(o)  # a matmul reads its operand in either layout
+        # A matmul whose only reader adds it to a value of its size writes the sum
+        # itself (cuBLAS's beta=1 / XLA's GEMM epilogue): accumulation is free.
+        epilogue: dict[int, int] = {}  # add equation -> matmul equation
+        for k, (name, ins, outs, *_rest) in enumerate(eqns):
+            if name in ("add", "add_any") and len(ins) == 2:
+                for v in ins:
+                    j = producer.get(v)
+                    if (j is not None and eqns[j][0] == "dot_general" and v not in outvars
+                            and len(readers.get(v, ())) == 1 and size_of(v) == size_of(outs[0])):
+                        epilogue[k] = j
+                        fused.add(v)
+                        break
         # A fused value's readers read what it was computed from.
         source: dict[int, list] = {}
 
@@ -213,27 +253,39 @@ class _Walker:
         live = sum(size[v] for v in donated_in)
         owned = {buffer[v] for v in donated_in}  # buffers counted in `live`
         peak = live
+        op_of_eqn: dict[int, Op] = {}
+        op_of_var: dict[int, Op] = {}
         for i, (name, ins, outs, params, flops, nbytes, is_collective, elementwise) in enumerate(eqns):
             in_avals = [avals[v] for v in ins]
             out_avals = [avals[v] for v in outs]
             flops, nbytes = self._local_cost(name, params, in_avals, out_avals, flops, nbytes)
-            if name in _BITCASTS:
+            if name in _BITCASTS or i in relayouts:
                 flops = nbytes = 0.0  # a new view of the same buffer
             # Fusion: fused inputs are not read back, fused results not written.
             nbytes -= sum(size[v] for v in ins if v in fused)
             nbytes -= sum(size[v] for v in outs if v in fused)
-            transient = self.sub_programs(name, params, in_avals, mesh, count, depth)
+            transient, children = self.sub_programs(name, params, in_avals, mesh, count, depth)
             op = Op(name, flops, max(nbytes, 0.0), count,
                     " ".join(a.str_short(True) if a.mesh is None else str(a) for a in out_avals),
-                    dtype=out_avals[0].dtype if out_avals else None, depth=depth)
+                    dtype=out_avals[0].dtype if out_avals else None, depth=depth,
+                    deps=list({id(d): d for v in ins if (d := op_of_var.get(v))}.values()),
+                    children=children)
             if name == "dot_general":
                 op.matmul_dims = _matmul_dims(in_avals, params)
+                op_of_eqn[i] = op
+            if i in epilogue:  # the matmul reads the addend and writes the sum
+                op_of_eqn[epilogue[i]].bytes_accessed += op.bytes_accessed
+                op.flops = op.bytes_accessed = 0.0
             self.ops.append(op)
+            self.block.append(op)
             sub_mesh = params.get("mesh", mesh) if name == "shard_map" else mesh
+            last_op = op
             if is_collective:
                 op.collective = _collective(name, params, in_avals, out_avals, sub_mesh, count)
             elif depth == 0 or mesh is not None:
-                self._implicit_collectives(name, params, in_avals, out_avals, count, depth)
+                last_op = self._implicit_collectives(op, params, in_avals, out_avals, count, depth)
+            for o in outs:
+                op_of_var[o] = last_op
             # Results take buffers (unless fused, bitcast or written in place).
             for o in outs:
                 if o in fused or buffer[o] != o or o in inputs:
@@ -273,39 +325,56 @@ class _Walker:
         share = math.prod(axes.values()) if axes else 1
         return flops / share, nbytes * (per_device / global_bytes if global_bytes else 1.0)
 
-    def sub_programs(self, name, params, in_avals, mesh, count, depth) -> int:
-        """Appends the ops of an equation's sub-programs; returns their temporary peak."""
+    def sub_programs(self, name, params, in_avals, mesh, count, depth) -> tuple:
+        """Appends the ops of an equation's sub-programs; returns their temporary
+        peak and their ops as (ops of one run, runs) for scheduling."""
         if name == "cond":
             # One branch runs: count the costliest one's work, the largest peak.
-            best, peak = None, 0
+            best, best_block, peak = None, [], 0
             for branch in params["branches"]:
                 walker = _Walker()
-                peak = max(peak, walker.program(branch, mesh, count, depth + 1)[0])
+                temp, _, block = walker.program(branch, mesh, count, depth + 1)
+                peak = max(peak, temp)
                 if best is None or _flops(walker.ops) > _flops(best):
-                    best = walker.ops
+                    best, best_block = walker.ops, block
             self.ops.extend(best or [])
-            return peak
+            return peak, [(best_block, 1)]
         keys = _SUB_PROGRAM_PARAMS.get(name)
         if not keys:
-            return 0
-        if name == "scan":
-            count *= int(params["length"])
+            return 0, []
+        runs = int(params["length"]) if name == "scan" else 1
+        count *= runs
         if name == "shard_map":
             mesh = params["mesh"]
-        peak = 0
+        peak, children = 0, []
         for key in keys:
             sub = params.get(key)
             if sub is not None:
-                temp, outs = self.program(sub, mesh, count, depth + 1)
+                temp, outs, block = self.program(sub, mesh, count, depth + 1)
+                children.append((block, runs))
                 # A loop body's results are its carries, updated in place.
                 peak = max(peak, temp + (0 if name in ("scan", "while") else outs))
-        return peak
+        return peak, children
 
-    def _implicit_collectives(self, name, params, in_avals, out_avals, count, depth):
-        """Collectives a global Explicit-sharded equation implies."""
-        for c in _implied(name, params, in_avals, out_avals):
+    def _implicit_collectives(self, op, params, in_avals, out_avals, count, depth) -> Op:
+        """Appends the collectives a global Explicit-sharded equation implies;
+        returns the last (what reads the equation's results waits for)."""
+        last = op
+        for c in _implied(op.name, params, in_avals, out_avals):
             c.count = count
-            self.ops.append(Op(c.name, 0.0, 0.0, count, "", collective=c, depth=depth))
+            last = Op(c.name, 0.0, 0.0, count, "", collective=c, depth=depth, deps=[last])
+            self.ops.append(last)
+            self.block.append(last)
+        return last
+
+
+def _only_matmuls(v, readers, eqns) -> bool:
+    """Whether every bitcast reading `v` is read by matmuls only."""
+    for k, (name, ins, outs, *_rest) in enumerate(eqns):
+        if v in ins and name in _BITCASTS:
+            if not all(n == "dot_general" for o in outs for n, _ in readers.get(o, [("", 0)])):
+                return False
+    return True
 
 
 def _flops(ops) -> float:
@@ -402,7 +471,7 @@ def analyze(program, donated=None, arg_local_bytes=None) -> Analysis:
     input, whether its buffer is given to an aliased result; `arg_local_bytes`:
     per input, its per-device size when its sharding is not in its type."""
     walker = _Walker()
-    temp, _ = walker.program(program, None, 1, 0, donated)
+    temp, _, block = walker.program(program, None, 1, 0, donated)
     avals = program.avals
     in_bytes = [local_bytes(avals[v]) for v in program.invars]
     if arg_local_bytes is not None:
@@ -412,7 +481,8 @@ def analyze(program, donated=None, arg_local_bytes=None) -> Analysis:
     alias = sum(b for b, d in zip(in_bytes, donated or ()) if d)
     args = sum(in_bytes)
     mesh = _program_mesh(program)
-    return Analysis(walker.ops, args, out_bytes, alias, temp, args + out_bytes - alias + temp, mesh)
+    return Analysis(walker.ops, args, out_bytes, alias, temp, args + out_bytes - alias + temp, mesh,
+                    block)
 
 
 def _program_mesh(program):

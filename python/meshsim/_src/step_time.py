@@ -3,9 +3,11 @@
 
 Each op of the per-device analysis (`_src/planning.py`) is timed on the
 topology's chip and links, times its count (the trip count of the scans
-around it); the device's step is their sum, or with `overlap=True` the larger
-of its compute and its communication (communication fully hidden behind
-independent compute: a bound on what overlap can give). Pipeline bubbles are
+around it); the device's step is their sum, or with `overlap=True` the
+length of a two-stream schedule (`schedule`): collectives run on their own
+stream, overlapping compute that does not read their results (and that they
+do not wait for), as XLA's asynchronous collectives and Megatron-LM's
+overlapped tensor-parallel communication do. Pipeline bubbles are
 not added: a pipelined program's schedule (a scan over microbatches + stages
 - 1 steps, every stage working at every step) holds them, so they are timed
 like any other work. SPMD: every device runs the same ops, so this is every
@@ -228,9 +230,11 @@ def estimate_compiled(compiled, topology=None, overlap: bool = False, as_dtype=N
                          "topology='h100:8x32' (or another) or compile it on a mesh of a "
                          "topology's devices")
     ops = []
+    per_run: dict[int, float] = {}  # seconds of one execution, by id(op)
     for op in compiled.analysis.ops:
         if op.collective is not None:
             t, bound = collective_time(topo, op.collective, as_dtype)
+            per_run[id(op)] = t
             c = op.collective
             ops.append(cost_model.OpEstimate(
                 op.name, "communication", t * op.count, bound, bytes_sent=c.bytes_sent * op.count,
@@ -238,9 +242,41 @@ def estimate_compiled(compiled, topology=None, overlap: bool = False, as_dtype=N
                 count=op.count))
         elif op.flops or op.bytes_accessed:
             t, bound = compute_time(topo.chip, op, as_dtype)
+            per_run[id(op)] = t
             ops.append(cost_model.OpEstimate(op.name, "compute", t * op.count, bound,
                                              flops=op.flops * op.count,
                                              bytes_accessed=op.bytes_accessed * op.count,
                                              count=op.count))
     total = sum(o.time for o in ops)
-    return cost_model.CostEstimate(topo, 0, ops, {0: total}, overlap=overlap)
+    scheduled = None
+    if overlap:
+        scheduled = schedule(compiled.analysis.top, per_run)
+        total = scheduled
+    return cost_model.CostEstimate(topo, 0, ops, {0: total}, overlap=overlap,
+                                   scheduled_time=scheduled)
+
+
+def schedule(block: list, per_run: dict) -> float:
+    """Seconds to run a program's ops on two streams, compute and
+    communication, each in program order: an op starts when the ops whose
+    results it reads have finished and its stream is free (XLA's asynchronous
+    collectives, NCCL's communication stream). An op running sub-programs
+    (a scan over layers, a remat, a shard_map body) waits for both streams and
+    takes its bodies' scheduled time per run; iterations do not overlap."""
+    compute_free = comm_free = 0.0
+    finish: dict[int, float] = {}
+    for op in block:
+        ready = max((finish.get(id(d), 0.0) for d in op.deps), default=0.0)
+        own = per_run.get(id(op), 0.0)
+        if op.children:
+            start = max(ready, compute_free, comm_free)
+            end = start + own + sum(schedule(b, per_run) * runs for b, runs in op.children)
+            compute_free = comm_free = end
+        elif op.collective is not None:
+            start = max(ready, comm_free)
+            end = comm_free = start + own
+        else:
+            start = max(ready, compute_free)
+            end = compute_free = start + own
+        finish[id(op)] = end
+    return max(compute_free, comm_free)
