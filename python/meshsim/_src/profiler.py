@@ -8,7 +8,9 @@ every device of its mesh (axes, replica group, bytes sent and received), and
 host spans: jitted program runs (`PjitFunction(f)`) and annotations.
 `stop_trace` writes them as a Chrome trace-event JSON (Perfetto and
 chrome://tracing open it), gzipped, where TensorBoard's profile plugin looks:
-`log_dir/plugins/profile/<YYYY_MM_DD_HH_MM_SS>/<host>.trace.json.gz`, plus
+`log_dir/plugins/profile/<YYYY_MM_DD_HH_MM_SS>/<host>.trace.json.gz`, the same
+timeline as an XSpace protobuf `<host>.xplane.pb` (what TensorBoard's profile
+plugin reads; `_src/xplane.py`), plus
 `perfetto_trace.json.gz` with `create_perfetto_trace`. The host is process
 `/host:CPU`; each device is a process `/device:CPU:<id>` with one thread
 (`XLA Ops`) holding its ops and collectives. Times are wall-clock times of the
@@ -28,7 +30,7 @@ import threading
 from typing import Callable
 
 from meshsim import _core
-from meshsim._src import devices as devices_lib
+from meshsim._src import devices as devices_lib, xplane
 
 
 class _ProfileState:
@@ -75,6 +77,10 @@ def stop_trace() -> None:
             trace = trace_events(events, _state.start_ns)
             with gzip.open(folder / f"{socket.gethostname()}.trace.json.gz", "wt") as f:
                 json.dump(trace, f)
+            # TensorBoard's profile plugin (xprof) reads XSpace protobufs.
+            (folder / f"{socket.gethostname()}.xplane.pb").write_bytes(
+                xplane.xspace(events, devices_lib.devices(), socket.gethostname(),
+                              _state.start_ns))
             if _state.create_perfetto_trace:
                 # Perfetto does not like the `metadata` field (as JAX writes it).
                 perfetto = folder / "perfetto_trace.json.gz"
