@@ -22,8 +22,29 @@ from meshsim._src.vmap import vmap  # noqa: E402,F401
 from meshsim._src.sharding.explicit import reshard, auto_axes, explicit_axes  # noqa: E402,F401
 from meshsim._src.ad import (grad, value_and_grad, vjp, jvp, linearize, custom_vjp, custom_jvp,  # noqa: E402,F401
                              checkpoint, remat, checkpoint_policies, jacfwd, jacrev, jacobian, hessian)
+from meshsim._src.sharding.array import Shard  # noqa: E402,F401
+from meshsim._src.sharding.assemble import (make_array_from_callback,  # noqa: E402,F401
+                                            make_array_from_process_local_data,
+                                            make_array_from_single_device_arrays)
+from meshsim._src.runtime_control import (clear_caches, default_matmul_precision,  # noqa: E402,F401
+                                          disable_jit, enable_x64, linear_transpose, live_arrays,
+                                          process_indices)
+from meshsim._src.custom_gradient import custom_gradient  # noqa: E402,F401
+from meshsim._src.ad import float0  # noqa: E402,F401
 from meshsim import (numpy, lax, tree_util, tree, sharding, debug, random, ops, nn,  # noqa: E402,F401
-                     ad_checkpoint, dtypes, errors, profiler, stages, experimental)
+                     ad_checkpoint, dtypes, errors, profiler, stages, experimental, typing,
+                     core, flatten_util, custom_derivatives, distributed)
 from meshsim._src import xla_bridge as _xla_bridge  # noqa: E402,F401  (jax._src.xla_bridge)
 
 __version__ = "0.1.0"
+
+
+def load_ipython_extension(ipython) -> None:
+    """`%load_ext meshsim`: later `import jax` in the session resolves to meshsim."""
+    from meshsim._src import jax_alias
+    jax_alias.install()
+
+
+def unload_ipython_extension(ipython) -> None:
+    from meshsim._src import jax_alias
+    jax_alias.uninstall()

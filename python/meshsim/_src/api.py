@@ -9,11 +9,13 @@ import contextlib
 import functools
 import inspect
 import warnings
+import weakref
 from typing import Any, Callable, Sequence
 
 from meshsim import _core
 from meshsim._src import core, debug, tree_util
 from meshsim._src.abstract import ShapeDtypeStruct
+from meshsim._src.config import config as _config
 
 
 def _as_tuple(x) -> tuple:
@@ -164,12 +166,17 @@ def _reinsert_static(dyn_args: list, static: tuple) -> list:
     return args
 
 
+# Every jitted function, so `clear_caches()` can empty their caches.
+_ALL_JITTED: weakref.WeakSet = weakref.WeakSet()
+
+
 class JitWrapped:
     """The result of `jit(fun)`: callable, cached per input signature."""
 
     def __init__(self, fun, static_argnums=None, static_argnames=None, donate_argnums=None,
                  donate_argnames=None):
         functools.update_wrapper(self, fun)
+        _ALL_JITTED.add(self)
         self._fun = fun
         self._sig = _Signature(fun, static_argnums, static_argnames, donate_argnums, donate_argnames)
         self._cache: dict[Any, tuple] = {}
@@ -201,7 +208,7 @@ class JitWrapped:
         return entry, leaves
 
     def __call__(self, *args, **kwargs):
-        if _core.current_trace() is not None:
+        if _core.current_trace() is not None or _config._values["jax_disable_jit"]:
             return self._fun(*args, **kwargs)  # nested in another trace: inline
         if self._fast and not kwargs:
             key = tuple([x.signature for x in args if type(x) is _Array])
@@ -218,6 +225,11 @@ class JitWrapped:
         # Donated arguments are deleted by the call (their values now belong to the program).
         outs = program.run(leaves) if donated is None else program.run(leaves, donated)
         return tree_util.tree_unflatten(out_tree, outs)
+
+    def clear_cache(self) -> None:
+        """Forgets every traced signature: the next call traces again."""
+        self._cache.clear()
+        self._fast_cache.clear()
 
     def trace_count(self) -> int:
         """How many signatures have been traced so far."""
@@ -236,8 +248,13 @@ class JitWrapped:
 
 
 def jit(fun: Callable | None = None, *, static_argnums=None, static_argnames=None,
-        donate_argnums=None, donate_argnames=None, **unsupported):
-    """Traces `fun` once per input signature and runs it as one compiled program."""
+        donate_argnums=None, donate_argnames=None, keep_unused: bool = False, inline: bool = False,
+        compiler_options: dict | None = None, **unsupported):
+    """Traces `fun` once per input signature and runs it as one compiled program.
+
+    `inline` changes nothing here (a jitted function called while tracing is
+    always inlined), nor `keep_unused` (unused arguments are never copied), nor
+    `compiler_options` (XLA's flags; meshsim has no XLA)."""
     if unsupported:
         bad = ", ".join(sorted(unsupported))
         raise TypeError(f"jit() got unexpected keyword argument(s): {bad}")

@@ -138,6 +138,8 @@ def install():
         cls.__getitem__ = lambda self, idx: _jnp()._getitem(self, idx)
         cls.T = property(lambda self: _jnp().transpose(self))
         cls.mT = property(lambda self: _jnp().swapaxes(self, -1, -2))
+        cls.real = property(lambda self: _jnp().real(self))
+        cls.imag = property(lambda self: _jnp().imag(self))
         cls.itemsize = property(lambda self: self.dtype.itemsize)
         cls.nbytes = property(lambda self: self.size * self.dtype.itemsize)
         cls.__len__ = _len

@@ -1,2 +1,3 @@
-"""meshsim.experimental: JAX's experimental namespace (topologies for dry runs)."""
+"""meshsim.experimental (as jax.experimental): topologies for dry runs, pjit, mesh_utils,
+multihost_utils."""
 from meshsim.experimental import topologies  # noqa: F401

@@ -10,6 +10,7 @@ import dataclasses
 import operator
 
 from meshsim._src import core
+from meshsim._src.lax.precision import canonicalize_precision
 from meshsim._src.sharding import explicit
 
 __all__ = ["dot_general", "dot", "batch_matmul", "ragged_dot", "ragged_dot_general",
@@ -35,6 +36,7 @@ def _flat_dimension_numbers(dimension_numbers) -> tuple[tuple[int, ...], ...]:
 
 def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None,
                 out_sharding=None):
+    canonicalize_precision(precision)  # checked as JAX checks it; CPU computes float32 dots fully
     preferred = None if preferred_element_type is None else core.canonicalize_dtype(preferred_element_type)
     lhs, rhs = core.asarray_value(lhs), core.asarray_value(rhs)
     dims = _flat_dimension_numbers(dimension_numbers)

@@ -1,0 +1,83 @@
+"""Process-wide controls JAX programs use: the flags that are context
+managers (`enable_x64`, `disable_jit`, `default_matmul_precision`),
+`clear_caches`, `live_arrays`, `linear_transpose`, and process queries."""
+from __future__ import annotations
+
+import contextlib
+import gc
+from typing import Callable
+
+from meshsim import _core
+from meshsim._src import api, tree_util
+from meshsim._src.config import config
+
+
+class _FlagContext:
+    """A config flag used as `with jax.<flag>(value):` (restored after the block)."""
+
+    def __init__(self, name: str, coerce: Callable = lambda v: v):
+        self.name = name
+        self.coerce = coerce
+
+    @contextlib.contextmanager
+    def __call__(self, new_val=True):
+        old = config.read(self.name)
+        config.update(self.name, self.coerce(new_val))
+        try:
+            yield
+        finally:
+            config.update(self.name, old)
+
+    @property
+    def value(self):
+        return config.read(self.name)
+
+    def __repr__(self):
+        return f"{self.name}={self.value!r}"
+
+
+enable_x64 = _FlagContext("jax_enable_x64", bool)
+# CPU dots compute in full float32 whatever the precision, in JAX as here.
+default_matmul_precision = _FlagContext("jax_default_matmul_precision")
+
+
+@contextlib.contextmanager
+def disable_jit(disable: bool = True):
+    """Within the block, jitted functions run op by op (for debugging)."""
+    old = config.read("jax_disable_jit")
+    config.update("jax_disable_jit", bool(disable))
+    try:
+        yield
+    finally:
+        config.update("jax_disable_jit", old)
+
+
+def clear_caches() -> None:
+    """Empties every jitted function's cache of traced programs."""
+    for fn in list(api._ALL_JITTED):
+        fn.clear_cache()
+
+
+def live_arrays(platform: str | None = None) -> list:
+    """Every array that is alive (not deleted) in this process."""
+    return [x for x in gc.get_objects() if type(x) is _core.Array and not x.is_deleted()]
+
+
+def linear_transpose(fun: Callable, *primals, reduce_axes=()) -> Callable:
+    """The transpose of the linear function `fun` at inputs shaped like
+    `primals`: maps a cotangent of its output to a tuple of cotangents of its inputs."""
+    from meshsim._src.abstract import ShapeDtypeStruct
+    from meshsim._src.ad import vjp
+    import meshsim.numpy as jnp
+    # Only the primals' types matter to a linear function's transpose.
+    primals = tree_util.tree_map(
+        lambda p: jnp.zeros(p.shape, p.dtype) if isinstance(p, ShapeDtypeStruct) else p, primals)
+    _, pullback = vjp(fun, *primals)
+
+    def transposed(out_cotangent):
+        return pullback(out_cotangent)
+    return transposed
+
+
+def process_indices() -> list[int]:
+    return [0]

@@ -1,0 +1,2 @@
+"""meshsim.core (as jax.core): the types of traced values and their abstract values."""
+from meshsim._src.core_types import AbstractValue, ShapedArray, Trace, Tracer, max_dim, min_dim  # noqa: F401

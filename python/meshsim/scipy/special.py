@@ -1,0 +1,2 @@
+"""meshsim.scipy.special (as jax.scipy.special)."""
+from meshsim._src.scipy.special import *  # noqa: F401,F403
