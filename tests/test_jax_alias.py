@@ -80,9 +80,10 @@ def test_ipython_extension_installs_and_removes_the_alias():
     assert out.stdout.split()[-3:] == ["meshsim", "meshsim", "False"]
 
 
-@pytest.mark.parametrize("program", ["optax_fit.py"])
-def test_library_program_prints_what_jax_prints(real_jax, program):
-    pytest.importorskip("optax")
+@pytest.mark.parametrize("program,library", [("optax_fit.py", "optax"),
+                                             ("jaxtyping_check.py", "jaxtyping")])
+def test_library_program_prints_what_jax_prints(real_jax, program, library):
+    pytest.importorskip(library)
     path = os.path.join(PROGRAMS, program)
     theirs = _run([path])
     assert theirs.returncode == 0, theirs.stderr

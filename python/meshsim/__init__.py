@@ -18,6 +18,7 @@ from meshsim._src.devices import CpuDevice as Device  # noqa: E402,F401
 from meshsim._src.sharding.api import make_mesh, set_mesh, device_put, device_get, P  # noqa: E402,F401
 from meshsim._src.sharding.named_sharding import NamedSharding  # noqa: E402,F401
 from meshsim._src.shard_map import shard_map  # noqa: E402,F401
+from meshsim._src.pmap import pmap  # noqa: E402,F401
 from meshsim._src.vmap import vmap  # noqa: E402,F401
 from meshsim._src.sharding.explicit import reshard, auto_axes, explicit_axes  # noqa: E402,F401
 from meshsim._src.ad import (grad, value_and_grad, vjp, jvp, linearize, custom_vjp, custom_jvp,  # noqa: E402,F401
