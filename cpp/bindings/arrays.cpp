@@ -100,10 +100,10 @@ void init_arrays(py::module_& m) {
   py::class_<Array, ArrayPtr>(m, "Array", py::dynamic_attr())
       .def_static(
           "from_numpy",
-          [](const py::array& a, bool weak_type, bool copy) {
-            return Array::from_tensor(tensor_from_numpy(a, copy), weak_type);
+          [](const py::array& a, bool weak_type) {
+            return Array::from_tensor(tensor_from_numpy(a), weak_type);
           },
-          py::arg("array"), py::arg("weak_type") = false, py::arg("copy") = true)
+          py::arg("array"), py::arg("weak_type") = false)
       .def_property_readonly("aval", &Array::aval, py::return_value_policy::copy)
       .def_property_readonly("shape", [](const Array& a) { return py::tuple(py::cast(a.aval().shape)); })
       .def_property_readonly("dtype", [](const Array& a) { return to_numpy_dtype(a.aval().dtype); })
@@ -140,6 +140,7 @@ void init_arrays(py::module_& m) {
         return seen.size();
       })
       .def("to_numpy", [](const Array& a) {
+        a.wait();  // with the GIL: interruptible
         Tensor g;
         {
           py::gil_scoped_release nogil;
@@ -163,7 +164,7 @@ void init_arrays(py::module_& m) {
         return self;
       })
       .def_static("shard", [](const py::array& value, ShardingPtr sharding, bool weak_type) {
-        return shard_array(tensor_from_numpy(value, false), std::move(sharding), weak_type);
+        return shard_array(tensor_from_numpy(value), std::move(sharding), weak_type);
       })
       .def("reshard", [](const ArrayPtr& a, ShardingPtr sharding) {
         py::gil_scoped_release nogil;
@@ -182,13 +183,33 @@ void init_arrays(py::module_& m) {
                           py::arg("end") = r.end, py::arg("failed") = r.failed));
     return out;
   });
-  // A thread holding the GIL lets it go while it waits for a value.
-  set_blocking_wait([](const std::function<void()>& wait) {
-    if (Py_IsInitialized() && PyGILState_Check()) {
-      py::gil_scoped_release nogil;
-      wait();
-    } else {
-      wait();
+  m.def("num_dispatch_streams", &num_dispatch_streams);
+  // A thread holding the GIL lets it go while it waits for a value, taking it
+  // back every few milliseconds to run signal handlers: Ctrl-C raises
+  // KeyboardInterrupt out of the wait and cancels the programs dispatched so
+  // far, which stop at their next check point (their results raise Cancelled).
+  set_blocking_wait([](const WaitFor& wait_for) {
+    if (!Py_IsInitialized() || !PyGILState_Check()) {
+      while (!wait_for(std::chrono::hours(1))) {
+      }
+      return;
+    }
+    for (;;) {
+      bool ready;
+      {
+        py::gil_scoped_release nogil;
+        ready = wait_for(std::chrono::milliseconds(20));
+      }
+      if (ready) return;
+      if (PyErr_CheckSignals() != 0) {
+        py::error_already_set interrupt;  // takes the pending Python exception
+        {
+          py::gil_scoped_release nogil;
+          cancel_dispatched();
+          wait_for(std::chrono::milliseconds(50));  // let the devices unwind
+        }
+        throw interrupt;
+      }
     }
   });
 }

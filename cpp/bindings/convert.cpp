@@ -1,5 +1,7 @@
 #include "convert.h"
 
+#include <cstring>
+
 namespace meshsim::py_convert {
 
 DType to_dtype(const py::handle& obj) {
@@ -85,25 +87,50 @@ py::object from_value(const Value& v) {
   return py::cast(std::get<TracerPtr>(v));
 }
 
-Tensor tensor_from_numpy(const py::array& arr, bool copy) {
+namespace {
+
+// Names the capsules that keep our tensors' storage alive under NumPy views.
+constexpr const char* kStorageCapsule = "meshsim.storage";
+
+// The storage of `arr` if it is a view of one of our tensors (tensor_to_numpy):
+// such views are read-only and NumPy refuses to make them writeable (their
+// base exposes no buffer), so the memory cannot change and need not be copied.
+std::shared_ptr<Storage> own_storage(const py::array& arr) {
+  if (arr.writeable()) return nullptr;
+  PyObject* base = py::detail::array_proxy(arr.ptr())->base;
+  if (!base || !PyCapsule_CheckExact(base) || !PyCapsule_IsValid(base, kStorageCapsule)) return nullptr;
+  return *static_cast<std::shared_ptr<Storage>*>(PyCapsule_GetPointer(base, kStorageCapsule));
+}
+
+}  // namespace
+
+Tensor tensor_from_numpy(const py::array& arr) {
+  if (!arr.dtype().attr("isnative").cast<bool>())  // JAX's TypeError (device_put's text)
+    throw TypeError("Dtype " + py::str(arr.dtype().attr("str")).cast<std::string>() +
+                    " is not a valid JAX array type. Only arrays of numeric types are supported by JAX.");
   DType dt = to_dtype(arr.dtype());
   Shape shape(arr.shape(), arr.shape() + arr.ndim());
-  Strides strides(arr.ndim());
   const auto isz = static_cast<py::ssize_t>(itemsize(dt));
-  bool aligned = true;
-  for (py::ssize_t i = 0; i < arr.ndim(); ++i) {
-    strides[i] = arr.strides()[i] / isz;
-    aligned &= arr.strides()[i] % isz == 0;
+  if (std::shared_ptr<Storage> storage = own_storage(arr)) {
+    Strides strides(arr.ndim());
+    for (py::ssize_t i = 0; i < arr.ndim(); ++i) strides[i] = arr.strides()[i] / isz;
+    return Tensor::wrap(const_cast<void*>(arr.data()), dt, shape, strides, storage);
   }
-  if (!aligned) return tensor_from_numpy(py::array::ensure(arr, py::array::c_style), copy);
-  // Keep the NumPy array alive for as long as any view of it lives.
-  auto* keep = new py::object(arr);
-  std::shared_ptr<void> owner(keep, [](void* p) {
-    py::gil_scoped_acquire gil;
-    delete static_cast<py::object*>(p);
-  });
-  Tensor t = Tensor::wrap(const_cast<void*>(arr.data()), dt, shape, strides, std::move(owner));
-  return copy ? t.copy() : t;
+  // Anything else is copied, as JAX copies: the caller may write to its memory
+  // (or to a base a read-only view shares) at any time, even while a
+  // dispatched program still reads it. NumPy converts to a C-ordered, aligned
+  // array first (a no-op for the common case), so non-contiguous,
+  // Fortran-ordered and unaligned inputs all arrive as plain rows.
+  auto& api = py::detail::npy_api::get();
+  const int flags = py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_ | py::detail::npy_api::NPY_ARRAY_ALIGNED_ |
+                    py::detail::npy_api::NPY_ARRAY_FORCECAST_;
+  py::dtype native = to_numpy_dtype(dt);
+  auto packed = py::reinterpret_steal<py::array>(
+      api.PyArray_FromAny_(arr.ptr(), native.release().ptr(), 0, 0, flags, nullptr));
+  if (!packed) throw py::error_already_set();
+  Tensor t = Tensor::empty(dt, shape);
+  if (t.nbytes()) std::memcpy(t.raw(), packed.data(), t.nbytes());
+  return t;
 }
 
 py::array tensor_to_numpy(const Tensor& t) {
@@ -111,7 +138,7 @@ py::array tensor_to_numpy(const Tensor& t) {
   std::vector<py::ssize_t> strides;
   for (int64_t s : t.strides()) strides.push_back(s * itemsize(t.dtype()));
   auto* keep = new std::shared_ptr<Storage>(t.storage());
-  py::capsule base(keep, [](void* p) { delete static_cast<std::shared_ptr<Storage>*>(p); });
+  py::capsule base(keep, kStorageCapsule, [](void* p) { delete static_cast<std::shared_ptr<Storage>*>(p); });
   py::array a(to_numpy_dtype(t.dtype()), shape, strides, t.raw(), base);
   // Our arrays are immutable: NumPy gets a read-only view.
   py::detail::array_proxy(a.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;

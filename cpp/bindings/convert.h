@@ -15,7 +15,9 @@ Params to_params(const py::dict& d);
 py::object param_to_py(const ParamValue& v);
 Value to_value(const py::handle& obj);     // Array or Tracer, else TypeError
 py::object from_value(const Value& v);
-Tensor tensor_from_numpy(const py::array& arr, bool copy);
+// A copy of `arr`'s values, except for read-only views of our own tensors,
+// which cannot change and are shared.
+Tensor tensor_from_numpy(const py::array& arr);
 py::array tensor_to_numpy(const Tensor& t);  // read-only zero-copy view
 
 }  // namespace meshsim::py_convert

@@ -1,5 +1,6 @@
 #include "meshsim/core/array.h"
 
+#include <atomic>
 #include <map>
 #include <set>
 
@@ -73,9 +74,9 @@ void PendingValue::wait() const {
     std::lock_guard<std::mutex> lock(mutex_);
     if (done_) return;
   }
-  blocking_wait([this] {
+  blocking_wait([this](std::chrono::milliseconds timeout) {
     std::unique_lock<std::mutex> lock(mutex_);
-    cv_.wait(lock, [this] { return done_; });
+    return cv_.wait_for(lock, timeout, [this] { return done_; });
   });
 }
 
@@ -111,14 +112,15 @@ const std::vector<Tensor>& PendingValue::shards() const {
 }
 
 namespace {
-void (*g_blocking_wait)(const std::function<void()>&) = nullptr;
+std::atomic<void (*)(const WaitFor&)> g_blocking_wait{nullptr};
 }
 
-void set_blocking_wait(void (*wait)(const std::function<void()>&)) { g_blocking_wait = wait; }
+void set_blocking_wait(void (*policy)(const WaitFor&)) { g_blocking_wait = policy; }
 
-void blocking_wait(const std::function<void()>& wait) {
-  if (g_blocking_wait) g_blocking_wait(wait);
-  else wait();
+void blocking_wait(const WaitFor& wait_for) {
+  if (auto policy = g_blocking_wait.load()) return policy(wait_for);
+  while (!wait_for(std::chrono::hours(1))) {
+  }
 }
 
 Array::Array(Aval aval, ShardingPtr sharding, std::vector<Tensor> shards)

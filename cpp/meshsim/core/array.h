@@ -2,6 +2,7 @@
 // mesh, and one local block per device. Devices holding the same block share
 // one Tensor (a replicated value is stored once).
 #pragma once
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <functional>
@@ -39,7 +40,7 @@ void check_spec(const Mesh& mesh, const Spec& spec, int64_t ndim);
 class PendingValue {
  public:
   bool done() const;
-  void wait() const;  // until set; never throws
+  void wait() const;  // until set; may raise only what the blocking_wait policy raises (Ctrl-C)
   void set(ShardingPtr sharding, std::vector<Tensor> shards);
   void set_error(std::exception_ptr error);
   // After wait(): the value, or the error raised while computing it.
@@ -58,10 +59,15 @@ class PendingValue {
 };
 using PendingPtr = std::shared_ptr<PendingValue>;
 
-// How a thread blocks until a value is ready. The bindings install one that
-// releases Python's GIL around the wait when the waiting thread holds it.
-void set_blocking_wait(void (*wait)(const std::function<void()>&));
-void blocking_wait(const std::function<void()>& wait);
+// How a thread blocks until a value is ready. `wait_for(timeout)` waits at most
+// `timeout` and returns whether the value is ready. The bindings install a
+// policy that releases Python's GIL around the wait when the waiting thread
+// holds it, and polls for signals meanwhile (Ctrl-C raises KeyboardInterrupt
+// out of the wait and cancels the programs dispatched so far). Without one,
+// the wait is plain and never throws.
+using WaitFor = std::function<bool(std::chrono::milliseconds)>;
+void set_blocking_wait(void (*policy)(const WaitFor&));
+void blocking_wait(const WaitFor& wait_for);
 
 class Array {
  public:
@@ -83,7 +89,7 @@ class Array {
   bool is_ready() const { return !pending_ || pending_->done(); }
   // Whether sharding() is known without waiting.
   bool has_sharding() const;
-  void wait() const;  // until ready (never throws)
+  void wait() const;  // until ready (raises only on Ctrl-C, see blocking_wait)
   const PendingPtr& pending() const { return pending_; }
 
   bool is_deleted() const { return deleted_; }

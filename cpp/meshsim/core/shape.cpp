@@ -1,5 +1,6 @@
 #include "meshsim/core/shape.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "meshsim/core/error.h"
@@ -8,8 +9,11 @@ namespace meshsim {
 
 int64_t num_elements(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
+  bool overflow = false;
+  for (int64_t d : shape) overflow |= __builtin_mul_overflow(n, d, &n);
+  if (overflow && std::find(shape.begin(), shape.end(), 0) == shape.end())
+    fail<ValueError>("shape ", shape_str(shape), " has more elements than an array can hold (2**63 - 1)");
+  return overflow ? 0 : n;
 }
 
 Strides contiguous_strides(const Shape& shape) {

@@ -11,6 +11,7 @@
 
 #include "meshsim/ir/axis_env.h"
 #include "meshsim/ir/ops.h"
+#include "meshsim/kernels/integer_wrap.h"
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/kernels/strided.h"
 #include "meshsim/primitives/families.h"
@@ -110,7 +111,7 @@ Tensor reduce_blocks(const std::vector<const Tensor*>& blocks, Reduce op, const 
       for (const Tensor& s : srcs) {
         const T* x = s.data<T>();
         switch (op) {
-          case Reduce::Sum: for (int64_t i = lo; i < hi; ++i) o[i] = static_cast<T>(o[i] + x[i]); break;
+          case Reduce::Sum: for (int64_t i = lo; i < hi; ++i) o[i] = add_op(o[i], x[i]); break;
           case Reduce::Max: for (int64_t i = lo; i < hi; ++i) o[i] = std::max(o[i], x[i]); break;
           case Reduce::Min: for (int64_t i = lo; i < hi; ++i) o[i] = std::min(o[i], x[i]); break;
         }
@@ -433,7 +434,7 @@ std::vector<Tensors> reduce_scatter_kernel(const MeshContext& ctx, const std::ve
           const Tensor src = slice_dim(in[groups[g][m]][0], dim, r * c, (r + 1) * c).transpose(perm);
           const T* ps = src.data<T>();
           for_each_offsets<2>(dst.shape(), {&dst.strides(), &src.strides()},
-                              [&](const std::array<int64_t, 2>& o2) { pd[o2[0]] += ps[o2[1]]; });
+                              [&](const std::array<int64_t, 2>& o2) { pd[o2[0]] = add_op(pd[o2[0]], ps[o2[1]]); });
         }
       });
       res[groups[g][r]] = {o};
@@ -456,7 +457,7 @@ std::vector<Tensors> reduce_scatter_kernel(const MeshContext& ctx, const std::ve
           const T* a = src + (i * n + r) * chunk;
           T* b = dst + i * chunk;
           if (m == 0) std::memcpy(b, a, chunk * sizeof(T));
-          else for (int64_t e = 0; e < chunk; ++e) b[e] += a[e];
+          else for (int64_t e = 0; e < chunk; ++e) b[e] = add_op(b[e], a[e]);
         }
       }
     });

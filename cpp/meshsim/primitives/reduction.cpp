@@ -5,6 +5,7 @@
 
 #include "meshsim/ir/ops.h"
 #include "meshsim/ir/primitive.h"
+#include "meshsim/kernels/integer_wrap.h"
 #include "meshsim/kernels/cast.h"
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/kernels/reduce.h"
@@ -26,11 +27,17 @@ bool is_nan(T x) {
 // Each op body is written once for scalars and Simd vectors (see reduce.h).
 template <class T> struct Sum {
   T identity = T(0);
-  template <class V> V operator()(V a, V b) const { return a + b; }
+  template <class V> V operator()(V a, V b) const {
+    if constexpr (std::is_integral_v<V>) return add_op(a, b);  // wraps, as XLA's
+    else return a + b;
+  }
 };
 template <class T> struct Prod {
   T identity = T(1);
-  template <class V> V operator()(V a, V b) const { return a * b; }
+  template <class V> V operator()(V a, V b) const {
+    if constexpr (std::is_integral_v<V>) return mul_op(a, b);
+    else return a * b;
+  }
 };
 // max/min propagate NaN, as XLA does (a != a only for NaN).
 template <class T> struct Max {

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <thread>
 
+#include "meshsim/core/cancel.h"
 #include "meshsim/core/error.h"
 #include "meshsim/runtime/interpreter.h"
 #include "meshsim/runtime/sharded.h"
@@ -32,9 +33,9 @@ class Event {
   }
   void wait() const {
     if (done()) return;
-    blocking_wait([this] {
+    blocking_wait([this](std::chrono::milliseconds timeout) {
       std::unique_lock<std::mutex> lock(mutex_);
-      cv_.wait(lock, [this] { return done_; });
+      return cv_.wait_for(lock, timeout, [this] { return done_; });
     });
   }
   void set() {
@@ -52,58 +53,118 @@ class Event {
 };
 using EventPtr = std::shared_ptr<Event>;
 
-// A thread running one device set's programs in dispatch order. Streams live
-// as long as the process (they are never destroyed: joining threads while
-// the interpreter shuts down could hang).
-class Stream {
+class Stream;
+using StreamPtr = std::shared_ptr<Stream>;
+
+// How long a stream's thread stays without work before it ends, and how many
+// idle streams may keep a thread while new device sets get one: a program
+// making many meshes does not keep a thread per mesh.
+constexpr auto kStreamIdleLifetime = std::chrono::seconds(2);
+constexpr size_t kMaxStreams = 16;
+
+// A thread running one device set's programs in dispatch order. Tasks are
+// pushed only while the dispatcher's mutex is held, in dispatch order; the
+// thread takes its own mutex only to pop. An idle stream is retired (its
+// thread ends, it leaves the dispatcher) only while the dispatcher's mutex is
+// held and its queue is empty, so no task is ever pushed to a retired stream.
+class Stream : public std::enable_shared_from_this<Stream> {
  public:
-  explicit Stream(int id) : id_(id) { std::thread([this] { loop(); }).detach(); }
+  explicit Stream(int id) : id_(id) {}
+  // Raises std::system_error when the OS refuses a thread.
+  void start() {
+    std::thread([self = shared_from_this()] { self->loop(); }).detach();
+  }
   int id() const { return id_; }
-  void push(std::function<void()> task) {
+  void push(std::function<void()> task) {  // dispatcher mutex held
     {
       std::lock_guard<std::mutex> lock(mutex_);
       tasks_.push_back(std::move(task));
     }
     cv_.notify_one();
   }
+  // Dispatcher mutex held: ends the thread if the stream has nothing to do.
+  bool retire_if_idle() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!tasks_.empty() || running_) return false;
+    retired_ = true;
+    cv_.notify_one();
+    return true;
+  }
 
  private:
-  void loop() {
-    for (;;) {
-      std::function<void()> task;
-      {
-        std::unique_lock<std::mutex> lock(mutex_);
-        cv_.wait(lock, [this] { return !tasks_.empty(); });
-        task = std::move(tasks_.front());
-        tasks_.pop_front();
-      }
-      task();
-    }
-  }
+  void loop();
   int id_;
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> tasks_;
+  bool running_ = false;  // a task popped and not yet finished
+  bool retired_ = false;
 };
 
 struct Dispatcher {
+  // Lock order: Dispatcher::mutex, then a Stream's mutex. Nothing else is
+  // acquired while holding either, and nobody waits while holding them.
   std::mutex mutex;
-  std::map<std::vector<int>, Stream*> streams;
+  std::map<std::vector<int>, StreamPtr> streams;
   std::vector<EventPtr> last;  // per device id: the last program dispatched to it
+  int next_stream_id = 0;
+  std::vector<std::weak_ptr<CancelToken>> live;  // tokens of programs not yet finished
 
-  // The stream of `devices` and what a program on them waits for; the program's
-  // completion `done` becomes the last event of each device.
-  Stream* enqueue_point(const std::vector<int>& devices, const EventPtr& done, std::vector<EventPtr>& deps) {
+  // Queues `make_task(deps, stream id)` on the stream of `devices`; `deps` are the
+  // unfinished last programs of those devices, and `done` becomes their last
+  // event. All of it happens under one lock, so the order of tasks in every
+  // stream is the order of dispatch: a task only waits for tasks dispatched
+  // before it, which are ahead of it in their streams and, by induction, finish.
+  // (Pushing after releasing the lock let a later program overtake the one it
+  // waits for on the same stream: a deadlock.)
+  template <class MakeTask>
+  void enqueue(const std::vector<int>& devices, const EventPtr& done, const CancelTokenPtr& token,
+               MakeTask make_task) {
     std::lock_guard<std::mutex> lock(mutex);
+    StreamPtr& slot = streams[devices];
+    if (!slot) {
+      if (streams.size() > kMaxStreams) retire_idle_streams(devices);
+      auto s = std::make_shared<Stream>(next_stream_id);
+      try {
+        s->start();
+      } catch (...) {
+        streams.erase(devices);  // nothing registered: later programs do not wait for this one
+        throw;
+      }
+      ++next_stream_id;
+      slot = std::move(s);
+    }
+    StreamPtr stream = slot;
+    std::vector<EventPtr> deps;
     for (int d : devices) {
       if (d >= static_cast<int>(last.size())) last.resize(d + 1);
       EventPtr& e = last[d];
       if (e && !e->done() && std::find(deps.begin(), deps.end(), e) == deps.end()) deps.push_back(e);
       e = done;
     }
-    Stream*& s = streams[devices];
-    if (!s) s = new Stream(static_cast<int>(streams.size()) - 1);
-    return s;
+    if (live.size() >= 64)
+      live.erase(std::remove_if(live.begin(), live.end(), [](const auto& w) { return w.expired(); }),
+                 live.end());
+    live.push_back(token);
+    stream->push(make_task(std::move(deps), stream->id()));
+  }
+
+  void retire_idle_streams(const std::vector<int>& keep) {
+    for (auto it = streams.begin(); it != streams.end();)
+      it = it->first != keep && it->second && it->second->retire_if_idle() ? streams.erase(it)
+                                                                           : std::next(it);
+  }
+
+  // The stream's thread found it idle for a while: retire it unless work came.
+  bool retire(Stream* s) {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (auto it = streams.begin(); it != streams.end(); ++it)
+      if (it->second.get() == s) {
+        if (!s->retire_if_idle()) return false;
+        streams.erase(it);
+        return true;
+      }
+    return true;  // already retired
   }
 
   std::vector<EventPtr> pending_on(const std::vector<int>& devices) {
@@ -113,11 +174,47 @@ struct Dispatcher {
       if (d < static_cast<int>(last.size()) && last[d] && !last[d]->done()) out.push_back(last[d]);
     return out;
   }
+
+  void cancel_all() {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (const auto& w : live)
+      if (auto t = w.lock()) t->cancelled = true;
+    live.clear();
+  }
+
+  size_t num_streams() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return streams.size();
+  }
 };
 
 Dispatcher& dispatcher() {
   static auto* d = new Dispatcher;  // never destroyed: streams may still run at exit
   return *d;
+}
+
+void Stream::loop() {
+  for (;;) {
+    std::function<void()> task;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      running_ = false;
+      while (tasks_.empty() && !retired_) {
+        if (cv_.wait_for(lock, kStreamIdleLifetime) == std::cv_status::timeout && tasks_.empty() &&
+            !retired_) {
+          lock.unlock();  // lock order: the dispatcher's mutex first
+          const bool retired = dispatcher().retire(this);
+          lock.lock();
+          if (retired) break;
+        }
+      }
+      if (tasks_.empty()) return;  // retired: nothing can be pushed any more
+      task = std::move(tasks_.front());
+      tasks_.pop_front();
+      running_ = true;
+    }
+    task();
+  }
 }
 
 std::mutex g_record_mutex;
@@ -209,10 +306,12 @@ void remember_placement(const ProgramPtr& program, const std::vector<ArrayPtr>& 
 // result), tens of microseconds on a busy 2-core machine, more than such a
 // program takes (a 20-op call on 64x64 arrays: ~27 us of CPU, unchanged from
 // synchronous runs). Its errors are still deferred to when its results are read.
+// A loop may run for any time however small its values: it goes to a stream,
+// so the caller's wait for it can be interrupted.
 bool runs_inline(const Program& program, const std::vector<int>& devices) {
   if (devices.size() != 1) return false;
   for (const Equation& e : program.eqns)
-    if (e.prim->array_kernel) return false;
+    if (e.prim->array_kernel || e.prim->name == "while" || e.prim->name == "scan") return false;
   for (const Aval& a : program.avals)
     if (a.mesh || num_elements(a.shape) > (int64_t{1} << 16)) return false;
   return true;
@@ -292,15 +391,17 @@ std::vector<ArrayPtr> dispatch_program(const ProgramPtr& program_ptr, std::vecto
                                            pending.back()));
   }
   auto done = std::make_shared<Event>();
-  std::vector<EventPtr> deps;
-  Stream* stream = dispatcher().enqueue_point(devices, done, deps);
+  auto token = std::make_shared<CancelToken>();
   const bool learn = placement.empty();
-  stream->push([program_ptr, args = std::move(args), pending, deps = std::move(deps), done, devices,
-                id = stream->id(), learn]() mutable {
+  auto make_task = [&](std::vector<EventPtr> deps, int id) -> std::function<void()> {
+    return [program_ptr, args = std::move(args), pending, deps = std::move(deps), done, devices, id,
+            learn, token]() mutable {
     for (const EventPtr& e : deps) e->wait();
     for (const ArrayPtr& a : args) a->wait();
     DispatchRecord r{program_ptr->name, devices, id, now(), 0, false};
     try {
+      CancelScope scope(token.get());
+      check_cancelled();
       std::vector<ArrayPtr> results = run_global_program(*program_ptr, args);
       r.end = now();  // before any reader can start
       if (learn) remember_placement(program_ptr, args, results);
@@ -316,7 +417,9 @@ std::vector<ArrayPtr> dispatch_program(const ProgramPtr& program_ptr, std::vecto
     args.clear();  // donated buffers go back before the next program starts
     record(std::move(r));
     done->set();
-  });
+    };
+  };
+  dispatcher().enqueue(devices, done, token, make_task);
   return outs;
 }
 
@@ -336,13 +439,15 @@ ArrayPtr dispatch_reshard(const ArrayPtr& x, ShardingPtr sharding) {
   auto pending = std::make_shared<PendingValue>();
   auto out = std::make_shared<Array>(std::move(placed), sharding, pending);
   auto done = std::make_shared<Event>();
-  std::vector<EventPtr> deps;
-  Stream* stream = dispatcher().enqueue_point(devices, done, deps);
-  stream->push([x = x->share(), sharding, pending, deps = std::move(deps), done, devices, id = stream->id()]() {
+  auto token = std::make_shared<CancelToken>();
+  auto make_task = [&](std::vector<EventPtr> deps, int id) -> std::function<void()> {
+    return [x = x->share(), sharding, pending, deps = std::move(deps), done, devices, id, token]() {
     for (const EventPtr& e : deps) e->wait();
     x->wait();
     DispatchRecord r{"device_put", devices, id, now(), 0, false};
     try {
+      CancelScope scope(token.get());
+      check_cancelled();
       ArrayPtr placed = shard_array(x->global(), sharding, x->aval().weak_type);
       r.end = now();
       pending->set(placed->sharding(), placed->shards());
@@ -353,7 +458,9 @@ ArrayPtr dispatch_reshard(const ArrayPtr& x, ShardingPtr sharding) {
     }
     record(std::move(r));
     done->set();
-  });
+    };
+  };
+  dispatcher().enqueue(devices, done, token, make_task);
   return out;
 }
 
@@ -367,6 +474,10 @@ void wait_all_dispatched() {
   }
   for (const EventPtr& e : events) e->wait();
 }
+
+void cancel_dispatched() { dispatcher().cancel_all(); }
+
+size_t num_dispatch_streams() { return dispatcher().num_streams(); }
 
 void push_dispatch_recorder() {
   std::lock_guard<std::mutex> lock(g_record_mutex);

@@ -7,7 +7,10 @@
 // arguments (both dispatched earlier, so waits never form a cycle), then
 // calls the executor as a synchronous call would. Programs on disjoint device
 // sets therefore run at the same time; programs sharing a device run in call
-// order. The stream is a plain thread, not a TBB task: it blocks while it
+// order. Dispatching (finding the waits, queueing on the stream) is one
+// atomic step, so every stream holds its programs in dispatch order and a
+// program waits only for programs queued before it: no cycle, no deadlock.
+// The stream is a plain thread, not a TBB task: it blocks while it
 // waits, and TBB tasks must not. An error raised while running is stored in
 // the results and raised where they are read; later programs are unaffected.
 #pragma once
@@ -35,6 +38,13 @@ ArrayPtr dispatch_reshard(const ArrayPtr& x, ShardingPtr sharding);
 
 // Waits until every program dispatched so far has run.
 void wait_all_dispatched();
+
+// Cancels every program dispatched and not yet finished (Ctrl-C): each stops
+// at its next check point (core/cancel.h) and its results raise Cancelled.
+void cancel_dispatched();
+
+// Streams that currently have a thread (idle ones end after a while).
+size_t num_dispatch_streams();
 
 // One program a stream ran: its name, devices, stream, and when it started and
 // ended (seconds on a steady clock, after its inputs were ready).

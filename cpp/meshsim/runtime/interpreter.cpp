@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "meshsim/core/cancel.h"
+
 #include "meshsim/runtime/mesh_executor.h"
 #include "meshsim/runtime/sharded.h"
 #include "meshsim/runtime/timeline.h"
@@ -44,6 +46,7 @@ Tensors run_primitive(const Primitive& prim, const Tensors& args, const Params& 
       fail<NameError>("'", prim.name, "' must be called inside a shard_map body");
     fail<NotImplementedError>("primitive '", prim.name, "' has no kernel");
   }
+  check_cancelled();  // every equation is a check point of an interrupted program
   Tensors out = timeline::active() ? run_kernel_on_timeline(prim, args, params, out_avals)
                                    : prim.kernel(args, params, out_avals);
   if (out.size() != out_avals.size())

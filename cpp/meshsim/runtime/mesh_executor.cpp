@@ -9,6 +9,7 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
+#include "meshsim/core/cancel.h"
 #include "meshsim/runtime/interpreter.h"
 #include "meshsim/runtime/sharded.h"
 #include "meshsim/runtime/timeline.h"
@@ -35,6 +36,11 @@ int64_t MeshContext::axis_size(const AxisNames& axes) const {
 }
 
 std::vector<std::vector<int64_t>> MeshContext::groups(const AxisNames& axes) const {
+  // The groups would not partition the devices (JAX's text; the Python
+  // wrappers raise it first, this guards direct binds).
+  for (size_t i = 0; i < axes.size(); ++i)
+    if (std::find(axes.begin() + i + 1, axes.end(), axes[i]) != axes.end())
+      fail<ValueError>("repeated axis in `source` argument");
   AxisNames others;
   for (const auto& a : mesh_.axis_names)
     if (std::find(axes.begin(), axes.end(), a) == axes.end()) others.push_back(a);
@@ -47,7 +53,9 @@ std::vector<std::vector<int64_t>> MeshContext::groups(const AxisNames& axes) con
 
 void MeshContext::parallel_for(int64_t n, const std::function<void(int64_t)>& f) const {
   if (n == 1) return f(0);
+  CancelToken* token = current_cancel_token();  // worker threads compute for the same program
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, 1), [&](const tbb::blocked_range<int64_t>& r) {
+    CancelScope scope(token);
     for (int64_t i = r.begin(); i != r.end(); ++i) f(i);
   });
 }
@@ -298,6 +306,7 @@ std::vector<Tensors> run_on_mesh(const ProgramPtr& body_ptr, const Mesh& mesh, s
 
   SingleThreadedBlas one_blas_thread;
   for (const ExecutionPlan::Run& run : plan.runs) {
+    check_cancelled();
     const size_t k = run.begin;
     if (run.collective) {
       const Equation& e = body.eqns[k];

@@ -89,12 +89,15 @@ def asarray_value(x, dtype=None):
         raise TypeError(f"cannot convert {type(x).__name__} to a meshsim array")
     if arr.dtype.kind == "c":
         raise TypeError("meshsim does not support complex dtypes")
+    if not arr.dtype.isnative:  # JAX refuses non-native byte orders (device_put's text)
+        raise TypeError(f"Dtype {arr.dtype.str} is not a valid JAX array type. Only arrays of "
+                        "numeric types are supported by JAX.")
     # NumPy inputs keep their dtype, narrowed as JAX narrows (int64 -> int32 with x64 off).
     target = canonicalize_dtype(arr.dtype)
     if arr.dtype != target:
         arr = arr.astype(target)
-    # A read-only NumPy array cannot change under us: share its memory.
-    return Array.from_numpy(arr, weak_type=False, copy=arr.flags.writeable)
+    # Copied (as JAX copies): the caller's memory may change later.
+    return Array.from_numpy(arr, weak_type=False)
 
 
 def _flat(xs):

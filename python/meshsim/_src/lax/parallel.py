@@ -28,8 +28,15 @@ def _axis_tuple(axis_name) -> tuple:
     return (axis_name,)
 
 
+# Ops whose axis tuples may name an axis twice (as in JAX: an index or size over ('x', 'x')).
+_REPEATS_ALLOWED = frozenset({"axis_size", "axis_index", "pvary", "pcast"})
+
+
 def _env(op: str, axes: tuple):
-    """The body's (mesh, manual axes, check_vma); NameError for unbound axes."""
+    """The body's (mesh, manual axes, check_vma); NameError for unbound axes,
+    ValueError (JAX's text) for a collective naming an axis twice."""
+    if op not in _REPEATS_ALLOWED and len(set(axes)) != len(axes):
+        raise ValueError("repeated axis in `source` argument")
     env = _core.current_axis_env()
     for a in axes:
         if env is None or a not in env[1]:

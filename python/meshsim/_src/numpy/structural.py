@@ -59,6 +59,9 @@ def _resolve_shape(old: tuple[int, ...], new) -> tuple[int, ...]:
     if len(unknown) > 1:
         raise TypeError(f"can only specify one unknown axis size with a `-1` value, got {new}")
     if not unknown:
+        if math.prod(new) != math.prod(old):  # exact: a C++ product of huge sizes would wrap
+            raise TypeError(f"cannot reshape array of shape {old} (size {math.prod(old)}) into "
+                            f"shape {new} (size {math.prod(new)})")
         return new
     known = math.prod(d for d in new if d != -1)
     total = math.prod(old)

@@ -1,0 +1,74 @@
+"""Runs the generated bad-input cases (cases.py) against JAX and meshsim in
+subprocesses (a crash is recorded for the case that caused it and the run
+resumes after it) and compares the outcomes."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def run_cases(lib: str, cases: list[str], timeout: float = 600) -> list[dict]:
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    results: list[dict] = []
+    while len(results) < len(cases):
+        start = len(results)
+        p = subprocess.run([sys.executable, os.path.join(HERE, "runner.py"), lib],
+                           input=json.dumps(cases[start:]), capture_output=True, text=True, env=env,
+                           timeout=timeout)
+        got = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+        results.extend(got)
+        if p.returncode != 0 and len(results) < len(cases):
+            tail = p.stderr.strip().splitlines()
+            results.append({"crash": p.returncode, "detail": " | ".join(tail[-3:])[:300]})
+    return results
+
+
+def _same_values(a, b) -> bool:
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if x[0] != y[0] or x[1] != y[1]:
+            return False
+        if x[0] == "object" or not isinstance(x[2], list):
+            continue
+        vx = np.array([np.nan if v is None else v for v in x[2]], dtype=float)
+        vy = np.array([np.nan if v is None else v for v in y[2]], dtype=float)
+        if vx.shape != vy.shape or not np.allclose(vx, vy, rtol=1e-5, atol=1e-6, equal_nan=True):
+            return False
+    return True
+
+
+def compare(jax_res: dict, ms_res: dict) -> str | None:
+    """None when meshsim behaves as JAX does, else what differs."""
+    if "crash" in ms_res:
+        return f"meshsim crashed: {ms_res['detail']}"
+    if "crash" in jax_res:  # JAX aborts: any clean exception is better
+        return None if "error" in ms_res else "JAX aborts, meshsim accepts"
+    if "ok" in jax_res and "ok" in ms_res:
+        return None if _same_values(jax_res["ok"], ms_res["ok"]) else \
+            f"values differ: jax {str(jax_res['ok'])[:150]} meshsim {str(ms_res['ok'])[:150]}"
+    if "error" in jax_res and "error" in ms_res:
+        if jax_res["error"] == ms_res["error"]:
+            return None
+        return (f"jax raises {jax_res['type']}({jax_res['message'][:120]!r}), meshsim raises "
+                f"{ms_res['type']}({ms_res['message'][:120]!r})")
+    if "error" in jax_res:
+        return f"meshsim accepts; jax raises {jax_res['type']}({jax_res['message'][:120]!r})"
+    return f"meshsim raises {ms_res['type']}({ms_res['message'][:120]!r}); jax accepts"
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, HERE)
+    import cases as case_module
+    cases = case_module.all_cases()
+    jr, mr = run_cases("jax", cases), run_cases("meshsim", cases)
+    bad = [(c, compare(j, m)) for c, j, m in zip(cases, jr, mr)]
+    bad = [(c, d) for c, d in bad if d]
+    for c, d in bad:
+        print(f"{c}\n    {d}")
+    print(f"{len(cases)} cases, {len(bad)} mismatches")
