@@ -9,7 +9,10 @@ import textwrap
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ENV = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+import meshsim
+
+# The subprocesses import the meshsim this test imported (a sanitizer build's, say).
+ENV = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(meshsim.__file__)))
 WATCHDOG = 240  # seconds: far above the few seconds these take, to tell a hang from load
 
 
@@ -55,3 +58,30 @@ def test_two_threads_dispatching_thousands_of_shard_map_calls_then_reading(run):
 def test_eight_threads_mixed_calls_on_shared_and_disjoint_meshes(seed):
     out = _run([os.path.join(ROOT, "tests", "stress", "concurrent_calls.py"), 8, 250, seed, WATCHDOG])
     assert out.strip() == "ok 2000"
+
+
+def test_streams_of_device_sets_no_longer_used_are_retired():
+    # Every non-empty subset of 8 devices would otherwise keep a thread each.
+    import itertools
+
+    import numpy as np
+
+    import meshsim as jax
+    import meshsim.numpy as jnp
+    from meshsim import _core, lax
+    from meshsim.sharding import Mesh, PartitionSpec as P
+
+    def threads():
+        return len(os.listdir("/proc/self/task"))
+
+    devices = np.array(jax.devices())
+    before = threads()
+    subsets = [c for k in (2, 3, 4, 5) for c in itertools.combinations(range(8), k)][:150]
+    for ids in subsets:
+        mesh = Mesh(devices[list(ids)], ("x",))
+        f = jax.jit(jax.shard_map(lambda a: lax.psum(a, "x"), mesh=mesh, in_specs=P("x"),
+                                  out_specs=P()))
+        out = f(jnp.arange(float(len(ids))))
+        assert float(out[0]) == sum(range(len(ids)))
+        assert _core.num_dispatch_streams() <= 17
+    assert threads() - before <= 20

@@ -11,7 +11,10 @@ import textwrap
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ENV = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+import meshsim
+
+# The subprocesses import the meshsim this test imported (a sanitizer build's, say).
+ENV = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(meshsim.__file__)))
 
 SCRIPT = """
 import faulthandler, os, signal, sys, threading, time

@@ -70,6 +70,7 @@ def main():
                 raise
             msg = str(e).strip().splitlines()
             res = {"error": builtin_base(type(e)), "type": type(e).__name__,
+                   "bases": [t.__name__ for t in type(e).__mro__],
                    "message": msg[0][:300] if msg else ""}
         print(json.dumps(res), flush=True)
 

@@ -3,6 +3,7 @@
 // blocks (runtime/mesh_executor.h); its groups follow JAX's replica groups:
 // devices that differ only along the named axes, members in tuple order.
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <cstring>
 #include <numeric>
@@ -112,10 +113,17 @@ Tensor reduce_blocks(const std::vector<const Tensor*>& blocks, Reduce op, const 
         const T* x = s.data<T>();
         switch (op) {
           case Reduce::Sum: for (int64_t i = lo; i < hi; ++i) o[i] = add_op(o[i], x[i]); break;
-          case Reduce::Max: for (int64_t i = lo; i < hi; ++i) o[i] = std::max(o[i], x[i]); break;
-          case Reduce::Min: for (int64_t i = lo; i < hi; ++i) o[i] = std::min(o[i], x[i]); break;
+          // As XLA's CPU all-reduce: a NaN loses to any number (NaN only if all are NaN).
+          case Reduce::Max: for (int64_t i = lo; i < hi; ++i) o[i] = x[i] > o[i] || o[i] != o[i] ? x[i] : o[i]; break;
+          case Reduce::Min: for (int64_t i = lo; i < hi; ++i) o[i] = x[i] < o[i] || o[i] != o[i] ? x[i] : o[i]; break;
         }
       }
+      // All NaN: XLA's identity (-inf for max, +inf for min), as no number was seen.
+      if constexpr (std::numeric_limits<T>::has_infinity)
+        if (op != Reduce::Sum)
+          for (int64_t i = lo; i < hi; ++i)
+            if (o[i] != o[i])
+              o[i] = op == Reduce::Max ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
     };
     constexpr int64_t kChunk = 1 << 16;  // elements per task: big blocks reduce in parallel
     if (n <= kChunk) return run(0, n);

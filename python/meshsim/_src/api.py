@@ -8,6 +8,8 @@ import atexit
 import contextlib
 import functools
 import inspect
+
+import numpy as np
 import warnings
 import weakref
 from typing import Any, Callable, Sequence
@@ -35,6 +37,10 @@ class _Signature:
         except (TypeError, ValueError):
             self.params = {}
         names = list(self.params)
+        self._check_argnums("static_argnums", _as_tuple(static_argnums))
+        self._check_argnums("donate_argnums", _as_tuple(donate_argnums))
+        self._check_argnames("static_argnames", _as_tuple(static_argnames))
+        self._check_argnames("donate_argnames", _as_tuple(donate_argnames))
         self.static_argnums = {self._normalize(i) for i in _as_tuple(static_argnums)}
         self.static_argnames = set(_as_tuple(static_argnames))
         # Static names and positions imply each other where the signature says so.
@@ -49,6 +55,37 @@ class _Signature:
             if n in names:
                 self.donate_argnums.add(names.index(n))
         self.donate_argnames = set(_as_tuple(donate_argnames))
+        both = {names[i] for i in self.static_argnums & self.donate_argnums if 0 <= i < len(names)}
+        both |= self.static_argnames & self.donate_argnames
+        if both:
+            raise ValueError("static_argnames and donate_argnames cannot intersect. Argument names "
+                             f"{both} appear in both static_argnames and donate_argnames")
+
+    def _kinds(self) -> set:
+        return {p.kind for p in self.params.values()}
+
+    def _check_argnums(self, what: str, nums: tuple):
+        """JAX's ValueError for positions the function does not have (when its signature is known)."""
+        if not self.params or inspect.Parameter.VAR_POSITIONAL in self._kinds():
+            return
+        positional = [p for p in self.params.values()
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        n = len(positional)
+        for i in nums:
+            if not isinstance(i, (int, np.integer)) or isinstance(i, bool):
+                raise TypeError(f"{what} must be ints, got {nums!r}")
+        if any(not -n <= i < n for i in nums):
+            raise ValueError(f"Jitted function has {what}={tuple(nums)}, but only accepts {n} "
+                             "positional arguments.")
+
+    def _check_argnames(self, what: str, names: tuple):
+        if not self.params or inspect.Parameter.VAR_KEYWORD in self._kinds():
+            return
+        bad = {n for n in names if n not in self.params or
+               self.params[n].kind == inspect.Parameter.POSITIONAL_ONLY}
+        if bad:
+            raise ValueError(f"Jitted function has invalid argnames {bad} in {what}. Function does "
+                             "not take these args.")
 
     def _normalize(self, i: int) -> int:
         if i < 0:

@@ -67,6 +67,9 @@ def asarray_value(x, dtype=None):
         if dtype is not None and np.dtype(dtype) != x.dtype:
             return convert_element_type(x, dtype)
         return x
+    if isinstance(x, np.ma.MaskedArray):
+        raise ValueError("numpy masked arrays are not supported as direct inputs to JAX functions. "
+                         "Use arr.filled() to convert the value to a standard numpy array.")
     if dtype is None and is_python_scalar(x):
         scalar_dtype = python_scalar_dtype(x)
         if isinstance(x, int) and not isinstance(x, bool):

@@ -351,9 +351,7 @@ class _ShardMapped:
             in_specs = [self._infer_spec(x, mesh) for x in leaves]
             keyed = [_Keyed(f"[{p[0].idx}]", s) for p, s in zip(arg_paths, in_specs)]
         else:
-            specs = self.in_specs
-            if isinstance(specs, list):  # lenient: JAX wants a tuple, like args
-                specs = tuple(specs)
+            specs = self.in_specs  # a list is not a prefix of the args' tuple: JAX's error
             self._check_specs(specs, manual, "in_specs")
             keyed = self._keyed_specs(specs, args, "in_specs")
             in_specs = [k.spec for k in keyed]

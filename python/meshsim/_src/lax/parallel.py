@@ -74,6 +74,8 @@ def axis_index(axis_name):
     tuple, row-major over the axes in the order given."""
     axes = _axis_tuple(axis_name)
     _env("axis_index", axes)
+    if not axes:  # one device along no axes
+        return core.asarray_value(np.int32(0))
     index = None
     for a in axes:
         i = core.bind1("axis_index", axis_name=a)
@@ -95,6 +97,8 @@ _POSITIONAL = {"psum": reduction.reduce_sum, "pmax": reduction.reduce_max,
 
 def _all_reduce(name: str, x, axis_name, axis_index_groups):
     positional, axes = _split_axes(axis_name)
+    if name == "psum" and not axes and not positional:  # a sum over no devices (JAX: the operand)
+        return x
     if positional and axis_index_groups is not None:
         raise ValueError("axis_index_groups only supported for sums over just named axes")
     if axis_index_groups is not None:
@@ -314,6 +318,13 @@ def ppermute(x, axis_name, perm):
                         f"of type {type(perm)}")
     axes = _axis_tuple(axis_name)
     env = _env("ppermute", axes)
+    for pair in perm:
+        if isinstance(pair, (list, tuple)) and len(pair) != 2:
+            raise ValueError("`perm` passed to `jax.lax.ppermute` must hold (source, destination) "
+                             f"pairs, got {pair!r}")
+        if not isinstance(pair, (list, tuple)) or not all(isinstance(i, (int, np.integer)) for i in pair):
+            raise TypeError("`perm` passed to `jax.lax.ppermute` must be a sequence of "
+                            f"(source, destination) pairs of integers, got {perm!r}")
     perm = tuple(tuple(int(i) for i in pair) for pair in perm)
     if len(axes) > 1:
         _check_ppermute_order(env, axes)

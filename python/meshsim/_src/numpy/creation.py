@@ -60,6 +60,8 @@ def array(object, dtype=None, copy: bool = True, order: str | None = "K", ndmin:
     if order not in (None, "K", "C", "A"):
         raise NotImplementedError(f"Only implemented for order='K', got {order=}")
     dtype = None if dtype is None else user_dtype(dtype)
+    if object is None:
+        raise ValueError("None is not a valid value for jnp.array")
     if hasattr(object, "__jax_array__"):
         object = object.__jax_array__()
     if core.is_value(object):
@@ -244,6 +246,8 @@ def _iota_mask(compare, N, M, k, dtype):
 
 
 def eye(N, M=None, k=0, dtype=None, *, device=None, out_sharding=None):
+    if not isinstance(k, (int, np.integer)) and not core.is_value(k):
+        raise ValueError(f"k must be a scalar integer; got {k}")
     return explicit.with_out_sharding(_iota_mask(lax_ew.eq, N, M, k, _default_float(dtype)), out_sharding)
 
 

@@ -130,6 +130,12 @@ def _entry(kind, value, axes, shape, position) -> _Entry:
         return _Entry("array", axes, [_int32(i) for i in np.nonzero(value)])
     if kind == "int":
         n = shape[axes[0]]
+        index_dtype = core.canonicalize_dtype(np.int64)  # int32 with x64 off
+        info = np.iinfo(index_dtype)
+        if not info.min <= value <= info.max:  # JAX converts the index before clamping it
+            raise OverflowError(f"Python int {value} too large to convert to {index_dtype.name}")
+        if n == 0:  # nothing to clamp to
+            raise IndexError(f"index is out of bounds for axis {axes[0]} with size 0")
         return _Entry("int", axes, max(min(value, n), -n - 1))  # out-of-range stays so, in int32
     return _Entry(kind, axes, value)
 

@@ -247,6 +247,8 @@ def histogram_bin_edges(a, bins=10, range=None, weights=None):  # noqa: A002 (Nu
     if np.ndim(bins) == 1:
         return jnp.asarray(bins, dtype=dtype)
     bins = operator.index(bins)
+    if bins < 0:  # NumPy's error (JAX fails inside with an IndexError)
+        raise ValueError("`bins` must be positive, when an integer")
     if range is None:
         range = [jnp.min(arr), jnp.max(arr)]  # noqa: A001
     range = jnp.asarray(range, dtype=dtype)  # noqa: A001

@@ -28,6 +28,8 @@ def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None) -> Mesh
     except TypeError:
         raise ValueError("`axis_shapes` passed to `make_mesh` should be a sequence of ints. "
                          f"Got {axis_shapes}") from None
+    if any(s < 1 for s in shape):  # JAX fails inside with an IndexError
+        raise ValueError(f"`axis_shapes` passed to `make_mesh` must be positive, got {shape}")
     size = math.prod(shape)
     if size > len(devices):
         raise ValueError(f"Number of devices {len(devices)} must be >= the product of mesh_shape "
