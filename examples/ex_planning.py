@@ -52,6 +52,10 @@ def _layer_norm(jnp, x, g, b):
     return (x - mu) * (g / jnp.sqrt(var + 1e-5)) + b
 
 
+def _causal(lax, s):
+    return lax.broadcasted_iota(np.int32, (s, s), 0) >= lax.broadcasted_iota(np.int32, (s, s), 1)
+
+
 def _global_max(lax, logits):
     """The row maxima of vocabulary-parallel logits, a constant for autodiff
     (gathered rather than pmax'd: that is differentiable everywhere)."""
@@ -87,7 +91,7 @@ def gpt_step(jax, cfg: GPTConfig, mesh, dtype=np.float32):
         q, k, v = jnp.split(qkv.reshape(b, s, 3, nh // tp, dh), 3, axis=2)
         q, k, v = (t.reshape(b, s, nh // tp, dh) for t in (q, k, v))
         scores = jnp.einsum("bqnd,bknd->bnqk", q, k) * (1.0 / math.sqrt(dh))
-        causal = lax.broadcasted_iota(np.int32, (s, s), 0) >= lax.broadcasted_iota(np.int32, (s, s), 1)
+        causal = _causal(lax, s)
         scores = jnp.where(causal, scores, -1e9)
         probs = jax.nn.softmax(scores, axis=-1)
         ctx = jnp.einsum("bnqk,bknd->bqnd", probs, v).reshape(b, s, h // tp)
@@ -153,9 +157,8 @@ def gpt_step(jax, cfg: GPTConfig, mesh, dtype=np.float32):
                             state)
             out = stack(inp, params["layers"])
             j = jnp.clip(t - last, 0, nmb - 1)
-            loss = lax.cond(stage == last,
-                            lambda o: head_loss(o, params["head"],
-                                                lax.dynamic_index_in_dim(targets, j, keepdims=False)),
+            target = lax.dynamic_index_in_dim(targets, j, keepdims=False)
+            loss = lax.cond(stage == last, lambda o: head_loss(o, params["head"], target),
                             lambda o: lax.pvary(jnp.zeros((), o.dtype), "pp"), out)
             loss = jnp.where(t >= last, loss, 0.0)
             return lax.ppermute(out, "pp", perm), loss
@@ -245,7 +248,7 @@ def llama_step(jax, cfg: LlamaConfig, mesh, dtype=np.float32):
         kv = (a @ wkv).reshape(b, s, 2, nkv // tp, dh)
         k, v = kv[:, :, 0], kv[:, :, 1]
         scores = jnp.einsum("bqkgd,bskd->bkgqs", q, k) * (1.0 / math.sqrt(dh))
-        causal = lax.broadcasted_iota(np.int32, (s, s), 0) >= lax.broadcasted_iota(np.int32, (s, s), 1)
+        causal = _causal(lax, s)
         probs = jax.nn.softmax(jnp.where(causal, scores, -1e9), axis=-1)
         ctx = jnp.einsum("bkgqs,bskd->bqkgd", probs, v).reshape(b, s, h // tp)
         x = x + lax.psum(ctx @ wo, "tp")
@@ -284,7 +287,8 @@ def llama_step(jax, cfg: LlamaConfig, mesh, dtype=np.float32):
         "wd": ((L, f, h), P(None, "tp", "fsdp")),
     }
     top = {"emb": ((cfg.vocab, h), P("tp", "fsdp")), "gf": ((h,), P(None))}
-    specs = {"layers": {k: s for k, (_, s) in shapes.items()}, **{k: s for k, (_, s) in top.items()}}
+    specs = {"layers": {k: s for k, (_, s) in shapes.items()},
+             **{k: s for k, (_, s) in top.items()}}
     x_spec, t_spec = P("fsdp", None, None), P("fsdp", None)
     step = jax.jit(jax.shard_map(train_step, mesh=mesh,
                                  in_specs=(specs, specs, specs, x_spec, t_spec),

@@ -124,3 +124,45 @@ def test_megatron_gpt_on_a100(model, recompute, sequence_parallel, published):
         # GPipe's bubble is in the schedule: 64 microbatches take 64 + 8 - 1 steps.
         per_layer = [o for o in est.ops if o.name == "dot_general"]
         assert max(o.count for o in per_layer) % (64 + 7) == 0
+
+
+def test_ragged_all_to_all_traffic_is_recorded():
+    # Device 0 keeps 1 row and sends 2 to device 1; device 1 sends 3 and keeps 1.
+    mesh = jax.make_mesh((2,), ("i",))
+    row = 4 * 4  # float32[4] rows
+    ints = lambda *v: np.array(v, np.int32)
+
+    def body(op, out, io, ss, oo, rs):
+        return lax.ragged_all_to_all(op, out, io, ss, oo, rs, axis_name="i")
+
+    f = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=(P("i"),) * 6, out_specs=P("i")))
+    args = (np.arange(32, dtype=np.float32).reshape(8, 4), np.zeros((12, 4), np.float32),
+            ints(0, 1, 0, 3), ints(1, 2, 3, 1), ints(0, 0, 1, 2), ints(1, 3, 2, 1))
+    with jax.debug.record_collectives() as log:
+        out = f(*args)
+    np.testing.assert_array_equal(np.asarray(out)[6:8], args[0][1:3])  # device 0's 2 rows
+    (record,) = [r for r in log if r.name == "ragged_all_to_all"]
+    assert record.bytes_sent == {0: 2 * row, 1: 3 * row}
+    assert record.bytes_received == {0: 3 * row, 1: 2 * row}
+    assert record.bytes == 3 * row
+    # The profiler's estimate times it too.
+    est = estimate(f, *args, hardware="gpu-h100")
+    assert [o.name for o in est.ops if o.kind == "communication"] == ["ragged_all_to_all"]
+
+
+def test_estimate_of_a_function_on_a_topology():
+    # A program on the simulated CPU devices, timed on 8 H100s: the same model as
+    # compiling it for the topology's own devices.
+    mesh = jax.make_mesh((8,), ("x",))
+    f = jax.jit(jax.shard_map(lambda a, b: lax.psum(a @ b, "x"), mesh=mesh,
+                              in_specs=(P(None, "x"), P("x")), out_specs=P()))
+    a, b = np.ones((512, 1024), np.float32), np.ones((1024, 256), np.float32)
+    est = estimate(f, a, b, topology="h100:8x1")
+    topo = topologies.get_topology_desc("h100:8x1")
+    tmesh = jax.make_mesh((8,), ("x",), devices=topo.devices)
+    g = jax.jit(jax.shard_map(lambda a, b: lax.psum(a @ b, "x"), mesh=tmesh,
+                              in_specs=(P(None, "x"), P("x")), out_specs=P()))
+    sds = [jax.ShapeDtypeStruct(a.shape, np.float32, sharding=NamedSharding(tmesh, P(None, "x"))),
+           jax.ShapeDtypeStruct(b.shape, np.float32, sharding=NamedSharding(tmesh, P("x")))]
+    assert est.step_time == pytest.approx(estimate(g.lower(*sds).compile()).step_time)
+    assert est.flops == 2 * 512 * 128 * 256

@@ -833,8 +833,32 @@ Cotangents ragged_all_to_all_vjp(const VjpArgs& a) {
 }
 }  // namespace
 
+// The rows each device sends to and receives from the other members of its
+// group (send_sizes / recv_sizes entries addressed to itself move nothing).
+CollectiveRecord ragged_all_to_all_record(const Mesh& mesh, const AxisNames& axes, Groups groups,
+                                          const std::vector<Tensors>& values, const Aval& out) {
+  CollectiveRecord r = symmetric_collective("ragged_all_to_all", mesh, axes, 0, groups);
+  const int64_t n = static_cast<int64_t>(groups.front().size());
+  const int64_t row_bytes = num_elements(Shape(out.shape.begin() + 1, out.shape.end())) *
+                            static_cast<int64_t>(itemsize(out.dtype));
+  for (const auto& g : groups)
+    for (int64_t member = 0; member < n; ++member) {
+      const int64_t pos = g[member];
+      const std::vector<int64_t> send = int_values(values[pos][3]), recv = int_values(values[pos][5]);
+      const int64_t per = static_cast<int64_t>(send.size()) / n;
+      for (size_t i = 0; i < send.size(); ++i) {
+        if (static_cast<int64_t>(i) / per == member) continue;
+        r.sent[pos] += send[i] * row_bytes;
+        r.received[pos] += recv[i] * row_bytes;
+      }
+    }
+  r.bytes_per_device = *std::max_element(r.received.begin(), r.received.end());
+  return r;
+}
+
 std::optional<CollectiveRecord> collective_record(const Equation& e, const Mesh& mesh,
-                                                  const Avals& in, const Avals& out) {
+                                                  const Avals& in, const Avals& out,
+                                                  const std::vector<Tensors>* values) {
   const std::string& name = e.prim->name;
   AxisNames axes;
   if (e.params.has("axes")) {
@@ -846,6 +870,8 @@ std::optional<CollectiveRecord> collective_record(const Equation& e, const Mesh&
   }
   Groups groups = replica_groups(MeshContext(mesh), axes, e.params);
   const int64_t n = static_cast<int64_t>(groups.front().size());
+  if (name == "ragged_all_to_all" && values != nullptr)
+    return ragged_all_to_all_record(mesh, axes, std::move(groups), *values, out.at(0));
   int64_t bytes = 0;
   for (size_t i = 0; i < in.size() && i < out.size(); ++i)
     bytes += bytes_sent_per_device(name, in[i], out[i], n);

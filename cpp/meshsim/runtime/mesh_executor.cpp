@@ -323,7 +323,7 @@ std::vector<Tensors> run_on_mesh(const ProgramPtr& body_ptr, const Mesh& mesh, s
       if (!call && (started >= 0 || recording_collectives())) {
         Avals in_avals;
         for (int v : e.inputs) in_avals.push_back(body.avals[v]);
-        if (auto r = collective_record(e, mesh, in_avals, plan.out_avals[k])) {
+        if (auto r = collective_record(e, mesh, in_avals, plan.out_avals[k], &ins)) {
           r->start_ns = started;
           record_collective(std::move(*r));
         }

@@ -53,8 +53,11 @@ struct Equation;
 // Bytes each device sends (and receives) in one collective `name` over groups
 // of `n` devices, as a ring schedule moves them (collectives.cpp).
 int64_t bytes_sent_per_device(const std::string& name, const Aval& in, const Aval& out, int64_t n);
+// `values` (each device's operands, by mesh position) give the bytes a
+// ragged_all_to_all moves: its sizes are known only at run time.
 std::optional<CollectiveRecord> collective_record(const Equation& e, const Mesh& mesh,
-                                                  const Avals& in, const Avals& out);
+                                                  const Avals& in, const Avals& out,
+                                                  const std::vector<Tensors>* values = nullptr);
 
 // `x` laid out over `mesh` as `spec` (any axes, Explicit or Auto), typed
 // `out`: a no-op when it already is; otherwise each device's new block is

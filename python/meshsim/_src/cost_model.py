@@ -234,11 +234,18 @@ def estimate(fn: Callable, *args, hardware="tpu-v5e", topology=None, overlap: bo
 
     `estimate(compiled)` of a `jit(f).lower(...).compile()` runs nothing: it
     times the abstract compilation's per-device ops on the topology its mesh's
-    devices come from (or `topology`), with `_src/step_time.py`'s model."""
+    devices come from (or `topology`), with `_src/step_time.py`'s model; so
+    does `estimate(fn, *args, topology="h100:8x1")` (device i of the mesh is
+    the topology's device i)."""
     from meshsim._src.stages import Compiled
+    from meshsim._src.step_time import estimate_compiled
     if isinstance(fn, Compiled):
-        from meshsim._src.step_time import estimate_compiled
         return estimate_compiled(fn, topology=topology, overlap=overlap, as_dtype=as_dtype)
+    if topology is not None:  # the step-time model, on the program compiled abstractly
+        from meshsim._src.api import jit
+        staged = fn if hasattr(fn, "lower") else jit(fn)
+        return estimate_compiled(staged.lower(*args, **kwargs).compile(), topology=topology,
+                                 overlap=overlap, as_dtype=as_dtype)
     hw = _hardware(hardware)
     _core.push_timeline()
     try:

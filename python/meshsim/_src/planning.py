@@ -205,7 +205,8 @@ class _Walker:
                     if o not in outvars and r and all(n in _FUSING_READERS or ew for n, ew in r):
                         fused.add(o)
                     elif name == "transpose" and r and all(
-                            n == "dot_general" or (n in _BITCASTS and _only_matmuls(o, readers, eqns))
+                            n == "dot_general"
+                            or (n in _BITCASTS and _only_matmuls(o, readers, eqns))
                             for n, _ in r):
                         fused.add(o)  # a matmul reads its operand in either layout
         # A matmul whose only reader adds it to a value of its size writes the sum
@@ -255,7 +256,8 @@ class _Walker:
         peak = live
         op_of_eqn: dict[int, Op] = {}
         op_of_var: dict[int, Op] = {}
-        for i, (name, ins, outs, params, flops, nbytes, is_collective, elementwise) in enumerate(eqns):
+        for i, eqn in enumerate(eqns):
+            name, ins, outs, params, flops, nbytes, is_collective, elementwise = eqn
             in_avals = [avals[v] for v in ins]
             out_avals = [avals[v] for v in outs]
             flops, nbytes = self._local_cost(name, params, in_avals, out_avals, flops, nbytes)
@@ -448,7 +450,8 @@ def _implied(name, params, in_avals, out_avals) -> list:
         reduced = {a for d in params.get("axes", ()) for a in in_avals[0].spec[d]}
         if reduced:
             n = math.prod(sizes[a] for a in reduced)
-            out.append(coll(_REDUCTIONS[name], reduced, 2 * local_bytes(out_avals[0]) * (n - 1) // n))
+            sent = 2 * local_bytes(out_avals[0]) * (n - 1) // n
+            out.append(coll(_REDUCTIONS[name], reduced, sent))
     elif name in ("reshard", "sharding_constraint", "mesh_cast") and out_avals:
         before, after = _spec_axes(in_avals[0].spec or ()), _spec_axes(out_avals[0].spec or ())
         gathered, moved = before - after, before & after

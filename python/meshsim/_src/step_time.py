@@ -169,7 +169,7 @@ def _gpu_collective(topo, c, groups, sent) -> tuple:
     if not spans_nodes:
         bw = links.link_bandwidth * NCCL_BUS_EFFICIENCY
         step_slice = sent / steps if steps else 0.0
-        if step_slice <= NCCL_LL_MAX_SLICE:  # NCCL's low-latency protocol: flags halve the bandwidth
+        if step_slice <= NCCL_LL_MAX_SLICE:  # NCCL's LL protocol: flags halve the bandwidth
             return steps * NCCL_LL_ALPHA + 2 * sent / bw, "nvlink"
         if step_slice <= NCCL_LL128_MAX_SLICE:  # 120 data bytes in each 128-byte line
             return steps * NCCL_LL128_ALPHA + sent / (bw * NCCL_LL128_EFFICIENCY), "nvlink"

@@ -99,7 +99,8 @@ def xspace(events: list, devices: list, hostname: str, start_ns: int) -> bytes:
     the host plane `/host:CPU` and a plane `/device:CUSTOM:<id>` per simulated
     device with a line `XLA Ops` of its primitives and collectives."""
     host = _Plane(0, "/host:CPU")
-    planes = {d.id: _Plane(d.id + 1, f"/device:{_PLANE_KIND.get(d.platform, d.platform.upper())}:{d.id}")
+    planes = {d.id: _Plane(d.id + 1,
+                           f"/device:{_PLANE_KIND.get(d.platform, d.platform.upper())}:{d.id}")
               for d in devices}
     for (name, category, device, start, dur, flops, bytes_accessed, axes, group, sent, received,
          args) in events:
