@@ -177,3 +177,27 @@ def test_remat_lowers_temporaries():
     remat = jax.jit(jax.grad(lambda w, x: loss(w, x, True))).lower(*args).compile()
     assert remat.memory_analysis().temp_size_in_bytes < plain.memory_analysis().temp_size_in_bytes
     assert remat.cost_analysis()["flops"] > plain.cost_analysis()["flops"]
+
+
+def test_explicit_sharding_is_per_device_with_implied_collectives():
+    from meshsim.experimental import topologies
+    topo = topologies.get_topology_desc("h100:8x4")
+    mesh = jax.make_mesh((4, 8), ("dp", "tp"), devices=topo.devices)
+
+    def f(x, w1, w2):
+        h = jnp.tanh(x @ w1)  # [b@dp, f@tp]
+        return jnp.sum(jnp.matmul(h, w2, out_sharding=P("dp")))  # sums over tp, then dp
+
+    def sds(shape, spec):
+        return jax.ShapeDtypeStruct(shape, np.float32, sharding=NamedSharding(mesh, spec))
+    with jax.set_mesh(mesh):
+        compiled = jax.jit(f).lower(sds((1024, 512), P("dp")), sds((512, 2048), P(None, "tp")),
+                                    sds((2048, 512), P("tp"))).compile()
+    cost = compiled.cost_analysis()
+    b, d, h = 1024 // 4, 512, 2048 // 8
+    assert cost["flops"] == 2 * (2 * b * d * h) + b * h + b * d  # two matmuls, tanh, the sum
+    assert cost["collective bytes (tp)"] == 2 * b * d * 4 * 7 // 8  # all-reduce of [b, d]
+    assert cost["collective bytes (dp)"] == 2 * 4 * 3 // 4  # all-reduce of the scalar
+    stats = compiled.memory_analysis()
+    assert stats.argument_size_in_bytes == 4 * (b * d + d * h + h * d)
+    assert stats.output_size_in_bytes == 4
