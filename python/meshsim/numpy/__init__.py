@@ -10,6 +10,9 @@ from meshsim._src.numpy.sorting import *  # noqa: F401,F403
 from meshsim._src.numpy.setops import *  # noqa: F401,F403
 from meshsim._src.numpy.polynomial import *  # noqa: F401,F403
 from meshsim._src.numpy.vectorize import *  # noqa: F401,F403
+from meshsim._src.numpy.windows import *  # noqa: F401,F403
+from meshsim._src.numpy.construction import *  # noqa: F401,F403
+from meshsim._src.numpy.functional import *  # noqa: F401,F403
 from meshsim._src.numpy.indexing import _getitem  # noqa: F401  (Array.__getitem__)
 from meshsim._src.core import Array as ndarray  # noqa: F401
 from meshsim.numpy import linalg  # noqa: F401,E402
