@@ -41,8 +41,15 @@ def resolve(sharding, what: str = "sharding") -> tuple[Mesh, PartitionSpec]:
     if isinstance(sharding, PartitionSpec):
         mesh = context_mesh()
         if mesh.empty:
-            raise ValueError(f"Please set a mesh via `jax.set_mesh` if a PartitionSpec is passed "
-                             f"to {what}")
+            if what == "with_sharding_constraint":
+                raise RuntimeError(
+                    "with_sharding_constraint requires a non-empty mesh in context if you are "
+                    "passing `PartitionSpec`s to shardings. You can define a context mesh via "
+                    "`jax.set_mesh(mesh)`. Alternatively, provide `Sharding`s to shardings and "
+                    "then the mesh context manager is not required.")
+            raise ValueError("Using PartitionSpec when you are not under a mesh context is not "
+                             "allowed. Please pass a NamedSharding instance or enter into a mesh "
+                             f"context via `jax.set_mesh`. Got {sharding}")
         return mesh, sharding
     raise TypeError(f"{what} expects a NamedSharding or a PartitionSpec, got {sharding!r}")
 
