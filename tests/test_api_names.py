@@ -314,3 +314,25 @@ def test_jit_accepts_jax_keywords():
     np.testing.assert_array_equal(np.asarray(f(mnp.ones(2), 3)), [2.0, 2.0])
     with pytest.raises(TypeError, match="unexpected keyword"):
         meshsim.jit(lambda x: x, bogus=1)
+
+
+def test_partition_spec_without_a_mesh_errors_match_jax(real_jax):
+    def attempts(jax):
+        jnp, P = jax.numpy, jax.sharding.PartitionSpec
+        return [lambda: jax.reshard(jnp.ones(2), P("x")),
+                lambda: jnp.zeros(2, out_sharding=P("x")),
+                lambda: jax.jit(lambda a: jnp.matmul(a, a.T, out_sharding=P("x", None)))(jnp.ones((2, 2))),
+                lambda: jax.jit(lambda a: jax.lax.with_sharding_constraint(a, P("x")))(jnp.ones(2))]
+    for ours, theirs in zip(attempts(meshsim), attempts(real_jax)):
+        assert _err(ours) == _err(theirs)
+
+
+def test_error_classes_dtype_bits_and_effects_barrier(real_jax):
+    for name in ("InconclusiveDimensionOperation", "JaxprTypeError"):
+        ours, theirs = getattr(meshsim.errors, name), getattr(real_jax.errors, name)
+        assert [c.__name__ for c in ours.__mro__[1:]] == [c.__name__ for c in theirs.__mro__[1:]]
+    assert issubclass(meshsim.dtypes.TypePromotionError, ValueError)
+    for dt in ("float32", np.int8, bool, mnp.int16, np.float64):
+        assert meshsim.dtypes.itemsize_bits(dt) == real_jax.dtypes.itemsize_bits(dt)
+    y = meshsim.jit(lambda v: v * 2)(mnp.ones(4))
+    assert meshsim.effects_barrier() is None and y.is_ready()

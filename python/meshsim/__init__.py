@@ -28,7 +28,8 @@ from meshsim._src.sharding.assemble import (make_array_from_callback,  # noqa: E
                                             make_array_from_process_local_data,
                                             make_array_from_single_device_arrays)
 from meshsim._src.runtime_control import (clear_caches, default_matmul_precision,  # noqa: E402,F401
-                                          disable_jit, enable_x64, linear_transpose, live_arrays,
+                                          disable_jit, effects_barrier, enable_x64,
+                                          linear_transpose, live_arrays,
                                           process_indices)
 from meshsim._src.custom_gradient import custom_gradient  # noqa: E402,F401
 from meshsim._src.ad import float0  # noqa: E402,F401

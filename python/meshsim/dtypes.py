@@ -1,7 +1,8 @@
 """Dtype utilities (`jax.dtypes`)."""
 from meshsim._src.ad import float0  # noqa: F401
 from meshsim._src.core import canonicalize_dtype  # noqa: F401
-from meshsim._src.numpy.dtypes import finfo, iinfo, issubdtype, result_type  # noqa: F401
+from meshsim._src.numpy.dtypes import (TypePromotionError, finfo, iinfo, issubdtype,  # noqa: F401
+                                      result_type)
 
 
 def scalar_type_of(x) -> type:
@@ -9,3 +10,9 @@ def scalar_type_of(x) -> type:
     import numpy as np
     kind = np.dtype(getattr(x, "dtype", np.asarray(x).dtype)).kind
     return {"b": bool, "i": int, "u": int, "f": float}[kind]
+
+
+def itemsize_bits(dtype) -> int:
+    """The number of bits one element of `dtype` occupies."""
+    import numpy as np
+    return np.dtype(getattr(dtype, "dtype", dtype)).itemsize * 8

@@ -65,3 +65,11 @@ class NonConcreteBooleanIndexError(JAXIndexError):
 
 class JaxRuntimeError(RuntimeError):
     """An error raised while a program runs (after tracing accepted it)."""
+
+
+class InconclusiveDimensionOperation(Exception):
+    """A comparison of symbolic dimensions whose answer depends on their values."""
+
+
+class JaxprTypeError(TypeError):
+    """A program that does not type-check."""

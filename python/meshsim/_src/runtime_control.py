@@ -52,6 +52,11 @@ def disable_jit(disable: bool = True):
         config.update("jax_disable_jit", old)
 
 
+def effects_barrier() -> None:
+    """Waits until every dispatched program has finished."""
+    _core.wait_all_dispatched()
+
+
 def clear_caches() -> None:
     """Empties every jitted function's cache of traced programs."""
     for fn in list(api._ALL_JITTED):
