@@ -14,5 +14,5 @@ def scalar_type_of(x) -> type:
 
 def itemsize_bits(dtype) -> int:
     """The number of bits one element of `dtype` occupies."""
-    import numpy as np
-    return np.dtype(getattr(dtype, "dtype", dtype)).itemsize * 8
+    from meshsim._src.numpy.dtypes import _dtype_of
+    return _dtype_of(dtype).itemsize * 8
