@@ -9,7 +9,11 @@ the work):
   over dp x fsdp, the block weights over fsdp too (HSDP: replicated over
   dp, gathered per layer over fsdp);
 - ("dp", "fsdp", "cp", "tp") = (4, 4, 4, 4), 256 devices with the all-gather-KV
-  attention.
+  attention;
+- ("pp", "dp", "fsdp", "cp", "tp") = (2, 2, 2, 4, 4), 128 devices: a 1F1B
+  pipeline over "pp" whose every stage runs a 4-D step as above on its 64
+  devices (the stage's collectives inside the schedule's `lax.switch`
+  branches, which all devices of a stage take alike).
 
 The device count is the `jax_num_cpu_devices` option, which must be set
 before the first array is made: `run()` (for examples/run_all.py, whose
@@ -26,10 +30,14 @@ import tempfile
 import numpy as np
 
 try:
+    import ex_zoo_pipeline
     import zoo_parallel
 except ImportError:  # imported as examples.ex_zoo_combined
-    from examples import zoo_parallel
+    from examples import ex_zoo_pipeline, zoo_parallel
 
+PIPELINE_5D = dict(name="1f1b", stages=2, microbatches=2,
+                   mesh_axes=(("dp", 2), ("fsdp", 2), ("cp", 4), ("tp", 4)))
+FIVE_D = "5-D pp x dp x fsdp x cp x tp, 1F1B"
 MESHES = {
     "3-D dp x cp x tp": (((4, 4, 4), ("dp", "cp", "tp")), dict(attention="ring")),
     "4-D dp x fsdp x cp x tp": (((2, 4, 4, 4), ("dp", "fsdp", "cp", "tp")), dict(attention="ring")),
@@ -39,13 +47,16 @@ MESHES = {
 
 
 def build(jax, name):
+    if name == FIVE_D:
+        return ex_zoo_pipeline.build(jax, **PIPELINE_5D)
     mesh, kwargs = MESHES[name]
     return zoo_parallel.build(jax, *mesh, **kwargs)
 
 
 def checks():
     import meshsim
-    return [c for name in MESHES for c in zoo_parallel.checks(f"combined {name}", build(meshsim, name))]
+    return [c for name in (*MESHES, FIVE_D)
+            for c in zoo_parallel.checks(f"combined {name}", build(meshsim, name))]
 
 
 def run():
@@ -67,7 +78,7 @@ if __name__ == "__main__":
                  **{f"ours{i}": o for i, (_, o, _) in enumerate(results)},
                  **{f"ref{i}": r for i, (_, _, r) in enumerate(results)})
         sys.exit(0)
-    for name in MESHES:
+    for name in (*MESHES, FIVE_D):
         env = build(meshsim, name)
         worst = max(float(np.max(np.abs(o - r))) for _, o, r in zoo_parallel.checks(name, env))
         print(f"{name:34s} {env['mesh'].size:3d} devices, max |diff| vs NumPy = {worst:.1e}")

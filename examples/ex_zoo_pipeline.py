@@ -40,6 +40,7 @@ import dataclasses
 import gzip
 import glob
 import json
+import math
 import os
 import tempfile
 from functools import partial
@@ -48,8 +49,9 @@ import numpy as np
 
 try:
     import gpt
+    import zoo_parallel
 except ImportError:  # imported as examples.ex_zoo_pipeline
-    from examples import gpt
+    from examples import gpt, zoo_parallel
 
 IDLE, F_FIRST, F, B_LAST, B, B_FIRST = range(6)
 SCHEDULES = ("gpipe", "1f1b", "interleaved", "interleaved_1f1b")
@@ -158,46 +160,71 @@ def from_stages(blocks):
     return {k: one(w) for k, w in blocks.items()}
 
 
-def build(jax, name="gpipe", stages=4, microbatches=4, virtual=None, cfg=None, extra_axes=()):
-    """One training step of schedule `name` on a ("pp",) mesh of `stages`
-    devices. Returns step() -> (loss, grads in gpt's layout)."""
+def build(jax, name="gpipe", stages=4, microbatches=4, virtual=None, cfg=None, mesh_axes=()):
+    """One training step of schedule `name` on a mesh ("pp", *mesh_axes):
+    `stages` devices along "pp" and, per stage, the roles of
+    examples/zoo_parallel.py for the other axes (`mesh_axes`: (name, size)
+    pairs among "dp", "fsdp", "cp", "tp"). Returns step() -> (loss, grads
+    in gpt's layout)."""
     jnp, lax = jax.numpy, jax.lax
     P = jax.sharding.PartitionSpec
+    sizes = dict(mesh_axes)
+    axes = ("pp", *sizes)
     virtual = virtual or (2 if name.startswith("interleaved") else 1)
-    cfg = cfg or dataclasses.replace(gpt.CONFIG, layers=2 * stages * virtual)
+    if cfg is None:
+        cfg = zoo_parallel.default_config(sizes)
+        n_batch = math.prod(sizes.get(a, 1) for a in zoo_parallel.batch_axes_of(sizes) or ())
+        cfg = dataclasses.replace(cfg, layers=2 * stages * virtual,
+                                  batch=max(gpt.CONFIG.batch, n_batch * microbatches))
     sched = schedule(name, stages, microbatches, virtual)
-    model = gpt.build(jax, cfg)
+    pieces = zoo_parallel.parts(jax, sizes, cfg)
+    model, layer_fwd = pieces["model"], pieces["layer_fwd"]
     params = gpt.init_params(jax, cfg)
     tokens, targets = gpt.init_batch(jax, cfg)
-    mesh = jax.make_mesh((stages,), ("pp",))
-    m, mb = microbatches, cfg.batch // microbatches
-    positions = np.arange(cfg.seq)
+    mesh = jax.make_mesh((stages, *sizes.values()), axes)
+    m = microbatches
+    order = zoo_parallel.balanced_order(cfg.seq, sizes.get("cp", 1))
     n_tokens = cfg.batch * cfg.seq
 
     shared_keys = ("wte", "wpe", "lnf_g", "lnf_b")
+    block_specs = {k: P("pp", None, *spec) for k, spec in pieces["block_specs"].items()}
+    shared_specs = {k: pieces["param_specs"][k] for k in shared_keys}
 
-    def chunk_fwd(chunk, x):
-        return model["blocks"](chunk, x, jnp.asarray(positions))
+    def missing(spec, skip=()):
+        """The mesh axes `spec` does not split: a value of that spec is the
+        same on all their devices."""
+        used = {a for part in spec if part for a in (part if isinstance(part, tuple) else (part,))}
+        return tuple(a for a in axes if a not in used and a not in skip)
 
-    def first_fwd(chunk, shared, x_unused, toks):
-        return chunk_fwd(chunk, model["embed"](shared, toks, jnp.asarray(positions)))
-
-    def last_loss(chunk, shared, x, tgts):
-        return model["head_loss_sum"](shared, chunk_fwd(chunk, x), tgts) / n_tokens
+    def vary(x, spec=P()):
+        todo = missing(spec)
+        return lax.pcast(x, todo, to="varying") if todo else x
 
     @jax.jit
     @partial(jax.shard_map, mesh=mesh,
-             in_specs=(P("pp"), P(), P(), P(), P()), out_specs=(P(), P("pp"), P()))
-    def train_step(blocks, shared, tokens, targets, ops):
+             in_specs=(block_specs, shared_specs, pieces["data_spec"], pieces["data_spec"],
+                       pieces["seq_spec"], P()),
+             out_specs=(P(), block_specs, shared_specs))
+    def train_step(blocks, shared, tokens, targets, positions, ops):
         d = lax.axis_index("pp")
-        blocks = jax.tree.map(lambda w: w[0], blocks)  # (virtual, layers per chunk, ...)
-        toks = tokens.reshape(m, mb, cfg.seq)
-        tgts = targets.reshape(m, mb, cfg.seq)
-        act_shape = (mb, cfg.seq, cfg.dim)
-        vary = partial(lax.pcast, axis_name="pp", to="varying")
-        # Varying copies: their gradients stay per-device (no psum inside a
-        # branch only some devices take) until the one psum after the loop.
-        shared = jax.tree.map(vary, shared)
+        pos = pieces["cp_positions"](positions)
+
+        def chunk_fwd(chunk, x):
+            return lax.scan(lambda x, layer: (layer_fwd(x, layer, pos), None), x, chunk)[0]
+
+        def first_fwd(chunk, shared, x_unused, toks):
+            return chunk_fwd(chunk, model["embed"](shared, toks, positions))
+
+        def last_loss(chunk, shared, x, tgts):
+            return model["head_loss_sum"](shared, chunk_fwd(chunk, x), tgts) / n_tokens
+
+        # Varying copies of everything: gradients stay per-device (no psum
+        # inside a branch only some devices take) until the psums after the loop.
+        blocks = {k: vary(w[0], block_specs[k]) for k, w in blocks.items()}  # (virtual, L/chunk, ...)
+        shared = {k: vary(w) for k, w in shared.items()}
+        toks = tokens.reshape(m, tokens.shape[0] // m, *tokens.shape[1:])
+        tgts = targets.reshape(m, targets.shape[0] // m, *targets.shape[1:])
+        act_shape = toks.shape[1:] + (cfg.dim,)
         zeros_act = vary(jnp.zeros(act_shape))
         state = dict(
             acts=vary(jnp.zeros((virtual, m) + act_shape)),   # stashed chunk inputs
@@ -205,7 +232,6 @@ def build(jax, name="gpipe", stages=4, microbatches=4, virtual=None, cfg=None, e
             g_blocks=jax.tree.map(jnp.zeros_like, blocks),
             g_shared=jax.tree.map(jnp.zeros_like, shared),
             loss=vary(jnp.zeros(())))
-
         def tick(state, row):
             op, j, i, fj, fi, bj, bi = (row[d, k] for k in range(7))
             chunk = jax.tree.map(lambda w: w[j], blocks)
@@ -259,25 +285,29 @@ def build(jax, name="gpipe", stages=4, microbatches=4, virtual=None, cfg=None, e
                         g_blocks=g_blocks, g_shared=g_shared, loss=loss), None
 
         state, _ = lax.scan(tick, state, ops)
-        g_shared = jax.tree.map(lambda g: lax.psum(g, "pp"), state["g_shared"])
-        g_blocks = jax.tree.map(lambda g: g[None], state["g_blocks"])
-        return lax.psum(state["loss"], "pp"), g_blocks, g_shared
+        g_shared = {k: lax.psum(g, axes) for k, g in state["g_shared"].items()}
+        g_blocks = {}
+        for k, g in state["g_blocks"].items():
+            over = missing(block_specs[k], skip=("pp",))
+            g_blocks[k] = (lax.psum(g, over) if over else g)[None]
+        return lax.psum(state["loss"], axes), g_blocks, g_shared
 
-    np_blocks = to_stages(params["blocks"], stages, virtual)
-    shared = {k: params[k] for k in shared_keys}
-    NS = jax.sharding.NamedSharding
-    staged = {k: jax.device_put(w, NS(mesh, P("pp"))) for k, w in np_blocks.items()}
+    layout = zoo_parallel.to_layout(params, cfg)
+    staged = zoo_parallel.place(jax, mesh, to_stages(layout["blocks"], stages, virtual), block_specs)
+    shared = zoo_parallel.place(jax, mesh, {k: params[k] for k in shared_keys}, shared_specs)
+    data = zoo_parallel.place_data(jax, mesh, pieces, tokens, targets, order)
     ops = jnp.asarray(sched.ops)
 
     def step():
-        loss, g_blocks, g_shared = train_step(staged, shared, tokens, targets, ops)
-        grads = dict(g_shared)
+        loss, g_blocks, g_shared = train_step(staged, shared, *data, ops)
+        grads = {k: np.asarray(g) for k, g in g_shared.items()}
         grads["blocks"] = from_stages(g_blocks)
+        grads = zoo_parallel.from_layout(grads, cfg)
         return loss, grads
 
     return dict(jax=jax, mesh=mesh, schedule=sched, params=params, tokens=tokens,
                 targets=targets, cfg=cfg, step=step, train_step=train_step,
-                args=(staged, shared, tokens, targets, ops))
+                args=(staged, shared, *data, ops))
 
 
 def bubble_from_timeline(env):

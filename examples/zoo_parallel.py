@@ -61,32 +61,35 @@ def from_layout(grads, cfg):
     return {**grads, "blocks": blocks}
 
 
-def build(jax, mesh_shape, axis_names, *, attention="ring", balanced=True, cfg=None,
-          batch_axes=None):
-    """The step on `jax.make_mesh(mesh_shape, axis_names)`; axes named "fsdp",
-    "cp" and "tp" play those roles, `batch_axes` (default: "dp" and "fsdp"
-    when present) split the batch. `attention`: "ring" or "allgather"."""
+def default_config(sizes, batch_axes=None):
+    """The GPT's shape grown to fit the mesh (`sizes`: axis name -> size)."""
+    n_batch = math.prod(sizes.get(a, 1) for a in batch_axes_of(sizes, batch_axes) or ())
+    n_cp, n_tp = sizes.get("cp", 1), sizes.get("tp", 1)
+    return dataclasses.replace(gpt.CONFIG, batch=max(8, n_batch), seq=max(16, 2 * n_cp * n_tp),
+                               heads=max(4, n_tp), dim=max(32, 8 * n_tp))
+
+
+def batch_axes_of(sizes, batch_axes=None):
+    return tuple(batch_axes if batch_axes is not None else
+                 [a for a in ("dp", "fsdp") if a in sizes]) or None
+
+
+def parts(jax, sizes, cfg, *, attention="ring", batch_axes=None):
+    """The per-device pieces of a step on a mesh of `sizes` (axis name ->
+    size): the specs of the parameters (heads as their own dimension, see
+    `to_layout`) and of the data, and `layer_fwd(x, layer, positions)`, one
+    block on local activations (`positions` those of this device's cp block,
+    `cp_positions`)."""
     jnp, lax = jax.numpy, jax.lax
     P = jax.sharding.PartitionSpec
-    mesh = jax.make_mesh(tuple(mesh_shape), tuple(axis_names))
-    sizes = dict(zip(axis_names, mesh_shape))
     has = lambda a: a in sizes  # noqa: E731
     fsdp, cp, tp = ("fsdp" if has("fsdp") else None, "cp" if has("cp") else None,
                     "tp" if has("tp") else None)
-    batch = tuple(batch_axes if batch_axes is not None else
-                  [a for a in ("dp", "fsdp") if has(a)]) or None
-    n_cp, n_tp = sizes.get("cp", 1), sizes.get("tp", 1)
+    batch = batch_axes_of(sizes, batch_axes)
+    n_cp = sizes.get("cp", 1)
     seq_axes = tuple(a for a in (cp, tp) if a) or None
-    cfg = cfg or dataclasses.replace(gpt.CONFIG, batch=max(8, math.prod(sizes.get(a, 1) for a in batch or ())),
-                                     seq=max(16, 2 * n_cp * n_tp), heads=max(4, n_tp),
-                                     dim=max(32, 8 * n_tp))
     model = gpt.build(jax, cfg)
     ln, gelu = model["layer_norm"], model["gelu"]
-    params = gpt.init_params(jax, cfg)
-    tokens, targets = gpt.init_batch(jax, cfg)
-    order = balanced_order(cfg.seq, n_cp) if balanced else np.arange(cfg.seq)
-    n_tokens = cfg.batch * cfg.seq
-    all_axes = tuple(axis_names)
 
     block_specs = {
         "ln1_g": P(), "ln1_b": P(), "ln2_g": P(), "ln2_b": P(), "b2": P(),
@@ -166,23 +169,44 @@ def build(jax, mesh_shape, axis_names, *, attention="ring", balanced=True, cfg=N
         z = gelu(h @ w["w1"] + w["b1"])
         return x + scatter_over_tp(z @ w["w2"]) + w["b2"]
 
+    def cp_positions(positions):
+        return gather_over_tp(positions[None])[0]
+
+    return dict(model=model, block_specs=block_specs, param_specs=param_specs,
+                data_spec=data_spec, seq_spec=P(seq_axes), layer_fwd=layer_fwd,
+                cp_positions=cp_positions)
+
+
+def build(jax, mesh_shape, axis_names, *, attention="ring", balanced=True, cfg=None,
+          batch_axes=None):
+    """The step on `jax.make_mesh(mesh_shape, axis_names)`; axes named "fsdp",
+    "cp" and "tp" play those roles, `batch_axes` (default: "dp" and "fsdp"
+    when present) split the batch. `attention`: "ring" or "allgather"."""
+    jnp, lax = jax.numpy, jax.lax
+    P = jax.sharding.PartitionSpec
+    mesh = jax.make_mesh(tuple(mesh_shape), tuple(axis_names))
+    sizes = dict(zip(axis_names, mesh_shape))
+    cfg = cfg or default_config(sizes, batch_axes)
+    pieces = parts(jax, sizes, cfg, attention=attention, batch_axes=batch_axes)
+    model, layer_fwd = pieces["model"], pieces["layer_fwd"]
+    param_specs, data_spec = pieces["param_specs"], pieces["data_spec"]
+    params = gpt.init_params(jax, cfg)
+    tokens, targets = gpt.init_batch(jax, cfg)
+    order = balanced_order(cfg.seq, sizes.get("cp", 1)) if balanced else np.arange(cfg.seq)
+    n_tokens = cfg.batch * cfg.seq
+
     @jax.jit
     @jax.value_and_grad
-    @partial(jax.shard_map, mesh=mesh, in_specs=(param_specs, data_spec, data_spec, P(seq_axes)),
-             out_specs=P())
+    @partial(jax.shard_map, mesh=mesh,
+             in_specs=(param_specs, data_spec, data_spec, pieces["seq_spec"]), out_specs=P())
     def loss_and_grads(params, tokens, targets, positions):
         x = model["embed"](params, tokens, positions)
-        pos_cp = gather_over_tp(positions[None])[0]  # this cp block's positions
+        pos_cp = pieces["cp_positions"](positions)
         x = lax.scan(lambda x, layer: (layer_fwd(x, layer, pos_cp), None), x, params["blocks"])[0]
-        return lax.psum(model["head_loss_sum"](params, x, targets), all_axes) / n_tokens
+        return lax.psum(model["head_loss_sum"](params, x, targets), tuple(axis_names)) / n_tokens
 
-    NS = jax.sharding.NamedSharding
-    layout = to_layout(params, cfg)
-    placed = jax.tree.map(lambda w, s: jax.device_put(w, NS(mesh, s)), layout, param_specs,
-                          is_leaf=lambda s: isinstance(s, P))
-    args = (placed, jax.device_put(jnp.asarray(np.asarray(tokens)[:, order]), NS(mesh, data_spec)),
-            jax.device_put(jnp.asarray(np.asarray(targets)[:, order]), NS(mesh, data_spec)),
-            jax.device_put(jnp.asarray(order.astype(np.int32)), NS(mesh, P(seq_axes))))
+    args = (place(jax, mesh, to_layout(params, cfg), param_specs),
+            *place_data(jax, mesh, pieces, tokens, targets, order))
 
     def step():
         loss, grads = loss_and_grads(*args)
@@ -191,6 +215,21 @@ def build(jax, mesh_shape, axis_names, *, attention="ring", balanced=True, cfg=N
     return dict(jax=jax, mesh=mesh, cfg=cfg, params=params, tokens=tokens, targets=targets,
                 step=step, loss_and_grads=loss_and_grads, args=args, param_specs=param_specs,
                 data_spec=data_spec, order=order)
+
+
+def place(jax, mesh, tree, specs):
+    NS, P = jax.sharding.NamedSharding, jax.sharding.PartitionSpec
+    return jax.tree.map(lambda w, s: jax.device_put(w, NS(mesh, s)), tree, specs,
+                        is_leaf=lambda s: isinstance(s, P))
+
+
+def place_data(jax, mesh, pieces, tokens, targets, order):
+    """Tokens and targets in the sequence `order`, and the positions."""
+    jnp, NS = jax.numpy, jax.sharding.NamedSharding
+    spec = pieces["data_spec"]
+    return (jax.device_put(jnp.asarray(np.asarray(tokens)[:, order]), NS(mesh, spec)),
+            jax.device_put(jnp.asarray(np.asarray(targets)[:, order]), NS(mesh, spec)),
+            jax.device_put(jnp.asarray(order.astype(np.int32)), NS(mesh, pieces["seq_spec"])))
 
 
 def numpy_reference(env):

@@ -40,6 +40,19 @@ def test_loss_and_every_gradient_match_numpy(name, stages, microbatches):
     assert_matches_numpy(env, *env["step"]())
 
 
+@pytest.mark.parametrize("name,stages,microbatches,mesh_axes", [
+    ("1f1b", 2, 2, (("dp", 2), ("tp", 2))),
+    ("gpipe", 2, 2, (("cp", 2), ("tp", 2))),
+    ("interleaved", 2, 2, (("fsdp", 2), ("cp", 2))),
+    ("interleaved_1f1b", 2, 4, (("fsdp", 4),))], ids=str)
+def test_stages_that_are_themselves_parallel_match_numpy(name, stages, microbatches, mesh_axes):
+    """Every stage runs zoo_parallel's step on its devices: the stage's
+    collectives run inside the schedule's per-device lax.switch branches."""
+    env = zp.build(meshsim, name, stages=stages, microbatches=microbatches, mesh_axes=mesh_axes)
+    assert env["mesh"].axis_names == ("pp", *dict(mesh_axes))
+    assert_matches_numpy(env, *env["step"]())
+
+
 @pytest.mark.parametrize("name", zp.SCHEDULES)
 @pytest.mark.parametrize("stages,microbatches", [(4, 8), (3, 5), (8, 2)])
 def test_schedules_are_valid(name, stages, microbatches):
