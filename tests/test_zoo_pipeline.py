@@ -105,9 +105,11 @@ def test_every_tick_moves_activations_and_cotangents_around_the_ring():
 
 
 def test_matches_real_jax(real_jax):
-    ours = zp.build(meshsim, "gpipe", stages=2, microbatches=2, cfg=dataclasses.replace(SMALL, layers=2))
-    theirs = zp.build(real_jax, "gpipe", stages=2, microbatches=2,
-                      cfg=dataclasses.replace(SMALL, layers=2))
+    """A GPipe step over pp whose stages are tensor + sequence parallel over tp."""
+    kwargs = dict(stages=2, microbatches=2, cfg=dataclasses.replace(SMALL, layers=2),
+                  mesh_axes=(("tp", 2),))
+    ours = zp.build(meshsim, "gpipe", **kwargs)
+    theirs = zp.build(real_jax, "gpipe", **kwargs)
     loss, grads = ours["step"]()
     t_loss, t_grads = theirs["step"]()
     np.testing.assert_allclose(np.asarray(loss), np.asarray(t_loss), rtol=ATOL, atol=ATOL)
