@@ -18,6 +18,9 @@ def main() -> int:
     failures = 0
     for path in sorted(HERE.glob("ex_*.py")):
         module = importlib.import_module(path.stem)
+        if not hasattr(module, "run"):  # a program to read and time, not a check against NumPy
+            print(f"skip {path.stem}: no run()")
+            continue
         for name, ours, reference in module.run():
             ok = np.allclose(np.asarray(ours), reference, rtol=1e-5, atol=1e-5)
             failures += not ok
