@@ -7,6 +7,7 @@ void register_elementwise_primitives();  // elementwise.cpp: arithmetic, math, c
 void register_reduction_primitives();    // reduction.cpp: reduce_*, argmax/argmin, cumulative
 void register_structural_primitives();   // structural.cpp: broadcast, reshape, transpose, slice, concat, pad, ...
 void register_linalg_primitives();       // linalg.cpp: dot_general
+void register_decomposition_primitives(); // decompositions.cpp: cholesky, lu, qr, eigh, svd, triangular_solve
 void register_indexing_primitives();     // indexing.cpp: gather/scatter, dynamic_slice, take
 void register_sorting_primitives();      // sorting.cpp: sort, argsort, top_k
 void register_random_primitives();       // random.cpp: threefry2x32 and bit manipulation
@@ -20,6 +21,7 @@ void register_control_flow_primitives(); // control_flow.cpp: cond, while, scan
 inline void (*const kPrimitiveFamilies[])() = {
     register_elementwise_primitives, register_reduction_primitives,
     register_structural_primitives,  register_linalg_primitives,
+    register_decomposition_primitives,
     register_indexing_primitives,    register_sorting_primitives,
     register_random_primitives,      register_creation_primitives,
     register_collective_primitives,  register_shard_map_primitive,

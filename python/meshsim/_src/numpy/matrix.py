@@ -1,8 +1,7 @@
 """meshsim.numpy.linalg: norms and the array-API matrix functions (as jax.numpy.linalg).
 
-Written as JAX writes them from jnp reductions and products. Decompositions
-(svd, qr, cholesky, ...) and what needs them (ord=2/-2/'nuc' matrix norms,
-negative matrix powers) are not implemented yet and say so."""
+Written as JAX writes them from jnp reductions and products; the orders
+2/-2/'nuc' and negative powers use the decompositions of `decompositions`."""
 from __future__ import annotations
 
 import operator
@@ -12,6 +11,7 @@ import numpy as np
 import meshsim.numpy as jnp
 from meshsim._src import core
 from meshsim._src.lax.structural import canonicalize_axis
+from meshsim._src.numpy import decompositions
 from meshsim._src.numpy.creation import _check_arraylike
 from meshsim._src.numpy.promotion import promote_dtypes_inexact
 
@@ -26,11 +26,6 @@ def _array(name: str, x):
 
 def _sum_of_squares(x, axis, keepdims):
     return jnp.sqrt(jnp.sum(x * x, axis=axis, keepdims=keepdims))
-
-
-def _needs_svd(what: str):
-    return NotImplementedError(f"{what} needs the singular value decomposition, which meshsim does not "
-                               "implement yet")
 
 
 def norm(x, ord=None, axis=None, keepdims: bool = False):  # noqa: A002 (NumPy's name)
@@ -66,7 +61,12 @@ def norm(x, ord=None, axis=None, keepdims: bool = False):  # noqa: A002 (NumPy's
         return (jnp.max(sums, axis=row_axis, keepdims=keepdims, initial=0) if ord == np.inf
                 else jnp.min(sums, axis=row_axis, keepdims=keepdims))
     if ord in ("nuc", 2, -2):
-        raise _needs_svd(f"norm(ord={ord!r}) of a matrix")
+        s = decompositions.svdvals(jnp.moveaxis(x, (row_axis, col_axis), (-2, -1)))
+        reduce = {"nuc": jnp.sum, 2: jnp.max, -2: jnp.min}[ord]
+        out = reduce(s, axis=-1)
+        if keepdims:
+            out = jnp.expand_dims(out, tuple(sorted((row_axis % ndim, col_axis % ndim))))
+        return out
     raise ValueError(f"Invalid order '{ord}' for matrix norm.")
 
 
@@ -165,8 +165,7 @@ def matrix_power(a, n: int):
     if n == 0:
         return jnp.broadcast_to(jnp.eye(arr.shape[-2], dtype=arr.dtype), arr.shape)
     if n < 0:
-        raise NotImplementedError("matrix_power with a negative exponent needs jnp.linalg.inv, which meshsim "
-                                  "does not implement yet")
+        arr, n = decompositions.inv(arr), -n
     if n == 1:
         return arr
     if n == 2:

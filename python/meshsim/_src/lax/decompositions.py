@@ -1,0 +1,106 @@
+"""meshsim.lax.linalg: matrix decompositions (as jax.lax.linalg).
+
+Each binds one C++ primitive with JAX's name, params and output order
+(`eigh` gives (vectors, values); `svd` binds (s, u, vt) and returns
+(u, s, vh)); inputs are stacks of matrices in their last two dimensions."""
+from __future__ import annotations
+
+import numpy as np
+
+from meshsim._src import core
+from meshsim._src.lax import elementwise as lax_elementwise
+from meshsim._src.lax import structural as lax_structural
+
+__all__ = ["cholesky", "lu", "lu_pivots_to_permutation", "qr", "eigh", "svd", "triangular_solve",
+           "symmetrize"]
+
+
+def _matrix_stack(x):
+    x = core.asarray_value(x)
+    return x
+
+
+def _transpose_last(x):
+    perm = list(range(x.ndim))
+    perm[-1], perm[-2] = perm[-2], perm[-1]
+    return lax_structural.transpose(x, perm)
+
+
+def symmetrize(x):
+    """(x + x^T) / 2 over the last two dimensions, as JAX symmetrizes inputs."""
+    x = _matrix_stack(x)
+    return lax_elementwise.div(lax_elementwise.add(x, _transpose_last(x)), np.array(2, x.dtype))
+
+
+def _lower_mask(shape, k: int = 0):
+    rows = lax_structural.broadcasted_iota(np.int32, shape, len(shape) - 2)
+    cols = lax_structural.broadcasted_iota(np.int32, shape, len(shape) - 1)
+    return lax_elementwise.ge(lax_elementwise.add(rows, np.int32(k)), cols)
+
+
+def cholesky(x, *, symmetrize_input: bool = True):
+    """The lower Cholesky factor of each matrix; NaNs where one is not positive definite."""
+    x = _matrix_stack(x)
+    if symmetrize_input:
+        x = symmetrize(x)
+    factor = core.bind1("cholesky", x)
+    zeros = lax_structural.full_like(factor, 0)
+    return lax_elementwise.select(_lower_mask(factor.shape), factor, zeros)
+
+
+def lu(x):
+    """(lu, pivots, permutation): P A = L U with partial pivoting, L unit lower and U upper packed in lu."""
+    return tuple(core.bind("lu", _matrix_stack(x)))
+
+
+def lu_pivots_to_permutation(pivots, permutation_size: int):
+    """The permutation the row swaps `pivots` (applied in order) make of range(permutation_size)."""
+    piv = np.asarray(pivots)
+    batch = piv.shape[:-1]
+    perm = np.broadcast_to(np.arange(permutation_size, dtype=np.int32), batch + (permutation_size,)).copy()
+    for idx in np.ndindex(*batch):
+        p = perm[idx]
+        for i, j in enumerate(piv[idx]):
+            p[i], p[j] = p[j], p[i]
+    return core.asarray_value(perm)
+
+
+def qr(x, *, pivoting: bool = False, full_matrices: bool = True, use_magma=None):
+    """(q, r) with q orthonormal columns and r upper triangular."""
+    if pivoting:
+        raise NotImplementedError("qr with pivoting=True is not implemented")
+    q, r = core.bind("qr", _matrix_stack(x), full_matrices=bool(full_matrices), pivoting=False,
+                     use_magma=use_magma)
+    return q, r
+
+
+def eigh(x, *, lower: bool = True, symmetrize_input: bool = True, sort_eigenvalues: bool = True,
+         subset_by_index=None):
+    """(v, w): eigenvectors as columns of v and ascending eigenvalues w of symmetric matrices."""
+    x = _matrix_stack(x)
+    if symmetrize_input:
+        x = symmetrize(x)
+    v, w = core.bind("eigh", x, algorithm=None, lower=bool(lower), sort_eigenvalues=bool(sort_eigenvalues),
+                     subset_by_index=subset_by_index)
+    return v, w
+
+
+def svd(x, *, full_matrices: bool = True, compute_uv: bool = True, subset_by_index=None, algorithm=None):
+    """(u, s, vh) with singular values s descending, or s alone when compute_uv is False."""
+    out = core.bind("svd", _matrix_stack(x), algorithm=None, compute_uv=bool(compute_uv),
+                    full_matrices=bool(full_matrices), subset_by_index=subset_by_index)
+    if not compute_uv:
+        return out[0]
+    s, u, vt = out
+    return u, s, vt
+
+
+def triangular_solve(a, b, *, left_side: bool = False, lower: bool = False, transpose_a: bool = False,
+                     conjugate_a: bool = False, unit_diagonal: bool = False):
+    """x with op(a) x = b (left_side) or x op(a) = b, a triangular."""
+    a, b = core.asarray_value(a), core.asarray_value(b)
+    if a.ndim < b.ndim:  # JAX broadcasts a stack of one a over b's batch
+        a = lax_structural.broadcast_in_dim(a, b.shape[:b.ndim - a.ndim] + a.shape,
+                                            tuple(range(b.ndim - a.ndim, b.ndim)))
+    return core.bind1("triangular_solve", a, b, conjugate_a=bool(conjugate_a), left_side=bool(left_side),
+                      lower=bool(lower), transpose_a=bool(transpose_a), unit_diagonal=bool(unit_diagonal))
