@@ -1,0 +1,2 @@
+"""meshsim.scipy.linalg (as jax.scipy.linalg)."""
+from meshsim._src.scipy.linalg import *  # noqa: F401,F403
