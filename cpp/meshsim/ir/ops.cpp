@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "meshsim/ir/axis_env.h"
 #include "meshsim/kernels/dispatch.h"
 
 namespace meshsim::ops {
@@ -66,6 +67,21 @@ Value cast_like(const Value& x, const Aval& aval) {
   return convert(x, aval.dtype, aval.weak_type);
 }
 
+Value reshard_like(const Value& x, const Aval& aval) {
+  const Aval a = aval_of(x);
+  const MeshPtr& mesh = aval.mesh ? aval.mesh : a.mesh;
+  // Inside a shard_map body blocks keep the types the body gave them.
+  if (!mesh || current_axis_env() || a.shape != aval.shape) return x;
+  auto spec_of = [](const Aval& t) {
+    Spec s = t.mesh ? t.spec : Spec{};
+    s.resize(t.shape.size());
+    return s;
+  };
+  const Spec want = spec_of(aval);
+  if (spec_of(a) == want) return x;
+  return bind1("reshard", {x}, {{"mesh", mesh}, {"spec", std::vector<StrList>(want)}});
+}
+
 Value full(const Shape& shape, DType dtype, double value, bool weak_type) {
   Tensor scalar = dispatch_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -79,12 +95,13 @@ Value full(const Shape& shape, DType dtype, double value, bool weak_type) {
 Value full_like(const Value& x, double value) {
   const Aval& a = aval_of(x);
   Value c = full(a.shape, a.dtype, value, a.weak_type);
-  // Inside shard_map a constant is invariant: make it vary like `x`.
-  return vary_over(c, a.vma);
+  // Inside shard_map a constant is invariant: make it vary like `x`; outside,
+  // laid out like `x` (select_n wants its operands sharded alike).
+  return reshard_like(vary_over(c, a.vma), a);
 }
 
 Value zeros(const Aval& aval) {
-  return vary_over(full(aval.shape, aval.dtype, 0.0, aval.weak_type), aval.vma);
+  return reshard_like(vary_over(full(aval.shape, aval.dtype, 0.0, aval.weak_type), aval.vma), aval);
 }
 
 Value zeros_like(const Value& x) { return zeros(aval_of(x)); }
@@ -168,10 +185,11 @@ Value sum_to_operand(const Value& x, const Shape& shape, const IntList& dims) {
 }
 
 Value dot_general(const Value& x, const Value& y, const IntLists& dimension_numbers,
-                  std::optional<DType> preferred_element_type) {
+                  std::optional<DType> preferred_element_type, std::optional<Spec> out_sharding) {
   Params params{{"dimension_numbers", dimension_numbers}, {"precision", std::monostate{}}};
   params.set("preferred_element_type", preferred_element_type ? ParamValue(*preferred_element_type)
                                                                : ParamValue(std::monostate{}));
+  if (out_sharding) params.set("out_sharding", std::vector<StrList>(*out_sharding));
   return bind1("dot_general", {x, y}, params);
 }
 

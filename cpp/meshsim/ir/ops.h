@@ -47,11 +47,14 @@ Value select(const Value& pred, const Value& on_true, const Value& on_false);
 Value convert(const Value& x, DType dtype, bool weak_type = false);
 // `x` with the dtype and weak type of `aval` (no equation if they already agree).
 Value cast_like(const Value& x, const Aval& aval);
+// `x` laid out as `aval`'s Explicit sharding (no equation if its type already is): a cotangent
+// takes its primal's sharding, as in JAX.
+Value reshard_like(const Value& x, const Aval& aval);
 
 // Constants: `value` broadcast to a shape (zero-copy).
 Value full(const Shape& shape, DType dtype, double value, bool weak_type = false);
 Value full_like(const Value& x, double value);
-Value zeros(const Aval& aval);  // with aval's VMA, inside shard_map
+Value zeros(const Aval& aval);  // with aval's VMA inside shard_map, its sharding outside
 Value zeros_like(const Value& x);
 Value iota(DType dtype, const Shape& shape, int64_t dimension);
 Value instantiate(const Cotangent& ct, const Aval& aval);  // a symbolic zero made real
@@ -77,7 +80,8 @@ Value sum_to_operand(const Value& x, const Shape& shape, const IntList& dims);
 
 // Products and indexing.
 Value dot_general(const Value& x, const Value& y, const IntLists& dimension_numbers,
-                  std::optional<DType> preferred_element_type = std::nullopt);
+                  std::optional<DType> preferred_element_type = std::nullopt,
+                  std::optional<Spec> out_sharding = std::nullopt);
 Value dynamic_slice(const Value& x, const Values& starts, const Shape& sizes);
 Value dynamic_update_slice(const Value& x, const Value& update, const Values& starts);
 Value gather(const Value& x, const Values& indices, const IntList& axes, int64_t index_dims_at,

@@ -149,6 +149,9 @@ struct Primitive {
   // being differentiated.
   std::function<VjpSplit(const Values& in, const std::vector<bool>& active, const Params& params)>
       vjp_split;
+  // The outputs' derivative is zero whatever the inputs (stop_gradient, floor, sign, ...):
+  // JAX's symbolic zero, so what is computed from them is not differentiated at all.
+  bool zero_derivative = false;
 
   // Cost of one application on operands typed `in` (local blocks inside a
   // shard_map body). Unset: `default_cost`.

@@ -157,9 +157,11 @@ void custom_vjp_call() {
 }
 
 // Identity primitives that only matter to autodiff.
-void identity(const std::string& name, std::function<Cotangents(const VjpArgs&)> vjp) {
+void identity(const std::string& name, std::function<Cotangents(const VjpArgs&)> vjp,
+              bool zero_derivative = false) {
   Primitive p;
   p.name = name;
+  p.zero_derivative = zero_derivative;
   p.abstract_eval = [](const Avals& in, const Params&) { return Avals{in[0]}; };
   p.kernel = [](const Tensors& in, const Params&, const Avals&) { return Tensors{in[0]}; };
   p.vjp = std::move(vjp);
@@ -172,7 +174,7 @@ void identity(const std::string& name, std::function<Cotangents(const VjpArgs&)>
 void register_autodiff_primitives() {
   remat();
   custom_vjp_call();
-  identity("stop_gradient", [](const VjpArgs&) { return Cotangents(1); });
+  identity("stop_gradient", [](const VjpArgs&) { return Cotangents(1); }, true);
   // checkpoint_name(x, name): policies such as save_only_these_names see it.
   identity("name", [](const VjpArgs& a) { return Cotangents{a.ct[0]}; });
 }

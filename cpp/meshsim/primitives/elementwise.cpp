@@ -370,6 +370,8 @@ template <Accepts A, class Op>
 void unary(const std::string& name, Op op, VjpRule vjp = nullptr) {
   Primitive p;
   p.name = name;
+  const auto* rule = vjp.template target<Cotangents (*)(const VjpArgs&)>();
+  p.zero_derivative = rule && *rule == zero_vjp;
   p.vjp = std::move(vjp);
   p.abstract_eval = [name](const Avals& in, const Params&) { return same_type_as_input(name, A, in); };
   p.kernel = [op](const Tensors& in, const Params&, const Avals& out) {
@@ -517,6 +519,7 @@ void round_primitive() {
   Primitive p;
   p.name = "round";
   p.vjp = zero_vjp;
+  p.zero_derivative = true;
   p.abstract_eval = [](const Avals& in, const Params& params) {
     const int64_t method = params.get<int64_t>("rounding_method");
     if (method != 0 && method != 1)

@@ -335,8 +335,18 @@ Value dot_transpose_lhs(const Value& g, const Value& x, const Value& y, const In
   IntList order = x_batch;
   order.insert(order.end(), x_kept.begin(), x_kept.end());
   order.insert(order.end(), x_contract_by_y.begin(), x_contract_by_y.end());
-  const Value prod = ops::dot_general(g, y, {ans_y, y_kept, ans_batch, y_batch});
-  return ops::cast_like(ops::transpose(prod, argsort(order)), aval_of(x));
+  // The product is laid out as x's type permuted into its order, so the
+  // transpose gives x's sharding (contractions of sharded dims then reduce;
+  // an unsharded x, e.g. a replicated weight, gets a replicated cotangent).
+  const Aval xa = aval_of(x);
+  std::optional<Spec> out_sharding;
+  if (xa.mesh || aval_of(g).mesh || aval_of(y).mesh) {
+    out_sharding.emplace();
+    for (int64_t d : order)
+      out_sharding->push_back(xa.mesh && d < static_cast<int64_t>(xa.spec.size()) ? xa.spec[d] : AxisNames{});
+  }
+  const Value prod = ops::dot_general(g, y, {ans_y, y_kept, ans_batch, y_batch}, std::nullopt, out_sharding);
+  return ops::cast_like(ops::transpose(prod, argsort(order)), xa);
 }
 
 Cotangents dot_general_vjp(const VjpArgs& a) {

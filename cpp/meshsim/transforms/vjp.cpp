@@ -72,7 +72,7 @@ class Tape {
       auto bind_or_reuse = [&] {
         return earlier && earlier->has_value() ? **earlier : meshsim::bind(*e.prim, in, e.params);
       };
-      if (!any || !has_inexact_output(p_, e)) {
+      if (!any || !has_inexact_output(p_, e) || e.prim->zero_derivative) {
         store(e, bind_or_reuse(), false);
         continue;
       }
@@ -103,6 +103,7 @@ class Tape {
         fail<std::logic_error>("the VJP rule of '", prim, "' returned a cotangent of shape ",
                                shape_str(got.shape), " for an input of shape ", shape_str(want.shape));
       Value value = got.dtype == want.dtype ? c : ops::convert(c, want.dtype, want.weak_type);
+      value = ops::reshard_like(value, want);
       ct[v] = ct[v] ? ops::add_any(*ct[v], value) : value;
     };
     for (size_t i = 0; i < p_.outvars.size(); ++i)

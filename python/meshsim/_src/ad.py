@@ -23,6 +23,7 @@ import numpy as np
 
 from meshsim import _core
 from meshsim._src import core, tree_util
+from meshsim._src.sharding import placement
 
 __all__ = [
     "grad", "value_and_grad", "vjp", "jvp", "linearize", "custom_vjp", "custom_jvp", "checkpoint", "remat",
@@ -96,7 +97,11 @@ class _Linearized:
         out_mask = [True] * n_out + [False] * n_aux
         fwd, self.bwd, _, self.ct_in, self.ct_out = _core.vjp_program(program, wrt, out_mask,
                                                                       _evaluate_policy)
+        # Computed from arrays committed to a device, values and cotangents stay there.
+        self.device = placement.committed_device([*leaves, *captures], lambda i: f"args[{i}] of {self.fun_name}")
         results = _core.eval_program(fwd, [*leaves, *captures])
+        if self.device is not None:
+            results = placement.place(results, self.device)
         n = n_out + n_aux
         self.out_leaves = list(results[:n_out])
         self.aux_leaves = list(results[n_out:n])
@@ -122,7 +127,8 @@ class _Linearized:
             if ct.dtype != out.dtype:
                 ct = core.convert_element_type(ct, out.dtype, ct.weak_type)
             cts.append(ct)
-        grads = iter(_core.eval_program(self.bwd, [*cts, *self.residuals]))
+        grads = _core.eval_program(self.bwd, [*cts, *self.residuals])
+        grads = iter(grads if self.device is None else placement.place(grads, self.device))
         return [next(grads) if takes else np.zeros(x.shape, float0)
                 for x, takes in zip(self.in_leaves, self.ct_out)]
 

@@ -18,6 +18,7 @@ from meshsim import _core
 from meshsim._src import core, debug, tree_util
 from meshsim._src.abstract import ShapeDtypeStruct
 from meshsim._src.config import config as _config
+from meshsim._src.sharding import placement
 
 
 def _as_tuple(x) -> tuple:
@@ -36,6 +37,7 @@ class _Signature:
             self.params = inspect.signature(fun).parameters
         except (TypeError, ValueError):
             self.params = {}
+        self.fun_name = getattr(fun, "__qualname__", getattr(fun, "__name__", repr(fun)))
         names = list(self.params)
         self._check_argnums("static_argnums", _as_tuple(static_argnums))
         self._check_argnums("donate_argnums", _as_tuple(donate_argnums))
@@ -131,6 +133,25 @@ class _Signature:
                         f"Got {type(leaf)} with value {leaf}")
         return OverflowError("An overflow was encountered while parsing an argument to a jitted "
                              "computation")
+
+    def describe_leaf(self, args, kwargs):
+        """Names array leaf i of a call as JAX's messages do: "p['a'] of f"."""
+        def describe(i: int) -> str:
+            names = list(self.params)
+            named = []
+            for k, a in enumerate(args):
+                if k in self.static_argnums:
+                    continue
+                param = self.params.get(names[k]) if k < len(names) else None
+                if param is not None and param.kind == param.VAR_POSITIONAL:
+                    named += [(f"{names[k]}[{j}]", b) for j, b in enumerate(args[k:])]
+                    break
+                named.append((names[k] if k < len(names) else f"args[{k}]", a))
+            named += [(k, v) for k, v in kwargs.items() if k not in self.static_argnames]
+            paths = [name + tree_util.keystr(path) for name, arg in named
+                     for path, _ in tree_util.tree_flatten_with_path(arg)[0]]
+            return f"{paths[i]} of {self.fun_name}"
+        return describe
 
     def donated_leaf_mask(self, args, kwargs) -> list[bool]:
         """Per array leaf: whether it was donated."""
@@ -256,11 +277,17 @@ class JitWrapped:
                     entry = self._fast_cache[key] = (program, out_tree,
                                                      out_tree.num_nodes == out_tree.num_leaves == 1)
                 program, out_tree, single = entry
+                device = placement.committed_device(args, self._sig.describe_leaf(args, kwargs))
                 outs = program.run(args)
+                if device is not None:
+                    outs = placement.place(outs, device)
                 return outs[0] if single else tree_util.tree_unflatten(out_tree, outs)
         (program, out_tree, donated), leaves = self._lookup(args, kwargs)
+        device = placement.committed_device(leaves, self._sig.describe_leaf(args, kwargs))
         # Donated arguments are deleted by the call (their values now belong to the program).
         outs = program.run(leaves) if donated is None else program.run(leaves, donated)
+        if device is not None:
+            outs = placement.place(outs, device)
         return tree_util.tree_unflatten(out_tree, outs)
 
     def clear_cache(self) -> None:

@@ -7,6 +7,7 @@ import numbers
 import numpy as np
 
 from meshsim import _core
+from meshsim._src.sharding import placement
 
 Array = _core.Array
 Tracer = _core.Tracer
@@ -14,13 +15,16 @@ ShapedArray = _core.ShapedArray
 
 
 def bind(name: str, *args, **params):
-    """Applies primitive `name`; returns its outputs as a tuple."""
-    return _core.bind(name, args, params)
+    """Applies primitive `name`; returns its outputs as a tuple. Applied eagerly to arrays
+    committed to a device, its results stay on that device."""
+    device = placement.committed_device(args, placement.describe_operand(name, len(args)))
+    outs = _core.bind(name, args, params)
+    return outs if device is None else tuple(placement.place(outs, device))
 
 
 def bind1(name: str, *args, **params):
     """Applies a single-output primitive."""
-    return _core.bind(name, args, params)[0]
+    return bind(name, *args, **params)[0]
 
 
 def is_value(x) -> bool:

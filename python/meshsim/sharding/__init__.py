@@ -5,5 +5,6 @@ from meshsim._src.sharding.mesh import (  # noqa: F401
 from meshsim._src.sharding.named_sharding import (  # noqa: F401
     NamedSharding, Sharding, SingleDeviceSharding)
 from meshsim._src.sharding.partition_spec import PartitionSpec  # noqa: F401
+from meshsim._src.sharding.array import ManualAxisType  # noqa: F401
 from meshsim._src.sharding.explicit import (  # noqa: F401
     ShardingTypeError, auto_axes, explicit_axes, reshard)

@@ -67,6 +67,35 @@ def _type_sharding(aval) -> NamedSharding:
     return NamedSharding(mesh, PartitionSpec(*entries, *[None] * (aval.ndim - len(entries))))
 
 
+class ManualAxisType:
+    """The manual-axis part of a type (`jax.typeof(x).manual_axis_type`): the axes a value
+    varies over inside shard_map; unreduced and reduced axes are not modelled, so always empty."""
+
+    __slots__ = ("varying", "unreduced", "reduced")
+
+    def __init__(self, *, varying=frozenset(), unreduced=frozenset(), reduced=frozenset()):
+        object.__setattr__(self, "varying", frozenset(varying))
+        object.__setattr__(self, "unreduced", frozenset(unreduced))
+        object.__setattr__(self, "reduced", frozenset(reduced))
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"ManualAxisType is immutable: cannot set {name}")
+
+    def update(self, **fields) -> "ManualAxisType":
+        return ManualAxisType(**{k: fields.get(k, getattr(self, k)) for k in self.__slots__})
+
+    def __eq__(self, other):
+        return isinstance(other, ManualAxisType) and all(
+            getattr(self, k) == getattr(other, k) for k in self.__slots__)
+
+    def __hash__(self):
+        return hash((self.varying, self.unreduced, self.reduced))
+
+    def __repr__(self):
+        return (f"ManualAxisType(varying={self.varying}, unreduced={self.unreduced}, "
+                f"reduced={self.reduced})")
+
+
 def install() -> None:
     Array = _core.Array
     Array.sharding = property(_sharding)
@@ -79,3 +108,4 @@ def install() -> None:
     Array.is_fully_addressable = property(lambda self: True)
     Array.committed = property(_committed)
     _core.ShapedArray.sharding = property(_type_sharding)
+    _core.ShapedArray.manual_axis_type = property(lambda aval: ManualAxisType(varying=aval.vma))

@@ -12,7 +12,8 @@ from meshsim import _core
 from meshsim._src import core, tree_util
 from meshsim._src.sharding.mesh import (AbstractMesh, AxisType, Mesh, _context, context_mesh,
                                         get_abstract_mesh)
-from meshsim._src.sharding.named_sharding import NamedSharding
+from meshsim._src.sharding.named_sharding import (DuplicateSpecError, NamedSharding,
+                                                   SingleDeviceSharding, check_spec)
 from meshsim._src.sharding.partition_spec import UNCONSTRAINED, PartitionSpec
 
 __all__ = ["ShardingTypeError", "reshard", "with_sharding_constraint", "auto_axes",
@@ -110,16 +111,52 @@ def _spec_matches(have: PartitionSpec, want: list) -> bool:
     return all(w is UNCONSTRAINED or h == w for h, w in zip(have, want))
 
 
+def _check_constraint(x, sharding, cur) -> PartitionSpec:
+    """JAX's checks of a constraint against the context mesh `cur` before it compares types: the
+    sharding's kind, its devices, its axes and its rank. Returns its spec."""
+    if isinstance(sharding, SingleDeviceSharding):
+        ids = [d.id for d in context_mesh().devices.flat] if not context_mesh().empty else []
+        raise ValueError(
+            "Received incompatible devices for jitted computation. Got jit's context mesh with "
+            f"device ids {ids} on platform CPU and explicit output sharding with device ids "
+            f"{[d.id for d in sharding.device_set]} on platform CPU")
+    if not isinstance(sharding, (PartitionSpec, NamedSharding)):
+        raise TypeError("shardings leaf specifications are expected to be PartitionSpec instances "
+                        f"or None, but got {sharding}")
+    spec = sharding if isinstance(sharding, PartitionSpec) else sharding.spec
+    axes = [a for d in range(len(spec)) for a in spec.axes_of(d)]
+    duplicates = sorted({a for a in axes if axes.count(a) > 1})
+    if duplicates:
+        raise DuplicateSpecError(
+            "A single shardings specification can map every mesh axis to at most one positional "
+            f"dimension, but {spec} has duplicate entries for "
+            + ", ".join(f"`{a}`" for a in duplicates))
+    check_spec(cur, spec)
+    if len(spec) > x.ndim:
+        annotation = NamedSharding(cur, spec)
+        raise ValueError(
+            "One of with_sharding_constraint arguments is incompatible with its sharding annotation "
+            f"{annotation}: Sharding {annotation} is only valid for values of rank at least "
+            f"{len(spec)}, but was applied to a value of rank {x.ndim}.")
+    return spec
+
+
 def _constrain(x, sharding):
     x = core.asarray_value(x)
     if isinstance(sharding, PartitionSpec):
         cur = get_abstract_mesh()
+        if cur.empty:
+            raise RuntimeError(
+                "with_sharding_constraint requires a non-empty mesh in context if you are passing "
+                "`PartitionSpec`s to shardings. You can define a context mesh via "
+                "`jax.set_mesh(mesh)`. Alternatively, provide `Sharding`s to shardings and then the "
+                "mesh context manager is not required.")
     else:
         cur = get_abstract_mesh()
-        if cur.empty:
+        if cur.empty and isinstance(sharding, NamedSharding):
             cur = sharding.mesh.abstract_mesh
     if not cur.empty and cur.are_all_axes_explicit:
-        spec = sharding if isinstance(sharding, PartitionSpec) else sharding.spec
+        spec = _check_constraint(x, sharding, cur)
         have = type_spec(x.aval)
         want = list(spec) + [None] * (x.ndim - len(spec))
         if not _spec_matches(have, want):
@@ -143,6 +180,8 @@ def _constrain(x, sharding):
 def with_sharding_constraint(x, shardings):
     """Under an all-Explicit mesh, asserts that `x` is sharded as `shardings`
     says (its type already is the sharding); otherwise lays it out so."""
+    if not isinstance(shardings, (list, tuple, dict)):  # one sharding (or a bad leaf) for all
+        return tree_util.tree_map(lambda leaf: _constrain(leaf, shardings), x)
     return _map_shardings(_constrain, x, shardings)
 
 

@@ -1,0 +1,66 @@
+"""Committed placement, as JAX keeps it: an array `device_put` on a device (or laid out over a
+mesh) is committed there, and what is computed from it stays there, eagerly and under `jit`.
+Uncommitted arrays (created without a placement) follow the committed ones; arrays committed to
+different devices cannot meet in one computation (JAX's "incompatible devices" error)."""
+from __future__ import annotations
+
+from meshsim import _core
+from meshsim._src import devices as devices_lib
+
+_Array = _core.Array
+
+
+def _single_committed(x) -> bool:
+    return type(x) is _Array and x.__dict__.get("_committed", False) and x.sharding_core.mesh is None
+
+
+def _device_ids(x) -> list[int]:
+    s = x.sharding_core
+    return [s.device] if s.mesh is None else list(s.mesh.device_ids)
+
+
+def committed_device(leaves, describe):
+    """The device the computation over `leaves` must run on: the one the single-device committed
+    leaves are on (None when there is none). Raises JAX's ValueError when committed leaves sit on
+    different devices; `describe(i)` names leaf i as "x of add" (only asked then)."""
+    first = next((i for i, x in enumerate(leaves) if _single_committed(x)), None)
+    if first is None:
+        return None
+    ids = _device_ids(leaves[first])
+    for i, x in enumerate(leaves):
+        if type(x) is _Array and x.committed and _device_ids(x) != ids:
+            raise ValueError(
+                "Received incompatible devices for jitted computation. Got argument "
+                f"{describe(first)} with shape {leaves[first].aval.str_short()} and with device ids "
+                f"{ids} on platform CPU and argument {describe(i)} with shape "
+                f"{x.aval.str_short()} and with device ids {_device_ids(x)} on platform CPU")
+    return ids[0]
+
+
+def place(outs, device_id: int):
+    """The arrays `outs` (a sequence) moved to device `device_id` and committed there."""
+    from meshsim._src.sharding.named_sharding import SingleDeviceSharding
+    sharding = SingleDeviceSharding(devices_lib.devices()[device_id])
+    placed = []
+    for out in outs:
+        if type(out) is _Array and out.sharding_core.mesh is None:
+            if out.sharding_core.device != device_id:
+                out = out.reshard(sharding.core_sharding)
+            out._committed = True
+        placed.append(out)
+    return placed
+
+
+# JAX applies binary operators through jitted jax.numpy functions, which its messages name.
+_NUMPY_NAMES = {"sub": "subtract", "mul": "multiply", "div": "true_divide", "max": "maximum",
+                "min": "minimum", "pow": "_power", "lt": "less", "gt": "greater",
+                "le": "less_equal", "ge": "greater_equal", "eq": "equal", "ne": "not_equal",
+                "atan2": "arctan2", "rem": "remainder", "dot_general": "matmul"}
+
+
+def describe_operand(prim: str, count: int):
+    """Names operand i of an eagerly applied primitive as JAX's messages do: "x of multiply"."""
+    def describe(i: int) -> str:
+        name = ("x", "y")[i] if count == 2 else f"args[{i}]"
+        return f"{name} of {_NUMPY_NAMES.get(prim, prim)}"
+    return describe
