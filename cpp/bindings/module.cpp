@@ -10,6 +10,7 @@ void init_dtypes(py::module_& m);
 void init_mapping(py::module_& m);
 void init_autodiff(py::module_& m);
 void init_sharding(py::module_& m);
+void init_callbacks(py::module_& m);
 
 void init_dtypes(py::module_& m) {
   m.def("promote_types", [](const py::handle& a, bool a_weak, const py::handle& b, bool b_weak) {
@@ -50,4 +51,5 @@ PYBIND11_MODULE(_core, m) {
   init_mapping(m);
   init_autodiff(m);
   init_sharding(m);
+  init_callbacks(m);
 }

@@ -17,6 +17,7 @@ void register_collective_primitives();   // collectives.cpp: psum, all_gather, p
 void register_shard_map_primitive();     // shard_map.cpp: a body program run on every device
 void register_sharding_primitives();     // sharding.cpp: reshard, sharding_constraint, mesh_cast
 void register_control_flow_primitives(); // control_flow.cpp: cond, while, scan
+void register_callback_primitives();     // callback.cpp: debug_callback, pure_callback
 
 inline void (*const kPrimitiveFamilies[])() = {
     register_elementwise_primitives, register_reduction_primitives,
@@ -27,6 +28,7 @@ inline void (*const kPrimitiveFamilies[])() = {
     register_collective_primitives,  register_shard_map_primitive,
     register_sharding_primitives,
     register_autodiff_primitives,    register_control_flow_primitives,
+    register_callback_primitives,
 };
 
 }  // namespace meshsim

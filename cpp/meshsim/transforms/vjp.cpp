@@ -260,6 +260,7 @@ void dce(Program& program) {
   std::vector<bool> keep(program.eqns.size(), false);
   for (size_t k = program.eqns.size(); k-- > 0;) {
     const Equation& e = program.eqns[k];
+    keep[k] = e.outputs.empty();  // effects only (debug_callback)
     for (int v : e.outputs) keep[k] = keep[k] || live[v];
     if (keep[k])
       for (int v : e.inputs) live[v] = true;

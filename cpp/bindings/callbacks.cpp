@@ -1,0 +1,35 @@
+// How a running program calls a Python function (jax.debug.callback, jax.debug.print,
+// jax.pure_callback): the core calls the installed caller with the function's id, the
+// operands as NumPy views and where the call runs.
+#include "convert.h"
+#include "meshsim/ir/host_callback.h"
+
+namespace meshsim {
+namespace py = pybind11;
+
+void init_callbacks(py::module_& m) {
+  m.def("set_host_caller", [](const py::function& caller) {
+    // Kept for the life of the process: it is called until the interpreter exits.
+    auto* held = new py::function(caller);
+    set_host_caller([held](int64_t callback, const Tensors& args, const HostCallSite& site,
+                           const Avals& out) {
+      py::gil_scoped_acquire gil;
+      try {
+        py::list arrays;
+        for (const Tensor& t : args) arrays.append(py_convert::tensor_to_numpy(t));
+        py::object coords = site.device < 0 ? py::object(py::none()) : py::object(py::tuple(py::cast(site.coords)));
+        py::list dtypes;
+        for (const Aval& a : out) dtypes.append(py_convert::to_numpy_dtype(a.dtype));
+        py::object results = (*held)(callback, arrays, site.device, coords, dtypes);
+        Tensors tensors;
+        for (const py::handle& r : results) tensors.push_back(py_convert::tensor_from_numpy(py::reinterpret_borrow<py::array>(r), true));
+        return tensors;
+      } catch (py::error_already_set& e) {
+        // Raised where the program's results are read, with the function's own message.
+        fail<ValueError>("the callback raised ", e.what());
+      }
+    });
+  });
+}
+
+}  // namespace meshsim

@@ -1,0 +1,90 @@
+// Host callbacks: debug_callback (jax.debug.callback / jax.debug.print: effects, no results)
+// and pure_callback (results of the types given). Over global values the function is called
+// once with the whole arrays; inside a shard_map body once per device with its blocks, in
+// device order, so what it prints comes out as JAX prints it.
+#include "meshsim/ir/host_callback.h"
+
+#include <mutex>
+
+#include "meshsim/core/error.h"
+#include "meshsim/primitives/families.h"
+#include "meshsim/runtime/mesh_executor.h"
+
+namespace meshsim {
+namespace {
+
+HostCaller& host_caller() {
+  static HostCaller caller;
+  return caller;
+}
+
+// One call at a time: the function may print, and prints must not interleave.
+std::mutex& call_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+Tensors call_host(const Params& params, const Tensors& args, const HostCallSite& site, const Avals& out) {
+  if (!host_caller()) fail<std::logic_error>("no host caller is installed");
+  std::lock_guard<std::mutex> lock(call_mutex());
+  Tensors results = host_caller()(params.get<int64_t>("callback"), args, site, out);
+  if (results.size() != out.size())
+    fail<ValueError>("the callback returned ", results.size(), " results, expected ", out.size());
+  return results;
+}
+
+std::vector<Tensors> call_per_device(const MeshContext& ctx, const std::vector<Tensors>& in,
+                                     const Params& params, const Avals& out) {
+  const Mesh& mesh = ctx.mesh();
+  std::vector<Tensors> results(in.size());
+  for (size_t pos = 0; pos < in.size(); ++pos)
+    results[pos] = call_host(params, in[pos], {mesh.device_ids[pos], mesh.coords(static_cast<int64_t>(pos))}, out);
+  return results;
+}
+
+Primitive callback_primitive(const std::string& name) {
+  Primitive p;
+  p.name = name;
+  p.kernel = [](const Tensors& in, const Params& params, const Avals& out) {
+    return call_host(params, in, {}, out);
+  };
+  p.mesh_kernel = call_per_device;
+  // Results are not sharded over Explicit axes: the function sees whole arrays.
+  p.sharding_rule = [](const Avals&, const Params&, const Avals& out) {
+    return std::vector<Spec>(out.size());
+  };
+  return p;
+}
+
+}  // namespace
+
+void set_host_caller(HostCaller caller) { host_caller() = std::move(caller); }
+
+void register_callback_primitives() {
+  Primitive debug = callback_primitive("debug_callback");
+  debug.abstract_eval = [](const Avals&, const Params&) { return Avals{}; };
+  // A debug callback has no derivative: its operands' cotangents are zero.
+  debug.vjp = [](const VjpArgs& a) { return Cotangents(a.in.size()); };
+  register_primitive(std::move(debug));
+
+  Primitive pure = callback_primitive("pure_callback");
+  pure.abstract_eval = [](const Avals&, const Params& params) {
+    const IntLists& shapes = params.get<IntLists>("result_shapes");
+    const StrList& dtypes = params.get<StrList>("result_dtypes");
+    Avals out;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      Aval a;
+      a.shape = Shape(shapes[i].begin(), shapes[i].end());
+      a.dtype = dtype_from_name(dtypes.at(i));
+      out.push_back(a);
+    }
+    return out;
+  };
+  pure.vjp = [](const VjpArgs&) -> Cotangents {
+    fail<ValueError>("Pure callbacks do not support JVP. Please use `jax.custom_jvp` to use callbacks "
+                     "while taking gradients.");
+  };
+  register_primitive(std::move(pure));
+}
+
+}  // namespace meshsim

@@ -1,0 +1,98 @@
+"""Calling Python from programs: `jax.debug.callback`, `jax.debug.print` and `jax.pure_callback`.
+
+Each is one primitive (`debug_callback`, `pure_callback`; cpp/meshsim/primitives/callback.cpp)
+whose `callback` param is the id of the function kept here. Eagerly and inside `jit` over global
+arrays the function is called once with the whole values; inside a shard_map body once per device
+with its block, in device order, as JAX does."""
+from __future__ import annotations
+
+import itertools
+from typing import Any, Callable
+
+import numpy as np
+
+from meshsim import _core
+from meshsim._src import core, tree_util
+
+__all__ = ["debug_callback", "debug_print", "pure_callback", "effects_barrier"]
+
+_functions: dict[int, Callable] = {}
+_ids = itertools.count()
+
+
+def _host_call(callback: int, args: list, device: int, coords, dtypes: list) -> list:
+    """What the core calls: the function gets arrays (as JAX passes its own arrays), and its
+    results go back as contiguous NumPy arrays of the types asked."""
+    results = _functions[callback]([core.asarray_value(a) for a in args])
+    return [np.ascontiguousarray(np.asarray(r, dtype)) for r, dtype in zip(results, dtypes)]
+
+
+_core.set_host_caller(_host_call)
+
+
+def _keep(fn: Callable) -> int:
+    key = next(_ids)
+    _functions[key] = fn
+    return key
+
+
+def _flat_operands(args, kwargs):
+    leaves, tree = tree_util.tree_flatten((args, kwargs))
+    return [core.asarray_value(x) for x in leaves], tree
+
+
+def debug_callback(callback: Callable[..., Any], *args, ordered: bool = False,
+                   partitioned: bool = False, **kwargs) -> None:
+    """Calls `callback(*args, **kwargs)` with the arrays' values when the program runs: inside a
+    shard_map body once per device, with its block."""
+    if not callable(callback):
+        raise TypeError(f"first argument to jax.debug.callback must be a callable, got {callback!r}")
+    leaves, tree = _flat_operands(args, kwargs)
+
+    def call(values):
+        a, k = tree_util.tree_unflatten(tree, values)
+        callback(*a, **k)
+        return []
+
+    core.bind("debug_callback", *leaves, callback=_keep(call))
+
+
+def debug_print(fmt: str, *args, ordered: bool = False, **kwargs) -> None:
+    """Prints `fmt.format(*args, **kwargs)` with the arrays' values when the program runs (once
+    per device inside a shard_map body)."""
+    debug_callback(lambda *a, **k: print(fmt.format(*a, **k)), *args, **kwargs)
+
+
+def pure_callback(callback: Callable[..., Any], result_shape_dtypes: Any, *args,
+                  sharding=None, vmap_method: str | None = None, **kwargs):
+    """`callback(*args, **kwargs)` computed on the host with the arrays' values; its results must
+    have the shapes and dtypes of `result_shape_dtypes` (a pytree of objects with `.shape` and
+    `.dtype`)."""
+    leaves, tree = _flat_operands(args, kwargs)
+    specs, out_tree = tree_util.tree_flatten(result_shape_dtypes)
+    shapes = tuple(tuple(int(d) for d in s.shape) for s in specs)
+    dtypes = tuple(np.dtype(core.canonicalize_dtype(s.dtype)) for s in specs)
+
+    def call(values):
+        a, k = tree_util.tree_unflatten(tree, values)
+        results = tree_util.tree_leaves(callback(*a, **k))
+        if len(results) != len(specs):
+            raise RuntimeError(f"pure_callback returned {len(results)} results, expected {len(specs)}")
+        for r, shape, dtype in zip(results, shapes, dtypes):
+            r = np.asarray(r)
+            if r.shape != shape:
+                raise RuntimeError(
+                    f"Incorrect output shape for pure_callback: expected {shape} but got {r.shape}")
+            if r.dtype != dtype:
+                raise RuntimeError(
+                    f"Incorrect output dtype for pure_callback: expected {dtype} but got {r.dtype}")
+        return results
+
+    outs = core.bind("pure_callback", *leaves, callback=_keep(call), result_shapes=shapes,
+                     result_dtypes=tuple(d.name for d in dtypes))
+    return tree_util.tree_unflatten(out_tree, list(outs))
+
+
+def effects_barrier() -> None:
+    """Waits until every program dispatched so far, and so every callback it makes, has run."""
+    _core.wait_all_dispatched()
