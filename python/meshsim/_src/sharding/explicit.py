@@ -144,13 +144,7 @@ def _check_constraint(x, sharding, cur) -> PartitionSpec:
 def _constrain(x, sharding):
     x = core.asarray_value(x)
     if isinstance(sharding, PartitionSpec):
-        cur = get_abstract_mesh()
-        if cur.empty:
-            raise RuntimeError(
-                "with_sharding_constraint requires a non-empty mesh in context if you are passing "
-                "`PartitionSpec`s to shardings. You can define a context mesh via "
-                "`jax.set_mesh(mesh)`. Alternatively, provide `Sharding`s to shardings and then the "
-                "mesh context manager is not required.")
+        cur = get_abstract_mesh()  # empty: `resolve` raises JAX's RuntimeError
     else:
         cur = get_abstract_mesh()
         if cur.empty and isinstance(sharding, NamedSharding):
