@@ -22,7 +22,8 @@ void init_callbacks(py::module_& m) {
         for (const Aval& a : out) dtypes.append(py_convert::to_numpy_dtype(a.dtype));
         py::object results = (*held)(callback, arrays, site.device, coords, dtypes);
         Tensors tensors;
-        for (const py::handle& r : results) tensors.push_back(py_convert::tensor_from_numpy(py::reinterpret_borrow<py::array>(r), true));
+        for (const py::handle& r : results)
+          tensors.push_back(py_convert::tensor_from_numpy(py::reinterpret_borrow<py::array>(r)));
         return tensors;
       } catch (py::error_already_set& e) {
         // Raised where the program's results are read, with the function's own message.
