@@ -255,8 +255,11 @@ def test_psum_scatter_matches_model(data):
     dtype = data.draw(st.sampled_from([np.float32, np.int32]))
     x = global_input(np.random.default_rng(data.draw(st.integers(0, 99))), local, spec, case, dtype)
 
+    # Without VMA checks: the model sums the blocks as they are, also over axes
+    # the operand is invariant over (with checks, JAX refuses a mix of both).
     got = per_device(make_mesh(*case), lambda v: lax.psum_scatter(
-        v, axes, scatter_dimension=dim, tiled=tiled, axis_index_groups=groups), x, spec)
+        v, axes, scatter_dimension=dim, tiled=tiled, axis_index_groups=groups), x, spec,
+        check_vma=False)
     blocks = split_blocks(x, spec, shape, names)
     want = model_psum_scatter(blocks, sub_groups(ref_groups(shape, names, axes), groups),
                               dim % ndim, tiled)

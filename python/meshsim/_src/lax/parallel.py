@@ -54,6 +54,19 @@ def _vary_over(x, axes: tuple, env):
     return _core.vary_over(x, list(axes)) if env[2] else x
 
 
+def _check_same_state(op: str, x, axes: tuple, env) -> None:
+    """A sum over axes some of which `x` varies over and some not is refused,
+    as JAX refuses it (only all-varying or all-invariant are meaningful)."""
+    if not env[2] or not isinstance(x, core.Tracer):
+        return
+    varying = {a in x.aval.vma for a in axes}
+    if len(varying) > 1:
+        raise ValueError(f"jax.lax.{op} can only accept axis_name which corresponds to one of "
+                         "varying, unreduced, reduced or invarying state of the input. Got input "
+                         f"type: {x.aval.str_short()}, axes: {axes} and input state: "
+                         "{'invarying', 'varying'}")
+
+
 def _operand(x):
     x = core.asarray_value(x)
     if not isinstance(x, core.Tracer) and _core.current_axis_env() is None:
@@ -121,6 +134,8 @@ def _all_reduce(name: str, x, axis_name, axis_index_groups):
         v = _operand(v)
         if name == "psum" and v.dtype == np.bool_:
             v = core.convert_element_type(v, np.int32)
+        if name == "psum":
+            _check_same_state("psum", v, axes, env)
         prim = "psum_invariant" if name == "psum" and env[2] else name
         return core.bind1(prim, _vary_over(v, axes, env), axes=axes)
 
@@ -280,6 +295,7 @@ def psum_scatter(x, axis_name, *, scatter_dimension=0, axis_index_groups=None, t
     def leaf(v):
         v = _operand(v)
         dim = canonicalize_axis(scatter_dimension, v.ndim)
+        _check_same_state("psum_scatter", v, axes, env)
         return core.bind1("reduce_scatter", _vary_over(v, axes, env), axis_index_groups=groups,
                           axis_name=axes, axis_size=size, scatter_dimension=dim,
                           tiled=bool(tiled))
