@@ -966,3 +966,64 @@ def test_ragged_all_to_all_gradient():
             want_out[i, oo[s, i]:oo[s, i] + ss[s, i]] = 0
     np.testing.assert_allclose(np.asarray(d_op), want_op, rtol=1e-6)
     np.testing.assert_allclose(np.asarray(d_out), want_out, rtol=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_ragged_all_to_all_is_recorded_and_estimated_with_its_bytes(seed):
+    """ragged_all_to_all's traffic depends on the run-time send_sizes: each device sends
+    the rows it sends to the other members (what it keeps moves nothing)."""
+    rng = np.random.default_rng(seed)
+    case = [((4,), ("x",), 4), ((2, 4), ("x", "y"), 8), ((4, 2), ("x", "y"), 8)][seed % 3]
+    shape, names, ndev = case
+    axes = names[-1] if seed % 2 else names
+    axes = (axes,) if isinstance(axes, str) else tuple(axes)
+    n = math.prod(shape[names.index(a)] for a in axes)
+    per, rows_in, rows_out, width = 1 + seed % 2, 5, 8, 3
+    groups = ref_groups(shape, names, axes)
+    k = n * per
+    ss = rng.integers(0, 3, (ndev, k))
+    io = np.array([[rng.integers(0, rows_in - s + 1) for s in row] for row in ss])
+    oo = np.array([[rng.integers(0, rows_out - s + 1) for s in row] for row in ss])
+    rs = np.zeros_like(ss)
+    for g in groups:
+        for s_rank, s in enumerate(g):
+            for i in range(k):
+                rs[g[i // per], s_rank * per + i % per] = ss[s, i]
+    operand = rng.standard_normal((ndev, rows_in, width)).astype(np.float32)
+    output = np.zeros((ndev, rows_out, width), np.float32)
+    idx = [a.astype(np.int32) for a in (io, ss, oo, rs)]
+    mesh = make_mesh(*case)
+    spec = P(tuple(names))
+    f = jax.shard_map(lambda op, out, a, b, c, d: lax.ragged_all_to_all(
+        op[0], out[0], a[0], b[0], c[0], d[0], axis_name=axes)[None],
+        mesh=mesh, in_specs=(spec,) * 6, out_specs=spec)
+
+    row_bytes = width * 4
+    sent, received = np.zeros(ndev, np.int64), np.zeros(ndev, np.int64)
+    for g in groups:
+        for s_rank, s in enumerate(g):
+            for i in range(k):
+                dst = i // per
+                if dst != s_rank:
+                    sent[s] += ss[s, i] * row_bytes
+                    received[g[dst]] += ss[s, i] * row_bytes
+    ids = [d.id for d in mesh.devices.flat]
+    with jax.debug.record_collectives() as log:
+        f(operand, output, *idx)
+    records = [r for r in log if r.name == "ragged_all_to_all"]
+    if not received.any():
+        assert records == []
+        return
+    assert records == [("ragged_all_to_all", tuple(a for a in names if a in axes), received.max())]
+    assert records[0].bytes_sent == {ids[p]: int(sent[p]) for p in range(ndev)}
+    assert records[0].bytes_received == {ids[p]: int(received[p]) for p in range(ndev)}
+    assert records[0].steps == 1
+
+    est = jax.profiler.estimate(f, operand, output, *idx)
+    comm = [o for o in est.ops if o.name == "ragged_all_to_all"]
+    assert len(comm) == 1 and comm[0].kind == "communication"
+    p = ids.index(est.device)
+    assert (comm[0].bytes_sent, comm[0].bytes_received) == (sent[p], received[p])
+    hw = est.hardware
+    assert comm[0].time == pytest.approx(hw.link_latency + max(sent[p], received[p]) / (
+        hw.link_bandwidth * (len(axes) if hw.multi_axis_links else 1)))

@@ -1,5 +1,6 @@
 // meshsim._core: the C++ core as a Python extension. Each area binds itself.
 #include "convert.h"
+#include "meshsim/primitives/families.h"
 
 namespace meshsim {
 namespace py = pybind11;
@@ -45,6 +46,7 @@ PYBIND11_MODULE(_core, m) {
       PyErr_SetString(PyExc_NameError, e.what());
     }
   });
+  register_all_primitives();
   init_dtypes(m);
   init_arrays(m);
   init_tracing(m);

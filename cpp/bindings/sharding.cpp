@@ -27,7 +27,8 @@ void init_sharding(py::module_& m) {
         sent[py::int_(r.device_ids[pos])] = r.sent[pos];
         received[py::int_(r.device_ids[pos])] = r.received[pos];
       }
-      out.append(py::make_tuple(r.name, py::tuple(py::cast(r.axes)), r.bytes_per_device, sent, received));
+      out.append(py::make_tuple(r.name, py::tuple(py::cast(r.axes)), r.bytes_per_device, sent, received,
+                                r.steps));
     }
     return out;
   });
@@ -38,6 +39,7 @@ void init_sharding(py::module_& m) {
     for (const TimelineEvent& e : timeline::pop_session()) {
       py::dict args;
       for (const auto& [k, v] : e.args) args[py::str(k)] = v;
+      if (e.category == "collective") args["steps"] = e.steps;  // the algorithm's latency terms
       out.append(py::make_tuple(e.name, e.category, e.device, e.start_ns, e.dur_ns, e.flops,
                                 e.bytes_accessed, py::tuple(py::cast(e.axes)), py::tuple(py::cast(e.group)),
                                 e.bytes_sent, e.bytes_received, args));

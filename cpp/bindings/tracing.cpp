@@ -113,6 +113,44 @@ void init_tracing(py::module_& m) {
     return infer_avals(primitive(name), in, to_params(params));
   });
   m.def("primitive_names", &primitive_names);
+  // What a primitive declares (its kind, traits and which rules it has), for
+  // the registry test: {"kind": ..., "elementwise": bool, "sharding_rule": bool, ...}.
+  m.def("primitive_info", [](const std::string& name) {
+    const Primitive& p = primitive(name);
+    py::dict d;
+    d["kind"] = kind_name(p.kind);
+    d["elementwise"] = p.elementwise;
+    d["uses_blas"] = p.uses_blas;
+    d["kernel"] = bool(p.kernel);
+    d["mesh_kernel"] = bool(p.mesh_kernel);
+    d["mesh_call"] = bool(p.mesh_call);
+    d["array_kernel"] = bool(p.array_kernel);
+    d["sharding_rule"] = bool(p.sharding_rule);
+    d["local_plan"] = bool(p.local_plan);
+    d["vjp"] = bool(p.vjp) || bool(p.vjp_split);
+    d["batch"] = bool(p.batch);
+    d["cost"] = bool(p.cost);
+    d["comm"] = bool(p.comm);
+    d["vma_rule"] = bool(p.vma_rule);
+    return d;
+  });
+  // Runs Primitive::validate on a copy of a registered primitive with some of
+  // its hooks removed (and its kind optionally changed): the registry test
+  // checks that an inconsistent definition is rejected at registration.
+  m.def("validate_primitive_without", [](const std::string& name, const std::vector<std::string>& drop) {
+    Primitive p = primitive(name);
+    for (const std::string& h : drop) {
+      if (h == "kernel") p.kernel = nullptr;
+      else if (h == "mesh_kernel") p.mesh_kernel = nullptr;
+      else if (h == "mesh_call") p.mesh_call = nullptr;
+      else if (h == "array_kernel") p.array_kernel = nullptr;
+      else if (h == "comm") p.comm = nullptr;
+      else if (h == "abstract_eval") p.abstract_eval = nullptr;
+      else if (h == "kind=local") p.kind = Kind::Local;
+      else throw ValueError("unknown hook '" + h + "'");
+    }
+    p.validate();
+  });
   // The type of one element along the leading axis (what a scan body sees of an x).
   m.def("element_aval", [](Aval a) {
     if (a.shape.empty()) throw ValueError("element_aval of a scalar");

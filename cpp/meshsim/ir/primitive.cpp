@@ -2,9 +2,8 @@
 
 #include <map>
 #include <mutex>
+#include <stdexcept>
 
-#include "meshsim/primitives/families.h"
-#include "meshsim/sharding/rules.h"
 
 namespace meshsim {
 namespace {
@@ -14,39 +13,62 @@ std::map<std::string, Primitive>& table() {
   return t;
 }
 
-void ensure_registered() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    for (auto* register_family : kPrimitiveFamilies) {
-      std::map<std::string, Primitive> before;
-      if (register_family == register_elementwise_primitives) before.swap(table());
-      register_family();
-      if (register_family == register_elementwise_primitives) {
-        // Everything the elementwise family registers gets the elementwise sharding defaults.
-        for (auto& [name, prim] : table()) prim.elementwise = true;
-        table().merge(before);
-      }
-    }
-    install_sharding_rules(table());
-  });
-}
-
 }  // namespace
 
+const char* kind_name(Kind kind) {
+  switch (kind) {
+    case Kind::Local: return "local";
+    case Kind::Collective: return "collective";
+    case Kind::HigherOrder: return "higher-order";
+    case Kind::ControlFlow: return "control flow";
+    case Kind::Global: return "global";
+  }
+  return "?";
+}
+
+bool Traffic::moves_data() const {
+  for (int64_t b : sent)
+    if (b) return true;
+  for (int64_t b : received)
+    if (b) return true;
+  return false;
+}
+
+void Primitive::validate() const {
+  auto bad = [&](const std::string& why) {
+    throw std::logic_error("primitive '" + name + "' (" + kind_name(kind) + "): " + why);
+  };
+  if (name.empty()) throw std::logic_error("a primitive needs a name");
+  if (!abstract_eval) bad("no abstract_eval");
+  const int hooks = bool(kernel) + bool(mesh_kernel) + bool(array_kernel);
+  if (hooks != 1) bad("needs exactly one of kernel, mesh_kernel and array_kernel");
+  const bool calls = kind == Kind::HigherOrder || kind == Kind::ControlFlow;
+  if ((kind == Kind::Local || calls) && !kernel) bad("runs by `kernel`");
+  if (kind == Kind::Collective && !mesh_kernel) bad("runs by `mesh_kernel`");
+  if (kind == Kind::Global && !array_kernel) bad("runs by `array_kernel`");
+  if (calls != bool(mesh_call)) bad(calls ? "needs `mesh_call` for sub-programs holding collectives"
+                                          : "only higher-order primitives have `mesh_call`");
+  if ((kind == Kind::Collective) != bool(comm))
+    bad(kind == Kind::Collective ? "a collective needs a communication model (`comm`)"
+                                 : "only collectives have a communication model");
+  if (vjp && vjp_split) bad("sets both `vjp` and `vjp_split`");
+  if (elementwise && kind != Kind::Local) bad("only local primitives are elementwise");
+}
+
 void register_primitive(Primitive prim) {
+  prim.validate();
   std::string name = prim.name;
-  table()[name] = std::move(prim);
+  if (!table().emplace(name, std::move(prim)).second)
+    throw std::logic_error("primitive '" + name + "' is registered twice");
 }
 
 const Primitive& primitive(const std::string& name) {
-  ensure_registered();
   auto it = table().find(name);
   if (it == table().end()) fail<NotImplementedError>("unknown primitive '", name, "'");
   return it->second;
 }
 
 std::vector<std::string> primitive_names() {
-  ensure_registered();
   std::vector<std::string> names;
   for (const auto& [k, v] : table()) names.push_back(k);
   return names;
@@ -64,7 +86,7 @@ Cost memory_cost(const Avals& in, const Avals& out) { return {0, nbytes(in) + nb
 
 Cost cost_of(const Primitive& prim, const Avals& in, const Params& params, const Avals& out) {
   if (prim.cost) return prim.cost(in, params, out);
-  if (prim.vjp_split || prim.array_kernel) return {};
+  if (prim.kind != Kind::Local && prim.kind != Kind::Collective) return {};
   Cost c = memory_cost(in, out);
   if (prim.elementwise)
     for (const Aval& a : out) c.flops += static_cast<double>(num_elements(a.shape));

@@ -2,9 +2,11 @@
 //
 // A primitive trusts its inputs only after `abstract_eval` accepted them: that
 // rule computes the output types and raises ValueError/TypeError naming the
-// dimension or argument at fault. `kernel` then runs on one device's local
-// blocks. The remaining hooks are filled in as the roadmap adds VMA typing,
-// sharding-in-types, autodiff and cost accounting.
+// dimension or argument at fault. Its `kind` says how it executes (one
+// execution hook per kind) and its traits what it is; every other rule
+// (sharding, local plan, VJP, batching, cost, communication) is set where the
+// primitive is registered, next to its kernel. `validate()` runs at
+// registration and rejects definitions whose hooks contradict their kind.
 #pragma once
 #include <functional>
 #include <optional>
@@ -92,8 +94,41 @@ struct Batched {
   BatchDims dims;
 };
 
+// How a primitive executes, declared at registration (not inferred from hooks).
+enum class Kind {
+  Local,        // `kernel` on one device's blocks
+  Collective,   // `mesh_kernel` over every device of a shard_map's mesh, with a `comm` model
+  HigherOrder,  // calls a sub-program (remat2, custom_vjp_call): `kernel` and `mesh_call`
+  ControlFlow,  // cond, while, scan: `kernel` and `mesh_call`
+  Global,       // sees whole sharded arrays (shard_map, reshard): `array_kernel`
+};
+const char* kind_name(Kind kind);
+
+// What one application of a collective moves between the devices of its mesh
+// (by mesh position): the replica groups, the bytes each device sends and
+// receives, and the algorithm's sequential steps (each costs one link latency:
+// a ring all-gather n-1, a ring all-reduce 2(n-1), a permutation 1).
+struct Traffic {
+  AxisNames axes;
+  std::vector<std::vector<int64_t>> groups;
+  std::vector<int64_t> sent, received;
+  int64_t steps = 0;
+  bool moves_data() const;
+};
+
 struct Primitive {
   std::string name;  // JAX's name, e.g. "dot_general", "all_gather"
+  Kind kind = Kind::Local;
+  // Traits. `elementwise`: the same function of each element of operands of
+  // one shape (JAX's broadcasting sharding rule, the elementwise batching
+  // rule and one flop per output element are its defaults).
+  bool elementwise = false;
+  // Calls BLAS (the executor keeps BLAS single-threaded for small products).
+  bool uses_blas = false;
+  // JAX types the result as an operand buffer without checking that the
+  // devices' blocks match that type (ragged_all_to_all): the executor decides
+  // which devices share a block from the buffers, not the type.
+  bool result_vma_unchecked = false;
   std::function<Avals(const Avals& in, const Params& params)> abstract_eval;
   std::function<Tensors(const Tensors& in, const Params& params, const Avals& out)> kernel;
 
@@ -111,7 +146,13 @@ struct Primitive {
   std::function<std::vector<Tensors>(const MeshContext& mesh, const std::vector<Tensors>& in,
                                      const Params& params, const Avals& out)>
       mesh_kernel;
-  bool is_collective() const { return static_cast<bool>(mesh_kernel); }
+  bool is_collective() const { return kind == Kind::Collective; }
+  // The collective's communication model, from the run-time operands of every
+  // device (`in[pos]`, so data-dependent sizes such as ragged_all_to_all's
+  // send_sizes count) and the params. Required on every collective.
+  std::function<Traffic(const MeshContext& mesh, const std::vector<Tensors>& in,
+                        const Params& params, const Avals& out)>
+      comm;
   // Higher-order primitives (remat2, custom_vjp_call, cond, while, scan) whose
   // sub-programs hold collectives: run over every device at once, each
   // sub-program call by the mesh executor (run_on_mesh). The executor uses it
@@ -122,15 +163,14 @@ struct Primitive {
 
   // Sharding in types (Explicit mesh axes, sharding/rules.h): the outputs'
   // specs from the inputs' types (mesh + spec), the params and the outputs'
-  // shapes; raises ShardingTypeError. Unset: the default of its category
-  // (elementwise: JAX's broadcasting rule; otherwise "not implemented").
+  // shapes; raises ShardingTypeError. Unset: JAX's broadcasting rule for an
+  // elementwise primitive, otherwise "not implemented".
   std::function<std::vector<Spec>(const Avals& in, const Params& params, const Avals& out)>
       sharding_rule;
   // Shard-local execution for sharded operands; nullopt (or unset, for a
   // non-elementwise primitive) runs the kernel on the assembled global value.
   std::function<std::optional<LocalPlan>(const Avals& in, const Params& params, const Avals& out)>
       local_plan;
-  bool elementwise = false;  // every primitive of the elementwise family
 
   // Primitives over whole sharded arrays (shard_map): see every input's
   // sharding and return arrays laid out over the mesh. Set instead of `kernel`.
@@ -162,6 +202,12 @@ struct Primitive {
   // family's rule for primitives tagged `elementwise`, otherwise the
   // per-example fallback (correct, one bind per example).
   std::function<Batched(const BatchArgs& args)> batch;
+
+  // Raises std::logic_error naming the primitive when its hooks contradict its
+  // kind: exactly one execution hook (the kind's), a `comm` model exactly on
+  // collectives, `mesh_call` exactly on higher-order and control-flow
+  // primitives, at most one of `vjp`/`vjp_split`, traits that fit the kind.
+  void validate() const;
 };
 
 // Every operand read and every result written once, no flops: data movement
@@ -174,8 +220,10 @@ Cost memory_cost(const Avals& in, const Avals& out);
 // the sub-program's equations are costed as they run.
 Cost cost_of(const Primitive& prim, const Avals& in, const Params& params, const Avals& out);
 
-// The process-wide table of primitives, filled on first use.
+// The process-wide table of primitives, filled on first use. Python reads
+// the same table (meshsim._core.primitive_names), so a name is spelled once.
 const Primitive& primitive(const std::string& name);
+// Validates `prim` and adds it; raises on an invalid or duplicate definition.
 void register_primitive(Primitive prim);
 std::vector<std::string> primitive_names();
 

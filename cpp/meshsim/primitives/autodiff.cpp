@@ -45,6 +45,7 @@ Values at_front(const BatchArgs& a, const std::vector<bool>& batched) {
 void remat() {
   Primitive p;
   p.name = "remat2";
+  p.kind = Kind::HigherOrder;
   p.vma_from_abstract_eval = true;
   p.abstract_eval = [](const Avals& in, const Params& params) {
     return call_avals("remat2", *params.get<ProgramPtr>("jaxpr"), in, 0, in.size());
@@ -94,6 +95,7 @@ struct CustomVjp {
 void custom_vjp_call() {
   Primitive p;
   p.name = "custom_vjp_call";
+  p.kind = Kind::HigherOrder;
   p.vma_from_abstract_eval = true;
   p.abstract_eval = [](const Avals& in, const Params& params) {
     const CustomVjp c(params);
@@ -162,6 +164,7 @@ void identity(const std::string& name, std::function<Cotangents(const VjpArgs&)>
   Primitive p;
   p.name = name;
   p.zero_derivative = zero_derivative;
+  p.elementwise = true;
   p.abstract_eval = [](const Avals& in, const Params&) { return Avals{in[0]}; };
   p.kernel = [](const Tensors& in, const Params&, const Avals&) { return Tensors{in[0]}; };
   p.vjp = std::move(vjp);

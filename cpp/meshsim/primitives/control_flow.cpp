@@ -462,6 +462,7 @@ VjpSplit scan_vjp(const Values& in, const std::vector<bool>& active, const Param
 void register_control_flow_primitives() {
   Primitive cond;
   cond.name = "cond";
+  cond.kind = Kind::ControlFlow;
   cond.vma_from_abstract_eval = true;
   cond.abstract_eval = cond_eval;
   set_runners(cond, cond_run);
@@ -470,6 +471,7 @@ void register_control_flow_primitives() {
 
   Primitive loop;
   loop.name = "while";
+  loop.kind = Kind::ControlFlow;
   loop.vma_from_abstract_eval = true;
   loop.abstract_eval = while_eval;
   set_runners(loop, while_run);
@@ -482,6 +484,7 @@ void register_control_flow_primitives() {
 
   Primitive scan;
   scan.name = "scan";
+  scan.kind = Kind::ControlFlow;
   scan.vma_from_abstract_eval = true;
   scan.abstract_eval = scan_eval;
   set_runners(scan, scan_run);

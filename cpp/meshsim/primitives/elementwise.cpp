@@ -18,6 +18,7 @@
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/kernels/elementwise.h"
 #include "meshsim/primitives/families.h"
+#include "meshsim/sharding/rules.h"
 
 namespace meshsim {
 namespace {
@@ -372,6 +373,7 @@ void unary(const std::string& name, Op op, VjpRule vjp = nullptr) {
   p.name = name;
   const auto* rule = vjp.template target<Cotangents (*)(const VjpArgs&)>();
   p.zero_derivative = rule && *rule == zero_vjp;
+  p.elementwise = true;
   p.vjp = std::move(vjp);
   p.abstract_eval = [name](const Avals& in, const Params&) { return same_type_as_input(name, A, in); };
   p.kernel = [op](const Tensors& in, const Params&, const Avals& out) {
@@ -391,6 +393,7 @@ void unary_simd(const std::string& name, VecOp vec_op, ScalarOp scalar_op, doubl
                 VjpRule vjp) {
   Primitive p;
   p.name = name;
+  p.elementwise = true;
   p.vjp = std::move(vjp);
   p.abstract_eval = [name](const Avals& in, const Params&) {
     return same_type_as_input(name, Accepts::Float, in);
@@ -410,6 +413,7 @@ template <Accepts A, class Op>
 void unary_predicate(const std::string& name, Op op) {
   Primitive p;
   p.name = name;
+  p.elementwise = true;
   p.abstract_eval = [name](const Avals& in, const Params&) {
     check_dtype(name, A, in[0].dtype);
     return Avals{like(in[0], in[0].shape, DType::Bool, in[0].weak_type)};
@@ -442,6 +446,7 @@ template <Accepts A, class Op>
 void binary(const std::string& name, Op op, VjpRule vjp = nullptr) {
   Primitive p;
   p.name = name;
+  p.elementwise = true;
   p.vjp = std::move(vjp);
   p.abstract_eval = [name](const Avals& in, const Params&) {
     return Avals{binary_aval(name, A, in, in[0].dtype)};
@@ -460,6 +465,7 @@ template <class Op>
 void comparison(const std::string& name, Op op) {
   Primitive p;
   p.name = name;
+  p.elementwise = true;
   p.abstract_eval = [name](const Avals& in, const Params&) {
     return Avals{binary_aval(name, Accepts::Any, in, DType::Bool)};  // weak if both operands are
   };
@@ -477,6 +483,7 @@ void comparison(const std::string& name, Op op) {
 void pow_primitive() {
   Primitive p;
   p.name = "pow";
+  p.elementwise = true;
   // An integer exponent is not differentiable; at y == 0 the base's cotangent is 0.
   p.vjp = [](const VjpArgs& a) {
     const Value &g = *a.ct[0], &x = a.in[0], &z = a.out[0];
@@ -518,6 +525,7 @@ void pow_primitive() {
 void round_primitive() {
   Primitive p;
   p.name = "round";
+  p.elementwise = true;
   p.vjp = zero_vjp;
   p.zero_derivative = true;
   p.abstract_eval = [](const Avals& in, const Params& params) {
@@ -542,6 +550,7 @@ void round_primitive() {
 void integer_pow_primitive() {
   Primitive p;
   p.name = "integer_pow";
+  p.elementwise = true;
   p.vjp = [](const VjpArgs& a) {
     const int64_t y = a.params.get<int64_t>("y");
     const Value &g = *a.ct[0], &x = a.in[0];
@@ -659,9 +668,33 @@ Tensor select_n_kernel(const Tensors& in, const Avals& out) {
   }
 }
 
+// ---- sharding in types: rules and local plans (sharding/rules.h) ----------------
+
+std::vector<Spec> select_n_rule(const Avals& in, const Params&, const Avals&) {
+  const Avals cases(in.begin() + 1, in.end());
+  const Aval* first = nullptr;
+  for (const Aval& c : cases) {
+    if (!c.mesh) continue;
+    if (!first) first = &c;
+    else if (spec_of(c) != spec_of(*first))
+      fail<ShardingTypeError>("select cases must have the same shardings, got [", sharding_list(cases), "].");
+  }
+  if (!first) return {spec_of(in[1])};
+  if (in[0].ndim() > 0 && in[0].mesh && spec_of(in[0]) != spec_of(*first))
+    fail<ShardingTypeError>("select `which` must be scalar or have the same sharding as cases, got "
+                            "`which` sharding ", type_sharding_repr(in[0]), " but case sharding ",
+                            type_sharding_repr(in[1]), ".");
+  return {spec_of(*first)};
+}
+
+std::vector<Spec> clamp_rule(const Avals& in, const Params&, const Avals&) { return {spec_of(in[1])}; }
+
 void select_n_primitive() {
   Primitive p;
   p.name = "select_n";
+  p.sharding_rule = select_n_rule;
+  p.local_plan = elementwise_like();
+  p.elementwise = true;
   // Case i gets g where it was selected, 0 elsewhere; `which` has no cotangent.
   p.vjp = [](const VjpArgs& a) {
     const Value& g = *a.ct[0];
@@ -685,6 +718,9 @@ void select_n_primitive() {
 void clamp_primitive() {
   Primitive p;
   p.name = "clamp";
+  p.sharding_rule = clamp_rule;
+  p.local_plan = elementwise_like();
+  p.elementwise = true;
   // As JAX: x gets g strictly inside (min, max); a bound gets it where it won.
   // Scalar bounds sum their cotangent.
   p.vjp = [](const VjpArgs& a) {
@@ -727,6 +763,7 @@ void clamp_primitive() {
 void convert_element_type_primitive() {
   Primitive p;
   p.name = "convert_element_type";
+  p.elementwise = true;
   p.vjp = [](const VjpArgs& a) {
     const Aval& x = aval_of(a.in[0]);
     if (!is_floating(x.dtype)) return Cotangents(1);
@@ -775,6 +812,7 @@ Shape bitcast_shape(const Aval& x, DType to) {
 void bitcast_convert_type_primitive() {
   Primitive p;
   p.name = "bitcast_convert_type";
+  p.elementwise = true;
   p.abstract_eval = [](const Avals& in, const Params& params) {
     const DType to = params.get<DType>("new_dtype");
     return Avals{like(in[0], bitcast_shape(in[0], to), to)};

@@ -1,4 +1,5 @@
-// Each family of primitives lives in one file and registers itself here.
+// Each family of primitives lives in one file (or one folder) and registers
+// itself here; the bindings fill the registry (ir/primitive.h) once at import.
 #pragma once
 
 namespace meshsim {
@@ -13,7 +14,10 @@ void register_sorting_primitives();      // sorting.cpp: sort, argsort, top_k
 void register_random_primitives();       // random.cpp: threefry2x32 and bit manipulation
 void register_creation_primitives();     // creation.cpp: iota, full
 void register_autodiff_primitives();     // autodiff.cpp: remat2, custom_vjp_call, stop_gradient, name
-void register_collective_primitives();   // collectives.cpp: psum, all_gather, ppermute, pvary, ...
+void register_all_reduce_primitives();    // collectives/all_reduce.cpp: psum, pmax, pmin, pvary, axis_index
+void register_gather_scatter_primitives(); // collectives/gather_scatter.cpp: all_gather, reduce_scatter
+void register_permute_primitives();       // collectives/permute.cpp: ppermute, pbroadcast
+void register_all_to_all_primitives();    // collectives/all_to_all.cpp: all_to_all, ragged_all_to_all
 void register_shard_map_primitive();     // shard_map.cpp: a body program run on every device
 void register_sharding_primitives();     // sharding.cpp: reshard, sharding_constraint, mesh_cast
 void register_control_flow_primitives(); // control_flow.cpp: cond, while, scan
@@ -25,10 +29,15 @@ inline void (*const kPrimitiveFamilies[])() = {
     register_decomposition_primitives,
     register_indexing_primitives,    register_sorting_primitives,
     register_random_primitives,      register_creation_primitives,
-    register_collective_primitives,  register_shard_map_primitive,
+    register_all_reduce_primitives,  register_gather_scatter_primitives,
+    register_permute_primitives,     register_all_to_all_primitives,
+    register_shard_map_primitive,
     register_sharding_primitives,
     register_autodiff_primitives,    register_control_flow_primitives,
     register_callback_primitives,
 };
+
+// Registers every family, once (later calls do nothing).
+void register_all_primitives();
 
 }  // namespace meshsim

@@ -35,6 +35,7 @@
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/kernels/strided.h"
 #include "meshsim/primitives/families.h"
+#include "meshsim/sharding/rules.h"
 #include "meshsim/transforms/batching.h"
 
 namespace meshsim {
@@ -452,9 +453,202 @@ Values window_indices(const BatchArgs& a, size_t first, const Shape& window) {
   return idx;
 }
 
+// ---- sharding in types: rules and local plans (sharding/rules.h) ----------------
+
+// The spec of the index arrays' common shape B (JAX concatenates them into one
+// indices array): per dim the one non-None entry; nullopt on a conflict.
+std::optional<Spec> index_batch_spec(const Avals& indices) {
+  const size_t nb = indices[0].shape.size();
+  Spec b(nb);
+  for (const Aval& ix : indices) {
+    const Spec s = spec_of(ix);
+    for (size_t d = 0; d < nb; ++d) {
+      if (s[d].empty()) continue;
+      if (!b[d].empty() && b[d] != s[d]) return std::nullopt;
+      b[d] = s[d];
+    }
+  }
+  return b;
+}
+
+// The index arrays as JAX's one indices array: B + (k,), replicated on k.
+Aval jax_indices_aval(const Avals& indices, const Spec& bspec) {
+  Aval a = indices[0];
+  a.shape.push_back(static_cast<int64_t>(indices.size()));
+  a.spec = bspec;
+  a.spec.push_back({});
+  a.vma.clear();
+  return a;
+}
+
+// JAX's _gather_spec_computation for our form gather(operand, *indices; axes,
+// index_dims_at): an indexed operand dim must be replicated (its slice is one
+// element), the index arrays' dims give the result's batch dims (and must not
+// be sharded: that needs collectives), the other operand dims keep their spec.
+std::vector<Spec> gather_rule(const Avals& in, const Params& p, const Avals& out) {
+  const Aval& x = in[0];
+  const Avals indices(in.begin() + 1, in.end());
+  const IntList& axes = p.get<IntList>("axes");
+  const int64_t at = p.get<int64_t>("index_dims_at");
+  const Spec xs = spec_of(x);
+  // Batching dims (take_along_axis): operand dim d is indexed by an arange along B's dim d.
+  const IntList batch = p.has("batch_axes") ? p.get<IntList>("batch_axes") : IntList{};
+  auto bspec = index_batch_spec(indices);
+  bool ok = bspec.has_value();
+  for (int64_t a : axes)
+    if (!in_list(batch, a)) ok &= xs[a].empty() || x.shape[a] == 1;
+  for (size_t d = 0; ok && d < bspec->size(); ++d) {
+    AxisNames& b = (*bspec)[d];
+    if (in_list(batch, static_cast<int64_t>(d))) {
+      if (!b.empty() && !xs[d].empty() && b != xs[d]) ok = false;
+      else if (b.empty()) b = xs[d];
+    } else {
+      ok &= b.empty();
+    }
+  }
+  if (!ok) {
+    Spec shown = bspec ? *bspec : spec_of(indices[0]);
+    Avals non_batch;
+    for (size_t j = 0; j < axes.size(); ++j)
+      if (!in_list(batch, axes[j])) non_batch.push_back(indices[j]);
+    if (non_batch.empty()) non_batch.push_back(indices[0]);
+    fail<ShardingTypeError>("Use `.at[...].get(out_sharding=)` to provide output PartitionSpec for "
+                            "the gather indexing as out sharding could not be resolved unambiguously "
+                            "(or would require collectives on inputs). Got operand=", x.repr(),
+                            ", indices=", jax_indices_aval(non_batch, shown).repr());
+  }
+  Spec rest;
+  for (size_t d = 0; d < xs.size(); ++d)
+    if (!in_list(axes, static_cast<int64_t>(d))) rest.push_back(xs[d]);
+  Spec o(rest.begin(), rest.begin() + at);
+  o.insert(o.end(), bspec->begin(), bspec->end());
+  o.insert(o.end(), rest.begin() + at, rest.end());
+  return {pad_spec(o, out[0].shape.size())};
+}
+
+// JAX's _scatter_spec_computation for scatter(operand, updates, *indices):
+// indexed operand dims replicated, the updates' and indices' batch dims
+// replicated, the updates' window dims as the operand's (jnp broadcasts the
+// updates to the operand's slice sharding, so a replicated one conforms).
+// A batch axis d (`.at[:, idx]`'s full slice: JAX's window dim) keeps its
+// sharding, which the updates' and indices' dim d share.
+std::vector<Spec> scatter_rule(const Avals& in, const Params& p, const Avals&) {
+  const Aval &x = in[0], &u = in[1];
+  const Avals indices(in.begin() + 2, in.end());
+  const IntList& axes = p.get<IntList>("axes");
+  const IntList batch = p.get_or<IntList>("batch_axes", IntList{});
+  const int64_t at = p.get<int64_t>("index_dims_at");
+  const Spec xs = spec_of(x), us = spec_of(u);
+  const int64_t nb = static_cast<int64_t>(indices[0].shape.size());
+  auto bspec = index_batch_spec(indices);
+  bool ok = bspec.has_value();
+  for (int64_t a : axes) ok &= in_list(batch, a) || xs[a].empty();
+  Spec o = xs;
+  auto conform = [&](const AxisNames& ue, AxisNames& od) {
+    if (!ue.empty() && !od.empty() && ue != od) ok = false;
+    if (od.empty()) od = ue;
+  };
+  int64_t ud = 0;
+  for (size_t d = 0; d < xs.size() && ok; ++d) {
+    if (in_list(axes, static_cast<int64_t>(d))) continue;
+    if (ud == at) ud += nb;
+    conform(us[ud++], o[d]);
+  }
+  for (int64_t b = 0; b < nb && ok; ++b) {
+    if (in_list(batch, b)) {
+      conform(us[at + b], o[b]);
+      const AxisNames& ib = (*bspec)[b];
+      ok &= ib.empty() || ib == o[b];
+    } else {
+      ok &= us[at + b].empty() && (*bspec)[b].empty();
+    }
+  }
+  if (!ok) {
+    Aval shown_u = u;  // as jnp broadcast it: its window dims laid out as the operand's
+    shown_u.spec = us;
+    shown_u.vma.clear();
+    for (size_t d = 0, k = 0; d < xs.size(); ++d) {
+      if (in_list(axes, static_cast<int64_t>(d))) continue;
+      if (static_cast<int64_t>(k) == at) k += nb;
+      if (shown_u.spec[k].empty()) shown_u.spec[k] = xs[d];
+      ++k;
+    }
+    for (int64_t b : batch)
+      if (shown_u.spec[at + b].empty()) shown_u.spec[at + b] = xs[b];
+    // JAX's indices array leaves out the window (batch) dims and components.
+    Spec shown = bspec ? *bspec : spec_of(indices[0]);
+    Avals non_batch;
+    for (size_t j = 0; j < axes.size(); ++j)
+      if (!in_list(batch, axes[j])) non_batch.push_back(indices[j]);
+    Aval shown_i = jax_indices_aval(non_batch.empty() ? indices : non_batch, shown);
+    Shape ishape;
+    Spec ispec;
+    for (int64_t b = 0; b < static_cast<int64_t>(shown_i.shape.size()); ++b)
+      if (b >= nb || !in_list(batch, b)) ishape.push_back(shown_i.shape[b]), ispec.push_back(shown_i.spec[b]);
+    shown_i.shape = ishape;
+    shown_i.spec = ispec;
+    fail<ShardingTypeError>("Use `.at[...].set/add/mul/...(out_sharding=)` to provide output "
+                            "PartitionSpec for the scatter update as out sharding could not be "
+                            "resolved unambiguously (or would require collectives on inputs). Got "
+                            "operand=", x.repr(), ", indices=", shown_i.repr(),
+                            ", updates=", shown_u.repr());
+  }
+  return {o};
+}
+
+// Gathers and scatters whose rule passed index whole (replicated) operand
+// dims with indices replicated but on batch dims: each device works on its
+// blocks, batch dims sharded alike on the operand, indices and
+// result/updates (the kernel reads a batch dim's index from its position).
+std::optional<LocalPlan> index_plan(const Avals& in, const Params& p, const Avals& out, bool scatter) {
+  const IntList& axes = p.get<IntList>("axes");
+  const IntList batch = p.get_or<IntList>("batch_axes", IntList{});
+  const int64_t at = p.get<int64_t>("index_dims_at");
+  const size_t first = scatter ? 2 : 1;
+  const int64_t nb = static_cast<int64_t>(in[first].shape.size());
+  const size_t ndim = in[0].shape.size();
+  const Spec o = spec_of(out[0]);
+  // The result's (gather) / updates' (scatter) spec, and the operand's.
+  Spec r(ndim - axes.size() + nb), xs(ndim);
+  for (size_t d = 0, k = 0; d < ndim; ++d) {
+    if (in_list(axes, static_cast<int64_t>(d))) continue;
+    if (static_cast<int64_t>(k) == at) k += nb;
+    if (scatter) r[k] = xs[d] = o[d];
+    else xs[d] = r[k] = o[k];
+    ++k;
+  }
+  for (int64_t b : batch) {
+    if (scatter) r[at + b] = xs[b] = o[b];
+    else xs[b] = r[at + b] = o[at + b];
+  }
+  const Spec ispec(r.begin() + at, r.begin() + at + nb);
+  LocalPlan plan;
+  plan.in_specs.push_back(xs);
+  if (scatter) plan.in_specs.push_back(r);
+  for (size_t i = first; i < in.size(); ++i) plan.in_specs.push_back(ispec);
+  plan.params = p;
+  plan.out_specs.push_back(scatter ? xs : r);
+  return plan;
+}
+
+std::vector<Spec> dynamic_update_slice_rule(const Avals& in, const Params&, const Avals&) {
+  const Aval &x = in[0], &u = in[1];
+  const Mesh& mesh = x.mesh ? *x.mesh : *u.mesh;
+  const bool same_mesh = x.mesh && u.mesh && same_abstract_mesh(*x.mesh, *u.mesh);
+  const bool both_replicated = is_replicated(spec_of(x)) && is_replicated(spec_of(u));
+  if (!(same_mesh || both_replicated) || spec_of(x) != spec_of(u))
+    fail<ShardingTypeError>("dynamic_update_slice operand sharding must be equal to update sharding, "
+                            "got operand sharding ", str_with_axis_types(x, x.mesh ? *x.mesh : mesh),
+                            " and update sharding ", str_with_axis_types(u, u.mesh ? *u.mesh : mesh), ".");
+  return {spec_of(x)};
+}
+
 void gather() {
   Primitive p;
   p.name = "gather";
+  // Indices point anywhere along the indexed dims, which the rules keep whole.
+  p.sharding_rule = gather_rule;
+  p.local_plan = [](const Avals& in, const Params& p, const Avals& out) { return index_plan(in, p, out, false); };
   p.batch = gather_batch;
   p.vjp = gather_vjp;
   p.abstract_eval = [](const Avals& in, const Params& params) {
@@ -489,6 +683,8 @@ void scatter(const std::string& name, Combine combine,
              std::function<Cotangents(const VjpArgs&)> vjp = nullptr) {
   Primitive p;
   p.name = name;
+  p.sharding_rule = scatter_rule;
+  p.local_plan = [](const Avals& in, const Params& p, const Avals& out) { return index_plan(in, p, out, true); };
   p.vjp = std::move(vjp);
   p.batch = scatter_batch;
   p.abstract_eval = [name](const Avals& in, const Params& params) {
@@ -576,6 +772,13 @@ void check_window(const std::string& prim, const Shape& window, const Shape& ope
 void dynamic_slice() {
   Primitive p;
   p.name = "dynamic_slice";
+  p.sharding_rule = [](const Avals& in, const Params&, const Avals& out) {
+    return varying_shape_rule("dynamic_slice", in[0], out[0].shape);
+  };
+  p.local_plan = [](const Avals& in, const Params& p, const Avals& out) -> std::optional<LocalPlan> {
+    if (!sharded_dims_whole(in[0], out[0].shape)) return std::nullopt;
+    return local_shape_plan("slice_sizes")(in, p, out);
+  };
   // Unbatched starts: one more dimension, sliced whole. Batched ones: a gather.
   p.batch = [](const BatchArgs& a) {
     const Shape& sizes = a.params.get<IntList>("slice_sizes");
@@ -620,6 +823,8 @@ void dynamic_slice() {
 void dynamic_update_slice() {
   Primitive p;
   p.name = "dynamic_update_slice";
+  // The update is written where it lands: on the assembled value (no local plan).
+  p.sharding_rule = dynamic_update_slice_rule;
   // Unbatched starts: one more dimension, updated whole. Batched: a scatter.
   p.batch = [](const BatchArgs& a) {
     const Value x = batch_at(a.in[0], a.dims[0], 0, a.size), upd = batch_at(a.in[1], a.dims[1], 0, a.size);

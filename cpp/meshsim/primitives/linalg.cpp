@@ -7,12 +7,14 @@
 
 #include <algorithm>
 #include <optional>
+#include <set>
 
 #include "meshsim/ir/ops.h"
 #include "meshsim/ir/primitive.h"
 #include "meshsim/kernels/cast.h"
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/primitives/families.h"
+#include "meshsim/sharding/rules.h"
 #include "meshsim/transforms/batching.h"
 
 namespace meshsim {
@@ -657,13 +659,110 @@ Batched dot_general_batch(const BatchArgs& a) {
   return {out, {out_dim}};
 }
 
+// ---- sharding in types: rules and local plans (sharding/rules.h) ----------------
+
+struct DotSpecDims {
+  IntList lc, rc, lb, rb, lf, rf;
+};
+
+IntList free_of(int64_t ndim, const IntList& a, const IntList& b) {
+  IntList f;
+  for (int64_t d = 0; d < ndim; ++d)
+    if (std::find(a.begin(), a.end(), d) == a.end() && std::find(b.begin(), b.end(), d) == b.end())
+      f.push_back(d);
+  return f;
+}
+
+DotSpecDims dot_spec_dims(const Params& p, const Aval& l, const Aval& r) {
+  const IntLists& dn = p.get<IntLists>("dimension_numbers");
+  DotSpecDims d{dn[0], dn[1], dn[2], dn[3], {}, {}};
+  d.lf = free_of(l.ndim(), d.lc, d.lb);
+  d.rf = free_of(r.ndim(), d.rc, d.rb);
+  return d;
+}
+
+Spec pick_specs(const Spec& s, const IntList& dims) {
+  Spec out;
+  for (int64_t d : dims) out.push_back(s[d]);
+  return out;
+}
+
+void check_specs_match(const Spec& a, const Spec& b, const std::string& msg) {
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    if (!a[i].empty() && !b[i].empty() && a[i] != b[i]) fail<ShardingTypeError>(msg);
+}
+
+std::vector<Spec> dot_general_rule(const Avals& in, const Params& p, const Avals& out) {
+  const Aval &l = in[0], &r = in[1];
+  if (l.mesh && r.mesh && !same_abstract_mesh(*l.mesh, *r.mesh))
+    fail<ShardingTypeError>("Mesh of both lhs and rhs should match. Got lhs: ",
+                            abstract_mesh_repr(*l.mesh), " and rhs: ", abstract_mesh_repr(*r.mesh));
+  if (auto os = out_sharding_param(p, out[0].shape.size())) return {*os};
+  const DotSpecDims d = dot_spec_dims(p, l, r);
+  const Spec ls = spec_of(l), rs = spec_of(r);
+  const Spec lcs = pick_specs(ls, d.lc), rcs = pick_specs(rs, d.rc), lbs = pick_specs(ls, d.lb), rbs = pick_specs(rs, d.rb);
+  check_specs_match(lbs, rbs, "dot_general requires lhs batch dimensions and rhs batch dimensions "
+                              "to have the consistent sharding, got " + py_spec_tuple(lbs) + " and " +
+                              py_spec_tuple(rbs) + ".");
+  check_specs_match(lcs, rcs, "dot_general requires contracting dimensions to have consistent "
+                              "sharding, got " + py_spec_tuple(lcs) + " and " + py_spec_tuple(rcs) + ".");
+  for (size_t i = 0; i < lcs.size(); ++i)
+    if (!lcs[i].empty() && !rcs[i].empty())
+      fail<ShardingTypeError>("Contracting dimensions are sharded and it is ambiguous how the output "
+                              "should be sharded. Please specify the output sharding via the "
+                              "`out_sharding` parameter. Got lhs_contracting_spec=", py_spec_tuple(lcs),
+                              " and rhs_contracting_spec=", py_spec_tuple(rcs));
+  Spec o = lbs;
+  for (int64_t f : d.lf) o.push_back(ls[f]);
+  for (int64_t f : d.rf) o.push_back(rs[f]);
+  return {o};
+}
+
+// Each device multiplies its blocks: a contracting dimension sharded on one
+// side only is all-gathered there (FSDP); sharded alike on both sides it
+// yields partial sums, all-reduced; the result is then resharded to the type.
+std::optional<LocalPlan> dot_general_plan(const Avals& in, const Params& p, const Avals&) {
+  const DotSpecDims d = dot_spec_dims(p, in[0], in[1]);
+  Spec ls = spec_of(in[0]), rs = spec_of(in[1]);
+  LocalPlan plan;
+  for (size_t i = 0; i < d.lc.size(); ++i) {
+    AxisNames &l = ls[d.lc[i]], &r = rs[d.rc[i]];
+    if (!l.empty() && l == r) {
+      plan.reduce_axes.insert(plan.reduce_axes.end(), l.begin(), l.end());
+    } else {
+      l.clear();
+      r.clear();
+    }
+  }
+  for (size_t i = 0; i < d.lb.size(); ++i) rs[d.rb[i]] = ls[d.lb[i]];
+  std::set<std::string> used(plan.reduce_axes.begin(), plan.reduce_axes.end());
+  Spec o;
+  for (int64_t b : d.lb) o.push_back(ls[b]);
+  for (int64_t f : d.lf) o.push_back(ls[f]);
+  for (const auto& e : o) used.insert(e.begin(), e.end());
+  for (int64_t f : d.rf) {
+    bool clash = false;
+    for (const auto& a : rs[f]) clash |= used.count(a) > 0;
+    if (clash) rs[f].clear();  // an axis cannot shard two result dimensions: gather this one
+    for (const auto& a : rs[f]) used.insert(a);
+    o.push_back(rs[f]);
+  }
+  plan.in_specs = {ls, rs};
+  plan.params = p;
+  plan.out_specs = {o};
+  return plan;
+}
+
 }  // namespace
 
 void register_linalg_primitives() {
   auto add = [](const char* name, auto eval, auto kernel, auto vjp, auto cost,
-                std::function<Batched(const BatchArgs&)> batch) {
+                std::function<Batched(const BatchArgs&)> batch, SpecRule rule, PlanRule plan) {
     Primitive p;
     p.name = name;
+    p.uses_blas = true;
+    p.sharding_rule = std::move(rule);
+    p.local_plan = std::move(plan);
     p.abstract_eval = eval;
     p.kernel = kernel;
     p.vjp = vjp;
@@ -680,9 +779,9 @@ void register_linalg_primitives() {
     return c;
   };
   add("dot_general", dot_general_eval, dot_general_kernel, dot_general_vjp, dot_general_cost,
-      dot_general_batch);
+      dot_general_batch, dot_general_rule, dot_general_plan);
   add("ragged_dot_general", ragged_dot_general_eval, ragged_dot_general_kernel, ragged_dot_general_vjp,
-      nullptr, nullptr);  // batched: the per-example fallback
+      nullptr, nullptr, nullptr, nullptr);  // batched: the per-example fallback
 }
 
 }  // namespace meshsim

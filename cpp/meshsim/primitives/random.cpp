@@ -23,6 +23,7 @@ void check_uint32(const char* prim, const Avals& in) {
 void threefry2x32_primitive() {
   Primitive p;
   p.name = "threefry2x32";
+  p.elementwise = true;
   p.batch = batch_elementwise;  // elementwise over keys and counters
   p.abstract_eval = [](const Avals& in, const Params&) {
     if (in.size() != 4) fail<TypeError>("threefry2x32 takes 4 operands, got ", in.size());

@@ -10,6 +10,7 @@
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/kernels/reduce.h"
 #include "meshsim/primitives/families.h"
+#include "meshsim/sharding/rules.h"
 #include "meshsim/transforms/batching.h"
 #include "meshsim/transforms/vjp.h"
 
@@ -116,10 +117,42 @@ Batched batch_along_axis(const BatchArgs& a) {
   return bind_at_front(a, params);
 }
 
+// ---- sharding in types: rules and local plans (sharding/rules.h) ----------------
+
+std::vector<Spec> reduce_rule(const Avals& in, const Params& p, const Avals&) {
+  return {drop_dims(spec_of(in[0]), p.get<IntList>("axes"))};
+}
+
+// Reducing a sharded dimension: each device reduces its block, then the
+// partial results are all-reduced across the dimension's mesh axes (`op`
+// empty: not associative here, so the dimension is all-gathered first).
+PlanRule reduce_plan(
+    std::string op) {
+  return [op](const Avals& in, const Params& p, const Avals& out) -> std::optional<LocalPlan> {
+    const IntList& axes = p.get<IntList>("axes");
+    Spec s = spec_of(in[0]);
+    LocalPlan plan;
+    for (int64_t a : axes) {
+      if (op.empty()) s[a].clear();
+      else plan.reduce_axes.insert(plan.reduce_axes.end(), s[a].begin(), s[a].end());
+    }
+    plan.reduce_op = op.empty() ? "sum" : op;
+    plan.in_specs = {s};
+    plan.params = p;
+    plan.out_specs = {spec_of(out[0])};
+    return plan;
+  };
+}
+
 template <template <class> class Op, Accepts kAccepts>
-void reduce(const std::string& name, std::function<Cotangents(const VjpArgs&)> vjp = nullptr) {
+// `partials`: how blocks' partial results combine across a sharded reduced
+// dimension ("" when not associative here: the dimension is gathered first).
+void reduce(const std::string& name, const char* partials,
+            std::function<Cotangents(const VjpArgs&)> vjp = nullptr) {
   Primitive p;
   p.name = name;
+  p.sharding_rule = reduce_rule;
+  p.local_plan = reduce_plan(partials);
   p.cost = one_flop_per_input;
   p.batch = batch_over_axes;
   p.vjp = std::move(vjp);
@@ -203,6 +236,10 @@ template <bool kMax>
 void arg_reduce_primitive(const std::string& name) {
   Primitive p;
   p.name = name;
+  p.sharding_rule = reduce_rule;
+  p.local_plan = [](const Avals& in, const Params& p, const Avals& out) {
+    return gather_dims_plan(in, p, out, p.get<IntList>("axes"));
+  };
   p.cost = one_flop_per_input;
   p.batch = batch_over_axes;
   p.abstract_eval = [](const Avals& in, const Params& params) {
@@ -260,6 +297,8 @@ template <template <class> class Op>
 void cumulative(const std::string& name, std::function<Cotangents(const VjpArgs&)> vjp = nullptr) {
   Primitive p;
   p.name = name;
+  p.sharding_rule = unsharded_dim_rule("axis", false);
+  p.local_plan = as_is_plan(nullptr);
   p.cost = one_flop_per_input;
   p.batch = batch_along_axis;
   p.vjp = std::move(vjp);
@@ -380,13 +419,13 @@ std::function<Cotangents(const VjpArgs&)> scan_vjp(Value (*combine)(const Value&
 }  // namespace
 
 void register_reduction_primitives() {
-  reduce<Sum, Accepts::Number>("reduce_sum", reduce_sum_vjp);
-  reduce<Prod, Accepts::Number>("reduce_prod", reduce_prod_vjp);
-  reduce<Max, Accepts::Any>("reduce_max", reduce_chooser_vjp);
-  reduce<Min, Accepts::Any>("reduce_min", reduce_chooser_vjp);
-  reduce<And, Accepts::Logical>("reduce_and");
-  reduce<Or, Accepts::Logical>("reduce_or");
-  reduce<Xor, Accepts::Logical>("reduce_xor");
+  reduce<Sum, Accepts::Number>("reduce_sum", "sum", reduce_sum_vjp);
+  reduce<Prod, Accepts::Number>("reduce_prod", "", reduce_prod_vjp);
+  reduce<Max, Accepts::Any>("reduce_max", "max", reduce_chooser_vjp);
+  reduce<Min, Accepts::Any>("reduce_min", "min", reduce_chooser_vjp);
+  reduce<And, Accepts::Logical>("reduce_and", "min");
+  reduce<Or, Accepts::Logical>("reduce_or", "max");
+  reduce<Xor, Accepts::Logical>("reduce_xor", "");
 
   arg_reduce_primitive<true>("argmax");
   arg_reduce_primitive<false>("argmin");

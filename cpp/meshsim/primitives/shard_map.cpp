@@ -303,6 +303,7 @@ VjpSplit shard_map_vjp(const Values& in, const std::vector<bool>& active, const 
 void register_shard_map_primitive() {
   Primitive p;
   p.name = "shard_map";
+  p.kind = Kind::Global;
   p.abstract_eval = shard_map_eval;
   p.vma_rule = [](const Avals&, const Params&) { return AxisNames{}; };
   p.array_kernel = shard_map_run;

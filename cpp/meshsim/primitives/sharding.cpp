@@ -17,6 +17,7 @@ namespace {
 Primitive reshard_primitive(const std::string& name) {
   Primitive p;
   p.name = name;
+  p.kind = Kind::Global;
   p.abstract_eval = [](const Avals& in, const Params& params) {
     const MeshPtr& mesh = params.get<MeshPtr>("mesh");
     const Spec spec = spec_param(params, "spec").value_or(Spec{});
@@ -47,6 +48,7 @@ Primitive reshard_primitive(const std::string& name) {
 Primitive mesh_cast_primitive() {
   Primitive p;
   p.name = "mesh_cast";
+  p.kind = Kind::Global;
   p.abstract_eval = [](const Avals& in, const Params& params) {
     const MeshPtr& mesh = params.get<MeshPtr>("mesh");
     Aval out = in.at(0);

@@ -14,6 +14,7 @@
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/kernels/strided.h"
 #include "meshsim/primitives/families.h"
+#include "meshsim/sharding/rules.h"
 #include "meshsim/transforms/batching.h"
 
 namespace meshsim {
@@ -160,10 +161,22 @@ Cotangents top_k_vjp(const VjpArgs& a) {
   return {unpermute(*a.ct[0], a.out[1], a.params.get<int64_t>("axis"), aval_of(a.in[0]).shape)};
 }
 
+// ---- sharding in types: rules and local plans (sharding/rules.h) ----------------
+
+std::vector<Spec> top_k_rule(const Avals& in, const Params& p, const Avals& out) {
+  const int64_t axis = p.get<int64_t>("axis");
+  if (!spec_of(in[0])[axis].empty())
+    fail<ShardingTypeError>("The input should be unsharded over the axis along which to compute the "
+                            "top_k values. Got input type=", in[0].str_short(), " and axis=", axis);
+  return std::vector<Spec>(out.size(), spec_of(in[0]));
+}
+
 // sort(*operands; dimension, is_stable, num_keys): always stable here.
 void sort() {
   Primitive p;
   p.name = "sort";
+  p.sharding_rule = unsharded_dim_rule("dimension", true);
+  p.local_plan = as_is_plan(nullptr);
   p.batch = [](const BatchArgs& a) {
     Params params = a.params;
     params.set("dimension", a.params.get<int64_t>("dimension") + 1);
@@ -199,6 +212,9 @@ void sort() {
 void top_k() {
   Primitive p;
   p.name = "top_k";
+  // The k largest along a whole (unsharded) dimension: each device's block.
+  p.sharding_rule = top_k_rule;
+  p.local_plan = as_is_plan(nullptr);
   p.batch = [](const BatchArgs& a) {
     Params params = a.params;
     params.set("axis", a.params.get<int64_t>("axis") + 1);

@@ -10,10 +10,218 @@
 #include "meshsim/ir/primitive.h"
 #include "meshsim/kernels/strided.h"
 #include "meshsim/primitives/families.h"
+#include "meshsim/sharding/rules.h"
 #include "meshsim/transforms/batching.h"
 
 namespace meshsim {
 namespace {
+
+// ---- sharding in types: rules and local plans (sharding/rules.h) ----------------
+
+std::vector<Spec> transpose_rule(const Avals& in, const Params& p, const Avals&) {
+  const Spec s = spec_of(in[0]);
+  Spec o;
+  for (int64_t d : p.get<IntList>("permutation")) o.push_back(s[d]);
+  return {o};
+}
+
+std::vector<Spec> broadcast_in_dim_rule(const Avals& in, const Params& p, const Avals& out) {
+  const Spec s = spec_of(in[0]);
+  const IntList& dims = p.get<IntList>("broadcast_dimensions");
+  Spec o(out[0].shape.size());
+  for (size_t i = 0; i < dims.size(); ++i) o[dims[i]] = s[i];
+  return {o};
+}
+
+std::vector<Spec> squeeze_rule(const Avals& in, const Params& p, const Avals&) {
+  return {drop_dims(spec_of(in[0]), p.get<IntList>("dimensions"))};
+}
+
+[[noreturn]] void reshape_error(const Aval& x, const IntList& new_sizes) {
+  std::string sizes = "(";
+  for (size_t i = 0; i < new_sizes.size(); ++i) sizes += (i ? ", " : "") + std::to_string(new_sizes[i]);
+  sizes += new_sizes.size() == 1 ? ",)" : ")";
+  fail<ShardingTypeError>("This reshape is not supported. Please specify the sharding of the output "
+                          "via the `out_sharding` argument of jax.lax.reshape. Got operand type: ",
+                          x.str(), ", new sizes: ", sizes);
+}
+
+struct Group {  // one operand dim kept, or split into several (`parts`)
+  bool split = false;
+  IntList parts;
+};
+
+struct TooManySplits {};
+
+// JAX's _split_on_one_axis: nullopt when `to` is not `from` with one dim split.
+std::optional<std::vector<Group>> split_on_one_axis(IntList from, IntList to) {
+  if (to.size() <= from.size()) return std::nullopt;
+  const size_t orig = from.size();
+  size_t ones = 0;
+  while (!from.empty() && !to.empty() && from.back() == 1 && to.back() == 1) {
+    ++ones;
+    from.pop_back();
+    to.pop_back();
+  }
+  std::vector<Group> out;
+  size_t i = 0, j = 0;
+  int count = 0;
+  while (j < to.size()) {
+    if (i >= from.size()) return std::nullopt;
+    if (from[i] == to[j]) {
+      out.push_back({false, {from[i]}});
+    } else {
+      if (++count > 1) throw TooManySplits{};
+      IntList temp{to[j]};
+      auto prod = [&] { int64_t p = 1; for (int64_t t : temp) p *= t; return p; };
+      size_t next_j = j + 1, next_i = i + 1;
+      while (prod() != from[i] || (next_j < to.size() && to[next_j] == 1)) {
+        if (prod() > from[i]) return std::nullopt;
+        if (prod() == from[i] && next_i < from.size() && next_j < to.size() && to[next_j] == from[next_i])
+          break;
+        if (++j >= to.size()) return std::nullopt;
+        temp.push_back(to[j]);
+        ++next_j;
+      }
+      out.push_back({true, temp});
+    }
+    ++i;
+    ++j;
+  }
+  for (size_t k = 0; k < ones; ++k) out.push_back({false, {1}});
+  if (out.size() != orig) return std::nullopt;
+  return out;
+}
+
+std::vector<AxisNames> split_partitions(const Mesh& mesh, const AxisNames& axes, const IntList& sizes,
+                                        const Aval& x, const IntList& new_sizes) {
+  size_t k = 0;
+  std::vector<AxisNames> parts;
+  for (int64_t o : sizes) {
+    AxisNames part;
+    while (o > 1 && k < axes.size()) {
+      const int64_t n = mesh.axis_size(axes[k]);
+      if (o % n != 0) reshape_error(x, new_sizes);
+      o /= n;
+      part.push_back(axes[k++]);
+    }
+    parts.push_back(part);
+  }
+  if (k != axes.size()) reshape_error(x, new_sizes);
+  return parts;
+}
+
+std::vector<Spec> reshape_rule(const Avals& in, const Params& p, const Avals& out) {
+  if (auto os = out_sharding_param(p, out[0].shape.size())) return {*os};
+  const Aval& x = in[0];
+  const IntList& new_sizes = p.get<IntList>("new_sizes");
+  const Spec s = spec_of(x);
+  IntList a, b;
+  for (int64_t v : x.shape) if (v != 1) a.push_back(v);
+  for (int64_t v : new_sizes) if (v != 1) b.push_back(v);
+  if (a == b) {  // only singleton dims come or go
+    Spec o;
+    size_t k = 0;
+    for (int64_t n : new_sizes) {
+      if (n == 1) { o.push_back({}); continue; }
+      while (x.shape[k] == 1) ++k;
+      o.push_back(s[k++]);
+    }
+    return {o};
+  }
+  try {
+    if (auto split = split_on_one_axis(x.shape, new_sizes)) {
+      Spec o;
+      for (size_t d = 0; d < split->size(); ++d) {
+        const Group& g = (*split)[d];
+        if (!g.split) { o.push_back(s[d]); continue; }
+        if (s[d].empty()) { o.resize(o.size() + g.parts.size()); continue; }
+        for (auto& part : split_partitions(*x.mesh, s[d], g.parts, x, new_sizes)) o.push_back(part);
+      }
+      return {o};
+    }
+    if (new_sizes.size() < x.shape.size())
+      if (auto merge = split_on_one_axis(new_sizes, x.shape)) {
+        Spec o;
+        size_t k = 0;
+        for (size_t d = 0; d < merge->size(); ++d) {
+          const Group& g = (*merge)[d];
+          if (!g.split) { o.push_back(s[k++]); continue; }
+          AxisNames flat;
+          bool gap = false, any = false;
+          std::vector<bool> sharded;
+          for (size_t m = 0; m < g.parts.size(); ++m) sharded.push_back(!s[k + m].empty());
+          size_t last = sharded.size();
+          while (last > 0 && !sharded[last - 1]) --last;  // strip trailing Nones
+          for (size_t m = 0; m < last; ++m) {
+            if (!sharded[m]) gap = true;
+            any |= sharded[m];
+            flat.insert(flat.end(), s[k + m].begin(), s[k + m].end());
+          }
+          k += g.parts.size();
+          if (!any) { o.push_back({}); continue; }
+          if (gap) reshape_error(x, new_sizes);
+          o.push_back(split_partitions(*x.mesh, flat, {new_sizes[d]}, x, new_sizes)[0]);
+        }
+        return {o};
+      }
+  } catch (const TooManySplits&) {
+  }
+  reshape_error(x, new_sizes);
+}
+
+// A reshape is local when every device's block is a contiguous run of the
+// row-major order that the result's block is too: always for JAX's split
+// rule; for a merge, when only the first dimension of each merged group is
+// sharded. With `out_sharding`, the result is made so where the operand's
+// type gives one, then resharded as asked (run_local's final reshard).
+std::optional<LocalPlan> reshape_plan(const Avals& in, const Params& p_in, const Avals& out_in) {
+  const Aval& x = in[0];
+  Params p = p_in;
+  Avals out = out_in;
+  if (!p.is_none("out_sharding")) {
+    p.set("out_sharding", std::monostate{});
+    try {
+      out[0].spec = reshape_rule(in, p, out)[0];
+    } catch (const ShardingTypeError&) {
+      return std::nullopt;  // no natural layout: on the whole value
+    }
+  }
+  const IntList& new_sizes = p.get<IntList>("new_sizes");
+  Spec in_spec = spec_of(x);
+  if (new_sizes.size() < x.shape.size()) {
+    std::optional<std::vector<Group>> merge;
+    try { merge = split_on_one_axis(new_sizes, x.shape); } catch (const TooManySplits&) {}
+    if (!merge) return std::nullopt;
+    // A merged group whose later dims are sharded first moves all of the
+    // result's axes to its first dim (an all-to-all), then merges locally.
+    const Spec o = spec_of(out[0]);
+    size_t k = 0;
+    for (size_t d = 0; d < merge->size(); ++d) {
+      const Group& g = (*merge)[d];
+      if (!g.split) { ++k; continue; }
+      if (x.shape[k] % entry_size(*x.mesh, o[d]) != 0) return std::nullopt;
+      in_spec[k] = o[d];
+      for (size_t m = 1; m < g.parts.size(); ++m) in_spec[k + m].clear();
+      k += g.parts.size();
+    }
+  }
+  std::optional<LocalPlan> plan = local_shape_plan("new_sizes")(in, p, out);
+  plan->in_specs[0] = in_spec;
+  return plan;
+}
+
+std::vector<Spec> concatenate_rule(const Avals& in, const Params&, const Avals&) {
+  const Aval* first = nullptr;
+  for (const Aval& a : in) {
+    if (!a.mesh) continue;
+    if (!first) first = &a;
+    else if (!same_abstract_mesh(*a.mesh, *first->mesh) || spec_of(a) != spec_of(*first))
+      fail<ShardingTypeError>("All operands should have the same sharding. Got shardings ", sharding_list(in));
+  }
+  return {spec_of(*first)};
+}
+
 
 // Elements are moved as opaque words of their size: no per-dtype kernels.
 template <class F>
@@ -85,6 +293,8 @@ void check_dimensions(const char* prim, const IntList& dims, int64_t ndim) {
 void broadcast_in_dim() {
   Primitive p;
   p.name = "broadcast_in_dim";
+  p.sharding_rule = broadcast_in_dim_rule;
+  p.local_plan = local_shape_plan("shape");
   p.batch = [](const BatchArgs& a) {
     Params params = a.params;
     IntList shape{a.size}, dims{0};
@@ -134,6 +344,8 @@ void broadcast_in_dim() {
 void reshape() {
   Primitive p;
   p.name = "reshape";
+  p.sharding_rule = reshape_rule;
+  p.local_plan = reshape_plan;
   p.batch = [](const BatchArgs& a) {
     Params params = a.params;
     IntList shape{a.size};
@@ -159,6 +371,8 @@ void reshape() {
 void transpose() {
   Primitive p;
   p.name = "transpose";
+  p.sharding_rule = transpose_rule;
+  p.local_plan = as_is_plan(nullptr);
   p.batch = [](const BatchArgs& a) {
     Params params = a.params;
     IntList perm{0};
@@ -196,6 +410,8 @@ void transpose() {
 void squeeze() {
   Primitive p;
   p.name = "squeeze";
+  p.sharding_rule = squeeze_rule;
+  p.local_plan = as_is_plan(nullptr);
   p.batch = [](const BatchArgs& a) {
     Params params = a.params;
     params.set("dimensions", shift_axes(a.params.get<IntList>("dimensions")));
@@ -231,6 +447,12 @@ void squeeze() {
 void rev() {
   Primitive p;
   p.name = "rev";
+  p.sharding_rule = same_as_operand;
+  p.local_plan = as_is_plan([](const Avals& in, const Params& p, const Avals&) {
+    for (int64_t d : p.get<IntList>("dimensions"))
+      if (!spec_of(in[0])[d].empty()) return false;
+    return true;
+  });
   p.batch = [](const BatchArgs& a) {
     Params params = a.params;
     params.set("dimensions", shift_axes(a.params.get<IntList>("dimensions")));
@@ -267,6 +489,27 @@ void rev() {
 void slice() {
   Primitive p;
   p.name = "slice";
+  p.sharding_rule = [](const Avals& in, const Params&, const Avals& out) {
+    return varying_shape_rule("slicing", in[0], out[0].shape);
+  };
+  p.local_plan = [](const Avals& in, const Params& p, const Avals& out) -> std::optional<LocalPlan> {
+    const Spec s = spec_of(in[0]);
+    const IntList& start = p.get<IntList>("start_indices");
+    IntList limit = p.get<IntList>("limit_indices");
+    const IntList strides = p.get_or<IntList>("strides", IntList(start.size(), 1));
+    Sharding sh;
+    sh.mesh = in[0].mesh;
+    sh.spec = s;
+    const Shape local = sh.local_shape(in[0].shape);
+    for (size_t d = 0; d < s.size(); ++d) {
+      if (s[d].empty()) continue;
+      if (start[d] != 0 || limit[d] != in[0].shape[d] || strides[d] != 1) return std::nullopt;
+      limit[d] = local[d];
+    }
+    LocalPlan plan = *as_is_plan(nullptr)(in, p, out);
+    plan.params.set("limit_indices", limit);
+    return plan;
+  };
   p.batch = [](const BatchArgs& a) {
     const IntList& start = a.params.get<IntList>("start_indices");
     IntList lo{0}, hi{a.size}, step{1};
@@ -360,6 +603,13 @@ std::string shapes_str(const Avals& in) {
 void concatenate() {
   Primitive p;
   p.name = "concatenate";
+  p.sharding_rule = concatenate_rule;
+  p.local_plan = as_is_plan([](const Avals& in, const Params& p, const Avals&) {
+    const int64_t d = p.get<int64_t>("dimension");
+    for (const Aval& a : in)
+      if (!spec_of(a)[d].empty()) return false;
+    return true;
+  });
   p.batch = [](const BatchArgs& a) {
     Params params = a.params;
     params.set("dimension", a.params.get<int64_t>("dimension") + 1);
@@ -421,6 +671,12 @@ void concatenate() {
 void pad() {
   Primitive p;
   p.name = "pad";
+  p.sharding_rule = [](const Avals& in, const Params&, const Avals& out) {
+    return varying_shape_rule("padding", in[0], out[0].shape);
+  };
+  p.local_plan = as_is_plan([](const Avals& in, const Params&, const Avals& out) {
+    return sharded_dims_whole(in[0], out[0].shape);
+  });
   p.batch = [](const BatchArgs& a) {
     if (a.dims[1] != kNotBatched) return batch_per_example(a);  // a batched padding value: rare
     IntLists config{{0, 0, 0}};
@@ -523,6 +779,7 @@ void pad() {
 void copy() {
   Primitive p;
   p.name = "copy";
+  p.elementwise = true;
   p.batch = batch_elementwise;
   p.vjp = [](const VjpArgs& a) { return Cotangents{*a.ct[0]}; };
   p.abstract_eval = [](const Avals& in, const Params&) {

@@ -122,7 +122,7 @@ bool single_device(const Program& program, const std::vector<ArrayPtr>& args) {
 bool small_products(const Program& program) {
   bool any = false;
   for (const Equation& e : program.eqns) {
-    if (e.prim->name != "dot_general") continue;
+    if (!e.prim->uses_blas) continue;
     any = true;
     for (const std::vector<int>* vars : {&e.inputs, &e.outputs})
       for (int v : *vars)

@@ -316,24 +316,14 @@ std::vector<Tensors> run_on_mesh(const ProgramPtr& body_ptr, const Mesh& mesh, s
         for (int v : e.inputs) ins[d].push_back(env[v][d]);
       }
       // A call's sub-programs record their own collectives.
-      const bool call = !e.prim->is_collective();
-      const int64_t started = !call && timeline::active() ? timeline::now_ns() : -1;
-      std::vector<Tensors> res = call ? e.prim->mesh_call(ctx, ins, e.params, plan.out_avals[k])
-                                      : e.prim->mesh_kernel(ctx, ins, e.params, plan.out_avals[k]);
-      if (!call && (started >= 0 || recording_collectives())) {
-        Avals in_avals;
-        for (int v : e.inputs) in_avals.push_back(body.avals[v]);
-        if (auto r = collective_record(e, mesh, in_avals, plan.out_avals[k], &ins)) {
-          r->start_ns = started;
-          record_collective(std::move(*r));
-        }
-      }
+      std::vector<Tensors> res = e.prim->is_collective()
+                                     ? run_collective(*e.prim, ctx, ins, e.params, plan.out_avals[k])
+                                     : e.prim->mesh_call(ctx, ins, e.params, plan.out_avals[k]);
       for (size_t i = 0; i < e.outputs.size(); ++i) {
         const int v = e.outputs[i];
         env[v].resize(n);
         for (int64_t d = 0; d < n; ++d) env[v][d] = std::move(res[d][i]);
-        // JAX types ragged_all_to_all as its output buffer and checks nothing: trust its buffers.
-        if (vma_checked && e.prim->name != "ragged_all_to_all") sharing.from_type(v, body.avals[v].vma);
+        if (vma_checked && !e.prim->result_vma_unchecked) sharing.from_type(v, body.avals[v].vma);
         else sharing.from_buffers(v, env[v]);
       }
       release(k, k + 1);

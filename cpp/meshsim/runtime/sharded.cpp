@@ -47,8 +47,25 @@ CollectiveRecord symmetric_collective(std::string name, const Mesh& mesh, const 
                                       int64_t bytes, std::vector<std::vector<int64_t>> groups) {
   const size_t n = static_cast<size_t>(mesh.size());
   if (groups.empty()) groups = MeshContext(mesh).groups(axes);
+  const int64_t steps = static_cast<int64_t>(groups.front().size()) - 1;
   return {std::move(name), mesh.in_mesh_order(axes), bytes, mesh.device_ids, std::move(groups),
-          std::vector<int64_t>(n, bytes), std::vector<int64_t>(n, bytes)};
+          std::vector<int64_t>(n, bytes), std::vector<int64_t>(n, bytes), steps};
+}
+
+std::vector<Tensors> run_collective(const Primitive& prim, const MeshContext& ctx,
+                                    const std::vector<Tensors>& in, const Params& params,
+                                    const Avals& out) {
+  const int64_t started = timeline::active() ? timeline::now_ns() : -1;
+  std::vector<Tensors> res = prim.mesh_kernel(ctx, in, params, out);
+  if (started < 0 && !recording_collectives()) return res;
+  Traffic t = prim.comm(ctx, in, params, out);
+  if (!t.moves_data()) return res;
+  const Mesh& mesh = ctx.mesh();
+  CollectiveRecord r{prim.name, mesh.in_mesh_order(t.axes), 0, mesh.device_ids, std::move(t.groups),
+                     std::move(t.sent), std::move(t.received), t.steps, started};
+  r.bytes_per_device = *std::max_element(r.received.begin(), r.received.end());
+  record_collective(std::move(r));
+  return res;
 }
 
 namespace {
@@ -68,6 +85,7 @@ void add_to_timeline(const CollectiveRecord& r) {
       for (int64_t q : group) e.group.push_back(r.device_ids[q]);
       e.bytes_sent = r.sent[pos];
       e.bytes_received = r.received[pos];
+      e.steps = r.steps;
       timeline::record(std::move(e));
     }
 }
@@ -282,7 +300,6 @@ namespace {
 // recorded with its ring bytes.
 void all_reduce(const Mesh& mesh, std::vector<Tensor>& per_device, const AxisNames& axes,
                 const std::string& op) {
-  const int64_t started = timeline::active() ? timeline::now_ns() : -1;
   const std::string name = op == "sum" ? "psum" : op == "max" ? "pmax" : "pmin";
   const AxisNames ordered = mesh.in_mesh_order(axes);
   std::vector<Tensors> in(per_device.size());
@@ -291,12 +308,8 @@ void all_reduce(const Mesh& mesh, std::vector<Tensor>& per_device, const AxisNam
   block.shape = per_device[0].shape();
   block.dtype = per_device[0].dtype();
   MeshContext ctx(mesh);
-  std::vector<Tensors> out = primitive(name).mesh_kernel(ctx, in, Params{{"axes", StrList(ordered)}}, {block});
+  std::vector<Tensors> out = run_collective(primitive(name), ctx, in, Params{{"axes", StrList(ordered)}}, {block});
   for (size_t pos = 0; pos < per_device.size(); ++pos) per_device[pos] = std::move(out[pos][0]);
-  CollectiveRecord r =
-      symmetric_collective(name, mesh, ordered, bytes_sent_per_device(name, block, block, ctx.axis_size(axes)));
-  r.start_ns = started;
-  record_collective(std::move(r));
 }
 
 // A whole value laid out as its type says (a view per distinct block).

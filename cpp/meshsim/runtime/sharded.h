@@ -30,11 +30,12 @@ struct CollectiveRecord {
   std::vector<int> device_ids;               // by mesh position
   std::vector<std::vector<int64_t>> groups;  // replica groups, as mesh positions
   std::vector<int64_t> sent, received;       // by mesh position
+  int64_t steps = 0;                         // sequential latency steps of its algorithm
   int64_t start_ns = -1;                     // timeline::now_ns() when it started (-1: unknown)
 };
 
 // A collective over `axes` of `mesh` in which every device sends and receives
-// `bytes` (ring schedules are symmetric); `groups` default to the axes'.
+// `bytes` in n-1 steps (a ring over groups of n); `groups` default to the axes'.
 CollectiveRecord symmetric_collective(std::string name, const Mesh& mesh, const AxisNames& axes,
                                       int64_t bytes, std::vector<std::vector<int64_t>> groups = {});
 
@@ -45,19 +46,13 @@ void push_collective_recorder();
 std::vector<CollectiveRecord> pop_collective_recorder();
 void record_collective(CollectiveRecord record);
 bool recording_collectives();  // whether a recorder is open
-// The record of collective equation `e` of a shard_map body run over `mesh`
-// on operands `in` with results `out` (JAX's primitive name, its axes, the
-// ring's bytes per device); nullopt for one that moves nothing
-// (collectives.cpp, next to the collectives).
-struct Equation;
-// Bytes each device sends (and receives) in one collective `name` over groups
-// of `n` devices, as a ring schedule moves them (collectives.cpp).
-int64_t bytes_sent_per_device(const std::string& name, const Aval& in, const Aval& out, int64_t n);
-// `values` (each device's operands, by mesh position) give the bytes a
-// ragged_all_to_all moves: its sizes are known only at run time.
-std::optional<CollectiveRecord> collective_record(const Equation& e, const Mesh& mesh,
-                                                  const Avals& in, const Avals& out,
-                                                  const std::vector<Tensors>* values = nullptr);
+// Runs collective `prim` over every device of `mesh` (`in[pos]`: the operands
+// of the device at mesh position `pos`) and, while a recorder or the profiler
+// is open, records what its communication model (Primitive::comm) says it
+// moved, unless it moves nothing.
+std::vector<Tensors> run_collective(const Primitive& prim, const MeshContext& mesh,
+                                    const std::vector<Tensors>& in, const Params& params,
+                                    const Avals& out);
 
 // `x` laid out over `mesh` as `spec` (any axes, Explicit or Auto), typed
 // `out`: a no-op when it already is; otherwise each device's new block is

@@ -31,6 +31,7 @@ struct TimelineEvent {
   AxisNames axes;                                     // collectives
   std::vector<int> group;                             // the device's replica group (ids)
   int64_t bytes_sent = 0, bytes_received = 0;         // collectives
+  int64_t steps = 0;                                  // collectives: latency steps
   std::vector<std::pair<std::string, std::string>> args;  // host annotations
 };
 

@@ -12,9 +12,10 @@ ppermute the operand). Each is then timed on the chosen hardware:
 - compute, a roofline per primitive: max(flops / peak flop/s, bytes accessed /
   HBM bandwidth), "compute" or "memory" bound;
 - communication, alpha-beta per mesh axis: steps * alpha + bytes / bandwidth,
-  with the ring's steps (all-reduce 2(n-1), all-gather, reduce-scatter and
-  all-to-all n-1, ppermute 1) and the bandwidth of the links the replica group
-  spans.
+  with the steps of the collective's algorithm as its primitive's
+  communication model gives them (ring all-reduce 2(n-1), all-gather,
+  reduce-scatter and all-to-all n-1, ppermute 1: `Primitive::comm`, next to
+  each collective) and the bandwidth of the links the replica group spans.
 
 Assumptions (say them when quoting a number): nothing overlaps (a device's
 time is the sum of its ops' and collectives' times) and the step time is the
@@ -75,10 +76,6 @@ HARDWARE: dict[str, Hardware] = {
                          network_bandwidth=5e10, network_latency=5e-6),
 }
 
-_ALL_REDUCES = {"psum", "psum_invariant", "pmax", "pmin"}
-_ONE_STEP = {"ppermute", "pbroadcast"}
-
-
 def _hardware(hardware) -> Hardware:
     if isinstance(hardware, Hardware):
         return hardware
@@ -89,20 +86,9 @@ def _hardware(hardware) -> Hardware:
                          f"one of {sorted(HARDWARE)}") from None
 
 
-def ring_steps(name: str, n: int) -> int:
-    """Latency terms of a collective over a group of n devices (ring schedules)."""
-    if n <= 1:
-        return 0
-    if name in _ALL_REDUCES:
-        return 2 * (n - 1)
-    if name in _ONE_STEP:
-        return 1
-    return n - 1
-
-
-def collective_time(hw: Hardware, name: str, axes: tuple, group: tuple, bytes_moved: float):
-    """Predicted seconds of one collective on one device: (time, link name)."""
-    n = len(group)
+def collective_time(hw: Hardware, steps: int, axes: tuple, group: tuple, bytes_moved: float):
+    """Predicted seconds of one collective on one device taking `steps`
+    latency terms: (time, link name)."""
     per_node = hw.devices_per_node
     if per_node and hw.network_bandwidth and len({d // per_node for d in group}) > 1:
         bandwidth, latency, link = hw.network_bandwidth, hw.network_latency, "network"
@@ -110,7 +96,7 @@ def collective_time(hw: Hardware, name: str, axes: tuple, group: tuple, bytes_mo
         bandwidth, latency, link = hw.link_bandwidth, hw.link_latency, "links"
         if hw.multi_axis_links:
             bandwidth *= max(len(axes), 1)
-    return ring_steps(name, n) * latency + bytes_moved / bandwidth, link
+    return steps * latency + bytes_moved / bandwidth, link
 
 
 def compute_time(hw: Hardware, flops: float, bytes_accessed: float):
@@ -210,12 +196,12 @@ def estimate_events(events: list, hardware="tpu-v5e") -> CostEstimate:
     hw = _hardware(hardware)
     per_device: dict[int, list] = {}
     for (name, category, device, _, _, flops, bytes_accessed, axes, group, sent, received,
-         _) in events:
+         args) in events:
         if category == "op":
             time, bound = compute_time(hw, flops, bytes_accessed)
             op = OpEstimate(name, "compute", time, bound, flops=flops, bytes_accessed=bytes_accessed)
         elif category == "collective":
-            time, bound = collective_time(hw, name, axes, group, max(sent, received))
+            time, bound = collective_time(hw, args["steps"], axes, group, max(sent, received))
             op = OpEstimate(name, "communication", time, bound, bytes_sent=sent,
                             bytes_received=received, axes=tuple(axes), group_size=len(group))
         else:

@@ -51,10 +51,11 @@ class Collective(_CollectiveFields):
     device id. Compares and unpacks as the tuple `(name, axes, bytes)`."""
 
     def __new__(cls, name: str, axes: tuple, bytes: int, bytes_sent: dict | None = None,
-                bytes_received: dict | None = None):
+                bytes_received: dict | None = None, steps: int = 0):
         self = super().__new__(cls, name, axes, bytes)
         self.bytes_sent = dict(bytes_sent or {})
         self.bytes_received = dict(bytes_received or {})
+        self.steps = steps  # sequential latency steps of the collective's algorithm
         return self
 
 

@@ -1,0 +1,241 @@
+// All-reduces (psum, pmax, pmin) and the VMA casts around them (pvary), and
+// axis_index: collectives whose result has the operand's shape.
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <map>
+
+#include "meshsim/kernels/dispatch.h"
+#include "meshsim/kernels/integer_wrap.h"
+#include "meshsim/ir/axis_env.h"
+#include "meshsim/primitives/collectives/common.h"
+#include "meshsim/primitives/families.h"
+
+namespace meshsim {
+namespace {
+
+// An all-reduce: each group's members get one shared tensor holding the
+// elementwise reduction of their blocks, combined in member order (so the
+// result is the same whatever the thread count).
+enum class Reduce { Sum, Max, Min };
+
+// Whether `t` fills exactly size() consecutive elements from raw() in some
+// order of its dimensions (contiguous, or a transpose of contiguous).
+bool dense(const Tensor& t) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of dimensions longer than 1
+  for (int64_t d = 0; d < t.ndim(); ++d)
+    if (t.shape()[d] != 1) dims.push_back({t.strides()[d], t.shape()[d]});
+  std::sort(dims.begin(), dims.end());
+  int64_t expected = 1;
+  for (const auto& [stride, size] : dims) {
+    if (stride != expected) return false;
+    expected *= size;
+  }
+  return true;
+}
+
+bool same_layout(const Tensor& a, const Tensor& b) {
+  for (int64_t d = 0; d < a.ndim(); ++d)
+    if (a.shape()[d] != 1 && a.strides()[d] != b.strides()[d]) return false;
+  return true;
+}
+
+Tensor reduce_blocks(const std::vector<const Tensor*>& blocks, Reduce op, const MeshContext& ctx) {
+  // Blocks laid out alike in dense memory (e.g. all transposed views) reduce
+  // over their memory as it is, into a result with their layout: no copies.
+  const Tensor& first = *blocks[0];
+  bool flat = dense(first);
+  for (size_t i = 1; i < blocks.size() && flat; ++i) flat = same_layout(first, *blocks[i]);
+  Tensor out;
+  std::vector<Tensor> srcs;
+  if (flat) {
+    Tensor buf = Tensor::empty(first.dtype(), {first.size()});
+    std::memcpy(buf.raw(), first.raw(), first.nbytes());
+    out = buf.view(first.shape(), first.strides(), 0);
+    for (size_t i = 1; i < blocks.size(); ++i) srcs.push_back(*blocks[i]);
+  } else {
+    out = first.copy();
+    for (size_t i = 1; i < blocks.size(); ++i) srcs.push_back(blocks[i]->contiguous());
+  }
+  if (blocks.size() == 1) return out;
+  auto dispatch = [&](auto&& f) {  // bool: any/all of sharded reductions (pmax/pmin)
+    if (out.dtype() == DType::Bool) f(bool{});
+    else dispatch_numeric(out.dtype(), f);
+  };
+  dispatch([&](auto tag) {
+    using T = decltype(tag);
+    T* o = out.data<T>();
+    const int64_t n = out.size();
+    auto run = [&](int64_t lo, int64_t hi) {
+      for (const Tensor& s : srcs) {
+        const T* x = s.data<T>();
+        switch (op) {
+          case Reduce::Sum: for (int64_t i = lo; i < hi; ++i) o[i] = add_op(o[i], x[i]); break;
+          // As XLA's CPU all-reduce: a NaN loses to any number (NaN only if all are NaN).
+          case Reduce::Max: for (int64_t i = lo; i < hi; ++i) o[i] = x[i] > o[i] || o[i] != o[i] ? x[i] : o[i]; break;
+          case Reduce::Min: for (int64_t i = lo; i < hi; ++i) o[i] = x[i] < o[i] || o[i] != o[i] ? x[i] : o[i]; break;
+        }
+      }
+      // All NaN: XLA's identity (-inf for max, +inf for min), as no number was seen.
+      if constexpr (std::numeric_limits<T>::has_infinity)
+        if (op != Reduce::Sum)
+          for (int64_t i = lo; i < hi; ++i)
+            if (o[i] != o[i])
+              o[i] = op == Reduce::Max ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
+    };
+    constexpr int64_t kChunk = 1 << 16;  // elements per task: big blocks reduce in parallel
+    if (n <= kChunk) return run(0, n);
+    ctx.parallel_for((n + kChunk - 1) / kChunk, [&](int64_t c) {
+      const int64_t lo = c * kChunk;
+      run(lo, std::min(n, lo + kChunk));
+    });
+  });
+  return out;
+}
+
+std::vector<Tensors> all_reduce(const MeshContext& ctx, const std::vector<Tensors>& in,
+                                const AxisNames& axes, Reduce op) {
+  std::vector<Tensors> out(in.size(), Tensors(in[0].size()));
+  const auto groups = ctx.groups(axes);
+  for (size_t k = 0; k < in[0].size(); ++k) {
+    // Groups holding the same buffers (a value replicated over other axes) reduce once.
+    std::map<std::vector<const void*>, int64_t> seen;
+    std::vector<int64_t> job_of(groups.size()), jobs;
+    for (size_t g = 0; g < groups.size(); ++g) {
+      std::vector<const void*> key;
+      for (int64_t pos : groups[g]) key.push_back(in[pos][k].raw());
+      auto [it, fresh] = seen.emplace(std::move(key), static_cast<int64_t>(jobs.size()));
+      if (fresh) jobs.push_back(static_cast<int64_t>(g));
+      job_of[g] = it->second;
+    }
+    std::vector<Tensor> reduced(jobs.size());
+    ctx.parallel_for(static_cast<int64_t>(jobs.size()), [&](int64_t j) {
+      std::vector<const Tensor*> blocks;
+      for (int64_t pos : groups[jobs[j]]) blocks.push_back(&in[pos][k]);
+      reduced[j] = reduce_blocks(blocks, op, ctx);
+    });
+    for (size_t g = 0; g < groups.size(); ++g)
+      for (int64_t pos : groups[g]) out[pos][k] = reduced[job_of[g]];  // one buffer per group
+  }
+  return out;
+}
+
+// The rule every variant->invariant reduction shares: the axes must be bound,
+// and (with VMA checking) the operand must vary over all of them.
+Avals reduction_eval(const std::string& name, const Avals& in, const Params& p) {
+  const AxisNames& axes = axes_param(p);
+  bound_axis_size(axes, name);
+  if (vma_checking())
+    for (const Aval& a : in)
+      for (const auto& n : axes)
+        if (!contains(a.vma, n))
+          fail<ValueError>(name, " is a variant->invariant collective. This means that the axis "
+                           "names mentioned in `axes` passed to `", name, "` must be present in "
+                           "`jax.typeof(inp).mat.varying`. Got axes=", names_str(axes),
+                           " and jax.typeof(inp).mat.varying=", frozenset_str(a.vma));
+  if (in.empty()) fail<TypeError>(name, " needs at least one operand");
+  return in;
+}
+
+Primitive all_reduce_primitive(const std::string& name, Reduce op) {
+  Primitive p;
+  p.name = name;
+  p.kind = Kind::Collective;
+  p.abstract_eval = [name](const Avals& in, const Params& params) {
+    Avals out = reduction_eval(name, in, params);
+    for (Aval& a : out) a.weak_type = in[0].weak_type;
+    return out;
+  };
+  p.vma_rule = [](const Avals& in, const Params& params) {
+    return vma_checking() ? vma_minus(in[0].vma, axes_param(params)) : AxisNames{};
+  };
+  p.mesh_kernel = [op](const MeshContext& ctx, const std::vector<Tensors>& in, const Params& params,
+                       const Avals&) { return all_reduce(ctx, in, axes_param(params), op); };
+  return p;
+}
+
+Value transpose_psum(const Value& ct, const Params& p) {
+  return vary_over(ct, axes_param(p));  // invariant -> varying: free
+}
+
+Value transpose_pvary(const Value& ct, const Params& p) {
+  const AxisNames& axes = axes_param(p);
+  return ops::bind1("psum_invariant", {vary_over(ct, axes)}, {{"axes", axes}});
+}
+
+Value transpose_plain_psum(const Value& ct, const Params& p) {
+  return ops::bind1("psum", {ct}, {{"axes", axes_param(p)}});
+}
+
+// A ring all-reduce (reduce-scatter then all-gather): each device sends and
+// receives 2(n-1)/n of each operand in 2(n-1) steps.
+Primitive& with_ring_all_reduce(Primitive& p) {
+  p.comm = ring_comm(
+      [](const Params& params) { return axes_param(params); }, false,
+      [](int64_t in, int64_t, int64_t n) { return 2 * in / n * (n - 1); },
+      [](int64_t n) { return 2 * (n - 1); });
+  return p;
+}
+
+}  // namespace
+
+void register_all_reduce_primitives() {
+  // psum over manual axes: psum_invariant with VMA checking (varying ->
+  // invariant), plain psum without, as JAX names them.
+  Primitive psum_invariant = all_reduce_primitive("psum_invariant", Reduce::Sum);
+  register_primitive(with_ring_all_reduce(with_linear_vjp(psum_invariant, transpose_psum)));
+  Primitive psum = all_reduce_primitive("psum", Reduce::Sum);
+  register_primitive(with_ring_all_reduce(with_linear_vjp(psum, transpose_plain_psum)));
+  Primitive pmax = all_reduce_primitive("pmax", Reduce::Max);
+  register_primitive(with_ring_all_reduce(pmax));
+  Primitive pmin = all_reduce_primitive("pmin", Reduce::Min);
+  register_primitive(with_ring_all_reduce(pmin));
+  // pvary: invariant -> varying. Only the type changes; at run time it is the
+  // identity (the devices along the axes already hold equal values).
+  Primitive pvary;
+  pvary.name = "pvary";
+  pvary.abstract_eval = [](const Avals& in, const Params& p) {
+    const AxisNames& axes = axes_param(p);
+    bound_axis_size(axes, "pvary");
+    for (const Aval& a : in)
+      for (const auto& n : axes)
+        if (contains(a.vma, n))
+          fail<ValueError>("pvary is a invariant->variant collective. This means that the axis "
+                           "names mentioned in `axes` passed to `pvary` must not be present in "
+                           "`jax.typeof(inp).mat.varying`. Got axes=", names_str(axes),
+                           " and jax.typeof(inp)=", a.str_short());
+    return in;
+  };
+  pvary.vma_rule = [](const Avals& in, const Params& p) { return vma_plus(in[0].vma, axes_param(p)); };
+  pvary.kernel = [](const Tensors& in, const Params&, const Avals&) { return in; };
+  register_primitive(with_linear_vjp(pvary, transpose_pvary));
+
+  // axis_index: this device's coordinate along one manual axis (int32, varying over it).
+  Primitive axis_index;
+  axis_index.name = "axis_index";
+  axis_index.kind = Kind::Collective;
+  // Each device reads its own coordinate: nothing moves.
+  axis_index.comm = [](const MeshContext& ctx, const std::vector<Tensors>&, const Params& p, const Avals&) {
+    return symmetric_traffic(ctx, {p.get<std::string>("axis_name")}, {}, 0, 0);
+  };
+  axis_index.abstract_eval = [](const Avals&, const Params& p) {
+    bound_axis_size({p.get<std::string>("axis_name")}, "axis_index");
+    Aval a;
+    a.dtype = DType::Int32;
+    return Avals{a};
+  };
+  axis_index.vma_rule = [](const Avals&, const Params& p) {
+    return vma_checking() ? AxisNames{p.get<std::string>("axis_name")} : AxisNames{};
+  };
+  axis_index.mesh_kernel = [](const MeshContext& ctx, const std::vector<Tensors>&, const Params& p,
+                              const Avals&) {
+    const AxisNames axes{p.get<std::string>("axis_name")};
+    std::vector<Tensors> out(ctx.num_devices());
+    for (int64_t pos = 0; pos < ctx.num_devices(); ++pos)
+      out[pos].push_back(Tensor::scalar<int32_t>(static_cast<int32_t>(ctx.axis_index(pos, axes))));
+    return out;
+  };
+  register_primitive(std::move(axis_index));
+}
+
+}  // namespace meshsim

@@ -1,0 +1,247 @@
+// all_gather, all_gather_invariant and reduce_scatter (psum_scatter): the
+// collectives that concatenate or split the members' blocks along a dimension.
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "meshsim/kernels/dispatch.h"
+#include "meshsim/kernels/integer_wrap.h"
+#include "meshsim/kernels/strided.h"
+#include "meshsim/ir/axis_env.h"
+#include "meshsim/primitives/collectives/common.h"
+#include "meshsim/primitives/families.h"
+
+namespace meshsim {
+namespace {
+
+// Ring schedules over the replica groups: n-1 steps, each device receiving
+// the n-1 blocks it lacks.
+auto gather_traffic() {
+  return ring_comm(axis_names_param, true, [](int64_t in, int64_t, int64_t n) { return in * (n - 1); },
+                   [](int64_t n) { return n - 1; });
+}
+
+// --- all_gather / all_gather_invariant --------------------------------------
+
+Avals all_gather_eval(const std::string& name, const Avals& in, const Params& p) {
+  const Aval& x = in.at(0);
+  const AxisNames axes = axis_names_param(p);
+  const int64_t n = group_size(name, axes, p);
+  if (p.get<int64_t>("axis_size") != n)
+    fail<ValueError>(name, ": axis_size=", p.get<int64_t>("axis_size"), " does not match the size ",
+                     n, " of axis_name ", names_str(axes));
+  const bool tiled = p.get<bool>("tiled");
+  const int64_t dim = dim_param(p, "all_gather_dimension", x.ndim() + (tiled ? 0 : 1), name);
+  Shape shape = x.shape;
+  if (tiled) shape[dim] *= n;
+  else shape.insert(shape.begin() + dim, n);
+  return {like(x, shape, x.dtype, x.weak_type)};
+}
+
+// Each group's members receive the same value: one buffer, shared by them.
+std::vector<Tensors> all_gather_kernel(const MeshContext& ctx, const std::vector<Tensors>& in,
+                                       const Params& p, const Avals& out) {
+  const Groups groups = replica_groups(ctx, axis_names_param(p), p);
+  const bool tiled = p.get<bool>("tiled");
+  const int64_t dim = p.get<int64_t>("all_gather_dimension");
+  std::vector<Tensor> bufs(groups.size());
+  for (auto& b : bufs) b = Tensor::empty(out[0].dtype, out[0].shape);
+  for_each_member(ctx, groups, [&](int64_t g, int64_t r) {
+    Tensor blk = in[groups[g][r]][0];
+    if (!tiled) {
+      Shape s = blk.shape();
+      s.insert(s.begin() + dim, 1);
+      blk = blk.reshape(s);
+    }
+    const int64_t c = blk.shape()[dim];
+    copy_into(blk, slice_dim(bufs[g], dim, r * c, (r + 1) * c));
+  });
+  std::vector<Tensors> res(in.size());
+  for (size_t g = 0; g < groups.size(); ++g)
+    for (int64_t pos : groups[g]) res[pos] = {bufs[g]};
+  return res;
+}
+
+Primitive all_gather_primitive(const std::string& name, bool invariant) {
+  Primitive prim;
+  prim.name = name;
+  prim.abstract_eval = [name](const Avals& in, const Params& p) { return all_gather_eval(name, in, p); };
+  prim.vma_rule = [name, invariant](const Avals& in, const Params& p) {
+    if (invariant) return vma_checking() ? vma_minus(in[0].vma, axis_names_param(p)) : AxisNames{};
+    return collective_vma(name, in[0], axis_names_param(p));
+  };
+  prim.kind = Kind::Collective;
+  prim.mesh_kernel = all_gather_kernel;
+  prim.comm = gather_traffic();
+  return prim;
+}
+
+// --- reduce_scatter (psum_scatter) -----------------------------------------
+
+Avals reduce_scatter_eval(const Avals& in, const Params& p) {
+  const Aval& x = in.at(0);
+  const AxisNames axes = axis_names_param(p);
+  const int64_t n = group_size("reduce_scatter", axes, p);
+  if (x.dtype == DType::Bool)
+    fail<TypeError>("add does not accept dtype bool at position 0. Accepted dtypes at position 0 "
+                    "are subtypes of integer, floating, complexfloating.");
+  const int64_t dim = dim_param(p, "scatter_dimension", x.ndim(), "reduce_scatter");
+  const int64_t size = x.shape[dim];
+  Shape shape = x.shape;
+  if (p.get<bool>("tiled")) {
+    if (size % n != 0)
+      fail<ValueError>("tiled reduce_scatter operand scatter dimension size ", size,
+                       " must be divisible by shard_count ", n);
+    shape[dim] = size / n;
+  } else {
+    if (size != n)
+      fail<ValueError>("reduce_scatter operand scatter dimension size ", size,
+                       " must match shard count ", n);
+    shape.erase(shape.begin() + dim);
+  }
+  return {like(x, shape, x.dtype, x.weak_type)};
+}
+
+// Member r gets chunk r (along the scatter dimension) of the sum of the
+// group's blocks, added in member order.
+// The dimensions of `t` from outermost to innermost in memory.
+std::vector<int64_t> memory_order(const Tensor& t) {
+  std::vector<int64_t> perm(t.ndim());
+  std::iota(perm.begin(), perm.end(), 0);
+  std::stable_sort(perm.begin(), perm.end(),
+                   [&](int64_t a, int64_t b) { return t.strides()[a] > t.strides()[b]; });
+  return perm;
+}
+
+// A fresh dense tensor of `shape` whose dimensions lie in memory in `perm`'s order.
+Tensor empty_in_order(DType dtype, const Shape& shape, const std::vector<int64_t>& perm) {
+  Shape s;
+  for (int64_t d : perm) s.push_back(shape[d]);
+  std::vector<int64_t> inverse(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) inverse[perm[i]] = static_cast<int64_t>(i);
+  return Tensor::empty(dtype, s).transpose(inverse);
+}
+
+std::vector<Tensors> reduce_scatter_kernel(const MeshContext& ctx, const std::vector<Tensors>& in,
+                                           const Params& p, const Avals& out) {
+  const Groups groups = replica_groups(ctx, axis_names_param(p), p);
+  const int64_t dim = p.get<int64_t>("scatter_dimension");
+  const int64_t n = static_cast<int64_t>(groups[0].size());
+  std::vector<Tensors> res(in.size());
+  bool contiguous = true;
+  for (const Tensors& t : in) contiguous &= t[0].is_contiguous();
+  if (!contiguous) {
+    // Strided operands (e.g. transposed gradients) are read where they lie,
+    // into results laid out as the first member's block, in memory order.
+    for_each_member(ctx, groups, [&](int64_t g, int64_t r) {
+      const Tensor& first = in[groups[g][0]][0];
+      const int64_t c = first.shape()[dim] / n;
+      const std::vector<int64_t> perm = memory_order(first);
+      Tensor o = empty_in_order(out[0].dtype, out[0].shape, perm);
+      const Tensor dst = o.transpose(perm);  // o's memory in row-major order
+      copy_into(slice_dim(first, dim, r * c, (r + 1) * c).transpose(perm), dst);
+      dispatch_numeric(o.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        T* pd = dst.data<T>();
+        for (int64_t m = 1; m < n; ++m) {
+          const Tensor src = slice_dim(in[groups[g][m]][0], dim, r * c, (r + 1) * c).transpose(perm);
+          const T* ps = src.data<T>();
+          for_each_offsets<2>(dst.shape(), {&dst.strides(), &src.strides()},
+                              [&](const std::array<int64_t, 2>& o2) { pd[o2[0]] = add_op(pd[o2[0]], ps[o2[1]]); });
+        }
+      });
+      res[groups[g][r]] = {o};
+    });
+    return res;
+  }
+  const std::vector<Tensor> x = contiguous_operands(ctx, in);
+  const Shape& s = x[0].shape();
+  int64_t outer = 1, chunk = s[dim] / n;
+  for (int64_t d = 0; d < dim; ++d) outer *= s[d];
+  for (int64_t d = dim + 1; d < x[0].ndim(); ++d) chunk *= s[d];
+  for_each_member(ctx, groups, [&](int64_t g, int64_t r) {
+    Tensor o = Tensor::empty(out[0].dtype, out[0].shape);
+    dispatch_numeric(o.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      T* dst = o.data<T>();
+      for (int64_t m = 0; m < n; ++m) {
+        const T* src = x[groups[g][m]].data<T>();
+        for (int64_t i = 0; i < outer; ++i) {
+          const T* a = src + (i * n + r) * chunk;
+          T* b = dst + i * chunk;
+          if (m == 0) std::memcpy(b, a, chunk * sizeof(T));
+          else for (int64_t e = 0; e < chunk; ++e) b[e] = add_op(b[e], a[e]);
+        }
+      }
+    });
+    res[groups[g][r]] = {o};
+  });
+  return res;
+}
+
+Value transpose_all_gather(const Value& ct, const Params& p) {
+  return ops::bind1("reduce_scatter", {vary_over(ct, axis_names_param(p))},
+                    {{"axis_index_groups", p.is_none("axis_index_groups") ? ParamValue{}
+                                                                          : ParamValue{p.get<IntLists>("axis_index_groups")}},
+                     {"axis_name", axis_names_param(p)},
+                     {"axis_size", p.get<int64_t>("axis_size")},
+                     {"scatter_dimension", p.get<int64_t>("all_gather_dimension")},
+                     {"tiled", p.get<bool>("tiled")}});
+}
+
+Value transpose_reduce_scatter(const Value& ct, const Params& p) {
+  return ops::bind1("all_gather", {vary_over(ct, axis_names_param(p))},
+                    {{"all_gather_dimension", p.get<int64_t>("scatter_dimension")},
+                     {"axis_index_groups", p.is_none("axis_index_groups") ? ParamValue{}
+                                                                          : ParamValue{p.get<IntLists>("axis_index_groups")}},
+                     {"axis_name", axis_names_param(p)},
+                     {"axis_size", p.get<int64_t>("axis_size")},
+                     {"tiled", p.get<bool>("tiled")}});
+}
+
+// The invariant gathered cotangent: each device keeps its own chunk.
+Value transpose_all_gather_invariant(const Value& ct, const Params& p) {
+  const AxisNames axes = axis_names_param(p);
+  const Aval& a = aval_of(ct);
+  const int64_t dim = p.get<int64_t>("all_gather_dimension");
+  const int64_t n = p.get<int64_t>("axis_size");
+  const bool tiled = p.get<bool>("tiled");
+  const int64_t chunk = tiled ? a.shape[dim] / n : 1;
+  std::optional<Value> index;
+  for (const auto& axis : axes) {
+    Value i = ops::bind1("axis_index", {}, {{"axis_name", axis}});
+    index = index ? ops::add(ops::mul(*index, ops::full({}, DType::Int32, double(current_axis_env()->mesh->axis_size(axis)))), i) : i;
+  }
+  Values starts;
+  for (int64_t d = 0; d < a.ndim(); ++d)
+    starts.push_back(d == dim ? ops::mul(*index, ops::full({}, DType::Int32, double(chunk)))
+                              : ops::full({}, DType::Int32, 0.0));
+  Shape sizes = a.shape;
+  sizes[dim] = chunk;
+  Value slice = ops::dynamic_slice(ct, starts, sizes);
+  return tiled ? slice : ops::squeeze(slice, {dim});
+}
+
+}  // namespace
+
+void register_gather_scatter_primitives() {
+  Primitive all_gather = all_gather_primitive("all_gather", false);
+  register_primitive(with_linear_vjp(all_gather, transpose_all_gather));
+  Primitive all_gather_invariant = all_gather_primitive("all_gather_invariant", true);
+  register_primitive(with_linear_vjp(all_gather_invariant, transpose_all_gather_invariant));
+
+  Primitive reduce_scatter;
+  reduce_scatter.name = "reduce_scatter";
+  reduce_scatter.kind = Kind::Collective;
+  reduce_scatter.comm = ring_comm(axis_names_param, true,
+                                  [](int64_t, int64_t out, int64_t n) { return out * (n - 1); },
+                                  [](int64_t n) { return n - 1; });
+  reduce_scatter.abstract_eval = reduce_scatter_eval;
+  reduce_scatter.vma_rule = [](const Avals& in, const Params& p) {
+    return collective_vma("reduce_scatter", in[0], axis_names_param(p));
+  };
+  reduce_scatter.mesh_kernel = reduce_scatter_kernel;
+  register_primitive(with_linear_vjp(reduce_scatter, transpose_reduce_scatter));
+}
+
+}  // namespace meshsim

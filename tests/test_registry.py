@@ -1,0 +1,136 @@
+"""The primitive registry: every primitive declares its kind and the rules it
+needs where it is registered (ir/primitive.h), the registry rejects
+inconsistent definitions, and Python spells primitive names from the same
+table as C++."""
+import pathlib
+import re
+
+import pytest
+
+from meshsim import _core
+
+NAMES = _core.primitive_names()
+INFO = {name: _core.primitive_info(name) for name in NAMES}
+
+# Rules a primitive may lack, each with the reason. A primitive missing a rule
+# its kind needs and not listed here fails `test_every_primitive_has_its_rules`.
+_NO_COTANGENT = "integer or boolean results only: no cotangent flows through it (JAX's zero rule)"
+_NO_JAX_RULE = "JAX defines no differentiation rule for it either"
+_PER_EXAMPLE = "vmap uses the per-example fallback (correct, one bind per example)"
+_DATA_MOVEMENT = "data movement: the default cost (operands read, results written once, no flops)"
+_COMPARISONS = "comparisons and moves only: the default memory cost (XLA counts no flops either)"
+_NO_SHARDED_OPERANDS = "its operands are never sharded (created values, or inside shard_map only)"
+_NOT_IN_JAX = "JAX has no sharding rule for it either (its ShardingTypeError 'not implemented')"
+
+_GAPS = {
+    "vjp": ({n: _NO_COTANGENT for n in (
+        "and", "or", "xor", "not", "eq", "ne", "lt", "le", "gt", "ge", "is_finite", "argmax",
+        "argmin", "bitcast_convert_type", "clz", "population_count", "shift_left",
+        "shift_right_arithmetic", "shift_right_logical", "reduce_and", "reduce_or", "reduce_xor",
+        "searchsorted", "iota", "random_bits", "threefry2x32", "axis_index", "nextafter")}
+            | {n: _NO_JAX_RULE for n in ("pmax", "pmin", "pbroadcast")}),
+    "batch": {n: _PER_EXAMPLE for n in (
+        "all_gather", "all_gather_invariant", "all_to_all", "axis_index", "pbroadcast", "pmax",
+        "pmin", "ppermute", "psum", "psum_invariant", "pvary", "ragged_all_to_all",
+        "reduce_scatter", "cond", "scan", "while", "iota", "ragged_dot_general", "random_bits")},
+    "cost": {n: _DATA_MOVEMENT for n in (
+        "broadcast_in_dim", "concatenate", "dynamic_slice", "dynamic_update_slice", "gather", "iota",
+        "pad", "pvary", "reshape", "rev", "scatter", "scatter_add", "scatter_max", "scatter_min",
+        "scatter_mul", "slice", "squeeze", "transpose", "random_bits")}
+            | {n: _COMPARISONS for n in ("sort", "top_k", "searchsorted")}
+            | {"ragged_dot_general": "no cost rule yet: counted as data movement (its flops are missing)"},
+    "sharding_rule": ({n: _NO_SHARDED_OPERANDS for n in ("iota", "pvary")}
+                      | {n: _NOT_IN_JAX for n in ("ragged_dot_general", "random_bits", "searchsorted")}),
+}
+EXEMPT: dict[str, dict[str, str]] = {}
+for _rule, _names in _GAPS.items():
+    for _name, _reason in _names.items():
+        EXEMPT.setdefault(_name, {})[_rule] = _reason
+
+
+def needed_rules(info: dict) -> set:
+    """The rules a primitive of this kind must declare (see ir/primitive.h)."""
+    kind = info["kind"]
+    if kind == "collective":
+        return {"comm", "vjp", "batch"}
+    if kind == "local":
+        # Elementwise primitives get JAX's broadcasting sharding rule, the
+        # elementwise batching rule and one flop per element by default.
+        return {"vjp"} if info["elementwise"] else {"sharding_rule", "vjp", "batch", "cost"}
+    if kind in ("higher-order", "control flow"):
+        return {"vjp", "batch"}
+    return {"vjp"}  # global: shard_map, reshard, mesh_cast
+
+
+def missing_rules(name: str, info: dict) -> set:
+    return {r for r in needed_rules(info) if not info[r]} - set(EXEMPT.get(name, {}))
+
+
+def test_every_primitive_has_its_rules():
+    missing = {name: sorted(missing_rules(name, info)) for name, info in INFO.items()}
+    assert {n: m for n, m in missing.items() if m} == {}
+
+
+def test_exemptions_are_current_and_explained():
+    for name, rules in EXEMPT.items():
+        assert name in INFO, f"exempt primitive {name} is not registered"
+        for rule, reason in rules.items():
+            assert len(reason) > 10, (name, rule)
+            assert rule in needed_rules(INFO[name]), f"{name} is exempt from a rule it does not need: {rule}"
+            assert not INFO[name][rule], f"{name} now has {rule}: drop its exemption"
+
+
+@pytest.mark.parametrize("name", sorted(NAMES))
+def test_removing_a_rule_fails_the_check(name):
+    info = INFO[name]
+    present = {r for r in needed_rules(info) if info[r]}
+    for rule in present:
+        assert rule not in missing_rules(name, info)
+        assert rule in missing_rules(name, {**info, rule: False})
+
+
+def test_kinds_match_execution_hooks():
+    for name, info in INFO.items():
+        hooks = [h for h in ("kernel", "mesh_kernel", "array_kernel") if info[h]]
+        assert len(hooks) == 1, name
+        want = {"local": "kernel", "higher-order": "kernel", "control flow": "kernel",
+                "collective": "mesh_kernel", "global": "array_kernel"}[info["kind"]]
+        assert hooks == [want], name
+        assert info["comm"] == (info["kind"] == "collective"), name
+        assert info["mesh_call"] == (info["kind"] in ("higher-order", "control flow")), name
+
+
+def test_collectives_and_kinds_are_declared():
+    kinds = {name: info["kind"] for name, info in INFO.items()}
+    for name in ("psum", "psum_invariant", "pmax", "pmin", "all_gather", "all_gather_invariant",
+                 "reduce_scatter", "ppermute", "pbroadcast", "all_to_all", "ragged_all_to_all"):
+        assert kinds[name] == "collective", name
+    assert kinds["cond"] == kinds["while"] == kinds["scan"] == "control flow"
+    assert kinds["remat2"] == kinds["custom_vjp_call"] == "higher-order"
+    assert kinds["shard_map"] == kinds["reshard"] == "global"
+    assert INFO["add"]["elementwise"] and INFO["select_n"]["elementwise"]
+    assert not INFO["dot_general"]["elementwise"] and INFO["dot_general"]["uses_blas"]
+
+
+@pytest.mark.parametrize("name, drop, message", [
+    ("psum", ["comm"], "a collective needs a communication model"),
+    ("all_gather", ["mesh_kernel"], "needs exactly one of kernel, mesh_kernel and array_kernel"),
+    ("add", ["kernel"], "needs exactly one of kernel, mesh_kernel and array_kernel"),
+    ("scan", ["mesh_call"], "needs `mesh_call`"),
+    ("ppermute", ["kind=local"], "runs by `kernel`"),
+    ("reshape", ["abstract_eval"], "no abstract_eval"),
+])
+def test_validate_rejects_inconsistent_definitions(name, drop, message):
+    _core.validate_primitive_without(name, [])  # the registered definition is valid
+    with pytest.raises(RuntimeError, match=re.escape(f"primitive '{name}'") + ".*" + re.escape(message)):
+        _core.validate_primitive_without(name, drop)
+
+
+def test_python_binds_only_registered_names():
+    """Python's bind calls name primitives of the C++ table."""
+    src = pathlib.Path(__file__).parents[1] / "python" / "meshsim"
+    bound = set()
+    for path in src.rglob("*.py"):
+        bound |= set(re.findall(r"bind1?\(\s*\"([a-z_0-9]+)\"", path.read_text()))
+    assert bound, "no bind calls found"
+    assert bound - set(NAMES) == set()
