@@ -93,8 +93,11 @@ void init_tracing(py::module_& m) {
         ProgramPtr program = t.finish(outs, &captures);
         return py::make_tuple(program, captures);
       });
-  // Bytes each device sends in one collective over groups of n devices (ring schedules).
-  m.def("collective_bytes", &bytes_sent_per_device);
+  // Bytes each device sends in one collective over groups of n devices, from
+  // the types: the collective's communication model (Primitive::comm_bytes).
+  m.def("collective_bytes", [](const std::string& name, const Aval& in, const Aval& out, int64_t n) {
+    return primitive(name).comm_bytes({in}, {out}, n);
+  });
   m.def("push_trace", &push_trace);
   m.def("pop_trace", &pop_trace);
   m.def("current_trace", &current_trace);

@@ -48,7 +48,7 @@ void Primitive::validate() const {
   if (kind == Kind::Global && !array_kernel) bad("runs by `array_kernel`");
   if (calls != bool(mesh_call)) bad(calls ? "needs `mesh_call` for sub-programs holding collectives"
                                           : "only higher-order primitives have `mesh_call`");
-  if ((kind == Kind::Collective) != bool(comm))
+  if ((kind == Kind::Collective) != (bool(comm) && bool(comm_bytes)))
     bad(kind == Kind::Collective ? "a collective needs a communication model (`comm`)"
                                  : "only collectives have a communication model");
   if (vjp && vjp_split) bad("sets both `vjp` and `vjp_split`");

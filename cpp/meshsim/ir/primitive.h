@@ -153,6 +153,10 @@ struct Primitive {
   std::function<Traffic(const MeshContext& mesh, const std::vector<Tensors>& in,
                         const Params& params, const Avals& out)>
       comm;
+  // The bytes each device sends in one application over groups of `n`
+  // devices, from the types alone (abstract compilation): exact where the
+  // sizes are static, a bound where `comm` reads them at run time.
+  std::function<int64_t(const Avals& in, const Avals& out, int64_t n)> comm_bytes;
   // Higher-order primitives (remat2, custom_vjp_call, cond, while, scan) whose
   // sub-programs hold collectives: run over every device at once, each
   // sub-program call by the mesh executor (run_on_mesh). The executor uses it

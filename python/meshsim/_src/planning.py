@@ -407,11 +407,8 @@ def _collective(name, params, in_avals, out_avals, mesh, count) -> Collective | 
         return None
     sizes = dict(zip(mesh.axis_names, mesh.axis_sizes))
     n = math.prod(sizes[a] for a in axes)
-    if name == "ragged_all_to_all":
-        # Sizes are known at run time only: count the output buffer's share (a bound).
-        sent = local_bytes(out_avals[0]) * (n - 1) // n
-    else:
-        sent = sum(_core.collective_bytes(name, a, b, n) for a, b in zip(in_avals, out_avals))
+    # The collective's communication model (a bound where sizes are known at run time only).
+    sent = sum(_core.collective_bytes(name, a, b, n) for a, b in zip(in_avals, out_avals))
     return Collective(name, axes, n, int(sent), mesh, count,
                       dtype=in_avals[0].dtype if in_avals else None)
 

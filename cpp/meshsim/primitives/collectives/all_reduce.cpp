@@ -170,11 +170,10 @@ Value transpose_plain_psum(const Value& ct, const Params& p) {
 // A ring all-reduce (reduce-scatter then all-gather): each device sends and
 // receives 2(n-1)/n of each operand in 2(n-1) steps.
 Primitive& with_ring_all_reduce(Primitive& p) {
-  p.comm = ring_comm(
-      [](const Params& params) { return axes_param(params); }, false,
+  return with_ring_comm(
+      p, [](const Params& params) { return axes_param(params); }, false,
       [](int64_t in, int64_t, int64_t n) { return 2 * in / n * (n - 1); },
       [](int64_t n) { return 2 * (n - 1); });
-  return p;
 }
 
 }  // namespace
@@ -218,6 +217,7 @@ void register_all_reduce_primitives() {
   axis_index.comm = [](const MeshContext& ctx, const std::vector<Tensors>&, const Params& p, const Avals&) {
     return symmetric_traffic(ctx, {p.get<std::string>("axis_name")}, {}, 0, 0);
   };
+  axis_index.comm_bytes = [](const Avals&, const Avals&, int64_t) { return int64_t{0}; };
   axis_index.abstract_eval = [](const Avals&, const Params& p) {
     bound_axis_size({p.get<std::string>("axis_name")}, "axis_index");
     Aval a;

@@ -248,7 +248,7 @@ void register_all_to_all_primitives() {
   all_to_all.name = "all_to_all";
   all_to_all.kind = Kind::Collective;
   // A ring: each device keeps 1/n of its block and sends the rest in n-1 steps.
-  all_to_all.comm = ring_comm(axis_names_param, true,
+  with_ring_comm(all_to_all, axis_names_param, true,
                               [](int64_t in, int64_t, int64_t n) { return in / n * (n - 1); },
                               [](int64_t n) { return n - 1; });
   all_to_all.abstract_eval = all_to_all_eval;
@@ -265,6 +265,8 @@ void register_all_to_all_primitives() {
   ragged.kind = Kind::Collective;
   ragged.result_vma_unchecked = true;
   ragged.comm = ragged_all_to_all_traffic;
+  // From the types alone: at most the output buffer's share for the others.
+  ragged.comm_bytes = [](const Avals&, const Avals& out, int64_t n) { return nbytes(out[0]) * (n - 1) / n; };
   ragged.abstract_eval = ragged_all_to_all_eval;
   ragged.vma_rule = [](const Avals& in, const Params& p) {
     if (!vma_checking()) return AxisNames{};

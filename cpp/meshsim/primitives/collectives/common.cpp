@@ -170,18 +170,25 @@ Traffic symmetric_traffic(const MeshContext& ctx, AxisNames axes, Groups groups,
   return t;
 }
 
-std::function<Traffic(const MeshContext&, const std::vector<Tensors>&, const Params&, const Avals&)>
-ring_comm(std::function<AxisNames(const Params&)> axes_of, bool index_groups, RingBytes bytes,
-          std::function<int64_t(int64_t n)> steps) {
-  return [=](const MeshContext& ctx, const std::vector<Tensors>& in, const Params& p, const Avals& out) {
+int64_t nbytes(const Aval& a) { return num_elements(a.shape) * static_cast<int64_t>(itemsize(a.dtype)); }
+
+Primitive& with_ring_comm(Primitive& prim, std::function<AxisNames(const Params&)> axes_of,
+                          bool index_groups, RingBytes bytes, std::function<int64_t(int64_t n)> steps) {
+  prim.comm_bytes = [bytes](const Avals& in, const Avals& out, int64_t n) {
+    int64_t moved = 0;
+    for (size_t i = 0; i < in.size() && i < out.size(); ++i) moved += bytes(nbytes(in[i]), nbytes(out[i]), n);
+    return moved;
+  };
+  prim.comm = [=](const MeshContext& ctx, const std::vector<Tensors>& in, const Params& p, const Avals& out) {
     const AxisNames axes = axes_of(p);
     Groups groups = index_groups ? replica_groups(ctx, axes, p) : ctx.groups(axes);
     const int64_t n = static_cast<int64_t>(groups.front().size());
     int64_t moved = 0;
     for (size_t i = 0; i < in[0].size() && i < out.size(); ++i)
-      moved += bytes(nbytes(in[0][i]), num_elements(out[i].shape) * static_cast<int64_t>(itemsize(out[i].dtype)), n);
+      moved += bytes(nbytes(in[0][i]), nbytes(out[i]), n);
     return symmetric_traffic(ctx, axes, std::move(groups), moved, n > 1 ? steps(n) : 0);
   };
+  return prim;
 }
 
 }  // namespace meshsim

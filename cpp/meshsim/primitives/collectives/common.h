@@ -75,11 +75,12 @@ int64_t nbytes(const Tensor& t);
 // terms (ring schedules are symmetric).
 Traffic symmetric_traffic(const MeshContext& ctx, AxisNames axes, Groups groups, int64_t bytes,
                           int64_t steps);
-// A ring over the groups of `n` members moving, per operand, `bytes(operand
-// bytes, result bytes, n)` per device in `steps(n)` steps.
+int64_t nbytes(const Aval& a);
+// Sets `p`'s communication model to a ring over the groups of `n` members
+// moving, per operand, `bytes(operand bytes, result bytes, n)` per device in
+// `steps(n)` steps (groups split by `axis_index_groups` when `index_groups`).
 using RingBytes = std::function<int64_t(int64_t in_bytes, int64_t out_bytes, int64_t n)>;
-std::function<Traffic(const MeshContext&, const std::vector<Tensors>&, const Params&, const Avals&)>
-ring_comm(std::function<AxisNames(const Params&)> axes, bool index_groups, RingBytes bytes,
-          std::function<int64_t(int64_t n)> steps);
+Primitive& with_ring_comm(Primitive& p, std::function<AxisNames(const Params&)> axes, bool index_groups,
+                          RingBytes bytes, std::function<int64_t(int64_t n)> steps);
 
 }  // namespace meshsim

@@ -16,8 +16,8 @@ namespace {
 
 // Ring schedules over the replica groups: n-1 steps, each device receiving
 // the n-1 blocks it lacks.
-auto gather_traffic() {
-  return ring_comm(axis_names_param, true, [](int64_t in, int64_t, int64_t n) { return in * (n - 1); },
+Primitive& with_gather_comm(Primitive& p) {
+  return with_ring_comm(p, axis_names_param, true, [](int64_t in, int64_t, int64_t n) { return in * (n - 1); },
                    [](int64_t n) { return n - 1; });
 }
 
@@ -72,7 +72,7 @@ Primitive all_gather_primitive(const std::string& name, bool invariant) {
   };
   prim.kind = Kind::Collective;
   prim.mesh_kernel = all_gather_kernel;
-  prim.comm = gather_traffic();
+  with_gather_comm(prim);
   return prim;
 }
 
@@ -233,7 +233,7 @@ void register_gather_scatter_primitives() {
   Primitive reduce_scatter;
   reduce_scatter.name = "reduce_scatter";
   reduce_scatter.kind = Kind::Collective;
-  reduce_scatter.comm = ring_comm(axis_names_param, true,
+  with_ring_comm(reduce_scatter, axis_names_param, true,
                                   [](int64_t, int64_t out, int64_t n) { return out * (n - 1); },
                                   [](int64_t n) { return n - 1; });
   reduce_scatter.abstract_eval = reduce_scatter_eval;

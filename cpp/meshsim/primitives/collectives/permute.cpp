@@ -113,6 +113,7 @@ void register_permute_primitives() {
   ppermute.name = "ppermute";
   ppermute.kind = Kind::Collective;
   ppermute.comm = ppermute_traffic;
+  ppermute.comm_bytes = [](const Avals& in, const Avals&, int64_t) { return nbytes(in[0]); };
   ppermute.abstract_eval = [](const Avals& in, const Params& p) {
     const AxisNames axes = axis_names_param(p);
     perm_pairs(p, axes, bound_axis_size(axes, "ppermute"));
@@ -130,7 +131,7 @@ void register_permute_primitives() {
   pbroadcast.name = "pbroadcast";
   pbroadcast.kind = Kind::Collective;
   // Counted as every member receiving the source's block in one step.
-  pbroadcast.comm = ring_comm(axis_names_param, false, [](int64_t in, int64_t, int64_t) { return in; },
+  with_ring_comm(pbroadcast, axis_names_param, false, [](int64_t in, int64_t, int64_t) { return in; },
                               [](int64_t) { return 1; });
   pbroadcast.abstract_eval = [](const Avals& in, const Params& p) {
     const AxisNames axes = axis_names_param(p);
