@@ -20,6 +20,7 @@ _PER_EXAMPLE = "vmap uses the per-example fallback (correct, one bind per exampl
 _DATA_MOVEMENT = "data movement: the default cost (operands read, results written once, no flops)"
 _COMPARISONS = "comparisons and moves only: the default memory cost (XLA counts no flops either)"
 _NO_SHARDED_OPERANDS = "its operands are never sharded (created values, or inside shard_map only)"
+_NO_RULE_YET = "no sharding rule yet: Explicit-sharded operands raise JAX's 'not implemented' text"
 _NOT_IN_JAX = "JAX has no sharding rule for it either (its ShardingTypeError 'not implemented')"
 
 _GAPS = {
@@ -40,7 +41,9 @@ _GAPS = {
             | {n: _COMPARISONS for n in ("sort", "top_k", "searchsorted")}
             | {"ragged_dot_general": "no cost rule yet: counted as data movement (its flops are missing)"},
     "sharding_rule": ({n: _NO_SHARDED_OPERANDS for n in ("iota", "pvary")}
-                      | {n: _NOT_IN_JAX for n in ("ragged_dot_general", "random_bits", "searchsorted")}),
+                      | {n: _NOT_IN_JAX for n in ("ragged_dot_general", "random_bits", "searchsorted")}
+                      | {n: _NO_RULE_YET for n in ("cholesky", "lu", "qr", "eigh", "svd",
+                                                    "triangular_solve")}),
 }
 EXEMPT: dict[str, dict[str, str]] = {}
 for _rule, _names in _GAPS.items():
