@@ -33,7 +33,8 @@ _GAPS = {
     "batch": {n: _PER_EXAMPLE for n in (
         "all_gather", "all_gather_invariant", "all_to_all", "axis_index", "pbroadcast", "pmax",
         "pmin", "ppermute", "psum", "psum_invariant", "pvary", "ragged_all_to_all",
-        "reduce_scatter", "cond", "scan", "while", "iota", "ragged_dot_general", "random_bits")},
+        "reduce_scatter", "cond", "scan", "while", "iota", "ragged_dot_general", "random_bits",
+        "debug_callback", "pure_callback")},
     "cost": {n: _DATA_MOVEMENT for n in (
         "broadcast_in_dim", "concatenate", "dynamic_slice", "dynamic_update_slice", "gather", "iota",
         "pad", "pvary", "reshape", "rev", "scatter", "scatter_add", "scatter_max", "scatter_min",
@@ -95,6 +96,8 @@ def test_removing_a_rule_fails_the_check(name):
 def test_kinds_match_execution_hooks():
     for name, info in INFO.items():
         hooks = [h for h in ("kernel", "mesh_kernel", "array_kernel") if info[h]]
+        if info["kind"] == "collective" and len(hooks) == 2:  # host callbacks also run outside shard_map
+            hooks.remove("kernel")
         assert len(hooks) == 1, name
         want = {"local": "kernel", "higher-order": "kernel", "control flow": "kernel",
                 "collective": "mesh_kernel", "global": "array_kernel"}[info["kind"]]

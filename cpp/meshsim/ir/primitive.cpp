@@ -40,7 +40,9 @@ void Primitive::validate() const {
   };
   if (name.empty()) throw std::logic_error("a primitive needs a name");
   if (!abstract_eval) bad("no abstract_eval");
-  const int hooks = bool(kernel) + bool(mesh_kernel) + bool(array_kernel);
+  // A collective may also have a `kernel` for calls outside shard_map (host callbacks).
+  const int hooks = bool(kernel) + bool(mesh_kernel) + bool(array_kernel) -
+                    (kind == Kind::Collective && kernel && mesh_kernel);
   if (hooks != 1) bad("needs exactly one of kernel, mesh_kernel and array_kernel");
   const bool calls = kind == Kind::HigherOrder || kind == Kind::ControlFlow;
   if ((kind == Kind::Local || calls) && !kernel) bad("runs by `kernel`");

@@ -48,7 +48,12 @@ Primitive callback_primitive(const std::string& name) {
   p.kernel = [](const Tensors& in, const Params& params, const Avals& out) {
     return call_host(params, in, {}, out);
   };
+  // Inside shard_map it runs once over the mesh (each call sees its device);
+  // it moves no bytes between devices.
+  p.kind = Kind::Collective;
   p.mesh_kernel = call_per_device;
+  p.comm = [](const MeshContext&, const std::vector<Tensors>&, const Params&, const Avals&) { return Traffic{}; };
+  p.comm_bytes = [](const Avals&, const Avals&, int64_t) { return int64_t{0}; };
   // Results are not sharded over Explicit axes: the function sees whole arrays.
   p.sharding_rule = [](const Avals&, const Params&, const Avals& out) {
     return std::vector<Spec>(out.size());
