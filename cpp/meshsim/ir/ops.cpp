@@ -69,8 +69,10 @@ Value cast_like(const Value& x, const Aval& aval) {
 
 Value reshard_like(const Value& x, const Aval& aval) {
   const Aval a = aval_of(x);
-  const MeshPtr& mesh = aval.mesh ? aval.mesh : a.mesh;
-  // Inside a shard_map body blocks keep the types the body gave them.
+  const MeshPtr& mesh = aval.mesh;
+  // Inside a shard_map body blocks keep the types the body gave them. A value
+  // typed without a mesh (a plain array a shard_map split) constrains nothing:
+  // its cotangent keeps the layout the computation gave it.
   if (!mesh || current_axis_env() || a.shape != aval.shape) return x;
   auto spec_of = [](const Aval& t) {
     Spec s = t.mesh ? t.spec : Spec{};
