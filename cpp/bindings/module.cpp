@@ -22,6 +22,16 @@ void init_dtypes(py::module_& m) {
     return py_convert::to_numpy_dtype(canonicalize_dtype(py_convert::to_dtype(d)));
   });
   m.def("set_x64_enabled", &set_x64_enabled);
+  m.def("set_strict_promotion", &set_strict_promotion);
+  // jax.dtypes.TypePromotionError, a ValueError subclass.
+  static py::handle promotion_error = py::exception<TypePromotionError>(m, "TypePromotionError", PyExc_ValueError);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const TypePromotionError& e) {
+      PyErr_SetString(promotion_error.ptr(), e.what());
+    }
+  });
   m.def("x64_enabled", &x64_enabled);
 }
 

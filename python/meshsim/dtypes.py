@@ -1,15 +1,29 @@
 """Dtype utilities (`jax.dtypes`)."""
+import ml_dtypes as _ml_dtypes
+
 from meshsim._src.ad import float0  # noqa: F401
 from meshsim._src.core import canonicalize_dtype  # noqa: F401
-from meshsim._src.numpy.dtypes import (TypePromotionError, finfo, iinfo, issubdtype,  # noqa: F401
-                                      result_type)
+from meshsim._src.numpy.dtypes import (  # noqa: F401
+    TypePromotionError, finfo, iinfo, issubdtype, result_type)
+
+# The scalar types of the narrow floats, as jax.dtypes exports them (ml_dtypes' classes).
+bfloat16 = _ml_dtypes.bfloat16
+float8_e4m3fn = _ml_dtypes.float8_e4m3fn
+float8_e5m2 = _ml_dtypes.float8_e5m2
+float8_e4m3 = _ml_dtypes.float8_e4m3
+float8_e3m4 = _ml_dtypes.float8_e3m4
+float8_e4m3fnuz = _ml_dtypes.float8_e4m3fnuz
+float8_e5m2fnuz = _ml_dtypes.float8_e5m2fnuz
+float8_e4m3b11fnuz = _ml_dtypes.float8_e4m3b11fnuz
 
 
 def scalar_type_of(x) -> type:
     """The Python scalar type (bool, int or float) of `x`'s dtype."""
     import numpy as np
-    kind = np.dtype(getattr(x, "dtype", np.asarray(x).dtype)).kind
-    return {"b": bool, "i": int, "u": int, "f": float}[kind]
+    dtype = np.dtype(getattr(x, "dtype", np.asarray(x).dtype))
+    if issubdtype(dtype, np.floating):
+        return float
+    return {"b": bool, "i": int, "u": int}[dtype.kind]
 
 
 def itemsize_bits(dtype) -> int:

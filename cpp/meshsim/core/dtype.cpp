@@ -15,67 +15,95 @@ constexpr std::array<DTypeInfo, kNumDTypes> kInfo = {{
     {"bool", "bool", 1}, {"int8", "i8", 1}, {"int16", "i16", 2}, {"int32", "i32", 4},
     {"int64", "i64", 8}, {"uint8", "u8", 1}, {"uint16", "u16", 2}, {"uint32", "u32", 4},
     {"uint64", "u64", 8}, {"float32", "f32", 4}, {"float64", "f64", 8},
+    {"bfloat16", "bf16", 2}, {"float16", "f16", 2}, {"float8_e4m3fn", "f8_e4m3fn", 1},
+    {"float8_e5m2", "f8_e5m2", 1}, {"float8_e4m3", "f8_e4m3", 1}, {"float8_e3m4", "f8_e3m4", 1},
+    {"float8_e4m3fnuz", "f8_e4m3fnuz", 1}, {"float8_e5m2fnuz", "f8_e5m2fnuz", 1},
+    {"float8_e4m3b11fnuz", "f8_e4m3b11fnuz", 1},
 }};
 
 std::atomic<bool> g_x64{false};
+std::atomic<bool> g_strict{false};
 
-// Nodes of JAX's promotion lattice (jax/_src/dtypes.py), with the two weak
-// categories i* and f* that Python scalars occupy.
-enum Node { B1, U8, U16, U32, U64, IW, I8, I16, I32, I64, FW, F32, F64, kNodes };
+// Nodes of JAX's promotion lattice (jax/_src/dtypes.py): one per dtype, plus
+// the weak categories i* and f* that Python scalars occupy.
+constexpr int kIntWeak = kNumDTypes, kFloatWeak = kNumDTypes + 1, kNodes = kNumDTypes + 2;
 using NodeSet = std::bitset<kNodes>;
 
-// Direct successors of each node.
-const std::array<std::vector<Node>, kNodes> kSuccessors = {{
-    /*B1*/ {IW}, /*U8*/ {I16, U16}, /*U16*/ {I32, U32}, /*U32*/ {I64, U64}, /*U64*/ {FW},
-    /*IW*/ {U8, I8}, /*I8*/ {I16}, /*I16*/ {I32}, /*I32*/ {I64}, /*I64*/ {FW},
-    /*FW*/ {F32}, /*F32*/ {F64}, /*F64*/ {},
-}};
+int node(DType d) { return static_cast<int>(d); }
 
-NodeSet upper_set(Node n) {
-  NodeSet s;
-  s.set(n);
-  for (Node m : kSuccessors[n]) s |= upper_set(m);
+// Direct successors of each node in the standard lattice.
+std::array<std::vector<int>, kNodes> standard_successors() {
+  std::array<std::vector<int>, kNodes> s;
+  auto edge = [&](int from, std::initializer_list<DType> to) {
+    for (DType t : to) s[from].push_back(node(t));
+  };
+  using D = DType;
+  edge(node(D::Bool), {});
+  s[node(D::Bool)].push_back(kIntWeak);
+  edge(kIntWeak, {D::UInt8, D::Int8});
+  edge(node(D::UInt8), {D::Int16, D::UInt16});
+  edge(node(D::UInt16), {D::Int32, D::UInt32});
+  edge(node(D::UInt32), {D::Int64, D::UInt64});
+  s[node(D::UInt64)].push_back(kFloatWeak);
+  edge(node(D::Int8), {D::Int16});
+  edge(node(D::Int16), {D::Int32});
+  edge(node(D::Int32), {D::Int64});
+  s[node(D::Int64)].push_back(kFloatWeak);
+  // float8 formats sit below f* only: they never promote implicitly.
+  for (int d = node(D::BFloat16); d < kNumDTypes; ++d) s[kFloatWeak].push_back(d);
+  edge(node(D::BFloat16), {D::Float32});
+  edge(node(D::Float16), {D::Float32});
+  edge(node(D::Float32), {D::Float64});
   return s;
 }
 
-Node to_node(TypedDType t) {
-  if (t.weak) {
-    if (is_integer(t.dtype)) return IW;
-    if (is_floating(t.dtype)) return FW;
+// The strict lattice: weak types promote to any type of their kind, nothing else promotes.
+std::array<std::vector<int>, kNodes> strict_successors() {
+  std::array<std::vector<int>, kNodes> s;
+  s[kIntWeak].push_back(kFloatWeak);
+  for (int d = 0; d < kNumDTypes; ++d) {
+    const DType t = static_cast<DType>(d);
+    if (is_integer(t)) s[kIntWeak].push_back(d);
+    if (is_floating(t)) s[kFloatWeak].push_back(d);
   }
-  switch (t.dtype) {
-    case DType::Bool: return B1;
-    case DType::Int8: return I8;
-    case DType::Int16: return I16;
-    case DType::Int32: return I32;
-    case DType::Int64: return I64;
-    case DType::UInt8: return U8;
-    case DType::UInt16: return U16;
-    case DType::UInt32: return U32;
-    case DType::UInt64: return U64;
-    case DType::Float32: return F32;
-    case DType::Float64: return F64;
-  }
-  return F32;
+  return s;
 }
 
-TypedDType from_node(Node n) {
-  switch (n) {
-    case B1: return {DType::Bool};
-    case U8: return {DType::UInt8};
-    case U16: return {DType::UInt16};
-    case U32: return {DType::UInt32};
-    case U64: return {DType::UInt64};
-    case IW: return {default_int_dtype(), true};
-    case I8: return {DType::Int8};
-    case I16: return {DType::Int16};
-    case I32: return {DType::Int32};
-    case I64: return {DType::Int64};
-    case FW: return {default_float_dtype(), true};
-    case F32: return {DType::Float32};
-    case F64: return {DType::Float64};
-    default: return {DType::Float32};
+std::array<NodeSet, kNodes> upper_sets(const std::array<std::vector<int>, kNodes>& succ) {
+  std::array<NodeSet, kNodes> u;
+  // Successors always have higher upper sets; iterate to a fixed point.
+  for (int n = 0; n < kNodes; ++n) u[n].set(n);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int n = 0; n < kNodes; ++n)
+      for (int m : succ[n]) {
+        const NodeSet grown = u[n] | u[m];
+        if (grown != u[n]) u[n] = grown, changed = true;
+      }
   }
+  return u;
+}
+
+int to_node(TypedDType t) {
+  if (t.weak) {
+    if (is_integer(t.dtype)) return kIntWeak;
+    if (is_floating(t.dtype)) return kFloatWeak;
+  }
+  return node(t.dtype);
+}
+
+TypedDType from_node(int n) {
+  if (n == kIntWeak) return {default_int_dtype(), true};
+  if (n == kFloatWeak) return {default_float_dtype(), true};
+  return {static_cast<DType>(n)};
+}
+
+// As JAX prints the lattice's nodes in its errors: dtype names, and the weak
+// categories as the Python types int and float.
+std::string node_str(int n) {
+  if (n == kIntWeak) return "<class 'int'>";
+  if (n == kFloatWeak) return "<class 'float'>";
+  return dtype_name(static_cast<DType>(n));
 }
 
 }  // namespace
@@ -105,22 +133,36 @@ DType canonicalize_dtype(DType dt) {
   }
 }
 
+bool strict_promotion() { return g_strict.load(); }
+void set_strict_promotion(bool on) { g_strict.store(on); }
+
 TypedDType promote_types(TypedDType a, TypedDType b) {
-  static const auto uppers = [] {
-    std::array<NodeSet, kNodes> u;
-    for (int n = 0; n < kNodes; ++n) u[n] = upper_set(static_cast<Node>(n));
-    return u;
-  }();
-  NodeSet common = uppers[to_node(a)] & uppers[to_node(b)];
+  static const auto standard = upper_sets(standard_successors());
+  static const auto strict = upper_sets(strict_successors());
+  const bool is_strict = strict_promotion();
+  const auto& uppers = is_strict ? strict : standard;
+  const int na = to_node(a), nb = to_node(b);
+  const NodeSet common = uppers[na] & uppers[nb];
   // The least upper bound is the common bound whose own upper set is all of them.
   for (int n = 0; n < kNodes; ++n) {
     if (common.test(n) && uppers[n] == common) {
-      TypedDType r = from_node(static_cast<Node>(n));
+      TypedDType r = from_node(n);
       r.dtype = canonicalize_dtype(r.dtype);
       return r;
     }
   }
-  fail<TypeError>("no common type for ", dtype_name(a.dtype), " and ", dtype_name(b.dtype));
+  const std::string nodes = "('" + node_str(na) + "', '" + node_str(nb) + "')";
+  if (is_strict)
+    fail<TypePromotionError>("Input dtypes ", nodes, " have no available implicit dtype promotion path when "
+                             "jax_numpy_dtype_promotion=strict. Try explicitly casting inputs to the desired "
+                             "output type, or set jax_numpy_dtype_promotion=standard.");
+  if (is_float8(a.dtype) || is_float8(b.dtype))
+    fail<TypePromotionError>("Input dtypes ", nodes, " have no available implicit dtype promotion path. To "
+                             "avoid unintended promotion, 8-bit floats do not support implicit promotion. If "
+                             "you'd like your inputs to be promoted to another type, you can do so explicitly "
+                             "using e.g. x.astype('float32')");
+  fail<TypePromotionError>("Input dtypes ", nodes, " have no available implicit dtype promotion path. Try "
+                           "explicitly casting inputs to the desired output type.");
 }
 
 }  // namespace meshsim

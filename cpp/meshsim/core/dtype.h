@@ -3,12 +3,17 @@
 #include <cstdint>
 #include <string>
 
+#include "meshsim/core/float_types.h"
+
 namespace meshsim {
 
 enum class DType : uint8_t {
   Bool, Int8, Int16, Int32, Int64, UInt8, UInt16, UInt32, UInt64, Float32, Float64,
+  // Narrow floats, stored as their bits and computed in float32.
+  BFloat16, Float16, Float8E4M3FN, Float8E5M2, Float8E4M3, Float8E3M4, Float8E4M3FNUZ,
+  Float8E5M2FNUZ, Float8E4M3B11FNUZ,
 };
-constexpr int kNumDTypes = 11;
+constexpr int kNumDTypes = 20;
 
 size_t itemsize(DType dt);
 const char* dtype_name(DType dt);        // "float32"
@@ -19,7 +24,9 @@ inline bool is_bool(DType dt) { return dt == DType::Bool; }
 inline bool is_signed_int(DType dt) { return dt >= DType::Int8 && dt <= DType::Int64; }
 inline bool is_unsigned_int(DType dt) { return dt >= DType::UInt8 && dt <= DType::UInt64; }
 inline bool is_integer(DType dt) { return is_signed_int(dt) || is_unsigned_int(dt); }
-inline bool is_floating(DType dt) { return dt == DType::Float32 || dt == DType::Float64; }
+inline bool is_narrow_float(DType dt) { return dt >= DType::BFloat16; }
+inline bool is_float8(DType dt) { return dt >= DType::Float8E4M3FN; }
+inline bool is_floating(DType dt) { return dt == DType::Float32 || dt == DType::Float64 || is_narrow_float(dt); }
 
 // A dtype plus JAX's weak-type flag (Python scalars are weakly typed).
 struct TypedDType {
@@ -30,7 +37,11 @@ struct TypedDType {
 
 // Least upper bound on JAX's promotion lattice, weak types included, then
 // canonicalised for the current x64 mode (x64 off: 64-bit types become 32-bit).
+// In strict mode (jax_numpy_dtype_promotion='strict') only weak types
+// promote; other mixes raise TypePromotionError.
 TypedDType promote_types(TypedDType a, TypedDType b);
+bool strict_promotion();
+void set_strict_promotion(bool on);
 
 // The dtype an array of `dt` actually gets (int64 -> int32 when x64 is off).
 DType canonicalize_dtype(DType dt);
@@ -54,6 +65,15 @@ decltype(auto) dispatch_dtype(DType dt, F&& f) {
     case DType::UInt64: return f(uint64_t{});
     case DType::Float32: return f(float{});
     case DType::Float64: return f(double{});
+    case DType::BFloat16: return f(bfloat16{});
+    case DType::Float16: return f(float16{});
+    case DType::Float8E4M3FN: return f(float8_e4m3fn{});
+    case DType::Float8E5M2: return f(float8_e5m2{});
+    case DType::Float8E4M3: return f(float8_e4m3{});
+    case DType::Float8E3M4: return f(float8_e3m4{});
+    case DType::Float8E4M3FNUZ: return f(float8_e4m3fnuz{});
+    case DType::Float8E5M2FNUZ: return f(float8_e5m2fnuz{});
+    case DType::Float8E4M3B11FNUZ: return f(float8_e4m3b11fnuz{});
   }
   return f(float{});
 }
@@ -70,5 +90,14 @@ template <> constexpr DType dtype_of<uint32_t>() { return DType::UInt32; }
 template <> constexpr DType dtype_of<uint64_t>() { return DType::UInt64; }
 template <> constexpr DType dtype_of<float>() { return DType::Float32; }
 template <> constexpr DType dtype_of<double>() { return DType::Float64; }
+template <> constexpr DType dtype_of<bfloat16>() { return DType::BFloat16; }
+template <> constexpr DType dtype_of<float16>() { return DType::Float16; }
+template <> constexpr DType dtype_of<float8_e4m3fn>() { return DType::Float8E4M3FN; }
+template <> constexpr DType dtype_of<float8_e5m2>() { return DType::Float8E5M2; }
+template <> constexpr DType dtype_of<float8_e4m3>() { return DType::Float8E4M3; }
+template <> constexpr DType dtype_of<float8_e3m4>() { return DType::Float8E3M4; }
+template <> constexpr DType dtype_of<float8_e4m3fnuz>() { return DType::Float8E4M3FNUZ; }
+template <> constexpr DType dtype_of<float8_e5m2fnuz>() { return DType::Float8E5M2FNUZ; }
+template <> constexpr DType dtype_of<float8_e4m3b11fnuz>() { return DType::Float8E4M3B11FNUZ; }
 
 }  // namespace meshsim

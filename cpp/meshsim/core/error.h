@@ -14,6 +14,8 @@ struct NameError : std::runtime_error { using std::runtime_error::runtime_error;
 // Sharding in types: operands whose shardings a rule cannot combine (Python's
 // meshsim.sharding.ShardingTypeError, a ValueError).
 struct ShardingTypeError : ValueError { using ValueError::ValueError; };
+// jax.dtypes.TypePromotionError, a ValueError: dtypes with no implicit promotion.
+struct TypePromotionError : ValueError { using ValueError::ValueError; };
 
 // Builds a message from streamable parts: fail<ValueError>("axis ", a, " out of range").
 template <class E, class... Parts>

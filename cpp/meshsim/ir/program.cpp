@@ -173,6 +173,7 @@ std::optional<std::string> literal_text(const Tensor& t) {
     const T x = *t.data<T>();
     if constexpr (std::is_same_v<T, bool>) return x ? "True" : "False";
     else if constexpr (std::is_floating_point_v<T>) return python_float_repr(static_cast<double>(x));
+    else if constexpr (is_small_float_v<T>) return python_float_repr(static_cast<double>(float(x)));
     else return std::to_string(x);
   });
   return value + ":" + dtype_short_name(t.dtype()) + "[]";

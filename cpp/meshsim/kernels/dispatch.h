@@ -6,11 +6,32 @@
 
 namespace meshsim {
 
+// float32 and float64 only: for kernels that call BLAS or xsimd on the elements.
 template <class F>
-decltype(auto) dispatch_float(DType dt, F&& f) {
+decltype(auto) dispatch_wide_float(DType dt, F&& f) {
   if (dt == DType::Float64) return f(double{});
   if (dt == DType::Float32) return f(float{});
-  fail<TypeError>("expected a floating-point dtype, got ", dtype_name(dt));
+  fail<TypeError>("expected a float32 or float64 dtype, got ", dtype_name(dt));
+}
+
+// Every floating-point dtype; narrow ones pass their storage type (bfloat16,
+// float16, float8_*), which the kernel computes with as compute_type_t.
+template <class F>
+decltype(auto) dispatch_float(DType dt, F&& f) {
+  switch (dt) {
+    case DType::Float32: return f(float{});
+    case DType::Float64: return f(double{});
+    case DType::BFloat16: return f(bfloat16{});
+    case DType::Float16: return f(float16{});
+    case DType::Float8E4M3FN: return f(float8_e4m3fn{});
+    case DType::Float8E5M2: return f(float8_e5m2{});
+    case DType::Float8E4M3: return f(float8_e4m3{});
+    case DType::Float8E3M4: return f(float8_e3m4{});
+    case DType::Float8E4M3FNUZ: return f(float8_e4m3fnuz{});
+    case DType::Float8E5M2FNUZ: return f(float8_e5m2fnuz{});
+    case DType::Float8E4M3B11FNUZ: return f(float8_e4m3b11fnuz{});
+    default: fail<TypeError>("expected a floating-point dtype, got ", dtype_name(dt));
+  }
 }
 
 template <class F>
@@ -32,6 +53,13 @@ decltype(auto) dispatch_integer(DType dt, F&& f) {
 template <class F>
 decltype(auto) dispatch_numeric(DType dt, F&& f) {
   if (is_floating(dt)) return dispatch_float(dt, std::forward<F>(f));
+  return dispatch_integer(dt, std::forward<F>(f));
+}
+
+// Integers, float32 and float64: for kernels that run narrow floats in float32.
+template <class F>
+decltype(auto) dispatch_wide_numeric(DType dt, F&& f) {
+  if (is_floating(dt)) return dispatch_wide_float(dt, std::forward<F>(f));
   return dispatch_integer(dt, std::forward<F>(f));
 }
 

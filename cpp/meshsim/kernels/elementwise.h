@@ -4,8 +4,10 @@
 // NumPy-style code produces (array + scalar, matrix + row), so that a stride-0
 // operand from `broadcast_in_dim` costs no more than a contiguous one.
 #pragma once
+#include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 
 #include <xsimd/xsimd.hpp>
 
@@ -143,20 +145,44 @@ Tensor map_ternary(const Tensor& x, const Tensor& y, const Tensor& z, Op op) {
   return out;
 }
 
+// Element values as kernels compute with them. XLA on CPU computes float32
+// with denormals flushed to zero (inputs and results); of the narrow floats
+// only bfloat16 shares float32's exponent range, so only its arithmetic can
+// meet float32 subnormals: to_compute / from_compute flush them for it.
+template <class T>
+inline compute_type_t<T> to_compute(T x) {
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    const float f = x;
+    return std::fabs(f) < std::numeric_limits<float>::min() ? f * 0.0f : f;  // keeps the sign
+  } else {
+    return static_cast<compute_type_t<T>>(x);
+  }
+}
+template <class T>
+inline T from_compute(compute_type_t<T> y) {
+  if constexpr (std::is_same_v<T, bfloat16>)
+    return T(std::fabs(y) < std::numeric_limits<float>::min() ? y * 0.0f : y);
+  else
+    return static_cast<T>(y);
+}
+
 // A floating-point map in SIMD batches (xsimd, for the ISA the build targets):
-// `vec_op` maps an xsimd::batch<T>, `scalar_op` a T. Every element goes through
+// `vec_op` maps an xsimd::batch<C>, `scalar_op` a C, where C is the compute
+// type of the element type T (float32 for the narrow floats, which are
+// converted in blocks, computed and rounded back). Every element goes through
 // the same path whatever its position (the tail runs as a zero-padded batch),
 // except that elements with |x| >= `vec_limit` take `scalar_op`: for functions
 // whose vector form is only accurate on part of the domain (exp near overflow).
 template <class T, class VecOp, class ScalarOp>
-Tensor map_unary_simd(const Tensor& x, VecOp vec_op, ScalarOp scalar_op, T vec_limit) {
-  using Batch = xsimd::batch<T>;
+Tensor map_unary_simd(const Tensor& x, VecOp vec_op, ScalarOp scalar_op, compute_type_t<T> vec_limit) {
+  using C = compute_type_t<T>;
+  using Batch = xsimd::batch<C>;
   constexpr int64_t lanes = Batch::size;
   const Tensor in = x.contiguous();
   Tensor out = Tensor::empty(x.dtype(), x.shape());
   const T* a = in.data<T>();
   T* o = out.data<T>();
-  auto run = [&](const T* src, T* dst) {
+  auto run = [&](const C* src, C* dst) {
     const Batch v = Batch::load_unaligned(src);
     vec_op(v).store_unaligned(dst);
     if (xsimd::any(xsimd::abs(v) >= Batch(vec_limit)))
@@ -164,13 +190,25 @@ Tensor map_unary_simd(const Tensor& x, VecOp vec_op, ScalarOp scalar_op, T vec_l
         if (std::abs(src[k]) >= vec_limit) dst[k] = scalar_op(src[k]);
   };
   const int64_t n = in.size();
-  int64_t i = 0;
-  for (; i + lanes <= n; i += lanes) run(a + i, o + i);
-  if (i < n) {
-    T src[lanes] = {}, dst[lanes];
-    std::copy(a + i, a + n, src);
-    run(src, dst);
-    std::copy(dst, dst + (n - i), o + i);
+  if constexpr (is_small_float_v<T>) {
+    constexpr int64_t kBlock = 64 * lanes;  // stays in L1 between the three passes
+    alignas(64) C src[kBlock], dst[kBlock];
+    for (int64_t i = 0; i < n; i += kBlock) {
+      const int64_t m = std::min(kBlock, n - i), padded = (m + lanes - 1) / lanes * lanes;
+      for (int64_t k = 0; k < m; ++k) src[k] = to_compute(a[i + k]);
+      std::fill(src + m, src + padded, C(0));
+      for (int64_t k = 0; k < padded; k += lanes) run(src + k, dst + k);
+      for (int64_t k = 0; k < m; ++k) o[i + k] = from_compute<T>(dst[k]);
+    }
+  } else {
+    int64_t i = 0;
+    for (; i + lanes <= n; i += lanes) run(a + i, o + i);
+    if (i < n) {
+      C src[lanes] = {}, dst[lanes];
+      std::copy(a + i, a + n, src);
+      run(src, dst);
+      std::copy(dst, dst + (n - i), o + i);
+    }
   }
   return out;
 }

@@ -275,11 +275,18 @@ std::pair<Tensor, Matrices> blas_readable(const Tensor& t, const IntList& batch,
   return {p, packed_matrices(p)};
 }
 
+// Operands are computed in the result type, except that a product of floats
+// wanted as integers is computed in floats and converted, as XLA does, and
+// that narrow floats (bfloat16, float16, float8) are multiplied and
+// accumulated in float32 (sgemm), then rounded once to the result type.
+DType dot_compute_dtype(DType in_dt, DType out_dt) {
+  const DType dt = is_floating(in_dt) && !is_floating(out_dt) ? in_dt : out_dt;
+  return is_narrow_float(dt) ? DType::Float32 : dt;
+}
+
 Tensors dot_general_kernel(const Tensors& in, const Params& params, const Avals& out) {
-  // Operands are computed in the result type, except that a product of floats
-  // wanted as integers is computed in floats and converted, as XLA does.
   const DType in_dt = higher_precision(in[0].dtype(), in[1].dtype());
-  const DType dt = is_floating(in_dt) && !is_floating(out[0].dtype) ? in_dt : out[0].dtype;
+  const DType dt = dot_compute_dtype(in_dt, out[0].dtype);
   const Tensor x = cast(in[0], dt), y = cast(in[1], dt);
   const DotDims d = dot_dims(params, x.ndim(), y.ndim());
   Tensor result = Tensor::empty(dt, out[0].shape);
@@ -291,7 +298,7 @@ Tensors dot_general_kernel(const Tensors& in, const Params& params, const Avals&
     });
     return {result};
   }
-  dispatch_float(dt, [&](auto tag) {
+  dispatch_wide_float(dt, [&](auto tag) {
     using T = decltype(tag);
     T* c = result.data<T>();
     if (x.size() == 0 || y.size() == 0) {  // an empty contraction
@@ -544,7 +551,7 @@ Tensors ragged_dot_general_kernel(const Tensors& in, const Params& params, const
     return dot_general_kernel({in[0], in[1]}, dot_params_of(d, params), out);
   }
   const DType in_dt = higher_precision(in[0].dtype(), in[1].dtype());
-  const DType dt = is_floating(in_dt) && !is_floating(out[0].dtype) ? in_dt : out[0].dtype;
+  const DType dt = dot_compute_dtype(in_dt, out[0].dtype);
   const Tensor x = cast(in[0], dt), y = cast(in[1], dt);
   const int64_t r = d.lhs_ragged[0], G = in[2].shape().back();
   const Shape &xs = x.shape(), &ys = y.shape();
@@ -593,7 +600,7 @@ Tensors ragged_dot_general_kernel(const Tensors& in, const Params& params, const
         }
     }
   };
-  if (is_floating(dt)) dispatch_float(dt, run);
+  if (is_floating(dt)) dispatch_wide_float(dt, run);
   else dispatch_bitwise(dt, run);
   return {cast(result, out[0].dtype)};
 }

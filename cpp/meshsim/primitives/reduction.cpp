@@ -75,13 +75,22 @@ void check_dtype(const std::string& name, Accepts a, DType dt) {
     fail<TypeError>("logical reduction requires operand dtype bool or int, got ", dtype_name(dt), ".");
 }
 
-// Instantiates a kernel only for the dtypes its op accepts.
+// Instantiates a kernel only for the dtypes its op accepts; narrow floats
+// never reach it (see in_float32).
 template <Accepts kAccepts, class F>
 decltype(auto) dispatch_accepted(DType dt, F&& f) {
-  if constexpr (kAccepts == Accepts::Number) return dispatch_numeric(dt, std::forward<F>(f));
-  else if constexpr (kAccepts == Accepts::Logical) return dispatch_bitwise(dt, std::forward<F>(f));
-  else return dispatch_dtype(dt, std::forward<F>(f));
+  if constexpr (kAccepts == Accepts::Logical) {
+    return dispatch_bitwise(dt, std::forward<F>(f));
+  } else {
+    if constexpr (kAccepts == Accepts::Any)
+      if (is_bool(dt)) return f(bool{});
+    return dispatch_wide_numeric(dt, std::forward<F>(f));
+  }
 }
+
+// Narrow floats (bfloat16, float16, float8) are reduced and scanned in
+// float32, and the result rounded once, as XLA on CPU accumulates them.
+Tensor in_float32(const Tensor& x) { return is_narrow_float(x.dtype()) ? cast(x, DType::Float32) : x; }
 
 // ---- reduce_* --------------------------------------------------------------
 
@@ -170,12 +179,13 @@ void reduce(const std::string& name, const char* partials,
     if (axes.empty()) return Tensors{in[0]};
     std::vector<bool> mask(in[0].ndim(), false);
     for (int64_t ax : axes) mask[ax] = true;
-    Tensor result = Tensor::empty(out[0].dtype, out[0].shape);
-    dispatch_accepted<kAccepts>(in[0].dtype(), [&](auto tag) {
+    const Tensor x = in_float32(in[0]);
+    Tensor result = Tensor::empty(x.dtype(), out[0].shape);
+    dispatch_accepted<kAccepts>(x.dtype(), [&](auto tag) {
       using T = decltype(tag);
-      reduce_into<T>(in[0], mask, result, Op<T>{});
+      reduce_into<T>(x, mask, result, Op<T>{});
     });
-    return Tensors{result};
+    return Tensors{cast(result, out[0].dtype)};
   };
   register_primitive(std::move(p));
 }
@@ -260,12 +270,12 @@ void arg_reduce_primitive(const std::string& name) {
     return Avals{like(x, out, index_dtype)};
   };
   p.kernel = [](const Tensors& in, const Params& params, const Avals& out) {
-    const Tensor x = in[0].contiguous();
+    const Tensor x = in_float32(in[0]).contiguous();  // exact: the order is kept
     const Blocks b = blocks_around(x.shape(), params.get<IntList>("axes")[0]);
     // Indices are computed as int32 or int64; a narrower index dtype is a cast.
     const DType index_dtype = out[0].dtype == DType::Int32 ? DType::Int32 : DType::Int64;
     Tensor result = Tensor::empty(index_dtype, out[0].shape);
-    dispatch_dtype(x.dtype(), [&](auto tag) {
+    dispatch_accepted<Accepts::Any>(x.dtype(), [&](auto tag) {
       using T = decltype(tag);
       auto run = [&](auto* indices) { arg_reduce<T, kMax>(x.data<T>(), b.outer, b.n, b.inner, indices); };
       if (index_dtype == DType::Int32) run(result.data<int32_t>());
@@ -312,13 +322,13 @@ void cumulative(const std::string& name, std::function<Cotangents(const VjpArgs&
     return Avals{like(x, x.shape, x.dtype, x.weak_type)};
   };
   p.kernel = [](const Tensors& in, const Params& params, const Avals&) {
-    Tensor result = in[0].copy();
+    Tensor result = in_float32(in[0]).copy();
     const Blocks b = blocks_around(result.shape(), params.get<int64_t>("axis"));
-    dispatch_numeric(result.dtype(), [&](auto tag) {
+    dispatch_wide_numeric(result.dtype(), [&](auto tag) {
       using T = decltype(tag);
       scan(result.data<T>(), b, params.get_or<bool>("reverse", false), Op<T>{});
     });
-    return Tensors{result};
+    return Tensors{cast(result, in[0].dtype())};
   };
   register_primitive(std::move(p));
 }

@@ -20,8 +20,10 @@
 namespace meshsim {
 namespace {
 
+// Narrow floats order as their float32 values.
 template <class T>
 bool sort_less(T a, T b) {
+  if constexpr (is_small_float_v<T>) return sort_less(float(a), float(b));
   if constexpr (std::is_floating_point_v<T>) {
     if (std::isnan(a)) return false;
     if (std::isnan(b)) return true;
@@ -31,6 +33,7 @@ bool sort_less(T a, T b) {
 
 template <class T>
 bool total_less(T a, T b) {
+  if constexpr (is_small_float_v<T>) return total_less(float(a), float(b));
   if constexpr (std::is_floating_point_v<T>)
     if (a == b) return std::signbit(a) && !std::signbit(b);
   return sort_less(a, b);

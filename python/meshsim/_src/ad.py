@@ -24,6 +24,7 @@ import numpy as np
 from meshsim import _core
 from meshsim._src import core, tree_util
 from meshsim._src.sharding import placement
+from meshsim._src import dtype_kinds
 
 __all__ = [
     "grad", "value_and_grad", "vjp", "jvp", "linearize", "custom_vjp", "custom_jvp", "checkpoint", "remat",
@@ -36,7 +37,7 @@ float0 = np.dtype([("float0", np.void, 0)])
 
 
 def _is_inexact(dtype) -> bool:
-    return np.issubdtype(dtype, np.inexact)
+    return dtype_kinds.issubdtype(dtype, np.inexact)
 
 
 # --- tracing ----------------------------------------------------------------
@@ -377,7 +378,7 @@ def _check_holomorphic(name: str, what: str, holomorphic: bool, dtype) -> None:
 def _check_jacfwd_input(holomorphic: bool, x) -> None:
     dtype = core.typeof(x).dtype
     _check_holomorphic("jacfwd", "inputs", holomorphic, dtype)
-    if not np.issubdtype(dtype, np.floating):
+    if not dtype_kinds.issubdtype(dtype, np.floating):
         raise TypeError("jacfwd requires real-valued inputs (input dtype that is a sub-dtype of np.floating), "
                         f"but got {dtype.name}. For holomorphic differentiation, pass holomorphic=True. For "
                         "differentiation of non-holomorphic functions involving complex inputs or integer "
@@ -387,12 +388,12 @@ def _check_jacfwd_input(holomorphic: bool, x) -> None:
 def _check_jacrev_input(holomorphic: bool, allow_int: bool, x) -> None:
     dtype = core.typeof(x).dtype
     _check_holomorphic("jacrev", "inputs", holomorphic, dtype)
-    if np.issubdtype(dtype, np.integer) or np.issubdtype(dtype, np.bool_):
+    if dtype_kinds.issubdtype(dtype, np.integer) or dtype_kinds.issubdtype(dtype, np.bool_):
         if not allow_int:
             raise TypeError("jacrev requires real- or complex-valued inputs (input dtype that is a sub-dtype "
                             f"of np.inexact), but got {dtype.name}. If you want to use Boolean- or "
                             "integer-valued inputs, use vjp or set allow_int to True.")
-    elif not np.issubdtype(dtype, np.inexact):
+    elif not dtype_kinds.issubdtype(dtype, np.inexact):
         raise TypeError("jacrev requires numerical-valued inputs (input dtype that is a sub-dtype of "
                         f"np.bool_ or np.number), but got {dtype.name}.")
 
@@ -400,7 +401,7 @@ def _check_jacrev_input(holomorphic: bool, allow_int: bool, x) -> None:
 def _check_jacrev_output(holomorphic: bool, x) -> None:
     dtype = core.typeof(x).dtype
     _check_holomorphic("jacrev", "outputs", holomorphic, dtype)
-    if not np.issubdtype(dtype, np.floating):
+    if not dtype_kinds.issubdtype(dtype, np.floating):
         raise TypeError("jacrev requires real-valued outputs (output dtype that is a sub-dtype of np.floating), "
                         f"but got {dtype.name}. For differentiation of functions with integer outputs, use "
                         "jax.vjp directly.")

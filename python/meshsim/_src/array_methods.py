@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from meshsim._src import core, errors
+from meshsim._src import dtype_kinds
 
 
 def _jnp():
@@ -66,7 +67,7 @@ def _array_item(self):
 
 
 def _array_index(self):
-    if not np.issubdtype(self.dtype, np.integer):
+    if not dtype_kinds.issubdtype(self.dtype, np.integer):
         raise TypeError("Only integer scalar arrays can be converted to a scalar index.")
     return int(self)
 

@@ -38,12 +38,15 @@ class Config:
             # A jitted call returns futures; off (for debugging), each call runs
             # before it returns and raises its errors at once.
             "jax_cpu_enable_async_dispatch": True,
+            # 'strict' allows only weak-type promotions (jnp ops on mixed dtypes raise).
+            "jax_numpy_dtype_promotion": "standard",
         }
         self._setters: dict[str, Callable[[Any], Any]] = {
             "jax_num_cpu_devices": self._set_num_devices,
             "jax_enable_x64": self._set_x64,
             "jax_platforms": self._set_platforms,
             "jax_cpu_enable_async_dispatch": self._set_async_dispatch,
+            "jax_numpy_dtype_promotion": self._set_dtype_promotion,
         }
         self._devices_in_use = False
         if _env_flag("JAX_ENABLE_X64"):
@@ -97,6 +100,13 @@ class Config:
     def _set_x64(value) -> bool:
         value = bool(value)
         _core.set_x64_enabled(value)
+        return value
+
+    @staticmethod
+    def _set_dtype_promotion(value) -> str:
+        if value not in ("standard", "strict"):
+            raise ValueError(f"jax_numpy_dtype_promotion must be 'standard' or 'strict', got {value!r}")
+        _core.set_strict_promotion(value == "strict")
         return value
 
     @staticmethod

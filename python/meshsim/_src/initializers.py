@@ -13,6 +13,7 @@ import numpy as np
 import meshsim.numpy as jnp
 from meshsim._src import core, random
 from meshsim._src.lax.structural import canonicalize_shape
+from meshsim._src import dtype_kinds
 
 __all__ = ["Initializer", "zeros", "ones", "constant", "uniform", "normal", "truncated_normal",
            "variance_scaling", "glorot_uniform", "glorot_normal", "xavier_uniform", "xavier_normal",
@@ -28,7 +29,7 @@ class Initializer:
 
 def _float_dtype(dtype) -> np.dtype:
     dtype = core.canonicalize_dtype(np.float64 if dtype is None else dtype)
-    if np.issubdtype(dtype, np.complexfloating):
+    if dtype_kinds.issubdtype(dtype, np.complexfloating):
         raise TypeError("meshsim does not support complex numbers")
     return dtype
 

@@ -16,6 +16,7 @@ from meshsim._src.lax import elementwise as lax
 from meshsim._src.lax import structural as lax_structural
 from meshsim._src.numpy.creation import _check_arraylike
 from meshsim._src.numpy.promotion import promote_args_inexact
+from meshsim._src import dtype_kinds
 
 __all__ = ["relu", "relu6", "gelu", "sigmoid", "silu", "swish", "softplus", "log_sigmoid", "elu", "leaky_relu",
            "tanh", "softmax", "log_softmax", "logsumexp", "one_hot", "identity", "celu", "selu", "glu",
@@ -262,7 +263,7 @@ def one_hot(x, num_classes: int, *, dtype=None, axis=-1):
     """A one-hot encoding of the integers in x, along a new axis of size num_classes."""
     num_classes = operator.index(num_classes)
     x = core.asarray_value(x)
-    if not (np.issubdtype(x.dtype, np.integer) or x.dtype == np.bool_):
+    if not (dtype_kinds.issubdtype(x.dtype, np.integer) or x.dtype == np.bool_):
         warnings.warn(f"jax.nn.one_hot input should be integer-typed; got dtype={x.dtype}",
                       DeprecationWarning, stacklevel=2)
     dtype = core.canonicalize_dtype(np.float64) if dtype is None else dtype
@@ -320,7 +321,7 @@ def _attention_mask(logits, mask, is_causal, q_seqlen, kv_seqlen, local_window_s
             pad = jnp.logical_and(pad, jnp.arange(S)[None, None, :] < kv_seqlen[:, None, None])
         combined = jnp.logical_and(combined, pad[:, None, None, :, :])
     # Softmax runs in float32: keep the fill finite there (float64's max would overflow).
-    large_negative = -0.7 * min(float(np.finfo(logits.dtype).max), float(np.finfo(np.float32).max))
+    large_negative = -0.7 * min(float(dtype_kinds.finfo(logits.dtype).max), float(dtype_kinds.finfo(np.float32).max))
     return jnp.where(combined, logits, jnp.asarray(large_negative, dtype=logits.dtype))
 
 

@@ -8,13 +8,14 @@ import numpy as np
 from meshsim._src import core
 from meshsim._src.lax import indexing as lax_indexing
 from meshsim._src.numpy.promotion import broadcast_to_shape
+from meshsim._src import dtype_kinds
 
 __all__ = ["segment_sum", "segment_prod", "segment_max", "segment_min"]
 
 
 def _segment_reduce(name: str, scatter_kind: str, identity, data, segment_ids, num_segments, mode):
     data, ids = core.asarray_value(data), core.asarray_value(segment_ids)
-    if not np.issubdtype(ids.dtype, np.integer):
+    if not dtype_kinds.issubdtype(ids.dtype, np.integer):
         raise TypeError(f"{name}: segment_ids must have an integer type, got {ids.dtype}")
     if data.ndim == 0 or ids.shape != data.shape[:ids.ndim] or ids.ndim != 1:
         raise ValueError(f"{name}: segment_ids of shape {ids.shape} must be 1-D and match the leading "
@@ -42,12 +43,12 @@ def _negative_to_out_of_range(ids, n):
 
 
 def _lowest(dtype):
-    return -np.inf if np.issubdtype(dtype, np.floating) else (
+    return -np.inf if dtype_kinds.issubdtype(dtype, np.floating) else (
         False if dtype == np.bool_ else np.iinfo(dtype).min)
 
 
 def _highest(dtype):
-    return np.inf if np.issubdtype(dtype, np.floating) else (
+    return np.inf if dtype_kinds.issubdtype(dtype, np.floating) else (
         True if dtype == np.bool_ else np.iinfo(dtype).max)
 
 

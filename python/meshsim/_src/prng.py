@@ -14,6 +14,7 @@ from meshsim._src.basearray import Array
 from meshsim._src import core, tree_util
 from meshsim._src.lax import elementwise as lax
 from meshsim._src.lax import structural as lax_shape
+from meshsim._src import dtype_kinds
 
 KEY_SHAPE = (2,)
 _UINT32 = np.dtype(np.uint32)
@@ -193,7 +194,7 @@ def random_seed(seed) -> PRNGKeyArray:
     Python ints first become int64 and then the default integer type, as in
     JAX: with x64 off a seed keeps only its low 32 bits."""
     seed = core.asarray_value(np.int64(seed) if isinstance(seed, int) else seed)
-    if not (np.issubdtype(seed.dtype, np.integer) or seed.dtype == np.bool_):
+    if not (dtype_kinds.issubdtype(seed.dtype, np.integer) or seed.dtype == np.bool_):
         raise TypeError(f"PRNG key seed must be an integer; got {seed!r}.")
     hi = lax.shift_right_logical(seed, np.array(32, seed.dtype)) if seed.dtype.itemsize == 8 else 0
     words = [lax.convert_element_type(w, _UINT32) for w in (hi, seed)]

@@ -21,6 +21,7 @@ from meshsim._src.lax import structural as lax_shape
 from meshsim._src.lax.structural import broadcast_to_rank, canonicalize_shape
 from meshsim._src.numpy.promotion import broadcast_shapes, broadcast_to_shape
 from meshsim._src.prng import PRNGKeyArray
+from meshsim._src import dtype_kinds
 
 __all__ = [
     "PRNGKeyArray", "key", "PRNGKey", "key_data", "wrap_key_data", "key_impl", "split", "fold_in",
@@ -160,7 +161,7 @@ def bits(key, shape=(), dtype=None):
     """Uniform random bits as unsigned integers of `dtype` (default uint32)."""
     typed, _ = _check_prng_key("bits", key)
     dtype = _user_dtype(dtype, np.uint64)
-    if not np.issubdtype(dtype, np.unsignedinteger):
+    if not dtype_kinds.issubdtype(dtype, np.unsignedinteger):
         raise ValueError(f"dtype argument to `bits` must be an unsigned int dtype, got {dtype}")
     return prng.random_bits(typed, dtype.itemsize * 8, canonicalize_shape(shape))
 
@@ -168,12 +169,17 @@ def bits(key, shape=(), dtype=None):
 def _uniform(key: PRNGKeyArray, shape, dtype, minval, maxval):
     """Floats in [minval, maxval): random mantissa bits under the exponent of 1.0,
     minus 1, scaled; the max() guards against rounding below minval."""
-    finfo = np.finfo(dtype)
+    finfo = dtype_kinds.finfo(dtype)
     nbits, nmant = finfo.bits, finfo.nmant
     minval = broadcast_to_rank(lax.convert_element_type(minval, dtype), len(shape))
     maxval = broadcast_to_rank(lax.convert_element_type(maxval, dtype), len(shape))
     uint = _uint_dtype(nbits)
-    float_bits = lax.shift_right_logical(prng.random_bits(key, nbits, shape), np.array(nbits - nmant, uint))
+    # Formats with fewer than 8 mantissa bits (bfloat16, float8) draw 8 random bits, as JAX does.
+    rng_bits = 8 if nmant < 8 else nbits
+    random = prng.random_bits(key, rng_bits, shape)
+    if rng_bits != nbits:
+        random = lax.convert_element_type(random, uint)
+    float_bits = lax.shift_right_logical(random, np.array(rng_bits - nmant, uint))
     float_bits = lax.bitwise_or(float_bits, np.array(1.0, dtype).view(uint))
     floats = lax.sub(lax.bitcast_convert_type(float_bits, dtype), np.array(1.0, dtype))
     return lax.max(minval, lax.add(lax.mul(floats, lax.sub(maxval, minval)), minval))
@@ -181,7 +187,7 @@ def _uniform(key: PRNGKeyArray, shape, dtype, minval, maxval):
 
 def _float_dtype(name: str, dtype) -> np.dtype:
     dtype = _user_dtype(dtype, np.float64)
-    if not np.issubdtype(dtype, np.floating):
+    if not dtype_kinds.issubdtype(dtype, np.floating):
         raise ValueError(f"dtype argument to `{name}` must be a float dtype, got {dtype}")
     return dtype
 
@@ -203,7 +209,7 @@ def normal(key, shape=(), dtype=None):
     """Standard normal floats: sqrt(2) * erf_inv(u), u uniform in (-1, 1)."""
     typed, _ = _check_prng_key("normal", key)
     dtype = _user_dtype(dtype, np.float64)
-    if not np.issubdtype(dtype, np.floating):
+    if not dtype_kinds.issubdtype(dtype, np.floating):
         raise ValueError(f"dtype argument to `normal` must be a float or complex dtype, got {dtype}")
     return _normal(typed, canonicalize_shape(shape), dtype)
 
@@ -246,7 +252,7 @@ def _check_arraylike(name: str, *args):
 
 def _as_integer_array(x):
     x = core.asarray_value(x)
-    return x if np.issubdtype(x.dtype, np.integer) else lax.convert_element_type(x, np.int32)
+    return x if dtype_kinds.issubdtype(x.dtype, np.integer) else lax.convert_element_type(x, np.int32)
 
 
 def _randint(key: PRNGKeyArray, shape, minval, maxval, dtype):
@@ -284,7 +290,7 @@ def randint(key, shape, minval, maxval, dtype=None):
     typed, _ = _check_prng_key("randint", key)
     dtype = _user_dtype(dtype, np.int64)
     shape = canonicalize_shape(shape)
-    if not np.issubdtype(dtype, np.integer):
+    if not dtype_kinds.issubdtype(dtype, np.integer):
         raise TypeError(f"randint only accepts integer dtypes, got {dtype}")
     info = np.iinfo(dtype)
     sampling_dtype = dtype
@@ -308,7 +314,7 @@ def bernoulli(key, p=0.5, shape=None, mode: str = "low"):
         raise ValueError(f"got mode={mode!r}, expected 'high' or 'low'")
     typed, _ = _check_prng_key("bernoulli", key)
     p = core.asarray_value(p)
-    if not np.issubdtype(p.dtype, np.floating):
+    if not dtype_kinds.issubdtype(p.dtype, np.floating):
         raise TypeError(f"bernoulli probability `p` must have a floating dtype, got {p.dtype}.")
     if shape is None:
         shape = tuple(p.shape)
@@ -320,7 +326,7 @@ def bernoulli(key, p=0.5, shape=None, mode: str = "low"):
     # Two uniforms: the second refines the first below its 2**-nmant resolution.
     u = _uniform(typed, (2, *shape), p.dtype, 0.0, 1.0)
     u1, u2 = (lax_shape.index_in_dim(u, i, keepdims=False) for i in range(2))
-    u2 = lax.mul(u2, np.array(2.0 ** -np.finfo(p.dtype).nmant, p.dtype))
+    u2 = lax.mul(u2, np.array(2.0 ** -dtype_kinds.finfo(p.dtype).nmant, p.dtype))
     return lax.lt(u2, lax.sub(p, u1))
 
 
@@ -334,7 +340,7 @@ def gumbel(key, shape=(), dtype=None, mode: str | None = None):
         raise ValueError(f"Must provide valid mode for gumbel got: {mode}")
     if mode == "highest":
         raise NotImplementedError("gumbel(mode='highest') is not implemented; use 'high'")
-    finfo = np.finfo(dtype)
+    finfo = dtype_kinds.finfo(dtype)
     if mode == "low":
         u = _uniform(typed, shape, dtype, finfo.tiny, 1.0)
         return lax.neg(lax.log(lax.neg(lax.log(u))))
@@ -371,7 +377,7 @@ def permutation(key, x, axis: int = 0, independent: bool = False):
     _check_arraylike("permutation", x)
     axis = lax_shape.canonicalize_axis(axis, np.ndim(x) or 1)
     if not np.ndim(x):
-        if not np.issubdtype(core.asarray_value(x).dtype, np.integer):
+        if not dtype_kinds.issubdtype(core.asarray_value(x).dtype, np.integer):
             raise TypeError("x must be an integer or at least 1-dimensional")
         return _shuffle(typed, lax_shape.iota(np.int32, int(x)), axis)
     x = core.asarray_value(x)
@@ -413,7 +419,7 @@ def choice(key, a, shape: Sequence[int] = (), replace: bool = True, p=None, axis
     else:
         _check_arraylike("choice", p)
         p_arr = core.asarray_value(p)
-        if not np.issubdtype(p_arr.dtype, np.floating):
+        if not dtype_kinds.issubdtype(p_arr.dtype, np.floating):
             p_arr = lax.convert_element_type(p_arr, core.canonicalize_dtype(np.float64))
         if p_arr.shape != (n_inputs,):
             raise ValueError("p must be None or a 1D vector with the same size as a.shape[axis]. "
@@ -505,14 +511,14 @@ def exponential(key, shape=(), dtype=None):
 def laplace(key, shape=(), dtype=None):
     """Standard Laplace floats: sign(u) * log1p(-|u|), u uniform in (-1, 1)."""
     typed, shape, dtype = _float_sampler_args("laplace", key, shape, dtype)
-    u = _uniform(typed, shape, dtype, -1. + np.finfo(dtype).epsneg, 1.)
+    u = _uniform(typed, shape, dtype, -1. + dtype_kinds.finfo(dtype).epsneg, 1.)
     return lax.mul(lax.sign(u), lax.log1p(lax.neg(lax.abs(u))))
 
 
 def logistic(key, shape=(), dtype=None):
     """Standard logistic floats: log(u) - log1p(-u)."""
     typed, shape, dtype = _float_sampler_args("logistic", key, shape, dtype)
-    x = _uniform(typed, shape, dtype, np.finfo(dtype).tiny, 1.)
+    x = _uniform(typed, shape, dtype, dtype_kinds.finfo(dtype).tiny, 1.)
     return lax.sub(lax.log(x), lax.log1p(lax.neg(x)))
 
 
@@ -520,7 +526,7 @@ def lognormal(key, sigma=np.float32(1), shape=None, dtype=None):
     """exp(sigma * standard normal)."""
     typed, _ = _check_prng_key("lognormal", key)
     dtype = _user_dtype(dtype, np.float64)
-    if not np.issubdtype(dtype, np.inexact):
+    if not dtype_kinds.issubdtype(dtype, np.inexact):
         raise ValueError(f"dtype argument to `lognormal` must be a float or complex dtype, got {dtype}")
     shape = _check_broadcast_shapes("lognormal", shape, sigma)
     _check_all_safe_to_cast("lognormal", dtype, sigma)
@@ -530,7 +536,7 @@ def lognormal(key, sigma=np.float32(1), shape=None, dtype=None):
 def cauchy(key, shape=(), dtype=None):
     """Standard Cauchy floats: tan(pi * (u - 1/2))."""
     typed, shape, dtype = _float_sampler_args("cauchy", key, shape, dtype)
-    u = _uniform(typed, shape, dtype, np.finfo(dtype).eps, 1.)
+    u = _uniform(typed, shape, dtype, dtype_kinds.finfo(dtype).eps, 1.)
     return lax.tan(lax.mul(np.array(np.pi, dtype), lax.sub(u, np.array(0.5, dtype))))
 
 
@@ -606,7 +612,7 @@ def geometric(key, p, shape=None, dtype=None):
     from meshsim._src.numpy.promotion import promote_args_inexact
     typed, _ = _check_prng_key("geometric", key)
     dtype = _user_dtype(dtype, np.int64)
-    if not np.issubdtype(dtype, np.integer):
+    if not dtype_kinds.issubdtype(dtype, np.integer):
         raise ValueError(f"dtype argument to `geometric` must be an int dtype, got {dtype}")
     shape = _check_broadcast_shapes("geometric", shape, p)
     _check_arraylike("geometric", p)

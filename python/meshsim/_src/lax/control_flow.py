@@ -16,6 +16,7 @@ import numpy as np
 
 from meshsim import _core
 from meshsim._src import core, tree_util
+from meshsim._src import dtype_kinds
 
 __all__ = ["cond", "switch", "while_loop", "fori_loop", "scan", "map"]
 
@@ -505,8 +506,8 @@ def fori_loop(lower, upper, body_fun: Callable, init_val, *, unroll: int | bool 
         dtype = lower_dtype
     else:
         dtype = None
-        if (np.issubdtype(lower_dtype, np.signedinteger) and
-                np.issubdtype(upper_dtype, np.signedinteger)):
+        if (dtype_kinds.issubdtype(lower_dtype, np.signedinteger) and
+                dtype_kinds.issubdtype(upper_dtype, np.signedinteger)):
             lower_weak, upper_weak = _is_weak(lower), _is_weak(upper)
             if lower_weak and not upper_weak:
                 dtype = upper_dtype

@@ -6,6 +6,7 @@ import operator
 import numpy as np
 
 from meshsim._src import core
+from meshsim._src import dtype_kinds
 
 __all__ = ["dynamic_slice", "dynamic_slice_in_dim", "dynamic_index_in_dim", "dynamic_update_slice",
            "dynamic_update_slice_in_dim", "dynamic_update_index_in_dim"]
@@ -21,7 +22,7 @@ def _start_indices(prim: str, operand, start_indices):
                         f"operand, got indices {tuple(s.shape for s in starts)} for operand of shape "
                         f"{operand.shape}")
     for s in starts:
-        if s.ndim != 0 or not np.issubdtype(s.dtype, np.integer):
+        if s.ndim != 0 or not dtype_kinds.issubdtype(s.dtype, np.integer):
             raise TypeError(f"{prim} start indices must be integer scalars, got {core.typeof(s)}")
     return starts
 

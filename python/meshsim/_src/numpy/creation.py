@@ -15,6 +15,7 @@ from meshsim._src.lax import elementwise as lax_ew
 from meshsim._src.lax import structural as lax
 from meshsim._src.numpy import promotion
 from meshsim._src.numpy.dtypes import _dtype_of
+from meshsim._src import dtype_kinds
 
 __all__ = [
     "array", "asarray", "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like",
@@ -188,7 +189,7 @@ def _arange(start, stop, step, dtype):
 
 
 def _inexact(dtype) -> np.dtype:
-    return dtype if np.issubdtype(dtype, np.floating) else _default_float(None)
+    return dtype if dtype_kinds.issubdtype(dtype, np.floating) else _default_float(None)
 
 
 def linspace(start, stop, num: int = 50, endpoint: bool = True, retstep: bool = False, dtype=None,
@@ -227,7 +228,7 @@ def linspace(start, stop, num: int = 50, endpoint: bool = True, retstep: bool = 
         delta = _typed(np.nan, compute)
         bounds[axis] = 0
         out = zeros(bounds, compute)
-    if np.issubdtype(dtype, np.integer):
+    if dtype_kinds.issubdtype(dtype, np.integer):
         out = lax_ew.floor(out)
     out = core.convert_element_type(out, dtype)
     return (out, delta) if retstep else out

@@ -11,6 +11,7 @@ import numpy as np
 from numpy import (dtype, e, floating, generic, inexact, inf, integer, nan, newaxis, number, pi,
                    signedinteger, unsignedinteger)
 
+from meshsim._src import dtype_kinds
 from meshsim import _core
 from meshsim._src import core
 from meshsim._src.numpy import promotion
@@ -18,14 +19,17 @@ from meshsim._src.numpy import promotion
 __all__ = [
     "bool_", "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     "float32", "float64", "single", "double", "int_", "uint", "float_",
+    "bfloat16", "float16", "half", "float8_e4m3fn", "float8_e5m2", "float8_e4m3", "float8_e3m4",
+    "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e4m3b11fnuz",
     "dtype", "result_type", "promote_types", "can_cast", "issubdtype", "isdtype", "iinfo", "finfo",
     "generic", "number", "integer", "signedinteger", "unsignedinteger", "inexact", "floating",
     "pi", "e", "inf", "nan", "newaxis",
 ]
 
 
-class TypePromotionError(ValueError):
-    """A promotion between dtypes that is not allowed (as jax's dtypes.TypePromotionError)."""
+# A promotion between dtypes that is not allowed (jax.dtypes.TypePromotionError, a ValueError).
+TypePromotionError = _core.TypePromotionError
+TypePromotionError.__module__ = "meshsim.dtypes"
 
 
 class _ScalarMeta(type):
@@ -66,6 +70,9 @@ uint8, uint16, uint32, uint64 = map(_scalar_type, (np.uint8, np.uint16, np.uint3
 float32 = single = _scalar_type(np.float32)
 float64 = double = _scalar_type(np.float64)
 int_, uint, float_ = int64, uint64, float64
+float16 = half = _scalar_type(np.float16)
+bfloat16, float8_e4m3fn, float8_e5m2, float8_e4m3, float8_e3m4, float8_e4m3fnuz, float8_e5m2fnuz, \
+    float8_e4m3b11fnuz = map(_scalar_type, dtype_kinds.NARROW_FLOAT_TYPES)
 
 
 def _dtype_of(x) -> np.dtype:
@@ -110,7 +117,7 @@ def _generic_type(x):
 
 
 def issubdtype(arg1, arg2) -> builtins.bool:
-    return np.issubdtype(_generic_type(arg1), _generic_type(arg2))
+    return dtype_kinds.issubdtype(_generic_type(arg1), _generic_type(arg2))
 
 
 _DTYPE_KINDS = {
@@ -128,18 +135,18 @@ def isdtype(dtype, kind) -> builtins.bool:
         if isinstance(k, str):
             if k not in _DTYPE_KINDS:
                 raise ValueError(f"Unrecognized data type kind: {k!r}.")
-            if any(np.issubdtype(d, t) for t in _DTYPE_KINDS[k]):
+            if any(dtype_kinds.issubdtype(d, t) for t in _DTYPE_KINDS[k]):
                 return True
         elif d == _dtype_of(k):
             return True
     return False
 
 
-def iinfo(int_type) -> np.iinfo:
-    return np.iinfo(_dtype_of(int_type))
+def iinfo(int_type):
+    return dtype_kinds.iinfo(_dtype_of(int_type))
 
 
-def finfo(dtype) -> np.finfo:
-    return np.finfo(_dtype_of(dtype))
+def finfo(dtype):
+    return dtype_kinds.finfo(_dtype_of(dtype))
 
 

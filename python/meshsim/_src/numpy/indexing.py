@@ -18,6 +18,7 @@ from meshsim._src import core
 from meshsim._src.lax import indexing as lax_indexing
 from meshsim._src.lax.structural import canonicalize_axis
 from meshsim._src.numpy.promotion import broadcast_shapes, broadcast_to_shape, promote_args
+from meshsim._src import dtype_kinds
 
 __all__ = ["take", "take_along_axis", "put_along_axis", "nonzero", "argwhere", "flatnonzero",
            "bincount", "select", "diagonal", "unravel_index", "ravel_multi_index", "fill_diagonal", "choose",
@@ -74,7 +75,7 @@ def _classify_array(item):
                              "Inside jit, use jnp.where or pass `size=` to jnp.nonzero instead.")
         mask = np.asarray(item)
         return ("bool", bool(mask), 0) if mask.ndim == 0 else ("mask", mask, mask.ndim)
-    if not np.issubdtype(dtype, np.integer):
+    if not dtype_kinds.issubdtype(dtype, np.integer):
         raise TypeError(f"Indexer must have integer or boolean type, got indexer with type {dtype}")
     if isinstance(item, np.ndarray):
         return ("int", int(item), 1) if item.ndim == 0 else ("array", [core.asarray_value(item)], 1)
@@ -446,7 +447,7 @@ def _ravel(x):
 
 def _integer_indices(fn: str, indices):
     indices = core.asarray_value(indices)
-    if not np.issubdtype(indices.dtype, np.integer):
+    if not dtype_kinds.issubdtype(indices.dtype, np.integer):
         raise TypeError(f"{fn} requires integer indices, got {indices.dtype}")
     return indices
 
@@ -588,7 +589,7 @@ def bincount(x, weights=None, minlength=0, *, length=None, out_sharding=None):
     """Counts (or sums `weights`) per value of the non-negative integers x; negative values
     count as 0, values >= length are dropped. Inside jit, `length` must be given."""
     x = core.asarray_value(x)
-    if not np.issubdtype(x.dtype, np.integer):
+    if not dtype_kinds.issubdtype(x.dtype, np.integer):
         raise TypeError(f"x argument to bincount must have an integer type; got {x.dtype}")
     if x.ndim != 1:
         raise ValueError("only 1-dimensional input supported.")
@@ -666,7 +667,7 @@ def unravel_index(indices, shape):
     for i, s in reversed(list(enumerate(shape))):
         indices, out[i] = jnp.divmod(indices, s)
     oob_pos = indices > 0
-    oob_neg = jnp.asarray(False) if np.issubdtype(indices.dtype, np.unsignedinteger) else indices < -1
+    oob_neg = jnp.asarray(False) if dtype_kinds.issubdtype(indices.dtype, np.unsignedinteger) else indices < -1
     return tuple(jnp.where(oob_pos, s - 1, jnp.where(oob_neg, 0, i)) for s, i in zip(shape, out))
 
 
@@ -682,7 +683,7 @@ def ravel_multi_index(multi_index, dims, mode="raise", order="C", *, dtype=None)
         dtype = jnp.result_type(int, *multi_index)
     else:
         dtype = user_dtype(dtype)
-    if not np.issubdtype(dtype, np.integer):
+    if not dtype_kinds.issubdtype(dtype, np.integer):
         raise ValueError(f"dtype={dtype} is not an integer type.")
     if math.prod(dims) - 1 > np.iinfo(dtype).max:
         raise ValueError(f"jnp.ravel_multi_index: dtype={dtype} not large enough to hold flattened index for "
@@ -692,7 +693,7 @@ def ravel_multi_index(multi_index, dims, mode="raise", order="C", *, dtype=None)
         if mode == "raise" and isinstance(index, core.Tracer):
             raise TypeError("ravel_multi_index needs concrete indices with mode='raise' (it checks them); "
                             "use mode='wrap' or mode='clip' under jit")
-        if not np.issubdtype(index.dtype, np.integer):
+        if not dtype_kinds.issubdtype(index.dtype, np.integer):
             raise TypeError("only int indices permitted")
     if mode == "raise":
         if any(bool(jnp.any((i < 0) | (i >= d))) for i, d in zip(multi_index, dims)):
@@ -741,7 +742,7 @@ def choose(a, choices, out=None, mode="raise"):
     if out is not None:
         raise NotImplementedError("The 'out' argument to jnp.choose is not supported.")
     a, *choices = _arrays("choose", a, *choices)
-    if not np.issubdtype(a.dtype, np.integer):
+    if not dtype_kinds.issubdtype(a.dtype, np.integer):
         raise ValueError("`a` array must be integer typed")
     N = len(choices)
     if mode == "raise":

@@ -19,6 +19,7 @@ from meshsim._src.lax.structural import canonicalize_axis
 from meshsim._src.numpy import sorting, ufuncs
 from meshsim._src.numpy.creation import user_dtype
 from meshsim._src.numpy.promotion import broadcast_to_shape, promote_args_inexact, promote_dtypes_inexact
+from meshsim._src import dtype_kinds
 
 __all__ = [
     "sum", "prod", "max", "min", "amax", "amin", "all", "any", "mean", "average", "var", "std",
@@ -43,15 +44,15 @@ def _promote_integer_dtype(dtype: np.dtype) -> np.dtype:
     """Bools and narrow integers widen to the default (unsigned) integer, as JAX's sums do."""
     if dtype == np.bool_:
         return _default_int()
-    if np.issubdtype(dtype, np.unsignedinteger):
+    if dtype_kinds.issubdtype(dtype, np.unsignedinteger):
         return builtins.max(dtype, core.canonicalize_dtype(np.uint64), key=lambda d: d.itemsize)
-    if np.issubdtype(dtype, np.signedinteger):
+    if dtype_kinds.issubdtype(dtype, np.signedinteger):
         return builtins.max(dtype, _default_int(), key=lambda d: d.itemsize)
     return dtype
 
 
 def _to_inexact(dtype: np.dtype) -> np.dtype:
-    return dtype if np.issubdtype(dtype, np.floating) else _default_float()
+    return dtype if dtype_kinds.issubdtype(dtype, np.floating) else _default_float()
 
 
 def _asarray(name: str, a):
@@ -94,7 +95,7 @@ def _identity(dtype: np.dtype, value) -> np.ndarray:
     """A reduction's identity in `dtype`; infinities clip to an integer type's range."""
     if dtype == np.bool_:
         return np.asarray(value > 0, dtype)
-    if np.issubdtype(dtype, np.integer) and np.isinf(value):
+    if dtype_kinds.issubdtype(dtype, np.integer) and np.isinf(value):
         info = np.iinfo(dtype)
         return np.asarray(info.min if value < 0 else info.max, dtype)
     return np.asarray(value, dtype)
@@ -366,7 +367,7 @@ def _cumulative(name: str, a, axis, dtype, out, lax_fn, nan_fill=None):
     if axis is None or a.ndim == 0:
         a = _ravel(a)
     axis = canonicalize_axis(0 if axis is None else axis, a.ndim)
-    if nan_fill is not None and np.issubdtype(a.dtype, np.floating):
+    if nan_fill is not None and dtype_kinds.issubdtype(a.dtype, np.floating):
         a = ufuncs.where(_isnan(a), _const(nan_fill, a.dtype), a)
     if dtype is None:
         result_dtype = _promote_integer_dtype(a.dtype) if a.dtype == np.bool_ else a.dtype
@@ -406,7 +407,7 @@ def _nan_reduction(a, name: str, reduction, identity, nan_if_all_nan: bool, axis
     """`reduction` with NaNs replaced by its identity; all-NaN slices give NaN if asked."""
     a = _asarray(name, a)
     where = _check_where(name, where)
-    if not np.issubdtype(a.dtype, np.floating):
+    if not dtype_kinds.issubdtype(a.dtype, np.floating):
         return reduction(a, axis=axis, keepdims=keepdims, where=where, **kwargs)
     nan = _isnan(a)
     out = reduction(ufuncs.where(nan, _const(identity, a.dtype), a), axis=axis, keepdims=keepdims,
@@ -440,7 +441,7 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
     _no_out("nanmean", out)
     a = _asarray("nanmean", a)
     where = _check_where("nanmean", where)
-    if not np.issubdtype(a.dtype, np.floating):
+    if not dtype_kinds.issubdtype(a.dtype, np.floating):
         return _mean(a, axis, dtype, keepdims, where)
     dtype = a.dtype if dtype is None else user_dtype(dtype)
     count = sum(lax.bitwise_not(_isnan(a)), axis=axis, dtype=dtype, keepdims=keepdims, where=where)
@@ -472,7 +473,7 @@ def _nan_arg_reduction(name: str, arg_reduction, fill):
     def nan_arg_reduction(a, axis=None, out=None, keepdims=None):
         _no_out(name, out)
         a = _asarray(name, a)
-        if not np.issubdtype(a.dtype, np.floating):
+        if not dtype_kinds.issubdtype(a.dtype, np.floating):
             return arg_reduction(a, axis=axis, keepdims=keepdims)
         nan = _isnan(a)
         result = arg_reduction(ufuncs.where(nan, _const(fill, a.dtype), a), axis=axis, keepdims=keepdims)
@@ -696,7 +697,7 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
         (m,) = promote_args_inexact(_asarray("cov", m))
     if m.ndim > 2:
         raise ValueError("m has more than 2 dimensions")
-    if dtype is not None and not np.issubdtype(np.dtype(dtype), np.inexact):
+    if dtype is not None and not dtype_kinds.issubdtype(np.dtype(dtype), np.inexact):
         raise ValueError(f"cov: dtype must be a subclass of float or complex; got dtype={dtype}")
     X = jnp.atleast_2d(m)
     if not rowvar and m.ndim != 1:
@@ -715,7 +716,7 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
     w = None
     if fweights is not None:
         fweights = _cov_weights("fweights", fweights, X.shape[1])
-        if not np.issubdtype(fweights.dtype, np.integer):
+        if not dtype_kinds.issubdtype(fweights.dtype, np.integer):
             raise TypeError("fweights must be integer.")
         w = jnp.abs(fweights)
     if aweights is not None:
@@ -744,7 +745,7 @@ def corrcoef(x, y=None, rowvar=True, dtype=None):
     """Pearson correlation coefficients: cov normalised by the standard deviations, clipped to [-1, 1]."""
     import meshsim.numpy as jnp
     _asarray("corrcoef", x)
-    if dtype is not None and not np.issubdtype(np.dtype(dtype), np.inexact):
+    if dtype is not None and not dtype_kinds.issubdtype(np.dtype(dtype), np.inexact):
         raise ValueError(f"corrcoef: dtype must be a subclass of float or complex; got dtype={dtype}")
     c = cov(x, y, rowvar, dtype=dtype)
     if c.ndim == 0:

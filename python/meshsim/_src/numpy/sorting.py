@@ -9,6 +9,7 @@ from meshsim._src import core
 from meshsim._src.lax import sorting as lax_sorting
 from meshsim._src.lax.structural import canonicalize_axis
 from meshsim._src.numpy.promotion import promote_dtypes, promote_dtypes_inexact, result_type
+from meshsim._src import dtype_kinds
 
 __all__ = ["sort", "argsort", "lexsort", "searchsorted", "unique", "partition", "argpartition", "digitize",
            "histogram", "histogram_bin_edges", "interp"]
@@ -48,7 +49,7 @@ def argsort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False,
     _check_sort_args("argsort", kind, order)
     a, axis = _flat_or_axis(a, axis)
     index_dtype = core.canonicalize_dtype(np.int32 if dtype is None else dtype)
-    if not np.issubdtype(index_dtype, np.integer):
+    if not dtype_kinds.issubdtype(index_dtype, np.integer):
         raise ValueError(f"argsort: dtype must be an integer type, got {index_dtype}")
     dim = canonicalize_axis(axis, a.ndim)
     iota = core.bind1("iota", dtype=index_dtype, shape=a.shape, dimension=dim)
@@ -146,7 +147,7 @@ def _unique_sized(ar, return_index, return_inverse, return_counts, equal_nan, si
     aux = ar[perm]
     if aux.size:
         neq = aux[1:] != aux[:-1]
-        if equal_nan and np.issubdtype(aux.dtype, np.inexact):
+        if equal_nan and dtype_kinds.issubdtype(aux.dtype, np.inexact):
             neq = neq & ~(jnp.isnan(aux[1:]) & jnp.isnan(aux[:-1]))
         mask = jnp.concatenate([jnp.ones(1, bool), neq])
     else:
@@ -184,7 +185,7 @@ def _unique_sized(ar, return_index, return_inverse, return_counts, equal_nan, si
 def _bottom_k(arr, k: int):
     """top_k of the negated values: the k smallest, ascending (unsigned values shifted so 0 negates)."""
     import meshsim.numpy as jnp
-    if np.issubdtype(arr.dtype, np.unsignedinteger):
+    if dtype_kinds.issubdtype(arr.dtype, np.unsignedinteger):
         values, ind = lax_sorting.top_k(-(arr + 1), k)
         return -values - 1, ind
     values, ind = lax_sorting.top_k(jnp.negative(arr), k)
@@ -243,7 +244,7 @@ def histogram_bin_edges(a, bins=10, range=None, weights=None):  # noqa: A002 (Nu
     if isinstance(bins, str):
         raise NotImplementedError("string values for `bins` not implemented.")
     arr = core.asarray_value(a)
-    dtype = arr.dtype if np.issubdtype(arr.dtype, np.floating) else core.canonicalize_dtype(np.float64)
+    dtype = arr.dtype if dtype_kinds.issubdtype(arr.dtype, np.floating) else core.canonicalize_dtype(np.float64)
     if np.ndim(bins) == 1:
         return jnp.asarray(bins, dtype=dtype)
     bins = operator.index(bins)
@@ -302,7 +303,7 @@ def interp(x, xp, fp, left=None, right=None, period=None):
     df = fp[i] - fp[i - 1]
     dx = xp[i] - xp[i - 1]
     delta = x - xp[i - 1]
-    dx0 = jnp.abs(dx) <= np.spacing(np.finfo(xp.dtype).eps)  # no NaN from a zero-width segment
+    dx0 = jnp.abs(dx) <= np.spacing(dtype_kinds.finfo(xp.dtype).eps)  # no NaN from a zero-width segment
     f = jnp.where(dx0, fp[i - 1], fp[i - 1] + (delta / jnp.where(dx0, 1, dx)) * df)
     if period is None and not isinstance(left, str):
         f = jnp.where(x < xp[0], fp[0] if left is None else left, f)

@@ -15,6 +15,7 @@ from meshsim._src import core
 from meshsim._src.lax import structural as lax
 from meshsim._src.lax.structural import canonicalize_axis
 from meshsim._src.numpy import promotion
+from meshsim._src import dtype_kinds
 
 __all__ = [
     "reshape", "ravel", "transpose", "permute_dims", "matrix_transpose", "swapaxes", "moveaxis",
@@ -442,7 +443,7 @@ def _pad_widths(pad_width, nd: int) -> np.ndarray:
     if isinstance(pad_width, core.Tracer):
         raise TypeError("jnp.pad: pad_width must be concrete (static) values")
     widths = np.asarray(pad_width)
-    if not np.issubdtype(widths.dtype, np.integer):
+    if not dtype_kinds.issubdtype(widths.dtype, np.integer):
         raise TypeError(f"`pad_width` must be of integral type, got {pad_width}.")
     if widths.shape not in ((nd, 2), (1, 2), (2,), (1,), ()):
         raise ValueError(f"jnp.pad: pad_width with {nd=} has unsupported shape {widths.shape}. "
@@ -617,7 +618,7 @@ def insert(arr, obj, values, axis=None):
     indices = jnp.arange(*obj.indices(a.shape[axis])) if isinstance(obj, slice) else jnp.asarray(obj)
     if indices.ndim > 1:
         raise ValueError(f"jnp.insert(): obj must be a slice, a one-dimensional array, or a scalar; got {obj}")
-    if not np.issubdtype(indices.dtype, np.integer):
+    if not dtype_kinds.issubdtype(indices.dtype, np.integer):
         if indices.size == 0 and not core.is_value(obj):
             indices = indices.astype(int)
         else:
@@ -661,7 +662,7 @@ def delete(arr, obj, axis=None, *, assume_unique_indices: bool = False):
         assume_unique_indices = True
     _check_arraylike("delete", a, obj)
     obj_dtype = core.asarray_value(obj).dtype
-    if np.issubdtype(obj_dtype, np.integer) and assume_unique_indices:
+    if dtype_kinds.issubdtype(obj_dtype, np.integer) and assume_unique_indices:
         # traceable: the kept positions are i + (number of deleted indices <= that position)
         idx = jnp.clip(jnp.where(jnp.ravel(obj) < 0, jnp.ravel(obj) + a.shape[axis], jnp.ravel(obj)),
                        0, a.shape[axis])
@@ -674,7 +675,7 @@ def delete(arr, obj, axis=None, *, assume_unique_indices: bool = False):
         raise TypeError("jnp.delete(): the 'obj' array argument must be concrete unless "
                         "assume_unique_indices=True (it gives the output shape)")
     obj = np.asarray(obj)
-    if np.issubdtype(obj.dtype, np.integer):
+    if dtype_kinds.issubdtype(obj.dtype, np.integer):
         mask = np.ones(a.shape[axis], dtype=bool)
         mask[obj] = False
     elif obj.dtype == bool:

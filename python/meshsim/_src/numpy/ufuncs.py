@@ -11,6 +11,7 @@ import operator
 
 import numpy as np
 
+from meshsim._src import dtype_kinds
 from meshsim._src import core
 from meshsim._src.lax import elementwise as lax
 from meshsim._src.numpy.promotion import (broadcast_shapes, broadcast_to_shape, promote_args,
@@ -74,11 +75,11 @@ def _full_like(x, value, dtype=None):
 
 
 def _is_integral(dtype) -> bool:
-    return np.issubdtype(dtype, np.integer) or dtype == np.bool_
+    return dtype_kinds.issubdtype(dtype, np.integer) or dtype == np.bool_
 
 
 def _is_floating(dtype) -> bool:
-    return np.issubdtype(dtype, np.floating)
+    return dtype_kinds.issubdtype(dtype, np.floating)
 
 
 def _to_bool(x):
@@ -158,7 +159,7 @@ def divide(x1, x2, /):
 
 def absolute(x, /):
     x = _asarray("absolute", x)
-    return x if x.dtype == np.bool_ or np.issubdtype(x.dtype, np.unsignedinteger) else lax.abs(x)
+    return x if x.dtype == np.bool_ or dtype_kinds.issubdtype(x.dtype, np.unsignedinteger) else lax.abs(x)
 
 
 abs = absolute  # noqa: A001 (jnp.abs)
@@ -167,9 +168,9 @@ abs = absolute  # noqa: A001 (jnp.abs)
 def floor_divide(x1, x2, /):
     """Python's floor division: rounds toward -inf (integers and floats)."""
     x1, x2 = _promoted(promote_args_numeric, "floor_divide")(x1, x2)
-    if np.issubdtype(x1.dtype, np.unsignedinteger):
+    if dtype_kinds.issubdtype(x1.dtype, np.unsignedinteger):
         return lax.div(x1, x2)
-    if np.issubdtype(x1.dtype, np.integer):
+    if dtype_kinds.issubdtype(x1.dtype, np.integer):
         quotient = lax.div(x1, x2)
         inexact = logical_and(not_equal(lax.sign(x1), lax.sign(x2)), not_equal(lax.rem(x1, x2), 0))
         return _where(inexact, subtract(quotient, 1), quotient)
@@ -190,7 +191,7 @@ def remainder(x1, x2, /):
     """x1 - floor(x1 / x2) * x2: the result has the sign of the divisor."""
     x1, x2 = _promoted(promote_args_numeric, "remainder")(x1, x2)
     zero = _constant_like(x1, 0)
-    if np.issubdtype(x2.dtype, np.integer):
+    if dtype_kinds.issubdtype(x2.dtype, np.integer):
         x2 = _where(equal(x2, 0), _full_like(x2, 1), x2)
     trunc_mod = lax.rem(x1, x2)
     do_plus = lax.bitwise_and(lax.ne(lax.lt(trunc_mod, zero), lax.lt(x2, zero)), lax.ne(trunc_mod, zero))
@@ -204,7 +205,7 @@ def mod(x1, x2, /):
 def fmod(x1, x2, /):
     """C's remainder: the result has the sign of the dividend."""
     _check_arraylike("fmod", x1, x2)
-    if np.issubdtype(result_type(x1, x2)[0], np.integer):
+    if dtype_kinds.issubdtype(result_type(x1, x2)[0], np.integer):
         x2 = _asarray("fmod", x2)
         x2 = _where(equal(x2, 0), _full_like(x2, 1), x2)
     return lax.rem(*promote_args_numeric(x1, x2))
@@ -212,7 +213,7 @@ def fmod(x1, x2, /):
 
 def divmod(x1, x2, /):  # noqa: A001 (jnp.divmod)
     x1, x2 = _promoted(promote_args_numeric, "divmod")(x1, x2)
-    if np.issubdtype(x1.dtype, np.integer):
+    if dtype_kinds.issubdtype(x1.dtype, np.integer):
         return floor_divide(x1, x2), remainder(x1, x2)
     return _float_divmod(x1, x2)
 
@@ -239,7 +240,7 @@ def power(x1, x2, /):
     x1_, x2_ = promote_args_numeric(x1, x2)
     if _is_integral(x1_.dtype):
         return _pow_int_int(x1_, x2_)
-    if _is_floating(x1.dtype) and np.issubdtype(x2.dtype, np.integer):
+    if _is_floating(x1.dtype) and dtype_kinds.issubdtype(x2.dtype, np.integer):
         return lax.pow(x1, x2)  # lax.pow takes an integer exponent as is
     return lax.pow(x1_, x2_)
 
@@ -294,7 +295,7 @@ def _euclid_steps(dtype) -> int:
 
 def gcd(x1, x2):
     x1, x2 = _promoted(promote_args, "gcd")(x1, x2)
-    if not np.issubdtype(x1.dtype, np.integer):
+    if not dtype_kinds.issubdtype(x1.dtype, np.integer):
         raise ValueError("Arguments to jax.numpy.gcd must be integers.")
     a, b = absolute(x1), absolute(x2)
     for _ in range(_euclid_steps(a.dtype)):
@@ -310,7 +311,7 @@ def gcd(x1, x2):
 def lcm(x1, x2):
     x1, x2 = _promoted(promote_args, "lcm")(x1, x2)
     x1, x2 = absolute(x1), absolute(x2)
-    if not np.issubdtype(x1.dtype, np.integer):
+    if not dtype_kinds.issubdtype(x1.dtype, np.integer):
         raise ValueError("Arguments to jax.numpy.lcm must be integers.")
     d = gcd(x1, x2)
     return _where(equal(d, 0), _const(d, 0), multiply(x1, floor_divide(x2, d)))
@@ -449,13 +450,13 @@ def round(a, decimals=0, out=None):  # noqa: A001 (jnp.round)
         raise NotImplementedError("The 'out' argument to jnp.round is not supported.")
     if a.dtype == np.bool_:
         raise ValueError("jnp.round does not accept boolean inputs (data type bool is not inexact)")
-    if np.issubdtype(a.dtype, np.integer):
+    if dtype_kinds.issubdtype(a.dtype, np.integer):
         if decimals < 0:
             raise NotImplementedError("integer np.round not implemented for decimals < 0")
         return a
     if decimals == 0:
         return lax.round(a, lax.RoundingMethod.TO_NEAREST_EVEN)
-    if _is_floating(a.dtype) and decimals > np.log10(np.finfo(a.dtype).max):
+    if _is_floating(a.dtype) and decimals > np.log10(dtype_kinds.finfo(a.dtype).max):
         return a  # finer than the dtype can represent
     factor = _const(a, 10 ** decimals)
     return lax.div(lax.round(lax.mul(a, factor), lax.RoundingMethod.TO_NEAREST_EVEN), factor)
@@ -557,7 +558,7 @@ bitwise_left_shift = left_shift
 def right_shift(x1, x2, /):
     """Arithmetic shift for signed integers, logical for unsigned ones."""
     x1, x2 = _promoted(promote_args_numeric, "right_shift")(x1, x2)
-    if np.issubdtype(x1.dtype, np.unsignedinteger):
+    if dtype_kinds.issubdtype(x1.dtype, np.unsignedinteger):
         return lax.shift_right_logical(x1, x2)
     return lax.shift_right_arithmetic(x1, x2)
 
@@ -613,7 +614,7 @@ _SAME_WIDTH_INT = {2: np.int16, 4: np.int32, 8: np.int64}
 def signbit(x, /):
     """Whether the sign bit is set (also for -0.0 and negative NaNs)."""
     (x,) = _promoted(promote_args, "signbit")(x)
-    if np.issubdtype(x.dtype, np.integer):
+    if dtype_kinds.issubdtype(x.dtype, np.integer):
         return lax.lt(x, _constant_like(x, 0))
     if x.dtype == np.bool_:
         return _full_like(x, False, np.bool_)
@@ -632,7 +633,7 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     x = _asarray("nan_to_num", x)
     if not _is_floating(x.dtype):
         return x
-    info = np.finfo(x.dtype)
+    info = dtype_kinds.finfo(x.dtype)
     posinf = info.max if posinf is None else posinf
     neginf = info.min if neginf is None else neginf
     out = _where(isnan(x), core.asarray_value(nan, dtype=x.dtype), x)
@@ -665,7 +666,7 @@ def conj(x, /):
 def _normalize_float(x):
     """x's bits as a signed integer, subnormals scaled up by 2**nmant (and that
     exponent offset, to add back)."""
-    info = np.finfo(x.dtype)
+    info = dtype_kinds.finfo(x.dtype)
     int_type = np.dtype(f"int{info.bits}")
     cond = lax.lt(lax.abs(x), _const(x, info.tiny))
     x1 = _where(cond, lax.mul(x, _const(x, 1 << info.nmant)), x)
@@ -676,7 +677,7 @@ def _normalize_float(x):
 def frexp(x, /):
     """(mantissa, exponent) with x == mantissa * 2**exponent and 0.5 <= |mantissa| < 1."""
     (x,) = _promoted(promote_args_inexact, "frexp")(x)
-    info = np.finfo(x.dtype)
+    info = dtype_kinds.finfo(x.dtype)
     mask = (1 << info.nexp) - 1
     bias = 1 - info.minexp
     x1, x2 = _normalize_float(x)
@@ -694,7 +695,7 @@ def frexp(x, /):
 def ldexp(x1, x2, /):
     """x1 * 2**x2, through frexp so that small x1 with large x2 does not overflow early."""
     x1, x2 = _asarray("ldexp", x1), _asarray("ldexp", x2)
-    if np.issubdtype(x2.dtype, np.inexact):
+    if dtype_kinds.issubdtype(x2.dtype, np.inexact):
         raise ValueError(f"ldexp not supported for input types {(x1.dtype, x2.dtype)}")
     (x1,) = promote_args_inexact(x1)
     x2 = lax.convert_element_type(x2, x1.dtype)
@@ -713,7 +714,7 @@ def spacing(x, /):
     (x,) = _promoted(promote_args_inexact, "spacing")(x)
     inf = _const(x, np.inf)
     result = lax.sub(lax.nextafter(x, copysign(inf, x)), x)
-    return _where(lax.eq(result, _const(result, 0)), copysign(_const(x, np.finfo(x.dtype).smallest_subnormal), x),
+    return _where(lax.eq(result, _const(result, 0)), copysign(_const(x, dtype_kinds.finfo(x.dtype).smallest_subnormal), x),
                   result)
 
 
@@ -733,7 +734,7 @@ def iscomplexobj(x) -> bool:
         typ = x.dtype.type
     except AttributeError:
         typ = np.asarray(x).dtype.type
-    return np.issubdtype(typ, np.complexfloating)
+    return dtype_kinds.issubdtype(typ, np.complexfloating)
 
 
 def isrealobj(x) -> bool:

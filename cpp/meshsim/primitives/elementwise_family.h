@@ -1,0 +1,268 @@
+// The elementwise families' shared machinery: dtype acceptance with JAX's
+// error texts, VJP helpers, and one registration template per op family
+// (unary, unary in SIMD batches, predicate, binary, comparison). A family's
+// kernel is instantiated per accepted dtype; narrow floats compute in float32
+// (compute_type_t) and round back to nearest even.
+#pragma once
+#include <functional>
+#include <string>
+#include <tuple>
+
+#include "meshsim/ir/ops.h"
+#include "meshsim/ir/primitive.h"
+#include "meshsim/kernels/dispatch.h"
+#include "meshsim/kernels/elementwise.h"
+
+namespace meshsim::elementwise {
+
+// ---------------------------------------------------------------------------
+// Dtype acceptance, worded as JAX's errors.
+
+enum class Accepts { Float, Numeric, SignedNumeric, Integer, Bitwise, Any };
+
+inline bool accepts(Accepts a, DType dt) {
+  switch (a) {
+    case Accepts::Float: return is_floating(dt);
+    case Accepts::Numeric: return !is_bool(dt);
+    case Accepts::SignedNumeric: return is_floating(dt) || is_signed_int(dt);
+    case Accepts::Integer: return is_integer(dt);
+    case Accepts::Bitwise: return is_bool(dt) || is_integer(dt);
+    case Accepts::Any: return true;
+  }
+  return false;
+}
+
+inline const char* accepted_kinds(Accepts a) {
+  switch (a) {
+    case Accepts::Float: return "floating";
+    case Accepts::Numeric: return "integer, floating";
+    case Accepts::SignedNumeric: return "signedinteger, floating";
+    case Accepts::Integer: return "integer";
+    case Accepts::Bitwise: return "integer, bool";
+    case Accepts::Any: return "any";
+  }
+  return "";
+}
+
+// Dispatch limited to the accepted dtypes, so each op is instantiated only
+// where it means something (SignedNumeric reuses Numeric: the unsigned
+// instantiations are never reached).
+template <Accepts A, class F>
+decltype(auto) dispatch_accepted(DType dt, F&& f) {
+  if constexpr (A == Accepts::Float) return dispatch_float(dt, std::forward<F>(f));
+  else if constexpr (A == Accepts::Numeric || A == Accepts::SignedNumeric)
+    return dispatch_numeric(dt, std::forward<F>(f));
+  else if constexpr (A == Accepts::Integer) return dispatch_integer(dt, std::forward<F>(f));
+  else if constexpr (A == Accepts::Bitwise) return dispatch_bitwise(dt, std::forward<F>(f));
+  else return dispatch_dtype(dt, std::forward<F>(f));
+}
+
+// `position` is the operand index for n-ary ops, -1 for unary ones.
+inline void check_dtype(const std::string& name, Accepts a, DType dt, int position = -1) {
+  if (accepts(a, dt)) return;
+  if (position < 0)
+    fail<TypeError>(name, " does not accept dtype ", dtype_name(dt), ". Accepted dtypes are subtypes of ",
+                    accepted_kinds(a), ".");
+  fail<TypeError>(name, " does not accept dtype ", dtype_name(dt), " at position ", position,
+                  ". Accepted dtypes at position ", position, " are subtypes of ", accepted_kinds(a), ".");
+}
+
+template <class... Avals>
+void check_same_dtypes(const std::string& name, const Avals&... in) {
+  const DType first = std::get<0>(std::tie(in...)).dtype;
+  if (((in.dtype == first) && ...)) return;
+  std::string got;
+  ((got += (got.empty() ? "" : ", ") + std::string(dtype_name(in.dtype))), ...);
+  fail<TypeError>("lax.", name, " requires arguments to have the same dtypes, got ", got, ".");
+}
+
+// ---------------------------------------------------------------------------
+// VJP rules, written with ops (g: the output's cotangent).
+
+using VjpRule = std::function<Cotangents(const VjpArgs&)>;
+namespace op = meshsim::ops;
+
+// A unary rule from d(g, x, y) with y the output.
+template <class D>
+VjpRule d1(D d) {
+  return [d](const VjpArgs& a) { return Cotangents{d(*a.ct[0], a.in[0], a.out[0])}; };
+}
+
+// A binary rule from the two partial cotangents dx(g, x, y, z), dy(g, x, y, z), z the output.
+// A scalar operand's cotangent sums its broadcast result's.
+template <class Dx, class Dy>
+VjpRule d2(Dx dx, Dy dy) {
+  return [dx, dy](const VjpArgs& a) {
+    const Value &g = *a.ct[0], &x = a.in[0], &y = a.in[1], &z = a.out[0];
+    auto unbroadcast = [](const Value& ct, const Value& operand) {
+      const int64_t rank = aval_of(ct).ndim();
+      if (aval_of(operand).ndim() > 0 || rank == 0) return ct;
+      IntList all(rank);
+      for (int64_t d = 0; d < rank; ++d) all[d] = d;
+      return op::reduce_sum(ct, all);
+    };
+    return Cotangents{a.wants[0] ? Cotangent(unbroadcast(dx(g, x, y, z), x)) : std::nullopt,
+                      a.wants[1] ? Cotangent(unbroadcast(dy(g, x, y, z), y)) : std::nullopt};
+  };
+}
+
+// Piecewise-constant functions (sign, floor, round, ...): zero cotangent.
+inline Cotangents zero_vjp(const VjpArgs& a) { return Cotangents(a.in.size()); }
+
+inline Value c(const Value& like, double v) { return op::full_like(like, v); }
+
+// 1 where x is the result z of max/min, 0.5 where y is too (JAX splits ties
+// evenly); shaped as z, since x or y may be a scalar.
+inline Value balanced_eq(const Value& x, const Value& z, const Value& y) {
+  return op::select(op::eq(x, z), op::select(op::eq(y, z), c(z, 0.5), c(z, 1.0)), c(z, 0.0));
+}
+
+inline Value replace_zero(const Value& x) { return op::select(op::eq(x, c(x, 0.0)), c(x, 1.0), x); }
+
+constexpr double kTwoOverSqrtPi = 1.1283791670955126;
+constexpr double kLn2 = 0.6931471805599453;
+
+// ---------------------------------------------------------------------------
+// Families of primitives.
+
+inline Avals same_type_as_input(const std::string& name, Accepts a, const Avals& in) {
+  check_dtype(name, a, in[0].dtype);
+  return Avals{like(in[0], in[0].shape, in[0].dtype, in[0].weak_type)};
+}
+
+// Op is a generic functor: template <class T> T operator()(T) const.
+// kFlush: the op is float arithmetic, which XLA runs with denormals flushed
+// (see to_compute); sign and rounding operations are not.
+template <Accepts A, bool kFlush = (A == Accepts::Float), class Op>
+void unary(const std::string& name, Op op, VjpRule vjp = nullptr) {
+  Primitive p;
+  p.name = name;
+  p.elementwise = true;
+  const auto* rule = vjp.template target<Cotangents (*)(const VjpArgs&)>();
+  p.zero_derivative = rule && *rule == zero_vjp;
+  p.vjp = std::move(vjp);
+  p.abstract_eval = [name](const Avals& in, const Params&) { return same_type_as_input(name, A, in); };
+  p.kernel = [op](const Tensors& in, const Params&, const Avals& out) {
+    return dispatch_accepted<A>(in[0].dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      using C = compute_type_t<T>;
+      return Tensors{map_unary<T, T>(in[0], out[0].dtype, [&](T x) {
+        if constexpr (kFlush) return from_compute<T>(static_cast<C>(op(to_compute(x))));
+        else return static_cast<T>(op(C(x)));
+      })};
+    });
+  };
+  register_primitive(std::move(p));
+}
+
+// A floating-point unary op computed in SIMD batches: VecOp maps an
+// xsimd::batch, ScalarOp a scalar (used where |x| >= vec_limit; see
+// map_unary_simd). Both must agree to a few ulp.
+template <class VecOp, class ScalarOp>
+void unary_simd(const std::string& name, VecOp vec_op, ScalarOp scalar_op, double vec_limit,
+                VjpRule vjp) {
+  Primitive p;
+  p.name = name;
+  p.elementwise = true;
+  p.vjp = std::move(vjp);
+  p.abstract_eval = [name](const Avals& in, const Params&) {
+    return same_type_as_input(name, Accepts::Float, in);
+  };
+  p.kernel = [vec_op, scalar_op, vec_limit](const Tensors& in, const Params&, const Avals&) {
+    return dispatch_float(in[0].dtype(), [&](auto tag) {
+      using C = compute_type_t<decltype(tag)>;
+      return Tensors{map_unary_simd<decltype(tag)>(in[0], vec_op,
+                                                   [&](C x) { return static_cast<C>(scalar_op(x)); },
+                                                   static_cast<C>(vec_limit))};
+    });
+  };
+  register_primitive(std::move(p));
+}
+
+// A unary test with a boolean result (is_finite).
+template <Accepts A, class Op>
+void unary_predicate(const std::string& name, Op op) {
+  Primitive p;
+  p.name = name;
+  p.elementwise = true;
+  p.abstract_eval = [name](const Avals& in, const Params&) {
+    check_dtype(name, A, in[0].dtype);
+    return Avals{like(in[0], in[0].shape, DType::Bool, in[0].weak_type)};
+  };
+  p.kernel = [op](const Tensors& in, const Params&, const Avals&) {
+    return dispatch_accepted<A>(in[0].dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      return Tensors{map_unary<T, bool>(in[0], DType::Bool,
+                                        [&](T x) { return bool(op(compute_type_t<T>(x))); })};
+    });
+  };
+  register_primitive(std::move(p));
+}
+
+inline void check_same_shapes(const std::string& name, const Aval& x, const Aval& y) {
+  if (x.shape != y.shape)
+    fail<TypeError>(name, " got incompatible shapes for broadcasting: ", shape_str(x.shape), ", ",
+                    shape_str(y.shape), ".");
+}
+
+inline Aval binary_aval(const std::string& name, Accepts a, const Avals& in, DType out_dtype) {
+  check_dtype(name, a, in[0].dtype, 0);
+  check_dtype(name, a, in[1].dtype, 1);
+  check_same_dtypes(name, in[0], in[1]);
+  const Aval& shaped = in[0].ndim() == 0 ? in[1] : in[0];  // a scalar operand broadcasts
+  if (in[0].ndim() > 0 && in[1].ndim() > 0) check_same_shapes(name, in[0], in[1]);
+  return like(shaped, shaped.shape, out_dtype, in[0].weak_type && in[1].weak_type);
+}
+
+// kFlush as for unary: arithmetic flushes denormals, max/min and bit operations do not.
+template <Accepts A, bool kFlush = (A == Accepts::Float || A == Accepts::Numeric), class Op>
+void binary(const std::string& name, Op op, VjpRule vjp = nullptr) {
+  Primitive p;
+  p.name = name;
+  p.elementwise = true;
+  p.vjp = std::move(vjp);
+  p.abstract_eval = [name](const Avals& in, const Params&) {
+    return Avals{binary_aval(name, A, in, in[0].dtype)};
+  };
+  p.kernel = [op](const Tensors& in, const Params&, const Avals& out) {
+    return dispatch_accepted<A>(in[0].dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      using C = compute_type_t<T>;
+      return Tensors{map_binary<T, T>(in[0], in[1], out[0].dtype,
+                                      [&](T x, T y) {
+                                        if constexpr (kFlush)
+                                          return from_compute<T>(static_cast<C>(op(to_compute(x), to_compute(y))));
+                                        else return static_cast<T>(op(C(x), C(y)));
+                                      })};
+    });
+  };
+  register_primitive(std::move(p));
+}
+
+template <class Op>
+void comparison(const std::string& name, Op op) {
+  Primitive p;
+  p.name = name;
+  p.elementwise = true;
+  p.abstract_eval = [name](const Avals& in, const Params&) {
+    return Avals{binary_aval(name, Accepts::Any, in, DType::Bool)};  // weak if both operands are
+  };
+  p.kernel = [op](const Tensors& in, const Params&, const Avals&) {
+    return dispatch_dtype(in[0].dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      using C = compute_type_t<T>;
+      return Tensors{map_binary<T, bool>(in[0], in[1], DType::Bool,
+                                         [&](T x, T y) { return bool(op(C(x), C(y))); })};
+    });
+  };
+  register_primitive(std::move(p));
+}
+
+
+// The four family units (elementwise_*.cpp).
+void register_unary_elementwise_primitives();
+void register_integer_elementwise_primitives();
+void register_binary_elementwise_primitives();
+void register_select_convert_primitives();
+
+}  // namespace meshsim::elementwise

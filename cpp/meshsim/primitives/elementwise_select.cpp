@@ -1,0 +1,278 @@
+// Selection and conversion: select_n, clamp, convert_element_type and
+// bitcast_convert_type.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+#include <cstring>
+#include <string>
+#include <vector>
+#include "meshsim/kernels/scalar_math.h"
+#include "meshsim/primitives/elementwise_family.h"
+#include "meshsim/sharding/rules.h"
+
+namespace meshsim {
+namespace {
+using namespace elementwise;
+
+// pick the nearest case, as XLA's tree of selects does.
+Avals select_n_aval(const Avals& in) {
+  if (in.size() < 2) fail<ValueError>("select_n() must have at least one case");
+  const Aval& which = in[0];
+  if (!is_bool(which.dtype) && !is_integer(which.dtype))
+    fail<TypeError>("select `which` must be boolean or integer type, got ", dtype_name(which.dtype), ".");
+  if (is_bool(which.dtype) && in.size() > 3)
+    fail<TypeError>("select with boolean `which` cannot have > 2 cases.");
+  bool weak = true;
+  for (size_t i = 1; i < in.size(); ++i) {
+    if (in[i].shape != in[1].shape) {
+      std::string shapes;
+      for (size_t j = 1; j < in.size(); ++j) shapes += (j > 1 ? ", " : "") + shape_str(in[j].shape);
+      fail<TypeError>("select cases must have the same shapes, got [", shapes, "].");
+    }
+    if (in[i].dtype != in[1].dtype) check_same_dtypes("select", in[1], in[i]);
+    weak = weak && in[i].weak_type;
+  }
+  if (!which.shape.empty() && which.shape != in[1].shape)
+    fail<TypeError>("select `which` must be scalar or have the same shape as cases, got `which` shape ",
+                    shape_str(which.shape), " but case shape ", shape_str(in[1].shape), ".");
+  return Avals{like(in[1], in[1].shape, in[1].dtype, weak)};
+}
+
+// A case read either contiguously (step 1) or as one broadcast value (step 0).
+template <class U>
+struct CaseSource {
+  const U* data;
+  int64_t step;
+};
+
+Tensor select_n_kernel(const Tensors& in, const Avals& out) {
+  const int64_t last = static_cast<int64_t>(in.size()) - 2;
+  auto clamp_index = [last](auto w) -> int64_t {
+    if constexpr (std::is_same_v<decltype(w), bool>) {
+      return w ? std::min<int64_t>(1, last) : 0;
+    } else {
+      if (w <= 0) return 0;
+      return static_cast<uint64_t>(w) > static_cast<uint64_t>(last) ? last : static_cast<int64_t>(w);
+    }
+  };
+  const Tensor& which = in[0];
+  if (which.ndim() == 0) {  // one case wins everywhere: return it as is
+    const int64_t w = dispatch_bitwise(which.dtype(), [&](auto tag) {
+      using W = decltype(tag);
+      return clamp_index(*which.data<W>());
+    });
+    return in[1 + w];
+  }
+  // A contiguous bool `which` over two cases (jnp.where) is read as is;
+  // anything else becomes a contiguous int32 index first.
+  const bool direct = is_bool(which.dtype()) && which.is_contiguous() && in.size() == 3;
+  const Tensor index = direct ? which : dispatch_bitwise(which.dtype(), [&](auto tag) {
+    using W = decltype(tag);
+    return map_unary<W, int32_t>(which, DType::Int32, [&](W w) { return static_cast<int32_t>(clamp_index(w)); });
+  });
+  // Elements are moved as raw bits of their width: one instantiation per itemsize.
+  auto select_bits = [&](auto bits_tag) {
+    using U = decltype(bits_tag);
+    std::vector<Tensor> keep;
+    std::vector<CaseSource<U>> cases;
+    for (size_t i = 1; i < in.size(); ++i) {
+      bool broadcast = true;
+      for (int64_t s : in[i].strides()) broadcast = broadcast && s == 0;
+      keep.push_back(broadcast ? in[i] : in[i].contiguous());
+      cases.push_back({keep.back().template data<U>(), broadcast ? 0 : 1});
+    }
+    Tensor result = Tensor::empty(out[0].dtype, out[0].shape);
+    U* o = result.data<U>();
+    const int64_t n = result.size();
+    if (direct) {
+      const bool* w = index.data<bool>();
+      const CaseSource<U> c0 = cases[0], c1 = cases[1];
+      for (int64_t i = 0; i < n; ++i) o[i] = w[i] ? c1.data[i * c1.step] : c0.data[i * c0.step];
+      return result;
+    }
+    const int32_t* w = index.data<int32_t>();
+    for (int64_t i = 0; i < n; ++i) {
+      const CaseSource<U>& c = cases[w[i]];
+      o[i] = c.data[i * c.step];
+    }
+    return result;
+  };
+  switch (itemsize(out[0].dtype)) {
+    case 1: return select_bits(uint8_t{});
+    case 2: return select_bits(uint16_t{});
+    case 4: return select_bits(uint32_t{});
+    default: return select_bits(uint64_t{});
+  }
+}
+
+// ---- sharding in types: rules and local plans (sharding/rules.h) ----------------
+
+std::vector<Spec> select_n_rule(const Avals& in, const Params&, const Avals&) {
+  const Avals cases(in.begin() + 1, in.end());
+  const Aval* first = nullptr;
+  for (const Aval& c : cases) {
+    if (!c.mesh) continue;
+    if (!first) first = &c;
+    else if (spec_of(c) != spec_of(*first))
+      fail<ShardingTypeError>("select cases must have the same shardings, got [", sharding_list(cases), "].");
+  }
+  if (!first) return {spec_of(in[1])};
+  if (in[0].ndim() > 0 && in[0].mesh && spec_of(in[0]) != spec_of(*first))
+    fail<ShardingTypeError>("select `which` must be scalar or have the same sharding as cases, got "
+                            "`which` sharding ", type_sharding_repr(in[0]), " but case sharding ",
+                            type_sharding_repr(in[1]), ".");
+  return {spec_of(*first)};
+}
+
+std::vector<Spec> clamp_rule(const Avals& in, const Params&, const Avals&) { return {spec_of(in[1])}; }
+
+void select_n_primitive() {
+  Primitive p;
+  p.name = "select_n";
+  p.sharding_rule = select_n_rule;
+  p.local_plan = elementwise_like();
+  p.elementwise = true;
+  // Case i gets g where it was selected, 0 elsewhere; `which` has no cotangent.
+  p.vjp = [](const VjpArgs& a) {
+    const Value& g = *a.ct[0];
+    Cotangents ct(a.in.size());
+    for (size_t i = 1; i < a.in.size(); ++i) {
+      if (!a.wants[i]) continue;
+      Values cases;
+      for (size_t j = 1; j < a.in.size(); ++j) cases.push_back(i == j ? g : op::zeros_like(g));
+      ct[i] = op::select_n(a.in[0], cases);
+    }
+    return ct;
+  };
+  p.abstract_eval = [](const Avals& in, const Params&) { return select_n_aval(in); };
+  p.kernel = [](const Tensors& in, const Params&, const Avals& out) {
+    return Tensors{select_n_kernel(in, out)};
+  };
+  register_primitive(std::move(p));
+}
+
+// clamp(min, x, max) = min(max(x, min), max); the bounds may be scalars.
+void clamp_primitive() {
+  Primitive p;
+  p.name = "clamp";
+  p.sharding_rule = clamp_rule;
+  p.local_plan = elementwise_like();
+  p.elementwise = true;
+  // As JAX: x gets g strictly inside (min, max); a bound gets it where it won.
+  // Scalar bounds sum their cotangent.
+  p.vjp = [](const VjpArgs& a) {
+    const Value &g = *a.ct[0], &x = a.in[1];
+    const Shape& shape = aval_of(x).shape;
+    const Value lo = op::broadcast_in_dim(a.in[0], shape, {}), hi = op::broadcast_in_dim(a.in[2], shape, {});
+    const Value zero = op::zeros_like(g);
+    auto to_bound = [&](const Value& ct, const Value& bound) {
+      return aval_of(bound).shape.empty() ? op::sum_to_operand(ct, {}, {}) : ct;
+    };
+    Cotangents ct(3);
+    if (a.wants[0])
+      ct[0] = to_bound(op::select(op::logical_and(op::gt(lo, x), op::lt(lo, hi)), g, zero), a.in[0]);
+    if (a.wants[1])
+      ct[1] = op::select(op::logical_and(op::gt(x, lo), op::lt(x, hi)), g, zero);
+    if (a.wants[2]) ct[2] = to_bound(op::select(op::lt(hi, x), g, zero), a.in[2]);
+    return ct;
+  };
+  p.abstract_eval = [](const Avals& in, const Params&) {
+    const Aval &lo = in[0], &x = in[1], &hi = in[2];
+    check_same_dtypes("clamp", lo, x, hi);
+    for (const auto& [bound, name] : {std::pair{&lo, "min"}, std::pair{&hi, "max"}}) {
+      if (!bound->shape.empty() && bound->shape != x.shape)
+        fail<TypeError>("clamp requires ", name, ".shape == operand.shape or ", name, ".shape == (), got ",
+                        name, ".shape=", shape_str(bound->shape), ", operand.shape=", shape_str(x.shape), ".");
+    }
+    return Avals{like(x, x.shape, x.dtype, lo.weak_type && x.weak_type && hi.weak_type)};
+  };
+  p.kernel = [](const Tensors& in, const Params&, const Avals&) {
+    const Tensor& x = in[1];
+    const Tensor lo = in[0].broadcast_to(x.shape()), hi = in[2].broadcast_to(x.shape());
+    return dispatch_dtype(x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      return Tensors{map_ternary<T>(lo, x, hi, [](T l, T v, T h) {
+        using C = compute_type_t<T>;
+        return T(min_op(max_op(C(v), C(l)), C(h)));
+      })};
+    });
+  };
+  register_primitive(std::move(p));
+}
+
+void convert_element_type_primitive() {
+  Primitive p;
+  p.name = "convert_element_type";
+  p.elementwise = true;
+  p.vjp = [](const VjpArgs& a) {
+    const Aval& x = aval_of(a.in[0]);
+    if (!is_floating(x.dtype)) return Cotangents(1);
+    return Cotangents{op::cast_like(*a.ct[0], x)};
+  };
+  p.abstract_eval = [](const Avals& in, const Params& params) {
+    return Avals{like(in[0], in[0].shape, params.get<DType>("new_dtype"),
+                      params.get_or<bool>("weak_type", false))};
+  };
+  p.kernel = [](const Tensors& in, const Params&, const Avals& out) {
+    if (in[0].dtype() == out[0].dtype) return Tensors{in[0]};  // only the weak type changes
+    return dispatch_dtype(in[0].dtype(), [&](auto from) {
+      using In = decltype(from);
+      return dispatch_dtype(out[0].dtype, [&](auto to) {
+        using Out = decltype(to);
+        return Tensors{map_unary<In, Out>(in[0], out[0].dtype, [](In x) { return convert_op<Out>(compute_type_t<In>(x)); })};
+      });
+    });
+  };
+  register_primitive(std::move(p));
+}
+
+// Reinterprets the bits. A narrower result gains a trailing dimension of the
+// size ratio; a wider one consumes a trailing dimension of that size.
+Shape bitcast_shape(const Aval& x, DType to) {
+  const size_t from_size = itemsize(x.dtype), to_size = itemsize(to);
+  if (x.dtype != to && (is_bool(x.dtype) || is_bool(to)))
+    fail<TypeError>("lax.bitcast_convert_type does not support bool or complex values unless the operand "
+                    "and destination types match. Got operand dtype=", dtype_name(x.dtype),
+                    ", new_dtype=dtype('", dtype_name(to), "'). Consider using the arr.view() method instead.");
+  Shape shape = x.shape;
+  if (to_size < from_size) {
+    shape.push_back(static_cast<int64_t>(from_size / to_size));
+  } else if (to_size > from_size) {
+    const int64_t last = shape.empty() ? 1 : shape.back();
+    if (shape.empty() || last * from_size != to_size)
+      fail<ValueError>("Attempting to convert array of shape ", shape_str(x.shape), " from ",
+                       dtype_name(x.dtype), " of size ", from_size * kBitsPerByte, " bits to ", dtype_name(to),
+                       " of size ", to_size * kBitsPerByte, ", bits but ", last, " * ", from_size * kBitsPerByte,
+                       " != ", to_size * kBitsPerByte);
+    shape.pop_back();
+  }
+  return shape;
+}
+
+void bitcast_convert_type_primitive() {
+  Primitive p;
+  p.name = "bitcast_convert_type";
+  p.elementwise = true;
+  p.abstract_eval = [](const Avals& in, const Params& params) {
+    const DType to = params.get<DType>("new_dtype");
+    return Avals{like(in[0], bitcast_shape(in[0], to), to)};
+  };
+  p.kernel = [](const Tensors& in, const Params&, const Avals& out) {
+    const Tensor packed = in[0].contiguous();  // a zero-copy view of its bytes
+    return Tensors{Tensor::wrap(packed.raw(), out[0].dtype, out[0].shape, contiguous_strides(out[0].shape),
+                                packed.storage())};
+  };
+  register_primitive(std::move(p));
+}
+
+}  // namespace
+
+void elementwise::register_select_convert_primitives() {
+  select_n_primitive();
+  clamp_primitive();
+  convert_element_type_primitive();
+  bitcast_convert_type_primitive();
+}
+
+}  // namespace meshsim

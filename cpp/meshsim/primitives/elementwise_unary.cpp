@@ -1,0 +1,184 @@
+// Unary elementwise primitives on numbers: negation, rounding, powers and the
+// floating-point math functions, with XLA's semantics on CPU.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "meshsim/kernels/scalar_math.h"
+#include "meshsim/primitives/elementwise_family.h"
+
+namespace meshsim {
+namespace {
+using namespace elementwise;
+
+void round_primitive() {
+  Primitive p;
+  p.name = "round";
+  p.elementwise = true;
+  p.vjp = zero_vjp;
+  p.zero_derivative = true;
+  p.abstract_eval = [](const Avals& in, const Params& params) {
+    const int64_t method = params.get<int64_t>("rounding_method");
+    if (method != 0 && method != 1)
+      fail<ValueError>("round: rounding_method must be 0 (AWAY_FROM_ZERO) or 1 (TO_NEAREST_EVEN), got ",
+                       method);
+    return same_type_as_input("round", Accepts::Float, in);
+  };
+  p.kernel = [](const Tensors& in, const Params& params, const Avals& out) {
+    const bool to_even = params.get<int64_t>("rounding_method") == 1;
+    return dispatch_float(in[0].dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      using C = compute_type_t<T>;
+      if (to_even)  // nearbyint rounds half to even in the default rounding mode
+        return Tensors{map_unary<T, T>(in[0], out[0].dtype, [](T x) { return T(std::nearbyint(C(x))); })};
+      return Tensors{map_unary<T, T>(in[0], out[0].dtype, [](T x) { return T(std::round(C(x))); })};
+    });
+  };
+  register_primitive(std::move(p));
+}
+
+
+// JAX's chain of multiplies in a narrow float: XLA rounds every product to
+// the narrow type (computed in float32, denormals flushed).
+template <class T>
+T integer_pow_narrow(T x, int64_t y) {
+  if (y == 0) return T(1.0f);
+  auto mul = [](T a, T b) { return from_compute<T>(to_compute(a) * to_compute(b)); };
+  uint64_t n = y < 0 ? uint64_t(-y) : uint64_t(y);
+  T acc = x;
+  bool started = false;
+  while (n > 0) {
+    if (n & 1) {
+      acc = started ? mul(acc, x) : x;
+      started = true;
+    }
+    n >>= 1;
+    if (n > 0) x = mul(x, x);
+  }
+  return y < 0 ? from_compute<T>(1.0f / to_compute(acc)) : acc;
+}
+
+void integer_pow_primitive() {
+  Primitive p;
+  p.name = "integer_pow";
+  p.elementwise = true;
+  p.vjp = [](const VjpArgs& a) {
+    const int64_t y = a.params.get<int64_t>("y");
+    const Value &g = *a.ct[0], &x = a.in[0];
+    if (y == 0) return Cotangents(1);
+    if (y == 1) return Cotangents{g};
+    return Cotangents{op::mul(g, op::mul(c(x, double(y)), op::integer_pow(x, y - 1)))};
+  };
+  p.abstract_eval = [](const Avals& in, const Params& params) {
+    const int64_t y = params.get<int64_t>("y");
+    if (y < 0 && is_integer(in[0].dtype))
+      fail<TypeError>("Integers cannot be raised to negative powers, got integer_pow(",
+                      in[0].str_short(), ", ", y, ")");
+    return same_type_as_input("integer_pow", Accepts::Numeric, in);
+  };
+  p.kernel = [](const Tensors& in, const Params& params, const Avals& out) {
+    const int64_t y = params.get<int64_t>("y");
+    return dispatch_numeric(in[0].dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      return Tensors{map_unary<T, T>(in[0], out[0].dtype, [y](T x) {
+        if constexpr (is_small_float_v<T>) return integer_pow_narrow(x, y);
+        else return integer_pow_op(x, y);
+      })};
+    });
+  };
+  register_primitive(std::move(p));
+}
+
+// select_n(which, *cases): cases[which] elementwise; `which` is bool (two
+// cases) or an integer, scalar or of the cases' shape. Out-of-range indices
+}  // namespace
+
+void elementwise::register_unary_elementwise_primitives() {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  unary<Accepts::Numeric>("neg", [](auto x) { return neg_op(x); },
+                          d1([](auto& g, auto&, auto&) { return op::neg(g); }));
+  unary<Accepts::SignedNumeric>("abs", [](auto x) { return abs_op(x); },
+                                d1([](auto& g, auto& x, auto&) {
+                                  return op::select(op::ge(x, c(x, 0.0)), g, op::neg(g));
+                                }));
+  unary<Accepts::Numeric>("sign", [](auto x) { return sign_op(x); }, zero_vjp);
+  unary<Accepts::Numeric, true>("square", [](auto x) { return mul_op(x, x); },
+                          d1([](auto& g, auto& x, auto&) { return op::mul(g, op::mul(c(x, 2.0), x)); }));
+  unary<Accepts::Float, false>("floor", [](auto x) { return std::floor(x); }, zero_vjp);
+  unary<Accepts::Float, false>("ceil", [](auto x) { return std::ceil(x); }, zero_vjp);
+  // xsimd's exp overflows and loses the subnormal range slightly early: |x| >= 87 runs std::exp.
+  unary_simd("exp", [](auto x) { return xsimd::exp(x); }, [](auto x) { return std::exp(x); }, 87.0,
+             d1([](auto& g, auto&, auto& y) { return op::mul(g, y); }));
+  unary<Accepts::Float>("exp2", [](auto x) { return std::exp2(x); },
+                        d1([](auto& g, auto&, auto& y) { return op::mul(g, op::mul(y, c(y, kLn2))); }));
+  unary_simd("log", [](auto x) { return xsimd::log(x); }, [](auto x) { return std::log(x); }, kInf,
+             d1([](auto& g, auto& x, auto&) { return op::div(g, x); }));
+  unary_simd("log1p", [](auto x) { return xsimd::log1p(x); }, [](auto x) { return std::log1p(x); }, kInf,
+             d1([](auto& g, auto& x, auto&) { return op::div(g, op::add(x, c(x, 1.0))); }));
+  unary_simd("expm1", [](auto x) { return xsimd::expm1(x); }, [](auto x) { return std::expm1(x); }, 87.0,
+             d1([](auto& g, auto&, auto& y) { return op::mul(g, op::add(y, c(y, 1.0))); }));
+  unary<Accepts::Float>("sqrt", [](auto x) { return std::sqrt(x); },
+                        d1([](auto& g, auto&, auto& y) { return op::div(g, op::mul(c(y, 2.0), y)); }));
+  unary<Accepts::Float>("rsqrt", [](auto x) { return decltype(x)(1) / std::sqrt(x); },
+                        d1([](auto& g, auto& x, auto& y) {
+                          return op::mul(g, op::mul(c(x, -0.5), op::div(y, x)));
+                        }));
+  unary<Accepts::Float>("cbrt", [](auto x) { return std::cbrt(x); },
+                        d1([](auto& g, auto& x, auto& y) {
+                          return op::mul(g, op::mul(c(x, 1.0 / 3.0), op::integer_pow(y, -2)));
+                        }));
+  unary_simd("tanh", [](auto x) { return xsimd::tanh(x); }, [](auto x) { return std::tanh(x); }, kInf,
+             d1([](auto& g, auto&, auto& y) { return op::mul(g, op::sub(c(y, 1.0), op::square(y))); }));
+  unary_simd("sin", [](auto x) { return xsimd::sin(x); }, [](auto x) { return std::sin(x); }, kInf,
+             d1([](auto& g, auto& x, auto&) { return op::mul(g, op::cos(x)); }));
+  unary_simd("cos", [](auto x) { return xsimd::cos(x); }, [](auto x) { return std::cos(x); }, kInf,
+             d1([](auto& g, auto& x, auto&) { return op::neg(op::mul(g, op::sin(x))); }));
+  unary<Accepts::Float>("tan", [](auto x) { return std::tan(x); },
+                        d1([](auto& g, auto&, auto& y) { return op::mul(g, op::add(c(y, 1.0), op::square(y))); }));
+  unary<Accepts::Float>("asin", [](auto x) { return std::asin(x); },
+                        d1([](auto& g, auto& x, auto&) {
+                          return op::mul(g, op::rsqrt(op::sub(c(x, 1.0), op::square(x))));
+                        }));
+  unary<Accepts::Float>("acos", [](auto x) { return std::acos(x); },
+                        d1([](auto& g, auto& x, auto&) {
+                          return op::neg(op::mul(g, op::rsqrt(op::sub(c(x, 1.0), op::square(x)))));
+                        }));
+  unary<Accepts::Float>("atan", [](auto x) { return std::atan(x); },
+                        d1([](auto& g, auto& x, auto&) { return op::div(g, op::add(c(x, 1.0), op::square(x))); }));
+  unary<Accepts::Float>("sinh", [](auto x) { return std::sinh(x); },
+                        d1([](auto& g, auto& x, auto&) { return op::mul(g, op::cosh(x)); }));
+  unary<Accepts::Float>("cosh", [](auto x) { return std::cosh(x); },
+                        d1([](auto& g, auto& x, auto&) { return op::mul(g, op::sinh(x)); }));
+  unary<Accepts::Float>("asinh", [](auto x) { return std::asinh(x); },
+                        d1([](auto& g, auto& x, auto&) {
+                          return op::mul(g, op::rsqrt(op::add(op::square(x), c(x, 1.0))));
+                        }));
+  unary<Accepts::Float>("acosh", [](auto x) { return std::acosh(x); },
+                        d1([](auto& g, auto& x, auto&) {
+                          return op::mul(g, op::rsqrt(op::mul(op::sub(x, c(x, 1.0)), op::add(x, c(x, 1.0)))));
+                        }));
+  unary<Accepts::Float>("atanh", [](auto x) { return std::atanh(x); },
+                        d1([](auto& g, auto& x, auto&) { return op::div(g, op::sub(c(x, 1.0), op::square(x))); }));
+  unary_simd(
+      "logistic", [](auto x) { return decltype(x)(1) / (decltype(x)(1) + xsimd::exp(-x)); },
+      [](auto x) { return logistic_op(x); }, 87.0,
+      d1([](auto& g, auto&, auto& y) { return op::mul(g, op::mul(y, op::sub(c(y, 1.0), y))); }));
+  unary<Accepts::Float>("erf", [](auto x) { return std::erf(x); },
+                        d1([](auto& g, auto& x, auto&) {
+                          return op::mul(g, op::mul(c(x, kTwoOverSqrtPi), op::exp(op::neg(op::square(x)))));
+                        }));
+  unary<Accepts::Float>("erfc", [](auto x) { return std::erfc(x); },
+                        d1([](auto& g, auto& x, auto&) {
+                          return op::mul(g, op::mul(c(x, -kTwoOverSqrtPi), op::exp(op::neg(op::square(x)))));
+                        }));
+  unary<Accepts::Float>("erf_inv", [](auto x) { return erf_inv_op(x); },
+                        d1([](auto& g, auto&, auto& y) {
+                          return op::mul(g, op::mul(c(y, 1.0 / kTwoOverSqrtPi), op::exp(op::square(y))));
+                        }));
+  unary_predicate<Accepts::Float>("is_finite", [](auto x) { return std::isfinite(x); });
+  round_primitive();
+  integer_pow_primitive();
+}
+
+}  // namespace meshsim
