@@ -1,5 +1,5 @@
-// Integer arithmetic that wraps around as XLA's does (elementwise.cpp keeps its own copy
-// of these scalar rules, to be folded into this header). It runs on an unsigned
+// Integer arithmetic that wraps around as XLA's does, shared by the elementwise
+// kernels (scalar_math.h), reductions and collectives. It runs on an unsigned
 // type at least as wide as `unsigned`: signed overflow (and uint16 * uint16,
 // promoted to int) is undefined behaviour in C++.
 #pragma once
@@ -21,6 +21,9 @@ template <class T> using Arith = typename ArithType<T>::type;
 template <class T> T add_op(T x, T y) { return T(Arith<T>(x) + Arith<T>(y)); }
 template <class T> T sub_op(T x, T y) { return T(Arith<T>(x) - Arith<T>(y)); }
 template <class T> T mul_op(T x, T y) { return T(Arith<T>(x) * Arith<T>(y)); }
-template <class T> T neg_op(T x) { return T(Arith<T>(0) - Arith<T>(x)); }
+template <class T> T neg_op(T x) {
+  if constexpr (std::is_floating_point_v<T>) return -x;  // -0.0 for 0.0
+  else return T(Arith<T>(0) - Arith<T>(x));
+}
 
 }  // namespace meshsim

@@ -1,7 +1,5 @@
 // Scalar semantics of the elementwise primitives, as XLA computes them on CPU.
-// Integer arithmetic wraps around as in XLA: it runs on an unsigned type at
-// least as wide as `unsigned`, since signed overflow (and uint16 * uint16
-// promoted to int) is undefined behaviour in C++. Narrow floats (bfloat16,
+// Integer arithmetic wraps around as in XLA (integer_wrap.h). Narrow floats (bfloat16,
 // float16, float8) never reach these functions: kernels compute them in float32.
 #pragma once
 #include <cmath>
@@ -9,24 +7,9 @@
 #include <limits>
 #include <type_traits>
 
+#include "meshsim/kernels/integer_wrap.h"
+
 namespace meshsim {
-
-
-template <class T, bool = std::is_integral_v<T>>
-struct ArithType { using type = T; };
-template <class T>
-struct ArithType<T, true> {
-  using type = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
-};
-template <class T> using Arith = typename ArithType<T>::type;
-
-template <class T> T add_op(T x, T y) { return T(Arith<T>(x) + Arith<T>(y)); }
-template <class T> T sub_op(T x, T y) { return T(Arith<T>(x) - Arith<T>(y)); }
-template <class T> T mul_op(T x, T y) { return T(Arith<T>(x) * Arith<T>(y)); }
-template <class T> T neg_op(T x) {
-  if constexpr (std::is_floating_point_v<T>) return -x;  // -0.0 for 0.0
-  else return T(Arith<T>(0) - Arith<T>(x));
-}
 
 // XLA on CPU: x / 0 is -1 (all bits set), x % 0 is x, and INT_MIN / -1 wraps
 // (to INT_MIN, remainder 0) instead of trapping.
