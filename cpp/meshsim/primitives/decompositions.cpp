@@ -606,7 +606,7 @@ void register_decomposition_primitives() {
       return Avals{matrix_aval(in[0], in[0].shape, in[0].dtype)};
     };
     p.kernel = [](const Tensors& in, const Params&, const Avals&) {
-      return Tensors{dispatch_float(in[0].dtype(), [&](auto t) { return cholesky_kernel<decltype(t)>(in[0]); })};
+      return Tensors{dispatch_wide_float(in[0].dtype(), [&](auto t) { return cholesky_kernel<decltype(t)>(in[0]); })};
     };
     p.vjp = cholesky_vjp;
     p.cost = [](const Avals& in, const Params&, const Avals& out) {
@@ -626,7 +626,7 @@ void register_decomposition_primitives() {
                    matrix_aval(x, with_last(x.shape, {m}), DType::Int32)};
     };
     p.kernel = [](const Tensors& in, const Params&, const Avals&) {
-      return dispatch_float(in[0].dtype(), [&](auto t) { return lu_kernel<decltype(t)>(in[0]); });
+      return dispatch_wide_float(in[0].dtype(), [&](auto t) { return lu_kernel<decltype(t)>(in[0]); });
     };
     p.vjp = lu_vjp;
     p.cost = [](const Avals& in, const Params&, const Avals& out) {
@@ -650,7 +650,7 @@ void register_decomposition_primitives() {
                    matrix_aval(x, with_last(x.shape, {full ? m : k, n}), x.dtype)};
     };
     p.kernel = [](const Tensors& in, const Params& params, const Avals&) {
-      return dispatch_float(in[0].dtype(), [&](auto t) {
+      return dispatch_wide_float(in[0].dtype(), [&](auto t) {
         return qr_kernel<decltype(t)>(in[0], params.get<bool>("full_matrices"));
       });
     };
@@ -673,7 +673,7 @@ void register_decomposition_primitives() {
       return Avals{matrix_aval(x, x.shape, x.dtype), matrix_aval(x, with_last(x.shape, {x.shape.back()}), x.dtype)};
     };
     p.kernel = [](const Tensors& in, const Params& params, const Avals&) {
-      return dispatch_float(in[0].dtype(), [&](auto t) {
+      return dispatch_wide_float(in[0].dtype(), [&](auto t) {
         return eigh_kernel<decltype(t)>(in[0], params.get<bool>("lower"));
       });
     };
@@ -701,7 +701,7 @@ void register_decomposition_primitives() {
       return out;
     };
     p.kernel = [](const Tensors& in, const Params& params, const Avals&) {
-      return dispatch_float(in[0].dtype(), [&](auto t) {
+      return dispatch_wide_float(in[0].dtype(), [&](auto t) {
         return svd_kernel<decltype(t)>(in[0], params.get<bool>("full_matrices"), params.get<bool>("compute_uv"));
       });
     };
@@ -739,7 +739,7 @@ void register_decomposition_primitives() {
       return Avals{like(b, b.shape, b.dtype)};
     };
     p.kernel = [](const Tensors& in, const Params& params, const Avals&) {
-      return Tensors{dispatch_float(in[0].dtype(), [&](auto t) {
+      return Tensors{dispatch_wide_float(in[0].dtype(), [&](auto t) {
         return triangular_solve_kernel<decltype(t)>(in[0], in[1], params);
       })};
     };
