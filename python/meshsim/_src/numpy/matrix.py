@@ -14,7 +14,6 @@ from meshsim._src.lax.structural import canonicalize_axis
 from meshsim._src.numpy import decompositions
 from meshsim._src.numpy.creation import _check_arraylike
 from meshsim._src.numpy.promotion import promote_dtypes_inexact
-from meshsim._src import dtype_kinds
 
 __all__ = ["norm", "matrix_norm", "vector_norm", "outer", "matmul", "tensordot", "trace", "diagonal",
            "matrix_transpose", "vecdot", "cross", "matrix_power"]
@@ -93,7 +92,7 @@ def vector_norm(x, /, *, axis=None, keepdims: bool = False, ord=2):  # noqa: A00
     if ord == -np.inf:
         return jnp.min(jnp.abs(x), axis=axis, keepdims=keepdims)
     if ord == 0:
-        return jnp.sum(x != 0, dtype=jdtype_kinds.finfo(x.dtype).dtype, axis=axis, keepdims=keepdims)
+        return jnp.sum(x != 0, dtype=jnp.finfo(x.dtype).dtype, axis=axis, keepdims=keepdims)
     if ord == 1:
         return jnp.sum(jnp.abs(x), axis=axis, keepdims=keepdims)
     abs_x = jnp.abs(x)
