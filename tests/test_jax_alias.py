@@ -8,13 +8,16 @@ import sys
 
 import pytest
 
+import meshsim
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROGRAMS = os.path.join(ROOT, "tests", "programs")
 
 
 def _env():
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.path.join(ROOT, "python") + os.pathsep + env.get("PYTHONPATH", "")
+    # The meshsim this process imported: the installed package in CI, the in-tree build otherwise.
+    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(meshsim.__file__)) + os.pathsep + env.get("PYTHONPATH", "")
     env.setdefault("JAX_PLATFORMS", "cpu")
     return env
 
