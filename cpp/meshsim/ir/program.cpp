@@ -245,6 +245,13 @@ pp::D pp_param(const std::string& prim, const std::string& key, const ParamValue
                       ", " + list_str(d[3]) + "))");
     }
   }
+  if (prim == "conv_general_dilated" && key == "dimension_numbers") {
+    if (auto* l = std::get_if<IntLists>(&v); l && l->size() == 3) {
+      const IntLists& d = *l;
+      return pp::text("ConvDimensionNumbers(lhs_spec=" + param_value_str(d[0]) + ", rhs_spec=" +
+                      param_value_str(d[1]) + ", out_spec=" + param_value_str(d[2]) + ")");
+    }
+  }
   if (prim == "ragged_dot_general" && key == "ragged_dot_dimension_numbers") {
     if (auto* l = std::get_if<IntLists>(&v); l && l->size() == 6) {
       const IntLists& d = *l;

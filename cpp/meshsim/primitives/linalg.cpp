@@ -13,6 +13,7 @@
 #include "meshsim/ir/primitive.h"
 #include "meshsim/kernels/cast.h"
 #include "meshsim/kernels/dispatch.h"
+#include "meshsim/primitives/convolution.h"
 #include "meshsim/primitives/families.h"
 #include "meshsim/sharding/rules.h"
 #include "meshsim/transforms/batching.h"
@@ -789,6 +790,7 @@ void register_linalg_primitives() {
       dot_general_batch, dot_general_rule, dot_general_plan);
   add("ragged_dot_general", ragged_dot_general_eval, ragged_dot_general_kernel, ragged_dot_general_vjp,
       nullptr, nullptr, nullptr, nullptr);  // batched: the per-example fallback
+  register_convolution_primitives();
 }
 
 }  // namespace meshsim

@@ -93,7 +93,8 @@ def padtype_to_pads(in_shape, window_shape, window_strides, padding) -> list[tup
             if mode == "SAME":
                 return [(p // 2, p - p // 2) for p in pads]
             return [(p - p // 2, p // 2) for p in pads]
-        raise RuntimeError(f"Unrecognized padding type: expected 'VALID' or 'SAME', got {padding}.")
+        raise RuntimeError("Unrecognized padding type: expected 'VALID', 'SAME', or 'SAME_LOWER', "
+                           f"got {padding}.")
     return [tuple(p) for p in padding]
 
 

@@ -84,9 +84,10 @@ def polyint(p, m: int = 1, k=None):
     return jnp.true_divide(jnp.concatenate((p, k)), coeff)
 
 
-def _conv(x, y, mode: str, op: str, preferred_element_type):
-    """1-D convolution (op='convolve') or correlation as one matrix-vector product
-    with the sliding windows of the zero-padded longer input."""
+def _conv(x, y, mode: str, op: str, precision, preferred_element_type):
+    """1-D convolution (op='convolve') or correlation: one conv_general_dilated
+    of the longer input with the shorter (flipped to convolve)."""
+    from meshsim._src.lax.convolution import conv_general_dilated
     if x.ndim != 1 or y.ndim != 1:
         raise ValueError(f"{op}() only support 1-dimensional inputs.")
     if preferred_element_type is None:
@@ -97,6 +98,7 @@ def _conv(x, y, mode: str, op: str, preferred_element_type):
         raise ValueError(f"{op}: inputs cannot be empty, got shapes {x.shape} and {y.shape}.")
     reverse = False
     if op == "correlate":
+        y = jnp.conj(y)
         if len(x) < len(y):
             x, y, reverse = y, x, True
     else:
@@ -112,20 +114,18 @@ def _conv(x, y, mode: str, op: str, preferred_element_type):
         pad = (n - 1, n - 1)
     else:
         raise ValueError("mode must be one of ['full', 'same', 'valid']")
-    xp = jnp.pad(x, [pad])
-    out_len = xp.shape[0] - n + 1
-    windows = xp[jnp.arange(out_len)[:, None] + jnp.arange(n)[None, :]]
-    result = jnp.matmul(windows, y, preferred_element_type=preferred_element_type)
+    result = conv_general_dilated(x[None, None, :], y[None, None, :], (1,), [pad], precision=precision,
+                                  preferred_element_type=preferred_element_type)[0, 0]
     return result[::-1] if reverse else result
 
 
 def convolve(a, v, mode: str = "full", *, precision=None, preferred_element_type=None):
     """The discrete linear convolution of 1-D a and v."""
     a, v = _arrays("convolve", a, v)
-    return _conv(a, v, mode, "convolve", preferred_element_type)
+    return _conv(a, v, mode, "convolve", precision, preferred_element_type)
 
 
 def correlate(a, v, mode: str = "valid", *, precision=None, preferred_element_type=None):
     """The cross-correlation of 1-D a and v."""
     a, v = _arrays("correlate", a, v)
-    return _conv(a, v, mode, "correlate", preferred_element_type)
+    return _conv(a, v, mode, "correlate", precision, preferred_element_type)
