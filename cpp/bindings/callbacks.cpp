@@ -26,8 +26,15 @@ void init_callbacks(py::module_& m) {
           tensors.push_back(py_convert::tensor_from_numpy(py::reinterpret_borrow<py::array>(r)));
         return tensors;
       } catch (py::error_already_set& e) {
-        // Raised where the program's results are read, with the function's own message.
-        fail<ValueError>("the callback raised ", e.what());
+        // Raised where the program's results are read, with the function's own message
+        // and, inside a shard_map body, the device it ran for.
+        if (site.device < 0) fail<ValueError>("the callback raised ", e.what());
+        std::string coords;
+        for (size_t i = 0; i < site.coords.size(); ++i)
+          coords += (i ? ", " : "") + std::to_string(site.coords[i]);
+        if (site.coords.size() == 1) coords += ",";
+        fail<ValueError>("the callback running on cpu:", site.device, " at mesh coordinates (", coords,
+                         ") raised ", e.what());
       }
     });
   });

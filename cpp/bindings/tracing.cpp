@@ -15,7 +15,8 @@ void init_tracing(py::module_& m) {
       .def_property_readonly("dtype", [](const Tracer& t) { return to_numpy_dtype(t.aval().dtype); })
       .def_property_readonly("ndim", [](const Tracer& t) { return t.aval().ndim(); })
       .def_property_readonly("size", [](const Tracer& t) { return num_elements(t.aval().shape); })
-      .def_property_readonly("weak_type", [](const Tracer& t) { return t.aval().weak_type; });
+      .def_property_readonly("weak_type", [](const Tracer& t) { return t.aval().weak_type; })
+      .def_property_readonly("trace", [](const Tracer& t) { return t.trace; });
 
   py::class_<Program, ProgramPtr>(m, "Program")
       .def_property_readonly("in_avals", &Program::in_avals)
@@ -92,6 +93,15 @@ void init_tracing(py::module_& m) {
         std::vector<TracerPtr> captures;
         ProgramPtr program = t.finish(outs, &captures);
         return py::make_tuple(program, captures);
+      })
+      // The program recorded so far with `outputs` as its results, leaving the
+      // trace open (how an eager shard_map body computes a value it prints).
+      .def("snapshot", [](Trace& t, const py::sequence& outputs) {
+        std::vector<int> outvars;
+        for (auto o : outputs) outvars.push_back(t.var_for(to_value(o)));
+        auto program = std::make_shared<Program>(t.program());
+        program->outvars = std::move(outvars);
+        return program;
       });
   // Bytes each device sends in one collective over groups of n devices, from
   // the types: the collective's communication model (Primitive::comm_bytes).

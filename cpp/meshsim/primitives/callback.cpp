@@ -9,6 +9,7 @@
 #include "meshsim/core/error.h"
 #include "meshsim/primitives/families.h"
 #include "meshsim/runtime/mesh_executor.h"
+#include "meshsim/transforms/batching.h"
 
 namespace meshsim {
 namespace {
@@ -72,8 +73,9 @@ void register_callback_primitives() {
   debug.vjp = [](const VjpArgs& a) { return Cotangents(a.in.size()); };
   register_primitive(std::move(debug));
 
-  Primitive pure = callback_primitive("pure_callback");
-  pure.abstract_eval = [](const Avals&, const Params& params) {
+  // pure_callback and io_callback: results of the types given. io_callback has effects, so
+  // it is neither differentiated nor (when ordered) batched; unordered, it runs per example.
+  auto results_of = [](const Avals&, const Params& params) {
     const IntLists& shapes = params.get<IntLists>("result_shapes");
     const StrList& dtypes = params.get<StrList>("result_dtypes");
     Avals out;
@@ -85,11 +87,22 @@ void register_callback_primitives() {
     }
     return out;
   };
+  Primitive pure = callback_primitive("pure_callback");
+  pure.abstract_eval = results_of;
   pure.vjp = [](const VjpArgs&) -> Cotangents {
     fail<ValueError>("Pure callbacks do not support JVP. Please use `jax.custom_jvp` to use callbacks "
                      "while taking gradients.");
   };
   register_primitive(std::move(pure));
+
+  Primitive io = callback_primitive("io_callback");
+  io.abstract_eval = results_of;
+  io.vjp = [](const VjpArgs&) -> Cotangents { fail<ValueError>("IO callbacks do not support JVP."); };
+  io.batch = [](const BatchArgs& a) -> Batched {
+    if (a.params.get<bool>("ordered")) fail<ValueError>("Cannot `vmap` ordered IO callback.");
+    return batch_per_example(a);
+  };
+  register_primitive(std::move(io));
 }
 
 }  // namespace meshsim

@@ -15,7 +15,7 @@ import weakref
 from typing import Any, Callable, Sequence
 
 from meshsim import _core
-from meshsim._src import core, debug, tree_util
+from meshsim._src import core, debug, ref, tree_util
 from meshsim._src.abstract import ShapeDtypeStruct
 from meshsim._src.config import config as _config
 from meshsim._src.sharding import placement
@@ -244,6 +244,7 @@ class JitWrapped:
         self._fast = not (sig.static_argnums or sig.static_argnames or sig.donate_argnums
                           or sig.donate_argnames)
         self._fast_cache: dict[tuple, tuple] = {}
+        self._ref_variants: dict = {}  # Ref arguments: the variants ref.call_with_refs traces
 
     def __get__(self, obj, objtype=None):
         return self if obj is None else functools.partial(self, obj)
@@ -282,6 +283,10 @@ class JitWrapped:
                 if device is not None:
                     outs = placement.place(outs, device)
                 return outs[0] if single else tree_util.tree_unflatten(out_tree, outs)
+        if not (self._sig.static_argnums or self._sig.static_argnames):
+            with_refs = ref.call_with_refs(self, self._fun, args, kwargs)
+            if with_refs is not None:
+                return with_refs[0]
         (program, out_tree, donated), leaves = self._lookup(args, kwargs)
         device = placement.committed_device(leaves, self._sig.describe_leaf(args, kwargs))
         # Donated arguments are deleted by the call (their values now belong to the program).

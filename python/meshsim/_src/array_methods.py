@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from meshsim._src import core, errors
+from meshsim._src import core, eager_shard_map, errors
 from meshsim._src import dtype_kinds
 
 
@@ -82,8 +82,13 @@ def _scalar_conversion(kind):
 
 def _concrete_error(kind: str):
     """A tracer's conversion to a Python value: the value exists only when the
-    program runs, so raise JAX's error for that conversion."""
+    program runs, so raise JAX's error for that conversion (unless it is an eager
+    shard_map value the same on every device, which JAX makes concrete)."""
     def convert(self, *args, **kwargs):
+        # JAX's float() and complex() of such a value still raise.
+        value = None if kind in ("__float__", "__complex__") else eager_shard_map.concrete_value(self)
+        if value is not None:
+            return getattr(value, kind)(*args, **kwargs)
         if kind == "__bool__":
             raise errors.TracerBoolConversionError(self)
         if kind == "__index__":
@@ -106,6 +111,9 @@ def _array_repr(self):
 
 
 def _tracer_repr(self):
+    text = eager_shard_map.block_text(self)
+    if text is not None:
+        return text
     aval = self.aval
     return f"JitTracer({'~' if aval.weak_type else ''}{aval.str_short()})"
 
@@ -164,3 +172,4 @@ def install():
                        "__array__"):
         setattr(core.Tracer, conversion, _concrete_error(conversion))
     core.Tracer.__repr__ = _tracer_repr
+    core.Tracer.__str__ = _tracer_repr

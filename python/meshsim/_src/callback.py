@@ -12,9 +12,9 @@ from typing import Any, Callable
 import numpy as np
 
 from meshsim import _core
-from meshsim._src import core, tree_util
+from meshsim._src import core, eager_shard_map, tree_util
 
-__all__ = ["debug_callback", "debug_print", "pure_callback", "effects_barrier"]
+__all__ = ["debug_callback", "debug_print", "pure_callback", "io_callback", "effects_barrier"]
 
 _functions: dict[int, Callable] = {}
 _ids = itertools.count()
@@ -54,6 +54,8 @@ def debug_callback(callback: Callable[..., Any], *args, ordered: bool = False,
         callback(*a, **k)
         return []
 
+    if eager_shard_map.run_callback(call, leaves):
+        return
     core.bind("debug_callback", *leaves, callback=_keep(call))
 
 
@@ -68,6 +70,20 @@ def pure_callback(callback: Callable[..., Any], result_shape_dtypes: Any, *args,
     """`callback(*args, **kwargs)` computed on the host with the arrays' values; its results must
     have the shapes and dtypes of `result_shape_dtypes` (a pytree of objects with `.shape` and
     `.dtype`)."""
+    return _result_callback("pure_callback", "pure_callback", callback, result_shape_dtypes, args,
+                            kwargs, {})
+
+
+def io_callback(callback: Callable[..., Any], result_shape_dtypes: Any, *args,
+                sharding=None, ordered: bool = False, **kwargs):
+    """As `pure_callback`, for a function with side effects: it is called every time the program
+    runs (once per example under vmap; `ordered=True` refuses vmap) and is not differentiable."""
+    return _result_callback("io_callback", "io_callback", callback, result_shape_dtypes, args,
+                            kwargs, {"ordered": bool(ordered)})
+
+
+def _result_callback(primitive: str, what: str, callback, result_shape_dtypes, args, kwargs,
+                     params: dict):
     leaves, tree = _flat_operands(args, kwargs)
     specs, out_tree = tree_util.tree_flatten(result_shape_dtypes)
     shapes = tuple(tuple(int(d) for d in s.shape) for s in specs)
@@ -77,19 +93,19 @@ def pure_callback(callback: Callable[..., Any], result_shape_dtypes: Any, *args,
         a, k = tree_util.tree_unflatten(tree, values)
         results = tree_util.tree_leaves(callback(*a, **k))
         if len(results) != len(specs):
-            raise RuntimeError(f"pure_callback returned {len(results)} results, expected {len(specs)}")
+            raise RuntimeError(f"{what} returned {len(results)} results, expected {len(specs)}")
         for r, shape, dtype in zip(results, shapes, dtypes):
             r = np.asarray(r)
             if r.shape != shape:
                 raise RuntimeError(
-                    f"Incorrect output shape for pure_callback: expected {shape} but got {r.shape}")
+                    f"Incorrect output shape for {what}: expected {shape} but got {r.shape}")
             if r.dtype != dtype:
                 raise RuntimeError(
-                    f"Incorrect output dtype for pure_callback: expected {dtype} but got {r.dtype}")
+                    f"Incorrect output dtype for {what}: expected {dtype} but got {r.dtype}")
         return results
 
-    outs = core.bind("pure_callback", *leaves, callback=_keep(call), result_shapes=shapes,
-                     result_dtypes=tuple(d.name for d in dtypes))
+    outs = core.bind(primitive, *leaves, callback=_keep(call), result_shapes=shapes,
+                     result_dtypes=tuple(d.name for d in dtypes), **params)
     return tree_util.tree_unflatten(out_tree, list(outs))
 
 

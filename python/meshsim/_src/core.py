@@ -2,7 +2,9 @@
 turning Python and NumPy values into arrays, and the type of a value."""
 from __future__ import annotations
 
+import contextlib
 import numbers
+import threading
 
 import numpy as np
 
@@ -14,11 +16,50 @@ Tracer = _core.Tracer
 ShapedArray = _core.ShapedArray
 
 
+class _EvalContext(threading.local):
+    depth = 0
+
+
+_eval_context = _EvalContext()
+
+
+@contextlib.contextmanager
+def ensure_compile_time_eval():
+    """Within the block, an operation none of whose operands is traced runs at once, even while
+    a function is being traced (jit, grad, ...): its result is a concrete array, so Python can
+    branch on it or convert it, as JAX's context manager of that name does."""
+    _eval_context.depth += 1
+    try:
+        yield
+    finally:
+        _eval_context.depth -= 1
+
+
+eval_context = ensure_compile_time_eval
+
+
+def _bind_now(name: str, args, params) -> tuple:
+    """`name` applied to concrete operands at once although a trace is open: its one-equation
+    program is run (running a program records nothing)."""
+    arrays = [asarray_value(a) for a in args]
+    trace = _core.push_trace()
+    try:
+        outs = _core.bind(name, [trace.new_input(a.aval) for a in arrays], params)
+        program = trace.finish(list(outs))
+    finally:
+        _core.pop_trace(trace)
+    return tuple(program.run(arrays))
+
+
 def bind(name: str, *args, **params):
     """Applies primitive `name`; returns its outputs as a tuple. Applied eagerly to arrays
     committed to a device, its results stay on that device."""
     device = placement.committed_device(args, placement.describe_operand(name, len(args)))
-    outs = _core.bind(name, args, params)
+    if (_eval_context.depth and _core.current_trace() is not None
+            and not any(isinstance(a, Tracer) for a in args)):
+        outs = _bind_now(name, args, params)
+    else:
+        outs = _core.bind(name, args, params)
     return outs if device is None else tuple(placement.place(outs, device))
 
 

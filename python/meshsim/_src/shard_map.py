@@ -14,7 +14,7 @@ import math
 from typing import Any, Callable
 
 from meshsim import _core
-from meshsim._src import core, tree_util
+from meshsim._src import core, eager_shard_map, tree_util
 from meshsim._src.sharding.mesh import (AbstractMesh, AxisType, Mesh, context_mesh,
                                         get_abstract_mesh, use_abstract_mesh)
 from meshsim._src.sharding.partition_spec import PartitionSpec
@@ -369,8 +369,17 @@ class _ShardMapped:
 
     def _trace(self, leaves, in_tree, in_specs, mesh: Mesh, manual: list[str]):
         block_mesh = mesh.abstract_mesh.update_axis_types({a: AxisType.Manual for a in manual})
+        eager = None
+        if _core.current_trace() is None and len(manual) == len(mesh.axis_names):
+            # Un-jitted over the whole mesh: the body's values are concrete (eager_shard_map).
+            eager = eager_shard_map.Frame(None, list(leaves),
+                                          [_core_spec(s, x.ndim) for s, x in zip(in_specs, leaves)],
+                                          mesh, self.check_vma)
         trace = _core.push_trace()
         _core.push_axis_env(mesh.core_mesh, manual, self.check_vma)
+        if eager is not None:
+            eager.trace = trace
+            eager_shard_map.push(eager)
         try:
             with use_abstract_mesh(block_mesh):
                 tracers = []
@@ -390,6 +399,8 @@ class _ShardMapped:
                                                  mesh, manual)
                 body, captures = trace.finish_capturing(out_leaves)
         finally:
+            if eager is not None:
+                eager_shard_map.pop(eager)
             _core.pop_axis_env()
             _core.pop_trace(trace)
         return body, out_tree, [k.spec for k in keyed], captures

@@ -1,2 +1,3 @@
 """meshsim.core (as jax.core): the types of traced values and their abstract values."""
 from meshsim._src.core_types import AbstractValue, ShapedArray, Trace, Tracer, max_dim, min_dim  # noqa: F401
+from meshsim._src.core import ensure_compile_time_eval, eval_context  # noqa: F401

@@ -57,7 +57,12 @@ def _stack_nested(x, dtype):
     return core.convert_element_type(x, dtype)
 
 
-def array(object, dtype=None, copy: bool = True, order: str | None = "K", ndmin: int = 0):  # noqa: A002
+def array(object, dtype=None, copy: bool = True, order: str | None = "K", ndmin: int = 0,  # noqa: A002
+          *, device=None):
+    return on_device(_array(object, dtype, copy, order, ndmin), device)
+
+
+def _array(object, dtype, copy: bool, order: str | None, ndmin: int):  # noqa: A002
     if order not in (None, "K", "C", "A"):
         raise NotImplementedError(f"Only implemented for order='K', got {order=}")
     dtype = None if dtype is None else user_dtype(dtype)
@@ -78,12 +83,21 @@ def array(object, dtype=None, copy: bool = True, order: str | None = "K", ndmin:
     return out
 
 
-def asarray(a, dtype=None, order: str | None = None, *, copy: bool | None = None):
-    return array(a, dtype=dtype, copy=bool(copy), order=order)
+def on_device(out, device):
+    """`out` placed as a creation function's `device=` asks (a Device or a Sharding), as JAX
+    places it; unchanged when None."""
+    if device is None:
+        return out
+    from meshsim._src.sharding.api import device_put
+    return device_put(out, device)
+
+
+def asarray(a, dtype=None, order: str | None = None, *, copy: bool | None = None, device=None):
+    return on_device(array(a, dtype=dtype, copy=bool(copy), order=order), device)
 
 
 def astype(x, dtype, /, *, copy: bool = False, device=None):
-    return core.convert_element_type(x, user_dtype(dtype))
+    return on_device(core.convert_element_type(x, user_dtype(dtype)), device)
 
 
 def copy(a, order: str | None = None):
@@ -96,15 +110,17 @@ def full(shape, fill_value, dtype=None, *, device=None, out_sharding=None):
     else:
         from meshsim._src.numpy.structural import broadcast_to
         out = broadcast_to(asarray(fill_value, dtype=dtype), shape)
-    return explicit.with_out_sharding(out, out_sharding)
+    return on_device(explicit.with_out_sharding(out, out_sharding), device)
 
 
 def zeros(shape, dtype=None, *, device=None, out_sharding=None):
-    return explicit.with_out_sharding(lax.full(shape, 0, _default_float(dtype)), out_sharding)
+    out = lax.full(shape, 0, _default_float(dtype))
+    return on_device(explicit.with_out_sharding(out, out_sharding), device)
 
 
 def ones(shape, dtype=None, *, device=None, out_sharding=None):
-    return explicit.with_out_sharding(lax.full(shape, 1, _default_float(dtype)), out_sharding)
+    out = lax.full(shape, 1, _default_float(dtype))
+    return on_device(explicit.with_out_sharding(out, out_sharding), device)
 
 
 # Arrays are immutable: an "uninitialised" array is a zero one.
@@ -131,19 +147,19 @@ def full_like(a, fill_value, dtype=None, shape=None, *, device=None, out_shardin
         from meshsim._src.numpy.structural import broadcast_to
         out = broadcast_to(asarray(fill_value, dtype=dtype or core.typeof(a).dtype),
                            core.typeof(a).shape if shape is None else shape)
-    return _like_sharding(a, shape, out_sharding, out)
+    return on_device(_like_sharding(a, shape, out_sharding, out), device)
 
 
 def zeros_like(a, dtype=None, shape=None, *, device=None, out_sharding=None):
     _check_arraylike("zeros_like", a)
     out = lax.full_like(a, 0, None if dtype is None else user_dtype(dtype), shape)
-    return _like_sharding(a, shape, out_sharding, out)
+    return on_device(_like_sharding(a, shape, out_sharding, out), device)
 
 
 def ones_like(a, dtype=None, shape=None, *, device=None, out_sharding=None):
     _check_arraylike("ones_like", a)
     out = lax.full_like(a, 1, None if dtype is None else user_dtype(dtype), shape)
-    return _like_sharding(a, shape, out_sharding, out)
+    return on_device(_like_sharding(a, shape, out_sharding, out), device)
 
 
 empty_like = zeros_like
@@ -168,7 +184,8 @@ def _typed(value, dtype):
 
 def arange(start, stop=None, step=None, dtype=None, *, device=None, out_sharding=None):
     """start + step * iota, computed in the result dtype exactly as JAX does."""
-    return explicit.with_out_sharding(_arange(start, stop, step, dtype), out_sharding)
+    out = _arange(start, stop, step, dtype)
+    return on_device(explicit.with_out_sharding(out, out_sharding), device)
 
 
 def _arange(start, stop, step, dtype):
@@ -231,6 +248,7 @@ def linspace(start, stop, num: int = 50, endpoint: bool = True, retstep: bool = 
     if dtype_kinds.issubdtype(dtype, np.integer):
         out = lax_ew.floor(out)
     out = core.convert_element_type(out, dtype)
+    out = on_device(out, device)
     return (out, delta) if retstep else out
 
 
@@ -249,7 +267,8 @@ def _iota_mask(compare, N, M, k, dtype):
 def eye(N, M=None, k=0, dtype=None, *, device=None, out_sharding=None):
     if not isinstance(k, (int, np.integer)) and not core.is_value(k):
         raise ValueError(f"k must be a scalar integer; got {k}")
-    return explicit.with_out_sharding(_iota_mask(lax_ew.eq, N, M, k, _default_float(dtype)), out_sharding)
+    out = _iota_mask(lax_ew.eq, N, M, k, _default_float(dtype))
+    return on_device(explicit.with_out_sharding(out, out_sharding), device)
 
 
 def identity(n, dtype=None):

@@ -1,0 +1,149 @@
+"""Mutable array references (`jax.new_ref`, `jax.Ref`, `jax.freeze`, `jax.free_ref`).
+
+A Ref holds an array that `ref[idx] = v` replaces (functionally: the new value is
+`value.at[idx].set(v)`) and `ref[idx]` reads. Programs stay pure: a Ref created
+inside a traced function just holds traced values, and a jitted function given
+Refs as arguments is traced with their values as extra inputs and their final
+values as extra outputs, which are written back into the caller's Refs after
+the call (how JAX discharges the state effects of a jitted function)."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from meshsim._src import core
+
+__all__ = ["Ref", "AbstractRef", "new_ref", "freeze", "free_ref"]
+
+
+class AbstractRef:
+    """The type of a Ref: `Ref{float32[4]}`."""
+    __slots__ = ("inner_aval",)
+
+    def __init__(self, inner_aval):
+        self.inner_aval = inner_aval
+
+    shape = property(lambda self: self.inner_aval.shape)
+    dtype = property(lambda self: self.inner_aval.dtype)
+    ndim = property(lambda self: self.inner_aval.ndim)
+
+    def str_short(self, *args, **kwargs) -> str:
+        return f"Ref{{{self.inner_aval.str_short()}}}"
+
+    __str__ = __repr__ = str_short
+
+    def __eq__(self, other):
+        return isinstance(other, AbstractRef) and other.inner_aval == self.inner_aval
+
+    def __hash__(self):
+        return hash(("Ref", self.inner_aval.shape, str(self.inner_aval.dtype)))
+
+
+class Ref:
+    """A mutable reference to an array (see the module's text)."""
+    __slots__ = ("_value", "__weakref__")
+
+    def __init__(self, value):
+        self._value = value
+
+    @property
+    def aval(self) -> AbstractRef:
+        return AbstractRef(core.typeof(self._value))
+
+    shape = property(lambda self: tuple(self._value.shape))
+    dtype = property(lambda self: self._value.dtype)
+    ndim = property(lambda self: self._value.ndim)
+    size = property(lambda self: self._value.size)
+    sharding = property(lambda self: self._value.sharding)
+    committed = property(lambda self: self._value.committed)
+
+    def __len__(self):
+        return len(self._value)
+
+    def __getitem__(self, idx):
+        if idx is Ellipsis or (isinstance(idx, tuple) and idx in ((), (Ellipsis,))):
+            return self._value
+        return self._value[idx]
+
+    def __setitem__(self, idx, value):
+        value, whole = self._checked("swap", idx, value)
+        self._value = value if whole else self._value.at[idx].set(value)
+
+    def addupdate(self, value, idx=Ellipsis) -> None:
+        """Adds `value` (of the shape and dtype of the part `idx`) into the referenced array."""
+        value, whole = self._checked("addupdate", idx, value)
+        self._value = self._value + value if whole else self._value.at[idx].add(value)
+
+    def _checked(self, op: str, idx, value):
+        """`value` as written at `idx` by `op`, with JAX's errors for a wrong shape or dtype."""
+        value = core.asarray_value(value)
+        whole = idx is Ellipsis or (isinstance(idx, tuple) and idx in ((), (Ellipsis,)))
+        expected = self.shape if whole else tuple(core.typeof(self._value[idx]).shape)
+        if tuple(value.shape) != expected:
+            transforms = "()" if whole else f"({idx!r},)"
+            raise ValueError(f"Invalid shape for `{op}`. Ref shape: {self.shape}. Expected shape: "
+                             f"{expected}. Value shape: {tuple(value.shape)}. Transforms: {transforms}. ")
+        if value.dtype != self.dtype and not (value.weak_type and _weak_fits(value.dtype, self.dtype)):
+            raise ValueError(f"Invalid dtype for `{op}`. Ref dtype: {self.dtype}. Value dtype: "
+                             f"{value.dtype}. ")
+        return core.convert_element_type(value, self.dtype), whole
+
+    def __repr__(self) -> str:
+        value = self._value
+        if isinstance(value, core.Tracer):
+            return f"Ref({value!r})"
+        return "Ref" + repr(value)[len("Array"):]
+
+    __str__ = __repr__
+
+
+def _weak_fits(weak: np.dtype, dtype: np.dtype) -> bool:
+    """A weakly typed Python scalar takes a Ref's dtype of its own kind (a float into a float16
+    Ref), not of another (an int into a float Ref)."""
+    return np.dtype(weak).kind == np.dtype(dtype).kind
+
+
+def new_ref(init_val: Any, *, memory_space: Any = None, kind: str | None = None) -> Ref:
+    """A mutable reference holding `init_val` (an array, a scalar, ...)."""
+    return Ref(core.asarray_value(init_val))
+
+
+def freeze(ref: Ref):
+    """The referenced array's final value."""
+    return ref._value
+
+
+def free_ref(ref: Ref) -> None:
+    """Declares `ref` no longer used (its value stays readable, as in JAX eagerly)."""
+
+
+def is_ref(x) -> bool:
+    return isinstance(x, Ref)
+
+
+def call_with_refs(jitted, fun, args: tuple, kwargs: dict):
+    """`fun(*args, **kwargs)` jitted when some leaves of the arguments are Refs: their values go
+    in as inputs, fresh Refs stand for them while tracing, and their final values come out as
+    extra results that are written back into the caller's Refs. Returns (result,), or None when
+    there are no Refs."""
+    from meshsim._src import tree_util
+    leaves, tree = tree_util.tree_flatten((args, kwargs))
+    where = tuple(i for i, x in enumerate(leaves) if isinstance(x, Ref))
+    if not where:
+        return None
+    key = (tree, where)
+    inner = jitted._ref_variants.get(key)
+    if inner is None:
+        def with_refs(*flat):
+            flat = list(flat)
+            refs = [Ref(flat[i]) for i in where]
+            for i, r in zip(where, refs):
+                flat[i] = r
+            a, k = tree_util.tree_unflatten(tree, flat)
+            return fun(*a, **k), [r._value for r in refs]
+        inner = jitted._ref_variants[key] = type(jitted)(with_refs)
+    out, values = inner(*[x._value if isinstance(x, Ref) else x for x in leaves])
+    for i, v in zip(where, values):
+        leaves[i]._value = v
+    return (out,)

@@ -1,0 +1,194 @@
+"""Mutable references (`jax.new_ref`, `jax.Ref`, `jax.freeze`), `jax.experimental.io_callback`,
+`jax.ensure_compile_time_eval` and the `device=` of jnp's creation functions, against JAX 0.10.2
+(8 CPU devices): printed values, results, types and error texts."""
+import contextlib
+import io
+
+import numpy as np
+import pytest
+
+import meshsim
+
+
+@pytest.fixture(scope="module")
+def libs(real_jax):
+    return meshsim, real_jax
+
+
+def _run(jax, case):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        try:
+            result = ("ok", case(jax))
+        except Exception as e:  # noqa: BLE001 - the class name and text are compared
+            result = (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+        jax.effects_barrier()
+    return out.getvalue(), result
+
+
+def _same(libs, case):
+    (ours, r1), (theirs, r2) = (_run(lib, case) for lib in libs)
+    assert ours == theirs
+    assert r1[0] == r2[0], (r1, r2)
+    if r1[0] == "ok":
+        for a, b in zip(meshsim.tree.leaves(r1[1]), meshsim.tree.leaves(r2[1])):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6)
+    else:
+        assert r1 == r2
+    return ours
+
+
+def test_ref_reads_writes_and_prints(libs):
+    def case(jax):
+        jnp = jax.numpy
+        r = jax.new_ref(jnp.arange(6.0).reshape(2, 3))
+        print(type(r).__name__, r, jax.typeof(r), r.shape, r.dtype, isinstance(r, jax.Ref))
+        print(r[...], r[1], r[0, 2])
+        r[...] = jnp.ones((2, 3))
+        r[1] = jnp.full((3,), 4.0)
+        r[0, 1:] = jnp.zeros(2)
+        r[...] += 1
+        r.addupdate(jnp.ones((2, 3)))
+        print(r, jax.tree.leaves({"r": r}))
+        try:
+            r.addupdate(jnp.arange(3.0))
+        except ValueError as e:
+            print(e)
+        return jax.freeze(r)
+
+    _same(libs, case)
+
+
+@pytest.mark.parametrize("value", ["scalar", "short", "int", "int_scalar"])
+def test_ref_writes_of_the_wrong_shape_or_dtype(libs, value):
+    def case(jax):
+        jnp = jax.numpy
+        r = jax.new_ref(jnp.arange(4.0))
+        v = {"scalar": 3.0, "short": jnp.ones(3), "int": jnp.ones(4, jnp.int32), "int_scalar": 8}[value]
+        if value == "int_scalar":
+            r[1] = v
+        else:
+            r[...] = v
+
+    _same(libs, case)
+
+
+def test_jitted_function_mutates_its_ref_arguments(libs):
+    def case(jax):
+        jnp = jax.numpy
+        r = jax.new_ref(jnp.arange(4.0))
+        counter = jax.new_ref(jnp.int32(0))
+
+        @jax.jit
+        def step(state, x):
+            state["r"][...] = state["r"][...] * 2 + x
+            state["n"][...] += 1
+            return state["r"][...].sum()
+
+        outs = [step({"r": r, "n": counter}, float(i)) for i in range(3)]
+
+        @jax.jit
+        def only_writes(r, v):
+            r[1:3] = v
+
+        print(only_writes(r, jnp.zeros(2)))
+        return outs, r[...], counter[...]
+
+    _same(libs, case)
+
+
+def test_refs_made_inside_a_traced_function(libs):
+    def case(jax):
+        jnp = jax.numpy
+
+        def f(x):
+            acc = jax.new_ref(jnp.zeros(()))
+            for i in range(x.shape[0]):
+                acc[...] += x[i] ** 2
+            return acc[...]
+
+        x = jnp.arange(5.0)
+        return f(x), jax.jit(f)(x), jax.grad(f)(x), jax.vmap(f)(jnp.stack([x, x + 1]))
+
+    _same(libs, case)
+
+
+def test_io_callback_runs_every_time_and_refuses_jvp(libs):
+    def case(jax):
+        io_callback = jax.experimental.io_callback
+        jnp = jax.numpy
+        seen = []
+
+        def log(x):
+            seen.append(np.asarray(x).tolist())
+            return np.asarray(x) * 2
+
+        f = jax.jit(lambda x: io_callback(log, jax.ShapeDtypeStruct(x.shape, x.dtype), x) + 1)
+        a = f(jnp.arange(3.0))
+        b = f(jnp.arange(3.0))
+        c = jax.vmap(lambda x: io_callback(log, jax.ShapeDtypeStruct(x.shape, x.dtype), x))(
+            jnp.arange(6.0).reshape(2, 3))
+        jax.effects_barrier()
+        print(seen)
+        return a, b, c
+
+    _same(libs, case)
+
+
+@pytest.mark.parametrize("how", ["grad", "ordered_vmap"])
+def test_io_callback_errors(libs, how):
+    def case(jax):
+        io_callback = jax.experimental.io_callback
+        jnp = jax.numpy
+
+        def f(x, ordered=False):
+            return io_callback(lambda v: np.asarray(v), jax.ShapeDtypeStruct(x.shape, x.dtype), x,
+                               ordered=ordered)
+        if how == "grad":
+            return jax.grad(lambda x: f(x).sum())(jnp.arange(3.0))
+        return jax.vmap(lambda x: f(x, ordered=True))(jnp.ones((2, 3)))
+
+    _same(libs, case)
+
+
+def test_ensure_compile_time_eval_gives_concrete_values_inside_jit(libs):
+    def case(jax):
+        jnp = jax.numpy
+
+        @jax.jit
+        def f(x):
+            with jax.ensure_compile_time_eval():
+                table = jnp.cumsum(jnp.arange(5))
+                n = int(table[-1])
+                big = bool(jnp.sin(2.0) > 0.5)
+                print(n, big, table)
+                y = x * 2  # x is traced: still staged
+            return y + n
+
+        return f(jnp.arange(3.0))
+
+    _same(libs, case)
+
+
+@pytest.mark.parametrize("fn", ["zeros", "ones", "full", "arange", "eye", "array", "asarray", "linspace",
+                                "zeros_like", "empty"])
+def test_creation_functions_honour_device(libs, fn):
+    def case(jax):
+        jnp = jax.numpy
+        dev = jax.devices()[3]
+        make = {
+            "zeros": lambda d: jnp.zeros((2, 3), device=d), "ones": lambda d: jnp.ones(4, device=d),
+            "full": lambda d: jnp.full((2,), 7.0, device=d), "arange": lambda d: jnp.arange(5, device=d),
+            "eye": lambda d: jnp.eye(3, device=d), "array": lambda d: jnp.array([1.0, 2.0], device=d),
+            "asarray": lambda d: jnp.asarray(np.arange(3), device=d),
+            "linspace": lambda d: jnp.linspace(0, 1, 5, device=d),
+            "zeros_like": lambda d: jnp.zeros_like(np.ones(3), device=d),
+            "empty": lambda d: jnp.empty((2,), device=d)}[fn]
+        x = make(dev)
+        mesh = jax.make_mesh((4,), ("i",))
+        y = make(jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec()))
+        print(sorted(d.id for d in x.devices()), x.committed, (x + 1).devices() == {dev},
+              type(y.sharding).__name__, len(y.devices()))
+        return x
+
+    _same(libs, case)
