@@ -66,6 +66,18 @@ struct LocalPlan {
   std::string reduce_op = "sum";
 };
 
+// Sharding propagation over Auto mesh axes (sharding/propagation.h), as
+// Shardy models an operation: every dimension of every operand and result is
+// one "factor" (or none, kNoFactor: that dimension is computed whole). Dims
+// sharing a factor are sharded alike; a factor found in operands only is
+// contracted: sharding it leaves partial results that the primitive's
+// local plan combines (summed for a sum, a dot; max for a max).
+constexpr int kNoFactor = -1;
+struct FactorMap {
+  std::vector<std::vector<int>> in, out;  // per operand / result, per dimension
+  int num_factors = 0;
+};
+
 // What one application of a primitive costs on one device, for the cost
 // model (meshsim.profiler.estimate): floating-point operations and bytes read
 // from and written to memory, as XLA's cost analysis counts them ("flops",
@@ -175,6 +187,13 @@ struct Primitive {
   // non-elementwise primitive) runs the kernel on the assembled global value.
   std::function<std::optional<LocalPlan>(const Avals& in, const Params& params, const Avals& out)>
       local_plan;
+  // Sharding propagation over Auto mesh axes (sharding/propagation.h): how
+  // the dimensions of operands and results correspond. Unset on an
+  // elementwise primitive: the identity map (dimension d of every operand and
+  // result is factor d); otherwise unset or nullopt: nothing flows through
+  // and the results are computed on whole operands.
+  std::function<std::optional<FactorMap>(const Avals& in, const Params& params, const Avals& out)>
+      factors;
 
   // Primitives over whole sharded arrays (shard_map): see every input's
   // sharding and return arrays laid out over the mesh. Set instead of `kernel`.

@@ -1,6 +1,9 @@
 // Program: the typed, traced form of a function (a jaxpr). Variables are
 // numbered; each has an Aval. Constants are variables bound to tensors.
 #pragma once
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -15,6 +18,18 @@ struct Equation {
   std::vector<int> outputs;  // variable ids
 };
 
+struct ShardingPlan;  // sharding/propagation.h
+
+// The layouts propagation chose for a program, by its arguments' layouts
+// (filled by the runtime; a copy of a program starts with none).
+struct ShardingPlanCache {
+  std::mutex mutex;
+  std::map<std::string, std::shared_ptr<const ShardingPlan>> plans;
+  ShardingPlanCache() = default;
+  ShardingPlanCache(const ShardingPlanCache&) {}
+  ShardingPlanCache& operator=(const ShardingPlanCache&) { return *this; }
+};
+
 struct Program {
   std::vector<Aval> avals;   // indexed by variable id
   std::vector<int> constvars;
@@ -23,6 +38,7 @@ struct Program {
   std::vector<Equation> eqns;
   std::vector<int> outvars;
   std::string name;  // the traced function's name, for the profiler's host spans (may be empty)
+  mutable ShardingPlanCache sharding_plans;
 
   int new_var(Aval aval) {
     avals.push_back(std::move(aval));

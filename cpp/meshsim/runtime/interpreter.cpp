@@ -5,6 +5,8 @@
 #include "meshsim/core/cancel.h"
 
 #include "meshsim/runtime/mesh_executor.h"
+#include "meshsim/sharding/propagation.h"
+#include "meshsim/sharding/rules.h"
 #include "meshsim/runtime/sharded.h"
 #include "meshsim/runtime/timeline.h"
 
@@ -131,6 +133,100 @@ bool small_products(const Program& program) {
   return any;
 }
 
+// The layouts propagation chooses for `program` on `mesh` given its
+// arguments' layouts, computed once per distinct layouts.
+std::shared_ptr<const ShardingPlan> plan_for(const Program& program, const Mesh& mesh,
+                                             const std::vector<ArrayPtr>& args) {
+  std::vector<std::optional<Spec>> specs;
+  std::string key;
+  for (const ArrayPtr& x : args) {
+    const Sharding& s = *x->sharding();
+    if (s.mesh && same_devices(*s.mesh, mesh)) specs.push_back(pad_spec(s.spec, x->aval().shape.size()));
+    else specs.push_back(std::nullopt);
+    key += specs.back() ? spec_repr(*specs.back()) : "-";
+    key += ';';
+  }
+  ShardingPlanCache& cache = program.sharding_plans;
+  {
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    auto it = cache.plans.find(key);
+    if (it != cache.plans.end()) return it->second;
+  }
+  auto plan = std::make_shared<const ShardingPlan>(propagate_shardings(program, mesh, specs));
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  return cache.plans.emplace(key, plan).first->second;
+}
+
+// `x` typed `aval` (the program's type: the Auto axes of its layout are not
+// part of it); its spec without trailing unsharded dimensions, as XLA gives it.
+ArrayPtr retyped(const ArrayPtr& x, const Aval& aval) {
+  ShardingPtr s = x->sharding();
+  if (!s->spec.empty() && s->spec.back().empty()) {
+    auto trimmed = std::make_shared<Sharding>(*s);
+    while (!trimmed->spec.empty() && trimmed->spec.back().empty()) trimmed->spec.pop_back();
+    s = std::move(trimmed);
+  }
+  return std::make_shared<Array>(aval, std::move(s), x->shards());
+}
+
+// A program over a mesh with Auto axes, partitioned as propagation says:
+// every equation computes on its operands laid out as the plan says (moving
+// what must move), and its results are laid out as their values' layouts.
+std::vector<ArrayPtr> run_partitioned(const Program& program, const std::vector<ArrayPtr>& args,
+                                      const MeshPtr& mesh) {
+  const std::shared_ptr<const ShardingPlan> plan = plan_for(program, *mesh, args);
+  std::vector<ArrayPtr> env(program.avals.size());
+  for (size_t i = 0; i < program.constvars.size(); ++i)
+    env[program.constvars[i]] =
+        Array::from_tensor(program.consts[i], program.avals[program.constvars[i]].weak_type);
+  for (size_t i = 0; i < args.size(); ++i) env[program.invars[i]] = args[i];
+  const std::vector<int> last = last_uses(program);
+  auto laid_out = [&](int v, const Spec& spec) {
+    Aval a = program.avals[v];
+    a.mesh = mesh;
+    a.spec = pad_spec(spec, a.shape.size());
+    return a;
+  };
+  // Equations whose results nothing reads are not run (XLA removes them too,
+  // with the collectives they would have needed).
+  std::vector<bool> live(program.avals.size(), false), run(program.eqns.size(), false);
+  for (int v : program.outvars) live[v] = true;
+  for (size_t k = program.eqns.size(); k-- > 0;) {
+    const Equation& e = program.eqns[k];
+    for (int v : e.outputs) run[k] = run[k] || live[v];
+    if (run[k])
+      for (int v : e.inputs) live[v] = true;
+  }
+  std::vector<ArrayPtr> arrays;
+  Avals ins, outs;
+  for (size_t k = 0; k < program.eqns.size(); ++k) {
+    const Equation& e = program.eqns[k];
+    if (!run[k]) {
+      for (int v : e.inputs)
+        if (last[v] == static_cast<int>(k)) env[v] = nullptr;
+      continue;
+    }
+    arrays.clear();
+    ins.clear();
+    outs.clear();
+    const bool own_layout = static_cast<bool>(e.prim->array_kernel);
+    for (size_t i = 0; i < e.inputs.size(); ++i) {
+      const int v = e.inputs[i];
+      arrays.push_back(env[v]);
+      ins.push_back(own_layout ? program.avals[v] : laid_out(v, plan->operand[k][i]));
+    }
+    for (int v : e.outputs) outs.push_back(own_layout ? program.avals[v] : laid_out(v, plan->value[v]));
+    std::vector<ArrayPtr> res = apply_primitive(*e.prim, arrays, ins, e.params, outs);
+    for (size_t i = 0; i < res.size(); ++i)
+      env[e.outputs[i]] = own_layout ? std::move(res[i]) : retyped(res[i], program.avals[e.outputs[i]]);
+    for (int v : e.inputs)
+      if (last[v] == static_cast<int>(k)) env[v] = nullptr;
+  }
+  std::vector<ArrayPtr> results;
+  for (int v : program.outvars) results.push_back(env[v]);
+  return results;
+}
+
 }  // namespace
 
 std::vector<ArrayPtr> run_global_program(const Program& program, const std::vector<ArrayPtr>& args) {
@@ -154,6 +250,7 @@ std::vector<ArrayPtr> run_global_program(const Program& program, const std::vect
     }
     return results;
   }
+  if (MeshPtr mesh = auto_mesh_of(program)) return run_partitioned(program, args, mesh);
   std::vector<ArrayPtr> env(program.avals.size());
   for (size_t i = 0; i < program.constvars.size(); ++i)
     env[program.constvars[i]] =

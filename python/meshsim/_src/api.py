@@ -19,6 +19,7 @@ from meshsim._src import core, debug, ref, tree_util
 from meshsim._src.abstract import ShapeDtypeStruct
 from meshsim._src.config import config as _config
 from meshsim._src.sharding import placement
+from meshsim._src.sharding import jit_shardings
 
 
 def _as_tuple(x) -> tuple:
@@ -232,17 +233,21 @@ class JitWrapped:
     """The result of `jit(fun)`: callable, cached per input signature."""
 
     def __init__(self, fun, static_argnums=None, static_argnames=None, donate_argnums=None,
-                 donate_argnames=None):
+                 donate_argnames=None, in_shardings=None, out_shardings=None):
         functools.update_wrapper(self, fun)
         _ALL_JITTED.add(self)
         self._fun = fun
+        self._in_shardings = in_shardings
+        if out_shardings is not None:  # results constrained at the end of the program
+            fun = jit_shardings.constrain_outputs(fun, out_shardings)
+        self._traced_fun = fun
         self._sig = _Signature(fun, static_argnums, static_argnames, donate_argnums, donate_argnames)
         self._cache: dict[Any, tuple] = {}
         # Calls whose arguments are all positional Arrays skip splitting and
         # flattening: their key is the tuple of the arrays' signatures alone.
         sig = self._sig
         self._fast = not (sig.static_argnums or sig.static_argnames or sig.donate_argnums
-                          or sig.donate_argnames)
+                          or sig.donate_argnames or in_shardings is not None)
         self._fast_cache: dict[tuple, tuple] = {}
         self._ref_variants: dict = {}  # Ref arguments: the variants ref.call_with_refs traces
 
@@ -259,7 +264,7 @@ class JitWrapped:
         key = (static, in_tree, tuple(_leaf_key(x) for x in leaves))
         entry = self._cache.get(key)
         if entry is None:
-            program, out_tree = trace_to_program(self._fun, dyn_args, dyn_kwargs, static)
+            program, out_tree = trace_to_program(self._traced_fun, dyn_args, dyn_kwargs, static)
             donated = None
             if self._sig.donate_argnums or self._sig.donate_argnames:
                 donated = usable_donations(program, self._sig.donated_leaf_mask(args, kwargs))
@@ -268,7 +273,7 @@ class JitWrapped:
 
     def __call__(self, *args, **kwargs):
         if _core.current_trace() is not None or _config._values["jax_disable_jit"]:
-            return self._fun(*args, **kwargs)  # nested in another trace: inline
+            return self._traced_fun(*args, **kwargs)  # nested in another trace: inline
         if self._fast and not kwargs:
             key = tuple([x.signature for x in args if type(x) is _Array])
             if len(key) == len(args):
@@ -287,6 +292,8 @@ class JitWrapped:
             with_refs = ref.call_with_refs(self, self._fun, args, kwargs)
             if with_refs is not None:
                 return with_refs[0]
+        if self._in_shardings is not None:
+            args = jit_shardings.place_arguments(self._in_shardings, args, list(self._sig.params))
         (program, out_tree, donated), leaves = self._lookup(args, kwargs)
         device = placement.committed_device(leaves, self._sig.describe_leaf(args, kwargs))
         # Donated arguments are deleted by the call (their values now belong to the program).
@@ -316,9 +323,10 @@ class JitWrapped:
     # --- end of the staging API ----------------------------------------------
 
 
-def jit(fun: Callable | None = None, *, static_argnums=None, static_argnames=None,
-        donate_argnums=None, donate_argnames=None, keep_unused: bool = False, inline: bool = False,
-        compiler_options: dict | None = None, **unsupported):
+def jit(fun: Callable | None = None, *, in_shardings=None, out_shardings=None,
+        static_argnums=None, static_argnames=None, donate_argnums=None, donate_argnames=None,
+        keep_unused: bool = False, inline: bool = False, compiler_options: dict | None = None,
+        **unsupported):
     """Traces `fun` once per input signature and runs it as one compiled program.
 
     `inline` changes nothing here (a jitted function called while tracing is
@@ -328,11 +336,13 @@ def jit(fun: Callable | None = None, *, static_argnums=None, static_argnames=Non
         bad = ", ".join(sorted(unsupported))
         raise TypeError(f"jit() got unexpected keyword argument(s): {bad}")
     if fun is None:
-        return functools.partial(jit, static_argnums=static_argnums, static_argnames=static_argnames,
+        return functools.partial(jit, in_shardings=in_shardings, out_shardings=out_shardings,
+                                 static_argnums=static_argnums, static_argnames=static_argnames,
                                  donate_argnums=donate_argnums, donate_argnames=donate_argnames)
     if not callable(fun):
         raise TypeError(f"Expected a callable value, got {fun!r}")
-    return JitWrapped(fun, static_argnums, static_argnames, donate_argnums, donate_argnames)
+    return JitWrapped(fun, static_argnums, static_argnames, donate_argnums, donate_argnames,
+                      in_shardings, out_shardings)
 
 
 class ClosedJaxpr:

@@ -236,7 +236,7 @@ def trace(jitted, args: tuple, kwargs: dict) -> Traced:
     from meshsim._src.api import trace_to_program
     sig = jitted._sig
     static, dyn_args, dyn_kwargs = sig.split(args, kwargs)
-    program, out_tree = trace_to_program(jitted._fun, dyn_args, dyn_kwargs, static)
+    program, out_tree = trace_to_program(jitted._traced_fun, dyn_args, dyn_kwargs, static)
     leaves, in_tree = tree_util.tree_flatten((list(dyn_args), dyn_kwargs))
     in_tree = tree_util.tree_structure((tuple(dyn_args), dyn_kwargs))
     donated = sig.donated_leaf_mask(args, kwargs)

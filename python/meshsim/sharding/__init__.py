@@ -8,3 +8,5 @@ from meshsim._src.sharding.partition_spec import PartitionSpec  # noqa: F401
 from meshsim._src.sharding.array import ManualAxisType  # noqa: F401
 from meshsim._src.sharding.explicit import (  # noqa: F401
     ShardingTypeError, auto_axes, explicit_axes, reshard)
+from meshsim._src.sharding.placements import (  # noqa: F401
+    Partial, Placement, Replicate, Shard, from_placements, placements)

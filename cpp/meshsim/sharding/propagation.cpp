@@ -1,0 +1,294 @@
+#include "meshsim/sharding/propagation.h"
+
+#include <algorithm>
+#include <set>
+
+#include "meshsim/sharding/rules.h"
+
+namespace meshsim {
+
+std::optional<FactorMap> factors_of(const Primitive& prim, const Avals& in, const Params& params,
+                                    const Avals& out) {
+  if (prim.factors) return prim.factors(in, params, out);
+  if (!prim.elementwise || out.empty()) return std::nullopt;
+  // Operands of the result's shape share its dimensions; scalars have none.
+  const Shape& shape = out[0].shape;
+  FactorMap m;
+  m.num_factors = static_cast<int>(shape.size());
+  std::vector<int> identity(shape.size());
+  for (size_t d = 0; d < shape.size(); ++d) identity[d] = static_cast<int>(d);
+  for (const Aval& a : in) {
+    if (a.ndim() > 0 && a.shape != shape) return std::nullopt;
+    m.in.push_back(a.ndim() > 0 ? identity : std::vector<int>{});
+  }
+  for (const Aval& o : out) m.out.push_back(o.shape == shape ? identity : std::vector<int>(o.shape.size(), kNoFactor));
+  return m;
+}
+
+MeshPtr auto_mesh_of(const Program& program) {
+  MeshPtr mesh;
+  for (const Aval& a : program.avals) {
+    if (!a.mesh || a.mesh->size() < 2) continue;
+    if (mesh && !same_devices(*mesh, *a.mesh)) return nullptr;
+    if (!mesh) mesh = a.mesh;
+  }
+  if (!mesh) return nullptr;
+  for (AxisType t : mesh->axis_types)
+    if (t == AxisType::Auto) return mesh;
+  return nullptr;
+}
+
+namespace {
+
+bool is_prefix(const AxisNames& a, const AxisNames& b) {
+  return a.size() <= b.size() && std::equal(a.begin(), a.end(), b.begin());
+}
+
+int64_t elements(const Aval& a) { return num_elements(a.shape); }
+
+// One equation seen by propagation: its factor map and, for each operand and
+// result, the variable it is.
+struct Site {
+  const Equation* eqn;
+  FactorMap map;
+  std::vector<int> vars;                    // operands, then results
+  std::vector<const std::vector<int>*> dims;  // their factor per dimension
+};
+
+class Propagator {
+ public:
+  Propagator(const Program& program, const Mesh& mesh) : program_(program), mesh_(mesh) {
+    const size_t n = program.avals.size();
+    spec_.resize(n);
+    fixed_.assign(n, false);
+    for (size_t v = 0; v < n; ++v) spec_[v] = pad_spec(program.avals[v].spec, program.avals[v].shape.size());
+    for (const Equation& e : program.eqns) {
+      Avals in, out;
+      for (int v : e.inputs) in.push_back(program.avals[v]);
+      for (int v : e.outputs) out.push_back(program.avals[v]);
+      std::optional<FactorMap> map;
+      try {
+        map = factors_of(*e.prim, in, e.params, out);
+      } catch (const std::exception&) {
+        map.reset();
+      }
+      Site s{&e, map ? std::move(*map) : FactorMap{}, {}, {}};
+      if (map) {
+        for (size_t i = 0; i < e.inputs.size(); ++i) s.vars.push_back(e.inputs[i]), s.dims.push_back(&s.map.in[i]);
+        for (size_t j = 0; j < e.outputs.size(); ++j) s.vars.push_back(e.outputs[j]), s.dims.push_back(&s.map.out[j]);
+      }
+      sites_.push_back(std::move(s));
+      fix_results(e);
+    }
+    // The pointers into each site's own map stay valid: sites_ no longer grows.
+    for (Site& s : sites_) {
+      s.dims.clear();
+      for (auto& d : s.map.in) s.dims.push_back(&d);
+      for (auto& d : s.map.out) s.dims.push_back(&d);
+      if (s.vars.size() != s.dims.size()) s.dims.clear(), s.vars.clear();
+    }
+  }
+
+  void fix(int v, const Spec& spec) {
+    spec_[v] = pad_spec(spec, program_.avals[v].shape.size());
+    fixed_[v] = true;
+  }
+
+  void run() {
+    for (int round = 0; round < 32; ++round) {
+      bool changed = false;
+      for (Site& s : sites_) changed |= apply(s);
+      for (auto it = sites_.rbegin(); it != sites_.rend(); ++it) changed |= apply(*it);
+      if (!changed) break;
+    }
+  }
+
+  ShardingPlan plan() const {
+    ShardingPlan p;
+    p.value = spec_;
+    for (const Site& s : sites_) {
+      const Equation& e = *s.eqn;
+      std::vector<Spec> ops;
+      if (s.vars.empty()) {
+        for (int v : e.inputs) ops.push_back(spec_[v]);
+      } else {
+        const std::vector<AxisNames> fs = resolve(s);
+        for (size_t i = 0; i < e.inputs.size(); ++i) {
+          const std::vector<int>& dims = *s.dims[i];
+          Spec o(dims.size());
+          for (size_t d = 0; d < dims.size(); ++d)
+            if (dims[d] != kNoFactor) o[d] = fs[dims[d]];
+          ops.push_back(std::move(o));
+        }
+      }
+      p.operand.push_back(std::move(ops));
+    }
+    return p;
+  }
+
+ private:
+  // Results whose layout the primitive itself decides.
+  void fix_results(const Equation& e) {
+    const std::string& name = e.prim->name;
+    if (name == "reshard" || name == "sharding_constraint") {
+      fix(e.outputs[0], spec_param(e.params, "spec").value_or(Spec{}));
+    } else if (name == "shard_map") {
+      const auto& out_specs = e.params.get<SpecList>("out_specs");
+      for (size_t j = 0; j < e.outputs.size() && j < out_specs.size(); ++j) fix(e.outputs[j], out_specs[j]);
+    }
+  }
+
+  int64_t entry_size(const AxisNames& axes) const {
+    int64_t n = 1;
+    for (const auto& a : axes) n *= mesh_.axis_size(a);
+    return n;
+  }
+
+  // The layout of every factor of `s` from its values' current layouts.
+  std::vector<AxisNames> resolve(const Site& s) const {
+    const int nf = s.map.num_factors;
+    std::vector<AxisNames> fs(nf);
+    std::vector<int64_t> weight(nf, -1), size(nf, 0);
+    std::vector<bool> in_result(nf, false);
+    const size_t num_in = s.eqn->inputs.size();
+    for (int f = 0; f < nf; ++f) {
+      // The values' axes for the factor (unsharded ones say nothing): the
+      // longest when all are prefixes of it, their common prefix otherwise.
+      bool any = false;
+      for (size_t t = 0; t < s.vars.size(); ++t) {
+        const std::vector<int>& dims = *s.dims[t];
+        const int v = s.vars[t];
+        const Aval& a = program_.avals[v];
+        for (size_t d = 0; d < dims.size(); ++d) {
+          if (dims[d] != f) continue;
+          size[f] = size[f] == 0 ? a.shape[d] : std::min<int64_t>(size[f], a.shape[d]);
+          in_result[f] = in_result[f] || t >= num_in;
+          const AxisNames& axes = spec_[v][d];
+          if (axes.empty()) continue;
+          weight[f] = std::max(weight[f], elements(a));
+          if (!any) {
+            fs[f] = axes;
+            any = true;
+          } else if (is_prefix(fs[f], axes)) {
+            fs[f] = axes;
+          } else if (!is_prefix(axes, fs[f])) {
+            size_t k = 0;
+            while (k < axes.size() && k < fs[f].size() && axes[k] == fs[f][k]) ++k;
+            fs[f].resize(k);
+          }
+        }
+      }
+    }
+    // Each factor keeps the axes that divide its size; an axis shards one
+    // factor only (the one of the largest value, then the first).
+    std::vector<int> order(nf);
+    for (int f = 0; f < nf; ++f) order[f] = f;
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return weight[a] > weight[b]; });
+    std::set<std::string> used;
+    for (int f : order) {
+      AxisNames kept;
+      int64_t n = 1;
+      for (const auto& a : fs[f]) {
+        const int64_t k = mesh_.axis_size(a);
+        if (used.count(a) || size[f] % (n * k) != 0) break;
+        n *= k;
+        kept.push_back(a);
+      }
+      used.insert(kept.begin(), kept.end());
+      fs[f] = std::move(kept);
+    }
+    for (int f = 0; f < nf; ++f)
+      if (!in_result[f] && !fs[f].empty()) fs[f] = contracted_layout(s, f, fs);
+    return fs;
+  }
+
+  // Bytes of value `v`'s block were its dims laid out as the factors say
+  // (`t`: its place in the site).
+  int64_t block_bytes(const Site& s, size_t t, const std::vector<AxisNames>& fs) const {
+    const Aval& a = program_.avals[s.vars[t]];
+    const std::vector<int>& dims = *s.dims[t];
+    int64_t n = static_cast<int64_t>(itemsize(a.dtype));
+    for (size_t d = 0; d < dims.size(); ++d)
+      n *= a.shape[d] / (dims[d] == kNoFactor ? 1 : entry_size(fs[dims[d]]));
+    return n;
+  }
+
+  // A contracted factor sharded as `fs[f]` on operands that are not all laid
+  // out so: computed sharded (operands sliced, results all-reduced) or whole
+  // (the sharded operands all-gathered), whichever moves fewer bytes, as
+  // XLA's partitioner chooses.
+  AxisNames contracted_layout(const Site& s, int f, const std::vector<AxisNames>& fs) const {
+    const size_t num_in = s.eqn->inputs.size();
+    bool differs = false;
+    int64_t gather = 0;
+    for (size_t t = 0; t < num_in; ++t) {
+      const std::vector<int>& dims = *s.dims[t];
+      for (size_t d = 0; d < dims.size(); ++d) {
+        if (dims[d] != f) continue;
+        const AxisNames& axes = spec_[s.vars[t]][d];
+        differs |= axes != fs[f];
+        if (axes.empty()) continue;
+        std::vector<AxisNames> own = fs;
+        own[f] = axes;
+        gather += block_bytes(s, t, own) * (entry_size(axes) - 1);
+      }
+    }
+    if (!differs) return fs[f];
+    const int64_t n = entry_size(fs[f]);
+    int64_t reduce = 0;
+    for (size_t t = num_in; t < s.vars.size(); ++t) reduce += 2 * block_bytes(s, t, fs) * (n - 1) / n;
+    return gather < reduce ? AxisNames{} : fs[f];
+  }
+
+  // Open values of `s` gain the axes their factors' layouts add.
+  bool apply(const Site& s) {
+    if (s.vars.empty()) return false;
+    const std::vector<AxisNames> fs = resolve(s);
+    bool changed = false;
+    for (size_t t = 0; t < s.vars.size(); ++t) {
+      const int v = s.vars[t];
+      if (fixed_[v]) continue;
+      const std::vector<int>& dims = *s.dims[t];
+      Spec& spec = spec_[v];
+      for (size_t d = 0; d < dims.size(); ++d) {
+        if (dims[d] == kNoFactor) continue;
+        const AxisNames& want = fs[dims[d]];
+        if (want.size() <= spec[d].size() || !is_prefix(spec[d], want)) continue;
+        std::set<std::string> elsewhere;
+        for (size_t o = 0; o < spec.size(); ++o)
+          if (o != d) elsewhere.insert(spec[o].begin(), spec[o].end());
+        AxisNames grown = spec[d];
+        for (size_t k = spec[d].size(); k < want.size(); ++k) {
+          // Only Auto axes are chosen here; Explicit ones are the types'.
+          if (elsewhere.count(want[k]) || mesh_.is_explicit(want[k])) break;
+          grown.push_back(want[k]);
+        }
+        if (grown.size() > spec[d].size()) {
+          spec[d] = std::move(grown);
+          changed = true;
+        }
+      }
+    }
+    return changed;
+  }
+
+  const Program& program_;
+  const Mesh& mesh_;
+  std::vector<Spec> spec_;
+  std::vector<bool> fixed_;
+  std::vector<Site> sites_;
+};
+
+}  // namespace
+
+ShardingPlan propagate_shardings(const Program& program, const Mesh& mesh,
+                                 const std::vector<std::optional<Spec>>& args) {
+  Propagator p(program, mesh);
+  for (size_t i = 0; i < program.invars.size() && i < args.size(); ++i)
+    p.fix(program.invars[i], args[i].value_or(Spec{}));
+  for (int v : program.constvars) p.fix(v, {});
+  p.run();
+  return p.plan();
+}
+
+}  // namespace meshsim

@@ -1,0 +1,49 @@
+// Sharding propagation over Auto mesh axes, modelled on Shardy (XLA's
+// propagation): a program's values on a mesh with Auto axes get the layouts
+// XLA would choose, and each equation the layouts of the operands it computes
+// on; runtime/interpreter.cpp then partitions the program by them (each
+// device computes its block; the reshards and all-reduces between are the
+// collectives XLA inserts).
+//
+// Every primitive relates the dimensions of its operands and results through
+// factors (ir/primitive.h `FactorMap`). Fixed layouts (the arguments', and
+// the results of sharding constraints, reshards and shard_maps) flow forward
+// and backward through the factors until nothing changes; an open value only
+// gains axes. Where the values around an equation disagree about a factor,
+// the layout of the largest of them wins (ties: the first operand), as
+// Shardy's aggressive propagation resolves conflicts; a mesh axis shards at
+// most one factor of an equation.
+#pragma once
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "meshsim/ir/program.h"
+
+namespace meshsim {
+
+struct ShardingPlan {
+  std::vector<Spec> value;                 // per variable: its layout over the mesh (all axes)
+  std::vector<std::vector<Spec>> operand;  // per equation: the layouts its operands are used in
+};
+
+// The mesh with Auto axes and more than one device that `program`'s values
+// live on; null when there is none (or values live on several meshes).
+MeshPtr auto_mesh_of(const Program& program);
+
+// `args`: each argument's layout over `mesh` (nullopt: the argument is not
+// on `mesh`; it is used replicated).
+ShardingPlan propagate_shardings(const Program& program, const Mesh& mesh,
+                                 const std::vector<std::optional<Spec>>& args);
+
+// The factor map propagation uses for `prim`: its own, or the elementwise
+// family's identity; nullopt when nothing flows through it.
+std::optional<FactorMap> factors_of(const Primitive& prim, const Avals& in, const Params& params,
+                                    const Avals& out);
+
+// Gives the primitives of the other families their factor maps (factors.cpp);
+// called once after the families registered.
+void install_factor_rules(std::map<std::string, Primitive>& table);
+
+}  // namespace meshsim

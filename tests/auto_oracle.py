@@ -1,0 +1,125 @@
+"""What a jitted program does on a mesh with Auto axes, under meshsim or JAX: the
+specs of its results and the multiset of collectives it runs, each as
+(kind, mesh axes, bytes one device receives). For JAX they are read from the
+text of the compiled program (XLA's HLO), for meshsim from
+`debug.record_collectives`."""
+import re
+from collections import Counter
+
+import numpy as np
+
+# meshsim's record names -> XLA's collective kinds
+KIND = {"psum": "all-reduce", "pmax": "all-reduce", "pmin": "all-reduce",
+        "all_gather": "all-gather", "reduce_scatter": "reduce-scatter",
+        "all_to_all": "all-to-all", "ppermute": "collective-permute"}
+_ITEMSIZE = {"f32": 4, "s32": 4, "u32": 4, "f64": 8, "s64": 8, "bf16": 2, "f16": 2, "pred": 1,
+             "u8": 1, "s8": 1}
+_OP = re.compile(r"= (\(?[^=]*?\)?) (all-gather|all-reduce|reduce-scatter|all-to-all|"
+                 r"collective-permute)(-start)?\(")
+
+
+def _groups(line: str):
+    """The replica groups of an HLO collective, as lists of device ids."""
+    m = re.search(r"replica_groups=\[([\d,]+)\]<=\[([\d,]+)\](T\(([\d,]+)\))?", line)
+    if m:
+        gshape = [int(v) for v in m.group(1).split(",")]
+        ids = np.arange(int(np.prod([int(v) for v in m.group(2).split(",")])))
+        ids = ids.reshape([int(v) for v in m.group(2).split(",")])
+        if m.group(4):
+            ids = ids.transpose([int(v) for v in m.group(4).split(",")])
+        return ids.reshape(gshape).tolist()
+    m = re.search(r"replica_groups=mesh\[([^\]]*)\](, device_ids=\(([^)]*\)?)\))? \{([^}]*)\}", line)
+    if m:
+        axes = re.findall(r"'(\w+)'=(\d+)", m.group(1))
+        names, sizes = [a for a, _ in axes], [int(v) for _, v in axes]
+        ids = np.arange(int(np.prod(sizes)))
+        if m.group(3):  # the devices in mesh order: an iota, reshaped and transposed
+            d = re.match(r"\[([\d,]+)\](T\(([\d,]+)\))?", m.group(3))
+            ids = ids.reshape([int(v) for v in d.group(1).split(",")])
+            if d.group(3):
+                ids = ids.transpose([int(v) for v in d.group(3).split(",")])
+        ids = ids.reshape(sizes)
+        sel = [names.index(a) for a in re.findall(r"'(\w+)'", m.group(4))]
+        rest = [k for k in range(len(sizes)) if k not in sel]
+        ids = ids.transpose(rest + sel)
+        return ids.reshape(-1, int(np.prod([sizes[k] for k in sel]))).tolist()
+    m = re.search(r"replica_groups=\{(\{[\d,{} ]*\})\}", line)
+    if m:
+        return [[int(v) for v in g.split(",") if v] for g in re.findall(r"\{([\d,]*)\}", m.group(1))]
+    m = re.search(r"source_target_pairs=\{(.*?)\}\}", line)
+    if m:
+        return [[int(v) for v in p.split(",")] for p in re.findall(r"\{([\d,]+)", m.group(1) + "}")]
+    return None
+
+
+def _nbytes(shape_text: str) -> int:
+    m = re.match(r"(\w+)\[([\d,]*)\]", shape_text)
+    dims = [int(d) for d in m.group(2).split(",") if d]
+    return int(np.prod(dims)) * _ITEMSIZE[m.group(1)]
+
+
+def _axes_of(group, mesh_ids, axis_names) -> tuple:
+    coords = [np.argwhere(mesh_ids == d)[0] for d in group]
+    return tuple(axis_names[k] for k in range(mesh_ids.ndim) if len({int(c[k]) for c in coords}) > 1)
+
+
+def hlo_collectives(text: str, mesh_ids: np.ndarray, axis_names) -> Counter:
+    """(kind, axes, bytes one device receives) of each collective in XLA's program text."""
+    found = Counter()
+    for line in text.splitlines():
+        line = re.sub(r"/\*.*?\*/", "", line)
+        m = _OP.search(line)
+        if not m:
+            continue
+        kind = m.group(2)
+        out_bytes = sum(_nbytes(s) for s in re.findall(r"\w+\[[\d,]*\]", m.group(1)))
+        groups = _groups(line)
+        if kind == "collective-permute":
+            ids = sorted({d for pair in groups for d in pair})
+            found[(kind, _axes_of(ids, mesh_ids, axis_names), out_bytes)] += 1
+            continue
+        n = len(groups[0])
+        if n < 2:
+            continue
+        axes = _axes_of(groups[0], mesh_ids, axis_names)
+        received = {"all-gather": out_bytes * (n - 1) // n, "all-reduce": 2 * out_bytes * (n - 1) // n,
+                    "reduce-scatter": out_bytes * (n - 1), "all-to-all": out_bytes * (n - 1) // n}[kind]
+        found[(kind, axes, received)] += 1
+    return found
+
+
+def meshsim_collectives(log, axis_names) -> Counter:
+    found = Counter()
+    for r in log:
+        axes = tuple(a for a in axis_names if a in r.axes)
+        found[(KIND.get(r.name, r.name), axes, r.bytes)] += 1
+    return found
+
+
+def run_jax(jax, fun, args):
+    """JAX's result specs and collectives for `jax.jit(fun)(*args)`."""
+    jf = jax.jit(fun)
+    out = jf(*args)
+    text = jf.lower(*args).compile().as_text()
+    mesh = args[0].sharding.mesh
+    ids = np.vectorize(lambda d: d.id)(mesh.devices)
+    specs = [tuple(o.sharding.spec) for o in jax.tree.leaves(out)]
+    return specs, hlo_collectives(text, ids, mesh.axis_names), out
+
+
+def run_meshsim(meshsim, fun, args):
+    jf = meshsim.jit(fun)
+    jf(*args)  # traced and planned once
+    with meshsim.debug.record_collectives() as log:
+        out = jf(*args)
+    mesh = args[0].sharding.mesh
+    specs = [tuple(o.sharding.spec) for o in meshsim.tree.leaves(out)]
+    return specs, meshsim_collectives(log, mesh.axis_names), out
+
+
+def normalized(spec: tuple) -> tuple:
+    """A spec without trailing Nones, entries of one axis as the axis."""
+    entries = [e[0] if isinstance(e, tuple) and len(e) == 1 else e for e in spec]
+    while entries and entries[-1] is None:
+        entries.pop()
+    return tuple(entries)

@@ -1,0 +1,131 @@
+"""Auto mesh axes: results of jitted programs keep the shardings XLA's propagation gives
+them, `jit(in_shardings=, out_shardings=)` as JAX has them, and the mesh-oriented view
+(DTensor placements) with exact round trips."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import jax
+import meshsim
+from meshsim.sharding import Partial, Replicate, Shard, from_placements, placements
+
+
+def _mesh(mod, shape=(4, 2), names=("X", "Y")):
+    return mod.make_mesh(shape, names, axis_types=(mod.sharding.AxisType.Auto,) * len(names))
+
+
+def _put(mod, mesh, value, *spec):
+    return mod.device_put(value, mod.sharding.NamedSharding(mesh, mod.sharding.PartitionSpec(*spec)))
+
+
+def _outcome(fn):
+    try:
+        out = fn()
+        return "ok", str(out.sharding), np.asarray(out)
+    except Exception as e:  # noqa: BLE001 - the class and text are compared
+        return type(e).__name__, str(e), None
+
+
+def _both(case):
+    """case(mod, mesh) under JAX and meshsim: (kind, text, value) each."""
+    results = []
+    for mod in (jax, meshsim):
+        results.append(_outcome(lambda: case(mod, _mesh(mod))))
+    return results
+
+
+X = np.arange(64, dtype=np.float32).reshape(8, 8)
+
+CASES = {
+    "sin_keeps_sharding": lambda m, mesh: m.jit(m.numpy.sin)(_put(m, mesh, X, "X")),
+    "in_shardings_places": lambda m, mesh: m.jit(
+        m.numpy.cos, in_shardings=m.sharding.NamedSharding(mesh, m.sharding.PartitionSpec("Y")))(X),
+    "out_shardings": lambda m, mesh: m.jit(
+        m.numpy.sin, out_shardings=m.sharding.NamedSharding(mesh, m.sharding.PartitionSpec(None, "X")))(
+        _put(m, mesh, X, "X")),
+    "in_shardings_mismatch": lambda m, mesh: m.jit(
+        m.numpy.sin, in_shardings=m.sharding.NamedSharding(mesh, m.sharding.PartitionSpec("X")))(
+        _put(m, mesh, X, "Y")),
+    "in_shardings_rank": lambda m, mesh: m.jit(
+        lambda a: a, in_shardings=m.sharding.NamedSharding(mesh, m.sharding.PartitionSpec("X", "Y", None)))(X),
+    "in_shardings_length": lambda m, mesh: m.jit(
+        lambda a, b: a + b, in_shardings=(m.sharding.NamedSharding(mesh, m.sharding.PartitionSpec("X")),))(X, X),
+    "in_shardings_spec_without_mesh": lambda m, mesh: m.jit(
+        m.numpy.sin, in_shardings=m.sharding.PartitionSpec("X"))(X),
+    "matmul_fsdp": lambda m, mesh: m.jit(lambda a, b: a @ b)(_put(m, mesh, X, "X"), _put(m, mesh, X, "Y")),
+    "matmul_tp": lambda m, mesh: m.jit(lambda a, b: m.numpy.tanh(a @ b) @ b.T)(
+        _put(m, mesh, X, "X"), _put(m, mesh, X, None, "Y")),
+    "reduce": lambda m, mesh: m.jit(lambda a: m.numpy.sum(m.numpy.exp(a), axis=0))(_put(m, mesh, X, "X", "Y")),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_like_jax(name):
+    (jk, jt, jv), (mk, mt, mv) = _both(CASES[name])
+    assert (mk, mt) == (jk, jt)
+    if jv is not None:
+        np.testing.assert_allclose(mv, jv, rtol=1e-5)
+
+
+def test_spec_in_context_mesh():
+    mesh = _mesh(meshsim)
+    with meshsim.set_mesh(mesh):
+        f = meshsim.jit(meshsim.numpy.sin, in_shardings=meshsim.sharding.PartitionSpec("X"),
+                        out_shardings=meshsim.sharding.PartitionSpec(None, "X"))
+        out = f(X)
+    assert out.sharding.spec == meshsim.sharding.PartitionSpec(None, "X")
+    np.testing.assert_allclose(np.asarray(out), np.sin(X), rtol=1e-6)
+
+
+def test_collectives_of_a_propagated_program_are_recorded():
+    mesh = _mesh(meshsim)
+    a, b = _put(meshsim, mesh, X, None, "X"), _put(meshsim, mesh, X, "X")
+    f = meshsim.jit(lambda a, b: a @ b)
+    with meshsim.debug.record_collectives() as log:
+        out = f(a, b)
+    assert [(c.name, c.axes, c.bytes) for c in log] == [("psum", ("X",), 2 * 256 * 3 // 4)]
+    np.testing.assert_allclose(np.asarray(out), X @ X, rtol=1e-5)
+
+
+# ---- placements ---------------------------------------------------------------------------
+
+def test_placements_print_as_dtensor():
+    mesh = _mesh(meshsim, (2, 2, 2), ("a", "b", "c"))
+    x = _put(meshsim, mesh, np.zeros((4, 4, 2), np.float32), ("a", "c"), None, "b")
+    p = placements(x)
+    assert p == (Shard(0), Shard(2), Shard(0))
+    assert repr(p) == "(Shard(dim=0), Shard(dim=2), Shard(dim=0))"
+    assert [str(q) for q in p] == ["S(0)", "S(2)", "S(0)"]
+    y = _put(meshsim, mesh, np.zeros((4, 4), np.float32), ("c", "a"))
+    assert repr(placements(y)) == "(_StridedShard(dim=0, sf=2), Replicate(), Shard(dim=0))"
+    assert repr(Partial("sum")) == "Partial(sum)" and str(Partial()) == "P(sum)"
+    assert str(Replicate()) == "R"
+
+
+@st.composite
+def _layouts(draw):
+    sizes = draw(st.lists(st.sampled_from([2, 4]), min_size=1, max_size=3)
+                 .filter(lambda s: np.prod(s) <= 8))
+    names = tuple("abc"[: len(sizes)])
+    ndim = draw(st.integers(1, 3))
+    dims = [draw(st.integers(-1, ndim - 1)) for _ in names]  # -1: replicated
+    order = draw(st.permutations(list(names)))
+    entries = [tuple(a for a in order if dims[names.index(a)] == d) for d in range(ndim)]
+    return sizes, names, ndim, entries
+
+
+@settings(max_examples=60, deadline=None)
+@given(_layouts())
+def test_placements_round_trip(layout):
+    sizes, names, ndim, entries = layout
+    devices = int(np.prod(sizes))
+    mesh = meshsim.sharding.Mesh(np.array(meshsim.devices()[:devices]).reshape(sizes), names)
+    spec = meshsim.sharding.PartitionSpec(*[e if len(e) > 1 else (e[0] if e else None) for e in entries])
+    sharding = meshsim.sharding.NamedSharding(mesh, spec)
+    back = from_placements(mesh, placements(sharding), ndim)
+    norm = lambda s: tuple(tuple(s.axes_of(d)) if d < len(s) else () for d in range(ndim))  # noqa: E731
+    assert norm(back.spec) == norm(spec)
+    # The same blocks on the same devices.
+    shape = tuple(int(np.prod(sizes)) * 2 for _ in range(ndim))
+    assert back.devices_indices_map(shape) == sharding.devices_indices_map(shape)
