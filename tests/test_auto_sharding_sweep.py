@@ -82,14 +82,7 @@ CASES = [(name, rank, i) for name in PROGRAMS for rank in (1, 2, 3)
          for i in range(len(SPECS[name][rank - 1]) and 1)]
 
 # Differences from XLA that remain (docs/auto_sharding.md says why).
-_COMBINED = ("XLA's all-reduce combiner merges independent all-reduces over the same devices into "
-             "one; meshsim runs (and records) them one by one, moving the same bytes")
-_GATHER_THEN_SLICE = ("XLA all-gathers whole blocks and then slices; meshsim's reshard moves only "
-                      "the part of the result each device lacks")
 KNOWN = {
-    ("mlp_grad", 1): _COMBINED, ("mlp_grad", 2): _COMBINED, ("mlp_grad", 3): _COMBINED,
-    ("layernorm", 2): _COMBINED,
-    ("constraint", 2): _GATHER_THEN_SLICE, ("constraint", 3): _GATHER_THEN_SLICE,
     ("add", 3): ("XLA moves the operand sharded over a conflicting axis by an all-to-all and a "
                  "collective-permute; meshsim all-gathers it"),
     ("slice", 2): "a slice of a sharded dimension keeps it sharded under XLA (a halo exchange); "

@@ -197,6 +197,10 @@ std::vector<ArrayPtr> run_partitioned(const Program& program, const std::vector<
     if (run[k])
       for (int v : e.inputs) live[v] = true;
   }
+  // All-reduces are combined as XLA combines them: one waits for the held
+  // ones only when its operand depends on one of them.
+  AllReduceCombiner combiner;
+  std::vector<bool> after_held(program.avals.size(), false);
   std::vector<ArrayPtr> arrays;
   Avals ins, outs;
   for (size_t k = 0; k < program.eqns.size(); ++k) {
@@ -216,9 +220,17 @@ std::vector<ArrayPtr> run_partitioned(const Program& program, const std::vector<
       ins.push_back(own_layout ? program.avals[v] : laid_out(v, plan->operand[k][i]));
     }
     for (int v : e.outputs) outs.push_back(own_layout ? program.avals[v] : laid_out(v, plan->value[v]));
+    bool dependent = false;
+    for (int v : e.inputs) dependent = dependent || after_held[v];
+    combiner.set_dependent(dependent);
+    const int64_t holds = combiner.holds(), flushes = combiner.flushes();
     std::vector<ArrayPtr> res = apply_primitive(*e.prim, arrays, ins, e.params, outs);
-    for (size_t i = 0; i < res.size(); ++i)
+    if (combiner.flushes() != flushes) std::fill(after_held.begin(), after_held.end(), false);
+    const bool waits = combiner.holds() != holds || (dependent && combiner.flushes() == flushes);
+    for (size_t i = 0; i < res.size(); ++i) {
       env[e.outputs[i]] = own_layout ? std::move(res[i]) : retyped(res[i], program.avals[e.outputs[i]]);
+      after_held[e.outputs[i]] = waits;
+    }
     for (int v : e.inputs)
       if (last[v] == static_cast<int>(k)) env[v] = nullptr;
   }

@@ -91,7 +91,49 @@ void add_to_timeline(const CollectiveRecord& r) {
 }
 }  // namespace
 
+namespace {
+thread_local AllReduceCombiner* t_combiner = nullptr;
+
+void record_now(CollectiveRecord record) {
+  if (timeline::active()) add_to_timeline(record);
+  std::lock_guard<std::mutex> lock(g_log_mutex);
+  for (auto& r : g_recorders) r.push_back(record);
+}
+}  // namespace
+
+AllReduceCombiner::AllReduceCombiner() : outer_(t_combiner) { t_combiner = this; }
+
+AllReduceCombiner::~AllReduceCombiner() {
+  t_combiner = outer_;
+  flush();
+}
+
+bool AllReduceCombiner::hold(CollectiveRecord& record) {
+  if (record.name != "psum" && record.name != "pmax" && record.name != "pmin") return false;
+  if (dependent_) flush();
+  ++holds_;
+  for (CollectiveRecord& h : held_)
+    if (h.name == record.name && h.axes == record.axes && h.groups == record.groups) {
+      h.bytes_per_device += record.bytes_per_device;
+      for (size_t i = 0; i < h.sent.size(); ++i) {
+        h.sent[i] += record.sent[i];
+        h.received[i] += record.received[i];
+      }
+      return true;
+    }
+  held_.push_back(std::move(record));
+  return true;
+}
+
+void AllReduceCombiner::flush() {
+  if (held_.empty()) return;
+  ++flushes_;
+  for (CollectiveRecord& r : held_) record_now(std::move(r));
+  held_.clear();
+}
+
 void record_collective(CollectiveRecord record) {
+  if (t_combiner && t_combiner->hold(record)) return;
   if (timeline::active()) add_to_timeline(record);
   std::lock_guard<std::mutex> lock(g_log_mutex);
   for (auto& r : g_recorders) r.push_back(record);
@@ -175,8 +217,8 @@ std::map<std::string, std::pair<size_t, size_t>> axis_places(const Spec& spec) {
 // Which collective a reshard from `from` to `to` is: all-gather when axes
 // only leave the spec, all-to-all when some move to another place.
 void record_reshard(const Mesh& mesh, const Spec& from, const Spec& to, std::vector<int64_t> sent,
-                    std::vector<int64_t> received, int64_t started) {
-  const int64_t most = *std::max_element(received.begin(), received.end());
+                    std::vector<int64_t> received, int64_t started, int64_t src_block_bytes) {
+  int64_t most = *std::max_element(received.begin(), received.end());
   if (most == 0) return;
   const auto src = axis_places(from), dst = axis_places(to);
   AxisNames gathered, moved;
@@ -187,6 +229,17 @@ void record_reshard(const Mesh& mesh, const Spec& from, const Spec& to, std::vec
   }
   AxisNames axes = moved;
   axes.insert(axes.end(), gathered.begin(), gathered.end());
+  bool added = false;
+  for (const auto& [a, place] : dst) added |= src.count(a) == 0;
+  if (moved.empty() && added) {
+    // Axes leave and others come: as XLA does it, an all-gather of whole
+    // blocks over the leaving axes, then a local slice for the new ones.
+    int64_t n = 1;
+    for (const auto& a : gathered) n *= mesh.axis_size(a);
+    std::fill(sent.begin(), sent.end(), src_block_bytes * (n - 1));
+    std::fill(received.begin(), received.end(), src_block_bytes * (n - 1));
+    most = src_block_bytes * (n - 1);
+  }
   CollectiveRecord r = symmetric_collective(moved.empty() ? "all_gather" : "all_to_all", mesh, axes, most);
   r.sent = std::move(sent);
   r.received = std::move(received);
@@ -284,7 +337,8 @@ ArrayPtr reshard_array(const ArrayPtr& x, const MeshPtr& mesh, const Spec& spec_
         sent[holders[s][pos % holders[s].size()]] += part;
       }
     }
-    record_reshard(*mesh, pad_spec(src.spec, ndim), spec, std::move(sent), std::move(received), started);
+    record_reshard(*mesh, pad_spec(src.spec, ndim), spec, std::move(sent), std::move(received), started,
+                   num_elements(sl) * item);
   }
   std::vector<Tensor> per_device(n);
   for (int64_t pos = 0; pos < n; ++pos) per_device[pos] = blocks[block_of[pos]];

@@ -54,6 +54,30 @@ std::vector<Tensors> run_collective(const Primitive& prim, const MeshContext& me
                                     const std::vector<Tensors>& in, const Params& params,
                                     const Avals& out);
 
+// While one is open on a thread, the all-reduces (psum/pmax/pmin records)
+// recorded there are held and merged with later ones over the same devices,
+// as XLA's all-reduce combiner merges independent all-reduces into one; an
+// all-reduce recorded while `dependent()` (its operand needs a held result)
+// first records what is held. Closing records the rest.
+class AllReduceCombiner {
+ public:
+  AllReduceCombiner();
+  ~AllReduceCombiner();
+  AllReduceCombiner(const AllReduceCombiner&) = delete;
+  AllReduceCombiner& operator=(const AllReduceCombiner&) = delete;
+  void set_dependent(bool dependent) { dependent_ = dependent; }
+  int64_t holds() const { return holds_; }      // all-reduces held so far
+  int64_t flushes() const { return flushes_; }  // times held ones were recorded
+  bool hold(CollectiveRecord& record);          // false: not an all-reduce, record it
+  void flush();
+
+ private:
+  std::vector<CollectiveRecord> held_;
+  AllReduceCombiner* outer_;
+  bool dependent_ = false;
+  int64_t holds_ = 0, flushes_ = 0;
+};
+
 // `x` laid out over `mesh` as `spec` (any axes, Explicit or Auto), typed
 // `out`: a no-op when it already is; otherwise each device's new block is
 // taken from its own block where it can (a view: a slice moves nothing) and

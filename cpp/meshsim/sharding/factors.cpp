@@ -172,11 +172,11 @@ void install_factor_rules(std::map<std::string, Primitive>& table) {
   });
   for (const char* name : {"slice", "pad", "concatenate", "dynamic_slice", "dynamic_update_slice"})
     set(name, same_size_dims);
-  // A constraint's operand is laid out like its (fixed) result where it can be.
-  for (const char* name : {"sharding_constraint", "mesh_cast"})
-    set(name, [](const Avals& in, const Params& p, const Avals& out) {
-      return keep_dims(in, out, {}, {}, false);
-    });
+  // A sharding constraint's result is fixed and its operand keeps the layout
+  // it has (XLA computes the operand as before and reshards it).
+  set("mesh_cast", [](const Avals& in, const Params&, const Avals& out) {
+    return keep_dims(in, out, {}, {}, false);
+  });
 }
 
 }  // namespace meshsim
