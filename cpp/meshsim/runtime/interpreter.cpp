@@ -193,6 +193,7 @@ std::vector<ArrayPtr> run_partitioned(const Program& program, const std::vector<
   for (int v : program.outvars) live[v] = true;
   for (size_t k = program.eqns.size(); k-- > 0;) {
     const Equation& e = program.eqns[k];
+    run[k] = e.outputs.empty();  // effects only (debug_callback)
     for (int v : e.outputs) run[k] = run[k] || live[v];
     if (run[k])
       for (int v : e.inputs) live[v] = true;
