@@ -57,6 +57,14 @@ CASES = {
     "matmul_tp": lambda m, mesh: m.jit(lambda a, b: m.numpy.tanh(a @ b) @ b.T)(
         _put(m, mesh, X, "X"), _put(m, mesh, X, None, "Y")),
     "reduce": lambda m, mesh: m.jit(lambda a: m.numpy.sum(m.numpy.exp(a), axis=0))(_put(m, mesh, X, "X", "Y")),
+    # Eager operations: JAX compiles each, so propagation lays out their results too.
+    "eager_sin": lambda m, mesh: m.numpy.sin(_put(m, mesh, X, "X", "Y")),
+    "eager_add_scalar": lambda m, mesh: _put(m, mesh, X, None, "X") + 1.0,
+    "eager_matmul": lambda m, mesh: _put(m, mesh, X, "X", "Y") @ _put(m, mesh, X, None, "Y"),
+    "eager_sum": lambda m, mesh: m.numpy.sum(_put(m, mesh, X, "X", "Y"), axis=0),
+    "eager_transpose": lambda m, mesh: _put(m, mesh, X, "X", "Y").T,
+    "eager_reshape": lambda m, mesh: _put(m, mesh, X, "X", "Y").reshape(64),
+    "eager_broadcast": lambda m, mesh: _put(m, mesh, X[0], "X") * _put(m, mesh, X, None, "X"),
 }
 
 
@@ -86,6 +94,87 @@ def test_collectives_of_a_propagated_program_are_recorded():
         out = f(a, b)
     assert [(c.name, c.axes, c.bytes) for c in log] == [("psum", ("X",), 2 * 256 * 3 // 4)]
     np.testing.assert_allclose(np.asarray(out), X @ X, rtol=1e-5)
+
+
+def _inspected(mod, mesh_types):
+    """What inspect_array_sharding reports inside jit, for values computed from
+    arguments laid out over an Auto (or mixed) mesh, then the results' shardings."""
+    mesh = mod.make_mesh((4, 2), ("X", "Y"), axis_types=mesh_types(mod.sharding.AxisType))
+    seen = []
+
+    def look(name, v):
+        mod.debug.inspect_array_sharding(v, callback=lambda s: seen.append(f"{name}: {s}"))
+
+    def f(x, w):
+        look("x", x)
+        y = mod.numpy.sin(x)
+        look("y", y)
+        z = y @ w
+        look("z", z)
+        s = z.sum(0)
+        look("s", s)
+        t = mod.numpy.tanh(z).T
+        look("t", t)
+        return s, t
+
+    outs = mod.jit(f)(_put(mod, mesh, X, "X", "Y"), _put(mod, mesh, X, None, "Y"))
+    return seen, [str(o.sharding) for o in outs], [np.asarray(o) for o in outs]
+
+
+@pytest.mark.parametrize("types", ["auto", "explicit_auto"])
+def test_inspect_array_sharding_in_jit(types):
+    mesh_types = {"auto": lambda t: (t.Auto, t.Auto), "explicit_auto": lambda t: (t.Explicit, t.Auto)}[types]
+    j_seen, j_out, j_vals = _inspected(jax, mesh_types)
+    m_seen, m_out, m_vals = _inspected(meshsim, mesh_types)
+    assert m_seen == j_seen
+    assert m_out == j_out
+    for a, b in zip(m_vals, j_vals):
+        np.testing.assert_allclose(a, b, rtol=1e-5)
+
+
+MIXED = {
+    "sin": (lambda m: m.numpy.sin, [("X", "Y")]),
+    "sum_auto_dim": (lambda m: lambda a: a.sum(1), [("X", "Y")]),
+    "sum_explicit_dim": (lambda m: lambda a: a.sum(0), [(None, "Y")]),
+    "matmul": (lambda m: lambda a, b: a @ b, [("X",), (None, "Y")]),
+    "transpose": (lambda m: lambda a: m.numpy.cos(a).T, [("X", "Y")]),
+    "reduce_all": (lambda m: lambda a: m.numpy.max(m.numpy.exp(a)), [("X", "Y")]),
+}
+
+
+@pytest.mark.parametrize("name", MIXED)
+@pytest.mark.parametrize("eager", [False, True])
+def test_mixed_explicit_auto_mesh(name, eager):
+    """Axis X Explicit, Y Auto: types show X only, layouts carry Y as XLA chooses."""
+    def run(mod):
+        t = mod.sharding.AxisType
+        mesh = mod.make_mesh((4, 2), ("X", "Y"), axis_types=(t.Explicit, t.Auto))
+        make, specs = MIXED[name]
+        fun = make(mod) if eager else mod.jit(make(mod))
+        args = [_put(mod, mesh, X, *spec) for spec in specs]
+        with mod.set_mesh(mesh):
+            return _outcome(lambda: fun(*args))
+    (jk, jt, jv), (mk, mt, mv) = run(jax), run(meshsim)
+    assert (mk, mt) == (jk, jt)
+    if jv is not None:
+        np.testing.assert_allclose(mv, jv, rtol=1e-5)
+
+
+def test_mixed_mesh_types_inside_jit():
+    """Inside jit on a mixed mesh, types show the Explicit axes only (as JAX's typeof)."""
+    def run(mod):
+        t = mod.sharding.AxisType
+        mesh = mod.make_mesh((4, 2), ("X", "Y"), axis_types=(t.Explicit, t.Auto))
+        types = []
+
+        def f(a, b):
+            for v in (a, b, mod.numpy.sin(a), a @ b, a.sum(0), a.sum(1), a.T):
+                types.append(str(mod.typeof(v)))
+            return a @ b
+        with mod.set_mesh(mesh):
+            out = mod.jit(f)(_put(mod, mesh, X, "X", "Y"), _put(mod, mesh, X, None, "Y"))
+        return types, str(out.sharding)
+    assert run(meshsim) == run(jax)
 
 
 # ---- placements ---------------------------------------------------------------------------

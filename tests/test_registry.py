@@ -22,6 +22,13 @@ _COMPARISONS = "comparisons and moves only: the default memory cost (XLA counts 
 _NO_SHARDED_OPERANDS = "its operands are never sharded (created values, or inside shard_map only)"
 _NO_RULE_YET = "no sharding rule yet: Explicit-sharded operands raise JAX's 'not implemented' text"
 _NOT_IN_JAX = "JAX has no sharding rule for it either (its ShardingTypeError 'not implemented')"
+# Factor maps (sharding propagation over Auto axes): without one, an equation
+# computes on whole operands and its results start replicated.
+_CREATED = "creates its result from shapes and params: no operand layout to propagate"
+_NO_FACTORS_YET = ("no factor map yet: on Auto axes its operands are gathered whole and its results "
+                   "start replicated (values right; XLA's layouts and collectives differ)")
+_SUB_PROGRAM = ("runs a sub-program: propagation does not enter it yet, so its operands are gathered "
+                "whole and its results start replicated")
 
 _GAPS = {
     "vjp": ({n: _NO_COTANGENT for n in (
@@ -45,6 +52,13 @@ _GAPS = {
                       | {n: _NOT_IN_JAX for n in ("ragged_dot_general", "random_bits", "searchsorted")}
                       | {n: _NO_RULE_YET for n in ("cholesky", "lu", "qr", "eigh", "svd",
                                                     "triangular_solve")}),
+    "factors": ({n: _CREATED for n in ("iota", "random_bits")}
+                | {"pvary": "used inside shard_map bodies only, where propagation over Auto axes never runs"}
+                | {n: _NO_FACTORS_YET for n in (
+                    "gather", "scatter", "scatter_add", "scatter_mul", "scatter_min", "scatter_max",
+                    "searchsorted", "ragged_dot_general", "cholesky", "lu", "qr", "eigh", "svd",
+                    "triangular_solve")}
+                | {n: _SUB_PROGRAM for n in ("cond", "while", "scan", "remat2", "custom_vjp_call")}),
 }
 EXEMPT: dict[str, dict[str, str]] = {}
 for _rule, _names in _GAPS.items():
@@ -59,10 +73,11 @@ def needed_rules(info: dict) -> set:
         return {"comm", "vjp", "batch"}
     if kind == "local":
         # Elementwise primitives get JAX's broadcasting sharding rule, the
-        # elementwise batching rule and one flop per element by default.
-        return {"vjp"} if info["elementwise"] else {"sharding_rule", "vjp", "batch", "cost"}
+        # elementwise batching rule, one flop per element and the identity
+        # factor map by default.
+        return {"vjp"} if info["elementwise"] else {"sharding_rule", "vjp", "batch", "cost", "factors"}
     if kind in ("higher-order", "control flow"):
-        return {"vjp", "batch"}
+        return {"vjp", "batch", "factors"}
     return {"vjp"}  # global: shard_map, reshard, mesh_cast
 
 

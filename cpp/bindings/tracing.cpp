@@ -16,7 +16,9 @@ void init_tracing(py::module_& m) {
       .def_property_readonly("ndim", [](const Tracer& t) { return t.aval().ndim(); })
       .def_property_readonly("size", [](const Tracer& t) { return num_elements(t.aval().shape); })
       .def_property_readonly("weak_type", [](const Tracer& t) { return t.aval().weak_type; })
-      .def_property_readonly("trace", [](const Tracer& t) { return t.trace; });
+      .def_property_readonly("trace", [](const Tracer& t) { return t.trace; })
+      // Its variable in `trace`'s program; -1 when it belongs to another trace.
+      .def("var_in", [](const Tracer& t, const TracePtr& trace) { return t.trace == trace ? t.var : -1; });
 
   py::class_<Program, ProgramPtr>(m, "Program")
       .def_property_readonly("in_avals", &Program::in_avals)
@@ -76,6 +78,13 @@ void init_tracing(py::module_& m) {
       .def("run", [](const ProgramPtr& p, std::vector<ArrayPtr> args, const std::vector<bool>& donated) {
         py::gil_scoped_release nogil;
         return dispatch_program(p, std::move(args), donated);
+      })
+      // (mesh, spec of every variable) as propagation lays them out over the
+      // program's mesh with Auto axes for `args`; None without such a mesh.
+      .def("auto_layouts", [](const ProgramPtr& p, const std::vector<ArrayPtr>& args) -> py::object {
+        auto layouts = auto_layouts(*p, args);
+        if (!layouts) return py::none();
+        return py::make_tuple(layouts->first, layouts->second);
       });
 
   py::class_<Trace, TracePtr>(m, "Trace")
@@ -140,6 +149,7 @@ void init_tracing(py::module_& m) {
     d["array_kernel"] = bool(p.array_kernel);
     d["sharding_rule"] = bool(p.sharding_rule);
     d["local_plan"] = bool(p.local_plan);
+    d["factors"] = bool(p.factors);
     d["vjp"] = bool(p.vjp) || bool(p.vjp_split);
     d["batch"] = bool(p.batch);
     d["cost"] = bool(p.cost);

@@ -169,7 +169,7 @@ std::vector<Value> bind(const Primitive& prim, const std::vector<Value>& operand
                        ") outside of any trace: it escaped the function that produced it");
     arrays.push_back(std::get<ArrayPtr>(v));
   }
-  std::vector<ArrayPtr> results = apply_primitive(prim, arrays, in_avals, params, out_avals);
+  std::vector<ArrayPtr> results = apply_eagerly(prim, arrays, in_avals, params, out_avals);
   return {results.begin(), results.end()};
 }
 

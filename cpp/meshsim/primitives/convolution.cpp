@@ -20,6 +20,7 @@
 #include "meshsim/kernels/cast.h"
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/primitives/convolution.h"
+#include "meshsim/sharding/factors.h"
 #include "meshsim/sharding/rules.h"
 #include "meshsim/transforms/batching.h"
 
@@ -539,6 +540,18 @@ std::optional<LocalPlan> conv_plan(const Avals& in, const Params& p, const Avals
   return plan;
 }
 
+// Sharding propagation over Auto axes, as the local plan runs it: examples
+// (lhs batch) and filters (rhs output features) pass to the result; every
+// other dimension is computed whole.
+std::optional<FactorMap> conv_factors(const Avals& in, const Params& p, const Avals& out) {
+  const ConvParams c = conv_params(p);
+  FactorMap m = blank_factors(in, out);
+  if (c.batch_groups != 1) return m;
+  m.in[0][c.lhs_spec[0]] = m.out[0][c.out_spec[0]] = m.num_factors++;
+  if (c.feature_groups == 1) m.in[1][c.rhs_spec[0]] = m.out[0][c.out_spec[1]] = m.num_factors++;
+  return m;
+}
+
 }  // namespace
 
 void register_convolution_primitives() {
@@ -552,6 +565,7 @@ void register_convolution_primitives() {
   p.cost = conv_cost;
   p.sharding_rule = conv_rule;
   p.local_plan = conv_plan;
+  p.factors = conv_factors;
   register_primitive(std::move(p));
 }
 

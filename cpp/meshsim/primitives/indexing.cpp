@@ -35,6 +35,7 @@
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/kernels/strided.h"
 #include "meshsim/primitives/families.h"
+#include "meshsim/sharding/factors.h"
 #include "meshsim/sharding/rules.h"
 #include "meshsim/transforms/batching.h"
 
@@ -772,6 +773,7 @@ void check_window(const std::string& prim, const Shape& window, const Shape& ope
 void dynamic_slice() {
   Primitive p;
   p.name = "dynamic_slice";
+  p.factors = same_size_factors;
   p.sharding_rule = [](const Avals& in, const Params&, const Avals& out) {
     return varying_shape_rule("dynamic_slice", in[0], out[0].shape);
   };
@@ -823,6 +825,7 @@ void dynamic_slice() {
 void dynamic_update_slice() {
   Primitive p;
   p.name = "dynamic_update_slice";
+  p.factors = same_size_factors;
   // The update is written where it lands: on the assembled value (no local plan).
   p.sharding_rule = dynamic_update_slice_rule;
   // Unbatched starts: one more dimension, updated whole. Batched: a scatter.

@@ -15,6 +15,7 @@
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/primitives/convolution.h"
 #include "meshsim/primitives/families.h"
+#include "meshsim/sharding/factors.h"
 #include "meshsim/sharding/rules.h"
 #include "meshsim/transforms/batching.h"
 
@@ -761,16 +762,34 @@ std::optional<LocalPlan> dot_general_plan(const Avals& in, const Params& p, cons
   return plan;
 }
 
+// Sharding propagation over Auto axes: batch dims share a factor across both
+// operands and the result, free dims pass to the result, contracting dims
+// share a factor of the operands alone (sharded, the products are partial sums).
+std::optional<FactorMap> dot_general_factors(const Avals& in, const Params& params, const Avals& out) {
+  const DotDims d = dot_dims(params, in[0].ndim(), in[1].ndim());
+  FactorMap m = blank_factors(in, out);
+  size_t o = 0;
+  for (size_t i = 0; i < d.lhs_batch.size(); ++i, ++o)
+    m.in[0][d.lhs_batch[i]] = m.in[1][d.rhs_batch[i]] = m.out[0][o] = m.num_factors++;
+  for (int64_t k : d.lhs_free) m.in[0][k] = m.out[0][o++] = m.num_factors++;
+  for (int64_t k : d.rhs_free) m.in[1][k] = m.out[0][o++] = m.num_factors++;
+  for (size_t i = 0; i < d.lhs_contract.size(); ++i)
+    m.in[0][d.lhs_contract[i]] = m.in[1][d.rhs_contract[i]] = m.num_factors++;
+  return m;
+}
+
 }  // namespace
 
 void register_linalg_primitives() {
   auto add = [](const char* name, auto eval, auto kernel, auto vjp, auto cost,
-                std::function<Batched(const BatchArgs&)> batch, SpecRule rule, PlanRule plan) {
+                std::function<Batched(const BatchArgs&)> batch, SpecRule rule, PlanRule plan,
+                FactorRule factors) {
     Primitive p;
     p.name = name;
     p.uses_blas = true;
     p.sharding_rule = std::move(rule);
     p.local_plan = std::move(plan);
+    p.factors = std::move(factors);
     p.abstract_eval = eval;
     p.kernel = kernel;
     p.vjp = vjp;
@@ -787,9 +806,9 @@ void register_linalg_primitives() {
     return c;
   };
   add("dot_general", dot_general_eval, dot_general_kernel, dot_general_vjp, dot_general_cost,
-      dot_general_batch, dot_general_rule, dot_general_plan);
+      dot_general_batch, dot_general_rule, dot_general_plan, dot_general_factors);
   add("ragged_dot_general", ragged_dot_general_eval, ragged_dot_general_kernel, ragged_dot_general_vjp,
-      nullptr, nullptr, nullptr, nullptr);  // batched: the per-example fallback
+      nullptr, nullptr, nullptr, nullptr, nullptr);  // batched: the per-example fallback
   register_convolution_primitives();
 }
 

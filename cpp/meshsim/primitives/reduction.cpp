@@ -10,6 +10,7 @@
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/kernels/reduce.h"
 #include "meshsim/primitives/families.h"
+#include "meshsim/sharding/factors.h"
 #include "meshsim/sharding/rules.h"
 #include "meshsim/transforms/batching.h"
 #include "meshsim/transforms/vjp.h"
@@ -162,6 +163,7 @@ void reduce(const std::string& name, const char* partials,
   p.name = name;
   p.sharding_rule = reduce_rule;
   p.local_plan = reduce_plan(partials);
+  p.factors = reduced_axes_factors(partials[0] != '\0');
   p.cost = one_flop_per_input;
   p.batch = batch_over_axes;
   p.vjp = std::move(vjp);
@@ -250,6 +252,7 @@ void arg_reduce_primitive(const std::string& name) {
   p.local_plan = [](const Avals& in, const Params& p, const Avals& out) {
     return gather_dims_plan(in, p, out, p.get<IntList>("axes"));
   };
+  p.factors = reduced_axes_factors(false);
   p.cost = one_flop_per_input;
   p.batch = batch_over_axes;
   p.abstract_eval = [](const Avals& in, const Params& params) {
@@ -309,6 +312,7 @@ void cumulative(const std::string& name, std::function<Cotangents(const VjpArgs&
   p.name = name;
   p.sharding_rule = unsharded_dim_rule("axis", false);
   p.local_plan = as_is_plan(nullptr);
+  p.factors = whole_dims_factors("axis", true);
   p.cost = one_flop_per_input;
   p.batch = batch_along_axis;
   p.vjp = std::move(vjp);

@@ -9,6 +9,7 @@
 #include "meshsim/ir/ops.h"
 #include "meshsim/primitives/families.h"
 #include "meshsim/runtime/sharded.h"
+#include "meshsim/sharding/factors.h"
 #include "meshsim/sharding/rules.h"
 
 namespace meshsim {
@@ -48,6 +49,11 @@ Primitive reshard_primitive(const std::string& name) {
 Primitive mesh_cast_primitive() {
   Primitive p;
   p.name = "mesh_cast";
+  // Propagation: the result is laid out as the operand (XLA computes the
+  // operand as before and reshards it where the types differ).
+  p.factors = [](const Avals& in, const Params&, const Avals& out) -> std::optional<FactorMap> {
+    return keep_dims_factors(in, out, {}, {}, false);
+  };
   p.kind = Kind::Global;
   p.abstract_eval = [](const Avals& in, const Params& params) {
     const MeshPtr& mesh = params.get<MeshPtr>("mesh");

@@ -14,6 +14,7 @@
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/kernels/strided.h"
 #include "meshsim/primitives/families.h"
+#include "meshsim/sharding/factors.h"
 #include "meshsim/sharding/rules.h"
 #include "meshsim/transforms/batching.h"
 
@@ -180,6 +181,7 @@ void sort() {
   p.name = "sort";
   p.sharding_rule = unsharded_dim_rule("dimension", true);
   p.local_plan = as_is_plan(nullptr);
+  p.factors = whole_dims_factors("dimension", true);
   p.batch = [](const BatchArgs& a) {
     Params params = a.params;
     params.set("dimension", a.params.get<int64_t>("dimension") + 1);
@@ -218,6 +220,7 @@ void top_k() {
   // The k largest along a whole (unsharded) dimension: each device's block.
   p.sharding_rule = top_k_rule;
   p.local_plan = as_is_plan(nullptr);
+  p.factors = whole_dims_factors("axis", true);
   p.batch = [](const BatchArgs& a) {
     Params params = a.params;
     params.set("axis", a.params.get<int64_t>("axis") + 1);

@@ -10,11 +10,76 @@
 #include "meshsim/ir/primitive.h"
 #include "meshsim/kernels/strided.h"
 #include "meshsim/primitives/families.h"
+#include "meshsim/sharding/factors.h"
 #include "meshsim/sharding/rules.h"
 #include "meshsim/transforms/batching.h"
 
 namespace meshsim {
 namespace {
+
+// ---- sharding propagation over Auto axes: factor maps (sharding/factors.h) ------
+
+std::optional<FactorMap> transpose_factors(const Avals& in, const Params& p, const Avals& out) {
+  FactorMap m = blank_factors(in, out);
+  const IntList& perm = p.get<IntList>("permutation");
+  for (size_t d = 0; d < perm.size(); ++d) m.in[0][perm[d]] = m.out[0][d] = m.num_factors++;
+  return m;
+}
+
+// Operand dims kept at full size pass through; broadcast (new or size-1)
+// result dims are factors of the result alone.
+std::optional<FactorMap> broadcast_in_dim_factors(const Avals& in, const Params& p, const Avals& out) {
+  FactorMap m = blank_factors(in, out);
+  const IntList& dims = p.get<IntList>("broadcast_dimensions");
+  std::vector<bool> from_operand(out[0].shape.size(), false);
+  for (size_t d = 0; d < dims.size(); ++d)
+    if (in[0].shape[d] == out[0].shape[dims[d]]) {
+      m.in[0][d] = m.out[0][dims[d]] = m.num_factors++;
+      from_operand[dims[d]] = true;
+    }
+  for (size_t d = 0; d < from_operand.size(); ++d)
+    if (!from_operand[d] && out[0].shape[d] > 1) m.out[0][d] = m.num_factors++;
+  return m;
+}
+
+// Dimensions are grouped where their products agree; a dimension that is a
+// whole group on one side shares its factor with the group's first non-unit
+// dimension on the other (its blocks stay contiguous); the rest are whole. A
+// reshape with an explicit out_sharding takes no part.
+std::optional<FactorMap> reshape_factors(const Avals& in, const Params& p, const Avals& out) {
+  if (!p.is_none("out_sharding")) return std::nullopt;
+  FactorMap m = blank_factors(in, out);
+  const Shape &a = in[0].shape, &b = out[0].shape;
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (a[i] == 1) { ++i; continue; }
+    if (b[j] == 1) { ++j; continue; }
+    size_t i_end = i + 1, j_end = j + 1;
+    int64_t pa = a[i], pb = b[j];
+    while (pa != pb) {
+      if (pa < pb) {
+        if (i_end == a.size()) return m;
+        pa *= a[i_end++];
+      } else {
+        if (j_end == b.size()) return m;
+        pb *= b[j_end++];
+      }
+    }
+    if (i_end == i + 1 || j_end == j + 1) m.in[0][i] = m.out[0][j] = m.num_factors++;
+    i = i_end;
+    j = j_end;
+  }
+  return m;
+}
+
+std::optional<FactorMap> squeeze_factors(const Avals& in, const Params& p, const Avals& out) {
+  FactorMap m = blank_factors(in, out);
+  const IntList& dims = p.get<IntList>("dimensions");
+  size_t k = 0;
+  for (int64_t d = 0; d < in[0].ndim(); ++d)
+    if (!in_list(dims, d)) m.in[0][d] = m.out[0][k++] = m.num_factors++;
+  return m;
+}
 
 // ---- sharding in types: rules and local plans (sharding/rules.h) ----------------
 
@@ -295,6 +360,7 @@ void broadcast_in_dim() {
   p.name = "broadcast_in_dim";
   p.sharding_rule = broadcast_in_dim_rule;
   p.local_plan = local_shape_plan("shape");
+  p.factors = broadcast_in_dim_factors;
   p.batch = [](const BatchArgs& a) {
     Params params = a.params;
     IntList shape{a.size}, dims{0};
@@ -346,6 +412,7 @@ void reshape() {
   p.name = "reshape";
   p.sharding_rule = reshape_rule;
   p.local_plan = reshape_plan;
+  p.factors = reshape_factors;
   p.batch = [](const BatchArgs& a) {
     Params params = a.params;
     IntList shape{a.size};
@@ -373,6 +440,7 @@ void transpose() {
   p.name = "transpose";
   p.sharding_rule = transpose_rule;
   p.local_plan = as_is_plan(nullptr);
+  p.factors = transpose_factors;
   p.batch = [](const BatchArgs& a) {
     Params params = a.params;
     IntList perm{0};
@@ -412,6 +480,7 @@ void squeeze() {
   p.name = "squeeze";
   p.sharding_rule = squeeze_rule;
   p.local_plan = as_is_plan(nullptr);
+  p.factors = squeeze_factors;
   p.batch = [](const BatchArgs& a) {
     Params params = a.params;
     params.set("dimensions", shift_axes(a.params.get<IntList>("dimensions")));
@@ -447,6 +516,7 @@ void squeeze() {
 void rev() {
   Primitive p;
   p.name = "rev";
+  p.factors = whole_dims_factors("dimensions", false);
   p.sharding_rule = same_as_operand;
   p.local_plan = as_is_plan([](const Avals& in, const Params& p, const Avals&) {
     for (int64_t d : p.get<IntList>("dimensions"))
@@ -489,6 +559,7 @@ void rev() {
 void slice() {
   Primitive p;
   p.name = "slice";
+  p.factors = same_size_factors;
   p.sharding_rule = [](const Avals& in, const Params&, const Avals& out) {
     return varying_shape_rule("slicing", in[0], out[0].shape);
   };
@@ -603,6 +674,7 @@ std::string shapes_str(const Avals& in) {
 void concatenate() {
   Primitive p;
   p.name = "concatenate";
+  p.factors = same_size_factors;
   p.sharding_rule = concatenate_rule;
   p.local_plan = as_is_plan([](const Avals& in, const Params& p, const Avals&) {
     const int64_t d = p.get<int64_t>("dimension");
@@ -671,6 +743,7 @@ void concatenate() {
 void pad() {
   Primitive p;
   p.name = "pad";
+  p.factors = same_size_factors;
   p.sharding_rule = [](const Avals& in, const Params&, const Avals& out) {
     return varying_shape_rule("padding", in[0], out[0].shape);
   };

@@ -133,6 +133,17 @@ bool small_products(const Program& program) {
   return any;
 }
 
+// Every variable's array, for a run over global arrays: the constants and
+// the arguments to begin with.
+std::vector<ArrayPtr> initial_env(const Program& program, const std::vector<ArrayPtr>& args) {
+  std::vector<ArrayPtr> env(program.avals.size());
+  for (size_t i = 0; i < program.constvars.size(); ++i)
+    env[program.constvars[i]] =
+        Array::from_tensor(program.consts[i], program.avals[program.constvars[i]].weak_type);
+  for (size_t i = 0; i < args.size(); ++i) env[program.invars[i]] = args[i];
+  return env;
+}
+
 // The layouts propagation chooses for `program` on `mesh` given its
 // arguments' layouts, computed once per distinct layouts.
 std::shared_ptr<const ShardingPlan> plan_for(const Program& program, const Mesh& mesh,
@@ -175,11 +186,7 @@ ArrayPtr retyped(const ArrayPtr& x, const Aval& aval) {
 std::vector<ArrayPtr> run_partitioned(const Program& program, const std::vector<ArrayPtr>& args,
                                       const MeshPtr& mesh) {
   const std::shared_ptr<const ShardingPlan> plan = plan_for(program, *mesh, args);
-  std::vector<ArrayPtr> env(program.avals.size());
-  for (size_t i = 0; i < program.constvars.size(); ++i)
-    env[program.constvars[i]] =
-        Array::from_tensor(program.consts[i], program.avals[program.constvars[i]].weak_type);
-  for (size_t i = 0; i < args.size(); ++i) env[program.invars[i]] = args[i];
+  std::vector<ArrayPtr> env = initial_env(program, args);
   const std::vector<int> last = last_uses(program);
   auto laid_out = [&](int v, const Spec& spec) {
     Aval a = program.avals[v];
@@ -264,11 +271,7 @@ std::vector<ArrayPtr> run_global_program(const Program& program, const std::vect
     return results;
   }
   if (MeshPtr mesh = auto_mesh_of(program)) return run_partitioned(program, args, mesh);
-  std::vector<ArrayPtr> env(program.avals.size());
-  for (size_t i = 0; i < program.constvars.size(); ++i)
-    env[program.constvars[i]] =
-        Array::from_tensor(program.consts[i], program.avals[program.constvars[i]].weak_type);
-  for (size_t i = 0; i < args.size(); ++i) env[program.invars[i]] = args[i];
+  std::vector<ArrayPtr> env = initial_env(program, args);
   const std::vector<int> last = last_uses(program);
 
   std::vector<ArrayPtr> arrays;
@@ -291,6 +294,33 @@ std::vector<ArrayPtr> run_global_program(const Program& program, const std::vect
   std::vector<ArrayPtr> results;
   for (int v : program.outvars) results.push_back(env[v]);
   return results;
+}
+
+std::optional<std::pair<MeshPtr, std::vector<Spec>>> auto_layouts(const Program& program,
+                                                                  const std::vector<ArrayPtr>& args) {
+  MeshPtr mesh = auto_mesh_of(program);
+  if (!mesh || args.size() != program.invars.size()) return std::nullopt;
+  return std::make_pair(mesh, plan_for(program, *mesh, args)->value);
+}
+
+std::vector<ArrayPtr> apply_eagerly(const Primitive& prim, const std::vector<ArrayPtr>& args,
+                                    const Avals& in, const Params& params, const Avals& out) {
+  bool on_auto_mesh = false;
+  for (const Aval& a : in)
+    if (a.mesh && a.mesh->size() > 1)
+      for (AxisType t : a.mesh->axis_types) on_auto_mesh |= t == AxisType::Auto;
+  if (on_auto_mesh && !prim.array_kernel && !prim.is_collective()) {
+    Program program;
+    program.name = prim.name;
+    Equation e{&prim, params, {}, {}};
+    for (const Aval& a : in) e.inputs.push_back(program.new_var(a));
+    for (const Aval& a : out) e.outputs.push_back(program.new_var(a));
+    program.invars = e.inputs;
+    program.outvars = e.outputs;
+    program.eqns.push_back(std::move(e));
+    if (MeshPtr mesh = auto_mesh_of(program)) return run_partitioned(program, args, mesh);
+  }
+  return apply_primitive(prim, args, in, params, out);
 }
 
 }  // namespace meshsim

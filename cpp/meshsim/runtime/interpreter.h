@@ -5,6 +5,9 @@
 // `array_kernel` (shard_map) see the arrays' shardings. A shard_map body runs
 // per device on local blocks (runtime/mesh_executor.h).
 #pragma once
+#include <optional>
+#include <utility>
+
 #include "meshsim/ir/program.h"
 
 namespace meshsim {
@@ -22,5 +25,18 @@ Tensors run_program(const Program& program, const Tensors& args);
 
 // Runs a top-level program over global arrays.
 std::vector<ArrayPtr> run_global_program(const Program& program, const std::vector<ArrayPtr>& args);
+
+// The mesh with Auto axes `program`'s values live on and the layout
+// propagation gives each of its variables when it runs on `args` (what JAX's
+// inspect_array_sharding reports inside jit); nullopt when there is no such mesh.
+std::optional<std::pair<MeshPtr, std::vector<Spec>>> auto_layouts(const Program& program,
+                                                                  const std::vector<ArrayPtr>& args);
+
+// Applies `prim` outside any trace to global arrays typed `in`. As JAX
+// compiles each eager operation, operands on a mesh with Auto axes go
+// through sharding propagation (a program of one equation), so results keep
+// the layouts XLA gives them; otherwise apply_primitive.
+std::vector<ArrayPtr> apply_eagerly(const Primitive& prim, const std::vector<ArrayPtr>& args,
+                                    const Avals& in, const Params& params, const Avals& out);
 
 }  // namespace meshsim

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "meshsim/sharding/factors.h"
 #include "meshsim/sharding/rules.h"
 
 namespace meshsim {
@@ -10,19 +11,8 @@ namespace meshsim {
 std::optional<FactorMap> factors_of(const Primitive& prim, const Avals& in, const Params& params,
                                     const Avals& out) {
   if (prim.factors) return prim.factors(in, params, out);
-  if (!prim.elementwise || out.empty()) return std::nullopt;
-  // Operands of the result's shape share its dimensions; scalars have none.
-  const Shape& shape = out[0].shape;
-  FactorMap m;
-  m.num_factors = static_cast<int>(shape.size());
-  std::vector<int> identity(shape.size());
-  for (size_t d = 0; d < shape.size(); ++d) identity[d] = static_cast<int>(d);
-  for (const Aval& a : in) {
-    if (a.ndim() > 0 && a.shape != shape) return std::nullopt;
-    m.in.push_back(a.ndim() > 0 ? identity : std::vector<int>{});
-  }
-  for (const Aval& o : out) m.out.push_back(o.shape == shape ? identity : std::vector<int>(o.shape.size(), kNoFactor));
-  return m;
+  if (prim.elementwise) return elementwise_factors(in, out);
+  return std::nullopt;
 }
 
 MeshPtr auto_mesh_of(const Program& program) {

@@ -14,7 +14,6 @@
 // Shardy's aggressive propagation resolves conflicts; a mesh axis shards at
 // most one factor of an equation.
 #pragma once
-#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,9 +40,5 @@ ShardingPlan propagate_shardings(const Program& program, const Mesh& mesh,
 // family's identity; nullopt when nothing flows through it.
 std::optional<FactorMap> factors_of(const Primitive& prim, const Avals& in, const Params& params,
                                     const Avals& out);
-
-// Gives the primitives of the other families their factor maps (factors.cpp);
-// called once after the families registered.
-void install_factor_rules(std::map<std::string, Primitive>& table);
 
 }  // namespace meshsim

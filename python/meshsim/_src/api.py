@@ -202,7 +202,7 @@ def trace_to_program(fun: Callable, args: Sequence, kwargs: dict, static: tuple 
     leaves = [x if isinstance(x, ShapeDtypeStruct) else core.asarray_value(x) for x in leaves]
     trace = _core.push_trace()
     try:
-        with debug.deferred_inspections():  # their callbacks run once the program is complete
+        with debug.deferred_inspections() as inspections:  # their callbacks run once the program is complete
             tracers = [trace.new_input(x.aval) for x in leaves]
             t_args, t_kwargs = tree_util.tree_unflatten(in_tree, tracers)
             t_args = _reinsert_static(t_args, static)
@@ -213,6 +213,7 @@ def trace_to_program(fun: Callable, args: Sequence, kwargs: dict, static: tuple 
             out_leaves, out_tree = tree_util.tree_flatten(out)
             program = trace.finish([core.asarray_value(x) for x in out_leaves])
             program.name = getattr(fun, "__name__", "")  # the profiler's PjitFunction(name)
+            inspections.resolve(trace, program, leaves)
     finally:
         _core.pop_trace(trace)
     return program, out_tree

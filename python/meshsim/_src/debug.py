@@ -29,9 +29,13 @@ def _traced_sharding(aval) -> Sharding:
         return NamedSharding(Mesh.from_core(env[0]), PartitionSpec())
     if aval.mesh is None:
         return SingleDeviceSharding(devices_lib.device(0))
-    mesh = Mesh.from_core(aval.mesh)
-    entries = [None if not axes else axes[0] if len(axes) == 1 else tuple(axes)
-               for axes in aval.spec]
+    return _compiled_sharding(Mesh.from_core(aval.mesh), aval.spec)
+
+
+def _compiled_sharding(mesh: Mesh, spec) -> NamedSharding:
+    """A sharding as XLA reports a compiled one: every axis Auto, no trailing
+    unsharded dimensions."""
+    entries = [None if not axes else axes[0] if len(axes) == 1 else tuple(axes) for axes in spec]
     while entries and entries[-1] is None:
         entries.pop()
     return NamedSharding(mesh.update(axis_types=(AxisType.Auto,) * len(mesh.axis_names)),
@@ -115,26 +119,43 @@ class record_dispatches:
         return False
 
 
-_deferred: list | None = None  # callbacks waiting for the program being traced by jit
+_deferred: list | None = None  # (tracer, sharding while traced, callback) waiting for jit's program
 
 
 class deferred_inspections:
     """While jit traces a function, `inspect_array_sharding` callbacks wait
-    until the program is complete (JAX calls them when it compiles)."""
+    until the program is complete (JAX calls them when it compiles). With
+    `resolve(trace, program, args)`, values on a mesh with Auto axes are
+    reported with the layout sharding propagation gives them for `args`."""
 
     def __enter__(self):
         global _deferred
         self.outermost = _deferred is None
+        self.layouts = None
         if self.outermost:
             _deferred = []
+        return self
+
+    def resolve(self, trace, program, args) -> None:
+        if self.outermost and _deferred and all(isinstance(a, _core.Array) for a in args):
+            found = program.auto_layouts(list(args))
+            if found is not None:
+                self.layouts = (trace, Mesh.from_core(found[0]), found[1])
+
+    def _sharding(self, tracer, traced: Sharding) -> Sharding:
+        if self.layouts is None:
+            return traced
+        trace, mesh, specs = self.layouts
+        var = tracer.var_in(trace)
+        return traced if var < 0 else _compiled_sharding(mesh, specs[var])
 
     def __exit__(self, exc_type, *exc):
         global _deferred
         if self.outermost:
             pending, _deferred = _deferred, None
             if exc_type is None:
-                for call in pending:
-                    call()
+                for tracer, traced, callback in pending:
+                    callback(self._sharding(tracer, traced))
         return False
 
 
@@ -147,7 +168,7 @@ def inspect_array_sharding(value, *, callback: Callable[[Sharding], None]) -> No
         sharding = _traced_sharding(x.aval)
         if _deferred is None:
             return callback(sharding)
-        _deferred.append(lambda: callback(sharding))
+        _deferred.append((x, sharding, callback))
     tree_util.tree_map(inspect, value)
 
 
