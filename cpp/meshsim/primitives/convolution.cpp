@@ -19,6 +19,7 @@
 #include "meshsim/ir/primitive.h"
 #include "meshsim/kernels/cast.h"
 #include "meshsim/kernels/dispatch.h"
+#include "meshsim/kernels/windows.h"
 #include "meshsim/primitives/convolution.h"
 #include "meshsim/sharding/factors.h"
 #include "meshsim/sharding/rules.h"
@@ -180,8 +181,9 @@ Avals conv_eval(const Avals& in, const Params& p) {
       fail<ValueError>("Negative padding is larger than the size of the corresponding dimension: got "
                        "padding=", param_value_str(c.padding), " for lhs_shape[2:]=",
                        shape_str(take(lhs.shape, IntList(c.lhs_spec.begin() + 2, c.lhs_spec.end()))));
-    const int64_t window = dilate(rhs.shape[c.rhs_spec[2 + i]], c.rhs_dilation[i]);
-    out_trans.push_back(padded < window ? 0 : (padded - window) / c.strides[i] + 1);
+    out_trans.push_back(window_output_size(lhs.shape[c.lhs_spec[2 + i]], rhs.shape[c.rhs_spec[2 + i]],
+                                           c.strides[i], c.padding[i][0], c.padding[i][1], c.lhs_dilation[i],
+                                           c.rhs_dilation[i]));
   }
   Shape out(out_trans.size());
   for (size_t i = 0; i < out_trans.size(); ++i) out[c.out_spec[i]] = out_trans[i];
@@ -221,19 +223,15 @@ std::vector<int64_t> window_sources(const ConvParams& c, const Shape& in, const 
     windows *= window[d];
     positions *= out[d];
   }
-  // One table per dimension: source index along it for (k_d, o_d), or -1.
+  // One table per dimension: source offset along it for (k_d, o_d), or -1.
   std::vector<std::vector<int64_t>> along(n);
-  Strides stride(n, 1);
-  for (size_t d = n; d-- > 0;) stride[d] = d + 1 < n ? stride[d + 1] * in[d + 1] : 1;
-  for (size_t d = 0; d < n; ++d) {
-    along[d].assign(window[d] * out[d], -1);
-    for (int64_t k = 0; k < window[d]; ++k)
-      for (int64_t o = 0; o < out[d]; ++o) {
-        const int64_t p = o * c.strides[d] + k * c.rhs_dilation[d] - c.padding[d][0];
-        if (p < 0 || p % c.lhs_dilation[d]) continue;
-        const int64_t q = p / c.lhs_dilation[d];
-        if (q < in[d]) along[d][k * out[d] + o] = q * stride[d];
-      }
+  int64_t stride = 1;
+  for (size_t d = n; d-- > 0;) {
+    along[d] = window_reads({in[d], window[d], out[d], c.strides[d], c.padding[d][0], c.lhs_dilation[d],
+                             c.rhs_dilation[d]});
+    for (int64_t& q : along[d])
+      if (q >= 0) q *= stride;
+    stride *= in[d];
   }
   std::vector<int64_t> src(windows * positions);
   std::vector<int64_t> k(n, 0), o(n, 0);

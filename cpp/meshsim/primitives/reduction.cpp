@@ -10,6 +10,7 @@
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/kernels/reduce.h"
 #include "meshsim/primitives/families.h"
+#include "meshsim/primitives/windows.h"
 #include "meshsim/sharding/factors.h"
 #include "meshsim/sharding/rules.h"
 #include "meshsim/transforms/batching.h"
@@ -449,6 +450,7 @@ void register_reduction_primitives() {
   cumulative<Prod>("cumprod", scan_vjp(ops::mul, 1.0));
   cumulative<Max>("cummax", scan_vjp(ops::max, -kInf));
   cumulative<Min>("cummin", scan_vjp(ops::min, kInf));
+  register_window_primitives();
 }
 
 }  // namespace meshsim

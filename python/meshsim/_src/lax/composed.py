@@ -13,7 +13,7 @@ import numpy as np
 
 from meshsim._src import core, tree_util
 
-__all__ = ["reduce", "reduce_window", "associative_scan", "approx_max_k", "approx_min_k",
+__all__ = ["reduce", "reduce_window", "reduce_window_shape_tuple", "associative_scan", "approx_max_k", "approx_min_k",
            "composite", "padtype_to_pads", "dtype", "lgamma", "digamma", "DotDimensionNumbers"]
 
 DotDimensionNumbers = tuple[tuple[Sequence[int], Sequence[int]], tuple[Sequence[int], Sequence[int]]]
@@ -98,27 +98,54 @@ def padtype_to_pads(in_shape, window_shape, window_strides, padding) -> list[tup
     return [tuple(p) for p in padding]
 
 
+def _window_monoid(computation, init):
+    """The windowed-reduction primitive for `computation` when `init` is its
+    identity (JAX's monoid reducers: sums, maxima and minima)."""
+    lax = _lax()
+    reducer = _monoid_reducer(computation, init)
+    names = {lax.reduce_sum: "reduce_window_sum", lax.reduce_max: "reduce_window_max",
+             lax.reduce_min: "reduce_window_min"}
+    return names.get(reducer)
+
+
+def reduce_window_shape_tuple(operand_shape, window_dimensions, window_strides, padding,
+                              base_dilation=None, window_dilation=None):
+    """The shape reduce_window gives (XLA's window arithmetic)."""
+    def dilate(shape, dilation):
+        return shape if dilation is None else [0 if d == 0 else 1 + r * (d - 1) for d, r in zip(shape, dilation)]
+    padded = [d + lo + hi for d, (lo, hi) in zip(dilate(operand_shape, base_dilation), padding)]
+    window = dilate(window_dimensions, window_dilation)
+    return tuple(builtins.max((p - w) // s + 1, 0) for p, w, s in zip(padded, window, window_strides))
+
+
 def reduce_window(operand, init_value, computation: Callable, window_dimensions,
                   window_strides=None, padding="VALID", base_dilation=None, window_dilation=None):
-    """Reduces each window of `operand` with `computation`: the operand is
-    padded with `init_value`, then the windows' elements are combined one
-    window offset at a time (a strided slice per offset)."""
+    """Reduces each window of `operand` with `computation`. Sums, maxima and
+    minima from their identity bind reduce_window_sum/max/min (differentiable
+    as JAX's, max/min pooling through select_and_scatter_add); any other
+    computation folds the windows one offset at a time (a strided slice per
+    offset) from the operand padded with `init_value`."""
     lax = _lax()
     import meshsim.numpy as jnp
     operand = jnp.asarray(operand)
     nd = operand.ndim
     window = tuple(operator.index(w) for w in window_dimensions)
-    strides = (1,) * nd if window_strides is None else tuple(window_strides)
-    base = (1,) * nd if base_dilation is None else tuple(base_dilation)
-    wdil = (1,) * nd if window_dilation is None else tuple(window_dilation)
+    effective = list(window) if window_dilation is None else [
+        (w - 1) * d + 1 if w else 0 for w, d in zip(window, window_dilation)]
+    pads = padtype_to_pads(operand.shape, effective, window_strides or [], padding)
+    strides = (1,) * len(window) if window_strides is None else tuple(int(s) for s in window_strides)
+    base = (1,) * len(window) if base_dilation is None else tuple(int(b) for b in base_dilation)
+    wdil = (1,) * len(window) if window_dilation is None else tuple(int(d) for d in window_dilation)
+    monoid = _window_monoid(computation, init_value)
+    if monoid is not None:
+        return core.bind1(monoid, operand, base_dilation=base, padding=tuple((int(lo), int(hi)) for lo, hi in pads),
+                          window_dilation=wdil, window_dimensions=window, window_strides=strides)
     if len(window) != nd:
-        raise TypeError(f"reduce_window got inconsistent window_dimensions {window} for an "
-                        f"operand of rank {nd}")
-    dilated_shape = [(n - 1) * b + 1 if n else 0 for n, b in zip(operand.shape, base)]
-    effective = [(w - 1) * d + 1 for w, d in zip(window, wdil)]
-    pads = padtype_to_pads(dilated_shape, effective, strides, padding)
+        raise TypeError("reduce_window got the wrong number of window_dimensions for operand: got operand "
+                        f"shape {operand.shape} with window_dimensions {window}.")
     init = jnp.asarray(init_value, operand.dtype)
     x = lax.pad(operand, init, [(lo, hi, b - 1) for (lo, hi), b in zip(pads, base)])
+    effective = [(w - 1) * d + 1 for w, d in zip(window, wdil)]
     out_shape = [(n - e) // s + 1 if n >= e else 0 for n, e, s in zip(x.shape, effective, strides)]
     # Accumulated as XLA does: from the init value, one window offset at a time.
     result = jnp.broadcast_to(init, out_shape)
