@@ -20,6 +20,7 @@
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/kernels/windows.h"
 #include "meshsim/primitives/windows.h"
+#include "meshsim/sharding/factors.h"
 #include "meshsim/sharding/rules.h"
 #include "meshsim/transforms/batching.h"
 
@@ -353,6 +354,19 @@ std::optional<LocalPlan> window_plan(const Avals& in, const Params& p, const Ava
   return plan;
 }
 
+// Sharding propagation over Auto axes, as the local plan runs it: dimensions
+// the window leaves alone pass through every operand to the result.
+std::optional<FactorMap> window_factors(const Avals& in, const Params& p, const Avals& out) {
+  const Window w = window_of(p);
+  FactorMap m = blank_factors(in, out);
+  for (size_t d = 0; d < w.ndim(); ++d) {
+    if (!untouched(w, d)) continue;
+    for (auto& operand : m.in) operand[d] = m.num_factors;
+    m.out[0][d] = m.num_factors++;
+  }
+  return m;
+}
+
 Cost window_cost(const Avals& in, const Params& p, const Avals& out) {
   Cost c = memory_cost(in, out);
   const Window w = window_of(p);
@@ -387,6 +401,7 @@ void register_reduce_window(const char* name, Monoid m) {
     return varying_shape_rule("reduce_window", in[0], out[0].shape);
   };
   p.local_plan = window_plan;
+  p.factors = window_factors;
   register_primitive(std::move(p));
 }
 
@@ -416,6 +431,7 @@ void register_select_and_scatter_add() {
   p.cost = window_cost;
   p.sharding_rule = [](const Avals& in, const Params&, const Avals&) { return std::vector<Spec>{spec_of(in[1])}; };
   p.local_plan = window_plan;
+  p.factors = window_factors;
   register_primitive(std::move(p));
 }
 
@@ -443,6 +459,7 @@ void register_select_and_gather_add() {
     return varying_shape_rule("reduce_window", in[1], out[0].shape);
   };
   p.local_plan = window_plan;
+  p.factors = window_factors;
   register_primitive(std::move(p));
 }
 
