@@ -105,9 +105,18 @@ def _concrete_error(kind: str):
 
 
 def _array_repr(self):
-    body = np.array2string(self.to_numpy(), separator=", ", prefix="Array(")
-    weak = ", weak_type=True" if self.weak_type else ""
-    return f"Array({body}, dtype={self.dtype}{weak})"
+    prefix = "Array("
+    dtype_str = f"dtype={self.dtype.name}" + (", weak_type=True" if self.weak_type else "")
+    line_width = np.get_printoptions()["linewidth"]
+    if self.size == 0:
+        body = f"[], shape={self.shape}"
+    else:
+        body = np.array2string(self.to_numpy(), prefix=prefix, suffix=",", separator=", ",
+                               max_line_width=line_width)
+    # JAX pads rather than wraps a dtype that would overflow the last line
+    last_line_len = len(body) - body.rfind("\n") + 1
+    sep = " " * len(prefix) if last_line_len + len(dtype_str) + 2 > line_width else " "
+    return f"{prefix}{body},{sep}{dtype_str})"
 
 
 def _tracer_repr(self):

@@ -143,12 +143,9 @@ def _check_constraint(x, sharding, cur) -> PartitionSpec:
 
 def _constrain(x, sharding):
     x = core.asarray_value(x)
-    if isinstance(sharding, PartitionSpec):
-        cur = get_abstract_mesh()  # empty: `resolve` raises JAX's RuntimeError
-    else:
-        cur = get_abstract_mesh()
-        if cur.empty and isinstance(sharding, NamedSharding):
-            cur = sharding.mesh.abstract_mesh
+    # Only an all-Explicit *context* mesh makes the constraint an assert; without one, a
+    # NamedSharding on an Explicit mesh is checked as an Auto-axes constraint (as JAX does).
+    cur = get_abstract_mesh()
     if not cur.empty and cur.are_all_axes_explicit:
         spec = _check_constraint(x, sharding, cur)
         have = type_spec(x.aval)
@@ -168,6 +165,15 @@ def _constrain(x, sharding):
             "The spec of NamedSharding passed to with_sharding_constraint can only refer to Auto "
             f"axes of the mesh. Got spec={spec} and mesh={mesh.abstract_mesh}. You probably meant "
             "to use `reshard` API?")
+    have = type_spec(x.aval)
+    # Traced, dims typed over Explicit axes keep them and only the others are constrained;
+    # eagerly, JAX lays the array out as the sharding says.
+    if any(have) and isinstance(x, core.Tracer):
+        wanted = list(spec) + [None] * (x.ndim - len(spec))
+        merged = PartitionSpec(*(h if h is not None else w for h, w in zip(have, wanted)))
+        if merged == have:
+            return x
+        sharding = NamedSharding(mesh, merged)
     return _reshard_one(x, sharding, "sharding_constraint")
 
 

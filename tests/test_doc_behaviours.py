@@ -1,0 +1,118 @@
+"""Behaviours JAX's parallelism documentation relies on, with the installed JAX as the oracle:
+printed Array reprs, libm-exact sin/cos, and with_sharding_constraint on Explicit meshes without a
+context mesh."""
+import numpy as np
+import pytest
+
+import meshsim
+
+
+@pytest.fixture(scope="module")
+def libs(real_jax):
+    return meshsim, real_jax
+
+
+def _run(case, lib):
+    try:
+        return "ok", case(lib)
+    except Exception as e:  # noqa: BLE001 - the class name and text are compared
+        return type(e).__name__, str(e)
+
+
+REPR_VALUES = {
+    "wide_floats": lambda jnp: jnp.asarray(np.linspace(-3, 3, 16, dtype=np.float32).reshape(4, 4)) * 1.1,
+    "long_ints": lambda jnp: jnp.arange(40),
+    "empty": lambda jnp: jnp.zeros((2, 0)),
+    "empty_1d": lambda jnp: jnp.arange(0),
+    "scalar_weak": lambda jnp: jnp.asarray(1.5) * 2,
+    "large_floats": lambda jnp: jnp.arange(12.0).reshape(3, 4) + 1e6,
+    "bool": lambda jnp: jnp.arange(5) > 2,
+    "bfloat16": lambda jnp: jnp.ones(3, jnp.bfloat16) / 3,
+}
+
+
+@pytest.mark.parametrize("name", sorted(REPR_VALUES))
+def test_array_repr_matches_jax(libs, name):
+    ours, theirs = (repr(REPR_VALUES[name](lib.numpy)) for lib in libs)
+    assert ours == theirs
+
+
+def test_array_repr_honours_numpy_linewidth(libs):
+    def case(jax):
+        with np.printoptions(linewidth=40):
+            return repr(jax.numpy.asarray(np.arange(24, dtype=np.float32).reshape(4, 6) / 7))
+
+    ours, theirs = (case(lib) for lib in libs)
+    assert ours == theirs
+
+
+@pytest.mark.parametrize("fn", ["sin", "cos"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_sin_cos_bitwise_equal_to_jax(libs, fn, dtype):
+    rng = np.random.default_rng(7)
+    x = np.concatenate([rng.uniform(-1e4, 1e4, 4000), rng.uniform(-4, 4, 4000),
+                        np.arange(32), [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30]]).astype(dtype)
+    ours, theirs = (np.asarray(getattr(lib.numpy, fn)(x)) for lib in libs)
+    np.testing.assert_array_equal(ours.view(np.uint16 if dtype == np.float16 else np.uint32),
+                                  theirs.view(np.uint16 if dtype == np.float16 else np.uint32))
+
+
+# with_sharding_constraint inside jit with no context mesh: a NamedSharding on an Explicit mesh
+# is an Auto-axes constraint, so it may name no Explicit axis, and typed dims keep their axes.
+CONSTRAINTS = {
+    "replicated": lambda P: P(),
+    "replicated_padded": lambda P: P(None, None),
+    "same_explicit": lambda P: P("x", "y"),
+    "other_explicit": lambda P: P("y", "x"),
+    "one_explicit": lambda P: P(None, "y"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONSTRAINTS))
+@pytest.mark.parametrize("in_context", [False, True])
+def test_constraint_on_explicit_mesh_matches_jax(libs, name, in_context):
+    def case(jax):
+        P = jax.sharding.PartitionSpec
+        mesh = jax.make_mesh((4, 2), ("x", "y"))
+        x = jax.device_put(np.arange(64, dtype=np.float32).reshape(8, 8),
+                           jax.sharding.NamedSharding(mesh, P("x", "y")))
+        spec = CONSTRAINTS[name](P)
+        f = jax.jit(lambda v: jax.lax.with_sharding_constraint(
+            v + 1, jax.sharding.NamedSharding(mesh, spec)))
+        if in_context:
+            with jax.set_mesh(mesh):
+                y = f(x)
+        else:
+            y = f(x)
+        return str(jax.typeof(y)), str(y.sharding.spec), np.asarray(y).tolist()
+
+    ours, theirs = (_run(case, lib) for lib in libs)
+    assert ours == theirs
+
+
+@pytest.mark.parametrize("spec", [(), (None, "y"), ("x", "y")])
+def test_constraint_on_mixed_mesh_keeps_explicit_dims(libs, spec):
+    def case(jax):
+        P, AxisType = jax.sharding.PartitionSpec, jax.sharding.AxisType
+        mesh = jax.make_mesh((4, 2), ("x", "y"), axis_types=(AxisType.Explicit, AxisType.Auto))
+        x = jax.device_put(np.arange(64, dtype=np.float32).reshape(8, 8),
+                           jax.sharding.NamedSharding(mesh, P("x", None)))
+        y = jax.jit(lambda v: jax.lax.with_sharding_constraint(
+            v * 2, jax.sharding.NamedSharding(mesh, P(*spec))))(x)
+        return str(jax.typeof(y)), np.asarray(y).tolist()
+
+    ours, theirs = (_run(case, lib) for lib in libs)
+    assert ours == theirs
+
+
+def test_eager_constraint_lays_out_as_asked(libs):
+    def case(jax):
+        P = jax.sharding.PartitionSpec
+        mesh = jax.make_mesh((4, 2), ("x", "y"))
+        x = jax.device_put(np.arange(16, dtype=np.float32).reshape(4, 4),
+                           jax.sharding.NamedSharding(mesh, P("x", "y")))
+        y = jax.lax.with_sharding_constraint(x, jax.sharding.NamedSharding(mesh, P()))
+        return str(jax.typeof(y)), np.asarray(y).tolist()
+
+    ours, theirs = (_run(case, lib) for lib in libs)
+    assert ours == theirs
