@@ -26,7 +26,7 @@ MODULES = [
     "jax.scipy.stats.logistic", "jax.scipy.stats.poisson", "jax.scipy.stats.t",
     "jax.scipy.stats.uniform", "jax.scipy.linalg", "jax.scipy.signal", "jax.scipy.integrate",
     "jax.scipy.optimize", "jax.scipy.interpolate", "jax.scipy.ndimage", "jax.scipy.fft",
-    "jax.scipy.cluster", "jax.scipy.spatial", "jax.scipy.sparse",
+    "jax.scipy.cluster", "jax.scipy.spatial", "jax.scipy.sparse", "jax.image",
     "jax.experimental", "jax.experimental.pjit", "jax.experimental.mesh_utils",
     "jax.experimental.multihost_utils", "jax.experimental.shard_map",
 ]

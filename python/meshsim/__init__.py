@@ -36,7 +36,7 @@ from meshsim._src.callback import effects_barrier, pure_callback  # noqa: E402,F
 from meshsim._src.ad import float0  # noqa: E402,F401
 from meshsim._src.ref import Ref, new_ref, freeze, free_ref  # noqa: E402,F401
 from meshsim._src.core import ensure_compile_time_eval  # noqa: E402,F401
-from meshsim import (numpy, lax, tree_util, tree, sharding, debug, random, ops, nn,  # noqa: E402,F401
+from meshsim import (numpy, lax, tree_util, tree, sharding, debug, random, ops, nn, image,  # noqa: E402,F401
                      ad_checkpoint, dtypes, errors, profiler, stages, experimental, typing,
                      core, flatten_util, custom_derivatives, distributed)
 from meshsim._src import xla_bridge as _xla_bridge  # noqa: E402,F401  (jax._src.xla_bridge)
