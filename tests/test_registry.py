@@ -47,7 +47,9 @@ _GAPS = {
         "pad", "pvary", "reshape", "rev", "scatter", "scatter_add", "scatter_max", "scatter_min",
         "scatter_mul", "slice", "squeeze", "transpose", "random_bits")}
             | {n: _COMPARISONS for n in ("sort", "top_k", "searchsorted")}
-            | {"ragged_dot_general": "no cost rule yet: counted as data movement (its flops are missing)"},
+            | {"ragged_dot_general": "no cost rule yet: counted as data movement (its flops are missing)"}
+            | {"host_rule_collective": "never runs: vmap's batching replaces it with ops along the "
+                                       "batch dimension, which have their costs"},
     "sharding_rule": ({n: _NO_SHARDED_OPERANDS for n in ("iota", "pvary")}
                       | {n: _NOT_IN_JAX for n in ("ragged_dot_general", "random_bits", "searchsorted")}
                       | {n: _NO_RULE_YET for n in ("cholesky", "lu", "qr", "eigh", "svd",

@@ -282,11 +282,6 @@ def test_errors_match_jax(case, real_jax):
     assert got == want
 
 
-def test_axis_name_not_implemented():
-    with pytest.raises(NotImplementedError, match="axis_name"):
-        ms.vmap(lambda a: a, axis_name="i")
-
-
 # --- jacfwd / jacrev / hessian ------------------------------------------------
 
 def _jac_fns(np_):

@@ -8,6 +8,40 @@ namespace meshsim {
 namespace py = pybind11;
 
 void init_callbacks(py::module_& m) {
+  // The rules of host_rule_collective: batch(rule, values, dims, size) -> (values, dims) and
+  // vjp(rule, values, cotangents) -> cotangents (None: a symbolic zero).
+  m.def("set_host_rules", [](const py::function& batch, const py::function& vjp) {
+    auto* held_batch = new py::function(batch);  // kept for the life of the process
+    auto* held_vjp = new py::function(vjp);
+    HostRules rules;
+    rules.batch = [held_batch](int64_t rule, const Values& in, const BatchDims& dims, int64_t size) {
+      py::gil_scoped_acquire gil;
+      py::list values;
+      for (const Value& v : in) values.append(py_convert::from_value(v));
+      py::list py_dims;
+      for (int64_t d : dims) py_dims.append(d == kNotBatched ? py::object(py::none()) : py::object(py::int_(d)));
+      py::tuple res = (*held_batch)(rule, values, py_dims, size);
+      Batched out;
+      for (const py::handle& v : res[0]) out.out.push_back(py_convert::to_value(v));
+      for (const py::handle& d : res[1]) out.dims.push_back(d.is_none() ? kNotBatched : d.cast<int64_t>());
+      return out;
+    };
+    rules.vjp = [held_vjp](int64_t rule, const Values& in, const Cotangents& ct) {
+      py::gil_scoped_acquire gil;
+      py::list values, cts;
+      for (const Value& v : in) values.append(py_convert::from_value(v));
+      for (const Cotangent& c : ct) cts.append(c ? py_convert::from_value(*c) : py::object(py::none()));
+      py::list res = (*held_vjp)(rule, values, cts);
+      Cotangents out;
+      for (const py::handle& c : res) {
+        if (c.is_none()) out.emplace_back(std::nullopt);
+        else out.emplace_back(py_convert::to_value(c));
+      }
+      return out;
+    };
+    set_host_rules(std::move(rules));
+  });
+
   m.def("set_host_caller", [](const py::function& caller) {
     // Kept for the life of the process: it is called until the interpreter exits.
     auto* held = new py::function(caller);

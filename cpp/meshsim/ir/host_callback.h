@@ -21,4 +21,13 @@ using HostCaller = std::function<Tensors(int64_t callback, const Tensors& args, 
                                          const Avals& out)>;
 void set_host_caller(HostCaller caller);
 
+// Rules the host language computes for a `host_rule_collective` (a collective over a vmapped
+// axis: its batching sums, gathers or permutes along the batch dimension, and its VJP binds the
+// transposed collective). `rule` is the id under which the Python side keeps them.
+struct HostRules {
+  std::function<Batched(int64_t rule, const Values& in, const BatchDims& dims, int64_t size)> batch;
+  std::function<Cotangents(int64_t rule, const Values& in, const Cotangents& ct)> vjp;
+};
+void set_host_rules(HostRules rules);
+
 }  // namespace meshsim

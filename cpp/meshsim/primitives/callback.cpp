@@ -66,6 +66,15 @@ Primitive callback_primitive(const std::string& name) {
 
 void set_host_caller(HostCaller caller) { host_caller() = std::move(caller); }
 
+namespace {
+HostRules& host_rules() {
+  static HostRules rules;
+  return rules;
+}
+}  // namespace
+
+void set_host_rules(HostRules rules) { host_rules() = std::move(rules); }
+
 void register_callback_primitives() {
   Primitive debug = callback_primitive("debug_callback");
   debug.abstract_eval = [](const Avals&, const Params&) { return Avals{}; };
@@ -103,6 +112,26 @@ void register_callback_primitives() {
     return batch_per_example(a);
   };
   register_primitive(std::move(io));
+
+  // A collective over a vmapped axis, recorded while the vmapped function is traced on one
+  // example. Its operands include the example's index, so it is always batched: batching
+  // replaces it with ops along the batch dimension and it never runs itself.
+  Primitive named = callback_primitive("host_rule_collective");
+  named.kind = Kind::Local;
+  named.mesh_kernel = nullptr;
+  named.comm = nullptr;
+  named.comm_bytes = nullptr;
+  named.abstract_eval = results_of;
+  named.kernel = [](const Tensors&, const Params&, const Avals&) -> Tensors {
+    fail<ValueError>("a collective over a vmapped axis ran outside its vmap");
+  };
+  named.batch = [](const BatchArgs& a) -> Batched {
+    return host_rules().batch(a.params.get<int64_t>("rule"), a.in, a.dims, a.size);
+  };
+  named.vjp = [](const VjpArgs& a) -> Cotangents {
+    return host_rules().vjp(a.params.get<int64_t>("rule"), a.in, a.ct);
+  };
+  register_primitive(std::move(named));
 }
 
 }  // namespace meshsim

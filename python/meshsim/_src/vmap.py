@@ -17,7 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 from meshsim import _core
-from meshsim._src import core, tree_util
+from meshsim._src import core, tree_util, vmap_collectives
 from meshsim._src.ad import _trace_flat
 from meshsim._src.prng import PRNGKeyArray
 
@@ -161,10 +161,6 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name=None, axi
     batch at `out_axes` (pytree prefixes; None: not mapped)."""
     if not callable(fun):
         raise TypeError(f"Expected a callable value, got {fun!r}")
-    if axis_name is not None:
-        raise NotImplementedError(
-            "vmap(axis_name=...) is not supported yet: collectives over a vmapped axis (psum, pmean, "
-            "all_gather, axis_index) have no batching rules here")
     if spmd_axis_name is not None:
         raise NotImplementedError("vmap(spmd_axis_name=...) is not supported yet")
     if isinstance(in_axes, list):
@@ -191,21 +187,39 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name=None, axi
             data.append(x._base if _is_key(x) else core.asarray_value(x))
             dims.append(d % len(_shape(x)))
         out_info = {}
+        # With an axis name, the example's index is one more mapped input (vmap_collectives).
+        frame = None if axis_name is None else vmap_collectives.Frame(axis_name, size)
+        if frame is not None:
+            data.append(core.asarray_value(np.arange(size, dtype=np.int32)))
+            dims.append(0)
 
         def per_example(*tracers):
             full = list(leaves)
             for i, t in zip(mapped, tracers):
                 full[i] = PRNGKeyArray(t) if _is_key(leaves[i]) else t
             f_args, f_kwargs = tree_util.tree_unflatten(in_tree, full)
-            out = fun(*f_args, **f_kwargs)
+            if frame is None:
+                out = fun(*f_args, **f_kwargs)
+            else:
+                frame.index = tracers[-1]
+                vmap_collectives._frames.append(frame)
+                try:
+                    out = fun(*f_args, **f_kwargs)
+                finally:
+                    vmap_collectives._frames.remove(frame)
             out_leaves, out_info["tree"] = tree_util.tree_flatten(out, is_leaf=_is_key)
             out_info["keys"] = [_is_key(o) for o in out_leaves]
             return tuple(o._base if _is_key(o) else o for o in out_leaves)
 
-        flat_tree = tree_util.tree_structure(tuple(range(len(mapped))))
+        flat_tree = tree_util.tree_structure(tuple(range(len(data))))
         program, captures, _ = _trace_flat(per_example, flat_tree,
                                            [x.aval.without_dim(d) for x, d in zip(data, dims)])
-        outs, out_dims = _core.batch_eval(program, [*data, *captures], [*dims, *[None] * len(captures)], size)
+        vmap_collectives._batching.append(frame)
+        try:
+            outs, out_dims = _core.batch_eval(program, [*data, *captures],
+                                              [*dims, *[None] * len(captures)], size)
+        finally:
+            vmap_collectives._batching.pop()
 
         out_tree, keys = out_info["tree"], out_info["keys"]
         dsts = _flatten_axes("vmap out_axes", tree_util.tree_unflatten(out_tree, [0] * len(outs)), out_axes)

@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 
 from meshsim import _core
-from meshsim._src import core, tree_util
+from meshsim._src import core, tree_util, vmap_collectives
 from meshsim._src.config import config
 from meshsim._src.lax import reduction
 from meshsim._src.lax.structural import canonicalize_axis, expand_dims, squeeze
@@ -75,8 +75,20 @@ def _operand(x):
     return x
 
 
+def _vmapped(axis_name, op: str, whole: bool = False):
+    """The vmap frame when `axis_name` names a vmapped axis (vmap_collectives), else None;
+    `whole`: the op cannot also span other axes in the same call."""
+    frame, mapped, rest = vmap_collectives.split_names(axis_name)
+    if frame is not None and whole and (rest or len(mapped) > 1):
+        raise NotImplementedError(f"{op} over a vmapped axis together with other axes")
+    return frame
+
+
 def axis_size(axis_name) -> int:
     """The number of devices along `axis_name` (the product for a tuple)."""
+    frame, mapped, rest = vmap_collectives.split_names(axis_name)
+    if frame is not None:
+        return frame.size ** len(mapped) * (axis_size(rest) if rest else 1)
     axes = _axis_tuple(axis_name)
     mesh = _env("axis_size", axes)[0]
     return math.prod(mesh.axis_sizes[mesh.axis_names.index(a)] for a in axes)
@@ -85,6 +97,9 @@ def axis_size(axis_name) -> int:
 def axis_index(axis_name):
     """This device's index along `axis_name` (int32, varying over it); for a
     tuple, row-major over the axes in the order given."""
+    frame = _vmapped(axis_name, "axis_index", whole=True)
+    if frame is not None:
+        return vmap_collectives.axis_index(frame)
     axes = _axis_tuple(axis_name)
     _env("axis_index", axes)
     if not axes:  # one device along no axes
@@ -109,6 +124,13 @@ _POSITIONAL = {"psum": reduction.reduce_sum, "pmax": reduction.reduce_max,
 
 
 def _all_reduce(name: str, x, axis_name, axis_index_groups):
+    frame, mapped, rest = vmap_collectives.split_names(axis_name)
+    if frame is not None:
+        if axis_index_groups is not None:
+            raise NotImplementedError(f"{name} over a vmapped axis with axis_index_groups")
+        op = getattr(vmap_collectives, name)
+        x = tree_util.tree_map(lambda v: op(frame, v), x)
+        return _all_reduce(name, x, rest, None) if rest else x
     positional, axes = _split_axes(axis_name)
     if name == "psum" and not axes and not positional:  # a sum over no devices (JAX: the operand)
         return x
@@ -245,6 +267,11 @@ def all_gather(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False, to=
     if to == "reduced":
         raise NotImplementedError("all_gather(..., to='reduced') is not supported: meshsim has "
                                   "no reduced/unreduced types")
+    frame = _vmapped(axis_name, "all_gather", whole=True)
+    if frame is not None:
+        return tree_util.tree_map(
+            lambda v: vmap_collectives.all_gather(
+                frame, v, canonicalize_axis(axis, np.ndim(v) if tiled else np.ndim(v) + 1), tiled), x)
     axes = _axis_tuple(axis_name)
     if not axes:
         return x
@@ -332,6 +359,9 @@ def ppermute(x, axis_name, perm):
     if not isinstance(perm, (list, tuple)):
         raise TypeError("`perm` passed to `jax.lax.ppermute` must be a list or a tuple. Got perm "
                         f"of type {type(perm)}")
+    frame = _vmapped(axis_name, "ppermute", whole=True)
+    if frame is not None:
+        return tree_util.tree_map(lambda v: vmap_collectives.ppermute(frame, v, perm), x)
     axes = _axis_tuple(axis_name)
     env = _env("ppermute", axes)
     for pair in perm:
@@ -365,6 +395,11 @@ def all_to_all(x, axis_name, split_axis, concat_axis, *, axis_index_groups=None,
     along `concat_axis` in source order (untiled: the split dimension must
     equal the axis size; it is removed and a new one inserted at
     `concat_axis`)."""
+    frame = _vmapped(axis_name, "all_to_all", whole=True)
+    if frame is not None:
+        return tree_util.tree_map(
+            lambda v: vmap_collectives.all_to_all(frame, v, canonicalize_axis(split_axis, np.ndim(v)),
+                                                  canonicalize_axis(concat_axis, np.ndim(v)), tiled), x)
     axes = _axis_tuple(axis_name)
     env = _env("all_to_all", axes)
     groups = _index_groups(axis_index_groups, axes)
