@@ -12,4 +12,5 @@ from meshsim._src.ad import stop_gradient  # noqa: F401,E402
 from meshsim._src.sharding.explicit import with_sharding_constraint  # noqa: F401
 from meshsim._src.lax.precision import DotAlgorithmPreset, Precision  # noqa: F401,E402
 from meshsim._src.lax.composed import *  # noqa: F401,F403,E402
+from meshsim._src.lax.special import *  # noqa: F401,F403,E402
 from meshsim.lax import linalg  # noqa: F401,E402  (jax.lax.linalg)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["bartlett", "blackman", "hamming", "hanning"]
+__all__ = ["bartlett", "blackman", "hamming", "hanning", "i0", "kaiser"]
 
 
 def _points(M: int):
@@ -45,3 +45,20 @@ def bartlett(M: int):
 def _cos(x):
     import meshsim.numpy as jnp
     return jnp.cos(x)
+
+
+def i0(x):
+    """The modified Bessel function of order 0 (as jnp.i0)."""
+    from meshsim._src.scipy.special_series import i0 as bessel_i0
+    return bessel_i0(x)
+
+
+def kaiser(M: int, beta):
+    """The Kaiser window: I0(beta sqrt(1 - (2n/(M-1) - 1)^2)) / I0(beta)."""
+    import meshsim.numpy as jnp
+    t, degenerate = _points(M)
+    if t is None:
+        return degenerate
+    n = jnp.arange(0, int(M), dtype=jnp.float32)
+    alpha = (int(M) - 1) / 2.0
+    return i0(beta * jnp.sqrt(1 - ((n - alpha) / alpha) ** 2)) / i0(jnp.float32(beta))

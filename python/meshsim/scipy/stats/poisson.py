@@ -1,3 +1,4 @@
 """meshsim.scipy.stats.poisson (as jax.scipy.stats.poisson)."""
 from meshsim._src.scipy.stats import (  # noqa: F401
     poisson_logpmf as logpmf, poisson_pmf as pmf)
+from meshsim._src.scipy.stats_more import poisson_cdf as cdf  # noqa: F401,E402
