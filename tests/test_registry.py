@@ -56,6 +56,8 @@ _GAPS = {
                                                     "triangular_solve")}),
     "factors": ({n: _CREATED for n in ("iota", "random_bits")}
                 | {"pvary": "used inside shard_map bodies only, where propagation over Auto axes never runs"}
+                | {"host_rule_collective": "never runs: vmap's batching replaces it with ops along "
+                                           "the batch dimension, which have their factor maps"}
                 | {n: _NO_FACTORS_YET for n in (
                     "gather", "scatter", "scatter_add", "scatter_mul", "scatter_min", "scatter_max",
                     "searchsorted", "ragged_dot_general", "cholesky", "lu", "qr", "eigh", "svd",
