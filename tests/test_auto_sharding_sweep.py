@@ -89,9 +89,6 @@ KNOWN = {
                   "meshsim computes it whole",
     ("slice", 3): "a slice of a sharded dimension keeps it sharded under XLA (a halo exchange); "
                   "meshsim computes it whole",
-    ("scan", 1): "propagation does not enter scan bodies yet: the scan runs on whole operands",
-    ("scan", 2): "propagation does not enter scan bodies yet: the scan runs on whole operands",
-    ("scan", 3): "propagation does not enter scan bodies yet: the scan runs on whole operands",
 }
 
 

@@ -13,6 +13,9 @@
 #include "meshsim/primitives/families.h"
 #include "meshsim/runtime/interpreter.h"
 #include "meshsim/runtime/mesh_executor.h"
+#include "meshsim/sharding/factors.h"
+#include "meshsim/sharding/propagation.h"
+#include "meshsim/sharding/rules.h"
 #include "meshsim/transforms/vjp.h"
 
 namespace meshsim {
@@ -360,6 +363,72 @@ std::vector<Tensors> scan_run(const Runner& run, const std::vector<Tensors>& in,
   return carry;
 }
 
+// Sharding propagation over Auto axes: the body's factor map (what each
+// device can compute on its blocks alone), the scanned leading dims of xs
+// and ys computed whole; a carry's dim keeps its factor only where the body
+// gives the carry back laid out as it came.
+std::optional<FactorMap> scan_factors(const Avals& in, const Params& params, const Avals& out) {
+  const ScanParams s(params);
+  const FactorMap body = program_factors(*s.body);
+  std::vector<bool> kept(body.num_factors, true);
+  for (size_t j = 0; j < s.num_carry; ++j) {
+    const std::vector<int>&came = body.in[s.num_consts + j], &back = body.out[j];
+    for (size_t d = 0; d < came.size(); ++d)
+      if (came[d] != back[d])
+        for (int f : {came[d], back[d]})
+          if (f != kNoFactor) kept[f] = false;
+  }
+  auto keep = [&](int f) { return f != kNoFactor && kept[f] ? f : kNoFactor; };
+  FactorMap m = blank_factors(in, out);
+  m.num_factors = body.num_factors;
+  const size_t fixed = s.num_consts + s.num_carry;
+  for (size_t i = 0; i < in.size() && i < body.in.size(); ++i)
+    for (size_t d = 0; d < body.in[i].size(); ++d) m.in[i][i < fixed ? d : d + 1] = keep(body.in[i][d]);
+  for (size_t j = 0; j < out.size() && j < body.out.size(); ++j)
+    for (size_t d = 0; d < body.out[j].size(); ++d)
+      m.out[j][j < s.num_carry ? d : d + 1] = keep(body.out[j][d]);
+  return m;
+}
+
+// Each device scans its own blocks when the body needs no communication laid
+// out as the operands are (the scanned leading dims whole): the body made
+// local (sharding/propagation.h local_program).
+std::optional<LocalPlan> scan_plan(const Avals& in, const Params& params, const Avals&) {
+  const ScanParams s(params);
+  MeshPtr mesh;
+  for (const Aval& a : in)
+    if (a.mesh && !mesh) mesh = a.mesh;
+  if (!mesh) return std::nullopt;
+  const size_t fixed = s.num_consts + s.num_carry;
+  LocalPlan plan;
+  std::vector<Spec> body_in, body_out;
+  for (size_t i = 0; i < in.size(); ++i) {
+    Spec spec = spec_of(in[i]);
+    plan.in_specs.push_back(spec);
+    if (i >= fixed) {
+      if (!spec[0].empty()) return std::nullopt;
+      spec.erase(spec.begin());
+    }
+    body_in.push_back(std::move(spec));
+  }
+  const std::optional<ProgramPtr> body = local_program(*s.body, mesh, body_in, body_out);
+  if (!body) return std::nullopt;
+  for (size_t j = 0; j < body_out.size(); ++j) {
+    if (j < s.num_carry) {
+      if (pad_spec(body_out[j], body_in[s.num_consts + j].size()) != body_in[s.num_consts + j])
+        return std::nullopt;
+      plan.out_specs.push_back(body_out[j]);
+    } else {
+      Spec stacked_spec = body_out[j];
+      stacked_spec.insert(stacked_spec.begin(), AxisNames{});
+      plan.out_specs.push_back(std::move(stacked_spec));
+    }
+  }
+  plan.params = params;
+  plan.params.set("jaxpr", *body);
+  return plan;
+}
+
 // Reverse mode: the body is split by vjp_program; a forward scan of its
 // forward program also returns the residuals of every iteration (stacked as
 // extra ys), and a backward scan in the opposite direction runs its backward
@@ -489,6 +558,8 @@ void register_control_flow_primitives() {
   scan.abstract_eval = scan_eval;
   set_runners(scan, scan_run);
   scan.vjp_split = scan_vjp;
+  scan.factors = scan_factors;
+  scan.local_plan = scan_plan;
   register_primitive(std::move(scan));
 }
 

@@ -281,4 +281,153 @@ ShardingPlan propagate_shardings(const Program& program, const Mesh& mesh,
   return p.plan();
 }
 
+FactorMap program_factors(const Program& program) {
+  // Symbolic ids: one per dimension of each input, merged where an equation
+  // puts two of them in one factor (they must be laid out alike); an id is
+  // blocked where some equation cannot compute it on blocks alone.
+  std::vector<int> parent;
+  std::vector<bool> blocked;
+  auto root = [&](int s) {
+    while (parent[s] != s) s = parent[s] = parent[parent[s]];
+    return s;
+  };
+  auto block = [&](int s) {
+    if (s >= 0) blocked[root(s)] = true;
+  };
+  auto merge = [&](int a, int b) {
+    a = root(a), b = root(b);
+    if (a == b) return;
+    parent[b] = a;
+    blocked[a] = blocked[a] || blocked[b];
+  };
+  std::vector<std::vector<int>> id(program.avals.size());
+  for (size_t v = 0; v < program.avals.size(); ++v) id[v].assign(program.avals[v].shape.size(), -1);
+  for (int v : program.invars)
+    for (int& s : id[v]) {
+      s = static_cast<int>(parent.size());
+      parent.push_back(s);
+      blocked.push_back(false);
+    }
+  for (const Equation& e : program.eqns) {
+    Avals in, out;
+    for (int v : e.inputs) in.push_back(program.avals[v]);
+    for (int v : e.outputs) out.push_back(program.avals[v]);
+    std::optional<FactorMap> m;
+    if (!e.prim->is_collective() && !e.prim->array_kernel) {
+      try {
+        m = factors_of(*e.prim, in, e.params, out);
+      } catch (const std::exception&) {
+        m.reset();
+      }
+    }
+    if (!m) {
+      for (int v : e.inputs)
+        for (int s : id[v]) block(s);
+      continue;
+    }
+    // Per factor of the equation: the id its operands give it (-2: none
+    // yet; -1: a dimension without id, which blocks the others).
+    std::vector<int> fid(m->num_factors, -2);
+    for (size_t i = 0; i < e.inputs.size(); ++i)
+      for (size_t d = 0; d < m->in[i].size(); ++d) {
+        const int f = m->in[i][d], s = id[e.inputs[i]][d];
+        if (f == kNoFactor) {
+          block(s);
+        } else if (fid[f] == -2) {
+          fid[f] = s;
+        } else if (s < 0 || fid[f] < 0) {
+          block(s), block(fid[f]);
+          fid[f] = -1;
+        } else {
+          merge(fid[f], s);
+        }
+      }
+    std::vector<bool> in_result(m->num_factors, false);
+    for (size_t j = 0; j < e.outputs.size(); ++j)
+      for (size_t d = 0; d < m->out[j].size(); ++d) {
+        const int f = m->out[j][d];
+        if (f == kNoFactor) continue;
+        in_result[f] = true;
+        if (fid[f] >= 0) id[e.outputs[j]][d] = fid[f];
+      }
+    for (int f = 0; f < m->num_factors; ++f)
+      if (!in_result[f]) block(fid[f]);  // contracted: partial results would need a reduction
+  }
+  // A value whose dimensions share an id could not be laid out.
+  auto check_distinct = [&](int v) {
+    for (size_t d = 0; d < id[v].size(); ++d)
+      for (size_t k = d + 1; k < id[v].size(); ++k)
+        if (id[v][d] >= 0 && id[v][k] >= 0 && root(id[v][d]) == root(id[v][k])) block(id[v][d]);
+  };
+  for (int v : program.invars) check_distinct(v);
+  for (int v : program.outvars) check_distinct(v);
+  // Factors: the unblocked ids that reach an output.
+  std::vector<int> factor(parent.size(), kNoFactor);
+  FactorMap m;
+  for (int v : program.outvars)
+    for (int s : id[v])
+      if (s >= 0 && !blocked[root(s)] && factor[root(s)] == kNoFactor) factor[root(s)] = m.num_factors++;
+  auto dims = [&](int v) {
+    std::vector<int> f(id[v].size(), kNoFactor);
+    for (size_t d = 0; d < f.size(); ++d)
+      if (id[v][d] >= 0) f[d] = factor[root(id[v][d])];
+    return f;
+  };
+  for (int v : program.invars) m.in.push_back(dims(v));
+  for (int v : program.outvars) m.out.push_back(dims(v));
+  return m;
+}
+
+std::optional<ProgramPtr> local_program(const Program& program, const MeshPtr& mesh,
+                                        const std::vector<Spec>& in_specs, std::vector<Spec>& out_specs) {
+  std::vector<std::optional<Spec>> args(in_specs.begin(), in_specs.end());
+  const ShardingPlan plan = propagate_shardings(program, *mesh, args);
+  auto local = std::make_shared<Program>(program);
+  auto laid_out = [&](int v) {
+    Aval a = program.avals[v];
+    a.mesh = mesh;
+    a.spec = plan.value[v];
+    return a;
+  };
+  try {
+    for (size_t v = 0; v < program.avals.size(); ++v) {
+      Aval& a = local->avals[v];
+      Sharding blocks;
+      blocks.mesh = mesh;
+      blocks.spec = plan.value[v];
+      a.shape = blocks.local_shape(a.shape);
+      a.mesh = nullptr;
+      a.spec.clear();
+    }
+    for (size_t k = 0; k < program.eqns.size(); ++k) {
+      const Equation& e = program.eqns[k];
+      if (e.prim->is_collective() || e.prim->array_kernel) return std::nullopt;
+      bool sharded = false;
+      Avals ins, outs;
+      for (size_t i = 0; i < e.inputs.size(); ++i) {
+        if (plan.operand[k][i] != plan.value[e.inputs[i]]) return std::nullopt;  // a reshard
+        sharded |= !is_replicated(plan.value[e.inputs[i]]);
+        ins.push_back(laid_out(e.inputs[i]));
+      }
+      for (int v : e.outputs) {
+        sharded |= !is_replicated(plan.value[v]);
+        outs.push_back(laid_out(v));
+      }
+      if (!sharded) continue;  // every device computes the whole equation
+      const std::optional<LocalPlan> lp = local_plan_for(*e.prim, ins, e.params, outs);
+      if (!lp || !lp->reduce_axes.empty()) return std::nullopt;
+      for (size_t i = 0; i < e.inputs.size(); ++i)
+        if (pad_spec(lp->in_specs[i], ins[i].shape.size()) != ins[i].spec) return std::nullopt;
+      for (size_t j = 0; j < e.outputs.size(); ++j)
+        if (pad_spec(lp->out_specs[j], outs[j].shape.size()) != outs[j].spec) return std::nullopt;
+      local->eqns[k].params = lp->params;
+    }
+  } catch (const std::exception&) {
+    return std::nullopt;  // a layout that does not divide a dimension
+  }
+  out_specs.clear();
+  for (int v : program.outvars) out_specs.push_back(plan.value[v]);
+  return local;
+}
+
 }  // namespace meshsim

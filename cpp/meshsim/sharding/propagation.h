@@ -41,4 +41,20 @@ ShardingPlan propagate_shardings(const Program& program, const Mesh& mesh,
 std::optional<FactorMap> factors_of(const Primitive& prim, const Avals& in, const Params& params,
                                     const Avals& out);
 
+// How the dimensions of `program`'s inputs and outputs correspond when each
+// device computes it on its blocks alone: an input dim and an output dim
+// share a factor when, through the equations' factor maps, the output's
+// blocks come from the input's blocks only. Dims that some equation
+// contracts, computes whole or would lay out unlike its partner have none.
+// The factor map of primitives that call a sub-program (scan's body).
+FactorMap program_factors(const Program& program);
+
+// `program` as each device runs it on its own blocks, its inputs laid out
+// over `mesh` as `in_specs` and every value as propagation lays it out:
+// each equation's params made local by its local plan. nullopt when some
+// equation would need communication (a reshard, a reduction of partial
+// results, a collective). `out_specs` gets the outputs' layouts.
+std::optional<ProgramPtr> local_program(const Program& program, const MeshPtr& mesh,
+                                        const std::vector<Spec>& in_specs, std::vector<Spec>& out_specs);
+
 }  // namespace meshsim
