@@ -129,10 +129,12 @@ bool Tensor::is_contiguous() const {
 }
 
 Tensor Tensor::view(const Shape& shape, const Strides& strides, int64_t offset_elems) const {
-  Tensor t = *this;
+  Tensor t;  // not a copy of *this: its shape and strides would be allocated only to be replaced
+  t.dtype_ = dtype_;
   t.shape_ = shape;
   t.strides_ = strides;
   t.offset_ = offset_ + offset_elems;
+  t.storage_ = storage_;
   return t;
 }
 
@@ -190,6 +192,21 @@ Tensor Tensor::copy() const {
   return out;
 }
 
+namespace {
+
+// Element by element, for views with no contiguous run longer than one
+// element (a broadcast scalar, a transposed block): one memcpy call per
+// element would cost more than the copy.
+template <class T>
+void copy_elements(const Tensor& src, const Tensor& dst) {
+  const T* s = static_cast<const T*>(src.raw());
+  T* d = static_cast<T*>(dst.raw());
+  for_each_offsets<2>(src.shape(), {&src.strides(), &dst.strides()},
+                      [&](const std::array<int64_t, 2>& off) { d[off[1]] = s[off[0]]; });
+}
+
+}  // namespace
+
 void copy_into(const Tensor& src, const Tensor& dst) {
   if (src.size() == 0) return;
   // memcpy runs over the longest trailing block both store contiguously.
@@ -200,6 +217,15 @@ void copy_into(const Tensor& src, const Tensor& dst) {
     const int64_t d = k - 1;
     if (shape[d] != 1 && (src.strides()[d] != run || dst.strides()[d] != run)) break;
     run *= shape[d];
+  }
+  if (run == 1 && k > 0) {
+    switch (isz) {
+      case 1: return copy_elements<uint8_t>(src, dst);
+      case 2: return copy_elements<uint16_t>(src, dst);
+      case 4: return copy_elements<uint32_t>(src, dst);
+      case 8: return copy_elements<uint64_t>(src, dst);
+      default: break;
+    }
   }
   const Shape outer(shape.begin(), shape.begin() + k);
   const Strides ss(src.strides().begin(), src.strides().begin() + k);

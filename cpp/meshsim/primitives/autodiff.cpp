@@ -51,7 +51,7 @@ void remat() {
     return call_avals("remat2", *params.get<ProgramPtr>("jaxpr"), in, 0, in.size());
   };
   p.kernel = [](const Tensors& in, const Params& params, const Avals&) {
-    return run_program(*params.get<ProgramPtr>("jaxpr"), in);
+    return run_program(params.get<ProgramPtr>("jaxpr"), in);
   };
   p.mesh_call = [](const MeshContext& mesh, const std::vector<Tensors>& in, const Params& params,
                    const Avals&) { return run_on_mesh(params.get<ProgramPtr>("jaxpr"), mesh, in); };
@@ -103,7 +103,7 @@ void custom_vjp_call() {
   };
   p.kernel = [](const Tensors& in, const Params& params, const Avals&) {
     const CustomVjp c(params);
-    return run_program(*c.call, c.call_inputs(in));
+    return run_program(c.call, c.call_inputs(in));
   };
   p.mesh_call = [](const MeshContext& mesh, const std::vector<Tensors>& in, const Params& params,
                    const Avals&) {

@@ -27,7 +27,7 @@ using Runner = std::function<std::vector<Tensors>(const ProgramPtr&, std::vector
 
 Runner local_runner() {
   return [](const ProgramPtr& p, std::vector<Tensors> in) {
-    return std::vector<Tensors>{run_program(*p, in[0])};
+    return std::vector<Tensors>{run_program(p, std::move(in[0]))};
   };
 }
 
@@ -110,10 +110,12 @@ std::vector<Tensors> cond_run(const Runner& run, const std::vector<Tensors>& in,
   const int64_t last = static_cast<int64_t>(branches.size()) - 1;
   std::vector<int64_t> choice;
   for (const Tensors& d : in) choice.push_back(std::clamp<int64_t>(scalar_value(d[0]), 0, last));
-  const std::vector<Tensors> operands = slice_devices(in, 1, in[0].size() - 1);
+  std::vector<Tensors> operands = slice_devices(in, 1, in[0].size() - 1);
   std::vector<Tensors> out(in.size());
-  for (int64_t b : std::set<int64_t>(choice.begin(), choice.end())) {
-    std::vector<Tensors> res = run(branches[b], operands);
+  const std::set<int64_t> chosen(choice.begin(), choice.end());
+  for (int64_t b : chosen) {
+    // The last branch to run takes the operands (its last reads then move them).
+    std::vector<Tensors> res = run(branches[b], b == *chosen.rbegin() ? std::move(operands) : operands);
     for (size_t d = 0; d < in.size(); ++d)
       if (choice[d] == b) out[d] = std::move(res[d]);
   }
@@ -349,13 +351,18 @@ std::vector<Tensors> scan_run(const Runner& run, const std::vector<Tensors>& in,
       ys[d].push_back(Tensor::empty(out_avals[s.num_carry + j].dtype, out_avals[s.num_carry + j].shape));
   for (int64_t t = 0; t < s.length; ++t) {
     const int64_t i = s.reverse ? s.length - 1 - t : t;
-    std::vector<Tensors> args = slice_devices(in, 0, s.num_consts);
-    append_devices(args, carry);
-    for (size_t d = 0; d < n; ++d)
-      for (size_t k = 0; k < num_xs; ++k) args[d].push_back(row(in[d][s.num_consts + s.num_carry + k], i));
+    std::vector<Tensors> args(n);
+    for (size_t d = 0; d < n; ++d) {
+      // The carry moves into the body (its last read there may move it on).
+      Tensors& a = args[d];
+      a.reserve(in[d].size());
+      a.insert(a.end(), in[d].begin(), in[d].begin() + s.num_consts);
+      for (Tensor& c : carry[d]) a.push_back(std::move(c));
+      for (size_t k = 0; k < num_xs; ++k) a.push_back(row(in[d][s.num_consts + s.num_carry + k], i));
+    }
     std::vector<Tensors> res = run(s.body, std::move(args));
     for (size_t d = 0; d < n; ++d) {
-      carry[d].assign(res[d].begin(), res[d].begin() + s.num_carry);
+      for (size_t j = 0; j < s.num_carry; ++j) carry[d][j] = std::move(res[d][j]);
       for (size_t j = 0; j < num_ys; ++j) copy_into(res[d][s.num_carry + j], row(ys[d][j], i));
     }
   }

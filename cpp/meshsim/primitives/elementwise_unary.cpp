@@ -81,6 +81,12 @@ void integer_pow_primitive() {
     const int64_t y = params.get<int64_t>("y");
     return dispatch_numeric(in[0].dtype(), [&](auto tag) {
       using T = decltype(tag);
+      if constexpr (!is_small_float_v<T>) {
+        // integer_pow_op's products for the common small powers, as loops that vectorise.
+        if (y == 2) return Tensors{map_unary<T, T>(in[0], out[0].dtype, [](T x) { return mul_op(x, x); })};
+        if (y == 3)
+          return Tensors{map_unary<T, T>(in[0], out[0].dtype, [](T x) { return mul_op(x, mul_op(x, x)); })};
+      }
       return Tensors{map_unary<T, T>(in[0], out[0].dtype, [y](T x) {
         if constexpr (is_small_float_v<T>) return integer_pow_narrow(x, y);
         else return integer_pow_op(x, y);

@@ -1,6 +1,8 @@
 #include "meshsim/runtime/interpreter.h"
 
 #include <algorithm>
+#include <mutex>
+#include <unordered_map>
 
 #include "meshsim/core/cancel.h"
 
@@ -69,38 +71,80 @@ std::vector<int> last_uses(const Program& program) {
   return last;
 }
 
-Tensors run_program(const Program& program, const Tensors& args) {
+Schedule::Schedule(const Program& program) : last(last_uses(program)) {
+  const size_t n = program.eqns.size();
+  out_avals.resize(n);
+  moved.resize(n);
+  freed.resize(n);
+  for (size_t k = 0; k < n; ++k) {
+    const Equation& e = program.eqns[k];
+    for (int v : e.outputs) out_avals[k].push_back(program.avals[v]);
+    for (size_t i = 0; i < e.inputs.size(); ++i) {
+      // A value read for the last time (and not again by this equation) is moved.
+      const int v = e.inputs[i];
+      const bool final_read = last[v] == static_cast<int>(k);
+      moved[k].push_back(final_read &&
+                         std::find(e.inputs.begin() + i + 1, e.inputs.end(), v) == e.inputs.end());
+      if (final_read && std::find(e.inputs.begin(), e.inputs.begin() + i, v) == e.inputs.begin() + i)
+        freed[k].push_back(v);
+    }
+  }
+}
+
+std::shared_ptr<const Schedule> schedule_of(const ProgramPtr& program) {
+  static std::mutex mutex;
+  static std::unordered_map<const Program*, std::pair<std::weak_ptr<Program>, std::shared_ptr<const Schedule>>>
+      cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(program.get());
+  // The same live program (not a new one at a freed one's address).
+  if (it != cache.end() && !it->second.first.owner_before(program) && !program.owner_before(it->second.first))
+    return it->second.second;
+  if (cache.size() >= 1024)
+    for (auto i = cache.begin(); i != cache.end();)
+      i = i->second.first.expired() ? cache.erase(i) : std::next(i);
+  auto schedule = std::make_shared<const Schedule>(*program);
+  cache[program.get()] = {program, schedule};
+  return schedule;
+}
+
+namespace {
+
+Tensors run_scheduled(const Program& program, const Schedule& schedule, Tensors args) {
   if (args.size() != program.invars.size())
     fail<TypeError>("program expects ", program.invars.size(), " arguments, got ", args.size());
   std::vector<Tensor> env(program.avals.size());
   for (size_t i = 0; i < program.constvars.size(); ++i) env[program.constvars[i]] = program.consts[i];
-  for (size_t i = 0; i < args.size(); ++i) env[program.invars[i]] = args[i];
-  const std::vector<int> last = last_uses(program);
+  for (size_t i = 0; i < args.size(); ++i) env[program.invars[i]] = std::move(args[i]);
 
   Tensors ins;
-  Avals outs;
   for (size_t k = 0; k < program.eqns.size(); ++k) {
     const Equation& e = program.eqns[k];
+    const std::vector<char>& moved = schedule.moved[k];
     ins.clear();
-    outs.clear();
     for (size_t i = 0; i < e.inputs.size(); ++i) {
-      // A value read for the last time (and not again by this equation) is moved.
-      const int v = e.inputs[i];
-      if (last[v] == static_cast<int>(k) &&
-          std::find(e.inputs.begin() + i + 1, e.inputs.end(), v) == e.inputs.end())
-        ins.push_back(std::move(env[v]));
-      else
-        ins.push_back(env[v]);
+      Tensor& value = env[e.inputs[i]];
+      if (moved[i]) ins.push_back(std::move(value));
+      else ins.push_back(value);
     }
-    for (int v : e.outputs) outs.push_back(program.avals[v]);
-    Tensors res = run_primitive(*e.prim, ins, e.params, outs);
+    Tensors res = run_primitive(*e.prim, ins, e.params, schedule.out_avals[k]);
     for (size_t i = 0; i < res.size(); ++i) env[e.outputs[i]] = std::move(res[i]);
-    for (int v : e.inputs)
-      if (last[v] == static_cast<int>(k)) env[v] = Tensor();
+    for (int v : schedule.freed[k]) env[v] = Tensor();
   }
   Tensors results;
+  results.reserve(program.outvars.size());
   for (int v : program.outvars) results.push_back(env[v]);
   return results;
+}
+
+}  // namespace
+
+Tensors run_program(const Program& program, const Tensors& args) {
+  return run_scheduled(program, Schedule(program), args);
+}
+
+Tensors run_program(const ProgramPtr& program, Tensors args) {
+  return run_scheduled(*program, *schedule_of(program), std::move(args));
 }
 
 namespace {

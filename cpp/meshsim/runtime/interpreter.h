@@ -5,6 +5,7 @@
 // `array_kernel` (shard_map) see the arrays' shardings. A shard_map body runs
 // per device on local blocks (runtime/mesh_executor.h).
 #pragma once
+#include <memory>
 #include <optional>
 #include <utility>
 
@@ -20,8 +21,23 @@ Tensors run_primitive(const Primitive& prim, const Tensors& args, const Params& 
 // equations for program outputs, -1 if never read): buffers go back early.
 std::vector<int> last_uses(const Program& program);
 
+// What running a program needs besides its inputs, worked out from the
+// program alone: a sub-program called once per loop iteration, branch or
+// device reuses it instead of redoing it per call.
+struct Schedule {
+  std::vector<int> last;                 // per variable: last_uses
+  std::vector<Avals> out_avals;          // per equation: its results' types
+  std::vector<std::vector<char>> moved;  // per equation and input: its last read (passed by move)
+  std::vector<std::vector<int>> freed;   // per equation: the variables it reads last
+  explicit Schedule(const Program& program);
+};
+// The schedule of `program`, made once and kept while the program lives
+// (programs are immutable once traced).
+std::shared_ptr<const Schedule> schedule_of(const ProgramPtr& program);
+
 // Runs a whole program on one device's tensors.
 Tensors run_program(const Program& program, const Tensors& args);
+Tensors run_program(const ProgramPtr& program, Tensors args);  // by its cached schedule
 
 // Runs a top-level program over global arrays.
 std::vector<ArrayPtr> run_global_program(const Program& program, const std::vector<ArrayPtr>& args);

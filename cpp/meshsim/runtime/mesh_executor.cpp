@@ -198,8 +198,8 @@ class Sharing {
 namespace {
 
 // What run_on_mesh works out from the body alone, once per body: the runs of
-// local equations between collectives, which values outlive their run, the
-// last use of each value and each equation's result types.
+// local equations between collectives and which values outlive their run,
+// beside the body's schedule (last uses, result types, moves).
 struct ExecutionPlan {
   struct Run {
     size_t begin, end;                 // equations [begin, end); one mesh-wide equation when `collective`
@@ -207,23 +207,19 @@ struct ExecutionPlan {
     std::vector<int> outlive;          // outputs used after the run (or results of the body)
     std::vector<int> temporaries;      // outputs used only inside it
   };
-  std::vector<int> last;               // per variable: the last equation using it
+  std::shared_ptr<const Schedule> schedule;
   std::vector<int> producer;           // per variable: the equation computing it, -1 for inputs
   std::vector<int> slot;               // per temporary: its index in its run's local values
-  std::vector<Avals> out_avals;        // per equation
   std::vector<Run> runs;
 
-  explicit ExecutionPlan(const Program& body) {
+  explicit ExecutionPlan(const ProgramPtr& body_ptr) : schedule(schedule_of(body_ptr)) {
+    const Program& body = *body_ptr;
     const size_t num_vars = body.avals.size();
-    last = last_uses(body);
+    const std::vector<int>& last = schedule->last;
     producer.assign(num_vars, -1);
     slot.assign(num_vars, -1);
-    out_avals.resize(body.eqns.size());
     for (size_t j = 0; j < body.eqns.size(); ++j)
-      for (int v : body.eqns[j].outputs) {
-        producer[v] = static_cast<int>(j);
-        out_avals[j].push_back(body.avals[v]);
-      }
+      for (int v : body.eqns[j].outputs) producer[v] = static_cast<int>(j);
     // Collectives, and calls whose sub-programs hold some, run over all devices at once.
     auto mesh_wide = [&](size_t j) {
       const Equation& e = body.eqns[j];
@@ -260,7 +256,7 @@ std::shared_ptr<const ExecutionPlan> plan_for(const ProgramPtr& body) {
   if (cache.size() >= 256)
     for (auto i = cache.begin(); i != cache.end();)
       i = i->second.first.expired() ? cache.erase(i) : std::next(i);
-  auto plan = std::make_shared<const ExecutionPlan>(*body);
+  auto plan = std::make_shared<const ExecutionPlan>(body);
   cache[body.get()] = {body, plan};
   return plan;
 }
@@ -294,7 +290,8 @@ std::vector<Tensors> run_on_mesh(const ProgramPtr& body_ptr, const Mesh& mesh, s
     if (vma_checked) sharing.from_type(v, body.avals[v].vma);
     else sharing.from_buffers(v, env[v]);
   }
-  const std::vector<int>& last = plan.last;
+  const Schedule& schedule = *plan.schedule;
+  const std::vector<int>& last = schedule.last;
   const std::vector<int>& producer = plan.producer;
   const std::vector<int>& slot = plan.slot;
   // Frees the variables whose last use is an equation in [begin, end).
@@ -317,8 +314,8 @@ std::vector<Tensors> run_on_mesh(const ProgramPtr& body_ptr, const Mesh& mesh, s
       }
       // A call's sub-programs record their own collectives.
       std::vector<Tensors> res = e.prim->is_collective()
-                                     ? run_collective(*e.prim, ctx, ins, e.params, plan.out_avals[k])
-                                     : e.prim->mesh_call(ctx, ins, e.params, plan.out_avals[k]);
+                                     ? run_collective(*e.prim, ctx, ins, e.params, schedule.out_avals[k])
+                                     : e.prim->mesh_call(ctx, ins, e.params, schedule.out_avals[k]);
       for (size_t i = 0; i < e.outputs.size(); ++i) {
         const int v = e.outputs[i];
         env[v].resize(n);
@@ -356,18 +353,14 @@ std::vector<Tensors> run_on_mesh(const ProgramPtr& body_ptr, const Mesh& mesh, s
         if (!runs[d][j - begin]) continue;
         if (local.empty()) local.resize(run.temporaries.size());
         ins.clear();
+        const std::vector<char>& moved = schedule.moved[j];
         for (size_t i = 0; i < eq.inputs.size(); ++i) {
-          // A value read for the last time (and not again by this equation) is moved.
-          const int v = eq.inputs[i];
-          const bool final_read = last[v] == static_cast<int>(j) &&
-                                  std::find(eq.inputs.begin() + i + 1, eq.inputs.end(), v) == eq.inputs.end();
-          if (final_read) ins.push_back(std::move(value(v)));
-          else ins.push_back(value(v));
+          if (moved[i]) ins.push_back(std::move(value(eq.inputs[i])));
+          else ins.push_back(value(eq.inputs[i]));
         }
-        Tensors res = run_primitive(*eq.prim, ins, eq.params, plan.out_avals[j]);
+        Tensors res = run_primitive(*eq.prim, ins, eq.params, schedule.out_avals[j]);
         for (size_t i = 0; i < res.size(); ++i) value(eq.outputs[i]) = std::move(res[i]);
-        for (int v : eq.inputs)
-          if (last[v] == static_cast<int>(j)) value(v) = Tensor();
+        for (int v : schedule.freed[j]) value(v) = Tensor();
       }
     };
     ctx.parallel_for(n, device_task);
