@@ -15,6 +15,7 @@ from meshsim._src.config import config, raise_on_ppermute_sort_diff  # noqa: E40
 from meshsim._src.devices import (devices, device_count, local_devices, local_device_count,  # noqa: E402,F401
                                   process_index, process_count, default_backend)
 from meshsim._src.devices import CpuDevice as Device  # noqa: E402,F401
+from meshsim._src.devices import host_count, host_id, host_ids  # noqa: E402,F401
 from meshsim._src.sharding.api import make_mesh, set_mesh, device_put, device_get, P  # noqa: E402,F401
 from meshsim._src.sharding.named_sharding import NamedSharding  # noqa: E402,F401
 from meshsim._src.shard_map import shard_map  # noqa: E402,F401
@@ -29,9 +30,10 @@ from meshsim._src.sharding.assemble import (make_array_from_callback,  # noqa: E
                                             make_array_from_single_device_arrays)
 from meshsim._src.runtime_control import (clear_caches, default_matmul_precision,  # noqa: E402,F401
                                           disable_jit, effects_barrier, enable_x64,
+                                          numpy_dtype_promotion,
                                           linear_transpose, live_arrays,
                                           process_indices)
-from meshsim._src.custom_gradient import custom_gradient  # noqa: E402,F401
+from meshsim._src.custom_gradient import closure_convert, custom_gradient  # noqa: E402,F401
 from meshsim._src.callback import effects_barrier, pure_callback  # noqa: E402,F401
 from meshsim._src.ad import float0  # noqa: E402,F401
 from meshsim._src.ref import Ref, new_ref, freeze, free_ref  # noqa: E402,F401

@@ -4,7 +4,7 @@ import ml_dtypes as _ml_dtypes
 from meshsim._src.ad import float0  # noqa: F401
 from meshsim._src.core import canonicalize_dtype  # noqa: F401
 from meshsim._src.numpy.dtypes import (  # noqa: F401
-    TypePromotionError, finfo, iinfo, issubdtype, result_type)
+    TypePromotionError, extended, finfo, iinfo, issubdtype, prng_key, result_type)
 
 # The scalar types of the narrow floats, as jax.dtypes exports them (ml_dtypes' classes).
 bfloat16 = _ml_dtypes.bfloat16

@@ -2,3 +2,6 @@
 from meshsim._src.api import JitWrapped as Wrapped  # noqa: F401
 from meshsim._src.stages import (  # noqa: F401
     ArgInfo, Compiled, CompiledMemoryStats, Lowered, Stage, Traced)
+
+# The options `Lowered.compile(compiler_options=...)` and `jit(compiler_options=...)` take.
+CompilerOptions = dict[str, "str | bool"]

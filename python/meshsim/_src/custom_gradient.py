@@ -33,3 +33,62 @@ def custom_gradient(fun: Callable) -> Callable:
 
     wrapped.defvjp(fwd, bwd)
     return functools.wraps(fun)(lambda *args: wrapped(*args))
+
+
+def closure_convert(fun: Callable, *example_args):
+    """`fun` as a function of its arguments and the traced values it closes over: returns
+    (converted, hoisted) with converted(*args, *hoisted) == fun(*args), so the closed-over
+    tracers can be passed explicitly (for instance to a custom_vjp)."""
+    from meshsim import _core
+    from meshsim._src import core
+    from meshsim._src.ad import _trace_flat
+    leaves, in_tree = tree_util.tree_flatten(example_args)
+    avals = [core.asarray_value(x).aval for x in leaves]
+    program, hoisted, out_tree = _trace_flat(fun, in_tree, avals)
+    n_args = len(leaves)
+
+    def converted(*args_and_hoisted):
+        args, consts = args_and_hoisted[:len(example_args)], args_and_hoisted[len(example_args):]
+        arg_leaves = [core.asarray_value(x) for x in tree_util.tree_leaves(args)]
+        if len(arg_leaves) != n_args:
+            raise TypeError(f"closure_convert: expected {n_args} argument leaves, got {len(arg_leaves)}")
+        outs = _core.eval_program(program, [*arg_leaves, *[core.asarray_value(c) for c in consts]])
+        return tree_util.tree_unflatten(out_tree, list(outs))
+
+    return converted, list(hoisted)
+
+
+def zero_from_primal(val, symbolic_zeros: bool = False):
+    """The zero tangent of each leaf of `val` (float0 zeros for integer and boolean leaves)."""
+    import numpy as np
+
+    import meshsim.numpy as jnp
+    from meshsim._src.ad import float0
+    if symbolic_zeros:
+        raise NotImplementedError("zero_from_primal(..., symbolic_zeros=True): meshsim's custom "
+                                  "rules see zeros as arrays")
+
+    def zero(x):
+        x = jnp.asarray(x)
+        if jnp.issubdtype(x.dtype, jnp.inexact):
+            return jnp.zeros_like(x)
+        return np.zeros(x.shape, dtype=float0)
+    return tree_util.tree_map(zero, val)
+
+
+def linear_call(fun: Callable, fun_transpose: Callable, residual_args, linear_args):
+    """fun(residual_args, linear_args), a function linear in `linear_args`, whose transpose (its
+    reverse-mode derivative) is fun_transpose(residual_args, cotangent)."""
+    @custom_vjp
+    def call(res, lin):
+        return fun(res, lin)
+
+    def fwd(res, lin):
+        return fun(res, lin), res
+
+    def bwd(res, ct):
+        zeros = tree_util.tree_map(lambda r: zero_from_primal(r), res)
+        return zeros, fun_transpose(res, ct)
+
+    call.defvjp(fwd, bwd)
+    return call(residual_args, linear_args)

@@ -98,3 +98,20 @@ def default_backend() -> str:
 def backends_are_initialized() -> bool:
     """Whether the device list has been created (after which the device count is fixed)."""
     return _devices is not None
+
+
+def _renamed(old: str, new, new_name: str):
+    """JAX's deprecated `host_*` alias of a `process_*` query (it warns, then answers)."""
+    def alias(backend=None):
+        import warnings
+        warnings.warn(f"jax.{old} has been renamed to jax.{new_name}. This alias will eventually "
+                      "be removed; please update your code.", stacklevel=2)
+        return new(backend)
+    alias.__name__ = old
+    return alias
+
+
+host_id = _renamed("host_id", process_index, "process_index")
+host_count = _renamed("host_count", process_count, "process_count")
+host_ids = _renamed("host_ids", lambda backend=None: list(range(process_count(backend))),
+                    "process_indices")

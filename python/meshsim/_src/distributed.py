@@ -4,6 +4,8 @@ one process (every simulated device is local), so multi-host programs run
 unchanged here. A job of more processes is refused rather than pretended."""
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from meshsim._src import devices as devices_lib
@@ -83,3 +85,22 @@ def host_local_array_to_global_array(local_inputs, global_mesh, pspecs):
 def global_array_to_host_local_array(global_inputs, global_mesh, pspecs):
     """This process's part of each global array: with one process, the array."""
     return host_local_array_to_global_array(global_inputs, global_mesh, pspecs)
+
+
+class ProcessFailureError(Exception):
+    """Raised when a process of a multi-process program fails (never, with one process)."""
+
+
+def reached_preemption_sync_point(step_id: int) -> bool:
+    """Whether every process reached the preemption sync point at `step_id`: with one process
+    and no preemption notice, never."""
+    return False
+
+
+@contextlib.contextmanager
+def live_devices(devices):
+    """Runs the block on the devices still alive: with one process, all of `devices`. As in
+    JAX, distributed initialization must come first."""
+    if not _initialized:
+        raise RuntimeError("Distributed JAX not initialized.")
+    yield list(devices)

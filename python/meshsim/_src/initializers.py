@@ -15,7 +15,7 @@ from meshsim._src import core, random
 from meshsim._src.lax.structural import canonicalize_shape
 from meshsim._src import dtype_kinds
 
-__all__ = ["Initializer", "zeros", "ones", "constant", "uniform", "normal", "truncated_normal",
+__all__ = ["Initializer", "zeros", "ones", "constant", "uniform", "normal", "truncated_normal", "orthogonal",
            "variance_scaling", "glorot_uniform", "glorot_normal", "xavier_uniform", "xavier_normal",
            "lecun_uniform", "lecun_normal", "he_uniform", "he_normal", "kaiming_uniform", "kaiming_normal"]
 
@@ -139,3 +139,25 @@ he_uniform = kaiming_uniform = _named(2.0, "fan_in", "uniform")
 he_normal = kaiming_normal = _named(2.0, "fan_in", "truncated_normal")
 for _name in ("glorot_uniform", "glorot_normal", "lecun_uniform", "lecun_normal", "he_uniform", "he_normal"):
     globals()[_name].__name__ = globals()[_name].__qualname__ = _name
+
+
+def orthogonal(scale=1.0, column_axis: int = -1, dtype=None):
+    """An initializer of (flattened) orthogonal matrices: rows or columns orthonormal, the
+    columns along `column_axis`, times `scale`."""
+    def init(key, shape, dtype=dtype, out_sharding=None):
+        import math
+
+        import meshsim.numpy as jnp
+        from meshsim._src.random_linalg import orthogonal as sample
+        if out_sharding is not None:
+            raise NotImplementedError
+        dtype = _float_dtype(dtype)
+        if len(shape) < 2:
+            raise ValueError("orthogonal initializer requires at least a 2D shape")
+        if any(d == 0 for d in shape):
+            return jnp.zeros(shape, dtype)
+        n_cols = shape[column_axis]
+        q = sample(key, math.prod(shape) // n_cols, (), dtype, n_cols)
+        q = jnp.reshape(q, tuple(np.delete(shape, column_axis)) + (n_cols,))
+        return jnp.array(scale, dtype) * jnp.moveaxis(q, -1, column_axis)
+    return init

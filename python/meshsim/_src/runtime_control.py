@@ -37,6 +37,8 @@ class _FlagContext:
 
 
 enable_x64 = _FlagContext("jax_enable_x64", bool)
+# 'standard' or 'strict' (only weak-type promotions), for the block.
+numpy_dtype_promotion = _FlagContext("jax_numpy_dtype_promotion")
 # CPU dots compute in full float32 whatever the precision, in JAX as here.
 default_matmul_precision = _FlagContext("jax_default_matmul_precision")
 

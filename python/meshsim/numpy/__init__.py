@@ -16,3 +16,4 @@ from meshsim._src.numpy.functional import *  # noqa: F401,F403
 from meshsim._src.numpy.indexing import _getitem  # noqa: F401  (Array.__getitem__)
 from meshsim._src.core import Array as ndarray  # noqa: F401
 from meshsim.numpy import linalg  # noqa: F401,E402
+from meshsim._src.numpy.fitting_io import *  # noqa: F401,F403,E402

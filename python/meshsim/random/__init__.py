@@ -1,2 +1,3 @@
 """meshsim.random: JAX's threefry2x32 PRNG (as jax.random)."""
 from meshsim._src.random import *  # noqa: F401,F403
+from meshsim._src.random_linalg import multivariate_normal, orthogonal  # noqa: F401,E402

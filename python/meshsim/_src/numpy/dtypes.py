@@ -116,7 +116,27 @@ def _generic_type(x):
     return _dtype_of(x).type
 
 
+class extended(np.generic):  # noqa: N801  (JAX's name)
+    """The abstract type of dtypes NumPy does not have (`jax.dtypes.extended`): key types."""
+
+
+class prng_key(extended):  # noqa: N801  (JAX's name)
+    """The abstract type of PRNG key dtypes (`jax.dtypes.prng_key`): `key<fry>`."""
+
+
+def _is_key_dtype(x) -> builtins.bool:
+    from meshsim._src.prng import KeyTy
+    return isinstance(x, KeyTy) or isinstance(getattr(x, "dtype", None), KeyTy)
+
+
 def issubdtype(arg1, arg2) -> builtins.bool:
+    if _is_key_dtype(arg1) or _is_key_dtype(arg2):
+        # A key dtype is a prng_key, an extended dtype, and itself; nothing else is.
+        if _is_key_dtype(arg1):
+            return _is_key_dtype(arg2) or arg2 in (prng_key, extended)
+        return False
+    if isinstance(arg1, type) and issubclass(arg1, extended):
+        return isinstance(arg2, type) and issubclass(arg1, arg2)
     return dtype_kinds.issubdtype(_generic_type(arg1), _generic_type(arg2))
 
 

@@ -1,0 +1,2 @@
+"""meshsim.scipy.integrate (as jax.scipy.integrate)."""
+from meshsim._src.numpy.reductions import trapezoid  # noqa: F401
