@@ -107,7 +107,7 @@ void elementwise::register_binary_elementwise_primitives() {
   binary<Accepts::Numeric>("div", [](auto x, auto y) { return div_op(x, y); },
                            d2([](auto& g, auto&, auto& y, auto&) { return op::div(g, y); },
                               [](auto& g, auto& x, auto& y, auto&) {
-                                return op::mul(op::mul(op::neg(g), x), op::integer_pow(y, -2));
+                                return op::neg(op::mul(op::mul(g, op::integer_pow(y, -2)), x));
                               }));
   binary<Accepts::Numeric>("rem", [](auto x, auto y) { return rem_op(x, y); },
                            d2(pass, [](auto& g, auto& x, auto& y, auto&) {

@@ -117,7 +117,7 @@ void elementwise::register_unary_elementwise_primitives() {
   unary_simd("exp", [](auto x) { return xsimd::exp(x); }, [](auto x) { return std::exp(x); }, 87.0,
              d1([](auto& g, auto&, auto& y) { return op::mul(g, y); }));
   unary<Accepts::Float>("exp2", [](auto x) { return std::exp2(x); },
-                        d1([](auto& g, auto&, auto& y) { return op::mul(g, op::mul(y, c(y, kLn2))); }));
+                        d1([](auto& g, auto&, auto& y) { return op::mul(op::mul(c(y, kLn2), g), y); }));
   unary_simd("log", [](auto x) { return xsimd::log(x); }, [](auto x) { return std::log(x); }, kInf,
              d1([](auto& g, auto& x, auto&) { return op::div(g, x); }));
   unary_simd("log1p", [](auto x) { return xsimd::log1p(x); }, [](auto x) { return std::log1p(x); }, kInf,
@@ -125,7 +125,7 @@ void elementwise::register_unary_elementwise_primitives() {
   unary_simd("expm1", [](auto x) { return xsimd::expm1(x); }, [](auto x) { return std::expm1(x); }, 87.0,
              d1([](auto& g, auto&, auto& y) { return op::mul(g, op::add(y, c(y, 1.0))); }));
   unary<Accepts::Float>("sqrt", [](auto x) { return std::sqrt(x); },
-                        d1([](auto& g, auto&, auto& y) { return op::div(g, op::mul(c(y, 2.0), y)); }));
+                        d1([](auto& g, auto&, auto& y) { return op::mul(g, op::div(c(y, 0.5), y)); }));
   unary<Accepts::Float>("rsqrt", [](auto x) { return decltype(x)(1) / std::sqrt(x); },
                         d1([](auto& g, auto& x, auto& y) {
                           return op::mul(g, op::mul(c(x, -0.5), op::div(y, x)));
@@ -135,7 +135,11 @@ void elementwise::register_unary_elementwise_primitives() {
                           return op::mul(g, op::mul(c(x, 1.0 / 3.0), op::integer_pow(y, -2)));
                         }));
   unary_simd("tanh", [](auto x) { return xsimd::tanh(x); }, [](auto x) { return std::tanh(x); }, kInf,
-             d1([](auto& g, auto&, auto& y) { return op::mul(g, op::sub(c(y, 1.0), op::square(y))); }));
+             d1([](auto& g, auto&, auto& y) {
+               // JAX differentiates tanh as (g + g*y)(1 - y); its transpose rounds in this order.
+               const Value m = op::mul(g, op::sub(c(y, 1.0), y));
+               return op::add_any(m, op::mul(m, y));
+             }));
   // XLA's CPU sin and cos are libm's (sinf/cosf for float32), bit for bit; xsimd's differ by an
   // ulp on ~15% of inputs, which shows in printed values.
   unary<Accepts::Float>("sin", [](auto x) { return std::sin(x); },
@@ -164,10 +168,12 @@ void elementwise::register_unary_elementwise_primitives() {
                         }));
   unary<Accepts::Float>("acosh", [](auto x) { return std::acosh(x); },
                         d1([](auto& g, auto& x, auto&) {
-                          return op::mul(g, op::rsqrt(op::mul(op::sub(x, c(x, 1.0)), op::add(x, c(x, 1.0)))));
+                          return op::mul(g, op::rsqrt(op::sub(op::square(x), c(x, 1.0))));
                         }));
   unary<Accepts::Float>("atanh", [](auto x) { return std::atanh(x); },
-                        d1([](auto& g, auto& x, auto&) { return op::div(g, op::sub(c(x, 1.0), op::square(x))); }));
+                        d1([](auto& g, auto& x, auto&) {
+                          return op::div(op::mul(g, op::integer_pow(op::add(c(x, 1.0), x), -1)), op::sub(c(x, 1.0), x));
+                        }));
   unary_simd(
       "logistic", [](auto x) { return decltype(x)(1) / (decltype(x)(1) + xsimd::exp(-x)); },
       [](auto x) { return logistic_op(x); }, 87.0,

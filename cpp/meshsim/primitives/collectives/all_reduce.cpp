@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <vector>
 
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/kernels/integer_wrap.h"
@@ -67,6 +68,18 @@ Tensor reduce_blocks(const std::vector<const Tensor*>& blocks, Reduce op, const 
     T* o = out.data<T>();
     const int64_t n = out.size();
     auto run = [&](int64_t lo, int64_t hi) {
+      using Acc = collective_sum_t<T>;
+      if constexpr (!std::is_same_v<Acc, T>) {
+        if (op == Reduce::Sum) {  // widened: one rounding at the end
+          std::vector<Acc> acc(o + lo, o + hi);
+          for (const Tensor& s : srcs) {
+            const T* x = s.data<T>();
+            for (int64_t i = lo; i < hi; ++i) acc[i - lo] += Acc(x[i]);
+          }
+          for (int64_t i = lo; i < hi; ++i) o[i] = T(acc[i - lo]);
+          return;
+        }
+      }
       for (const Tensor& s : srcs) {
         const T* x = s.data<T>();
         switch (op) {

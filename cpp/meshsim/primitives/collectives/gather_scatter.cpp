@@ -142,13 +142,20 @@ std::vector<Tensors> reduce_scatter_kernel(const MeshContext& ctx, const std::ve
       copy_into(slice_dim(first, dim, r * c, (r + 1) * c).transpose(perm), dst);
       dispatch_numeric(o.dtype(), [&](auto tag) {
         using T = decltype(tag);
+        using Acc = collective_sum_t<T>;
         T* pd = dst.data<T>();
+        std::vector<Acc> acc;  // dst's memory is dense: offsets index the widened sums too
+        if constexpr (!std::is_same_v<Acc, T>) acc.assign(pd, pd + dst.size());
         for (int64_t m = 1; m < n; ++m) {
           const Tensor src = slice_dim(in[groups[g][m]][0], dim, r * c, (r + 1) * c).transpose(perm);
           const T* ps = src.data<T>();
-          for_each_offsets<2>(dst.shape(), {&dst.strides(), &src.strides()},
-                              [&](const std::array<int64_t, 2>& o2) { pd[o2[0]] = add_op(pd[o2[0]], ps[o2[1]]); });
+          for_each_offsets<2>(dst.shape(), {&dst.strides(), &src.strides()}, [&](const std::array<int64_t, 2>& o2) {
+            if constexpr (std::is_same_v<Acc, T>) pd[o2[0]] = add_op(pd[o2[0]], ps[o2[1]]);
+            else acc[o2[0]] += Acc(ps[o2[1]]);
+          });
         }
+        if constexpr (!std::is_same_v<Acc, T>)
+          for (int64_t e = 0; e < dst.size(); ++e) pd[e] = T(acc[e]);
       });
       res[groups[g][r]] = {o};
     });
@@ -163,16 +170,26 @@ std::vector<Tensors> reduce_scatter_kernel(const MeshContext& ctx, const std::ve
     Tensor o = Tensor::empty(out[0].dtype, out[0].shape);
     dispatch_numeric(o.dtype(), [&](auto tag) {
       using T = decltype(tag);
+      using Acc = collective_sum_t<T>;
       T* dst = o.data<T>();
+      std::vector<Acc> acc(std::is_same_v<Acc, T> ? 0 : outer * chunk);  // widened sums
       for (int64_t m = 0; m < n; ++m) {
         const T* src = x[groups[g][m]].data<T>();
         for (int64_t i = 0; i < outer; ++i) {
           const T* a = src + (i * n + r) * chunk;
-          T* b = dst + i * chunk;
-          if (m == 0) std::memcpy(b, a, chunk * sizeof(T));
-          else for (int64_t e = 0; e < chunk; ++e) b[e] = add_op(b[e], a[e]);
+          if constexpr (std::is_same_v<Acc, T>) {
+            T* b = dst + i * chunk;
+            if (m == 0) std::memcpy(b, a, chunk * sizeof(T));
+            else for (int64_t e = 0; e < chunk; ++e) b[e] = add_op(b[e], a[e]);
+          } else {
+            Acc* b = acc.data() + i * chunk;
+            if (m == 0) std::copy(a, a + chunk, b);
+            else for (int64_t e = 0; e < chunk; ++e) b[e] += Acc(a[e]);
+          }
         }
       }
+      if constexpr (!std::is_same_v<Acc, T>)
+        for (int64_t e = 0; e < outer * chunk; ++e) dst[e] = T(acc[e]);
     });
     res[groups[g][r]] = {o};
   });
