@@ -6,8 +6,9 @@ Prints how long the dry run takes and how much memory this process used, and
 the plan's per-device memory and predicted step with its breakdown, for two
 mesh shapes. JAX cannot compile this without the TPUs (or a TPU compiler).
 
-Parameters are float32 (ShapeDtypeStructs) and timed as bfloat16
-(`estimate(..., as_dtype="bfloat16")`); the memory breakdown is float32's.
+Mixed precision in the program's own types: float32 parameters and Adam
+moments, bfloat16 weights (cast per layer before the FSDP all-gather),
+activations and matmuls; memory, bytes moved and matmul rates follow them.
 
 Run: PYTHONPATH=python python3 benchmarks/bench_planning.py"""
 from __future__ import annotations
@@ -38,7 +39,7 @@ def main():
         t1 = time.perf_counter()
         compiled = step.lower(*args).compile()
         t2 = time.perf_counter()
-        est = estimate(compiled, as_dtype="bfloat16")
+        est = estimate(compiled)
         t3 = time.perf_counter()
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"\nmesh fsdp={shape[0]} x tp={shape[1]}: mesh + arguments {t1 - t0:.2f} s, "

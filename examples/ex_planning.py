@@ -18,6 +18,14 @@ the layers, `jax.checkpoint` for recomputation, a hand-written Adam update.
   RMSNorm) with FSDP over "fsdp" (weights all-gathered per layer inside the
   remat, so gradients are reduce-scattered by the transpose) x TP over "tp".
 
+Mixed precision as JAX programs write it: parameters and Adam's moments are
+float32 (`param_dtype`) and are cast to bfloat16 (`dtype`) for use: once per
+step for the GPT (Megatron's half-precision copy, shared by the microbatches),
+per layer before the FSDP all-gather for the Llama (so weights and their
+gradients travel as bfloat16); activations and matmuls are bfloat16,
+norms, softmax statistics and the loss run in float32. Memory and bytes
+follow these types.
+
 Each returns (jitted step, argument ShapeDtypeStructs) to lower and compile
 abstractly: `step.lower(*args).compile()`."""
 from __future__ import annotations
@@ -47,9 +55,15 @@ GPT_175B = GPTConfig(layers=96, hidden=12288, heads=96, seq=2048, batch=64, pp=8
 
 
 def _layer_norm(jnp, x, g, b):
-    mu = jnp.mean(x, axis=-1, keepdims=True)
-    var = jnp.mean(jnp.square(x - mu), axis=-1, keepdims=True)
-    return (x - mu) * (g / jnp.sqrt(var + 1e-5)) + b
+    """In float32 (Megatron's fused layer norm computes in float32), result in x's type."""
+    x32 = x.astype(jnp.float32)
+    mu = jnp.mean(x32, axis=-1, keepdims=True)
+    var = jnp.mean(jnp.square(x32 - mu), axis=-1, keepdims=True)
+    return ((x32 - mu) * (g.astype(jnp.float32) / jnp.sqrt(var + 1e-5)) + b).astype(x.dtype)
+
+
+def _cast(jax, tree, dtype):
+    return jax.tree.map(lambda p: p.astype(dtype), tree)
 
 
 def _causal(lax, s):
@@ -71,10 +85,12 @@ def _adam(jax, params, grads, m, v, lr=1e-4, b1=0.9, b2=0.95, eps=1e-8):
     return params, m, v
 
 
-def gpt_step(jax, cfg: GPTConfig, mesh, dtype=np.float32):
+def gpt_step(jax, cfg: GPTConfig, mesh, dtype=None, param_dtype=np.float32):
     """A Megatron-LM GPT training step (forward, backward, Adam) on `mesh`
-    (axes "tp", and "pp" when cfg.pp > 1)."""
+    (axes "tp", and "pp" when cfg.pp > 1), computing in `dtype` (bfloat16 by
+    default) on `param_dtype` parameters."""
     jnp, lax = jax.numpy, jax.lax
+    dtype = jnp.bfloat16 if dtype is None else dtype
     P = jax.sharding.PartitionSpec
     tp, h, nh = cfg.tp, cfg.hidden, cfg.heads
     dh = h // nh
@@ -93,7 +109,7 @@ def gpt_step(jax, cfg: GPTConfig, mesh, dtype=np.float32):
         scores = jnp.einsum("bqnd,bknd->bnqk", q, k) * (1.0 / math.sqrt(dh))
         causal = _causal(lax, s)
         scores = jnp.where(causal, scores, -1e9)
-        probs = jax.nn.softmax(scores, axis=-1)
+        probs = jax.nn.softmax(scores.astype(jnp.float32), axis=-1).astype(dtype)
         ctx = jnp.einsum("bnqk,bknd->bqnd", probs, v).reshape(b, s, h // tp)
         out = ctx @ p["wo"]
         out = lax.psum_scatter(out, "tp", scatter_dimension=1, tiled=True) if sp \
@@ -118,7 +134,7 @@ def gpt_step(jax, cfg: GPTConfig, mesh, dtype=np.float32):
         if sp:
             x = lax.all_gather(x, "tp", axis=1, tiled=True)
         x = _layer_norm(jnp, x, head["lnf_g"], head["lnf_b"])
-        logits = x @ head["emb"].T  # [b, s, V/tp]
+        logits = (x @ head["emb"].T).astype(jnp.float32)  # [b, s, V/tp]
         m = _global_max(lax, logits)
         z = lax.psum(jnp.exp(logits - m).sum(axis=-1), "tp")
         first = lax.axis_index("tp") * logits.shape[-1]
@@ -132,6 +148,9 @@ def gpt_step(jax, cfg: GPTConfig, mesh, dtype=np.float32):
     replicated = ("ln1_g", "ln1_b", "bo", "ln2_g", "ln2_b", "b2", "lnf_g", "lnf_b")
 
     def loss_fn(params, x, targets):
+        # One bfloat16 copy of the weights per step (Megatron's half-precision
+        # parameters beside its float32 main parameters), used by every microbatch.
+        params = _cast(jax, params, dtype)
         if sp:
             # Parameters replicated over "tp" meet sequence shards: cast them to
             # varying once, so their gradients are all-reduced once per step
@@ -159,7 +178,7 @@ def gpt_step(jax, cfg: GPTConfig, mesh, dtype=np.float32):
             j = jnp.clip(t - last, 0, nmb - 1)
             target = lax.dynamic_index_in_dim(targets, j, keepdims=False)
             loss = lax.cond(stage == last, lambda o: head_loss(o, params["head"], target),
-                            lambda o: lax.pvary(jnp.zeros((), o.dtype), "pp"), out)
+                            lambda o: lax.pvary(jnp.zeros((), jnp.float32), "pp"), out)
             loss = jnp.where(t >= last, loss, 0.0)
             return lax.ppermute(out, "pp", perm), loss
 
@@ -201,11 +220,11 @@ def gpt_step(jax, cfg: GPTConfig, mesh, dtype=np.float32):
                    donate_argnums=(0, 1, 2))
     named = jax.sharding.NamedSharding
 
-    def sds(shape, spec, dt=dtype):
+    def sds(shape, spec, dt=param_dtype):
         return jax.ShapeDtypeStruct(shape, dt, sharding=named(mesh, spec))
     params = {"layers": {k: sds(s, p) for k, (s, p) in shapes.items()},
               "head": {k: sds(s, p) for k, (s, p) in head.items()}}
-    args = (params, params, params, sds(x_shape, x_spec), sds(t_shape, t_spec, np.int32))
+    args = (params, params, params, sds(x_shape, x_spec, dtype), sds(t_shape, t_spec, np.int32))
     return step, args
 
 
@@ -224,20 +243,24 @@ class LlamaConfig:
 LLAMA3_70B = LlamaConfig()
 
 
-def llama_step(jax, cfg: LlamaConfig, mesh, dtype=np.float32):
+def llama_step(jax, cfg: LlamaConfig, mesh, dtype=None, param_dtype=np.float32):
     """A Llama-3-shaped training step (forward, backward, Adam) with FSDP over
-    "fsdp" and tensor parallelism over "tp", every layer rematerialised."""
+    "fsdp" and tensor parallelism over "tp", every layer rematerialised,
+    computing in `dtype` (bfloat16 by default) on `param_dtype` parameters."""
     jnp, lax = jax.numpy, jax.lax
+    dtype = jnp.bfloat16 if dtype is None else dtype
     P = jax.sharding.PartitionSpec
     tp = mesh.shape["tp"]
     h, nh, nkv = cfg.hidden, cfg.heads, cfg.kv_heads
     dh = h // nh
 
     def rms(x, g):
-        return x * lax.rsqrt(jnp.mean(jnp.square(x), axis=-1, keepdims=True) + 1e-5) * g
+        x32 = x.astype(jnp.float32)
+        return (x32 * lax.rsqrt(jnp.mean(jnp.square(x32), axis=-1, keepdims=True) + 1e-5)
+                * g.astype(jnp.float32)).astype(x.dtype)
 
-    def gather(w, axis):
-        return lax.all_gather(w, "fsdp", axis=axis, tiled=True)
+    def gather(w, axis):  # cast first: the all-gather and its reduce-scatter move bfloat16
+        return lax.all_gather(w.astype(dtype), "fsdp", axis=axis, tiled=True)
 
     def block(x, p):
         wq, wkv, wo = gather(p["wq"], 0), gather(p["wkv"], 0), gather(p["wo"], 1)
@@ -249,7 +272,8 @@ def llama_step(jax, cfg: LlamaConfig, mesh, dtype=np.float32):
         k, v = kv[:, :, 0], kv[:, :, 1]
         scores = jnp.einsum("bqkgd,bskd->bkgqs", q, k) * (1.0 / math.sqrt(dh))
         causal = _causal(lax, s)
-        probs = jax.nn.softmax(jnp.where(causal, scores, -1e9), axis=-1)
+        probs = jax.nn.softmax(jnp.where(causal, scores, -1e9).astype(jnp.float32), axis=-1)
+        probs = probs.astype(dtype)
         ctx = jnp.einsum("bkgqs,bskd->bqkgd", probs, v).reshape(b, s, h // tp)
         x = x + lax.psum(ctx @ wo, "tp")
         a = rms(x, p["g2"])
@@ -261,8 +285,8 @@ def llama_step(jax, cfg: LlamaConfig, mesh, dtype=np.float32):
 
     def loss_fn(params, x, targets):
         x = lax.scan(lambda x, p: (remat_block(x, p), None), x, params["layers"])[0]
-        emb = lax.all_gather(params["emb"], "fsdp", axis=1, tiled=True)  # [V/tp, h]
-        logits = rms(x, params["gf"]) @ emb.T
+        emb = gather(params["emb"], 1)  # [V/tp, h]
+        logits = (rms(x, params["gf"]) @ emb.T).astype(jnp.float32)
         m = _global_max(lax, logits)
         z = lax.psum(jnp.exp(logits - m).sum(axis=-1), "tp")
         local = targets - lax.axis_index("tp") * logits.shape[-1]
@@ -296,10 +320,10 @@ def llama_step(jax, cfg: LlamaConfig, mesh, dtype=np.float32):
                    donate_argnums=(0, 1, 2))
     named = jax.sharding.NamedSharding
 
-    def sds(shape, spec, dt=dtype):
+    def sds(shape, spec, dt=param_dtype):
         return jax.ShapeDtypeStruct(shape, dt, sharding=named(mesh, spec))
     params = {"layers": {k: sds(s, p) for k, (s, p) in shapes.items()},
               **{k: sds(s, p) for k, (s, p) in top.items()}}
-    args = (params, params, params, sds((cfg.batch, cfg.seq, h), x_spec),
+    args = (params, params, params, sds((cfg.batch, cfg.seq, h), x_spec, dtype),
             sds((cfg.batch, cfg.seq), t_spec, np.int32))
     return step, args

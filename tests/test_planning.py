@@ -101,11 +101,11 @@ def test_megatron_gpt_on_a100(model, recompute, sequence_parallel, published):
     else:
         base, mesh = ex_planning.GPT_175B, jax.make_mesh((8, 8), ("pp", "tp"), devices=topo.devices)
     cfg = dataclasses.replace(base, recompute=recompute, sequence_parallel=sequence_parallel)
-    step, args = ex_planning.gpt_step(jax, cfg, mesh)
+    step, args = ex_planning.gpt_step(jax, cfg, mesh)  # bfloat16 compute, float32 parameters
     compiled = step.lower(*args).compile()
-    est = estimate(compiled, as_dtype="bfloat16", overlap=True)
+    est = estimate(compiled, overlap=True)
     assert est.step_time == pytest.approx(published, rel=0.15)
-    serial = estimate(compiled, as_dtype="bfloat16")
+    serial = estimate(compiled)
     assert est.step_time < serial.step_time == pytest.approx(
         serial.compute_time + serial.communication_time)
     assert est.step_time >= max(serial.compute_time, serial.communication_time)
@@ -118,6 +118,17 @@ def test_megatron_gpt_on_a100(model, recompute, sequence_parallel, published):
              if name in comm and t > 0.01 * est.communication_time}
     expected = {"psum_invariant"} if not sequence_parallel else {"all_gather", "reduce_scatter"}
     assert names == expected | ({"ppermute"} if model == "175B" else set())
+    # Bytes follow the program's types: float32 parameters and Adam moments,
+    # bfloat16 activations, so the activation collectives move 2 bytes an element.
+    def local_bytes(a):
+        return int(np.prod(a.sharding.shard_shape(a.shape))) * np.dtype(a.dtype).itemsize
+    assert {np.dtype(a.dtype).name for a in jax.tree.leaves(args[:3])} == {"float32"}
+    assert np.dtype(args[3].dtype).name == "bfloat16"
+    assert compiled.memory_analysis().argument_size_in_bytes == sum(map(local_bytes, jax.tree.leaves(args)))
+    tp_colls = [o.collective for o in compiled.analysis.ops
+                if o.collective is not None and o.collective.axes == ("tp",) and o.collective.dtype is not None
+                and o.collective.bytes_sent > 2 ** 20]
+    assert tp_colls and {np.dtype(c.dtype).name for c in tp_colls} == {"bfloat16"}
     matmul = sum(o.time for o in est.ops if o.name == "dot_general")
     assert 0.5 * serial.step_time < matmul < serial.step_time
     if model == "175B":
