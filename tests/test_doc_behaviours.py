@@ -116,3 +116,43 @@ def test_eager_constraint_lays_out_as_asked(libs):
 
     ours, theirs = (_run(case, lib) for lib in libs)
     assert ours == theirs
+
+
+GLOBAL_SHAPES = {"none": None, "matching": {"a": (16, 2), "b": None}, "wrong": {"a": (16,), "b": None}}
+
+
+@pytest.mark.parametrize("name", sorted(GLOBAL_SHAPES))
+def test_make_array_from_process_local_data_takes_pytrees(libs, name):
+    def case(jax):
+        mesh = jax.make_mesh((8,), ("d",))
+        data = {"a": np.arange(32, dtype=np.uint8).reshape(16, 2), "b": np.ones((8, 3), np.float32)}
+        with jax.set_mesh(mesh):
+            out = jax.make_array_from_process_local_data(jax.sharding.PartitionSpec("d"), data,
+                                                         GLOBAL_SHAPES[name])
+            return {k: (str(jax.typeof(v)), np.asarray(v).tolist()) for k, v in out.items()}
+
+    ours, theirs = (_run(case, lib) for lib in libs)
+    assert ours == theirs
+
+
+def test_ref_namespace_matches_jax(libs):
+    def case(jax):
+        ref = jax.ref.new_ref(jax.numpy.arange(6.0))
+        seen = [np.asarray(jax.ref.get(ref)).tolist(), np.asarray(jax.ref.get(ref, slice(1, 3))).tolist()]
+        jax.ref.set(ref, 2, 10.0)
+        seen.append(np.asarray(jax.ref.swap(ref, None, jax.numpy.ones(6))).tolist())
+        jax.ref.addupdate(ref, slice(0, 2), jax.numpy.full(2, 5.0))
+        seen.append(np.asarray(jax.ref.freeze(ref)).tolist())
+        params = jax.tree.map(jax.ref.new_ref, {"w": jax.numpy.ones(3)})
+
+        @jax.jit
+        def step(params):
+            values = jax.tree.map(jax.ref.get, params)
+            params["w"][...] = values["w"] * 3
+
+        step(params)
+        seen.append(np.asarray(params["w"][...]).tolist())
+        return seen
+
+    ours, theirs = (_run(case, lib) for lib in libs)
+    assert ours == theirs and ours[0] == "ok"

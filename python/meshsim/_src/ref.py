@@ -14,7 +14,8 @@ import numpy as np
 
 from meshsim._src import core
 
-__all__ = ["Ref", "AbstractRef", "new_ref", "freeze", "free_ref"]
+__all__ = ["Ref", "AbstractRef", "new_ref", "freeze", "free_ref", "empty_ref", "get", "set",
+           "swap", "addupdate"]
 
 
 class AbstractRef:
@@ -116,6 +117,37 @@ def freeze(ref: Ref):
 
 def free_ref(ref: Ref) -> None:
     """Declares `ref` no longer used (its value stays readable, as in JAX eagerly)."""
+
+
+def empty_ref(ty, memory_space: Any = None) -> Ref:
+    """A Ref of type `ty` (a ShapedArray) whose contents are not to be read before a write."""
+    return Ref(core.asarray_value(np.zeros(ty.shape, ty.dtype)))
+
+
+def _index(idx):
+    return Ellipsis if idx is None else idx
+
+
+def get(ref: Ref, idx=None):
+    """`ref[idx]` (the whole array when `idx` is None)."""
+    return ref[_index(idx)]
+
+
+def set(ref: Ref, idx, value) -> None:  # noqa: A001 - JAX's name (jax.ref.set)
+    """`ref[idx] = value` (the whole array when `idx` is None)."""
+    ref[_index(idx)] = value
+
+
+def swap(ref: Ref, idx, value):
+    """Writes `value` at `idx` and returns what was there."""
+    old = ref[_index(idx)]
+    ref[_index(idx)] = value
+    return old
+
+
+def addupdate(ref: Ref, idx, x) -> None:
+    """Adds `x` into the part `idx` of the referenced array."""
+    ref.addupdate(x, _index(idx))
 
 
 def is_ref(x) -> bool:

@@ -9,7 +9,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from meshsim._src import core
+from meshsim._src import core, tree_util
 from meshsim._src.sharding.api import device_put
 
 
@@ -78,12 +78,17 @@ def make_array_from_single_device_arrays(shape, sharding, arrays: Sequence, *, d
 
 
 def make_array_from_process_local_data(sharding, local_data, global_shape=None):
-    """The array laid out by `sharding` from this process's data. With one
+    """The arrays laid out by `sharding` (a prefix) from this process's data (a pytree). With one
     process the local data is the whole array."""
-    local_data = np.asarray(local_data) if not core.is_value(local_data) else local_data
-    if global_shape is not None and tuple(global_shape) != tuple(local_data.shape):
-        raise ValueError("When calling `make_array_from_process_local_data` on a single process, "
-                         "global_shape should be None or equal to local_data.shape.Got "
-                         f"global_shape={tuple(global_shape)} and "
-                         f"local_data.shape={tuple(local_data.shape)}.")
-    return device_put(local_data, sharding)
+    leaves, treedef = tree_util.tree_flatten(local_data)
+    leaves = [x if core.is_value(x) else np.asarray(x) for x in leaves]
+    shapes = tree_util.tree_leaves(tree_util.tree_broadcast(
+        global_shape, local_data, is_leaf=lambda x: x is None or isinstance(x, tuple)),
+        is_leaf=lambda x: x is None or isinstance(x, tuple))
+    for shape, leaf in zip(shapes, leaves):
+        if shape is not None and tuple(shape) != tuple(leaf.shape):
+            raise ValueError("When calling `make_array_from_process_local_data` on a single "
+                             "process, global_shape should be None or equal to local_data.shape."
+                             f"Got global_shape={tuple(shape)} and "
+                             f"local_data.shape={tuple(leaf.shape)}.")
+    return device_put(tree_util.tree_unflatten(treedef, leaves), sharding)
