@@ -156,3 +156,27 @@ def test_ref_namespace_matches_jax(libs):
 
     ours, theirs = (_run(case, lib) for lib in libs)
     assert ours == theirs and ours[0] == "ok"
+
+
+@pytest.mark.parametrize("index_dtype", [np.int32, np.uint8])
+@pytest.mark.parametrize("mode", ["eager", "jit", "grad"])
+def test_gather_with_out_sharding_matches_jax(libs, index_dtype, mode):
+    """An embedding lookup with indices sharded over the batch (the training cookbook's)."""
+    def case(jax):
+        P = jax.sharding.PartitionSpec
+        mesh = jax.make_mesh((8,), ("fsdp",))
+        table = jax.numpy.asarray(np.random.default_rng(3).normal(size=(64, 4)).astype(np.float32))
+        ids = np.random.default_rng(4).integers(0, 64, (16, 3)).astype(index_dtype)
+        with jax.set_mesh(mesh):
+            ids = jax.device_put(ids, P("fsdp"))
+            lookup = lambda t, i: t.at[i].get(out_sharding=P("fsdp", None, None))  # noqa: E731
+            if mode == "eager":
+                y = lookup(table, ids)
+            elif mode == "jit":
+                y = jax.jit(lookup)(table, ids)
+            else:
+                y = jax.jit(jax.grad(lambda t, i: (lookup(t, i) ** 2).sum()))(table, ids)
+            return str(jax.typeof(y)), np.round(np.asarray(y), 5).tolist()
+
+    ours, theirs = (_run(case, lib) for lib in libs)
+    assert ours == theirs and ours[0] == "ok"

@@ -264,8 +264,20 @@ Cotangents gather_vjp(const VjpArgs& a) {
     ix.indices = wrapped(ix.indices, ix.axes, aval_of(a.in[0]).shape);
     mode = "clip";
   }
+  Value g = *a.ct[0];
+  if (a.params.has("out_sharding") && !a.params.is_none("out_sharding")) {
+    // The result (and so its cotangent) was laid out as asked, possibly sharded along index
+    // dims; the scatter-add into the operand's layout takes them whole.
+    auto whole = [](const Value& v) {
+      Aval r = aval_of(v);
+      r.spec.assign(r.shape.size(), AxisNames{});
+      return ops::reshard_like(v, r);
+    };
+    g = whole(g);
+    for (Value& i : ix.indices) i = whole(i);
+  }
   Cotangents ct(a.in.size());
-  ct[0] = ops::scatter("scatter_add", ops::zeros_like(a.in[0]), *a.ct[0], ix.indices, ix.axes,
+  ct[0] = ops::scatter("scatter_add", ops::zeros_like(a.in[0]), g, ix.indices, ix.axes,
                        ix.index_dims_at, mode == "fill" ? "drop" : "clip", ix.batch_axes);
   return ct;
 }
@@ -487,6 +499,9 @@ Aval jax_indices_aval(const Avals& indices, const Spec& bspec) {
 // element), the index arrays' dims give the result's batch dims (and must not
 // be sharded: that needs collectives), the other operand dims keep their spec.
 std::vector<Spec> gather_rule(const Avals& in, const Params& p, const Avals& out) {
+  // `.at[idx].get(out_sharding=)`: the result is laid out as asked and the operand and
+  // indices are brought to match it (index_plan).
+  if (auto os = out_sharding_param(p, out[0].shape.size())) return {*os};
   const Aval& x = in[0];
   const Avals indices(in.begin() + 1, in.end());
   const IntList& axes = p.get<IntList>("axes");

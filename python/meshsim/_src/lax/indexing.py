@@ -7,6 +7,7 @@ import numpy as np
 
 from meshsim._src import core
 from meshsim._src import dtype_kinds
+from meshsim._src.sharding import explicit
 
 __all__ = ["dynamic_slice", "dynamic_slice_in_dim", "dynamic_index_in_dim", "dynamic_update_slice",
            "dynamic_update_slice_in_dim", "dynamic_update_index_in_dim"]
@@ -89,12 +90,15 @@ def _axis(axis: int, ndim: int) -> int:
 # numbers); see cpp/meshsim/primitives/indexing.cpp for their semantics.
 
 def gather(operand, indices, axes, index_dims_at: int, mode: str = "clip", fill_value=None,
-           batch_axes=()):
+           batch_axes=(), out_sharding=None):
     """operand indexed on `axes` by the integer arrays `indices` (one shape B); B's dims go at
     position `index_dims_at` among the operand's remaining dims. `batch_axes` (take_along_axis:
     axes=all dims, index_dims_at=0) names the operand dims whose index array is an arange along
     B's same dim, JAX's batching dims: their sharding carries over to the result."""
     extra = {"batch_axes": tuple(batch_axes)} if batch_axes else {}
+    if out_sharding is not None:
+        extra["out_sharding"] = explicit.out_sharding_param(
+            out_sharding, len(indices[0].shape) + core.asarray_value(operand).ndim - len(axes))
     return core.bind1("gather", operand, *indices, axes=tuple(axes), index_dims_at=index_dims_at,
                       mode=mode, fill_value=fill_value, **extra)
 

@@ -164,14 +164,14 @@ def _getitem(x, idx):
     return _rewriting_take(core.asarray_value(x), idx, mode=None, fill_value=None)
 
 
-def _rewriting_take(x, idx, mode, fill_value):
+def _rewriting_take(x, idx, mode, fill_value, out_sharding=None):
     if mode not in _GATHER_MODES:
         raise ValueError(f"Invalid mode {mode!r} for indexing; expected one of 'clip', 'fill', "
                          "'drop', 'promise_in_bounds'")
     mode = _GATHER_MODES[mode]
     entries = _parse_index(x.shape, idx)
     has_arrays = any(e.kind in ("array", "bool") for e in entries)
-    if not has_arrays:
+    if not has_arrays and out_sharding is None:
         _check_sharded_partial_index(x, entries)
 
     def is_advanced(e):
@@ -192,7 +192,7 @@ def _rewriting_take(x, idx, mode, fill_value):
     shape = broadcast_shapes(*(a.shape for a in arrays))
     arrays = [broadcast_to_shape(a, shape) for a in arrays]
     at = _advanced_position(entries, is_advanced, lambda i: ydims[i][0] if ydims[i] else 0)
-    return lax_indexing.gather(y, arrays, axes, at, mode, fill_value)
+    return lax_indexing.gather(y, arrays, axes, at, mode, fill_value, out_sharding=out_sharding)
 
 
 def _check_sharded_partial_index(x, entries):
@@ -390,7 +390,8 @@ class _IndexUpdateRef:
 
     def get(self, *, indices_are_sorted=False, unique_indices=False, mode=None, fill_value=None,
             out_sharding=None):
-        return _rewriting_take(core.asarray_value(self.array), self.index, mode, fill_value)
+        return _rewriting_take(core.asarray_value(self.array), self.index, mode, fill_value,
+                               out_sharding)
 
     def set(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
         return _scatter_update(self.array, self.index, values, "scatter", mode)
