@@ -180,3 +180,16 @@ def test_gather_with_out_sharding_matches_jax(libs, index_dtype, mode):
 
     ours, theirs = (_run(case, lib) for lib in libs)
     assert ours == theirs and ours[0] == "ok"
+
+
+@pytest.mark.parametrize("subscripts,shapes", [
+    ("bsd,3dkh->bs3kh", [(2, 3, 4), (3, 4, 5, 2)]),
+    ("ab1,1c", [(2, 3, 4), (4, 5)]),
+    ("x9,9y->yx", [(3, 2), (2, 4)]),
+])
+def test_einsum_takes_any_label_character(libs, subscripts, shapes):
+    rng = np.random.default_rng(5)
+    operands = [rng.normal(size=s).astype(np.float32) for s in shapes]
+    ours, theirs = (lib.numpy.einsum(subscripts, *operands) for lib in libs)
+    assert ours.shape == theirs.shape
+    np.testing.assert_allclose(np.asarray(ours), np.asarray(theirs), rtol=1e-5, atol=1e-5)

@@ -202,7 +202,8 @@ def _expand_ellipses(inputs: list[str], ndims: list[int], output: str | None, sp
         if "..." in term and n >= 0:
             term = term.replace("...", "".join(spare[len(spare) - n:]))
             widest = max(widest, n)
-        if len(term) != ndim or not all(c in string.ascii_letters for c in term):
+        # Any character but the separators is a label, as in JAX's parser ("3dkh")
+        if len(term) != ndim or any(c in ".-> " for c in term):
             raise ValueError(f"Einstein sum subscript '{inputs[i]}' does not contain the correct number "
                              f"of indices for operand {i}.")
         expanded.append(term)
