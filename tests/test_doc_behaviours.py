@@ -193,3 +193,26 @@ def test_einsum_takes_any_label_character(libs, subscripts, shapes):
     ours, theirs = (lib.numpy.einsum(subscripts, *operands) for lib in libs)
     assert ours.shape == theirs.shape
     np.testing.assert_allclose(np.asarray(ours), np.asarray(theirs), rtol=1e-5, atol=1e-5)
+
+
+def test_ref_keeps_weak_type_through_writes(libs):
+    """An Adam step counter made from a Python int stays weakly typed, so bias corrections
+    computed from it keep bfloat16 moments in bfloat16."""
+    def case(jax):
+        jnp = jax.numpy
+        count, mu = jax.ref.new_ref(jnp.array(0)), jax.ref.new_ref(jnp.ones(3, jnp.bfloat16))
+        seen = []
+
+        @jax.jit
+        def step(count, mu):
+            count[...] += 1
+            mu_hat = mu[...] / (1 - 0.9 ** count[...])
+            seen.append((str(jax.typeof(count[...])), str(jax.typeof(mu_hat))))
+            mu[...] = mu_hat
+
+        step(count, mu)
+        count[...] = 5
+        return seen, str(jax.typeof(count[...])), np.asarray(mu[...], np.float32).tolist()
+
+    ours, theirs = (_run(case, lib) for lib in libs)
+    assert ours == theirs and ours[0] == "ok"

@@ -88,7 +88,9 @@ class Ref:
         if value.dtype != self.dtype and not (value.weak_type and _weak_fits(value.dtype, self.dtype)):
             raise ValueError(f"Invalid dtype for `{op}`. Ref dtype: {self.dtype}. Value dtype: "
                              f"{value.dtype}. ")
-        return core.convert_element_type(value, self.dtype), whole
+        # What is written takes the Ref's type, weak type included (a counter made from a Python
+        # int stays weakly typed, as JAX keeps the Ref's aval)
+        return core.convert_element_type(value, self.dtype, core.typeof(self._value).weak_type), whole
 
     def __repr__(self) -> str:
         value = self._value
