@@ -37,6 +37,15 @@ def _both(case):
 
 X = np.arange(64, dtype=np.float32).reshape(8, 8)
 
+
+def _clipped(m):
+    @m.custom_vjp
+    def f(x):
+        return m.numpy.sin(x) * 3.0
+
+    f.defvjp(lambda x: (f(x), m.numpy.cos(x)), lambda c, g: (m.numpy.clip(g * c, -1.0, 1.0),))
+    return f
+
 CASES = {
     "sin_keeps_sharding": lambda m, mesh: m.jit(m.numpy.sin)(_put(m, mesh, X, "X")),
     "in_shardings_places": lambda m, mesh: m.jit(
@@ -57,6 +66,13 @@ CASES = {
     "matmul_tp": lambda m, mesh: m.jit(lambda a, b: m.numpy.tanh(a @ b) @ b.T)(
         _put(m, mesh, X, "X"), _put(m, mesh, X, None, "Y")),
     "reduce": lambda m, mesh: m.jit(lambda a: m.numpy.sum(m.numpy.exp(a), axis=0))(_put(m, mesh, X, "X", "Y")),
+    # Checkpointed regions and custom VJPs are partitioned through their programs.
+    "checkpoint": lambda m, mesh: m.jit(m.checkpoint(lambda a, b: m.numpy.tanh(a @ b) * 2.0))(
+        _put(m, mesh, X, "X"), _put(m, mesh, X, None, "Y")),
+    "checkpoint_grad": lambda m, mesh: m.jit(m.grad(lambda a, b: m.numpy.sum(
+        m.checkpoint(lambda u, v: m.numpy.tanh(u @ v))(a, b) ** 2)))(
+        _put(m, mesh, X, "X"), _put(m, mesh, X, None, "Y")),
+    "custom_vjp": lambda m, mesh: m.jit(_clipped(m))(_put(m, mesh, X, "X", "Y")),
     # Eager operations: JAX compiles each, so propagation lays out their results too.
     "eager_sin": lambda m, mesh: m.numpy.sin(_put(m, mesh, X, "X", "Y")),
     "eager_add_scalar": lambda m, mesh: _put(m, mesh, X, None, "X") + 1.0,

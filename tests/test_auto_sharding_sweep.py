@@ -51,6 +51,10 @@ PROGRAMS = {
     "constraint": (lambda m, x: m.jax.lax.with_sharding_constraint(
         m.jnp.sin(x), m.jax.sharding.PartitionSpec(None, m.mesh_axes[-1])) * 2.0, [(16, 8)]),
     "scan": (lambda m, x: _scan_cumsum(m, x), [(8, 16)]),
+    "checkpoint": (lambda m, x, w: m.jax.checkpoint(lambda a, b: m.jnp.tanh(a @ b) * 2.0)(x, w),
+                   [(16, 8), (8, 32)]),
+    "checkpoint_grad": (lambda m, w1, w2, x: m.jax.grad(m.jax.checkpoint(lambda a, b: _mlp_loss(m, a, b, x)),
+                                                          (0, 1))(w1, w2), [(8, 32), (32, 8), (16, 8)]),
 }
 
 # program -> the specs its arguments get, per mesh rank (entries name mesh axes by position)
@@ -76,6 +80,8 @@ SPECS = {
     "einsum_batch": [[(0,), (0,)], [(0, 1), (0,)], [(0, None, 1), (0, 1)]],
     "constraint": [[(0,)], [(0,)], [((0, 1),)]],
     "scan": [[(None, 0)], [(None, 1)], [(None, (1, 2))]],
+    "checkpoint": [[(0,), ()], [(0,), (None, 1)], [((0, 1),), (None, 2)]],
+    "checkpoint_grad": [[(), (), (0,)], [(None, 1), (1,), (0,)], [(None, 2), (2,), ((0, 1),)]],
 }
 
 CASES = [(name, rank, i) for name in PROGRAMS for rank in (1, 2, 3)

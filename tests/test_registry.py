@@ -62,7 +62,7 @@ _GAPS = {
                     "gather", "scatter", "scatter_add", "scatter_mul", "scatter_min", "scatter_max",
                     "searchsorted", "ragged_dot_general", "cholesky", "lu", "qr", "eigh", "svd",
                     "triangular_solve")}
-                | {n: _SUB_PROGRAM for n in ("cond", "while", "remat2", "custom_vjp_call")}),
+                | {n: _SUB_PROGRAM for n in ("cond", "while")}),
 }
 EXEMPT: dict[str, dict[str, str]] = {}
 for _rule, _names in _GAPS.items():

@@ -7,6 +7,7 @@
 #include "meshsim/transforms/batching.h"
 #include "meshsim/runtime/interpreter.h"
 #include "meshsim/runtime/mesh_executor.h"
+#include "meshsim/sharding/propagation.h"
 #include "meshsim/transforms/vjp.h"
 
 namespace meshsim {
@@ -45,6 +46,8 @@ Values at_front(const BatchArgs& a, const std::vector<bool>& batched) {
 void remat() {
   Primitive p;
   p.name = "remat2";
+  p.factors = call_factors("jaxpr");
+  p.local_plan = call_plan("jaxpr");
   p.kind = Kind::HigherOrder;
   p.vma_from_abstract_eval = true;
   p.abstract_eval = [](const Avals& in, const Params& params) {
@@ -95,6 +98,8 @@ struct CustomVjp {
 void custom_vjp_call() {
   Primitive p;
   p.name = "custom_vjp_call";
+  p.factors = call_factors("call_jaxpr");
+  p.local_plan = call_plan("call_jaxpr");
   p.kind = Kind::HigherOrder;
   p.vma_from_abstract_eval = true;
   p.abstract_eval = [](const Avals& in, const Params& params) {

@@ -430,4 +430,42 @@ std::optional<ProgramPtr> local_program(const Program& program, const MeshPtr& m
   return local;
 }
 
+FactorRule call_factors(std::string param) {
+  return [param = std::move(param)](const Avals& in, const Params& p,
+                                    const Avals& out) -> std::optional<FactorMap> {
+    const FactorMap program = program_factors(*p.get<ProgramPtr>(param));
+    if (program.in.size() > in.size() || program.out.size() != out.size()) return std::nullopt;
+    FactorMap m = blank_factors(in, out);
+    m.num_factors = program.num_factors;
+    std::copy(program.in.begin(), program.in.end(), m.in.begin());
+    m.out = program.out;
+    return m;
+  };
+}
+
+PlanRule call_plan(std::string param) {
+  return [param = std::move(param)](const Avals& in, const Params& p,
+                                    const Avals&) -> std::optional<LocalPlan> {
+    const ProgramPtr& program = p.get<ProgramPtr>(param);
+    if (program->invars.size() > in.size()) return std::nullopt;
+    MeshPtr mesh;
+    LocalPlan plan;
+    for (const Aval& a : in) {
+      plan.in_specs.push_back(spec_of(a));
+      if (!a.mesh) continue;
+      if (!mesh) mesh = a.mesh;
+      for (const AxisNames& entry : plan.in_specs.back())
+        for (const std::string& axis : entry)
+          if (a.mesh->is_explicit(axis)) return std::nullopt;
+    }
+    if (!mesh) return std::nullopt;
+    const std::vector<Spec> program_in(plan.in_specs.begin(), plan.in_specs.begin() + program->invars.size());
+    const std::optional<ProgramPtr> local = local_program(*program, mesh, program_in, plan.out_specs);
+    if (!local) return std::nullopt;
+    plan.params = p;
+    plan.params.set(param, *local);
+    return plan;
+  };
+}
+
 }  // namespace meshsim

@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "meshsim/ir/program.h"
+#include "meshsim/sharding/factors.h"
+#include "meshsim/sharding/rules.h"
 
 namespace meshsim {
 
@@ -56,5 +58,13 @@ FactorMap program_factors(const Program& program);
 // results, a collective). `out_specs` gets the outputs' layouts.
 std::optional<ProgramPtr> local_program(const Program& program, const MeshPtr& mesh,
                                         const std::vector<Spec>& in_specs, std::vector<Spec>& out_specs);
+
+// The factor map and local plan of a primitive that calls the sub-program in
+// param `param` on its leading operands (remat2, custom_vjp_call): the
+// program's own map, and the program made local when it needs no
+// communication (operands beyond its inputs are unused: no factor, left as
+// they are). The plan declines operands typed with Explicit axes.
+FactorRule call_factors(std::string param);
+PlanRule call_plan(std::string param);
 
 }  // namespace meshsim
