@@ -39,6 +39,14 @@ class BufferPool {
   }
 
   void* take(int c) {
+    if (Local* l = c < kLocalClasses ? local() : nullptr) {
+      std::vector<void*>& mine = l->free[c];
+      if (!mine.empty()) {
+        void* p = mine.back();
+        mine.pop_back();
+        return p;
+      }
+    }
     {
       std::lock_guard<std::mutex> lock(mutex_);
       auto& free = free_[c];
@@ -53,6 +61,13 @@ class BufferPool {
   }
 
   void give(void* p, int c) {
+    if (Local* l = c < kLocalClasses ? local() : nullptr) {
+      std::vector<void*>& mine = l->free[c];
+      if (mine.size() < kLocalPerClass) {
+        mine.push_back(p);
+        return;
+      }
+    }
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (cached_ + class_bytes(c) <= kMaxCached) {
@@ -68,6 +83,28 @@ class BufferPool {
   static constexpr int kMinLog = 6;
   static constexpr size_t kMin = size_t{1} << kMinLog, kMax = size_t{1} << 26;
   static constexpr size_t kMaxCached = size_t{1} << 28;
+  // Small buffers (up to 64 KiB) are first kept by the thread freeing them,
+  // a few per class, so the many small tensors of a device task never wait
+  // on the shared mutex; a thread that ends hands its buffers back.
+  static constexpr int kLocalClasses = (16 - kMinLog) * 4;
+  static constexpr size_t kLocalPerClass = 16;
+  struct Local {
+    std::vector<void*> free[kLocalClasses];
+    ~Local() {
+      for (int c = 0; c < kLocalClasses; ++c)
+        for (void* p : free[c]) std::free(p);
+      gone() = true;  // tensors freed later in the thread's exit go to the shared pool
+    }
+  };
+  static bool& gone() {
+    thread_local bool flag = false;  // trivially destructible: readable to the thread's end
+    return flag;
+  }
+  static Local* local() {
+    if (gone()) return nullptr;
+    thread_local Local mine;
+    return &mine;
+  }
   std::mutex mutex_;
   std::vector<void*> free_[(26 - kMinLog + 1) * 4];
   size_t cached_ = 0;

@@ -1,6 +1,7 @@
 #include "meshsim/runtime/interpreter.h"
 
 #include <algorithm>
+#include <array>
 #include <mutex>
 #include <unordered_map>
 
@@ -91,21 +92,38 @@ Schedule::Schedule(const Program& program) : last(last_uses(program)) {
   }
 }
 
+namespace {
+
+struct CachedSchedule {
+  std::weak_ptr<Program> program;
+  std::shared_ptr<const Schedule> schedule;
+  // The same live program (not a new one at a freed one's address).
+  bool holds(const ProgramPtr& p) const { return !program.owner_before(p) && !p.owner_before(program); }
+};
+
+}  // namespace
+
 std::shared_ptr<const Schedule> schedule_of(const ProgramPtr& program) {
+  // A few per thread in front of the shared table: device tasks look their
+  // sub-programs up once per call, and should not queue on one mutex for it.
+  constexpr size_t kLocal = 64;
+  thread_local std::array<CachedSchedule, kLocal> local;
+  CachedSchedule& slot = local[(reinterpret_cast<uintptr_t>(program.get()) >> 4) % kLocal];
+  if (slot.schedule && slot.holds(program)) return slot.schedule;
+
   static std::mutex mutex;
-  static std::unordered_map<const Program*, std::pair<std::weak_ptr<Program>, std::shared_ptr<const Schedule>>>
-      cache;
+  static std::unordered_map<const Program*, CachedSchedule> cache;
   std::lock_guard<std::mutex> lock(mutex);
   auto it = cache.find(program.get());
-  // The same live program (not a new one at a freed one's address).
-  if (it != cache.end() && !it->second.first.owner_before(program) && !program.owner_before(it->second.first))
-    return it->second.second;
-  if (cache.size() >= 1024)
-    for (auto i = cache.begin(); i != cache.end();)
-      i = i->second.first.expired() ? cache.erase(i) : std::next(i);
-  auto schedule = std::make_shared<const Schedule>(*program);
-  cache[program.get()] = {program, schedule};
-  return schedule;
+  if (it == cache.end() || !it->second.holds(program)) {
+    if (cache.size() >= 1024)
+      for (auto i = cache.begin(); i != cache.end();)
+        i = i->second.program.expired() ? cache.erase(i) : std::next(i);
+    it = cache.insert_or_assign(program.get(), CachedSchedule{program, std::make_shared<const Schedule>(*program)})
+             .first;
+  }
+  slot = it->second;
+  return slot.schedule;
 }
 
 namespace {
