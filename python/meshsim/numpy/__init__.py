@@ -17,3 +17,4 @@ from meshsim._src.numpy.indexing import _getitem  # noqa: F401  (Array.__getitem
 from meshsim._src.core import Array as ndarray  # noqa: F401
 from meshsim.numpy import linalg  # noqa: F401,E402
 from meshsim._src.numpy.fitting_io import *  # noqa: F401,F403,E402
+from meshsim._src.numpy.histograms import *  # noqa: F401,F403,E402
