@@ -192,3 +192,31 @@ def test_creation_functions_honour_device(libs, fn):
         return x
 
     _same(libs, case)
+
+
+def test_writes_into_closed_over_refs_are_refused():
+    """JAX discharges these; meshsim says it does not (rather than leaking a tracer)."""
+    jax = meshsim
+    jnp = jax.numpy
+    outer = jax.new_ref(jnp.zeros(3))
+
+    @jax.jit
+    def f(x):
+        outer[...] = x * 2
+        return x
+
+    with pytest.raises(NotImplementedError, match="closes over"):
+        f(jnp.ones(3))
+
+    def g(x):
+        acc = jax.new_ref(jnp.zeros(()))
+
+        def body(i, c):
+            acc[...] += x[i]
+            return c
+        jax.lax.fori_loop(0, 3, body, 0)
+        return acc[...]
+
+    with pytest.raises(NotImplementedError, match="closes over"):
+        jax.jit(g)(jnp.arange(3.0))
+    np.testing.assert_array_equal(np.asarray(outer[...]), np.zeros(3))

@@ -43,10 +43,12 @@ class AbstractRef:
 
 class Ref:
     """A mutable reference to an array (see the module's text)."""
-    __slots__ = ("_value", "__weakref__")
+    __slots__ = ("_value", "_trace", "__weakref__")
 
     def __init__(self, value):
+        from meshsim import _core
         self._value = value
+        self._trace = _core.current_trace()  # the trace it was made in (None: eagerly)
 
     @property
     def aval(self) -> AbstractRef:
@@ -69,12 +71,23 @@ class Ref:
 
     def __setitem__(self, idx, value):
         value, whole = self._checked("swap", idx, value)
+        self._check_same_trace(value)
         self._value = value if whole else self._value.at[idx].set(value)
 
     def addupdate(self, value, idx=Ellipsis) -> None:
         """Adds `value` (of the shape and dtype of the part `idx`) into the referenced array."""
         value, whole = self._checked("addupdate", idx, value)
+        self._check_same_trace(value)
         self._value = self._value + value if whole else self._value.at[idx].add(value)
+
+    def _check_same_trace(self, value) -> None:
+        """A traced value may only be written into a Ref made in its own trace (or passed to the
+        jitted function as an argument): not into one the traced function closes over."""
+        if isinstance(value, core.Tracer) and value.trace is not self._trace:
+            raise NotImplementedError(
+                "writing a traced value into a Ref that the traced function (or a loop body) closes "
+                "over is not supported: pass the Ref to the jitted function as an argument, or "
+                "carry the value through the loop")
 
     def _checked(self, op: str, idx, value):
         """`value` as written at `idx` by `op`, with JAX's errors for a wrong shape or dtype."""
