@@ -216,3 +216,28 @@ def test_ref_keeps_weak_type_through_writes(libs):
 
     ours, theirs = (_run(case, lib) for lib in libs)
     assert ours == theirs and ours[0] == "ok"
+
+
+ALL_REDUCE_PROGRAMS = {
+    "sum_over_sharded_dim": (lambda jax: lambda x: x.sum(0), ("X", "Y")),
+    "sum_over_whole_dim": (lambda jax: lambda x: x.sum(1), ("X", None)),
+    "elementwise": (lambda jax: lambda x: x * 2 + 1, ("X", "Y")),
+    "contraction_with_out_sharding": (
+        lambda jax: lambda x: jax.numpy.matmul(x.T, x, out_sharding=jax.P()), ("X", None)),
+    "shard_map_psum": (lambda jax: jax.shard_map(lambda b: jax.lax.psum(b, "X"),
+                                                 in_specs=jax.P("X", None), out_specs=jax.P()),
+                       ("X", None)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ALL_REDUCE_PROGRAMS))
+def test_compiled_text_names_the_all_reduce_as_jax(libs, name):
+    def case(jax):
+        make, spec = ALL_REDUCE_PROGRAMS[name]
+        mesh = jax.make_mesh((4, 2), ("X", "Y"))
+        with jax.set_mesh(mesh):
+            x = jax.device_put(np.arange(32, dtype=np.float32).reshape(8, 4), jax.P(*spec))
+            return "all-reduce(" in jax.jit(make(jax)).lower(x).compile().as_text()
+
+    ours, theirs = (case(lib) for lib in libs)
+    assert ours == theirs

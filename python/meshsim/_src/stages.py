@@ -173,7 +173,19 @@ class Compiled(Stage):
             warnings.warn(f"{self.fun_name}: {stats.summary()}", ResourceWarning, stacklevel=3)
 
     def as_text(self, dialect: str | None = None, *, debug_info: bool = False) -> str:
-        return str(self._program)
+        """Our program, then the collectives each device runs, under XLA's instruction names
+        (so a search for 'all-reduce(' finds the all-reduce a sharded reduction implies)."""
+        lines = [str(self._program).rstrip("\n")]
+        collectives = self.analysis.collectives
+        if collectives:
+            lines.append("// collectives, per device:")
+        for c in collectives:
+            kind = _HLO_COLLECTIVE_NAMES.get(c.name, c.name)
+            groups = c.replica_groups().tolist()
+            lines.append(f"//   {kind}({np.dtype(c.dtype).name if c.dtype is not None else ''}) "
+                         f"over {','.join(c.axes)}: replica_groups={groups}, "
+                         f"{c.bytes_sent} bytes sent x {c.count}")
+        return "\n".join(lines) + "\n"
 
     def memory_analysis(self) -> CompiledMemoryStats:
         a = self.analysis
@@ -227,6 +239,12 @@ class Compiled(Stage):
         outs = self._program.run(leaves)
         return tree_util.tree_unflatten(self.out_tree, outs)
 
+
+_HLO_COLLECTIVE_NAMES = {"psum": "all-reduce", "psum_invariant": "all-reduce", "pmax": "all-reduce",
+                         "pmin": "all-reduce", "all_gather_invariant": "all-gather",
+                         "all_gather": "all-gather", "psum_scatter": "reduce-scatter",
+                         "reduce_scatter": "reduce-scatter", "all_to_all": "all-to-all",
+                         "ppermute": "collective-permute"}
 
 Wrapped = None  # set by `meshsim.stages` to the jit wrapper's class
 
