@@ -241,3 +241,27 @@ def test_compiled_text_names_the_all_reduce_as_jax(libs, name):
 
     ours, theirs = (case(lib) for lib in libs)
     assert ours == theirs
+
+
+def test_reshard_under_another_abstract_mesh_inside_jit(libs):
+    """Inside jit, `use_abstract_mesh` with another shape over the same devices makes
+    PartitionSpecs mean that mesh: the context mesh's devices arranged as it."""
+    def case(jax):
+        mesh = jax.make_mesh((4, 2), ("X", "Y"))
+        seen = []
+        with jax.set_mesh(mesh):
+            x = jax.device_put(np.arange(32, dtype=np.float32).reshape(8, 4), jax.P("X", "Y"))
+
+            @jax.jit
+            def f(x):
+                flat = jax.sharding.AbstractMesh((8,), ("A",), (jax.sharding.AxisType.Explicit,))
+                with jax.sharding.use_abstract_mesh(flat):
+                    y = jax.reshard(x, jax.P("A", None))
+                    seen.append(str(jax.typeof(y)))
+                    return y * 2
+
+            z = f(x)
+            return seen, str(jax.typeof(z)), repr(z.sharding), np.asarray(z).tolist()
+
+    ours, theirs = (_run(case, lib) for lib in libs)
+    assert ours == theirs and ours[0] == "ok"

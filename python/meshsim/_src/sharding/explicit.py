@@ -51,8 +51,19 @@ def resolve(sharding, what: str = "sharding") -> tuple[Mesh, PartitionSpec]:
             raise ValueError("Using PartitionSpec when you are not under a mesh context is not "
                              "allowed. Please pass a NamedSharding instance or enter into a mesh "
                              f"context via `jax.set_mesh`. Got {sharding}")
-        return mesh, sharding
+        return _under_abstract_context(mesh), sharding
     raise TypeError(f"{what} expects a NamedSharding or a PartitionSpec, got {sharding!r}")
+
+
+def _under_abstract_context(mesh: Mesh) -> Mesh:
+    """The concrete mesh a PartitionSpec means: under `use_abstract_mesh` with another shape or
+    axis names over as many devices, the context mesh's devices arranged as that mesh."""
+    abstract = get_abstract_mesh()
+    if (abstract.empty or abstract.axis_names == mesh.axis_names
+            or abstract.size != mesh.size or abstract.manual_axes):
+        return mesh
+    return Mesh(mesh.devices.reshape(abstract.axis_sizes), abstract.axis_names,
+                axis_types=abstract.axis_types)
 
 
 def check_no_reduction_axes(spec: PartitionSpec) -> None:
