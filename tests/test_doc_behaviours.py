@@ -265,3 +265,28 @@ def test_reshard_under_another_abstract_mesh_inside_jit(libs):
 
     ours, theirs = (_run(case, lib) for lib in libs)
     assert ours == theirs and ours[0] == "ok"
+
+
+MESH_PAIRS = {  # device orders of two meshes, as indices into jax.devices()
+    "disjoint": ([0, 1, 2, 3], [4, 5, 6, 7]),
+    "permuted": (list(range(8)), [0, 1, 2, 3, 6, 7, 4, 5]),
+    "same_devices_other_name": (list(range(8)), list(range(8))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MESH_PAIRS))
+@pytest.mark.parametrize("jitted", [False, True])
+def test_arrays_on_meshes_with_other_devices_cannot_meet(libs, name, jitted):
+    def case(jax):
+        d = jax.devices()
+        first, second = MESH_PAIRS[name]
+        m1 = jax.sharding.Mesh([d[i] for i in first], "x")
+        m2 = jax.sharding.Mesh([d[i] for i in second], "y")
+        x = np.arange(64, dtype=np.float32).reshape(8, 8)
+        y = jax.device_put(x, jax.sharding.NamedSharding(m1, jax.P("x")))
+        z = jax.device_put(x, jax.sharding.NamedSharding(m2, jax.P("y")))
+        out = jax.jit(lambda a, b: a * b)(y, z) if jitted else y + z
+        return np.asarray(out).tolist(), np.asarray(y + jax.numpy.ones_like(y)).sum().item()
+
+    ours, theirs = (_run(case, lib) for lib in libs)
+    assert ours == theirs

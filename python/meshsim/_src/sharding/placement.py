@@ -24,8 +24,11 @@ def committed_device(leaves, describe):
     leaves are on (None when there is none). Raises JAX's ValueError when committed leaves sit on
     different devices; `describe(i)` names leaf i as "x of add" (only asked then)."""
     first = next((i for i, x in enumerate(leaves) if _single_committed(x)), None)
-    if first is None:
-        return None
+    on_device = first is not None
+    if not on_device:  # arrays laid out over meshes must share one device assignment
+        first = next((i for i, x in enumerate(leaves) if type(x) is _Array and x.committed), None)
+        if first is None:
+            return None
     ids = _device_ids(leaves[first])
     for i, x in enumerate(leaves):
         if type(x) is _Array and x.committed and _device_ids(x) != ids:
@@ -34,7 +37,7 @@ def committed_device(leaves, describe):
                 f"{describe(first)} with shape {leaves[first].aval.str_short()} and with device ids "
                 f"{ids} on platform CPU and argument {describe(i)} with shape "
                 f"{x.aval.str_short()} and with device ids {_device_ids(x)} on platform CPU")
-    return ids[0]
+    return ids[0] if on_device else None
 
 
 def place(outs, device_id: int):
