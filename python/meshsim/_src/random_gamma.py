@@ -1,0 +1,174 @@
+"""jax.random's gamma family as JAX draws it: `gamma`/`loggamma` sample each
+element with its own key (the key split once per element) by Marsaglia and
+Tsang's rejection method, boosting shapes below one; `beta`, `dirichlet`,
+`chisquare`, `t` and `f` are built on them with JAX's key splits, so the
+same key gives JAX's values."""
+from __future__ import annotations
+
+import numpy as np
+
+from meshsim._src import core
+from meshsim._src import random as _random
+from meshsim._src.lax import elementwise as lax
+from meshsim._src.random import (_check_all_safe_to_cast, _check_broadcast_shapes, _check_prng_key,
+                                 _check_shape, _float_dtype, _with_out_sharding)
+
+__all__ = ["gamma", "loggamma", "beta", "dirichlet", "chisquare", "t", "f"]
+
+
+def _gamma_one(key, alpha, log_space: bool):
+    """One draw for the scalar shape `alpha` with the key `key`."""
+    from meshsim import lax as mlax
+    import meshsim.numpy as jnp
+    dtype = alpha.dtype
+    const = lambda v: jnp.asarray(v, dtype)  # noqa: E731
+    zero, one = const(0), const(1)
+    boost = lax.ge(alpha, one)
+    alpha_orig = alpha
+    alpha = lax.select(boost, alpha, lax.add(alpha, one))
+    d = lax.sub(alpha, const(1.0 / 3.0))
+    c = lax.div(const(1.0 / 3.0), lax.sqrt(d))
+
+    def rejected(state):
+        _, X, V, U = state
+        squeeze = lax.ge(U, lax.sub(one, lax.mul(const(0.0331), lax.mul(X, X))))
+        log_test = lax.ge(lax.log(U), lax.add(lax.mul(X, const(0.5)),
+                                              lax.mul(d, lax.add(lax.sub(one, V), lax.log(V)))))
+        return lax.bitwise_and(squeeze, log_test)
+
+    def propose(state):
+        def next_normal(kxv):
+            k, sub = _random.split(kxv[0])
+            x = _random.normal(sub, (), dtype=dtype)
+            return k, x, lax.add(one, lax.mul(x, c))
+
+        k, x_key, u_key = _random.split(state[0], 3)
+        _, x, v = mlax.while_loop(lambda kxv: lax.le(kxv[2], zero), next_normal, (x_key, zero, const(-1)))
+        return k, lax.mul(x, x), lax.mul(lax.mul(v, v), v), _random.uniform(u_key, (), dtype=dtype)
+
+    key, sub = _random.split(key)
+    _, _, V, _ = mlax.while_loop(rejected, propose, (key, zero, one, const(2)))
+    if log_space:
+        log_u = lax.neg(_random.exponential(sub, (), dtype=dtype))
+        log_boost = lax.select(lax.bitwise_or(boost, lax.eq(log_u, zero)), zero, lax.mul(log_u, lax.div(one, alpha_orig)))
+        return lax.add(lax.add(lax.log(d), lax.log(V)), log_boost)
+    u = lax.sub(one, _random.uniform(sub, (), dtype=dtype))
+    return lax.mul(lax.mul(d, V), lax.select(boost, one, lax.pow(u, lax.div(one, alpha_orig))))
+
+
+def _gamma(key, a, shape, dtype, log_space=False):
+    from meshsim import lax as mlax
+    import meshsim.numpy as jnp
+    a = jnp.asarray(a)
+    if shape is None:
+        shape = np.shape(a)
+    else:
+        _check_shape("gamma", shape, np.shape(a))
+    a = jnp.broadcast_to(a.astype(dtype), shape)
+    n = int(np.prod(shape))
+    keys = _random.key_data(_random.split(key, n)) if n else np.zeros((0, 2), np.uint32)
+    if n == 0:
+        return jnp.zeros(shape, dtype)
+    samples = mlax.map(lambda ka: _gamma_one(ka[0], ka[1], log_space), (keys, a.reshape(n)))
+    return samples.reshape(shape)
+
+
+def _gamma_args(name, key, shape, dtype):
+    typed, _ = _check_prng_key(name, key)
+    dtype = _float_dtype(name if name != "loggamma" else "gamma", dtype)
+    return typed, (None if shape is None else tuple(int(s) for s in shape)), dtype
+
+
+def gamma(key, a, shape=None, dtype=None):
+    """Gamma(a, 1) floats."""
+    typed, shape, dtype = _gamma_args("gamma", key, shape, dtype)
+    return _gamma(typed, a, shape, dtype)
+
+
+def loggamma(key, a, shape=None, dtype=None):
+    """log of Gamma(a, 1) floats, accurate for small a."""
+    typed, shape, dtype = _gamma_args("loggamma", key, shape, dtype)
+    return _gamma(typed, a, shape, dtype, log_space=True)
+
+
+def beta(key, a, b, shape=None, dtype=None):
+    """Beta(a, b) floats: two log-gammas, normalised in log space."""
+    import meshsim.numpy as jnp
+    typed, _ = _check_prng_key("beta", key)
+    dtype = _float_dtype("beta", dtype)
+    _check_all_safe_to_cast("beta", dtype, a, b)
+    shape = _check_broadcast_shapes("beta", shape, a, b)
+    a = jnp.broadcast_to(jnp.asarray(a).astype(dtype), shape)
+    b = jnp.broadcast_to(jnp.asarray(b).astype(dtype), shape)
+    key_a, key_b = _random.split(typed)
+    log_a = _gamma(key_a, a, shape, dtype, log_space=True)
+    log_b = _gamma(key_b, b, shape, dtype, log_space=True)
+    log_max = lax.max(log_a, log_b)
+    ga, gb = jnp.exp(log_a - log_max), jnp.exp(log_b - log_max)
+    return ga / (ga + gb)
+
+
+def dirichlet(key, alpha, shape=None, dtype=None):
+    """Dirichlet(alpha) floats along alpha's last axis: a softmax of log-gammas."""
+    import meshsim.numpy as jnp
+    from meshsim._src.nn import softmax
+    typed, _ = _check_prng_key("dirichlet", key)
+    dtype = _float_dtype("dirichlet", dtype)
+    alpha = jnp.asarray(alpha)
+    if not alpha.ndim >= 1:
+        raise ValueError(f"dirichlet requires alpha.ndim >= 1, got alpha.ndim == {alpha.ndim}")
+    if shape is None:
+        shape = alpha.shape[:-1]
+    else:
+        shape = tuple(int(s) for s in shape)
+        _check_shape("dirichlet", shape, alpha.shape[:-1])
+    samples = _gamma(typed, alpha.astype(dtype), shape + alpha.shape[-1:], dtype, log_space=True)
+    return softmax(samples, -1)
+
+
+def chisquare(key, df, shape=None, dtype=None):
+    """Chi-squared(df) floats: 2 Gamma(df / 2)."""
+    import meshsim.numpy as jnp
+    typed, _ = _check_prng_key("chisquare", key)
+    dtype = _float_dtype("chisquare", dtype)
+    shape = _check_broadcast_shapes("chisquare", shape, df)
+    _check_all_safe_to_cast("chisquare", dtype, df)
+    half = lax.div(jnp.asarray(df).astype(dtype), jnp.asarray(2, dtype))
+    return lax.mul(jnp.exp(_gamma(typed, half, shape, dtype, log_space=True)), jnp.asarray(2, dtype))
+
+
+def t(key, df, shape=None, dtype=None):
+    """Student's t(df) floats: normal * sqrt((df / 2) / Gamma(df / 2))."""
+    import meshsim.numpy as jnp
+    typed, _ = _check_prng_key("t", key)
+    dtype = _float_dtype("t", dtype)
+    shape = _check_broadcast_shapes("t", shape, df)
+    _check_all_safe_to_cast("t", dtype, df)
+    key_n, key_g = _random.split(typed)
+    n = _random.normal(key_n, shape, dtype)
+    half = lax.div(jnp.asarray(df).astype(dtype), jnp.asarray(2, dtype))
+    g = _gamma(key_g, half, shape, dtype)
+    return n * jnp.sqrt(half / g)
+
+
+def f(key, dfnum, dfden, shape=None, dtype=None):
+    """F(dfnum, dfden) floats: a ratio of scaled chi-squared draws."""
+    import meshsim.numpy as jnp
+    typed, _ = _check_prng_key("f", key)
+    dtype = _float_dtype("f", dtype)
+    shape = _check_broadcast_shapes("f", shape, dfnum, dfden)
+    _check_all_safe_to_cast("f", dtype, dfnum, dfden)
+    dfden, dfnum = jnp.asarray(dfden).astype(dtype), jnp.asarray(dfnum).astype(dtype)
+    key_dfd, key_dfn = _random.split(typed)
+    num = lax.div(chisquare(key_dfn, dfnum, shape, dtype), dfnum)
+    den = lax.div(chisquare(key_dfd, dfden, shape, dtype), dfden)
+    return lax.div(num, den)
+
+
+gamma = _with_out_sharding(gamma)
+loggamma = _with_out_sharding(loggamma)
+beta = _with_out_sharding(beta)
+dirichlet = _with_out_sharding(dirichlet)
+chisquare = _with_out_sharding(chisquare)
+t = _with_out_sharding(t)
+f = _with_out_sharding(f)
