@@ -85,3 +85,62 @@ def test_streams_of_device_sets_no_longer_used_are_retired():
         assert float(out[0]) == sum(range(len(ids)))
         assert _core.num_dispatch_streams() <= 17
     assert threads() - before <= 20
+
+
+# Threads donating and reading the same arrays at once: of the calls donating
+# an array exactly one runs, and the others raise JAX's deleted-buffer errors;
+# a call donating two arrays donates both or neither; a read gets the value or
+# JAX's deleted-array error. Never a crash, a hang or a wrong value.
+DONATION_RACE = """
+import faulthandler, sys, threading
+import numpy as np
+import meshsim as jax, meshsim.numpy as jnp
+faulthandler.dump_traceback_later(int(sys.argv[2]), exit=True)
+both = jax.jit(lambda a, b: (a + 1, b * 2), donate_argnums=(0, 1))
+one = jax.jit(lambda b: b - 1, donate_argnums=0)
+DELETED = ("Array has been deleted with shape=float32[64]",
+           "Invalid buffer passed to Execute() as argument",
+           "called on deleted or donated buffer")
+rounds, nthreads = int(sys.argv[1]), 6
+for r in range(rounds):
+    x = jnp.full((64,), float(r))
+    y = jnp.full((64,), float(-r))
+    barrier = threading.Barrier(nthreads)
+    outcomes = [None] * nthreads
+    def work(k):
+        barrier.wait()
+        try:
+            if k == 0:
+                a, b = both(x, y)
+                outcomes[k] = ("both", float(a[0]), float(b[0]))
+            elif k == 1:
+                outcomes[k] = ("one", float(one(y)[0]))
+            elif k == 2:
+                x.block_until_ready()
+                outcomes[k] = ("read", float(np.asarray(x)[-1]), float(np.asarray(y)[-1]))
+            else:
+                outcomes[k] = ("add", float((x + y)[3]))
+        except (RuntimeError, ValueError) as e:
+            assert any(t in str(e) for t in DELETED), repr(e)
+            outcomes[k] = ("error",)
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(nthreads)]
+    for t in threads: t.start()
+    for t in threads: t.join()
+    ran_both, ran_one = outcomes[0][0] == "both", outcomes[1][0] == "one"
+    assert ran_both + ran_one == 1, (r, outcomes)  # y is donated by exactly one of them
+    assert x.is_deleted() == ran_both and y.is_deleted(), (r, outcomes)
+    if ran_both:
+        assert outcomes[0][1:] == (r + 1.0, -2.0 * r), outcomes
+    else:
+        assert outcomes[1][1:] == (-r - 1.0,), outcomes
+        assert float(x[5]) == r  # a failed call donates nothing
+    if outcomes[2][0] == "read":
+        assert outcomes[2][1:] == (float(r), float(-r)), outcomes
+    for o in outcomes[3:]:
+        assert o in (("add", 0.0), ("error",)), outcomes
+print("ok")
+"""
+
+
+def test_threads_donating_and_reading_the_same_arrays():
+    assert _run([150, WATCHDOG], DONATION_RACE).strip() == "ok"

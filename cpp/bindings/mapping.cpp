@@ -2,6 +2,7 @@
 // binding the shard_map primitive itself.
 #include "convert.h"
 #include "meshsim/ir/axis_env.h"
+#include "meshsim/runtime/dispatch.h"
 
 namespace meshsim {
 namespace py = pybind11;
@@ -58,10 +59,23 @@ void init_mapping(py::module_& m) {
         Params params{{"check_vma", check_vma},        {"in_specs", in_specs},
                       {"jaxpr", std::move(body)},       {"mesh", std::move(mesh)},
                       {"newly_manual_axes", manual_axes}, {"out_specs", out_specs}};
+        const Primitive& prim = primitive("shard_map");
         std::vector<Value> outs;
-        {
+        Avals in;
+        std::vector<ArrayPtr> arrays;
+        for (const Value& v : ins)
+          if (auto* a = std::get_if<ArrayPtr>(&v)) {
+            arrays.push_back(*a);
+            in.push_back((*a)->aval());
+          }
+        if (!current_trace() && arrays.size() == ins.size()) {
+          // Eager: dispatched like a jitted call, so Ctrl-C reaches it.
+          ProgramPtr program = single_equation_program(prim, in, params, infer_avals(prim, in, params));
           py::gil_scoped_release nogil;
-          outs = meshsim::bind(primitive("shard_map"), ins, params);
+          for (ArrayPtr& r : dispatch_program(program, std::move(arrays))) outs.push_back(std::move(r));
+        } else {
+          py::gil_scoped_release nogil;
+          outs = meshsim::bind(prim, ins, params);
         }
         py::tuple res(outs.size());
         for (size_t i = 0; i < outs.size(); ++i) res[i] = from_value(outs[i]);

@@ -8,6 +8,22 @@ namespace meshsim {
 namespace py = pybind11;
 using namespace py_convert;
 
+namespace {
+
+// The program to dispatch for an eager bind of concrete arrays (see
+// eager_program), or null to apply the primitive on the calling thread.
+ProgramPtr eager_program_for(const Primitive& prim, const std::vector<Value>& ins, const Params& params) {
+  if (prim.kind != Kind::Local || !async_dispatch_enabled()) return nullptr;  // before typing it
+  Avals in;
+  for (const Value& v : ins) {
+    if (!std::holds_alternative<ArrayPtr>(v)) return nullptr;
+    in.push_back(aval_of(v));
+  }
+  return eager_program(prim, in, params, infer_avals(prim, in, params));
+}
+
+}  // namespace
+
 void init_tracing(py::module_& m) {
   py::class_<Tracer, TracerPtr>(m, "Tracer", py::dynamic_attr())
       .def_property_readonly("aval", &Tracer::aval, py::return_value_policy::copy)
@@ -126,7 +142,20 @@ void init_tracing(py::module_& m) {
     std::vector<Value> ins;
     ins.reserve(args.size());
     for (auto a : args) ins.push_back(to_value(a));
-    std::vector<Value> outs = meshsim::bind(prim, ins, to_params(params));
+    Params ps = to_params(params);
+    if (ProgramPtr eager = current_trace() ? nullptr : eager_program_for(prim, ins, ps)) {
+      std::vector<ArrayPtr> arrays;
+      for (const Value& v : ins) arrays.push_back(std::get<ArrayPtr>(v));
+      std::vector<ArrayPtr> outs;
+      {
+        py::gil_scoped_release nogil;
+        outs = dispatch_program(eager, std::move(arrays));
+      }
+      py::tuple res(outs.size());
+      for (size_t i = 0; i < outs.size(); ++i) res[i] = py::cast(outs[i]);
+      return res;
+    }
+    std::vector<Value> outs = meshsim::bind(prim, ins, ps);
     py::tuple res(outs.size());
     for (size_t i = 0; i < outs.size(); ++i) res[i] = from_value(outs[i]);
     return res;

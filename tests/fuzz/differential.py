@@ -2,12 +2,18 @@
 reports the programs whose outcomes differ (values beyond float32 rounding,
 or one raising where the other does not, or a different exception type).
 
-    PYTHONPATH=python python3 tests/fuzz/differential.py [--seed S] [--count N] [--batch B]
+    PYTHONPATH=python python3 tests/fuzz/differential.py [--seed S] [--count N] [--batch B] [--log F]
 
-A long run (--count 10000) takes a while; it prints each mismatch's program."""
+A long run (--count 10000) takes hours on a loaded 2-core machine; it prints
+each mismatch's program. With --log, each finished batch is appended to F as
+a JSON line (its programs' range, time, mismatches) and a rerun with the same
+arguments skips the batches F already holds, so the run can be stopped and
+resumed (scripts/fuzz-long does this in the background)."""
 import argparse
+import json
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -49,16 +55,33 @@ def differ(j: dict, m: dict) -> str | None:
     return f"meshsim raises {m['type']}: {m['message'][:150]}; jax accepts"
 
 
-def run(seed: int, count: int, batch: int = 250):
+def _logged_batches(log: str | None) -> dict:
+    if not log or not os.path.exists(log):
+        return {}
+    with open(log) as f:
+        entries = [json.loads(line) for line in f if line.startswith("{")]
+    return {(e["seed"], e["start"], e["count"]): e for e in entries}
+
+
+def run(seed: int, count: int, batch: int = 250, log: str | None = None):
     found = []
+    done = _logged_batches(log)
     for start in range(0, count, batch):
-        progs = programs.programs(seed * 1_000_003 + start, min(batch, count - start))
+        n = min(batch, count - start)
+        if (seed, start, n) in done:
+            found.extend((p, d) for p, d in done[(seed, start, n)]["mismatches"])
+            continue
+        began = time.monotonic()
+        progs = programs.programs(seed * 1_000_003 + start, n)
         jr = sweep.run_cases("jax", progs, timeout=3600)
         mr = sweep.run_cases("meshsim", progs, timeout=3600)
-        for p, j, m in zip(progs, jr, mr):
-            d = differ(j, m)
-            if d:
-                found.append((p, d))
+        batch_found = [(p, d) for p, j, m in zip(progs, jr, mr) if (d := differ(j, m))]
+        found.extend(batch_found)
+        if log:
+            entry = dict(seed=seed, start=start, count=n, seconds=round(time.monotonic() - began, 1),
+                         valid=sum("ok" in j for j in jr), mismatches=batch_found)
+            with open(log, "a") as f:
+                f.write(json.dumps(entry) + "\n")
     return found
 
 
@@ -67,8 +90,21 @@ if __name__ == "__main__":
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--count", type=int, default=10000)
     ap.add_argument("--batch", type=int, default=250)
+    ap.add_argument("--log", help="append finished batches here; skip those already there")
+    ap.add_argument("--summary", action="store_true",
+                    help="only report what --log holds so far (programs, rate, mismatches)")
     args = ap.parse_args()
-    found = run(args.seed, args.count, args.batch)
+    if args.summary:
+        entries = list(_logged_batches(args.log).values())
+        n, secs = sum(e["count"] for e in entries), sum(e["seconds"] for e in entries)
+        for e in entries:
+            for p, d in e["mismatches"]:
+                print(f"--- {d}\n{p}")
+        print(f"{n} programs in {secs / 3600:.2f} h ({n / max(secs, 1e-9):.2f}/s), "
+              f"{sum(e['valid'] for e in entries)} valid under JAX, "
+              f"{sum(len(e['mismatches']) for e in entries)} mismatches")
+        sys.exit(0)
+    found = run(args.seed, args.count, args.batch, args.log)
     for p, d in found:
         print(f"--- {d}\n{p}")
     print(f"{args.count} programs, {len(found)} mismatches")

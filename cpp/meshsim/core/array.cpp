@@ -140,7 +140,7 @@ std::shared_ptr<Array> Array::from_tensor(Tensor t, bool weak_type) {
 }
 
 void Array::check_alive() const {
-  if (deleted_)  // JAX's RuntimeError
+  if (is_deleted())  // JAX's RuntimeError
     fail<std::runtime_error>("Array has been deleted with shape=",
                              aval_.str_short(/*short_dtypes=*/false), ".");
 }
@@ -174,10 +174,14 @@ Tensor Array::global() const {
   return assemble(blocks, *s, aval_.shape);
 }
 
+namespace {
+// Deletions and donations take it, so that a call's donations are one step.
+std::mutex g_deletion_mutex;
+}  // namespace
+
 void Array::mark_deleted() {
-  deleted_ = true;
-  shards_.clear();
-  pending_.reset();
+  std::lock_guard<std::mutex> lock(g_deletion_mutex);
+  deleted_.store(true, std::memory_order_release);
 }
 
 std::shared_ptr<Array> Array::share() const {
@@ -186,9 +190,20 @@ std::shared_ptr<Array> Array::share() const {
                   : std::make_shared<Array>(aval_, sharding_, shards_);
 }
 
-std::shared_ptr<Array> Array::donate() {
-  std::shared_ptr<Array> moved = share();
-  mark_deleted();
+std::vector<std::shared_ptr<Array>> Array::donate_all(const std::vector<std::shared_ptr<Array>>& arrays,
+                                                     size_t* deleted_index) {
+  std::lock_guard<std::mutex> lock(g_deletion_mutex);
+  for (size_t i = 0; i < arrays.size(); ++i)
+    if (arrays[i]->is_deleted()) {
+      *deleted_index = i;
+      return {};
+    }
+  std::vector<std::shared_ptr<Array>> moved;
+  for (const auto& a : arrays) {
+    moved.push_back(a->pending_ ? std::make_shared<Array>(a->aval_, a->sharding_, a->pending_)
+                                : std::make_shared<Array>(a->aval_, a->sharding_, a->shards_));
+    a->deleted_.store(true, std::memory_order_release);
+  }
   return moved;
 }
 

@@ -2,6 +2,7 @@
 // mesh, and one local block per device. Devices holding the same block share
 // one Tensor (a replicated value is stored once).
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <exception>
@@ -69,6 +70,13 @@ using WaitFor = std::function<bool(std::chrono::milliseconds)>;
 void set_blocking_wait(void (*policy)(const WaitFor&));
 void blocking_wait(const WaitFor& wait_for);
 
+// Threads may read, delete and donate one Array concurrently: its value
+// (shards_, sharding_, pending_) never changes after construction, and
+// deletion only sets `deleted_`, atomically, so a reader either got the value
+// before the deletion or raises the deleted-array error, and of two threads
+// donating one array exactly one succeeds (a call donating several arrays
+// donates all of them or none). The buffers of a deleted array go
+// when the Array itself goes (the Python object dropped), not at deletion.
 class Array {
  public:
   Array(Aval aval, ShardingPtr sharding, std::vector<Tensor> shards);
@@ -92,13 +100,16 @@ class Array {
   void wait() const;  // until ready (raises only on Ctrl-C, see blocking_wait)
   const PendingPtr& pending() const { return pending_; }
 
-  bool is_deleted() const { return deleted_; }
+  bool is_deleted() const { return deleted_.load(std::memory_order_acquire); }
   void mark_deleted();  // donation: the buffers now belong to someone else
   // Another Array holding this one's (possibly pending) value: what a
   // dispatched program keeps, so that deleting this one later cannot reach it.
   std::shared_ptr<Array> share() const;
-  // Donation: share(), then this one is deleted.
-  std::shared_ptr<Array> donate();
+  // Donation of a call's arguments: share() and delete each of `arrays`, as
+  // one step with respect to other donations and deletions. If one of them
+  // is deleted already, none is donated and `*deleted_index` names it.
+  static std::vector<std::shared_ptr<Array>> donate_all(const std::vector<std::shared_ptr<Array>>& arrays,
+                                                        size_t* deleted_index);
 
  private:
   void check_alive() const;
@@ -106,7 +117,7 @@ class Array {
   ShardingPtr sharding_;
   std::vector<Tensor> shards_;
   PendingPtr pending_;  // null once the value is known at construction
-  bool deleted_ = false;
+  std::atomic<bool> deleted_{false};
 };
 using ArrayPtr = std::shared_ptr<Array>;
 

@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 
+#include "meshsim/core/cancel.h"
 #include "meshsim/ir/ops.h"
 #include "meshsim/ir/primitive.h"
 #include "meshsim/kernels/cast.h"
@@ -205,14 +206,28 @@ std::optional<BlasOperand> blas_operand(const Matrices& m) {
 
 // ---- kernels -----------------------------------------------------------------
 
+// A product is computed in blocks of rows of about this many multiply-adds
+// (tens of milliseconds), with a cancel check before each: Ctrl-C stops a huge
+// product within one block instead of at its end.
+constexpr int64_t kCancelBlockMacs = int64_t{1} << 28;
+
 template <class T>
 void blas_gemm(const BlasOperand& a, const BlasOperand& b, int64_t m, int64_t n, int64_t k,
                const T* pa, const T* pb, T* c) {
   auto op = [](bool t) { return t ? CblasTrans : CblasNoTrans; };
-  if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, op(a.trans), op(b.trans), m, n, k, 1.0f, pa, a.ld, pb, b.ld, 0.0f, c, n);
-  else
-    cblas_dgemm(CblasRowMajor, op(a.trans), op(b.trans), m, n, k, 1.0, pa, a.ld, pb, b.ld, 0.0, c, n);
+  const int64_t rows = std::max<int64_t>(32, kCancelBlockMacs / std::max<int64_t>(1, n * k));
+  for (int64_t r = 0; r < m; r += rows) {
+    check_cancelled();
+    const int64_t mr = std::min(rows, m - r);
+    // Row r of op(A): row r of A, or column r of a transposed A.
+    const T* ar = pa + (a.trans ? r : r * a.ld);
+    if constexpr (std::is_same_v<T, float>)
+      cblas_sgemm(CblasRowMajor, op(a.trans), op(b.trans), mr, n, k, 1.0f, ar, a.ld, pb, b.ld, 0.0f,
+                  c + r * n, n);
+    else
+      cblas_dgemm(CblasRowMajor, op(a.trans), op(b.trans), mr, n, k, 1.0, ar, a.ld, pb, b.ld, 0.0,
+                  c + r * n, n);
+  }
 }
 
 // y = op(A) x, A stored rows x cols as described by `a`.
@@ -236,6 +251,7 @@ void blas_batched(const Matrices& a, const Matrices& b, const T* pa, const T* pb
   const auto la = *blas_operand(a), lb = *blas_operand(b);
   const int64_t M = a.rows, K = a.cols, N = b.cols;
   for (int64_t i = 0; i < a.batch; ++i) {
+    check_cancelled();
     const T* ai = pa + i * a.batch_stride;
     const T* bi = pb + i * b.batch_stride;
     T* ci = c + i * M * N;
@@ -255,6 +271,7 @@ void loop_batched(const Tensor& a, const Tensor& b, T* c) {
   std::fill(c, c + B * M * N, T(0));
   for (int64_t i = 0; i < B; ++i)
     for (int64_t m = 0; m < M; ++m) {
+      check_cancelled();
       T* row = c + (i * M + m) * N;
       for (int64_t p = 0; p < K; ++p) {
         const T av = pa[(i * M + m) * K + p];

@@ -328,11 +328,16 @@ std::vector<ArrayPtr> failed(const Program& program, std::exception_ptr error) {
   return out;
 }
 
+[[noreturn]] void deleted_argument(size_t i) {
+  fail<ValueError>("INVALID_ARGUMENT: Invalid buffer passed to Execute() as argument ", i,
+                   " to replica 0: INVALID_ARGUMENT: Buffer has been deleted or donated.");
+}
+
+// Another thread may delete or donate an argument at any time: the checks
+// here only give the usual error early, Array::donate_all decides.
 void check_arguments(std::vector<ArrayPtr>& args, const std::vector<bool>& donated) {
   for (size_t i = 0; i < args.size(); ++i)
-    if (args[i]->is_deleted())
-      fail<ValueError>("INVALID_ARGUMENT: Invalid buffer passed to Execute() as argument ", i,
-                       " to replica 0: INVALID_ARGUMENT: Buffer has been deleted or donated.");
+    if (args[i]->is_deleted()) deleted_argument(i);
   for (size_t i = 0; i < donated.size() && i < args.size(); ++i) {
     if (!donated[i]) continue;
     for (size_t j = 0; j < args.size(); ++j)
@@ -342,8 +347,18 @@ void check_arguments(std::vector<ArrayPtr>& args, const std::vector<bool>& donat
             "call to Execute() (flattened argument ", std::max(i, j), ", replica 0, partition 0, "
             "first use: ", std::min(i, j), "). Toy example for this bug: `f(donate(a), a)`.");
   }
+  std::vector<size_t> positions;
+  std::vector<ArrayPtr> to_donate;
   for (size_t i = 0; i < donated.size() && i < args.size(); ++i)
-    if (donated[i]) args[i] = args[i]->donate();
+    if (donated[i]) {
+      positions.push_back(i);
+      to_donate.push_back(args[i]);
+    }
+  if (to_donate.empty()) return;
+  size_t deleted = 0;
+  std::vector<ArrayPtr> moved = Array::donate_all(to_donate, &deleted);
+  if (moved.empty()) deleted_argument(positions[deleted]);
+  for (size_t k = 0; k < positions.size(); ++k) args[positions[k]] = std::move(moved[k]);
 }
 
 }  // namespace
@@ -421,6 +436,28 @@ std::vector<ArrayPtr> dispatch_program(const ProgramPtr& program_ptr, std::vecto
   };
   dispatcher().enqueue(devices, done, token, make_task);
   return outs;
+}
+
+ProgramPtr eager_program(const Primitive& prim, const Avals& in, const Params& params, const Avals& out) {
+  // About 10 ms of work or more on one core.
+  constexpr double kFlops = double(int64_t{1} << 27), kBytes = double(int64_t{1} << 28);
+  if (!g_async || recording_collectives() || prim.kind != Kind::Local) return nullptr;
+  const Cost cost = cost_of(prim, in, params, out);
+  if (cost.flops < kFlops && cost.bytes_accessed < kBytes) return nullptr;
+  return single_equation_program(prim, in, params, out);
+}
+
+ProgramPtr single_equation_program(const Primitive& prim, const Avals& in, const Params& params,
+                                   const Avals& out) {
+  auto program = std::make_shared<Program>();
+  Equation e{&prim, params, {}, {}};
+  for (const Aval& a : in) e.inputs.push_back(program->new_var(a));
+  for (const Aval& a : out) e.outputs.push_back(program->new_var(a));
+  program->invars = e.inputs;
+  program->outvars = e.outputs;
+  program->name = prim.name;
+  program->eqns.push_back(std::move(e));
+  return program;
 }
 
 ArrayPtr dispatch_reshard(const ArrayPtr& x, ShardingPtr sharding) {

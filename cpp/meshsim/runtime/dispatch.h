@@ -33,6 +33,19 @@ bool async_dispatch_enabled();
 std::vector<ArrayPtr> dispatch_program(const ProgramPtr& program, std::vector<ArrayPtr> args,
                                        const std::vector<bool>& donated = {});
 
+// An eager application of `prim` (no trace) big enough to run as a
+// dispatched one-equation program rather than on the calling thread: then it
+// is asynchronous like a jitted call, and Ctrl-C while its result is awaited
+// stops it at its next check point. Null for small ones (the hand-off to a
+// stream would cost more than the work), for all but Kind::Local primitives
+// (host callbacks, say, run in call order on the caller), and when dispatch
+// is synchronous.
+ProgramPtr eager_program(const Primitive& prim, const Avals& in, const Params& params, const Avals& out);
+// The program of one equation applying `prim` (an eager shard_map is always
+// dispatched as one: it may run for any time).
+ProgramPtr single_equation_program(const Primitive& prim, const Avals& in, const Params& params,
+                                   const Avals& out);
+
 // `x`'s value laid out as `sharding` (device_put), once `x` is computed.
 ArrayPtr dispatch_reshard(const ArrayPtr& x, ShardingPtr sharding);
 
