@@ -69,10 +69,18 @@ void init_mapping(py::module_& m) {
             in.push_back((*a)->aval());
           }
         if (!current_trace() && arrays.size() == ins.size()) {
-          // Eager: dispatched like a jitted call, so Ctrl-C reaches it.
+          // Eager: dispatched like a jitted call, then awaited with the GIL
+          // held, so Ctrl-C reaches it and its errors raise here, as JAX's do.
           ProgramPtr program = single_equation_program(prim, in, params, infer_avals(prim, in, params));
-          py::gil_scoped_release nogil;
-          for (ArrayPtr& r : dispatch_program(program, std::move(arrays))) outs.push_back(std::move(r));
+          std::vector<ArrayPtr> results;
+          {
+            py::gil_scoped_release nogil;
+            results = dispatch_program(program, std::move(arrays));
+          }
+          for (ArrayPtr& r : results) {
+            r->shards();  // waits (polling for Ctrl-C); raises what the devices raised
+            outs.push_back(std::move(r));
+          }
         } else {
           py::gil_scoped_release nogil;
           outs = meshsim::bind(prim, ins, params);
