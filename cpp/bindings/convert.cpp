@@ -9,9 +9,11 @@ DType to_dtype(const py::handle& obj) {
   return dtype_from_name(py::str(dt.attr("name")));
 }
 
-// NumPy spells the narrow floats other than float16 through ml_dtypes, as JAX does.
+// NumPy spells the narrow floats other than float16, and int4/uint4, through
+// ml_dtypes, as JAX does.
 py::dtype to_numpy_dtype(DType dt) {
-  if (!is_narrow_float(dt) || dt == DType::Float16) return py::dtype(std::string(dtype_name(dt)));
+  if ((!is_narrow_float(dt) || dt == DType::Float16) && !is_int4(dt))
+    return py::dtype(std::string(dtype_name(dt)));
   static py::object* ml_dtypes = new py::object(py::module_::import("ml_dtypes"));
   return py::dtype::from_args(ml_dtypes->attr(dtype_name(dt)));
 }

@@ -15,6 +15,8 @@ float8_e3m4 = _ml_dtypes.float8_e3m4
 float8_e4m3fnuz = _ml_dtypes.float8_e4m3fnuz
 float8_e5m2fnuz = _ml_dtypes.float8_e5m2fnuz
 float8_e4m3b11fnuz = _ml_dtypes.float8_e4m3b11fnuz
+int4 = _ml_dtypes.int4
+uint4 = _ml_dtypes.uint4
 
 
 def scalar_type_of(x) -> type:
@@ -23,6 +25,10 @@ def scalar_type_of(x) -> type:
     dtype = np.dtype(getattr(x, "dtype", np.asarray(x).dtype))
     if issubdtype(dtype, np.floating):
         return float
+    if issubdtype(dtype, np.complexfloating):
+        return complex
+    if issubdtype(dtype, np.integer):
+        return int
     return {"b": bool, "i": int, "u": int}[dtype.kind]
 
 

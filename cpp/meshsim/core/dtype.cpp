@@ -18,15 +18,17 @@ constexpr std::array<DTypeInfo, kNumDTypes> kInfo = {{
     {"bfloat16", "bf16", 2}, {"float16", "f16", 2}, {"float8_e4m3fn", "f8_e4m3fn", 1},
     {"float8_e5m2", "f8_e5m2", 1}, {"float8_e4m3", "f8_e4m3", 1}, {"float8_e3m4", "f8_e3m4", 1},
     {"float8_e4m3fnuz", "f8_e4m3fnuz", 1}, {"float8_e5m2fnuz", "f8_e5m2fnuz", 1},
-    {"float8_e4m3b11fnuz", "f8_e4m3b11fnuz", 1},
+    {"float8_e4m3b11fnuz", "f8_e4m3b11fnuz", 1}, {"complex64", "c64", 8}, {"complex128", "c128", 16},
+    {"int4", "i4", 1}, {"uint4", "u4", 1},
 }};
 
 std::atomic<bool> g_x64{false};
 std::atomic<bool> g_strict{false};
 
 // Nodes of JAX's promotion lattice (jax/_src/dtypes.py): one per dtype, plus
-// the weak categories i* and f* that Python scalars occupy.
-constexpr int kIntWeak = kNumDTypes, kFloatWeak = kNumDTypes + 1, kNodes = kNumDTypes + 2;
+// the weak categories i*, f* and c* that Python scalars occupy.
+constexpr int kIntWeak = kNumDTypes, kFloatWeak = kNumDTypes + 1, kComplexWeak = kNumDTypes + 2,
+              kNodes = kNumDTypes + 3;
 using NodeSet = std::bitset<kNodes>;
 
 int node(DType d) { return static_cast<int>(d); }
@@ -40,7 +42,8 @@ std::array<std::vector<int>, kNodes> standard_successors() {
   using D = DType;
   edge(node(D::Bool), {});
   s[node(D::Bool)].push_back(kIntWeak);
-  edge(kIntWeak, {D::UInt8, D::Int8});
+  // Four-bit integers sit below i* only: they never promote implicitly.
+  edge(kIntWeak, {D::UInt8, D::Int8, D::UInt4, D::Int4});
   edge(node(D::UInt8), {D::Int16, D::UInt16});
   edge(node(D::UInt16), {D::Int32, D::UInt32});
   edge(node(D::UInt32), {D::Int64, D::UInt64});
@@ -50,10 +53,14 @@ std::array<std::vector<int>, kNodes> standard_successors() {
   edge(node(D::Int32), {D::Int64});
   s[node(D::Int64)].push_back(kFloatWeak);
   // float8 formats sit below f* only: they never promote implicitly.
-  for (int d = node(D::BFloat16); d < kNumDTypes; ++d) s[kFloatWeak].push_back(d);
+  for (int d = node(D::BFloat16); d <= node(D::Float8E4M3B11FNUZ); ++d) s[kFloatWeak].push_back(d);
+  s[kFloatWeak].push_back(kComplexWeak);
   edge(node(D::BFloat16), {D::Float32});
   edge(node(D::Float16), {D::Float32});
-  edge(node(D::Float32), {D::Float64});
+  edge(node(D::Float32), {D::Float64, D::Complex64});
+  edge(node(D::Float64), {D::Complex128});
+  edge(kComplexWeak, {D::Complex64});
+  edge(node(D::Complex64), {D::Complex128});
   return s;
 }
 
@@ -61,10 +68,12 @@ std::array<std::vector<int>, kNodes> standard_successors() {
 std::array<std::vector<int>, kNodes> strict_successors() {
   std::array<std::vector<int>, kNodes> s;
   s[kIntWeak].push_back(kFloatWeak);
+  s[kFloatWeak].push_back(kComplexWeak);
   for (int d = 0; d < kNumDTypes; ++d) {
     const DType t = static_cast<DType>(d);
     if (is_integer(t)) s[kIntWeak].push_back(d);
     if (is_floating(t)) s[kFloatWeak].push_back(d);
+    if (is_complex(t)) s[kComplexWeak].push_back(d);
   }
   return s;
 }
@@ -88,6 +97,7 @@ int to_node(TypedDType t) {
   if (t.weak) {
     if (is_integer(t.dtype)) return kIntWeak;
     if (is_floating(t.dtype)) return kFloatWeak;
+    if (is_complex(t.dtype)) return kComplexWeak;
   }
   return node(t.dtype);
 }
@@ -95,6 +105,7 @@ int to_node(TypedDType t) {
 TypedDType from_node(int n) {
   if (n == kIntWeak) return {default_int_dtype(), true};
   if (n == kFloatWeak) return {default_float_dtype(), true};
+  if (n == kComplexWeak) return {x64_enabled() ? DType::Complex128 : DType::Complex64, true};
   return {static_cast<DType>(n)};
 }
 
@@ -103,6 +114,7 @@ TypedDType from_node(int n) {
 std::string node_str(int n) {
   if (n == kIntWeak) return "<class 'int'>";
   if (n == kFloatWeak) return "<class 'float'>";
+  if (n == kComplexWeak) return "<class 'complex'>";
   return dtype_name(static_cast<DType>(n));
 }
 
@@ -118,6 +130,10 @@ DType dtype_from_name(const std::string& name) {
   fail<TypeError>("meshsim does not support the dtype ", name);
 }
 
+void fail_unsupported_dtype(DType dt, const char* what) {
+  fail<TypeError>("this operation expects ", what, ", got ", dtype_name(dt));
+}
+
 bool x64_enabled() { return g_x64.load(); }
 void set_x64_enabled(bool on) { g_x64.store(on); }
 DType default_int_dtype() { return x64_enabled() ? DType::Int64 : DType::Int32; }
@@ -129,6 +145,7 @@ DType canonicalize_dtype(DType dt) {
     case DType::Int64: return DType::Int32;
     case DType::UInt64: return DType::UInt32;
     case DType::Float64: return DType::Float32;
+    case DType::Complex128: return DType::Complex64;
     default: return dt;
   }
 }
@@ -161,6 +178,11 @@ TypedDType promote_types(TypedDType a, TypedDType b) {
                              "avoid unintended promotion, 8-bit floats do not support implicit promotion. If "
                              "you'd like your inputs to be promoted to another type, you can do so explicitly "
                              "using e.g. x.astype('float32')");
+  if (is_int4(a.dtype) || is_int4(b.dtype))
+    fail<TypePromotionError>("Input dtypes ", nodes, " have no available implicit dtype promotion path. To "
+                             "avoid unintended promotion, 1-bit, 2-bit and 4-bit integers do not support "
+                             "implicit promotion. If you'd like your inputs to be promoted to another type, you "
+                             "can do so explicitly using e.g. x.astype('int32')");
   fail<TypePromotionError>("Input dtypes ", nodes, " have no available implicit dtype promotion path. Try "
                            "explicitly casting inputs to the desired output type.");
 }

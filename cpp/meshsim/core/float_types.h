@@ -176,7 +176,5 @@ template <> struct is_small_float<float16> : std::true_type {};
 template <int E, int M, int B, FloatFlavor F> struct is_small_float<float8<E, M, B, F>> : std::true_type {};
 template <class T> inline constexpr bool is_small_float_v = is_small_float<T>::value;
 
-// The type a kernel computes in for elements of type T.
-template <class T> using compute_type_t = std::conditional_t<is_small_float_v<T>, float, T>;
 
 }  // namespace meshsim

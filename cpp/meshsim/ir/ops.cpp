@@ -85,7 +85,7 @@ Value reshard_like(const Value& x, const Aval& aval) {
 }
 
 Value full(const Shape& shape, DType dtype, double value, bool weak_type) {
-  Tensor scalar = dispatch_dtype(dtype, [&](auto tag) {
+  Tensor scalar = dispatch_any_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
     return Tensor::scalar<T>(static_cast<T>(value));
   });

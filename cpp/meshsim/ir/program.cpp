@@ -165,13 +165,28 @@ std::string python_float_repr(double v) {
   return (negative ? "-" : "") + out;
 }
 
+// Python's repr of a complex number: parts without a trailing ".0", and a bare
+// imaginary number when the real part is +0: (1+2j), 2j, (-0-1j), (inf+nanj).
+std::string python_complex_repr(double re, double im) {
+  auto part = [](double v) {
+    std::string s = python_float_repr(v);
+    if (s.size() > 2 && s.compare(s.size() - 2, 2, ".0") == 0) s.resize(s.size() - 2);
+    return s;
+  };
+  const std::string imag = part(im) + "j";
+  if (re == 0 && !std::signbit(re)) return imag;
+  return "(" + part(re) + (std::signbit(im) || std::isnan(im) ? "" : "+") + imag + ")";
+}
+
 // A scalar constant as a jaxpr literal: 2.0:f32[], 3:i32[], True:bool[].
 std::optional<std::string> literal_text(const Tensor& t) {
   if (t.ndim() != 0) return std::nullopt;
-  std::string value = dispatch_dtype(t.dtype(), [&](auto tag) -> std::string {
+  std::string value = dispatch_any_dtype(t.dtype(), [&](auto tag) -> std::string {
     using T = decltype(tag);
     const T x = *t.data<T>();
     if constexpr (std::is_same_v<T, bool>) return x ? "True" : "False";
+    else if constexpr (is_complex_v<T>) return python_complex_repr(x.real(), x.imag());
+    else if constexpr (is_int4_v<T>) return std::to_string(x.value());
     else if constexpr (std::is_floating_point_v<T>) return python_float_repr(static_cast<double>(x));
     else if constexpr (is_small_float_v<T>) return python_float_repr(static_cast<double>(float(x)));
     else return std::to_string(x);

@@ -6,6 +6,24 @@
 
 namespace meshsim {
 
+// A 16-byte element (complex128) moved as one opaque word.
+struct Word16 {
+  uint64_t lo, hi;
+};
+
+// Calls f(W{}) with W an opaque word of `size` bytes (1, 2, 4, 8 or 16): kernels
+// that only move elements need no per-dtype instantiations.
+template <class F>
+decltype(auto) dispatch_word(size_t size, F&& f) {
+  switch (size) {
+    case 1: return f(uint8_t{});
+    case 2: return f(uint16_t{});
+    case 4: return f(uint32_t{});
+    case 8: return f(uint64_t{});
+    default: return f(Word16{});
+  }
+}
+
 // float32 and float64 only: for kernels that call BLAS or xsimd on the elements.
 template <class F>
 decltype(auto) dispatch_wide_float(DType dt, F&& f) {
@@ -32,6 +50,28 @@ decltype(auto) dispatch_float(DType dt, F&& f) {
     case DType::Float8E4M3B11FNUZ: return f(float8_e4m3b11fnuz{});
     default: fail<TypeError>("expected a floating-point dtype, got ", dtype_name(dt));
   }
+}
+
+// complex64 and complex128.
+template <class F>
+decltype(auto) dispatch_complex(DType dt, F&& f) {
+  if (dt == DType::Complex128) return f(complex128{});
+  if (dt == DType::Complex64) return f(complex64{});
+  fail<TypeError>("expected a complex dtype, got ", dtype_name(dt));
+}
+
+// Every floating-point and complex dtype.
+template <class F>
+decltype(auto) dispatch_inexact(DType dt, F&& f) {
+  if (is_complex(dt)) return dispatch_complex(dt, std::forward<F>(f));
+  return dispatch_float(dt, std::forward<F>(f));
+}
+
+// float32, float64, complex64 and complex128: for kernels that call BLAS.
+template <class F>
+decltype(auto) dispatch_wide_inexact(DType dt, F&& f) {
+  if (is_complex(dt)) return dispatch_complex(dt, std::forward<F>(f));
+  return dispatch_wide_float(dt, std::forward<F>(f));
 }
 
 template <class F>
@@ -61,6 +101,13 @@ template <class F>
 decltype(auto) dispatch_wide_numeric(DType dt, F&& f) {
   if (is_floating(dt)) return dispatch_wide_float(dt, std::forward<F>(f));
   return dispatch_integer(dt, std::forward<F>(f));
+}
+
+// Integers, floats and complex numbers (no bool).
+template <class F>
+decltype(auto) dispatch_number(DType dt, F&& f) {
+  if (is_complex(dt)) return dispatch_complex(dt, std::forward<F>(f));
+  return dispatch_numeric(dt, std::forward<F>(f));
 }
 
 // Bool and integers (bitwise ops).

@@ -12,6 +12,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "meshsim/core/tensor.h"
+#include "meshsim/kernels/complex_math.h"
 #include "meshsim/kernels/strided.h"
 
 namespace meshsim {
@@ -154,6 +155,8 @@ inline compute_type_t<T> to_compute(T x) {
   if constexpr (std::is_same_v<T, bfloat16>) {
     const float f = x;
     return std::fabs(f) < std::numeric_limits<float>::min() ? f * 0.0f : f;  // keeps the sign
+  } else if constexpr (is_complex_v<T>) {
+    return flush_subnormal(x);
   } else {
     return static_cast<compute_type_t<T>>(x);
   }
@@ -162,6 +165,8 @@ template <class T>
 inline T from_compute(compute_type_t<T> y) {
   if constexpr (std::is_same_v<T, bfloat16>)
     return T(std::fabs(y) < std::numeric_limits<float>::min() ? y * 0.0f : y);
+  else if constexpr (is_complex_v<T>)
+    return flush_subnormal(y);
   else
     return static_cast<T>(y);
 }

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "meshsim/kernels/integer_wrap.h"
+#include "meshsim/kernels/complex_math.h"
 
 namespace meshsim {
 
@@ -118,13 +119,23 @@ template <class T> T integer_pow_op(T x, int64_t y) {
     n >>= 1;
     if (n > 0) x = mul_op(x, x);
   }
-  return y < 0 ? T(1) / acc : acc;
+  return y < 0 ? div_op(T(1), acc) : acc;
 }
 
 // Casts saturate from float to integer, with NaN -> 0 (XLA's convert on CPU);
-// integer narrowing wraps.
+// integer narrowing wraps. `x` is the input's compute value (float32 for the
+// narrow floats, int for the four-bit integers). Complex to real keeps the
+// real part, also for bool (XLA's convert tests the real part only).
 template <class Out, class In> Out convert_op(In x) {
-  if constexpr (std::is_same_v<Out, bool>) {
+  if constexpr (is_complex_v<In> && is_complex_v<Out>) {
+    using P = typename Out::value_type;
+    return Out(static_cast<P>(x.real()), static_cast<P>(x.imag()));
+  } else if constexpr (is_complex_v<In>) {
+    return convert_op<Out>(x.real());
+  } else if constexpr (is_complex_v<Out>) {
+    using P = typename Out::value_type;
+    return Out(static_cast<P>(compute_type_t<In>(x)), P(0));
+  } else if constexpr (std::is_same_v<Out, bool>) {
     return x != In(0);
   } else if constexpr (std::is_floating_point_v<In> && std::is_integral_v<Out>) {
     if (std::isnan(x)) return Out(0);

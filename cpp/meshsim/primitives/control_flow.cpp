@@ -75,7 +75,6 @@ int64_t scalar_value(const Tensor& t) {
   return *t.contiguous().data<int32_t>();
 }
 
-bool is_inexact(DType d) { return is_floating(d); }
 
 // --- cond --------------------------------------------------------------------
 // cond(index, *operands; branches): runs branches[clamp(index)] on operands.

@@ -69,14 +69,14 @@ void pow_primitive() {
   };
   p.abstract_eval = [](const Avals& in, const Params&) {
     const Aval &x = in[0], &y = in[1];
-    check_dtype("pow", Accepts::Float, x.dtype, 0);
-    check_dtype("pow", Accepts::Numeric, y.dtype, 1);
+    check_dtype("pow", Accepts::Inexact, x.dtype, 0);
+    check_dtype("pow", Accepts::Number, y.dtype, 1);
     if (!is_integer(y.dtype)) check_same_dtypes("pow", x, y);
     check_same_shapes("pow", x, y);
     return Avals{like(x, x.shape, x.dtype, x.weak_type && y.weak_type)};
   };
   p.kernel = [](const Tensors& in, const Params&, const Avals& out) {
-    return dispatch_float(in[0].dtype(), [&](auto tag) {
+    return dispatch_inexact(in[0].dtype(), [&](auto tag) {
       using T = decltype(tag);
       Tensor y = in[1];
       if (y.dtype() != out[0].dtype) {
@@ -85,7 +85,7 @@ void pow_primitive() {
           return map_unary<I, T>(in[1], out[0].dtype, [](I v) { return static_cast<T>(static_cast<compute_type_t<T>>(v)); });
         });
       }
-      return Tensors{map_binary<T, T>(in[0], y, out[0].dtype, [](T a, T b) { return T(std::pow(compute_type_t<T>(a), compute_type_t<T>(b))); })};
+      return Tensors{map_binary<T, T>(in[0], y, out[0].dtype, [](T a, T b) { return T(pow_op(compute_type_t<T>(a), compute_type_t<T>(b))); })};
     });
   };
   register_primitive(std::move(p));
@@ -96,15 +96,15 @@ void pow_primitive() {
 
 void elementwise::register_binary_elementwise_primitives() {
   auto pass = [](auto& g, auto&, auto&, auto&) { return g; };
-  binary<Accepts::Numeric>("add", [](auto x, auto y) { return add_op(x, y); }, d2(pass, pass));
+  binary<Accepts::Number>("add", [](auto x, auto y) { return add_op(x, y); }, d2(pass, pass));
   // add_any: the sum of two cotangents (as JAX names it in jaxprs).
-  binary<Accepts::Numeric>("add_any", [](auto x, auto y) { return add_op(x, y); }, d2(pass, pass));
-  binary<Accepts::Numeric>("sub", [](auto x, auto y) { return sub_op(x, y); },
+  binary<Accepts::Number>("add_any", [](auto x, auto y) { return add_op(x, y); }, d2(pass, pass));
+  binary<Accepts::Number>("sub", [](auto x, auto y) { return sub_op(x, y); },
                            d2(pass, [](auto& g, auto&, auto&, auto&) { return op::neg(g); }));
-  binary<Accepts::Numeric>("mul", [](auto x, auto y) { return mul_op(x, y); },
+  binary<Accepts::Number>("mul", [](auto x, auto y) { return mul_op(x, y); },
                            d2([](auto& g, auto&, auto& y, auto&) { return op::mul(g, y); },
                               [](auto& g, auto& x, auto&, auto&) { return op::mul(x, g); }));
-  binary<Accepts::Numeric>("div", [](auto x, auto y) { return div_op(x, y); },
+  binary<Accepts::Number>("div", [](auto x, auto y) { return div_op(x, y); },
                            d2([](auto& g, auto&, auto& y, auto&) { return op::div(g, y); },
                               [](auto& g, auto& x, auto& y, auto&) {
                                 return op::neg(op::mul(op::mul(g, op::integer_pow(y, -2)), x));
@@ -130,12 +130,12 @@ void elementwise::register_binary_elementwise_primitives() {
   nextafter_primitive();
   pow_primitive();
 
-  comparison("eq", [](auto x, auto y) { return x == y; });
-  comparison("ne", [](auto x, auto y) { return x != y; });
-  comparison("lt", [](auto x, auto y) { return x < y; });
-  comparison("le", [](auto x, auto y) { return x <= y; });
-  comparison("gt", [](auto x, auto y) { return x > y; });
-  comparison("ge", [](auto x, auto y) { return x >= y; });
+  comparison<true>("eq", [](auto x, auto y) { return x == y; });
+  comparison<true>("ne", [](auto x, auto y) { return x != y; });
+  comparison<false>("lt", [](auto x, auto y) { return x < y; });
+  comparison<false>("le", [](auto x, auto y) { return x <= y; });
+  comparison<false>("gt", [](auto x, auto y) { return x > y; });
+  comparison<false>("ge", [](auto x, auto y) { return x >= y; });
 }
 
 }  // namespace meshsim

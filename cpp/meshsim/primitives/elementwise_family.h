@@ -2,7 +2,8 @@
 // error texts, VJP helpers, and one registration template per op family
 // (unary, unary in SIMD batches, predicate, binary, comparison). A family's
 // kernel is instantiated per accepted dtype; narrow floats compute in float32
-// (compute_type_t) and round back to nearest even.
+// (compute_type_t) and round back to nearest even, four-bit integers in int8,
+// complex numbers as std::complex with XLA's formulas (complex_math.h).
 #pragma once
 #include <functional>
 #include <string>
@@ -10,6 +11,7 @@
 
 #include "meshsim/ir/ops.h"
 #include "meshsim/ir/primitive.h"
+#include "meshsim/kernels/cast.h"
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/kernels/elementwise.h"
 
@@ -18,15 +20,20 @@ namespace meshsim::elementwise {
 // ---------------------------------------------------------------------------
 // Dtype acceptance, worded as JAX's errors.
 
-enum class Accepts { Float, Numeric, SignedNumeric, Integer, Bitwise, Any };
+// Numeric: integers and floats; Number: also complex; Inexact: floats and
+// complex; Ordered: everything but complex (comparisons other than eq/ne).
+enum class Accepts { Float, Inexact, Numeric, Number, SignedNumber, Integer, Bitwise, Ordered, Any };
 
 inline bool accepts(Accepts a, DType dt) {
   switch (a) {
     case Accepts::Float: return is_floating(dt);
-    case Accepts::Numeric: return !is_bool(dt);
-    case Accepts::SignedNumeric: return is_floating(dt) || is_signed_int(dt);
+    case Accepts::Inexact: return is_inexact(dt);
+    case Accepts::Numeric: return !is_bool(dt) && !is_complex(dt);
+    case Accepts::Number: return !is_bool(dt);
+    case Accepts::SignedNumber: return is_inexact(dt) || is_signed_int(dt);
     case Accepts::Integer: return is_integer(dt);
     case Accepts::Bitwise: return is_bool(dt) || is_integer(dt);
+    case Accepts::Ordered: return !is_complex(dt);
     case Accepts::Any: return true;
   }
   return false;
@@ -35,26 +42,46 @@ inline bool accepts(Accepts a, DType dt) {
 inline const char* accepted_kinds(Accepts a) {
   switch (a) {
     case Accepts::Float: return "floating";
+    case Accepts::Inexact: return "floating, complexfloating";
     case Accepts::Numeric: return "integer, floating";
-    case Accepts::SignedNumeric: return "signedinteger, floating";
+    case Accepts::Number: return "integer, floating, complexfloating";
+    case Accepts::SignedNumber: return "signedinteger, floating, complexfloating";
     case Accepts::Integer: return "integer";
     case Accepts::Bitwise: return "integer, bool";
+    case Accepts::Ordered: return "integer, floating, bool";
     case Accepts::Any: return "any";
   }
   return "";
 }
 
 // Dispatch limited to the accepted dtypes, so each op is instantiated only
-// where it means something (SignedNumeric reuses Numeric: the unsigned
-// instantiations are never reached).
+// where it means something (SignedNumber reuses Number: the unsigned
+// instantiations are never reached). Four-bit integers never get here: the
+// kernels widen them first (widened_int4).
 template <Accepts A, class F>
 decltype(auto) dispatch_accepted(DType dt, F&& f) {
   if constexpr (A == Accepts::Float) return dispatch_float(dt, std::forward<F>(f));
-  else if constexpr (A == Accepts::Numeric || A == Accepts::SignedNumeric)
-    return dispatch_numeric(dt, std::forward<F>(f));
+  else if constexpr (A == Accepts::Inexact) return dispatch_inexact(dt, std::forward<F>(f));
+  else if constexpr (A == Accepts::Numeric) return dispatch_numeric(dt, std::forward<F>(f));
+  else if constexpr (A == Accepts::Number || A == Accepts::SignedNumber)
+    return dispatch_number(dt, std::forward<F>(f));
   else if constexpr (A == Accepts::Integer) return dispatch_integer(dt, std::forward<F>(f));
   else if constexpr (A == Accepts::Bitwise) return dispatch_bitwise(dt, std::forward<F>(f));
   else return dispatch_dtype(dt, std::forward<F>(f));
+}
+
+// int4 / uint4 operands computed in int8 / uint8 and the results narrowed
+// back (wrapping), as XLA on CPU computes four-bit integers.
+template <class Kernel>
+Tensors widened_int4(const Tensors& in, const Avals& out, Kernel&& kernel) {
+  auto wide = [](DType dt) { return dt == DType::Int4 ? DType::Int8 : dt == DType::UInt4 ? DType::UInt8 : dt; };
+  Tensors win;
+  for (const Tensor& t : in) win.push_back(cast(t, wide(t.dtype())));
+  Avals wout = out;
+  for (Aval& a : wout) a.dtype = wide(a.dtype);
+  Tensors r = kernel(win, wout);
+  for (size_t i = 0; i < r.size(); ++i) r[i] = cast(r[i], out[i].dtype);
+  return r;
 }
 
 // `position` is the operand index for n-ary ops, -1 for unary ones.
@@ -133,7 +160,7 @@ inline Avals same_type_as_input(const std::string& name, Accepts a, const Avals&
 // Op is a generic functor: template <class T> T operator()(T) const.
 // kFlush: the op is float arithmetic, which XLA runs with denormals flushed
 // (see to_compute); sign and rounding operations are not.
-template <Accepts A, bool kFlush = (A == Accepts::Float), class Op>
+template <Accepts A, bool kFlush = (A == Accepts::Float || A == Accepts::Inexact), class Op>
 void unary(const std::string& name, Op op, VjpRule vjp = nullptr) {
   Primitive p;
   p.name = name;
@@ -142,15 +169,19 @@ void unary(const std::string& name, Op op, VjpRule vjp = nullptr) {
   p.zero_derivative = rule && *rule == zero_vjp;
   p.vjp = std::move(vjp);
   p.abstract_eval = [name](const Avals& in, const Params&) { return same_type_as_input(name, A, in); };
-  p.kernel = [op](const Tensors& in, const Params&, const Avals& out) {
-    return dispatch_accepted<A>(in[0].dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      using C = compute_type_t<T>;
-      return Tensors{map_unary<T, T>(in[0], out[0].dtype, [&](T x) {
-        if constexpr (kFlush) return from_compute<T>(static_cast<C>(op(to_compute(x))));
-        else return static_cast<T>(op(C(x)));
-      })};
-    });
+  p.kernel = [op](const Tensors& in_, const Params&, const Avals& out_) {
+    auto run = [&](const Tensors& in, const Avals& out) {
+      return dispatch_accepted<A>(in[0].dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        using C = compute_type_t<T>;
+        return Tensors{map_unary<T, T>(in[0], out[0].dtype, [&](T x) {
+          if constexpr (kFlush) return from_compute<T>(static_cast<C>(op(to_compute(x))));
+          else return static_cast<T>(op(C(x)));
+        })};
+      });
+    };
+    if (is_int4(in_[0].dtype())) return widened_int4(in_, out_, run);
+    return run(in_, out_);
   };
   register_primitive(std::move(p));
 }
@@ -166,9 +197,14 @@ void unary_simd(const std::string& name, VecOp vec_op, ScalarOp scalar_op, doubl
   p.elementwise = true;
   p.vjp = std::move(vjp);
   p.abstract_eval = [name](const Avals& in, const Params&) {
-    return same_type_as_input(name, Accepts::Float, in);
+    return same_type_as_input(name, Accepts::Inexact, in);
   };
-  p.kernel = [vec_op, scalar_op, vec_limit](const Tensors& in, const Params&, const Avals&) {
+  p.kernel = [vec_op, scalar_op, vec_limit](const Tensors& in, const Params&, const Avals& out) {
+    if (is_complex(in[0].dtype()))
+      return dispatch_complex(in[0].dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        return Tensors{map_unary<T, T>(in[0], out[0].dtype, [&](T x) { return static_cast<T>(scalar_op(x)); })};
+      });
     return dispatch_float(in[0].dtype(), [&](auto tag) {
       using C = compute_type_t<decltype(tag)>;
       return Tensors{map_unary_simd<decltype(tag)>(in[0], vec_op,
@@ -215,7 +251,9 @@ inline Aval binary_aval(const std::string& name, Accepts a, const Avals& in, DTy
 }
 
 // kFlush as for unary: arithmetic flushes denormals, max/min and bit operations do not.
-template <Accepts A, bool kFlush = (A == Accepts::Float || A == Accepts::Numeric), class Op>
+template <Accepts A, bool kFlush = (A == Accepts::Float || A == Accepts::Inexact || A == Accepts::Numeric ||
+                                    A == Accepts::Number),
+          class Op>
 void binary(const std::string& name, Op op, VjpRule vjp = nullptr) {
   Primitive p;
   p.name = name;
@@ -224,36 +262,47 @@ void binary(const std::string& name, Op op, VjpRule vjp = nullptr) {
   p.abstract_eval = [name](const Avals& in, const Params&) {
     return Avals{binary_aval(name, A, in, in[0].dtype)};
   };
-  p.kernel = [op](const Tensors& in, const Params&, const Avals& out) {
-    return dispatch_accepted<A>(in[0].dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      using C = compute_type_t<T>;
-      return Tensors{map_binary<T, T>(in[0], in[1], out[0].dtype,
-                                      [&](T x, T y) {
-                                        if constexpr (kFlush)
-                                          return from_compute<T>(static_cast<C>(op(to_compute(x), to_compute(y))));
-                                        else return static_cast<T>(op(C(x), C(y)));
-                                      })};
-    });
+  p.kernel = [op](const Tensors& in_, const Params&, const Avals& out_) {
+    auto run = [&](const Tensors& in, const Avals& out) {
+      return dispatch_accepted<A>(in[0].dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        using C = compute_type_t<T>;
+        return Tensors{map_binary<T, T>(in[0], in[1], out[0].dtype, [&](T x, T y) {
+          if constexpr (kFlush) return from_compute<T>(static_cast<C>(op(to_compute(x), to_compute(y))));
+          else return static_cast<T>(op(C(x), C(y)));
+        })};
+      });
+    };
+    if (is_int4(in_[0].dtype())) return widened_int4(in_, out_, run);
+    return run(in_, out_);
   };
   register_primitive(std::move(p));
 }
 
-template <class Op>
+// kEquality: eq and ne, which also compare complex numbers.
+template <bool kEquality, class Op>
 void comparison(const std::string& name, Op op) {
   Primitive p;
   p.name = name;
   p.elementwise = true;
   p.abstract_eval = [name](const Avals& in, const Params&) {
-    return Avals{binary_aval(name, Accepts::Any, in, DType::Bool)};  // weak if both operands are
+    // weak if both operands are
+    return Avals{binary_aval(name, kEquality ? Accepts::Any : Accepts::Ordered, in, DType::Bool)};
   };
-  p.kernel = [op](const Tensors& in, const Params&, const Avals&) {
-    return dispatch_dtype(in[0].dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      using C = compute_type_t<T>;
-      return Tensors{map_binary<T, bool>(in[0], in[1], DType::Bool,
-                                         [&](T x, T y) { return bool(op(C(x), C(y))); })};
-    });
+  p.kernel = [op](const Tensors& in_, const Params&, const Avals& out_) {
+    auto run = [&](const Tensors& in, const Avals&) {
+      auto compare = [&](auto tag) {
+        using T = decltype(tag);
+        using C = compute_type_t<T>;
+        return Tensors{map_binary<T, bool>(in[0], in[1], DType::Bool,
+                                           [&](T x, T y) { return bool(op(C(x), C(y))); })};
+      };
+      if constexpr (kEquality)
+        if (is_complex(in[0].dtype())) return dispatch_complex(in[0].dtype(), compare);
+      return dispatch_dtype(in[0].dtype(), compare);
+    };
+    if (is_int4(in_[0].dtype())) return widened_int4(in_, out_, run);
+    return run(in_, out_);
   };
   register_primitive(std::move(p));
 }
@@ -264,5 +313,6 @@ void register_unary_elementwise_primitives();
 void register_integer_elementwise_primitives();
 void register_binary_elementwise_primitives();
 void register_select_convert_primitives();
+void register_complex_elementwise_primitives();
 
 }  // namespace meshsim::elementwise

@@ -98,12 +98,7 @@ Tensor select_n_kernel(const Tensors& in, const Avals& out) {
     }
     return result;
   };
-  switch (itemsize(out[0].dtype)) {
-    case 1: return select_bits(uint8_t{});
-    case 2: return select_bits(uint16_t{});
-    case 4: return select_bits(uint32_t{});
-    default: return select_bits(uint64_t{});
-  }
+  return dispatch_word(itemsize(out[0].dtype), select_bits);
 }
 
 // ---- sharding in types: rules and local plans (sharding/rules.h) ----------------
@@ -207,7 +202,7 @@ void convert_element_type_primitive() {
   p.elementwise = true;
   p.vjp = [](const VjpArgs& a) {
     const Aval& x = aval_of(a.in[0]);
-    if (!is_floating(x.dtype)) return Cotangents(1);
+    if (!is_inexact(x.dtype)) return Cotangents(1);
     return Cotangents{op::cast_like(*a.ct[0], x)};
   };
   p.abstract_eval = [](const Avals& in, const Params& params) {
@@ -216,9 +211,9 @@ void convert_element_type_primitive() {
   };
   p.kernel = [](const Tensors& in, const Params&, const Avals& out) {
     if (in[0].dtype() == out[0].dtype) return Tensors{in[0]};  // only the weak type changes
-    return dispatch_dtype(in[0].dtype(), [&](auto from) {
+    return dispatch_any_dtype(in[0].dtype(), [&](auto from) {
       using In = decltype(from);
-      return dispatch_dtype(out[0].dtype, [&](auto to) {
+      return dispatch_any_dtype(out[0].dtype, [&](auto to) {
         using Out = decltype(to);
         return Tensors{map_unary<In, Out>(in[0], out[0].dtype, [](In x) { return convert_op<Out>(compute_type_t<In>(x)); })};
       });

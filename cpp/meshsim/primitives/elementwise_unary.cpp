@@ -12,6 +12,25 @@ namespace meshsim {
 namespace {
 using namespace elementwise;
 
+// XLA squares a complex number as (x - y)(x + y) + 2xy i, with a real part of
+// exactly +0.0 where |x| = |y| is finite (no -0.0), NaN where both are infinite.
+template <class T> T square_op(T x) { return mul_op(x, x); }
+template <class F>
+std::complex<F> square_op(std::complex<F> z_in) {
+  const std::complex<F> z = flush_subnormal(z_in);
+  const F x = z.real(), y = z.imag();
+  const F re = std::fabs(x) == std::fabs(y) && std::isfinite(x) ? F(0) : (x - y) * (x + y);
+  return flush_subnormal(std::complex<F>(re, F(2) * x * y));
+}
+
+// XLA's sqrt reads a zero imaginary part as +0.0 whatever its sign, also off
+// the branch cut: sqrt(2 - 0j) = sqrt(2) + 0j.
+template <class T> T positive_zero_imag(T x) { return x; }
+template <class F>
+std::complex<F> positive_zero_imag(std::complex<F> z) {
+  return z.imag() == 0 ? std::complex<F>(z.real(), F(0)) : z;
+}
+
 void round_primitive() {
   Primitive p;
   p.name = "round";
@@ -75,11 +94,11 @@ void integer_pow_primitive() {
     if (y < 0 && is_integer(in[0].dtype))
       fail<TypeError>("Integers cannot be raised to negative powers, got integer_pow(",
                       in[0].str_short(), ", ", y, ")");
-    return same_type_as_input("integer_pow", Accepts::Numeric, in);
+    return same_type_as_input("integer_pow", Accepts::Number, in);
   };
   p.kernel = [](const Tensors& in, const Params& params, const Avals& out) {
     const int64_t y = params.get<int64_t>("y");
-    return dispatch_numeric(in[0].dtype(), [&](auto tag) {
+    return dispatch_number(in[0].dtype(), [&](auto tag) {
       using T = decltype(tag);
       if constexpr (!is_small_float_v<T>) {
         // integer_pow_op's products for the common small powers, as loops that vectorise.
@@ -102,31 +121,27 @@ void integer_pow_primitive() {
 
 void elementwise::register_unary_elementwise_primitives() {
   constexpr double kInf = std::numeric_limits<double>::infinity();
-  unary<Accepts::Numeric>("neg", [](auto x) { return neg_op(x); },
+  unary<Accepts::Number>("neg", [](auto x) { return neg_op(x); },
                           d1([](auto& g, auto&, auto&) { return op::neg(g); }));
-  unary<Accepts::SignedNumeric>("abs", [](auto x) { return abs_op(x); },
-                                d1([](auto& g, auto& x, auto&) {
-                                  return op::select(op::ge(x, c(x, 0.0)), g, op::neg(g));
-                                }));
-  unary<Accepts::Numeric>("sign", [](auto x) { return sign_op(x); }, zero_vjp);
-  unary<Accepts::Numeric, true>("square", [](auto x) { return mul_op(x, x); },
+  unary<Accepts::Number>("sign", [](auto x) { return sign_op(x); }, zero_vjp);
+  unary<Accepts::Number, true>("square", [](auto x) { return square_op(x); },
                           d1([](auto& g, auto& x, auto&) { return op::mul(g, op::mul(c(x, 2.0), x)); }));
   unary<Accepts::Float, false>("floor", [](auto x) { return std::floor(x); }, zero_vjp);
   unary<Accepts::Float, false>("ceil", [](auto x) { return std::ceil(x); }, zero_vjp);
   // xsimd's exp overflows and loses the subnormal range slightly early: |x| >= 87 runs std::exp.
   unary_simd("exp", [](auto x) { return xsimd::exp(x); }, [](auto x) { return std::exp(x); }, 87.0,
              d1([](auto& g, auto&, auto& y) { return op::mul(g, y); }));
-  unary<Accepts::Float>("exp2", [](auto x) { return std::exp2(x); },
+  unary<Accepts::Inexact>("exp2", [](auto x) { return exp2_op(x); },
                         d1([](auto& g, auto&, auto& y) { return op::mul(op::mul(c(y, kLn2), g), y); }));
   unary_simd("log", [](auto x) { return xsimd::log(x); }, [](auto x) { return std::log(x); }, kInf,
              d1([](auto& g, auto& x, auto&) { return op::div(g, x); }));
-  unary_simd("log1p", [](auto x) { return xsimd::log1p(x); }, [](auto x) { return std::log1p(x); }, kInf,
+  unary_simd("log1p", [](auto x) { return xsimd::log1p(x); }, [](auto x) { return log1p_op(x); }, kInf,
              d1([](auto& g, auto& x, auto&) { return op::div(g, op::add(x, c(x, 1.0))); }));
-  unary_simd("expm1", [](auto x) { return xsimd::expm1(x); }, [](auto x) { return std::expm1(x); }, 87.0,
+  unary_simd("expm1", [](auto x) { return xsimd::expm1(x); }, [](auto x) { return expm1_op(x); }, 87.0,
              d1([](auto& g, auto&, auto& y) { return op::mul(g, op::add(y, c(y, 1.0))); }));
-  unary<Accepts::Float>("sqrt", [](auto x) { return std::sqrt(x); },
+  unary<Accepts::Inexact>("sqrt", [](auto x) { return sqrt_op(positive_zero_imag(x)); },
                         d1([](auto& g, auto&, auto& y) { return op::mul(g, op::div(c(y, 0.5), y)); }));
-  unary<Accepts::Float>("rsqrt", [](auto x) { return decltype(x)(1) / std::sqrt(x); },
+  unary<Accepts::Inexact>("rsqrt", [](auto x) { return rsqrt_op(x); },
                         d1([](auto& g, auto& x, auto& y) {
                           return op::mul(g, op::mul(c(x, -0.5), op::div(y, x)));
                         }));
@@ -142,35 +157,35 @@ void elementwise::register_unary_elementwise_primitives() {
              }));
   // XLA's CPU sin and cos are libm's (sinf/cosf for float32), bit for bit; xsimd's differ by an
   // ulp on ~15% of inputs, which shows in printed values.
-  unary<Accepts::Float>("sin", [](auto x) { return std::sin(x); },
+  unary<Accepts::Inexact>("sin", [](auto x) { return std::sin(x); },
                         d1([](auto& g, auto& x, auto&) { return op::mul(g, op::cos(x)); }));
-  unary<Accepts::Float>("cos", [](auto x) { return std::cos(x); },
+  unary<Accepts::Inexact>("cos", [](auto x) { return std::cos(x); },
                         d1([](auto& g, auto& x, auto&) { return op::neg(op::mul(g, op::sin(x))); }));
-  unary<Accepts::Float>("tan", [](auto x) { return std::tan(x); },
+  unary<Accepts::Inexact>("tan", [](auto x) { return std::tan(x); },
                         d1([](auto& g, auto&, auto& y) { return op::mul(g, op::add(c(y, 1.0), op::square(y))); }));
-  unary<Accepts::Float>("asin", [](auto x) { return std::asin(x); },
+  unary<Accepts::Inexact>("asin", [](auto x) { return std::asin(x); },
                         d1([](auto& g, auto& x, auto&) {
                           return op::mul(g, op::rsqrt(op::sub(c(x, 1.0), op::square(x))));
                         }));
-  unary<Accepts::Float>("acos", [](auto x) { return std::acos(x); },
+  unary<Accepts::Inexact>("acos", [](auto x) { return std::acos(x); },
                         d1([](auto& g, auto& x, auto&) {
                           return op::neg(op::mul(g, op::rsqrt(op::sub(c(x, 1.0), op::square(x)))));
                         }));
-  unary<Accepts::Float>("atan", [](auto x) { return std::atan(x); },
+  unary<Accepts::Inexact>("atan", [](auto x) { return std::atan(x); },
                         d1([](auto& g, auto& x, auto&) { return op::div(g, op::add(c(x, 1.0), op::square(x))); }));
-  unary<Accepts::Float>("sinh", [](auto x) { return std::sinh(x); },
+  unary<Accepts::Inexact>("sinh", [](auto x) { return std::sinh(x); },
                         d1([](auto& g, auto& x, auto&) { return op::mul(g, op::cosh(x)); }));
-  unary<Accepts::Float>("cosh", [](auto x) { return std::cosh(x); },
+  unary<Accepts::Inexact>("cosh", [](auto x) { return std::cosh(x); },
                         d1([](auto& g, auto& x, auto&) { return op::mul(g, op::sinh(x)); }));
-  unary<Accepts::Float>("asinh", [](auto x) { return std::asinh(x); },
+  unary<Accepts::Inexact>("asinh", [](auto x) { return std::asinh(x); },
                         d1([](auto& g, auto& x, auto&) {
                           return op::mul(g, op::rsqrt(op::add(op::square(x), c(x, 1.0))));
                         }));
-  unary<Accepts::Float>("acosh", [](auto x) { return std::acosh(x); },
+  unary<Accepts::Inexact>("acosh", [](auto x) { return std::acosh(x); },
                         d1([](auto& g, auto& x, auto&) {
                           return op::mul(g, op::rsqrt(op::sub(op::square(x), c(x, 1.0))));
                         }));
-  unary<Accepts::Float>("atanh", [](auto x) { return std::atanh(x); },
+  unary<Accepts::Inexact>("atanh", [](auto x) { return std::atanh(x); },
                         d1([](auto& g, auto& x, auto&) {
                           return op::div(op::mul(g, op::integer_pow(op::add(c(x, 1.0), x), -1)), op::sub(c(x, 1.0), x));
                         }));

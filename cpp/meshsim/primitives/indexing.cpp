@@ -215,6 +215,10 @@ template <class T>
 T default_fill() {
   if constexpr (std::is_same_v<T, bool>) return true;
   else if constexpr (std::is_floating_point_v<T>) return std::numeric_limits<T>::quiet_NaN();
+  else if constexpr (is_complex_v<T>) {
+    const auto nan = std::numeric_limits<typename T::value_type>::quiet_NaN();
+    return T(nan, nan);
+  } else if constexpr (is_int4_v<T>) return T(T::kIsSigned ? T::kMin : T::kMax);
   else if constexpr (std::is_signed_v<T>) return std::numeric_limits<T>::lowest();
   else return std::numeric_limits<T>::max();
 }
@@ -678,7 +682,7 @@ void gather() {
     Layout l = layout_of(params, in[1].shape(), x.ndim());
     auto boff = batch_offsets(x, &in[1], l, parse_mode("gather", params, false));
     Tensor res = Tensor::empty(x.dtype(), out[0].shape);
-    dispatch_dtype(x.dtype(), [&](auto tag) {
+    dispatch_any_dtype(x.dtype(), [&](auto tag) {
       using T = decltype(tag);
       const T* src = x.data<T>();
       T* dst = res.data<T>();
@@ -888,7 +892,7 @@ void dynamic_update_slice() {
     const Tensor& upd = in[1];
     Tensor res = in[0].copy();
     Tensor window = res.view(upd.shape(), res.strides(), window_offset(res, &in[2], upd.shape()));
-    dispatch_dtype(res.dtype(), [&](auto tag) {
+    dispatch_any_dtype(res.dtype(), [&](auto tag) {
       using T = decltype(tag);
       T* dst = window.data<T>();
       const T* src = upd.data<T>();

@@ -94,6 +94,7 @@ void check_operand_dims(const char* side, const Aval& x, const IntList& contract
 // (floats over integers, wider over narrower, signed over unsigned).
 int precision_rank(DType dt) {
   const int bits = static_cast<int>(itemsize(dt) * 8);
+  if (is_complex(dt)) return 2000 + bits;
   if (is_floating(dt)) return 1000 + bits;
   if (is_bool(dt)) return 0;
   return 2 * bits + (is_signed_int(dt) ? 1 : 0);
@@ -106,7 +107,7 @@ DType dot_result_dtype(const Aval& x, const Aval& y, const Params& params) {
   if (params.is_none("preferred_element_type")) return dt;
   const DType preferred = params.get<DType>("preferred_element_type");
   const int bits = is_bool(dt) ? 1 : static_cast<int>(itemsize(dt) * 8);
-  if (!is_floating(dt) && preferred != dt && static_cast<int>(itemsize(preferred) * 8) < bits)
+  if (!is_inexact(dt) && preferred != dt && static_cast<int>(itemsize(preferred) * 8) < bits)
     fail<TypeError>("`preferred_element_type` must not be narrower than the original type, got "
                     "preferred_element_type of ", dtype_name(preferred), " for result type of ",
                     dtype_name(dt), ".");
@@ -221,12 +222,21 @@ void blas_gemm(const BlasOperand& a, const BlasOperand& b, int64_t m, int64_t n,
     const int64_t mr = std::min(rows, m - r);
     // Row r of op(A): row r of A, or column r of a transposed A.
     const T* ar = pa + (a.trans ? r : r * a.ld);
-    if constexpr (std::is_same_v<T, float>)
+    if constexpr (std::is_same_v<T, float>) {
       cblas_sgemm(CblasRowMajor, op(a.trans), op(b.trans), mr, n, k, 1.0f, ar, a.ld, pb, b.ld, 0.0f,
                   c + r * n, n);
-    else
+    } else if constexpr (std::is_same_v<T, double>) {
       cblas_dgemm(CblasRowMajor, op(a.trans), op(b.trans), mr, n, k, 1.0, ar, a.ld, pb, b.ld, 0.0,
                   c + r * n, n);
+    } else {  // complex: plain transposes, never conjugated
+      const T one(1), zero(0);
+      if constexpr (std::is_same_v<T, complex64>)
+        cblas_cgemm(CblasRowMajor, op(a.trans), op(b.trans), mr, n, k, &one, ar, a.ld, pb, b.ld, &zero,
+                    c + r * n, n);
+      else
+        cblas_zgemm(CblasRowMajor, op(a.trans), op(b.trans), mr, n, k, &one, ar, a.ld, pb, b.ld, &zero,
+                    c + r * n, n);
+    }
   }
 }
 
@@ -237,10 +247,17 @@ void blas_gemv(const BlasOperand& a, int64_t rows, int64_t cols, const T* pa, co
   const auto op = a.trans ? CblasTrans : CblasNoTrans;
   // A transposed operand is stored as a cols x rows row-major matrix.
   const int64_t m = a.trans ? cols : rows, n = a.trans ? rows : cols;
-  if constexpr (std::is_same_v<T, float>)
+  if constexpr (std::is_same_v<T, float>) {
     cblas_sgemv(CblasRowMajor, op, m, n, 1.0f, pa, a.ld, x, incx, 0.0f, y, 1);
-  else
+  } else if constexpr (std::is_same_v<T, double>) {
     cblas_dgemv(CblasRowMajor, op, m, n, 1.0, pa, a.ld, x, incx, 0.0, y, 1);
+  } else {
+    const T one(1), zero(0);
+    if constexpr (std::is_same_v<T, complex64>)
+      cblas_cgemv(CblasRowMajor, op, m, n, &one, pa, a.ld, x, incx, &zero, y, 1);
+    else
+      cblas_zgemv(CblasRowMajor, op, m, n, &one, pa, a.ld, x, incx, &zero, y, 1);
+  }
 }
 
 BlasOperand transposed(BlasOperand b) { return {!b.trans, b.ld}; }
@@ -299,7 +316,7 @@ std::pair<Tensor, Matrices> blas_readable(const Tensor& t, const IntList& batch,
 // that narrow floats (bfloat16, float16, float8) are multiplied and
 // accumulated in float32 (sgemm), then rounded once to the result type.
 DType dot_compute_dtype(DType in_dt, DType out_dt) {
-  const DType dt = is_floating(in_dt) && !is_floating(out_dt) ? in_dt : out_dt;
+  const DType dt = is_inexact(in_dt) && !is_inexact(out_dt) ? in_dt : out_dt;
   return is_narrow_float(dt) ? DType::Float32 : dt;
 }
 
@@ -310,14 +327,14 @@ Tensors dot_general_kernel(const Tensors& in, const Params& params, const Avals&
   const DotDims d = dot_dims(params, x.ndim(), y.ndim());
   Tensor result = Tensor::empty(dt, out[0].shape);
   if (result.size() == 0) return {cast(result, out[0].dtype)};
-  if (!is_floating(dt)) {
+  if (!is_inexact(dt)) {
     dispatch_bitwise(dt, [&](auto tag) {
       loop_batched(packed(x, d.lhs_batch, d.lhs_free, d.lhs_contract),
                    packed(y, d.rhs_batch, d.rhs_contract, d.rhs_free), result.data<decltype(tag)>());
     });
     return {result};
   }
-  dispatch_wide_float(dt, [&](auto tag) {
+  dispatch_wide_inexact(dt, [&](auto tag) {
     using T = decltype(tag);
     T* c = result.data<T>();
     if (x.size() == 0 || y.size() == 0) {  // an empty contraction

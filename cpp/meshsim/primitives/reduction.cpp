@@ -5,6 +5,7 @@
 
 #include "meshsim/ir/ops.h"
 #include "meshsim/ir/primitive.h"
+#include "meshsim/kernels/complex_math.h"
 #include "meshsim/kernels/integer_wrap.h"
 #include "meshsim/kernels/cast.h"
 #include "meshsim/kernels/dispatch.h"
@@ -38,7 +39,7 @@ template <class T> struct Sum {
 template <class T> struct Prod {
   T identity = T(1);
   template <class V> V operator()(V a, V b) const {
-    if constexpr (std::is_integral_v<V>) return mul_op(a, b);
+    if constexpr (std::is_integral_v<V> || is_complex_v<V>) return mul_op(a, b);
     else return a * b;
   }
 };
@@ -73,8 +74,41 @@ void check_dtype(const std::string& name, Accepts a, DType dt) {
   if (a == Accepts::Number && is_bool(dt))
     fail<TypeError>(name, " does not accept dtype ", dtype_name(dt),
                     ". Accepted dtypes are subtypes of number.");
-  if (a == Accepts::Logical && is_floating(dt))
+  if (a == Accepts::Logical && is_inexact(dt))
     fail<TypeError>("logical reduction requires operand dtype bool or int, got ", dtype_name(dt), ".");
+  if (is_int4(dt))
+    fail<TypeError>(name, " does not accept dtype ", dtype_name(dt), ": four-bit integers are storage types.");
+}
+
+// Complex values reduce (sum, product) or scan (sum) along real axes only.
+void check_complex_supported(const std::string& name, DType dt, bool supported) {
+  if (is_complex(dt) && !supported)
+    fail<NotImplementedError>(name, " of complex values is not supported; reduce their real and "
+                              "imaginary parts (jnp.real, jnp.imag).");
+}
+
+template <template <class> class Op>
+constexpr bool kComplexSum = std::is_same_v<Op<float>, Sum<float>>;
+template <template <class> class Op>
+constexpr bool kComplexReduce = kComplexSum<Op> || std::is_same_v<Op<float>, Prod<float>>;
+
+// A complex tensor seen as its real and imaginary parts: a trailing dimension
+// of size 2 (no copy). Sums of complex numbers are sums of their parts.
+Tensor as_real_pairs(const Tensor& z) {
+  Shape shape = z.shape();
+  Strides strides;
+  for (int64_t s : z.strides()) strides.push_back(2 * s);
+  shape.push_back(2);
+  strides.push_back(1);
+  return Tensor::wrap(z.raw(), real_dtype(z.dtype()), shape, strides, z.storage());
+}
+
+// The complex tensor whose parts are the trailing pairs of contiguous `pairs`.
+Tensor from_real_pairs(const Tensor& pairs) {
+  Shape shape = pairs.shape();
+  shape.pop_back();
+  return Tensor::wrap(pairs.raw(), complex_dtype(pairs.dtype()), shape, contiguous_strides(shape),
+                      pairs.storage());
 }
 
 // Instantiates a kernel only for the dtypes its op accepts; narrow floats
@@ -171,6 +205,7 @@ void reduce(const std::string& name, const char* partials,
   p.abstract_eval = [name](const Avals& in, const Params& params) {
     const Aval& x = in[0];
     check_dtype(name, kAccepts, x.dtype);
+    check_complex_supported(name, x.dtype, kComplexReduce<Op>);
     std::vector<bool> mask = reduced_mask(x, params.get<IntList>("axes"));
     Shape out;
     for (int64_t d = 0; d < x.ndim(); ++d)
@@ -182,12 +217,31 @@ void reduce(const std::string& name, const char* partials,
     if (axes.empty()) return Tensors{in[0]};
     std::vector<bool> mask(in[0].ndim(), false);
     for (int64_t ax : axes) mask[ax] = true;
+    if constexpr (kComplexSum<Op>) {
+      if (is_complex(in[0].dtype())) {
+        Shape pair_shape = out[0].shape;
+        pair_shape.push_back(2);
+        mask.push_back(false);
+        Tensor pairs = Tensor::empty(real_dtype(in[0].dtype()), pair_shape);
+        dispatch_wide_float(pairs.dtype(), [&](auto tag) {
+          using T = decltype(tag);
+          reduce_into<T>(as_real_pairs(in[0]), mask, pairs, Op<T>{});
+        });
+        return Tensors{from_real_pairs(pairs)};
+      }
+    }
     const Tensor x = in_float32(in[0]);
     Tensor result = Tensor::empty(x.dtype(), out[0].shape);
-    dispatch_accepted<kAccepts>(x.dtype(), [&](auto tag) {
+    auto run = [&](auto tag) {
       using T = decltype(tag);
       reduce_into<T>(x, mask, result, Op<T>{});
-    });
+    };
+    if constexpr (kComplexReduce<Op>)
+      if (is_complex(x.dtype())) {
+        dispatch_complex(x.dtype(), run);
+        return Tensors{result};
+      }
+    dispatch_accepted<kAccepts>(x.dtype(), run);
     return Tensors{cast(result, out[0].dtype)};
   };
   register_primitive(std::move(p));
@@ -320,6 +374,7 @@ void cumulative(const std::string& name, std::function<Cotangents(const VjpArgs&
   p.abstract_eval = [name](const Avals& in, const Params& params) {
     const Aval& x = in[0];
     check_dtype(name, Accepts::Number, x.dtype);
+    check_complex_supported(name, x.dtype, kComplexSum<Op>);
     const int64_t axis = params.get<int64_t>("axis");
     if (axis < 0 && x.ndim() > 0) fail<ValueError>("XLA operations do not allow negative axes");
     if (axis < 0 || axis >= x.ndim())
@@ -327,6 +382,17 @@ void cumulative(const std::string& name, std::function<Cotangents(const VjpArgs&
     return Avals{like(x, x.shape, x.dtype, x.weak_type)};
   };
   p.kernel = [](const Tensors& in, const Params& params, const Avals&) {
+    if constexpr (kComplexSum<Op>) {
+      if (is_complex(in[0].dtype())) {  // the parts' sums, along the same axis
+        Tensor pairs = as_real_pairs(in[0]).copy();
+        const Blocks b = blocks_around(pairs.shape(), params.get<int64_t>("axis"));
+        dispatch_wide_float(pairs.dtype(), [&](auto tag) {
+          using T = decltype(tag);
+          scan(pairs.data<T>(), b, params.get_or<bool>("reverse", false), Op<T>{});
+        });
+        return Tensors{from_real_pairs(pairs)};
+      }
+    }
     Tensor result = in_float32(in[0]).copy();
     const Blocks b = blocks_around(result.shape(), params.get<int64_t>("axis"));
     dispatch_wide_numeric(result.dtype(), [&](auto tag) {

@@ -52,16 +52,6 @@ std::vector<int64_t> lane_starts(const Shape& shape, const Strides& strides, int
   return starts;
 }
 
-// Calls f(T{}) with an unsigned type of dt's size: moving elements needs no more.
-template <class F>
-void dispatch_bits(DType dt, F&& f) {
-  switch (itemsize(dt)) {
-    case 1: f(uint8_t{}); break;
-    case 2: f(uint16_t{}); break;
-    case 4: f(uint32_t{}); break;
-    default: f(uint64_t{}); break;
-  }
-}
 
 // Stable lexicographic order of one lane: a stable sort per key, least
 // significant first.
@@ -101,7 +91,7 @@ Tensors sort_by_keys(const Tensors& in, int64_t dim, int64_t num_keys, const Ava
   for (size_t lane = 0; lane < key_starts.size(); ++lane) {
     sort_lane_perm(keys, dim, key_starts, lane, perm);
     for (size_t j = 0; j < in.size(); ++j) {
-      dispatch_bits(in[j].dtype(), [&](auto tag) {
+      dispatch_word(itemsize(in[j].dtype()), [&](auto tag) {
         using U = decltype(tag);
         const U* src = in[j].data<U>() + in_starts[j][lane];
         U* dst = res[j].data<U>() + out_starts[j][lane];

@@ -8,6 +8,7 @@
 
 #include "meshsim/ir/ops.h"
 #include "meshsim/ir/primitive.h"
+#include "meshsim/kernels/dispatch.h"
 #include "meshsim/kernels/strided.h"
 #include "meshsim/primitives/families.h"
 #include "meshsim/sharding/factors.h"
@@ -288,16 +289,6 @@ std::vector<Spec> concatenate_rule(const Avals& in, const Params&, const Avals&)
 }
 
 
-// Elements are moved as opaque words of their size: no per-dtype kernels.
-template <class F>
-void dispatch_itemsize(size_t size, F&& f) {
-  switch (size) {
-    case 1: return f(uint8_t{});
-    case 2: return f(uint16_t{});
-    case 4: return f(uint32_t{});
-    default: return f(uint64_t{});
-  }
-}
 
 // Copies `src` into `dst` (same shape, any strides; dst is a view of a fresh
 // buffer). Trailing dimensions packed in both fold into one memcpy'd run.
@@ -322,7 +313,7 @@ void copy_strided(const Tensor& src, const Tensor& dst) {
     });
     return;
   }
-  dispatch_itemsize(isz, [&](auto word) {
+  dispatch_word(isz, [&](auto word) {
     using W = decltype(word);
     const W* s = static_cast<const W*>(src.raw());
     W* d = static_cast<W*>(dst.raw());
@@ -333,7 +324,7 @@ void copy_strided(const Tensor& src, const Tensor& dst) {
 
 // Fills contiguous `out` with the value of the 0-d tensor `scalar`.
 void fill(Tensor& out, const Tensor& scalar) {
-  dispatch_itemsize(itemsize(out.dtype()), [&](auto word) {
+  dispatch_word(itemsize(out.dtype()), [&](auto word) {
     using W = decltype(word);
     W value;
     std::memcpy(&value, scalar.raw(), sizeof(W));

@@ -17,7 +17,7 @@ struct TraceScope {
 
 bool has_inexact_output(const Program& p, const Equation& e) {
   for (int v : e.outputs)
-    if (is_floating(p.avals[v].dtype)) return true;
+    if (is_inexact(p.avals[v].dtype)) return true;
   return false;
 }
 
@@ -57,7 +57,7 @@ class Tape {
     for (size_t i = 0; i < p_.invars.size(); ++i) {
       const int v = p_.invars[i];
       env_[v] = args[i];
-      active_[v] = active[i] && is_floating(p_.avals[v].dtype);
+      active_[v] = active[i] && is_inexact(p_.avals[v].dtype);
     }
     for (size_t k = 0; k < p_.eqns.size(); ++k) {
       const Equation& e = p_.eqns[k];
@@ -137,7 +137,7 @@ class Tape {
     for (size_t i = 0; i < e.outputs.size(); ++i) {
       const int v = e.outputs[i];
       env_[v] = out[i];
-      active_[v] = active && is_floating(p_.avals[v].dtype);
+      active_[v] = active && is_inexact(p_.avals[v].dtype);
     }
   }
 
@@ -200,7 +200,7 @@ VjpPrograms vjp_program(const Program& program, const std::vector<bool>& wrt,
   for (int v : program.invars) {
     const Aval& a = program.avals[v];
     args.push_back(fwd.trace->new_input(a));
-    r.ct_out.push_back(wrt[args.size() - 1] && is_floating(a.dtype));
+    r.ct_out.push_back(wrt[args.size() - 1] && is_inexact(a.dtype));
   }
   VjpSplit split = linearize(program, args, r.ct_out);
 
@@ -210,7 +210,7 @@ VjpPrograms vjp_program(const Program& program, const std::vector<bool>& wrt,
     Cotangents ct;
     for (size_t j = 0; j < program.outvars.size(); ++j) {
       const Aval& a = program.avals[program.outvars[j]];
-      r.ct_in.push_back(out_mask[j] && is_floating(a.dtype));
+      r.ct_in.push_back(out_mask[j] && is_inexact(a.dtype));
       ct.push_back(r.ct_in[j] ? Cotangent(bwd.trace->new_input(a)) : std::nullopt);
     }
     Cotangents in_ct = split.backward(ct);

@@ -166,9 +166,10 @@ def _argnums_tuple(argnums) -> tuple[int, ...]:
     return tuple(operator.index(a) for a in argnums)
 
 
-def _check_grad_inputs(leaves, allow_int: bool):
+def _check_grad_inputs(leaves, allow_int: bool, holomorphic: bool = False):
     for x in leaves:
         dtype = core.typeof(x).dtype
+        _check_holomorphic("grad", "inputs", holomorphic, dtype)
         if not _is_inexact(dtype) and not allow_int:
             raise TypeError(
                 "grad requires real- or complex-valued inputs (input dtype that is a sub-dtype of "
@@ -176,10 +177,16 @@ def _check_grad_inputs(leaves, allow_int: bool):
                 "inputs, use vjp or set allow_int to True.")
 
 
-def _check_scalar_output(avals):
+def _check_scalar_output(avals, holomorphic: bool = False):
     (aval,) = avals
     if aval.shape != ():
         raise TypeError(f"Gradient only defined for scalar-output functions. Output had shape: {aval.shape}.")
+    _check_holomorphic("grad", "outputs", holomorphic, aval.dtype)
+    if not holomorphic and dtype_kinds.issubdtype(aval.dtype, np.complexfloating):
+        raise TypeError(
+            "grad requires real-valued outputs (output dtype that is a sub-dtype of np.floating), but got "
+            f"{aval.dtype.name}. For holomorphic differentiation, pass holomorphic=True. For differentiation "
+            "of non-holomorphic functions involving complex outputs, use jax.vjp directly.")
     if not _is_inexact(aval.dtype):
         raise TypeError(
             "grad requires real-valued outputs (output dtype that is a sub-dtype of np.floating), but got "
@@ -203,7 +210,7 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic:
                             "positional arguments.")
         diff_args = tuple(args[i] for i in nums)
         leaves, _ = tree_util.tree_flatten(diff_args)
-        _check_grad_inputs(leaves, allow_int)
+        _check_grad_inputs(leaves, allow_int, holomorphic)
 
         def partial_fun(*dargs):
             full = list(args)
@@ -212,7 +219,8 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic:
             return fun(*full, **kwargs)
 
         partial_fun.__name__ = getattr(fun, "__name__", "fun")
-        lin = _Linearized(partial_fun, diff_args, has_aux, check_output=_check_scalar_output)
+        lin = _Linearized(partial_fun, diff_args, has_aux,
+                          check_output=functools.partial(_check_scalar_output, holomorphic=holomorphic))
         (out,) = lin.out_leaves
         one = core.Array.from_numpy(np.ones((), out.dtype), weak_type=out.weak_type)
         grads = tree_util.tree_unflatten(lin.in_tree, lin.pullback_flat([one]))
@@ -371,14 +379,14 @@ def _unravel(tree, axis: int, example, arr):
 
 
 def _check_holomorphic(name: str, what: str, holomorphic: bool, dtype) -> None:
-    if holomorphic:  # meshsim has no complex dtypes
+    if holomorphic and not dtype_kinds.issubdtype(dtype, np.complexfloating):
         raise TypeError(f"{name} with holomorphic=True requires {what} with complex dtype, but got {dtype.name}.")
 
 
 def _check_jacfwd_input(holomorphic: bool, x) -> None:
     dtype = core.typeof(x).dtype
     _check_holomorphic("jacfwd", "inputs", holomorphic, dtype)
-    if not dtype_kinds.issubdtype(dtype, np.floating):
+    if not holomorphic and not dtype_kinds.issubdtype(dtype, np.floating):
         raise TypeError("jacfwd requires real-valued inputs (input dtype that is a sub-dtype of np.floating), "
                         f"but got {dtype.name}. For holomorphic differentiation, pass holomorphic=True. For "
                         "differentiation of non-holomorphic functions involving complex inputs or integer "
@@ -401,7 +409,7 @@ def _check_jacrev_input(holomorphic: bool, allow_int: bool, x) -> None:
 def _check_jacrev_output(holomorphic: bool, x) -> None:
     dtype = core.typeof(x).dtype
     _check_holomorphic("jacrev", "outputs", holomorphic, dtype)
-    if not dtype_kinds.issubdtype(dtype, np.floating):
+    if not holomorphic and not dtype_kinds.issubdtype(dtype, np.floating):
         raise TypeError("jacrev requires real-valued outputs (output dtype that is a sub-dtype of np.floating), "
                         f"but got {dtype.name}. For differentiation of functions with integer outputs, use "
                         "jax.vjp directly.")

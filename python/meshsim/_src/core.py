@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import numbers
 import threading
+import warnings
 
 import numpy as np
 
@@ -87,12 +88,12 @@ def python_scalar_dtype(x) -> np.dtype:
     if isinstance(x, numbers.Real):
         return canonicalize_dtype(np.float64)
     if isinstance(x, numbers.Complex):
-        raise TypeError("meshsim does not support complex numbers")
+        return canonicalize_dtype(np.complex128)
     raise TypeError(f"{type(x).__name__} is not a valid meshsim scalar")
 
 
 def is_python_scalar(x) -> bool:
-    return isinstance(x, (bool, int, float)) and not isinstance(x, np.generic)
+    return isinstance(x, (bool, int, float, complex)) and not isinstance(x, np.generic)
 
 
 def check_python_int(x: int, dtype: np.dtype) -> None:
@@ -135,8 +136,6 @@ def asarray_value(x, dtype=None):
     arr = np.asarray(x, dtype=dtype)
     if arr.dtype == object:
         raise TypeError(f"cannot convert {type(x).__name__} to a meshsim array")
-    if arr.dtype.kind == "c":
-        raise TypeError("meshsim does not support complex dtypes")
     if not arr.dtype.isnative:  # JAX refuses non-native byte orders (device_put's text)
         raise TypeError(f"Dtype {arr.dtype.str} is not a valid JAX array type. Only arrays of "
                         "numeric types are supported by JAX.")
@@ -163,7 +162,8 @@ def _leaf_kinds(xs) -> list:
     return list(dict(zip(map(type, leaves), leaves)).values())
 
 
-def convert_element_type(x, dtype, weak_type: bool = False):
+def convert_element_type(x, dtype, weak_type: bool = False, warn_on_complex_to_real: bool = True):
+    """`x` as `dtype`; complex to real keeps the real part, with NumPy's ComplexWarning as JAX gives it."""
     dtype = canonicalize_dtype(dtype)
     if type(x) is int:
         # As in JAX, a Python int converts as NumPy casts it, without passing
@@ -173,6 +173,9 @@ def convert_element_type(x, dtype, weak_type: bool = False):
     x = asarray_value(x)
     if x.dtype == dtype and x.weak_type == weak_type:
         return x
+    if warn_on_complex_to_real and x.dtype.kind == "c" and dtype.kind != "c":
+        warnings.warn("Casting complex values to real discards the imaginary part",
+                      np.exceptions.ComplexWarning, stacklevel=3)
     return bind1("convert_element_type", x, new_dtype=dtype, weak_type=weak_type)
 
 

@@ -1,8 +1,8 @@
-"""Dtype classification that knows the narrow floats.
+"""Dtype classification that knows the narrow floats and four-bit integers.
 
-NumPy does not count ml_dtypes' types (bfloat16, float8_*) as np.floating, and
-np.finfo refuses them; JAX's dtype queries do both. meshsim asks here instead
-of NumPy wherever a dtype's kind matters."""
+NumPy does not count ml_dtypes' types (bfloat16, float8_*, int4, uint4) as
+np.floating / np.integer, and np.finfo refuses them; JAX's dtype queries do
+both. meshsim asks here instead of NumPy wherever a dtype's kind matters."""
 from __future__ import annotations
 
 import ml_dtypes
@@ -17,6 +17,11 @@ NARROW_FLOAT_TYPES = tuple(getattr(ml_dtypes, n) for n in NARROW_FLOAT_NAMES)
 _NARROW_FLOAT_DTYPES = frozenset(np.dtype(t) for t in NARROW_FLOAT_TYPES)
 # Abstract classes a narrow float belongs to.
 _FLOAT_PARENTS = (np.floating, np.inexact, np.number, np.generic)
+INT4_TYPES = (ml_dtypes.int4, ml_dtypes.uint4)
+_INT4_PARENTS = {
+    ml_dtypes.int4: (np.signedinteger, np.integer, np.number, np.generic),
+    ml_dtypes.uint4: (np.unsignedinteger, np.integer, np.number, np.generic),
+}
 
 
 def _as_type(x):
@@ -37,7 +42,9 @@ def issubdtype(arg1, arg2) -> bool:
     t1, t2 = _as_type(arg1), _as_type(arg2)
     if t1 in NARROW_FLOAT_TYPES:
         return t1 is t2 or t2 in _FLOAT_PARENTS
-    if t2 in NARROW_FLOAT_TYPES:
+    if t1 in INT4_TYPES:
+        return t1 is t2 or t2 in _INT4_PARENTS[t1]
+    if t2 in NARROW_FLOAT_TYPES or t2 in INT4_TYPES:
         return t1 is t2
     return np.issubdtype(t1 if t1 is not None else arg1, t2 if t2 is not None else arg2)
 

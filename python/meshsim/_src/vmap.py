@@ -59,7 +59,7 @@ def _flatten_axes(name: str, tree, axes, kws: bool = False) -> list:
 
 
 def _is_array_like(x) -> bool:
-    return (core.is_value(x) or _is_key(x) or isinstance(x, (np.ndarray, np.generic, bool, int, float))
+    return (core.is_value(x) or _is_key(x) or isinstance(x, (np.ndarray, np.generic, bool, int, float, complex))
             or hasattr(x, "__jax_array__"))
 
 

@@ -59,14 +59,19 @@ Tensor reduce_blocks(const std::vector<const Tensor*>& blocks, Reduce op, const 
     for (size_t i = 1; i < blocks.size(); ++i) srcs.push_back(blocks[i]->contiguous());
   }
   if (blocks.size() == 1) return out;
+  // A complex sum adds the parts: the dense buffers are read as float pairs.
+  const bool pairs = is_complex(out.dtype());
+  if (pairs && op != Reduce::Sum)
+    fail<NotImplementedError>("pmax and pmin of complex values are not supported");
   auto dispatch = [&](auto&& f) {  // bool: any/all of sharded reductions (pmax/pmin)
     if (out.dtype() == DType::Bool) f(bool{});
+    else if (pairs) dispatch_wide_float(real_dtype(out.dtype()), f);
     else dispatch_numeric(out.dtype(), f);
   };
   dispatch([&](auto tag) {
     using T = decltype(tag);
     T* o = out.data<T>();
-    const int64_t n = out.size();
+    const int64_t n = out.size() * (pairs ? 2 : 1);
     auto run = [&](int64_t lo, int64_t hi) {
       using Acc = collective_sum_t<T>;
       if constexpr (!std::is_same_v<Acc, T>) {

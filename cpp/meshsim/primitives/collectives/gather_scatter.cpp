@@ -140,7 +140,7 @@ std::vector<Tensors> reduce_scatter_kernel(const MeshContext& ctx, const std::ve
       Tensor o = empty_in_order(out[0].dtype, out[0].shape, perm);
       const Tensor dst = o.transpose(perm);  // o's memory in row-major order
       copy_into(slice_dim(first, dim, r * c, (r + 1) * c).transpose(perm), dst);
-      dispatch_numeric(o.dtype(), [&](auto tag) {
+      dispatch_number(o.dtype(), [&](auto tag) {
         using T = decltype(tag);
         using Acc = collective_sum_t<T>;
         T* pd = dst.data<T>();
@@ -168,7 +168,7 @@ std::vector<Tensors> reduce_scatter_kernel(const MeshContext& ctx, const std::ve
   for (int64_t d = dim + 1; d < x[0].ndim(); ++d) chunk *= s[d];
   for_each_member(ctx, groups, [&](int64_t g, int64_t r) {
     Tensor o = Tensor::empty(out[0].dtype, out[0].shape);
-    dispatch_numeric(o.dtype(), [&](auto tag) {
+    dispatch_number(o.dtype(), [&](auto tag) {
       using T = decltype(tag);
       using Acc = collective_sum_t<T>;
       T* dst = o.data<T>();

@@ -26,6 +26,8 @@ __all__ = [
     # comparisons, selection, casts
     "eq", "ne", "lt", "le", "gt", "ge", "select", "select_n", "clamp", "convert_element_type",
     "bitcast_convert_type",
+    # complex numbers
+    "real", "imag", "conj", "complex",
 ]
 
 
@@ -153,6 +155,15 @@ lt = _binary_op("lt")
 le = _binary_op("le")
 gt = _binary_op("gt")
 ge = _binary_op("ge")
+real = _unary_op("real")
+imag = _unary_op("imag")
+complex = _binary_op("complex")  # noqa: A001 (jax.lax.complex)
+
+
+def conj(x):
+    """The complex conjugate; a complex result for a real operand too."""
+    x = _operand(x, "conj", 0)
+    return core.bind1("conj", x, input_dtype=x.dtype)
 
 
 def round(x, rounding_method=RoundingMethod.AWAY_FROM_ZERO):  # noqa: A001 (jax.lax.round)

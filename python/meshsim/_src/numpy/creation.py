@@ -6,6 +6,7 @@ types (x64 off: float32 / int32 defaults)."""
 from __future__ import annotations
 
 import operator
+import warnings
 
 import numpy as np
 
@@ -37,7 +38,7 @@ def _default_float(dtype) -> np.dtype:
 
 def _check_arraylike(fun: str, *args):
     for i, a in enumerate(args):
-        if not (core.is_value(a) or isinstance(a, (np.ndarray, np.generic, bool, int, float))):
+        if not (core.is_value(a) or isinstance(a, (np.ndarray, np.generic, bool, int, float, complex))):
             raise TypeError(f"{fun} requires ndarray or scalar arguments, got {type(a)} at position {i}.")
 
 
@@ -97,7 +98,15 @@ def asarray(a, dtype=None, order: str | None = None, *, copy: bool | None = None
 
 
 def astype(x, dtype, /, *, copy: bool = False, device=None):
-    return on_device(core.convert_element_type(x, user_dtype(dtype)), device)
+    x = core.asarray_value(x)
+    dtype = user_dtype(dtype)
+    if x.dtype.kind == "c" and np.dtype(dtype).kind != "c":
+        if np.dtype(dtype) == np.bool_:
+            return lax_ew.ne(x, lax.full((), 0, x.dtype))
+        warnings.warn("Casting from complex to real dtypes will soon raise a ValueError. Please first use "
+                      "jnp.real or jnp.imag to take the real/imaginary component of your input.",
+                      DeprecationWarning, stacklevel=2)
+    return on_device(core.convert_element_type(x, dtype, warn_on_complex_to_real=False), device)
 
 
 def copy(a, order: str | None = None):

@@ -8,8 +8,8 @@ from __future__ import annotations
 import builtins
 
 import numpy as np
-from numpy import (dtype, e, floating, generic, inexact, inf, integer, nan, newaxis, number, pi,
-                   signedinteger, unsignedinteger)
+from numpy import (complexfloating, dtype, e, floating, generic, inexact, inf, integer, nan, newaxis,
+                   number, pi, signedinteger, unsignedinteger)
 
 from meshsim._src import dtype_kinds
 from meshsim import _core
@@ -21,8 +21,10 @@ __all__ = [
     "float32", "float64", "single", "double", "int_", "uint", "float_",
     "bfloat16", "float16", "half", "float8_e4m3fn", "float8_e5m2", "float8_e4m3", "float8_e3m4",
     "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e4m3b11fnuz",
+    "complex64", "complex128", "csingle", "cdouble", "complex_", "int4", "uint4",
     "dtype", "result_type", "promote_types", "can_cast", "issubdtype", "isdtype", "iinfo", "finfo",
     "generic", "number", "integer", "signedinteger", "unsignedinteger", "inexact", "floating",
+    "complexfloating",
     "pi", "e", "inf", "nan", "newaxis",
 ]
 
@@ -73,6 +75,9 @@ int_, uint, float_ = int64, uint64, float64
 float16 = half = _scalar_type(np.float16)
 bfloat16, float8_e4m3fn, float8_e5m2, float8_e4m3, float8_e3m4, float8_e4m3fnuz, float8_e5m2fnuz, \
     float8_e4m3b11fnuz = map(_scalar_type, dtype_kinds.NARROW_FLOAT_TYPES)
+complex64 = csingle = _scalar_type(np.complex64)
+complex128 = cdouble = complex_ = _scalar_type(np.complex128)
+int4, uint4 = map(_scalar_type, dtype_kinds.INT4_TYPES)
 
 
 def _dtype_of(x) -> np.dtype:
@@ -84,8 +89,8 @@ def _dtype_of(x) -> np.dtype:
     return np.dtype(x)
 
 
-# JAX treats the Python types int and float as weak: they never widen a typed operand.
-_WEAK_PYTHON_TYPES = {int: 0, float: 0.0}
+# JAX treats the Python types int, float and complex as weak: they never widen a typed operand.
+_WEAK_PYTHON_TYPES = {int: 0, float: 0.0, complex: 0j}
 
 
 def result_type(*args) -> np.dtype:
@@ -99,7 +104,8 @@ def result_type(*args) -> np.dtype:
 
 def promote_types(a, b) -> np.dtype:
     """JAX's binary promotion of two dtypes (Python int/float count as weak)."""
-    a_weak, b_weak = a in (int, float), b in (int, float)
+    # by identity: np.dtype('float64') == float
+    a_weak, b_weak = (any(t is w for w in _WEAK_PYTHON_TYPES) for t in (a, b))
     a = core.python_scalar_dtype(_WEAK_PYTHON_TYPES[a]) if a_weak else _dtype_of(a)
     b = core.python_scalar_dtype(_WEAK_PYTHON_TYPES[b]) if b_weak else _dtype_of(b)
     return np.dtype(_core.promote_types(a, a_weak, b, b_weak)[0])

@@ -89,7 +89,7 @@ def promote_args_inexact(*args, keep_scalars: bool = False):
     """As promote_args, but integers and bools promote to the default float
     (keeping the weak-type flag: `jnp.sin(2)` is weak, `jnp.sin(int8_array)` is not)."""
     dtype, weak = result_type(*args)
-    if not dtype_kinds.issubdtype(dtype, np.floating):
+    if not dtype_kinds.issubdtype(dtype, np.inexact):
         dtype = core.canonicalize_dtype(np.float64)
     return _convert_and_broadcast(args, dtype, weak, keep_scalars)
 
@@ -111,6 +111,6 @@ def promote_dtypes(*args):
 def promote_dtypes_inexact(*args):
     """As promote_dtypes, with integers and bools promoted to the default float."""
     dtype, weak = result_type(*args)
-    if not dtype_kinds.issubdtype(dtype, np.floating):
+    if not dtype_kinds.issubdtype(dtype, np.inexact):
         dtype = core.canonicalize_dtype(np.float64)
     return [core.convert_element_type(core.asarray_value(a), dtype, weak) for a in args]

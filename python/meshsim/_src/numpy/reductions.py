@@ -52,7 +52,7 @@ def _promote_integer_dtype(dtype: np.dtype) -> np.dtype:
 
 
 def _to_inexact(dtype: np.dtype) -> np.dtype:
-    return dtype if dtype_kinds.issubdtype(dtype, np.floating) else _default_float()
+    return dtype if dtype_kinds.issubdtype(dtype, np.inexact) else _default_float()
 
 
 def _asarray(name: str, a):
@@ -224,7 +224,9 @@ def _var_dtypes(a_dtype: np.dtype, dtype) -> tuple[np.dtype, np.dtype]:
     if dtype is not None:
         dtype = user_dtype(dtype)
         return dtype, dtype
-    return _to_inexact(a_dtype), _to_inexact(a_dtype)
+    computation = _to_inexact(a_dtype)
+    # the variance of complex values is real: the mean of |x - mean|^2
+    return computation, np.dtype(computation.type(0).real.dtype)
 
 
 def _correction(ddof, correction):
@@ -254,7 +256,12 @@ def _var_operands(name, a, axis, dtype, out, where, a_mean, mean_fn):
 def _var(name, a, axis, dtype, out, correction, keepdims, where, a_mean):
     a, where, computation_dtype, dtype, a_mean = _var_operands(name, a, axis, dtype, out, where,
                                                                a_mean, _mean)
-    centered = lax.square(ufuncs.subtract(a, a_mean))
+    centered = ufuncs.subtract(a, a_mean)
+    if dtype_kinds.issubdtype(computation_dtype, np.complexfloating):
+        centered = lax.real(lax.mul(centered, lax.conj(centered)))
+        computation_dtype = centered.dtype
+    else:
+        centered = lax.square(centered)
     normalizer = lax.sub(_count(a, axis, keepdims, where, computation_dtype),
                          _const(correction, computation_dtype))
     result = sum(centered, axis, dtype=computation_dtype, keepdims=keepdims, where=where)

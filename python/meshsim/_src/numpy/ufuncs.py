@@ -477,12 +477,23 @@ def modf(x, /, out=None):
 
 # --- comparisons and logic --------------------------------------------------------
 
+def _ordered(lax_op):
+    """An order comparison; complex numbers compare lexicographically (real part
+    first), as jnp does."""
+    def compare(x1, x2):
+        if not _is_complex(x1.dtype):
+            return lax_op(x1, x2)
+        re1, re2 = lax.real(x1), lax.real(x2)
+        return lax.select(lax.eq(re1, re2), lax_op(lax.imag(x1), lax.imag(x2)), lax_op(re1, re2))
+    return compare
+
+
 equal = _binary("equal", lax.eq)
 not_equal = _binary("not_equal", lax.ne)
-less = _binary("less", lax.lt)
-less_equal = _binary("less_equal", lax.le)
-greater = _binary("greater", lax.gt)
-greater_equal = _binary("greater_equal", lax.ge)
+less = _binary("less", _ordered(lax.lt))
+less_equal = _binary("less_equal", _ordered(lax.le))
+greater = _binary("greater", _ordered(lax.gt))
+greater_equal = _binary("greater_equal", _ordered(lax.ge))
 logical_and = _binary("logical_and", lambda x, y: lax.bitwise_and(_to_bool(x), _to_bool(y)))
 logical_or = _binary("logical_or", lambda x, y: lax.bitwise_or(_to_bool(x), _to_bool(y)))
 logical_xor = _binary("logical_xor", lambda x, y: lax.bitwise_xor(_to_bool(x), _to_bool(y)))
@@ -576,11 +587,15 @@ def bitwise_count(x, /):
 
 def isnan(x, /):
     x = _asarray("isnan", x)
+    if _is_complex(x.dtype):
+        return logical_or(isnan(lax.real(x)), isnan(lax.imag(x)))
     return lax.ne(x, x)
 
 
 def isinf(x, /):
     x = _asarray("isinf", x)
+    if _is_complex(x.dtype):
+        return logical_or(isinf(lax.real(x)), isinf(lax.imag(x)))
     if _is_floating(x.dtype):
         return lax.eq(lax.abs(x), _constant_like(x, np.inf))
     return _full_like(x, False, np.bool_)
@@ -603,6 +618,8 @@ def isneginf(x, /):
 
 def isfinite(x, /):
     x = _asarray("isfinite", x)
+    if _is_complex(x.dtype):
+        return logical_and(lax.is_finite(lax.real(x)), lax.is_finite(lax.imag(x)))
     if _is_floating(x.dtype):
         return lax.is_finite(x)
     return _full_like(x, True, np.bool_)
@@ -641,19 +658,25 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     return _where(isneginf(out), core.asarray_value(neginf, dtype=x.dtype), out)
 
 
-# --- real numbers seen as complex (meshsim has no complex dtypes) -----------------------
+# --- complex numbers ----------------------------------------------------------------
+
+def _is_complex(dtype) -> bool:
+    return dtype_kinds.issubdtype(dtype, np.complexfloating)
+
 
 def real(val, /):
-    return _asarray("real", val)
+    val = _asarray("real", val)
+    return lax.real(val) if _is_complex(val.dtype) else val
 
 
 def imag(val, /):
     val = _asarray("imag", val)
-    return _full_like(val, 0)
+    return lax.imag(val) if _is_complex(val.dtype) else _full_like(val, 0)
 
 
 def conjugate(x, /):
-    return _asarray("conjugate", x)
+    x = _asarray("conjugate", x)
+    return lax.conj(x) if _is_complex(x.dtype) else x
 
 
 def conj(x, /):
