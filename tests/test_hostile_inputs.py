@@ -31,7 +31,6 @@ KNOWN = {
     "out = jnp.moveaxis(jnp.ones((2, 3)), (0, 0), (1, 0))": "NumPy's ValueError for a repeated axis, JAX's is a TypeError",
     "out = jnp.median(jnp.zeros((0,), jnp.float32))": "NaN as NumPy gives; JAX fails in its gather",
     "out = jnp.median(jnp.zeros((3, 0), jnp.float32), axis=1)": "NaN as NumPy gives; JAX fails in its gather",
-    "out = jnp.zeros((2,), dtype='complex64')": "complex dtypes are not supported",
     "out = jnp.tri(-1)": "ValueError for a negative size (JAX: TypeError from iota)",
     "out = jnp.histogram(jnp.arange(5.0), bins=-1)": "NumPy's ValueError; JAX fails in its bin search (IndexError)",
     "out = jnp.broadcast_to(jnp.ones(3), (-1, 3))": "ValueError for a negative size (JAX: TypeError)",
