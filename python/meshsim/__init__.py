@@ -11,14 +11,22 @@ from meshsim._src.basearray import Array  # noqa: E402,F401
 from meshsim._src.core import typeof  # noqa: E402,F401
 from meshsim._src.api import jit, make_jaxpr, block_until_ready, named_scope, named_call  # noqa: E402,F401
 from meshsim._src.abstract import ShapeDtypeStruct, eval_shape  # noqa: E402,F401
-from meshsim._src.config import config, raise_on_ppermute_sort_diff  # noqa: E402,F401
+from meshsim._src.config import config  # noqa: E402,F401
+from meshsim._src.flags import (  # noqa: E402,F401
+    allow_f16_reductions, array_garbage_collection_guard, auto_pcast, check_tracer_leaks, debug_infs,
+    debug_key_reuse, debug_nans, default_device, default_matmul_precision, default_prng_impl,
+    enable_custom_prng, enable_x64, explain_cache_misses, legacy_prng_key, log_compiles,
+    make_user_context, no_execution, no_tracing, numpy_dtype_promotion, numpy_rank_promotion,
+    raise_on_ppermute_sort_diff, remove_size_one_mesh_axis_from_type, softmax_custom_jvp,
+    thread_guard, threefry_partitionable, transfer_guard, transfer_guard_device_to_device,
+    transfer_guard_device_to_host, transfer_guard_host_to_device)
 from meshsim._src.devices import (devices, device_count, local_devices, local_device_count,  # noqa: E402,F401
                                   process_index, process_count, default_backend)
 from meshsim._src.devices import CpuDevice as Device  # noqa: E402,F401
 from meshsim._src.devices import host_count, host_id, host_ids  # noqa: E402,F401
 from meshsim._src.sharding.api import make_mesh, set_mesh, device_put, device_get, P  # noqa: E402,F401
 from meshsim._src.sharding.named_sharding import NamedSharding  # noqa: E402,F401
-from meshsim._src.shard_map import shard_map  # noqa: E402,F401
+from meshsim._src.shard_map import shard_map, smap  # noqa: E402,F401
 from meshsim._src.pmap import pmap  # noqa: E402,F401
 from meshsim._src.vmap import vmap  # noqa: E402,F401
 from meshsim._src.sharding.explicit import reshard, auto_axes, explicit_axes  # noqa: E402,F401
@@ -28,15 +36,15 @@ from meshsim._src.sharding.array import Shard  # noqa: E402,F401
 from meshsim._src.sharding.assemble import (make_array_from_callback,  # noqa: E402,F401
                                             make_array_from_process_local_data,
                                             make_array_from_single_device_arrays)
-from meshsim._src.runtime_control import (clear_caches, default_matmul_precision,  # noqa: E402,F401
-                                          disable_jit, effects_barrier, enable_x64,
-                                          numpy_dtype_promotion,
-                                          linear_transpose, live_arrays,
+from meshsim._src.runtime_control import (clear_caches, disable_jit,  # noqa: E402,F401
+                                          effects_barrier, linear_transpose, live_arrays,
                                           process_indices)
 from meshsim._src.custom_gradient import closure_convert, custom_gradient  # noqa: E402,F401
 from meshsim._src.callback import effects_barrier, pure_callback  # noqa: E402,F401
 from meshsim._src.ad import float0  # noqa: E402,F401
-from meshsim._src.ref import Ref, new_ref, freeze, free_ref  # noqa: E402,F401
+from meshsim._src.ref import Ref, new_ref, freeze, free_ref, empty_ref, ds  # noqa: E402,F401
+from meshsim._src.ref import memory  # noqa: E402,F401
+from meshsim._src.ad_staging import fwd_and_bwd  # noqa: E402,F401
 from meshsim._src.core import ensure_compile_time_eval  # noqa: E402,F401
 from meshsim import (numpy, lax, tree_util, tree, sharding, debug, random, ops, nn, image,  # noqa: E402,F401
                      ad_checkpoint, dtypes, errors, profiler, stages, experimental, typing,

@@ -508,6 +508,7 @@ class custom_vjp:
         self.nondiff_argnums = tuple(nondiff_argnums)
         self.fwd = None
         self.bwd = None
+        self.symbolic_zeros = False
         self._tracing_rules = 0  # fwd/bwd calling the function itself get the plain function
 
     def __get__(self, obj, objtype=None):
@@ -515,7 +516,10 @@ class custom_vjp:
 
     def defvjp(self, fwd: Callable, bwd: Callable, symbolic_zeros: bool = False,
                optimize_remat: bool = False) -> None:
-        self.fwd, self.bwd = fwd, bwd
+        """With `symbolic_zeros`, fwd receives each differentiable argument leaf as a
+        CustomVJPPrimal (every one is perturbed here: reverse mode differentiates them all)
+        and bwd may return SymbolicZeros."""
+        self.fwd, self.bwd, self.symbolic_zeros = fwd, bwd, symbolic_zeros
 
     def _resolve(self, args, kwargs) -> tuple:
         if not kwargs:
@@ -561,6 +565,9 @@ class custom_vjp:
     def _trace_rules(self, name, args, nondiff, diff_args, full_args, in_tree, avals, call, out_tree):
 
         def fwd_flat(*d):
+            if self.symbolic_zeros:
+                from meshsim._src.custom_gradient import CustomVJPPrimal
+                d = tree_util.tree_map(lambda v: CustomVJPPrimal(v, True), d)
             result = self.fwd(*full_args(d))
             if not (isinstance(result, (tuple, list)) and len(result) == 2):
                 raise TypeError(f"Custom VJP fwd rule {getattr(self.fwd, '__name__', self.fwd)} for function "
@@ -602,8 +609,10 @@ class custom_vjp:
                     ct_leaves = tree_util.tree_structure(arg).flatten_up_to(ct_i)
                 for c, a in zip(ct_leaves, arg_leaves):
                     a = core.typeof(a)
-                    if c is None or (isinstance(c, np.ndarray) and c.dtype == float0):
-                        flat_cts.append(core.Array.from_numpy(np.zeros(a.shape, a.dtype)))
+                    if c is None or (isinstance(c, np.ndarray) and c.dtype == float0) or \
+                            type(c).__name__ == "SymbolicZero":
+                        flat_cts.append(core.Array.from_numpy(np.zeros(a.shape, a.dtype),
+                                                              weak_type=a.weak_type))
                     else:
                         flat_cts.append(core.convert_element_type(c, a.dtype, core.typeof(c).weak_type)
                                         if core.typeof(c).dtype != a.dtype else c)
@@ -728,6 +737,53 @@ class _Policy:
         return self.name
 
 
+class _PolicyAnswer:
+    """What a checkpoint policy may return besides a bool (see _saves)."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __repr__(self) -> str:
+        return self._name
+
+
+Saveable = _PolicyAnswer("Saveable")
+Recompute = _PolicyAnswer("Recompute")
+
+
+@dataclasses.dataclass(frozen=True)
+class Offloadable:
+    """Save the value in memory kind `dst` (host and device memory are one here: saved in place)."""
+    src: Any
+    dst: Any
+
+
+def _saves(answer) -> bool:
+    """Whether a policy's answer (a bool, Saveable, Recompute or Offloadable) saves the value."""
+    if answer is Recompute:
+        return False
+    return answer is Saveable or isinstance(answer, Offloadable) or bool(answer)
+
+
+def _offload_dot_no_batch(offload_src, offload_dst):
+    return _Policy("offload_dot_with_no_batch_dims",
+                   lambda *a, **k: Offloadable(offload_src, offload_dst) if _dot_no_batch(*a, **k)
+                   else Recompute, builtin=False)
+
+
+def _save_and_offload_names(*, names_which_can_be_saved, names_which_can_be_offloaded, offload_src,
+                            offload_dst):
+    def policy(prim, *_, **params):
+        if getattr(prim, "name", None) != "name":
+            return Recompute
+        if params["name"] in names_which_can_be_saved:
+            return Saveable
+        if params["name"] in names_which_can_be_offloaded:
+            return Offloadable(offload_src, offload_dst)
+        return Recompute
+    return _Policy("save_and_offload_only_these_names", policy, builtin=False)
+
+
 def _dot_no_batch(prim, *_, **params) -> bool:
     if getattr(prim, "name", None) != "dot_general":
         return False
@@ -751,7 +807,7 @@ def _save_any_names_but_these(*names):
 
 def _save_from_both_policies(policy_1, policy_2):
     return _Policy(f"save_from_both_policies({policy_1!r}, {policy_2!r})",
-                   lambda *a, **k: bool(policy_1(*a, **k)) or bool(policy_2(*a, **k)), builtin=False)
+                   lambda *a, **k: _saves(policy_1(*a, **k)) or _saves(policy_2(*a, **k)), builtin=False)
 
 
 _everything = _Policy("everything_saveable", lambda *_, **__: True, builtin=True)
@@ -771,6 +827,8 @@ checkpoint_policies = types.SimpleNamespace(
     save_any_names_but_these=_save_any_names_but_these,
     save_anything_except_these_names=lambda *names: _everything,  # as JAX implements it today
     save_from_both_policies=_save_from_both_policies,
+    offload_dot_with_no_batch_dims=_offload_dot_no_batch,
+    save_and_offload_only_these_names=_save_and_offload_names,
 )
 
 # Python policies by the name the remat2 equation carries.
@@ -802,7 +860,7 @@ def _evaluate_policy(key: str, prim: str, avals, params: dict) -> bool:
     policy = _POLICIES.get(key)
     if policy is None:
         raise ValueError(f"unknown checkpoint policy {key!r}")
-    return bool(policy(_PrimitiveView(prim), *avals, **_jax_params(prim, params)))
+    return _saves(policy(_PrimitiveView(prim), *avals, **_jax_params(prim, params)))
 
 
 def checkpoint(fun: Callable | None = None, *, prevent_cse: bool = True, policy: Callable | None = None,

@@ -15,9 +15,10 @@ import weakref
 from typing import Any, Callable, Sequence
 
 from meshsim import _core
-from meshsim._src import core, debug, ref, tree_util
+from meshsim._src import core, debug, flags, ref, tree_util
 from meshsim._src.abstract import ShapeDtypeStruct
 from meshsim._src.config import config as _config
+from meshsim._src import float_checks as flags_check
 from meshsim._src.sharding import placement
 from meshsim._src.sharding import jit_shardings
 
@@ -262,9 +263,10 @@ class JitWrapped:
             leaves = [core.asarray_value(x) for x in leaves]
         except OverflowError:
             raise self._sig.overflow_error(args, kwargs) from None
-        key = (static, in_tree, tuple(_leaf_key(x) for x in leaves))
+        key = (static, in_tree, tuple(_leaf_key(x) for x in leaves), flags.trace_context())
         entry = self._cache.get(key)
         if entry is None:
+            self._before_tracing(key, leaves)
             program, out_tree = trace_to_program(self._traced_fun, dyn_args, dyn_kwargs, static)
             donated = None
             if self._sig.donate_argnums or self._sig.donate_argnames:
@@ -272,12 +274,37 @@ class JitWrapped:
             entry = self._cache[key] = (program, out_tree, donated)
         return entry, leaves
 
+    def _before_tracing(self, key, leaves) -> None:
+        """What the tracing flags ask for before a new signature is traced."""
+        values = _config._values
+        name = getattr(self._fun, "__name__", self._sig.fun_name)
+        if values["jax_no_tracing"]:
+            code = getattr(self._fun, "__code__", None)
+            where = f" at {code.co_filename}:{code.co_firstlineno}" if code else ""
+            raise RuntimeError(f"re-tracing function {name}{where} for `jit`, but 'no_tracing' is set")
+        if values["jax_explain_cache_misses"]:
+            why = ("never seen function" if not self._cache else
+                   "the arguments' types, static values or tracing context differ from the "
+                   f"{len(self._cache)} traced before")
+            flags.logger.warning("TRACING CACHE MISS for %s because: %s", name, why)
+        if values["jax_log_compiles"]:
+            types = ", ".join(str(x.aval).lstrip("~") for x in leaves)
+            flags.logger.warning("Compiling %s with global shapes and types [%s].", name, types)
+
     def __call__(self, *args, **kwargs):
         if _core.current_trace() is not None or _config._values["jax_disable_jit"]:
             return self._traced_fun(*args, **kwargs)  # nested in another trace: inline
+        if _config._values["jax_debug_nans"] or _config._values["jax_debug_infs"]:
+            return flags_check.checked_jit_call(self._call, self._traced_fun, self._sig.fun_name,
+                                                args, kwargs)
+        return self._call(*args, **kwargs)
+
+    def _call(self, *args, **kwargs):
         if self._fast and not kwargs:
             key = tuple([x.signature for x in args if type(x) is _Array])
             if len(key) == len(args):
+                if flags.USER_CONTEXTS:
+                    key += (flags.trace_context(),)
                 entry = self._fast_cache.get(key)
                 if entry is None:
                     (program, out_tree, _), _ = self._lookup(args, kwargs)
@@ -365,10 +392,27 @@ class ClosedJaxpr:
     def eqns(self):
         return self.program.primitive_names()
 
+    @property
+    def jaxpr(self) -> "ClosedJaxpr":
+        """The program itself (its constants live inside it)."""
+        return self
+
+    @property
+    def consts(self) -> list:
+        return []
+
     def __str__(self):
         return str(self.program)
 
     __repr__ = __str__
+
+
+def eval_jaxpr(jaxpr: ClosedJaxpr, consts, *args, propagate_source_info: bool = True) -> list:
+    """Runs a program `make_jaxpr` returned on `args` (or inlines it into an open trace);
+    returns its results as a list. Its constants are inside it: `consts` is `jaxpr.consts`."""
+    if consts:
+        raise ValueError(f"eval_jaxpr: this program takes no separate constants, got {len(consts)}")
+    return list(_core.eval_program(jaxpr.program, [core.asarray_value(a) for a in args]))
 
 
 def make_jaxpr(fun: Callable, static_argnums=()):

@@ -58,6 +58,9 @@ class Config:
     def update(self, name: str, value: Any) -> None:
         if not name.startswith("jax_"):
             raise AttributeError(f"Unrecognized config option: {name}")
+        flag = _FLAGS.get(name)
+        if flag is not None and flag.parser is not None:
+            value = flag.parser(value)
         setter = self._setters.get(name)
         self._values[name] = setter(value) if setter else value
 
@@ -127,13 +130,67 @@ class Config:
 config = Config()
 
 
-@contextlib.contextmanager
-def raise_on_ppermute_sort_diff(value: bool):
-    """`with raise_on_ppermute_sort_diff(False):` sets the flag of that name
-    for the block (as JAX's context manager does)."""
-    old = config.read("jax_raise_on_ppermute_sort_diff")
-    config.update("jax_raise_on_ppermute_sort_diff", bool(value))
-    try:
-        yield
-    finally:
-        config.update("jax_raise_on_ppermute_sort_diff", old)
+_NO_DEFAULT = object()
+_FLAGS: dict[str, "Flag"] = {}
+
+
+class Flag:
+    """A config option that is also a context manager, as JAX's `jax.<option>` objects are:
+    `with jax.debug_nans(True):` sets it for the block, `jax.debug_nans.value` reads it,
+    and `@jax.debug_nans(True)` sets it while a function runs. `config.update` sets the same value."""
+
+    def __init__(self, name: str, default: Any, help: str = "", parser: Callable | None = None,
+                 context_default: Any = _NO_DEFAULT):
+        self.name = name
+        self.__name__ = name[4:]
+        self.__doc__ = f"Context manager for `{name}` config option.\n\n{help}"
+        self.parser = parser
+        self._context_default = context_default
+        _FLAGS[name] = self
+        if name not in config._values:
+            config._values[name] = parser(default) if parser else default
+
+    @property
+    def value(self) -> Any:
+        return config.read(self.name)
+
+    def __call__(self, new_val: Any = _NO_DEFAULT) -> "_FlagBlock":
+        if new_val is _NO_DEFAULT:
+            if self._context_default is _NO_DEFAULT:
+                raise TypeError(f"Context manager for {self.__name__} config option requires an "
+                                "argument representing the new value for the config option.")
+            new_val = self._context_default
+        return _FlagBlock(self, self.parser(new_val) if self.parser else new_val)
+
+    def __repr__(self) -> str:
+        return f"{self.name}={self.value!r}"
+
+
+class _FlagBlock(contextlib.ContextDecorator):
+    def __init__(self, flag: Flag, value: Any):
+        self.flag, self.new_val = flag, value
+        self._saved: list = []
+
+    def __enter__(self):
+        self._saved.append(config.read(self.flag.name))
+        config.update(self.flag.name, self.new_val)
+
+    def __exit__(self, *exc):
+        config.update(self.flag.name, self._saved.pop())
+
+
+def bool_flag(name: str, default: bool, help: str = "") -> Flag:
+    return Flag(name, default, help, parser=bool, context_default=True)
+
+
+def enum_flag(name: str, default: Any, choices: tuple, help: str = "", optional: bool = False) -> Flag:
+    """A flag taking one of `choices` (or None when `optional`), checked as JAX checks it."""
+    def parse(value):
+        if value is None and optional:
+            return None
+        value = getattr(value, "value", value)  # JAX's enum members name their string
+        if value not in choices:
+            allowed = ("None or in " if optional else "in ") + str(list(choices))
+            raise ValueError(f"new enum value must be {allowed}, got {value} of type {type(value)}.")
+        return value
+    return Flag(name, default, help, parser=parse)

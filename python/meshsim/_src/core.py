@@ -10,6 +10,8 @@ import warnings
 import numpy as np
 
 from meshsim import _core
+from meshsim._src import float_checks
+from meshsim._src.config import config
 from meshsim._src.sharding import placement
 
 Array = _core.Array
@@ -61,6 +63,9 @@ def bind(name: str, *args, **params):
         outs = _bind_now(name, args, params)
     else:
         outs = _core.bind(name, args, params)
+        if (config._values["jax_debug_nans"] or config._values["jax_debug_infs"]) \
+                and _core.current_trace() is None:
+            float_checks.check_operation(name, outs)
     return outs if device is None else tuple(placement.place(outs, device))
 
 

@@ -6,10 +6,11 @@ intermediates; the backward pass runs `fun` again on the saved arguments to
 rebuild that closure (the same values, recomputed rather than stored)."""
 from __future__ import annotations
 
+import dataclasses
 import functools
-from typing import Callable
+from typing import Any, Callable
 
-from meshsim._src import tree_util
+from meshsim._src import core, tree_util
 from meshsim._src.ad import custom_vjp
 
 
@@ -58,15 +59,52 @@ def closure_convert(fun: Callable, *example_args):
     return converted, list(hoisted)
 
 
+class SymbolicZero:
+    """A zero tangent or cotangent known by its type alone (custom rules defined with
+    `symbolic_zeros=True` may receive and return them); attributes are its type's."""
+
+    def __init__(self, aval) -> None:
+        self.aval = aval
+
+    def __repr__(self) -> str:
+        return "SymbolicZero"
+
+    def __getattr__(self, name):
+        if name == "aval":  # not set yet (while unpickling or copying)
+            raise AttributeError(name)
+        return getattr(self.aval, name)
+
+    @staticmethod
+    def from_primal_value(val) -> "SymbolicZero":
+        return SymbolicZero(core.typeof(val))
+
+
+@dataclasses.dataclass
+class CustomVJPPrimal:
+    """An argument of a custom_vjp's forward rule defined with `symbolic_zeros=True`:
+    its value and whether it is differentiated."""
+    value: Any
+    perturbed: bool
+
+
+def custom_vjp_primal_tree_values(tree):
+    """`tree` with each CustomVJPPrimal leaf replaced by its value."""
+    def value(leaf):
+        if type(leaf) is not CustomVJPPrimal:
+            raise TypeError(f"unexpected leaf type {type(leaf)}")
+        return leaf.value
+    return tree_util.tree_map(value, tree, is_leaf=lambda x: type(x) is CustomVJPPrimal)
+
+
 def zero_from_primal(val, symbolic_zeros: bool = False):
-    """The zero tangent of each leaf of `val` (float0 zeros for integer and boolean leaves)."""
+    """The zero tangent of each leaf of `val` (float0 zeros for integer and boolean leaves;
+    SymbolicZeros with `symbolic_zeros`)."""
     import numpy as np
 
     import meshsim.numpy as jnp
     from meshsim._src.ad import float0
     if symbolic_zeros:
-        raise NotImplementedError("zero_from_primal(..., symbolic_zeros=True): meshsim's custom "
-                                  "rules see zeros as arrays")
+        return tree_util.tree_map(SymbolicZero.from_primal_value, val)
 
     def zero(x):
         x = jnp.asarray(x)

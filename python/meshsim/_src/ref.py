@@ -8,6 +8,8 @@ values as extra outputs, which are written back into the caller's Refs after
 the call (how JAX discharges the state effects of a jitted function)."""
 from __future__ import annotations
 
+import enum
+import types
 from typing import Any
 
 import numpy as np
@@ -15,7 +17,81 @@ import numpy as np
 from meshsim._src import core
 
 __all__ = ["Ref", "AbstractRef", "new_ref", "freeze", "free_ref", "empty_ref", "get", "set",
-           "swap", "addupdate"]
+           "swap", "addupdate", "Slice", "ds"]
+
+
+class Slice:
+    """`size` elements from `start` (an int or a traced integer) every `stride`: an index of a
+    Ref whose start may be traced (`ref[jax.ds(i, 2)]`)."""
+    __slots__ = ("start", "size", "stride")
+
+    def __init__(self, start, size: int, stride: int = 1):
+        self.start, self.size, self.stride = start, size, stride
+
+    def is_dynamic_start(self) -> bool:
+        return core.is_value(self.start) and not isinstance(self.start, core.Array)
+
+    def static_slice(self) -> slice | None:
+        """The Python slice this is, when its start is known."""
+        if self.is_dynamic_start():
+            return None
+        start = int(self.start)
+        return slice(start, start + self.size * self.stride, self.stride)
+
+    def __repr__(self) -> str:
+        return f"Slice(start={self.start}, size={self.size}, stride={self.stride})"
+
+
+def ds(start, size: int | None = None, stride: int | None = None):
+    """`Slice(start, size, stride)`; `ds(n)` is the first n elements, `ds(None)` all of them."""
+    if start is None:
+        return slice(None, None, stride)
+    if size is None:
+        start, size = 0, start
+    return Slice(start, size, 1 if stride is None else stride)
+
+
+class MemorySpace(enum.Enum):
+    """Where a Ref's buffer lives (`new_ref(x, memory_space=...)`); one memory here."""
+    Device = enum.auto()
+    Host = enum.auto()
+    Any = enum.auto()
+
+    def __repr__(self) -> str:
+        return f"MemorySpace.{self.name}"
+
+
+memory = types.SimpleNamespace(Space=MemorySpace)  # jax.memory
+
+
+def _plain_index(idx):
+    """`idx` with its statically known Slices as Python slices; None if a start is traced."""
+    items = idx if isinstance(idx, tuple) else (idx,)
+    out = []
+    for item in items:
+        if isinstance(item, Slice):
+            item = item.static_slice()
+            if item is None:
+                return None
+        out.append(item)
+    return tuple(out) if isinstance(idx, tuple) else out[0]
+
+
+def _dynamic_starts(idx, ndim: int):
+    """(start per axis, size per axis) of an index made of Slices (stride 1) and full slices."""
+    items = idx if isinstance(idx, tuple) else (idx,)
+    starts, sizes = [], []
+    for item in items:
+        if isinstance(item, Slice) and item.stride == 1:
+            starts.append(item.start)
+            sizes.append(item.size)
+        elif item == slice(None):
+            starts.append(0)
+            sizes.append(None)
+        else:
+            raise NotImplementedError(f"indexing a Ref by {idx!r}: a traced start goes with stride 1 "
+                                      "and full slices on the other axes")
+    return starts + [0] * (ndim - len(starts)), sizes + [None] * (ndim - len(sizes))
 
 
 class AbstractRef:
@@ -67,18 +143,35 @@ class Ref:
     def __getitem__(self, idx):
         if idx is Ellipsis or (isinstance(idx, tuple) and idx in ((), (Ellipsis,))):
             return self._value
-        return self._value[idx]
+        plain = _plain_index(idx)
+        if plain is not None:
+            return self._value[plain]
+        from meshsim._src.lax.indexing import dynamic_slice
+        starts, sizes = _dynamic_starts(idx, self.ndim)
+        return dynamic_slice(self._value, starts,
+                             [d if n is None else n for n, d in zip(sizes, self.shape)])
 
     def __setitem__(self, idx, value):
-        value, whole = self._checked("swap", idx, value)
-        self._check_same_trace(value)
-        self._value = value if whole else self._value.at[idx].set(value)
+        self._update("swap", idx, value, lambda old, v: v)
 
     def addupdate(self, value, idx=Ellipsis) -> None:
         """Adds `value` (of the shape and dtype of the part `idx`) into the referenced array."""
-        value, whole = self._checked("addupdate", idx, value)
+        self._update("addupdate", idx, value, lambda old, v: old + v)
+
+    def _update(self, op: str, idx, value, combine) -> None:
+        value, whole = self._checked(op, idx, value)
         self._check_same_trace(value)
-        self._value = self._value + value if whole else self._value.at[idx].add(value)
+        if whole:
+            self._value = combine(self._value, value)
+            return
+        plain = _plain_index(idx)
+        if plain is not None:
+            at = self._value.at[plain]
+            self._value = at.set(value) if op == "swap" else at.add(value)
+            return
+        from meshsim._src.lax.indexing import dynamic_update_slice
+        starts, _ = _dynamic_starts(idx, self.ndim)
+        self._value = dynamic_update_slice(self._value, combine(self[idx], value), starts)
 
     def _check_same_trace(self, value) -> None:
         """A traced value may only be written into a Ref made in its own trace (or passed to the
@@ -93,7 +186,7 @@ class Ref:
         """`value` as written at `idx` by `op`, with JAX's errors for a wrong shape or dtype."""
         value = core.asarray_value(value)
         whole = idx is Ellipsis or (isinstance(idx, tuple) and idx in ((), (Ellipsis,)))
-        expected = self.shape if whole else tuple(core.typeof(self._value[idx]).shape)
+        expected = self.shape if whole else tuple(core.typeof(self[idx]).shape)
         if tuple(value.shape) != expected:
             transforms = "()" if whole else f"({idx!r},)"
             raise ValueError(f"Invalid shape for `{op}`. Ref shape: {self.shape}. Expected shape: "
@@ -135,7 +228,11 @@ def free_ref(ref: Ref) -> None:
 
 
 def empty_ref(ty, memory_space: Any = None) -> Ref:
-    """A Ref of type `ty` (a ShapedArray) whose contents are not to be read before a write."""
+    """A Ref of type `ty` (a ShapedArray) whose contents are not to be read before a write.
+    Only inside a traced function, as in JAX (which has no eager rule for it)."""
+    from meshsim import _core
+    if _core.current_trace() is None:
+        raise NotImplementedError("Evaluation rule for 'empty_ref' not implemented")
     return Ref(core.asarray_value(np.zeros(ty.shape, ty.dtype)))
 
 

@@ -1,5 +1,5 @@
 """Process-wide controls JAX programs use: the flags that are context
-managers (`enable_x64`, `disable_jit`, `default_matmul_precision`),
+managers (`disable_jit`; the others are in flags.py),
 `clear_caches`, `live_arrays`, `linear_transpose`, and process queries."""
 from __future__ import annotations
 
@@ -10,37 +10,6 @@ from typing import Callable
 from meshsim import _core
 from meshsim._src import api, tree_util
 from meshsim._src.config import config
-
-
-class _FlagContext:
-    """A config flag used as `with jax.<flag>(value):` (restored after the block)."""
-
-    def __init__(self, name: str, coerce: Callable = lambda v: v):
-        self.name = name
-        self.coerce = coerce
-
-    @contextlib.contextmanager
-    def __call__(self, new_val=True):
-        old = config.read(self.name)
-        config.update(self.name, self.coerce(new_val))
-        try:
-            yield
-        finally:
-            config.update(self.name, old)
-
-    @property
-    def value(self):
-        return config.read(self.name)
-
-    def __repr__(self):
-        return f"{self.name}={self.value!r}"
-
-
-enable_x64 = _FlagContext("jax_enable_x64", bool)
-# 'standard' or 'strict' (only weak-type promotions), for the block.
-numpy_dtype_promotion = _FlagContext("jax_numpy_dtype_promotion")
-# CPU dots compute in full float32 whatever the precision, in JAX as here.
-default_matmul_precision = _FlagContext("jax_default_matmul_precision")
 
 
 @contextlib.contextmanager

@@ -409,3 +409,32 @@ class _ShardMapped:
 def axis_env():
     """(mesh, manual axes, check_vma) of the shard_map body being traced, or None."""
     return _core.current_axis_env()
+
+
+def _axis_spec(axis_name, axis) -> PartitionSpec:
+    """The spec mapping array axis `axis` (None: none) over mesh axis `axis_name`."""
+    return PartitionSpec() if axis is None else PartitionSpec(*[None] * axis, axis_name)
+
+
+def smap(f: Callable | None = None, /, *, in_axes=Infer, out_axes, axis_name):
+    """shard_map over the one mesh axis `axis_name` (the others stay automatic), with
+    vmap-style axes: `in_axes`/`out_axes` say which array axis is split over it."""
+    if f is None:
+        return lambda g: smap(g, in_axes=in_axes, out_axes=out_axes, axis_name=axis_name)
+    if isinstance(axis_name, (list, tuple)):
+        raise TypeError(f"smap axis_name should be a `str` or a `Hashable`, but got {axis_name}")
+    if in_axes is not None and in_axes is not Infer and not isinstance(in_axes, (int, tuple)):
+        raise TypeError("smap in_axes must be an int, None, jax.sharding.Infer, or a tuple of entries "
+                        "corresponding to the positional arguments passed to the function, but got "
+                        f"{in_axes}.")
+    if in_axes is not Infer and not all(isinstance(a, int) for a in tree_util.tree_leaves(in_axes)):
+        raise TypeError("smap in_axes must be an int, None, jax.sharding.Infer, or (nested) container "
+                        f"with those types as leaves, but got {in_axes}.")
+    if not all(isinstance(a, int) for a in tree_util.tree_leaves(out_axes)):
+        raise TypeError("smap out_axes must be an int, None, or (nested) container with those types "
+                        f"as leaves, but got {out_axes}.")
+    spec = functools.partial(_axis_spec, axis_name)
+    in_specs = Infer if in_axes is Infer else \
+        tree_util.tree_map(spec, in_axes, is_leaf=lambda x: x is None)
+    out_specs = tree_util.tree_map(spec, out_axes, is_leaf=lambda x: x is None)
+    return shard_map(f, in_specs=in_specs, out_specs=out_specs, axis_names={axis_name})

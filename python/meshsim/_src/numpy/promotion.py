@@ -3,8 +3,11 @@ from __future__ import annotations
 
 import numpy as np
 
+import warnings
+
 from meshsim import _core
 from meshsim._src import core
+from meshsim._src.config import config
 from meshsim._src import dtype_kinds
 
 
@@ -64,8 +67,25 @@ def _convert(x, dtype, weak):
     return core.convert_element_type(x, dtype, weak)
 
 
+def _check_rank_promotion(shapes) -> None:
+    """The jax_numpy_rank_promotion flag: 'warn' or 'raise' when operands of different
+    ranks (scalars aside) would be broadcast."""
+    mode = config._values["jax_numpy_rank_promotion"]
+    if mode == "allow" or len({len(s) for s in shapes if s}) < 2:
+        return
+    listed = " ".join(str(tuple(s)) for s in shapes)
+    more = " For more information, see https://docs.jax.dev/en/latest/rank_promotion_warning.html."
+    if mode == "raise":
+        raise ValueError(f"Operands could not be broadcast together on shapes {listed} and with the "
+                         f"config option jax_numpy_rank_promotion='raise'.{more}")
+    warnings.warn(f"Following NumPy automatic rank promotion on shapes {listed}. Set the "
+                  "jax_numpy_rank_promotion config option to 'allow' to disable this warning;" + more,
+                  stacklevel=4)
+
+
 def _convert_and_broadcast(args, dtype, weak, keep_scalars=False):
     vals = [_convert(a, dtype, weak) for a in args]
+    _check_rank_promotion([v.shape for v in vals])
     try:
         shape = broadcast_shapes(*(v.shape for v in vals))
     except ValueError:

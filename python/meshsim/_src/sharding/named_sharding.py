@@ -60,6 +60,10 @@ def _check_memory_kind(memory_kind):
         raise ValueError(f"meshsim devices have only the 'device' memory kind, got {memory_kind!r}")
 
 
+def make_single_device_sharding(device, *, memory_kind: str | None = None) -> "SingleDeviceSharding":
+    return SingleDeviceSharding(device, memory_kind=memory_kind)
+
+
 class SingleDeviceSharding(Sharding):
     """The whole array on one device."""
 
