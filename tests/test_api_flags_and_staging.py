@@ -316,3 +316,26 @@ def test_custom_vjp_symbolic_zeros(real_jax, capsys):
                         repr(zeros["a"]), zeros["a"].shape, capsys.readouterr().out,
                         _outcome(lambda: cd.custom_vjp_primal_tree_values([1.0]))))
     assert results[0] == results[1]
+
+
+def _with_breakpoint(jax, x):
+    y = jax.numpy.sin(x)
+    jax.debug.breakpoint()
+    return y * 2
+
+
+@pytest.mark.parametrize("jitted", [False, True])
+def test_debug_breakpoint(real_jax, capsys, monkeypatch, jitted):
+    import io
+    printed = []
+    for jax in (meshsim, real_jax):
+        monkeypatch.setattr("sys.stdin", io.StringIO("p y\npp x\nl\nd\np {'k': y[1:]}\np nope\nc\n"))
+        f = (lambda x: _with_breakpoint(jax, x))
+        out = (jax.jit(f) if jitted else f)(jax.numpy.arange(3.0))
+        jax.block_until_ready(out)
+        if jax is real_jax:
+            jax.effects_barrier()
+        printed.append(capsys.readouterr().out)
+        np.testing.assert_allclose(np.asarray(out), 2 * np.sin(np.arange(3.0)), rtol=1e-6)
+    ours, theirs = (p.replace("jax.numpy", "").splitlines() for p in printed)
+    assert ours == theirs

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import meshsim
+from tree_oracle import assert_trees_close
 
 X = np.linspace(0, 1, 20).astype(np.float32)
 Y = (3 * X ** 2 - X + 0.5).astype(np.float32)
@@ -53,12 +54,7 @@ CASES = {
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_matches_jax(real_jax, name):
     ours, theirs = CASES[name](meshsim), CASES[name](real_jax)
-    ol, tl = meshsim.tree.leaves(ours), meshsim.tree.leaves(theirs)
-    assert len(ol) == len(tl)
-    for a, b in zip(ol, tl):
-        a, b = np.asarray(a), np.asarray(b)
-        assert a.shape == b.shape and a.dtype == b.dtype
-        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    assert_trees_close(ours, theirs, rtol=1e-4, atol=1e-5)
 
 
 def test_save_and_load_round_trip(real_jax, tmp_path):

@@ -14,3 +14,4 @@ from meshsim._src.lax.precision import DotAlgorithmPreset, Precision  # noqa: F4
 from meshsim._src.lax.composed import *  # noqa: F401,F403,E402
 from meshsim._src.lax.special import *  # noqa: F401,F403,E402
 from meshsim.lax import linalg  # noqa: F401,E402  (jax.lax.linalg)
+from meshsim._src.lax.implicit_solves import *  # noqa: F401,F403,E402
