@@ -194,10 +194,12 @@ def _leaf_key(x):
     return x.signature
 
 
-def trace_to_program(fun: Callable, args: Sequence, kwargs: dict, static: tuple = ()):
+def trace_to_program(fun: Callable, args: Sequence, kwargs: dict, static: tuple = (),
+                     discharge_refs: bool = False):
     """Traces `fun(*args, **kwargs)` (array leaves become inputs) into a Program.
 
-    Returns (program, output treedef)."""
+    Returns (program, output treedef). With `discharge_refs`, raises ref.ClosedOverRefs when
+    the function touches Refs made outside it (the caller traces it again binding them)."""
     leaves, in_tree = tree_util.tree_flatten((list(args), kwargs))
     # ShapeDtypeStructs stand in for arrays of their type.
     leaves = [x if isinstance(x, ShapeDtypeStruct) else core.asarray_value(x) for x in leaves]
@@ -210,7 +212,10 @@ def trace_to_program(fun: Callable, args: Sequence, kwargs: dict, static: tuple 
             for k, v in static:
                 if isinstance(k, str):
                     t_kwargs[k] = v
-            out = fun(*t_args, **t_kwargs)
+            with ref.recording(trace, records_reads=discharge_refs, discharges=discharge_refs) as refs:
+                out = fun(*t_args, **t_kwargs)
+            if refs.refs:
+                raise ref.ClosedOverRefs(refs.refs)
             out_leaves, out_tree = tree_util.tree_flatten(out)
             program = trace.finish([core.asarray_value(x) for x in out_leaves])
             program.name = getattr(fun, "__name__", "")  # the profiler's PjitFunction(name)
@@ -252,6 +257,7 @@ class JitWrapped:
                           or sig.donate_argnames or in_shardings is not None)
         self._fast_cache: dict[tuple, tuple] = {}
         self._ref_variants: dict = {}  # Ref arguments: the variants ref.call_with_refs traces
+        self._closed_refs: list = []  # Refs the function closes over (see ref.call_with_closed_refs)
 
     def __get__(self, obj, objtype=None):
         return self if obj is None else functools.partial(self, obj)
@@ -267,7 +273,8 @@ class JitWrapped:
         entry = self._cache.get(key)
         if entry is None:
             self._before_tracing(key, leaves)
-            program, out_tree = trace_to_program(self._traced_fun, dyn_args, dyn_kwargs, static)
+            program, out_tree = trace_to_program(self._traced_fun, dyn_args, dyn_kwargs, static,
+                                                 discharge_refs=True)
             donated = None
             if self._sig.donate_argnums or self._sig.donate_argnames:
                 donated = usable_donations(program, self._sig.donated_leaf_mask(args, kwargs))
@@ -300,6 +307,17 @@ class JitWrapped:
         return self._call(*args, **kwargs)
 
     def _call(self, *args, **kwargs):
+        try:
+            if self._closed_refs:
+                return ref.call_with_closed_refs(self, self._traced_fun, self._closed_refs, args, kwargs)
+            return self._call_program(*args, **kwargs)
+        except ref.ClosedOverRefs as found:
+            self._closed_refs = [*self._closed_refs,
+                                 *(r for r in found.refs if all(r is not c for c in self._closed_refs))]
+            self.clear_cache()
+            return ref.call_with_closed_refs(self, self._traced_fun, self._closed_refs, args, kwargs)
+
+    def _call_program(self, *args, **kwargs):
         if self._fast and not kwargs:
             key = tuple([x.signature for x in args if type(x) is _Array])
             if len(key) == len(args):

@@ -5,12 +5,22 @@ A Ref holds an array that `ref[idx] = v` replaces (functionally: the new value i
 inside a traced function just holds traced values, and a jitted function given
 Refs as arguments is traced with their values as extra inputs and their final
 values as extra outputs, which are written back into the caller's Refs after
-the call (how JAX discharges the state effects of a jitted function)."""
+the call (how JAX discharges the state effects of a jitted function).
+
+Refs a traced function closes over are discharged the same way. While a jitted
+function or a loop body is traced, a `RefScope` records the Refs made outside it
+that it writes (and, for jit, the eagerly made Refs it reads); their values are
+restored when tracing ends, and the function is traced again with those Refs bound
+to extra inputs (`bound`) whose final values are extra outputs: a jitted function's
+extra arguments and results, a loop's extra carry. After the call they are written
+back into the Refs."""
 from __future__ import annotations
 
+import contextlib
 import enum
+import threading
 import types
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -141,6 +151,7 @@ class Ref:
         return len(self._value)
 
     def __getitem__(self, idx):
+        self._note_read()
         if idx is Ellipsis or (isinstance(idx, tuple) and idx in ((), (Ellipsis,))):
             return self._value
         plain = _plain_index(idx)
@@ -174,13 +185,31 @@ class Ref:
         self._value = dynamic_update_slice(self._value, combine(self[idx], value), starts)
 
     def _check_same_trace(self, value) -> None:
-        """A traced value may only be written into a Ref made in its own trace (or passed to the
-        jitted function as an argument): not into one the traced function closes over."""
-        if isinstance(value, core.Tracer) and value.trace is not self._trace:
+        """A traced value written into a Ref made outside the function being traced is recorded
+        by that function's RefScope (which discharges it); without one (a grad, vmap or cond
+        branch closing over the Ref) it is refused."""
+        from meshsim import _core
+        trace = _core.current_trace()
+        if trace is None or trace is self._trace:
+            return
+        scope = _SCOPES.stack[-1] if _SCOPES.stack else None
+        if scope is None or scope.trace is not trace or not scope.discharges:
             raise NotImplementedError(
-                "writing a traced value into a Ref that the traced function (or a loop body) closes "
-                "over is not supported: pass the Ref to the jitted function as an argument, or "
-                "carry the value through the loop")
+                "writing a traced value into a Ref that a differentiated, vmapped or cond-branch "
+                "function closes over is not supported: pass the Ref to the jitted function as an "
+                "argument, or carry the value through the loop")
+        scope.record(self, written=True)
+
+    def _note_read(self) -> None:
+        """A jitted function reading a Ref made eagerly takes its value as an input (so that a
+        later call sees the Ref's value then, not the one it had when traced)."""
+        if self._trace is None and _SCOPES.stack:
+            from meshsim import _core
+            if _core.current_trace() is not None:
+                for scope in _SCOPES.stack:
+                    if scope.records_reads:
+                        scope.record(self, written=False)
+                        break
 
     def _checked(self, op: str, idx, value):
         """`value` as written at `idx` by `op`, with JAX's errors for a wrong shape or dtype."""
@@ -220,6 +249,7 @@ def new_ref(init_val: Any, *, memory_space: Any = None, kind: str | None = None)
 
 def freeze(ref: Ref):
     """The referenced array's final value."""
+    ref._note_read()
     return ref._value
 
 
@@ -291,3 +321,98 @@ def call_with_refs(jitted, fun, args: tuple, kwargs: dict):
     for i, v in zip(where, values):
         leaves[i]._value = v
     return (out,)
+
+
+# --- discharging Refs that traced functions close over ----------------------------------------
+
+class _ScopeStack(threading.local):
+    def __init__(self):
+        self.stack: list[RefScope] = []
+
+
+_SCOPES = _ScopeStack()
+
+
+class RefScope:
+    """The Refs made outside one traced function that it writes (and, when `records_reads`,
+    the eagerly made Refs it reads), in first-touched order."""
+
+    def __init__(self, trace, records_reads: bool, discharges: bool = True):
+        self.trace, self.records_reads, self.discharges = trace, records_reads, discharges
+        self.refs: list[Ref] = []
+        self.written: list[Ref] = []
+        self._saved: dict[int, tuple] = {}
+
+    def record(self, ref: Ref, written: bool) -> None:
+        if id(ref) not in self._saved:
+            self._saved[id(ref)] = (ref, ref._value, ref._trace)
+            self.refs.append(ref)
+        if written and all(r is not ref for r in self.written):
+            self.written.append(ref)
+
+    def restore(self) -> None:
+        """Undoes what tracing wrote (the function runs later, as a program)."""
+        for ref, value, trace in self._saved.values():
+            ref._value, ref._trace = value, trace
+
+
+@contextlib.contextmanager
+def recording(trace, records_reads: bool = False, discharges: bool = True):
+    """Records into a RefScope while `trace` is traced; restores the Refs after."""
+    scope = RefScope(trace, records_reads, discharges)
+    _SCOPES.stack.append(scope)
+    try:
+        yield scope
+    finally:
+        _SCOPES.stack.pop()
+        scope.restore()
+
+
+@contextlib.contextmanager
+def bound(refs: Sequence[Ref], values: Sequence):
+    """Within the block, each Ref holds the matching value and belongs to the current trace
+    (so the function being traced reads and writes it as its own)."""
+    from meshsim import _core
+    saved = [(r._value, r._trace) for r in refs]
+    trace = _core.current_trace()
+    for r, v in zip(refs, values):
+        r._value, r._trace = v, trace
+    try:
+        yield
+    finally:
+        for r, (v, t) in zip(refs, saved):
+            r._value, r._trace = v, t
+
+
+def write_back(refs: Sequence[Ref], values: Sequence) -> None:
+    """Stores a call's final Ref values into the Refs (recorded by the enclosing scope, if a
+    trace is open and the Ref was made outside it)."""
+    for r, v in zip(refs, values):
+        r._check_same_trace(v)
+        r._value = v
+
+
+class ClosedOverRefs(Exception):
+    """Raised out of a jitted function's first trace: it touches these Refs made outside it."""
+
+    def __init__(self, refs: list):
+        super().__init__(f"{len(refs)} Refs closed over")
+        self.refs = refs
+
+
+def call_with_closed_refs(jitted, fun, refs: list, args: tuple, kwargs: dict):
+    """`fun(*args, **kwargs)` jitted with the Refs it closes over bound to extra inputs and
+    their final values returned as extra results, which are written back into the Refs."""
+    key = tuple(id(r) for r in refs)
+    inner = jitted._ref_variants.get(key)
+    if inner is None:
+        def with_refs(ref_values, *a, **k):
+            with bound(refs, ref_values):
+                return fun(*a, **k), [r._value for r in refs]
+        sig = jitted._sig
+        inner = jitted._ref_variants[key] = type(jitted)(
+            with_refs, static_argnums=tuple(i + 1 for i in sig.static_argnums) or None,
+            static_argnames=tuple(sig.static_argnames) or None)
+    out, values = inner([r._value for r in refs], *args, **kwargs)
+    write_back(refs, values)
+    return out

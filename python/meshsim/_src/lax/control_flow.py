@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from meshsim import _core
-from meshsim._src import core, tree_util
+from meshsim._src import core, ref, tree_util
 from meshsim._src import dtype_kinds
 
 __all__ = ["cond", "switch", "while_loop", "fori_loop", "scan", "map"]
@@ -35,15 +35,19 @@ class _Traced:
     arguments, then the values it closes over), those values, its output tree
     and output types."""
 
-    def __init__(self, fun: Callable, in_tree, avals: Sequence):
+    def __init__(self, fun: Callable, in_tree, avals: Sequence, discharges_refs: bool = False):
         trace = _core.push_trace()
         try:
             tracers = [trace.new_input(a) for a in avals]
-            out = fun(*tree_util.tree_unflatten(in_tree, tracers))
-            leaves, self.out_tree = tree_util.tree_flatten(out)
-            self.program, captures = trace.finish_capturing([core.asarray_value(x) for x in leaves])
+            with ref.recording(trace, discharges=discharges_refs) as refs:
+                out = fun(*tree_util.tree_unflatten(in_tree, tracers))
+                leaves, self.out_tree = tree_util.tree_flatten(out)
+                leaves = [core.asarray_value(x) for x in leaves]
+            self.program, captures = trace.finish_capturing(leaves)
         finally:
             _core.pop_trace(trace)
+        # Refs made outside that the function writes: the loop carries them (see ref.py).
+        self.written_refs = refs.written
         self.consts = list(captures)
         self.num_args = len(avals)
         self.out_avals = list(self.program.out_avals)
@@ -398,8 +402,8 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val):
 
     def trace(init):
         avals = [x.aval for x in init]
-        t_cond = _Traced(cond_fun, tree_util.treedef_tuple([in_tree]), avals)
-        t_body = _Traced(body_fun, tree_util.treedef_tuple([in_tree]), avals)
+        t_cond = _Traced(cond_fun, tree_util.treedef_tuple([in_tree]), avals, discharges_refs=True)
+        t_body = _Traced(body_fun, tree_util.treedef_tuple([in_tree]), avals, discharges_refs=True)
         if not tree_util.treedef_is_leaf(t_cond.out_tree) or len(t_cond.out_avals) != 1:
             raise TypeError(f"cond_fun must return a boolean scalar, but got pytree {t_cond.out_tree}.")
         pred = t_cond.out_avals[0]
@@ -409,6 +413,9 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val):
         return avals, t_cond, t_body
 
     avals, t_cond, t_body = trace(init)
+    refs = _union(t_cond.written_refs, t_body.written_refs)
+    if refs:
+        return _while_carrying_refs(cond_fun, body_fun, init_val, refs)
     if len(t_body.out_avals) != len(avals) or t_body.out_tree != in_tree:
         _check_carry_type("while_loop body", body_fun, in_tree, avals, t_body.out_tree, t_body.out_avals)
     init, changed = _promote_weak(init, avals, t_body.out_avals)
@@ -458,13 +465,16 @@ def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = 
     in_tree = tree_util.treedef_tuple([init_tree, xs_tree])
 
     def trace(init_flat):
-        t = _Traced(f, in_tree, [*[x.aval for x in init_flat], *x_avals])
+        t = _Traced(f, in_tree, [*[x.aval for x in init_flat], *x_avals], discharges_refs=True)
         children = tree_util.treedef_children(t.out_tree)
         if t.out_tree.num_nodes and (len(children) != 2 or not _is_pair(t.out_tree)):
             raise TypeError(f"scan body output must be a pair, got {t.out_tree}.")
         return t, children
 
     t, (carry_tree, ys_tree) = trace(init_flat)
+    if t.written_refs:
+        return _scan_carrying_refs(f, init, xs, t.written_refs, length=length, reverse=reverse,
+                                   unroll=unroll)
     num_carry = len(init_flat)
     carry_avals = t.out_avals[:carry_tree.num_leaves]
     in_avals = [x.aval for x in init_flat]
@@ -486,6 +496,40 @@ def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = 
     outs = list(outs)
     return (tree_util.tree_unflatten(carry_tree, outs[:num_carry]),
             tree_util.tree_unflatten(ys_tree, outs[num_carry:]))
+
+
+def _union(a: list, b: list) -> list:
+    return [*a, *(r for r in b if all(r is not x for x in a))]
+
+
+def _while_carrying_refs(cond_fun, body_fun, init_val, refs: list):
+    """The while loop with the Refs its functions write (made outside them) as extra carry."""
+    def cond(state):
+        carry, values = state
+        with ref.bound(refs, values):
+            return cond_fun(carry)
+
+    def body(state):
+        carry, values = state
+        with ref.bound(refs, values):
+            return body_fun(carry), [r._value for r in refs]
+
+    out, values = while_loop(cond, body, (init_val, [r._value for r in refs]))
+    ref.write_back(refs, values)
+    return out
+
+
+def _scan_carrying_refs(f, init, xs, refs: list, **options):
+    """The scan with the Refs its body writes (made outside it) as extra carry."""
+    def body(state, x):
+        carry, values = state
+        with ref.bound(refs, values):
+            carry, y = f(carry, x)
+            return (carry, [r._value for r in refs]), y
+
+    (out, values), ys = scan(body, (init, [r._value for r in refs]), xs, **options)
+    ref.write_back(refs, values)
+    return out, ys
 
 
 def _is_pair(tree) -> bool:
