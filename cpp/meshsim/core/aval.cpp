@@ -6,7 +6,7 @@ namespace meshsim {
 
 bool Aval::same_type(const Aval& o) const {
   return shape == o.shape && dtype == o.dtype && weak_type == o.weak_type && vma == o.vma &&
-         spec == o.spec;
+         spec == o.spec && unreduced == o.unreduced && reduced == o.reduced;
 }
 
 std::string spec_entry_str(const AxisNames& axes) {
@@ -24,7 +24,14 @@ std::string Aval::str_short(bool short_dtype) const {
     if (i < spec.size() && !spec[i].empty()) os << "@" << spec_entry_str(spec[i]);
   }
   os << "]";
-  if (!vma.empty()) os << "{V:" << spec_entry_str(vma) << "}";
+  std::string states;  // JAX's {V:i, U:j, R:k}
+  auto add_state = [&states](const char* tag, const AxisNames& axes) {
+    if (!axes.empty()) states += (states.empty() ? "" : ", ") + std::string(tag) + spec_entry_str(axes);
+  };
+  add_state("V:", vma);
+  add_state("U:", unreduced);
+  add_state("R:", reduced);
+  if (!states.empty()) os << "{" << states << "}";
   return os.str();
 }
 

@@ -20,11 +20,16 @@ struct Aval {
   AxisNames vma;       // varying manual axes, kept in mesh order
   MeshPtr mesh;        // mesh the spec refers to (null: unsharded)
   Spec spec;           // empty or one entry per dimension
+  // Pending reductions, kept in mesh order (JAX's {U:x}/{R:x}): over an `unreduced` axis the
+  // value is the sum of the devices' full-shape blocks; a `reduced` axis holds equal blocks
+  // that autodiff treats as the transpose of unreduced. Explicit and manual axes alike.
+  AxisNames unreduced;
+  AxisNames reduced;
 
   int64_t ndim() const { return static_cast<int64_t>(shape.size()); }
   TypedDType typed_dtype() const { return {dtype, weak_type}; }
-  bool same_type(const Aval& o) const;  // shape, dtype, weak type, vma and spec
-  std::string str_short(bool short_dtype = false) const;  // float32[1024@dp,4096]{V:tp}
+  bool same_type(const Aval& o) const;  // shape, dtype, weak type, vma, spec, (un)reduced
+  std::string str_short(bool short_dtype = false) const;  // float32[1024@dp,4096]{V:tp, U:sp}
   std::string str() const;   // "~" prefix for weak types, as JAX's str(aval)
   std::string repr() const;  // ShapedArray(float32[8,4]) / with ", weak_type=True"
 };

@@ -10,6 +10,7 @@
 #pragma once
 #include <functional>
 #include <optional>
+#include <utility>
 #include <string>
 #include <variant>
 #include <vector>
@@ -176,6 +177,13 @@ struct Primitive {
   std::function<std::vector<Tensors>(const MeshContext& mesh, const std::vector<Tensors>& in,
                                      const Params& params, const Avals& out)>
       mesh_call;
+
+  // Pending reductions (Aval::unreduced/reduced, ir/unreduced.h): every output's unreduced
+  // and reduced axes from the inputs' types; raises JAX's NotImplementedError or
+  // ShardingTypeError. Unset on a Local or Collective primitive: JAX's default rule (an
+  // unreduced operand is refused; reduced axes pass through when every operand agrees);
+  // other kinds keep the types abstract_eval gives (their sub-program's or params').
+  std::function<std::pair<AxisNames, AxisNames>(const Avals& in, const Params& params)> ur_rule;
 
   // Sharding in types (Explicit mesh axes, sharding/rules.h): the outputs'
   // specs from the inputs' types (mesh + spec), the params and the outputs'
