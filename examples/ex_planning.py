@@ -10,10 +10,11 @@ the layers, `jax.checkpoint` for recomputation, a hand-written Adam update.
   all-gather before, reduce-scatter after each parallel block) and a pipeline
   over a "pp" axis (a scan over microbatches + stages - 1 steps, each stage
   running its layers and passing activations to the next with ppermute: the
-  schedule's bubble is in the program). Recomputation: "full" checkpoints
-  each layer's input, "selective" saves the matmuls without batch dimensions
-  (the linear layers) and recomputes attention's core (Korthikanti et al.
-  2022). A vocabulary-parallel cross-entropy ends the stack.
+  schedule's bubble is in the program). Recomputation as Megatron-LM does it
+  (Korthikanti et al. 2022): "full" checkpoints each layer (its input saved),
+  "selective" checkpoints only the attention core (scores, softmax, weighted
+  values), saving everything else. A vocabulary-parallel cross-entropy ends
+  the stack.
 - `llama_step`: a Llama-3-shaped decoder (grouped-query attention, SwiGLU MLP,
   RMSNorm) with FSDP over "fsdp" (weights all-gathered per layer inside the
   remat, so gradients are reduce-scattered by the transpose) x TP over "tp".
@@ -77,6 +78,27 @@ def _global_max(lax, logits):
     return lax.stop_gradient(lax.all_gather_invariant(local, "tp").max(axis=0))
 
 
+def _rerun_whole(jax, layer):
+    """`layer` under Megatron-LM's full recomputation (its CheckpointFunction):
+    only the inputs are saved; the backward pass reruns the whole forward, its
+    output included, and back-propagates from that output. (`jax.checkpoint`
+    would leave out what the backward pass does not read, such as the last
+    matmul and its all-reduce: less work than Megatron does.)"""
+    @jax.custom_vjp
+    def run(x, p):
+        return layer(x, p)
+
+    def forward(x, p):
+        return layer(x, p), (x, p)
+
+    def backward(saved, ct):
+        out, pullback = jax.vjp(layer, *saved)
+        _, ct = jax.lax.optimization_barrier((out, ct))  # the output is computed before its cotangent is used
+        return pullback(ct)
+    run.defvjp(forward, backward)
+    return run
+
+
 def _adam(jax, params, grads, m, v, lr=1e-4, b1=0.9, b2=0.95, eps=1e-8):
     jnp = jax.numpy
     m = jax.tree.map(lambda m, g: b1 * m + (1 - b1) * g, m, grads)
@@ -97,34 +119,48 @@ def gpt_step(jax, cfg: GPTConfig, mesh, dtype=None, param_dtype=np.float32):
     sp = cfg.sequence_parallel
     layers_per_stage = cfg.layers // cfg.pp
 
+    def attention_core(q, k, v):
+        """Scores, causal softmax and the weighted sum of values."""
+        scores = jnp.einsum("bqnd,bknd->bnqk", q, k) * (1.0 / math.sqrt(dh))
+        scores = jnp.where(_causal(lax, q.shape[1]), scores, -1e9)
+        probs = jax.nn.softmax(scores.astype(jnp.float32), axis=-1).astype(dtype)
+        return jnp.einsum("bnqk,bknd->bqnd", probs, v)
+
+    # Megatron's selective recomputation checkpoints the attention core alone
+    # (its `CoreAttention` under `tensor_parallel.checkpoint`): everything else
+    # the backward pass reads is saved, as autograd saves it.
+    selective = cfg.recompute == "selective"
+    core_attention = jax.checkpoint(attention_core) if selective else attention_core
+
+    def column_parallel(a, w, bias):
+        """Megatron's column-parallel linear layer: with sequence parallelism its
+        input is all-gathered along the sequence first."""
+        if sp:
+            a = lax.all_gather(a, "tp", axis=1, tiled=True)
+        return a @ w + bias
+    # With sequence parallelism Megatron saves that input as its shard and
+    # all-gathers it again in the backward pass (for the weight's gradient).
+    if selective and sp:
+        column_parallel = jax.checkpoint(column_parallel)
+
     def block(x, p):
         """One transformer layer on this device's shards; x: [b, s or s/tp, h]."""
         a = _layer_norm(jnp, x, p["ln1_g"], p["ln1_b"])
-        if sp:
-            a = lax.all_gather(a, "tp", axis=1, tiled=True)
-        b, s = a.shape[0], a.shape[1]
-        qkv = a @ p["wqkv"] + p["bqkv"]
+        qkv = column_parallel(a, p["wqkv"], p["bqkv"])
+        b, s = qkv.shape[0], qkv.shape[1]
         q, k, v = jnp.split(qkv.reshape(b, s, 3, nh // tp, dh), 3, axis=2)
         q, k, v = (t.reshape(b, s, nh // tp, dh) for t in (q, k, v))
-        scores = jnp.einsum("bqnd,bknd->bnqk", q, k) * (1.0 / math.sqrt(dh))
-        causal = _causal(lax, s)
-        scores = jnp.where(causal, scores, -1e9)
-        probs = jax.nn.softmax(scores.astype(jnp.float32), axis=-1).astype(dtype)
-        ctx = jnp.einsum("bnqk,bknd->bqnd", probs, v).reshape(b, s, h // tp)
+        ctx = core_attention(q, k, v).reshape(b, s, h // tp)
         out = ctx @ p["wo"]
         out = lax.psum_scatter(out, "tp", scatter_dimension=1, tiled=True) if sp \
             else lax.psum(out, "tp")
         x = x + out + p["bo"]
         a = _layer_norm(jnp, x, p["ln2_g"], p["ln2_b"])
-        if sp:
-            a = lax.all_gather(a, "tp", axis=1, tiled=True)
-        f = jax.nn.gelu(a @ p["w1"] + p["b1"]) @ p["w2"]
+        f = jax.nn.gelu(column_parallel(a, p["w1"], p["b1"])) @ p["w2"]
         f = lax.psum_scatter(f, "tp", scatter_dimension=1, tiled=True) if sp else lax.psum(f, "tp")
         return x + f + p["b2"]
 
-    policy = None if cfg.recompute == "full" else \
-        jax.checkpoint_policies.dots_with_no_batch_dims_saveable
-    remat_block = jax.checkpoint(block, policy=policy)
+    remat_block = block if selective else _rerun_whole(jax, block)
 
     def stack(x, layers):
         return lax.scan(lambda x, p: (remat_block(x, p), None), x, layers)[0]

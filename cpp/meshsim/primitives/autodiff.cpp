@@ -1,5 +1,5 @@
 // Autodiff primitives: checkpointed regions (JAX's remat2), custom VJPs,
-// stop_gradient and checkpoint_name. The first two hold sub-programs and
+// stop_gradient, checkpoint_name and optimization_barrier. The first two hold sub-programs and
 // supply their own `vjp_split` (see transforms/vjp.h).
 #include "meshsim/ir/ops.h"
 #include "meshsim/ir/primitive.h"
@@ -8,6 +8,7 @@
 #include "meshsim/runtime/interpreter.h"
 #include "meshsim/runtime/mesh_executor.h"
 #include "meshsim/sharding/propagation.h"
+#include "meshsim/sharding/rules.h"
 #include "meshsim/transforms/vjp.h"
 
 namespace meshsim {
@@ -177,6 +178,34 @@ void identity(const std::string& name, std::function<Cotangents(const VjpArgs&)>
   register_primitive(std::move(p));
 }
 
+// optimization_barrier(*operands): the operands unchanged, as new values. A
+// result read keeps every operand computed (what XLA guarantees: nothing is
+// moved across the barrier nor dropped from it), so a backward pass can hold
+// on to a recomputed value by passing its cotangents through with it.
+void optimization_barrier() {
+  Primitive p;
+  p.name = "optimization_barrier";
+  p.vma_from_abstract_eval = true;
+  p.abstract_eval = [](const Avals& in, const Params&) { return in; };
+  p.kernel = [](const Tensors& in, const Params&, const Avals&) { return in; };
+  p.cost = [](const Avals&, const Params&, const Avals&) { return Cost{}; };
+  p.vjp = [](const VjpArgs& a) { return a.ct; };
+  p.batch = [](const BatchArgs& a) { return Batched{meshsim::bind(a.prim, a.in, a.params), a.dims}; };
+  p.sharding_rule = [](const Avals& in, const Params&, const Avals&) {
+    std::vector<Spec> specs;
+    for (const Aval& a : in) specs.push_back(spec_of(a));
+    return specs;
+  };
+  p.local_plan = [](const Avals& in, const Params& params, const Avals&) -> std::optional<LocalPlan> {
+    LocalPlan plan;
+    for (const Aval& a : in) plan.in_specs.push_back(spec_of(a));
+    plan.out_specs = plan.in_specs;
+    plan.params = params;
+    return plan;
+  };
+  register_primitive(std::move(p));
+}
+
 }  // namespace
 
 void register_autodiff_primitives() {
@@ -185,6 +214,7 @@ void register_autodiff_primitives() {
   identity("stop_gradient", [](const VjpArgs&) { return Cotangents(1); }, true);
   // checkpoint_name(x, name): policies such as save_only_these_names see it.
   identity("name", [](const VjpArgs& a) { return Cotangents{a.ct[0]}; });
+  optimization_barrier();
 }
 
 }  // namespace meshsim

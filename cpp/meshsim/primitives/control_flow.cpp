@@ -7,6 +7,7 @@
 // device's tensors; inside a shard_map body, an equation whose sub-programs
 // hold collectives runs by `mesh_call`: every sub-program call (one loop
 // iteration, one branch) is a run of the mesh executor over all devices.
+#include <algorithm>
 #include <set>
 
 #include "meshsim/ir/ops.h"
@@ -16,6 +17,7 @@
 #include "meshsim/sharding/factors.h"
 #include "meshsim/sharding/propagation.h"
 #include "meshsim/sharding/rules.h"
+#include "meshsim/transforms/partial_eval.h"
 #include "meshsim/transforms/vjp.h"
 
 namespace meshsim {
@@ -435,10 +437,71 @@ std::optional<LocalPlan> scan_plan(const Avals& in, const Params& params, const 
   return plan;
 }
 
+// Where the backward scan finds each residual of the body's forward program.
+struct ScanResiduals {
+  enum Kind { Invariant, Forwarded, Stacked };
+  std::vector<Kind> kind;
+  std::vector<size_t> index;  // into `invariant`, the xs or `stacked`
+  Values invariant;           // computed once from the constants: the backward scan's constants
+  Values stacked;             // one row per iteration: the forward scan's extra ys
+};
+
+// The forward scan of `split`'s forward program. What depends only on the
+// constants is computed once before the loop (as JAX's scan partial
+// evaluation hoists it): loop-invariant residuals, such as a weight's cast,
+// become constants of the backward scan instead of being stacked per
+// iteration; residuals that are rows of an xs are read from that xs.
+Values scan_forward(const VjpPrograms& split, const Values& in, const ScanParams& s,
+                    const Params& params, ScanResiduals& res) {
+  const Program& fwd = *split.fwd;
+  const size_t num_in = in.size(), num_out = fwd.outvars.size() - split.num_residuals;
+  std::vector<bool> known_in(num_in, false), instantiate(fwd.outvars.size(), false);
+  std::fill(known_in.begin(), known_in.begin() + s.num_consts, true);
+  std::fill(instantiate.begin(), instantiate.begin() + num_out, true);
+  const PartialEvalPrograms pe = partial_eval(fwd, known_in, instantiate);
+  const Values hoisted = eval_program(*pe.known, Values(in.begin(), in.begin() + s.num_consts));
+  size_t num_invariant = 0;
+  for (bool k : pe.out_known) num_invariant += k;
+  res.invariant.assign(hoisted.begin(), hoisted.begin() + num_invariant);
+
+  // The loop: (hoisted values, carries, xs) -> (outputs, residuals that vary).
+  Program loop = *pe.staged;
+  const size_t first_x = pe.num_residuals + s.num_carry;
+  std::vector<int> loop_outvars(loop.outvars.begin(), loop.outvars.begin() + num_out);
+  size_t staged_out = num_out, invariant = 0;
+  for (int q = 0; q < split.num_residuals; ++q) {
+    if (pe.out_known[num_out + q]) {
+      res.kind.push_back(ScanResiduals::Invariant);
+      res.index.push_back(invariant++);
+      continue;
+    }
+    const int v = loop.outvars[staged_out++];
+    const auto x = std::find(loop.invars.begin() + first_x, loop.invars.end(), v);
+    if (x != loop.invars.end()) {
+      res.kind.push_back(ScanResiduals::Forwarded);
+      res.index.push_back(s.num_consts + s.num_carry + (x - loop.invars.begin() - first_x));
+    } else {
+      res.kind.push_back(ScanResiduals::Stacked);
+      res.index.push_back(loop_outvars.size() - num_out);
+      loop_outvars.push_back(v);
+    }
+  }
+  loop.outvars = std::move(loop_outvars);
+  Values operands(hoisted.begin() + num_invariant, hoisted.end());
+  operands.insert(operands.end(), in.begin() + s.num_consts, in.end());
+  Params fwd_params = params;
+  fwd_params.set("jaxpr", std::make_shared<Program>(std::move(loop)));
+  fwd_params.set("num_consts", static_cast<int64_t>(pe.num_residuals));
+  const Values fwd_out = meshsim::bind(primitive("scan"), operands, fwd_params);
+  res.stacked.assign(fwd_out.begin() + num_out, fwd_out.end());
+  return Values(fwd_out.begin(), fwd_out.begin() + num_out);
+}
+
 // Reverse mode: the body is split by vjp_program; a forward scan of its
-// forward program also returns the residuals of every iteration (stacked as
-// extra ys), and a backward scan in the opposite direction runs its backward
-// program, carrying the carries' cotangents and summing the constants'.
+// forward program also returns the residuals that vary by iteration (stacked
+// as extra ys), and a backward scan in the opposite direction runs its
+// backward program on them and the loop-invariant ones (its constants),
+// carrying the carries' cotangents and summing the constants'.
 VjpSplit scan_vjp(const Values& in, const std::vector<bool>& active, const Params& params) {
   const ScanParams s(params);
   const size_t num_in = in.size(), num_xs = num_in - s.num_consts - s.num_carry;
@@ -452,11 +515,8 @@ VjpSplit scan_vjp(const Values& in, const std::vector<bool>& active, const Param
   for (size_t j = 0; j < s.num_carry; ++j)
     wrt[s.num_consts + j] = any && is_inexact(body_in[s.num_consts + j].dtype);
   auto split = std::make_shared<VjpPrograms>(vjp_program(*s.body, wrt, std::vector<bool>(num_out, true)));
-  Params fwd_params = params;
-  fwd_params.set("jaxpr", split->fwd);
-  const Values fwd_out = meshsim::bind(primitive("scan"), in, fwd_params);
-  const Values outs(fwd_out.begin(), fwd_out.begin() + num_out);
-  const Values residuals(fwd_out.begin() + num_out, fwd_out.end());
+  auto res = std::make_shared<ScanResiduals>();
+  const Values outs = scan_forward(*split, in, s, params, *res);
   Avals in_avals, out_avals;
   for (const Value& v : in) in_avals.push_back(aval_of(v));
   for (const Value& v : outs) out_avals.push_back(aval_of(v));
@@ -470,9 +530,13 @@ VjpSplit scan_vjp(const Values& in, const std::vector<bool>& active, const Param
       if (ct_in[j] || ct_out[s.num_consts + j]) carries.push_back(j);
     for (size_t j = 0; j < num_ys; ++j) if (ct_in[s.num_carry + j]) ct_ys.push_back(j);
     for (size_t k = 0; k < num_xs; ++k) if (ct_out[s.num_consts + s.num_carry + k]) ct_xs.push_back(k);
-    // Backward scan operands: carries (constants' cotangent sums, carries'
-    // cotangents), then xs (ys' cotangents, residuals).
-    Values operands;
+    // Backward scan operands: constants (loop-invariant residuals), carries
+    // (constants' cotangent sums, carries' cotangents), then xs (ys'
+    // cotangents, stacked residuals, xs read as residuals).
+    std::vector<size_t> forwarded;
+    for (size_t q = 0; q < res->kind.size(); ++q)
+      if (res->kind[q] == ScanResiduals::Forwarded) forwarded.push_back(q);
+    Values operands = res->invariant;
     for (size_t i : acc_consts) operands.push_back(ops::zeros(in_avals[i]));
     for (size_t j : carries)
       operands.push_back(vary_over(ops::instantiate(ct[j], out_avals[j]), out_avals[j].vma));
@@ -480,12 +544,15 @@ VjpSplit scan_vjp(const Values& in, const std::vector<bool>& active, const Param
       const Aval& a = out_avals[s.num_carry + j];
       operands.push_back(vary_over(ops::instantiate(ct[s.num_carry + j], a), a.vma));
     }
-    operands.insert(operands.end(), residuals.begin(), residuals.end());
+    operands.insert(operands.end(), res->stacked.begin(), res->stacked.end());
+    for (size_t q : forwarded) operands.push_back(in[res->index[q]]);
+    const size_t num_bwd_consts = res->invariant.size();
     const size_t num_bwd_carry = acc_consts.size() + carries.size();
+    const size_t first_x = num_bwd_consts + num_bwd_carry;
     Avals bwd_in;
     for (size_t k = 0; k < operands.size(); ++k) {
       Aval a = aval_of(operands[k]);
-      if (k >= num_bwd_carry) {  // one iteration's slice
+      if (k >= first_x) {  // one iteration's slice
         a.shape.erase(a.shape.begin());
         if (!a.spec.empty()) a.spec.erase(a.spec.begin());
       }
@@ -495,9 +562,18 @@ VjpSplit scan_vjp(const Values& in, const std::vector<bool>& active, const Param
     ProgramPtr bwd = trace_program(bwd_in, [&](const Values& args) {
       Values bargs;
       for (size_t c = 0; c < carries.size(); ++c)
-        if (ct_in[carries[c]]) bargs.push_back(args[acc_consts.size() + c]);
-      for (size_t k = 0; k < ct_ys.size(); ++k) bargs.push_back(args[num_bwd_carry + k]);
-      bargs.insert(bargs.end(), args.begin() + num_bwd_carry + ct_ys.size(), args.end());
+        if (ct_in[carries[c]]) bargs.push_back(args[num_bwd_consts + acc_consts.size() + c]);
+      for (size_t k = 0; k < ct_ys.size(); ++k) bargs.push_back(args[first_x + k]);
+      // The residuals in the order the backward program takes them.
+      const size_t first_stacked = first_x + ct_ys.size();
+      const size_t first_forwarded = first_stacked + res->stacked.size();
+      for (size_t q = 0, f = 0; q < res->kind.size(); ++q) {
+        switch (res->kind[q]) {
+          case ScanResiduals::Invariant: bargs.push_back(args[res->index[q]]); break;
+          case ScanResiduals::Stacked: bargs.push_back(args[first_stacked + res->index[q]]); break;
+          case ScanResiduals::Forwarded: bargs.push_back(args[first_forwarded + f++]); break;
+        }
+      }
       const Values cts = eval_program(*split->bwd, bargs);
       // The cotangent of body input i (zeros when the backward program gives none).
       auto ct_of = [&](size_t i) -> Value {
@@ -508,23 +584,23 @@ VjpSplit scan_vjp(const Values& in, const std::vector<bool>& active, const Param
       };
       Values r;
       for (size_t c = 0; c < acc_consts.size(); ++c)
-        r.push_back(ops::add_any(args[c], ct_of(acc_consts[c])));
+        r.push_back(ops::add_any(args[num_bwd_consts + c], ct_of(acc_consts[c])));
       for (size_t j : carries) r.push_back(ct_of(s.num_consts + j));
       for (size_t k : ct_xs) r.push_back(ct_of(s.num_consts + s.num_carry + k));
       return r;
     });
     Params bwd_params = params;
     bwd_params.set("jaxpr", bwd);
-    bwd_params.set("num_consts", int64_t{0});
+    bwd_params.set("num_consts", static_cast<int64_t>(num_bwd_consts));
     bwd_params.set("num_carry", static_cast<int64_t>(num_bwd_carry));
     bwd_params.set("reverse", !s.reverse);
-    const Values res = meshsim::bind(primitive("scan"), operands, bwd_params);
+    const Values out = meshsim::bind(primitive("scan"), operands, bwd_params);
     Cotangents result(num_in);
-    for (size_t c = 0; c < acc_consts.size(); ++c) result[acc_consts[c]] = res[c];
+    for (size_t c = 0; c < acc_consts.size(); ++c) result[acc_consts[c]] = out[c];
     for (size_t c = 0; c < carries.size(); ++c)
-      if (ct_out[s.num_consts + carries[c]]) result[s.num_consts + carries[c]] = res[acc_consts.size() + c];
+      if (ct_out[s.num_consts + carries[c]]) result[s.num_consts + carries[c]] = out[acc_consts.size() + c];
     for (size_t k = 0; k < ct_xs.size(); ++k)
-      result[s.num_consts + s.num_carry + ct_xs[k]] = res[num_bwd_carry + k];
+      result[s.num_consts + s.num_carry + ct_xs[k]] = out[num_bwd_carry + k];
     for (size_t i = 0; i < num_in; ++i)
       if (!active[i]) result[i] = std::nullopt;
     return result;

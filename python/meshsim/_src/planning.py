@@ -54,7 +54,7 @@ _FUSING_READERS = _FUSIBLE | {"reduce_sum", "reduce_max", "reduce_min", "reduce_
                               "dynamic_slice", "cumsum", "cummax", "cummin"}
 # Results that are their operand's buffer viewed anew.
 _BITCASTS = {"reshape", "squeeze", "pvary", "stop_gradient", "sharding_constraint", "mesh_cast",
-             "name", "pbroadcast"}
+             "name", "pbroadcast", "optimization_barrier"}
 _REDUCTIONS = {"reduce_sum": "psum", "reduce_max": "pmax", "reduce_min": "pmin",
                "reduce_prod": "psum", "argmax": "pmax", "argmin": "pmin"}
 _SUB_PROGRAM_PARAMS = {"scan": ("jaxpr",), "remat2": ("jaxpr",), "custom_vjp_call": ("call_jaxpr",),
@@ -197,8 +197,8 @@ class _Walker:
         buffer = {v: v for v in range(len(avals))}
         for k, (name, ins, outs, _p, _f, _b, _c, elementwise) in enumerate(eqns):
             if (name in _BITCASTS or k in relayouts) and ins:
-                for o in outs:
-                    buffer[o] = buffer[ins[0]]
+                for o, v in zip(outs, ins if len(outs) > 1 else ins[:1] * len(outs)):
+                    buffer[o] = buffer[v]
             elif elementwise or name in _FUSIBLE:
                 for o in outs:
                     r = readers.get(o, [])

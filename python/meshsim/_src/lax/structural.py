@@ -10,7 +10,7 @@ import operator
 import numpy as np
 
 from meshsim import _core
-from meshsim._src import core
+from meshsim._src import core, tree_util
 from meshsim._src.sharding import explicit
 
 __all__ = [
@@ -299,9 +299,13 @@ def broadcast_like(arr, like_arr):
 
 
 def optimization_barrier(operand, /):
-    """Its argument unchanged: a scheduling hint for XLA's optimiser, which has no
-    counterpart here (programs run in the order they were traced)."""
-    return operand
+    """Its argument (a pytree) unchanged, as new values: whatever reads a result
+    keeps every leaf computed, as XLA keeps what goes into a barrier."""
+    leaves, tree = tree_util.tree_flatten(operand)
+    if not leaves:
+        return operand
+    outs = core.bind("optimization_barrier", *(core.asarray_value(x) for x in leaves))
+    return tree_util.tree_unflatten(tree, list(outs))
 
 
 def empty(shape, dtype, *, out_sharding=None):
