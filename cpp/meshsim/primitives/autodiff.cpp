@@ -203,6 +203,16 @@ void optimization_barrier() {
     plan.params = params;
     return plan;
   };
+  p.factors = [](const Avals& in, const Params&, const Avals&) -> std::optional<FactorMap> {
+    FactorMap m;  // each result's dimensions are its operand's
+    for (const Aval& a : in) {
+      std::vector<int> dims;
+      for (size_t d = 0; d < a.shape.size(); ++d) dims.push_back(m.num_factors++);
+      m.in.push_back(dims);
+      m.out.push_back(dims);
+    }
+    return m;
+  };
   register_primitive(std::move(p));
 }
 
