@@ -52,13 +52,15 @@ void init_mapping(py::module_& m) {
   m.def(
       "bind_shard_map",
       [](const py::sequence& args, ProgramPtr body, MeshPtr mesh, const SpecList& in_specs,
-         const SpecList& out_specs, const AxisNames& manual_axes, bool check_vma) {
+         const SpecList& out_specs, const AxisNames& manual_axes, bool check_vma,
+         bool mesh_from_context) {
         std::vector<Value> ins;
         for (auto a : args) ins.push_back(to_value(a));
         // JAX's parameter order, so the equation prints as JAX prints it.
         Params params{{"check_vma", check_vma},        {"in_specs", in_specs},
                       {"jaxpr", std::move(body)},       {"mesh", std::move(mesh)},
                       {"newly_manual_axes", manual_axes}, {"out_specs", out_specs}};
+        if (mesh_from_context) params.set("mesh_from_context", true);
         const Primitive& prim = primitive("shard_map");
         std::vector<Value> outs;
         Avals in;
@@ -90,7 +92,7 @@ void init_mapping(py::module_& m) {
         return res;
       },
       py::arg("args"), py::arg("body"), py::arg("mesh"), py::arg("in_specs"), py::arg("out_specs"),
-      py::arg("manual_axes"), py::arg("check_vma"));
+      py::arg("manual_axes"), py::arg("check_vma"), py::arg("mesh_from_context") = false);
 }
 
 }  // namespace meshsim

@@ -1,4 +1,5 @@
 #include "meshsim/core/mesh.h"
+#include "meshsim/core/mesh_repr.h"
 
 #include <algorithm>
 #include <set>
@@ -68,6 +69,17 @@ std::string Mesh::str() const {
     os << (i ? ", " : "") << axis_type_name(axis_types[i]);
   os << (axis_types.size() == 1 ? ",))" : "))");
   return os.str();
+}
+
+std::string abstract_mesh_str(const Mesh& mesh) {
+  std::string s = "AbstractMesh(";
+  std::string types;
+  for (size_t i = 0; i < mesh.axis_names.size(); ++i) {
+    s += (i ? ", '" : "'") + mesh.axis_names[i] + "': " + std::to_string(mesh.axis_sizes[i]);
+    types += (i ? ", " : "") + std::string(axis_type_name(mesh.axis_types[i]));
+  }
+  if (mesh.axis_names.size() == 1) types += ",";
+  return s + ", axis_types=(" + types + "), device_kind=cpu, num_cores=None, platform=cpu)";
 }
 
 MeshPtr make_mesh_checked(AxisNames names, std::vector<int64_t> sizes,

@@ -1,5 +1,7 @@
 #include "meshsim/ir/program.h"
 
+#include "meshsim/core/mesh_repr.h"
+
 #include <optional>
 #include <type_traits>
 
@@ -298,6 +300,8 @@ bool hidden(const std::string& prim, const std::string& key, const ParamValue& v
     return key == "shape" || key == "sharding" ||
            (key == "broadcast_dimensions" && is_empty_list(v));
   if (prim == "convert_element_type") return key == "sharding";
+  if (prim == "reshard") return true;  // JAX's rule prints none (the type shows the sharding)
+  if (prim == "shard_map") return key == "mesh_from_context";
   return false;
 }
 
@@ -327,8 +331,14 @@ pp::D pp_eqn(const Program& p, const Equation& e, Context& ctx, const std::vecto
   pp::D params = pp::nil();
   if (!kv.empty()) {
     std::vector<pp::D> items;
-    for (const auto& [k, v] : kv)
-      items.push_back(pp::concat({pp::text(k + "="), pp_param(prim, k, *v, ctx)}));
+    // A shard_map of the context mesh holds that mesh's abstract form in JAX.
+    const bool abstract_mesh = e.params.has("mesh_from_context");
+    for (const auto& [k, v] : kv) {
+      const auto* mesh = std::get_if<MeshPtr>(v);
+      items.push_back(pp::concat(
+          {pp::text(k + "="), abstract_mesh && mesh && *mesh ? pp::text(abstract_mesh_str(**mesh))
+                                                             : pp_param(prim, k, *v, ctx)}));
+    }
     params = pp::group(pp::concat(
         {pp::nest(2, pp::concat({pp::text("["), pp::brk(""), pp::join(pp::brk(), items)})),
          pp::brk(""), pp::text("]")}));

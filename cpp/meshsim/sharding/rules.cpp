@@ -1,5 +1,7 @@
 #include "meshsim/sharding/rules.h"
 
+#include "meshsim/core/mesh_repr.h"
+
 #include <algorithm>
 #include <set>
 
@@ -27,16 +29,7 @@ std::string spec_repr(const Spec& spec) {
   return s + (spec.size() == 1 ? ",)" : ")");
 }
 
-std::string abstract_mesh_repr(const Mesh& mesh) {
-  std::string s = "AbstractMesh(";
-  std::string types;
-  for (size_t i = 0; i < mesh.axis_names.size(); ++i) {
-    s += (i ? ", '" : "'") + mesh.axis_names[i] + "': " + std::to_string(mesh.axis_sizes[i]);
-    types += (i ? ", " : "") + std::string(axis_type_name(mesh.axis_types[i]));
-  }
-  if (mesh.axis_names.size() == 1) types += ",";
-  return s + ", axis_types=(" + types + "), device_kind=cpu, num_cores=None, platform=cpu)";
-}
+std::string abstract_mesh_repr(const Mesh& mesh) { return abstract_mesh_str(mesh); }
 
 std::string type_sharding_repr(const Aval& a) {
   if (!a.mesh) return "NamedSharding(mesh=AbstractMesh((), axis_types=()), spec=" +

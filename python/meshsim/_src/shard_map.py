@@ -364,7 +364,7 @@ class _ShardMapped:
             list(leaves) + list(captures), body, mesh.core_mesh,
             [_core_spec(s, n) for s, n in zip(all_specs, ndims)],
             [_core_spec(s, a.ndim) for s, a in zip(out_specs, body.out_avals)],
-            manual, self.check_vma)
+            manual, self.check_vma, self.mesh is None)
         return tree_util.tree_unflatten(out_tree, list(outs))
 
     def _trace(self, leaves, in_tree, in_specs, mesh: Mesh, manual: list[str]):

@@ -697,6 +697,18 @@ def tree_broadcast(prefix_tree: Any, full_tree: Any,
 
 # --- structure-mismatch errors (messages as JAX's _prefix_error) -------------
 
+def prefix_mismatch(name: str, prefix_tree: Any, full_tree: Any,
+                    is_leaf: Callable[[Any], bool] | None = None) -> ValueError | None:
+    """JAX's error for `name` (e.g. "in_axes") not being a tree prefix of `full_tree`, listing
+    every mismatch; None when no mismatch is found."""
+    errors = list(_prefix_error((), prefix_tree, full_tree, is_leaf))
+    if not errors:
+        return None
+    details = "\n  ".join(e(name).args[0] for e in errors)
+    return ValueError(f"{name} specification must be a tree prefix of the corresponding value; "
+                      f"\n  Mismatch details ({len(errors)} found):\n  {details}")
+
+
 def _child_keys(tree) -> tuple:
     return tuple(k for k, _ in flatten_one_level_with_keys(tree)[0])
 

@@ -49,12 +49,10 @@ def _flatten_axes(name: str, tree, axes, kws: bool = False) -> list:
     except ValueError:
         # JAX reports mismatches of the positional arguments only.
         prefix, target = (axes[0], tree[0]) if kws else (axes, tree)
-        errors = list(tree_util._prefix_error((), prefix, target, _is_none))
-        if not errors:
+        error = tree_util.prefix_mismatch(name, prefix, target, _is_none)
+        if error is None:
             raise
-        details = "\n  ".join(e(name).args[0] for e in errors)
-        raise ValueError(f"{name} specification must be a tree prefix of the corresponding value; "
-                         f"\n  Mismatch details ({len(errors)} found):\n  {details}") from None
+        raise error from None
     return [a.axis for a in tree_util.tree_leaves(full, is_leaf=is_axis)]
 
 

@@ -193,7 +193,14 @@ def with_sharding_constraint(x, shardings):
     says (its type already is the sharding); otherwise lays it out so."""
     if not isinstance(shardings, (list, tuple, dict)):  # one sharding (or a bad leaf) for all
         return tree_util.tree_map(lambda leaf: _constrain(leaf, shardings), x)
-    return _map_shardings(_constrain, x, shardings)
+    try:
+        return _map_shardings(_constrain, x, shardings)
+    except ValueError:
+        error = tree_util.prefix_mismatch("with_sharding_constraint shardings", shardings, x,
+                                          _is_sharding_leaf)
+        if error is None:
+            raise
+        raise error from None
 
 
 class _use_mesh:
