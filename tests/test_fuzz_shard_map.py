@@ -37,9 +37,7 @@ out = f(x)
 
 
 def _check(programs):
-    jr = differential.sweep.run_cases("jax", programs, timeout=1800)
-    mr = differential.sweep.run_cases("meshsim", programs, timeout=1800)
-    bad = [(p, d) for p, j, m in zip(programs, jr, mr) if (d := differential.differ(j, m))]
+    jr, bad = differential.check(programs, timeout=1800)
     assert not bad, "\n".join(f"--- {d}\n{p}" for p, d in bad)
     return jr
 

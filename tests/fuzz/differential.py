@@ -14,6 +14,7 @@ import json
 import os
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -63,25 +64,80 @@ def _logged_batches(log: str | None) -> dict:
     return {(e["seed"], e["start"], e["count"]): e for e in entries}
 
 
-def run(seed: int, count: int, batch: int = 250, log: str | None = None):
+def oracle_form(program: str) -> str:
+    """The program as JAX runs it: an eager shard_map call is made under jit.
+    JAX gives the same values and errors either way, and its eager shard_map
+    compiles each operation for the mesh separately (seconds per program,
+    tens of seconds for a gradient), which made JAX most of a run's time.
+    meshsim still runs the eager form."""
+    return program.replace("\ng = f\n", "\ng = jax.jit(f)\n")
+
+
+class Pair:
+    """Long-lived JAX and meshsim workers (tests/hostile/sweep.Worker) running
+    the same batches side by side."""
+
+    def __init__(self, timeout: float = 600, jax_eager: bool = False):
+        self.jax, self.meshsim = sweep.Worker("jax", timeout), sweep.Worker("meshsim", timeout)
+        self.jax_eager = jax_eager
+
+    def run(self, progs: list[str]) -> list[tuple[str, dict, dict]]:
+        oracle = progs if self.jax_eager else [oracle_form(p) for p in progs]
+        with ThreadPoolExecutor(2) as pool:
+            jr = pool.submit(self.jax.run, oracle)
+            mr = pool.submit(self.meshsim.run, progs)
+            return list(zip(progs, jr.result(), mr.result()))
+
+    def close(self):
+        self.jax.close()
+        self.meshsim.close()
+
+
+def check(progs: list[str], timeout: float = 600) -> tuple[list, list]:
+    """Runs the programs on both; returns (JAX outcomes, [(program, difference)])."""
+    pair = Pair(timeout)
+    try:
+        outcomes = pair.run(progs)
+    finally:
+        pair.close()
+    return [j for _, j, _ in outcomes], [(p, d) for p, j, m in outcomes if (d := differ(j, m))]
+
+
+def check_oracle_form(seed: int, count: int) -> tuple[int, list]:
+    """Runs the eager programs among `count` on JAX as written and under jit
+    (oracle_form); returns how many were compared and those that differ."""
+    eager = [p for p in programs.programs(seed * 1_000_003, count) if oracle_form(p) != p]
+    worker = sweep.Worker("jax")
+    try:
+        as_written, jitted = worker.run(eager), worker.run([oracle_form(p) for p in eager])
+    finally:
+        worker.close()
+    return len(eager), [(p, d) for p, a, b in zip(eager, as_written, jitted) if (d := differ(a, b))]
+
+
+def run(seed: int, count: int, batch: int = 100, log: str | None = None, jax_eager: bool = False):
     found = []
     done = _logged_batches(log)
-    for start in range(0, count, batch):
-        n = min(batch, count - start)
-        if (seed, start, n) in done:
-            found.extend((p, d) for p, d in done[(seed, start, n)]["mismatches"])
-            continue
-        began = time.monotonic()
-        progs = programs.programs(seed * 1_000_003 + start, n)
-        jr = sweep.run_cases("jax", progs, timeout=3600)
-        mr = sweep.run_cases("meshsim", progs, timeout=3600)
-        batch_found = [(p, d) for p, j, m in zip(progs, jr, mr) if (d := differ(j, m))]
-        found.extend(batch_found)
-        if log:
-            entry = dict(seed=seed, start=start, count=n, seconds=round(time.monotonic() - began, 1),
-                         valid=sum("ok" in j for j in jr), mismatches=batch_found)
-            with open(log, "a") as f:
-                f.write(json.dumps(entry) + "\n")
+    pair = Pair(jax_eager=jax_eager)
+    try:
+        for start in range(0, count, batch):
+            n = min(batch, count - start)
+            if (seed, start, n) in done:
+                found.extend((p, d) for p, d in done[(seed, start, n)]["mismatches"])
+                continue
+            began = time.monotonic()
+            outcomes = pair.run(programs.programs(seed * 1_000_003 + start, n))
+            batch_found = [(p, d) for p, j, m in outcomes if (d := differ(j, m))]
+            found.extend(batch_found)
+            if log:
+                entry = dict(seed=seed, start=start, count=n, seconds=round(time.monotonic() - began, 1),
+                             valid=sum("ok" in j for _, j, _ in outcomes), mismatches=batch_found,
+                             restarts=pair.jax.restarts + pair.meshsim.restarts,
+                             oracle="eager" if jax_eager else "jit")
+                with open(log, "a") as f:
+                    f.write(json.dumps(entry) + "\n")
+    finally:
+        pair.close()
     return found
 
 
@@ -89,11 +145,21 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--count", type=int, default=10000)
-    ap.add_argument("--batch", type=int, default=250)
+    ap.add_argument("--batch", type=int, default=100)
+    ap.add_argument("--jax-eager", action="store_true",
+                    help="run eager programs eagerly on JAX too (slow; checks oracle_form)")
     ap.add_argument("--log", help="append finished batches here; skip those already there")
     ap.add_argument("--summary", action="store_true",
                     help="only report what --log holds so far (programs, rate, mismatches)")
+    ap.add_argument("--check-oracle", action="store_true",
+                    help="only compare JAX's eager and jitted runs of the eager programs among --count")
     args = ap.parse_args()
+    if args.check_oracle:
+        n, differing = check_oracle_form(args.seed, args.count)
+        for p, d in differing:
+            print(f"--- {d}\n{p}")
+        print(f"{n} eager programs, {len(differing)} differ under jit")
+        sys.exit(1 if differing else 0)
     if args.summary:
         entries = list(_logged_batches(args.log).values())
         n, secs = sum(e["count"] for e in entries), sum(e["seconds"] for e in entries)
@@ -104,7 +170,7 @@ if __name__ == "__main__":
               f"{sum(e['valid'] for e in entries)} valid under JAX, "
               f"{sum(len(e['mismatches']) for e in entries)} mismatches")
         sys.exit(0)
-    found = run(args.seed, args.count, args.batch, args.log)
+    found = run(args.seed, args.count, args.batch, args.log, args.jax_eager)
     for p, d in found:
         print(f"--- {d}\n{p}")
     print(f"{args.count} programs, {len(found)} mismatches")

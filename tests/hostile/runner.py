@@ -1,11 +1,15 @@
 """Runs bad-input cases against one library and prints one JSON line per case.
 
-    python runner.py jax|meshsim < cases.json
+    python runner.py jax|meshsim < batches
 
-Each case is Python code that sets `out` (or raises). The library is bound to
-the same names either way (jax, jnp, lax, np, Mesh, P, NamedSharding,
-shard_map, mesh8, mesh42). Before each case its index goes to stderr, so a
-crash names the case that caused it."""
+Each stdin line is a batch: a JSON list of cases. Each case is Python code
+that sets `out` (or raises). The library is bound to the same names either
+way (jax, jnp, lax, np, Mesh, P, NamedSharding, shard_map, mesh8, mesh42).
+After a batch's outcomes comes {"end": N}; the process then waits for the next
+batch, so one interpreter (its imports, meshes and device threads) serves a
+whole run (sweep.Worker). A crash is seen by the caller as the outcomes
+stopping before the batch's end."""
+import gc
 import json
 import os
 import sys
@@ -55,12 +59,8 @@ def summary(value):
     return out
 
 
-def main():
-    cases = json.load(sys.stdin)
-    env = dict(jax=jax, jnp=jnp, lax=lax, np=np, Mesh=Mesh, P=P, NamedSharding=NamedSharding,
-               shard_map=jax.shard_map, mesh8=mesh8, mesh42=mesh42)
-    for i, code in enumerate(cases):
-        print(i, file=sys.stderr, flush=True)
+def run_batch(cases: list[str], env: dict):
+    for code in cases:
         ns = dict(env)
         try:
             exec(code, ns)
@@ -73,6 +73,18 @@ def main():
                    "bases": [t.__name__ for t in type(e).__mro__],
                    "message": msg[0][:300] if msg else ""}
         print(json.dumps(res), flush=True)
+    # Compiled programs of finished cases are not reused: a long run keeps memory flat.
+    jax.clear_caches()
+    gc.collect()
+    print(json.dumps({"end": len(cases)}), flush=True)
+
+
+def main():
+    env = dict(jax=jax, jnp=jnp, lax=lax, np=np, Mesh=Mesh, P=P, NamedSharding=NamedSharding,
+               shard_map=jax.shard_map, mesh8=mesh8, mesh42=mesh42)
+    for line in sys.stdin:
+        if line.strip():
+            run_batch(json.loads(line), env)
 
 
 main()

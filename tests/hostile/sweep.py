@@ -3,8 +3,11 @@ subprocesses (a crash is recorded for the case that caused it and the run
 resumes after it) and compares the outcomes."""
 import json
 import os
+import queue
 import subprocess
 import sys
+import tempfile
+import threading
 
 import numpy as np
 
@@ -12,23 +15,82 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
+class Worker:
+    """A long-lived runner.py process for one library, fed batches of cases.
+    A case that crashes the process or runs past `timeout` seconds is recorded
+    as {"crash": ...} and a fresh process takes the rest of the batch."""
+
+    def __init__(self, lib: str, timeout: float = 600):
+        import meshsim  # the worker imports the meshsim this process imports
+        self.lib, self.timeout = lib, timeout
+        self.env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(meshsim.__file__)))
+        if lib == "jax":  # the oracle runs without a sanitizer runtime (scripts/sanitizer-build)
+            self.env.pop("LD_PRELOAD", None)
+        self.proc = None
+        self.restarts = -1
+
+    def _start(self):
+        self.stderr = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen([sys.executable, os.path.join(HERE, "runner.py"), self.lib],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
+                                     text=True, env=self.env)
+        self.lines: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read, args=(self.proc.stdout, self.lines), daemon=True).start()
+        self.restarts += 1
+
+    @staticmethod
+    def _read(stream, lines):
+        for line in stream:
+            lines.put(line)
+        lines.put(None)  # the process ended
+
+    def _fail(self, why: str) -> dict:
+        self.proc.kill()
+        self.proc.wait()
+        self.stderr.seek(0)
+        tail = self.stderr.read().strip().splitlines()
+        self.proc = None
+        return {"crash": why, "detail": " | ".join(tail[-3:])[:300]}
+
+    def run(self, cases: list[str]) -> list[dict]:
+        results: list[dict] = []
+        while len(results) < len(cases):
+            if self.proc is None:
+                self._start()
+            try:
+                self.proc.stdin.write(json.dumps(cases[len(results):]) + "\n")
+                self.proc.stdin.flush()
+            except BrokenPipeError:  # it died starting; its end is read below
+                pass
+            while True:
+                try:
+                    line = self.lines.get(timeout=self.timeout)
+                except queue.Empty:
+                    results.append(self._fail(f"no outcome within {self.timeout} s"))
+                    break
+                if line is None:
+                    results.append(self._fail(f"exit status {self.proc.wait()}"))
+                    break
+                if line.startswith("{"):
+                    res = json.loads(line)
+                    if "end" in res:
+                        break
+                    results.append(res)
+        return results
+
+    def close(self):
+        if self.proc is not None:
+            self.proc.stdin.close()
+            self.proc.wait()
+            self.proc = None
+
+
 def run_cases(lib: str, cases: list[str], timeout: float = 600) -> list[dict]:
-    import meshsim  # the subprocesses import the meshsim this process imports
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(meshsim.__file__)))
-    if lib == "jax":  # the oracle runs without a sanitizer runtime (scripts/sanitizer-build)
-        env.pop("LD_PRELOAD", None)
-    results: list[dict] = []
-    while len(results) < len(cases):
-        start = len(results)
-        p = subprocess.run([sys.executable, os.path.join(HERE, "runner.py"), lib],
-                           input=json.dumps(cases[start:]), capture_output=True, text=True, env=env,
-                           timeout=timeout)
-        got = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
-        results.extend(got)
-        if p.returncode != 0 and len(results) < len(cases):
-            tail = p.stderr.strip().splitlines()
-            results.append({"crash": p.returncode, "detail": " | ".join(tail[-3:])[:300]})
-    return results
+    worker = Worker(lib, timeout)
+    try:
+        return worker.run(cases)
+    finally:
+        worker.close()
 
 
 def _same_values(a, b) -> bool:
