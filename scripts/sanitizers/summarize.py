@@ -9,7 +9,7 @@ import os
 import re
 import sys
 
-REPORT = re.compile(r"^(==\d+==ERROR: \w+Sanitizer: .*|WARNING: ThreadSanitizer: .*|.*runtime error: .*)$")
+REPORT = re.compile(r"^(==\d+==ERROR: \w+Sanitizer: .*|\w+Sanitizer: CHECK failed: .*|WARNING: ThreadSanitizer: .*|.*runtime error: .*)$")
 FRAME = re.compile(r"#\d+ .* (/\S*/cpp/\S+:\d+)")
 
 
