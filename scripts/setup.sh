@@ -17,4 +17,5 @@ fi
 PY=${PYTHON:-python3}
 "$PY" -m pip install -q --disable-pip-version-check \
   "scikit-build-core==1.1.2" "pybind11==3.1.0" "numpy==2.4.6" "cmake==4.4.5" "ninja==1.13.2"
+bash scripts/fetch-pocketfft  # the FFT's header-only library, from a pinned NumPy sdist
 "$PY" -m pip install -q --disable-pip-version-check --no-build-isolation ".[test]"

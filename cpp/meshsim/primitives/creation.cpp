@@ -26,11 +26,15 @@ void iota() {
     int64_t inner = 1;
     for (size_t d = dim + 1; d < shape.size(); ++d) inner *= shape[d];
     const int64_t n = shape.empty() ? 1 : shape[dim];
-    dispatch_dtype(t.dtype(), [&](auto tag) {
+    auto fill = [&](auto tag) {
       using T = decltype(tag);
       T* o = t.data<T>();
       for (int64_t i = 0; i < t.size(); ++i) o[i] = static_cast<T>((i / inner) % n);
-    });
+    };
+    if (is_complex(t.dtype()))
+      dispatch_complex(t.dtype(), fill);
+    else
+      dispatch_dtype(t.dtype(), fill);
     return Tensors{t};
   };
   register_primitive(std::move(p));

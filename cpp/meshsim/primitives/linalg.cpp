@@ -16,6 +16,7 @@
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/primitives/convolution.h"
 #include "meshsim/primitives/families.h"
+#include "meshsim/primitives/fft.h"
 #include "meshsim/sharding/factors.h"
 #include "meshsim/sharding/rules.h"
 #include "meshsim/transforms/batching.h"
@@ -844,6 +845,7 @@ void register_linalg_primitives() {
   add("ragged_dot_general", ragged_dot_general_eval, ragged_dot_general_kernel, ragged_dot_general_vjp,
       nullptr, nullptr, nullptr, nullptr, nullptr);  // batched: the per-example fallback
   register_convolution_primitives();
+  register_fft_primitive();
 }
 
 }  // namespace meshsim

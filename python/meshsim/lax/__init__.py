@@ -4,6 +4,7 @@ from meshsim._src.lax.structural import *  # noqa: F401,F403
 from meshsim._src.lax.reduction import *  # noqa: F401,F403
 from meshsim._src.lax.linalg import *  # noqa: F401,F403
 from meshsim._src.lax.convolution import *  # noqa: F401,F403
+from meshsim._src.lax.fft import *  # noqa: F401,F403
 from meshsim._src.lax.indexing import *  # noqa: F401,F403
 from meshsim._src.lax.sorting import *  # noqa: F401,F403
 from meshsim._src.lax.parallel import *  # noqa: F401,F403

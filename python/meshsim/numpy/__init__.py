@@ -15,6 +15,6 @@ from meshsim._src.numpy.construction import *  # noqa: F401,F403
 from meshsim._src.numpy.functional import *  # noqa: F401,F403
 from meshsim._src.numpy.indexing import _getitem  # noqa: F401  (Array.__getitem__)
 from meshsim._src.core import Array as ndarray  # noqa: F401
-from meshsim.numpy import linalg  # noqa: F401,E402
+from meshsim.numpy import fft, linalg  # noqa: F401,E402
 from meshsim._src.numpy.fitting_io import *  # noqa: F401,F403,E402
 from meshsim._src.numpy.histograms import *  # noqa: F401,F403,E402

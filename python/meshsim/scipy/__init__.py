@@ -1,2 +1,2 @@
 """meshsim.scipy (as jax.scipy)."""
-from meshsim.scipy import linalg, special  # noqa: F401
+from meshsim.scipy import fft, linalg, special  # noqa: F401
