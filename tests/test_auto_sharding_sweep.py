@@ -25,6 +25,29 @@ def _scan_cumsum(m, x):
     return m.jax.lax.scan(body, m.jnp.zeros(x.shape[1:], x.dtype), x)
 
 
+def _fori_decay(m, x):
+    return m.jax.lax.fori_loop(0, 3, lambda i, c: m.jnp.sin(c) * 0.5 + c, x)
+
+
+def _while_count(m, x):
+    def body(carry):
+        i, c = carry
+        return i + 1, c * 1.5 - m.jnp.cos(c)
+    return m.jax.lax.while_loop(lambda carry: carry[0] < 4, body, (0, x))[1]
+
+
+def _cond(m, x, p):
+    return m.jax.lax.cond(p > 0, lambda a: m.jnp.sin(a) * 2.0, lambda a: a - 1.0, x)
+
+
+def _switch(m, x, w, p):
+    i = (p > 0).astype(m.jnp.int32)
+    return m.jax.lax.switch(i, [lambda a, b: a @ b, lambda a, b: (a * 2.0) @ b], x, w)
+
+
+_ROWS = np.array([3, 1, 7, 0, 12, 5], np.int32)
+
+
 # name -> (function of (lib, *arrays), argument shapes)
 PROGRAMS = {
     "sin": (lambda m, x: m.jnp.sin(x), [(16, 8)]),
@@ -55,6 +78,14 @@ PROGRAMS = {
                    [(16, 8), (8, 32)]),
     "checkpoint_grad": (lambda m, w1, w2, x: m.jax.grad(m.jax.checkpoint(lambda a, b: _mlp_loss(m, a, b, x)),
                                                           (0, 1))(w1, w2), [(8, 32), (32, 8), (16, 8)]),
+    "fori_loop": (lambda m, x: _fori_decay(m, x), [(16, 8)]),
+    "while_loop": (lambda m, x: _while_count(m, x), [(16, 8)]),
+    "cond": (lambda m, x, p: _cond(m, x, p), [(16, 8), ()]),
+    "switch_matmul": (lambda m, x, w, p: _switch(m, x, w, p), [(16, 8), (8, 32), ()]),
+    "take_rows": (lambda m, x: m.jnp.take(x, m.jnp.asarray(_ROWS), axis=0) * 2.0, [(16, 8)]),
+    "gather_cols": (lambda m, x: x[:, m.jnp.asarray(_ROWS[:4] % 8)] + 1.0, [(16, 8)]),
+    "at_set": (lambda m, x: x.at[:, 2].set(0.0) * 2.0, [(16, 8)]),
+    "at_add_rows": (lambda m, x: x.at[m.jnp.asarray(_ROWS)].add(1.0), [(16, 8)]),
 }
 
 # program -> the specs its arguments get, per mesh rank (entries name mesh axes by position)
@@ -82,6 +113,14 @@ SPECS = {
     "scan": [[(None, 0)], [(None, 1)], [(None, (1, 2))]],
     "checkpoint": [[(0,), ()], [(0,), (None, 1)], [((0, 1),), (None, 2)]],
     "checkpoint_grad": [[(), (), (0,)], [(None, 1), (1,), (0,)], [(None, 2), (2,), ((0, 1),)]],
+    "fori_loop": [[(0,)], [(0, 1)], [((0, 1), 2)]],
+    "while_loop": [[(None, 0)], [(1, 0)], [(0, (1, 2))]],
+    "cond": [[(0,), ()], [(0, 1), ()], [((0, 1), 2), ()]],
+    "switch_matmul": [[(0,), (), ()], [(0,), (None, 1), ()], [((0, 1),), (None, 2), ()]],
+    "take_rows": [[(None, 0)], [(None, 1)], [(None, (1, 2))]],
+    "gather_cols": [[(0,)], [(0,)], [((0, 1),)]],
+    "at_set": [[(0,)], [(0, 1)], [((0, 1), 2)]],
+    "at_add_rows": [[(None, 0)], [(None, 1)], [(None, (0, 2))]],
 }
 
 CASES = [(name, rank, i) for name in PROGRAMS for rank in (1, 2, 3)
@@ -95,6 +134,10 @@ KNOWN = {
                   "meshsim computes it whole",
     ("slice", 3): "a slice of a sharded dimension keeps it sharded under XLA (a halo exchange); "
                   "meshsim computes it whole",
+    ("at_set", 2): "XLA updates one column of a sharded dimension in place on each device's block; "
+                   "meshsim's scatter factor map computes an indexed dimension whole",
+    ("at_set", 3): "XLA updates one column of a sharded dimension in place on each device's block; "
+                   "meshsim's scatter factor map computes an indexed dimension whole",
 }
 
 

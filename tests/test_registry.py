@@ -27,8 +27,9 @@ _NOT_IN_JAX = "JAX has no sharding rule for it either (its ShardingTypeError 'no
 _CREATED = "creates its result from shapes and params: no operand layout to propagate"
 _NO_FACTORS_YET = ("no factor map yet: on Auto axes its operands are gathered whole and its results "
                    "start replicated (values right; XLA's layouts and collectives differ)")
-_SUB_PROGRAM = ("runs a sub-program: propagation does not enter it yet, so its operands are gathered "
-                "whole and its results start replicated")
+# The free casts among manual types (pvary and the unreduced/reduced ones) and
+# unreduced_psum exist inside shard_map bodies only.
+_MANUAL_CASTS = ("pvary", "preduced", "vary_unreduced_cast_p", "reduced_vary_cast_p")
 
 _GAPS = {
     "vjp": ({n: _NO_COTANGENT for n in (
@@ -39,30 +40,29 @@ _GAPS = {
             | {n: _NO_JAX_RULE for n in ("pmax", "pmin", "pbroadcast")}),
     "batch": {n: _PER_EXAMPLE for n in (
         "all_gather", "all_gather_invariant", "all_to_all", "axis_index", "pbroadcast", "pmax",
-        "pmin", "ppermute", "psum", "psum_invariant", "pvary", "ragged_all_to_all",
+        "pmin", "ppermute", "psum", "psum_invariant", *_MANUAL_CASTS, "unreduced_psum", "ragged_all_to_all",
         "reduce_scatter", "cond", "scan", "while", "iota", "ragged_dot_general", "random_bits",
         "debug_callback", "pure_callback")},
     "cost": {n: _DATA_MOVEMENT for n in (
         "broadcast_in_dim", "concatenate", "dynamic_slice", "dynamic_update_slice", "gather", "iota",
-        "pad", "pvary", "reshape", "rev", "scatter", "scatter_add", "scatter_max", "scatter_min",
+        "pad", *_MANUAL_CASTS, "reshape", "rev", "scatter", "scatter_add", "scatter_max", "scatter_min",
         "scatter_mul", "slice", "squeeze", "transpose", "random_bits")}
             | {n: _COMPARISONS for n in ("sort", "top_k", "searchsorted")}
             | {"ragged_dot_general": "no cost rule yet: counted as data movement (its flops are missing)"}
             | {"host_rule_collective": "never runs: vmap's batching replaces it with ops along the "
                                        "batch dimension, which have their costs"},
-    "sharding_rule": ({n: _NO_SHARDED_OPERANDS for n in ("iota", "pvary")}
+    "sharding_rule": ({n: _NO_SHARDED_OPERANDS for n in ("iota", *_MANUAL_CASTS)}
                       | {n: _NOT_IN_JAX for n in ("ragged_dot_general", "random_bits", "searchsorted")}
                       | {n: _NO_RULE_YET for n in ("cholesky", "lu", "qr", "eigh", "svd",
                                                     "triangular_solve")}),
     "factors": ({n: _CREATED for n in ("iota", "random_bits")}
-                | {"pvary": "used inside shard_map bodies only, where propagation over Auto axes never runs"}
+                | {n: "used inside shard_map bodies only, where propagation over Auto axes never runs"
+                   for n in _MANUAL_CASTS}
                 | {"host_rule_collective": "never runs: vmap's batching replaces it with ops along "
                                            "the batch dimension, which have their factor maps"}
                 | {n: _NO_FACTORS_YET for n in (
-                    "gather", "scatter", "scatter_add", "scatter_mul", "scatter_min", "scatter_max",
                     "searchsorted", "ragged_dot_general", "cholesky", "lu", "qr", "eigh", "svd",
-                    "triangular_solve")}
-                | {n: _SUB_PROGRAM for n in ("cond", "while")}),
+                    "triangular_solve")}),
 }
 EXEMPT: dict[str, dict[str, str]] = {}
 for _rule, _names in _GAPS.items():

@@ -15,7 +15,7 @@ void append_spec(std::string& out, const Spec& spec) {
 }
 
 // Everything that makes two arrays share a traced program: the Aval's fields
-// and the placement, e.g. "f32~[64,64,]{}[]|mesh 0 []|device 0". Built without
+// and the placement, e.g. "f32~[64,64,]{}{U:}{R:}[]|mesh 0 []|device 0". Built without
 // streams: a jitted call computes it once for each array it has not seen.
 std::string jit_signature(const Array& a) {
   const Aval& v = a.aval();
@@ -26,6 +26,10 @@ std::string jit_signature(const Array& a) {
   for (int64_t d : v.shape) out += std::to_string(d) + ",";
   out += "]{";
   for (const std::string& axis : v.vma) out += axis + ",";
+  out += "}{U:";
+  for (const std::string& axis : v.unreduced) out += axis + ",";
+  out += "}{R:";
+  for (const std::string& axis : v.reduced) out += axis + ",";
   out += "}[";
   append_spec(out, v.spec);
   out += "]|mesh " + std::to_string(reinterpret_cast<uintptr_t>(s.mesh.get())) + " [";
@@ -66,6 +70,9 @@ void init_arrays(py::module_& m) {
         return py::module_::import("builtins").attr("frozenset")(py::cast(a.vma));
       })
       .def_property_readonly("spec", [](const Aval& a) { return py::cast(a.spec); })
+      // Pending reductions, in mesh order (JAX's {U:x} and {R:x}).
+      .def_property_readonly("unreduced", [](const Aval& a) { return py::tuple(py::cast(a.unreduced)); })
+      .def_property_readonly("reduced", [](const Aval& a) { return py::tuple(py::cast(a.reduced)); })
       .def_property_readonly("mesh", [](const Aval& a) { return a.mesh; })
       .def("str_short", &Aval::str_short, py::arg("short_dtypes") = false)
       .def("without_dim", [](const Aval& a, int64_t d) {  // one example of a batch (vmap)
@@ -140,6 +147,9 @@ void init_arrays(py::module_& m) {
         return seen.size();
       })
       .def("to_numpy", [](const Array& a) {
+        if (!a.aval().unreduced.empty())  // partial sums: no device holds the value
+          fail<NotImplementedError>("device_indices_map doesn't work with unreduced. Please file a bug at "
+                                    "https://github.com/jax-ml/jax/issues");
         a.wait();  // with the GIL: interruptible
         Tensor g;
         {

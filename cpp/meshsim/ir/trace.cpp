@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "meshsim/ir/axis_env.h"
+#include "meshsim/ir/unreduced.h"
 #include "meshsim/runtime/interpreter.h"
 #include "meshsim/runtime/sharded.h"
 #include "meshsim/sharding/rules.h"
@@ -144,6 +145,16 @@ Avals infer_avals(const Primitive& prim, const Avals& in, const Params& params) 
   }
   AxisNames vma = prim.vma_rule ? prim.vma_rule(in, params) : vma_union(in);
   for (Aval& a : out) a.vma = vma;
+  // Pending reductions: the primitive's rule, or JAX's default for a primitive
+  // computing on its operands' blocks; other kinds typed their outputs already.
+  const bool computes_on_blocks = prim.kind == Kind::Local || prim.kind == Kind::Collective;
+  if (prim.ur_rule || computes_on_blocks) {
+    const auto [unreduced, reduced] = prim.ur_rule ? prim.ur_rule(in, params) : default_ur_rule(prim.name, in);
+    for (Aval& a : out) {
+      a.unreduced = unreduced;
+      a.reduced = reduced;
+    }
+  }
   apply_sharding_rule(prim, in, params, out);
   return out;
 }

@@ -8,6 +8,7 @@
 // hold collectives runs by `mesh_call`: every sub-program call (one loop
 // iteration, one branch) is a run of the mesh executor over all devices.
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "meshsim/ir/ops.h"
@@ -78,6 +79,34 @@ int64_t scalar_value(const Tensor& t) {
 }
 
 
+// A loop body's factors that survive iteration: a carry's dim keeps its
+// factor only where the body gives the carry back laid out as it came
+// (carries are the body's inputs from `first_carry` on, its first outputs).
+std::function<int(int)> carried_factors(const FactorMap& body, size_t first_carry, size_t num_carry) {
+  auto kept = std::make_shared<std::vector<bool>>(body.num_factors, true);
+  for (size_t j = 0; j < num_carry; ++j) {
+    const std::vector<int>&came = body.in[first_carry + j], &back = body.out[j];
+    for (size_t d = 0; d < came.size(); ++d)
+      if (came[d] != back[d])
+        for (int f : {came[d], back[d]})
+          if (f != kNoFactor) (*kept)[f] = false;
+  }
+  return [kept](int f) { return f != kNoFactor && (*kept)[f] ? f : kNoFactor; };
+}
+
+// The specs of `in` (padded to their ranks) from `first` on, `count` of them.
+std::vector<Spec> specs_of(const Avals& in, size_t first, size_t count) {
+  std::vector<Spec> out;
+  for (size_t i = first; i < first + count; ++i) out.push_back(spec_of(in[i]));
+  return out;
+}
+
+MeshPtr mesh_of(const Avals& in) {
+  for (const Aval& a : in)
+    if (a.mesh) return a.mesh;
+  return nullptr;
+}
+
 // --- cond --------------------------------------------------------------------
 // cond(index, *operands; branches): runs branches[clamp(index)] on operands.
 
@@ -121,6 +150,54 @@ std::vector<Tensors> cond_run(const Runner& run, const std::vector<Tensors>& in,
       if (choice[d] == b) out[d] = std::move(res[d]);
   }
   return out;
+}
+
+// Sharding propagation over Auto axes: operand and result dims share a
+// factor when every branch links them alike (its program's factor map); the
+// index, and dims some branch computes whole, have none.
+std::optional<FactorMap> cond_factors(const Avals& in, const Params& params, const Avals& out) {
+  const ProgramList& branches = params.get<ProgramList>("branches");
+  std::vector<FactorMap> maps;
+  for (const ProgramPtr& b : branches) maps.push_back(program_factors(*b));
+  FactorMap m = blank_factors(in, out);
+  std::map<std::vector<int>, int> combined;  // per-branch factors -> one factor
+  auto factor_of = [&](auto pick) {
+    std::vector<int> key;
+    for (const FactorMap& b : maps) {
+      key.push_back(pick(b));
+      if (key.back() == kNoFactor) return kNoFactor;
+    }
+    auto [it, fresh] = combined.emplace(key, m.num_factors);
+    if (fresh) ++m.num_factors;
+    return it->second;
+  };
+  for (size_t i = 1; i < in.size(); ++i)
+    for (size_t d = 0; d < m.in[i].size(); ++d) m.in[i][d] = factor_of([&](const FactorMap& b) { return b.in[i - 1][d]; });
+  for (size_t j = 0; j < out.size(); ++j)
+    for (size_t d = 0; d < m.out[j].size(); ++d) m.out[j][d] = factor_of([&](const FactorMap& b) { return b.out[j][d]; });
+  return m;
+}
+
+// Each device runs the chosen branch on its own blocks when every branch,
+// made local for the operands' layouts, needs no communication and lays its
+// results out alike (the index is replicated: every device takes one branch).
+std::optional<LocalPlan> cond_plan(const Avals& in, const Params& params, const Avals&) {
+  const MeshPtr mesh = mesh_of(in);
+  if (!mesh || !is_replicated(spec_of(in[0]))) return std::nullopt;
+  LocalPlan plan;
+  plan.in_specs = specs_of(in, 0, in.size());
+  const std::vector<Spec> branch_in = specs_of(in, 1, in.size() - 1);
+  ProgramList local;
+  for (const ProgramPtr& b : params.get<ProgramList>("branches")) {
+    std::vector<Spec> branch_out;
+    const std::optional<ProgramPtr> l = local_program(*b, mesh, branch_in, branch_out);
+    if (!l || (!local.empty() && branch_out != plan.out_specs)) return std::nullopt;
+    plan.out_specs = std::move(branch_out);
+    local.push_back(*l);
+  }
+  plan.params = params;
+  plan.params.set("branches", local);
+  return plan;
 }
 
 // Each branch is split by vjp_program; the forward cond returns every
@@ -274,6 +351,50 @@ std::vector<Tensors> while_run(const Runner& run, const std::vector<Tensors>& in
   }
 }
 
+// Sharding propagation over Auto axes: the body's factor map over its
+// constants and carries, carried dims kept where the body gives them back
+// laid out as they came; the predicate's constants are computed whole.
+std::optional<FactorMap> while_factors(const Avals& in, const Params& params, const Avals& out) {
+  const WhileParams w(params);
+  const FactorMap body = program_factors(*w.body);
+  const auto keep = carried_factors(body, w.body_nconsts, out.size());
+  FactorMap m = blank_factors(in, out);
+  m.num_factors = body.num_factors;
+  for (size_t i = 0; i < body.in.size() && w.cond_nconsts + i < in.size(); ++i)
+    for (size_t d = 0; d < body.in[i].size(); ++d) m.in[w.cond_nconsts + i][d] = keep(body.in[i][d]);
+  for (size_t j = 0; j < out.size() && j < body.out.size(); ++j)
+    for (size_t d = 0; d < body.out[j].size(); ++d) m.out[j][d] = keep(body.out[j][d]);
+  return m;
+}
+
+// Each device loops on its own blocks when the predicate and the body, made
+// local for the operands' layouts, need no communication (so every device
+// computes the same predicate) and the body gives the carries back laid out
+// as they came.
+std::optional<LocalPlan> while_plan(const Avals& in, const Params& params, const Avals&) {
+  const WhileParams w(params);
+  const MeshPtr mesh = mesh_of(in);
+  if (!mesh) return std::nullopt;
+  const size_t first = w.cond_nconsts + w.body_nconsts, num_carry = in.size() - first;
+  LocalPlan plan;
+  plan.in_specs = specs_of(in, 0, in.size());
+  const std::vector<Spec> carry = specs_of(in, first, num_carry);
+  std::vector<Spec> cond_in = specs_of(in, 0, w.cond_nconsts), body_in = specs_of(in, w.cond_nconsts, w.body_nconsts);
+  cond_in.insert(cond_in.end(), carry.begin(), carry.end());
+  body_in.insert(body_in.end(), carry.begin(), carry.end());
+  std::vector<Spec> pred, body_out;
+  const std::optional<ProgramPtr> cond = local_program(*w.cond, mesh, cond_in, pred);
+  const std::optional<ProgramPtr> body = local_program(*w.body, mesh, body_in, body_out);
+  if (!cond || !body) return std::nullopt;
+  for (size_t j = 0; j < num_carry; ++j)
+    if (pad_spec(body_out[j], carry[j].size()) != carry[j]) return std::nullopt;
+  plan.out_specs = carry;
+  plan.params = params;
+  plan.params.set("cond_jaxpr", *cond);
+  plan.params.set("body_jaxpr", *body);
+  return plan;
+}
+
 // --- scan --------------------------------------------------------------------
 // scan(*consts, *init, *xs; jaxpr, length, num_carry, num_consts, reverse,
 // unroll): the body maps (consts, carry, x[i]) to (carry, y[i]); results are
@@ -378,15 +499,7 @@ std::vector<Tensors> scan_run(const Runner& run, const std::vector<Tensors>& in,
 std::optional<FactorMap> scan_factors(const Avals& in, const Params& params, const Avals& out) {
   const ScanParams s(params);
   const FactorMap body = program_factors(*s.body);
-  std::vector<bool> kept(body.num_factors, true);
-  for (size_t j = 0; j < s.num_carry; ++j) {
-    const std::vector<int>&came = body.in[s.num_consts + j], &back = body.out[j];
-    for (size_t d = 0; d < came.size(); ++d)
-      if (came[d] != back[d])
-        for (int f : {came[d], back[d]})
-          if (f != kNoFactor) kept[f] = false;
-  }
-  auto keep = [&](int f) { return f != kNoFactor && kept[f] ? f : kNoFactor; };
+  const auto keep = carried_factors(body, s.num_consts, s.num_carry);
   FactorMap m = blank_factors(in, out);
   m.num_factors = body.num_factors;
   const size_t fixed = s.num_consts + s.num_carry;
@@ -403,9 +516,7 @@ std::optional<FactorMap> scan_factors(const Avals& in, const Params& params, con
 // local (sharding/propagation.h local_program).
 std::optional<LocalPlan> scan_plan(const Avals& in, const Params& params, const Avals&) {
   const ScanParams s(params);
-  MeshPtr mesh;
-  for (const Aval& a : in)
-    if (a.mesh && !mesh) mesh = a.mesh;
+  const MeshPtr mesh = mesh_of(in);
   if (!mesh) return std::nullopt;
   const size_t fixed = s.num_consts + s.num_carry;
   LocalPlan plan;
@@ -618,6 +729,8 @@ void register_control_flow_primitives() {
   cond.abstract_eval = cond_eval;
   set_runners(cond, cond_run);
   cond.vjp_split = cond_vjp;
+  cond.factors = cond_factors;
+  cond.local_plan = cond_plan;
   register_primitive(std::move(cond));
 
   Primitive loop;
@@ -626,6 +739,8 @@ void register_control_flow_primitives() {
   loop.vma_from_abstract_eval = true;
   loop.abstract_eval = while_eval;
   set_runners(loop, while_run);
+  loop.factors = while_factors;
+  loop.local_plan = while_plan;
   loop.vjp = [](const VjpArgs&) -> Cotangents {
     fail<ValueError>("Reverse-mode differentiation does not work for lax.while_loop or lax.fori_loop "
                      "with dynamic start/stop values. Try using lax.scan, or using fori_loop with "

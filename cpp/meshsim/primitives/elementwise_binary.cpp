@@ -96,14 +96,16 @@ void pow_primitive() {
 
 void elementwise::register_binary_elementwise_primitives() {
   auto pass = [](auto& g, auto&, auto&, auto&) { return g; };
-  binary<Accepts::Number>("add", [](auto x, auto y) { return add_op(x, y); }, d2(pass, pass));
+  binary<Accepts::Number>("add", [](auto x, auto y) { return add_op(x, y); }, d2(pass, pass), add_ur_rule);
   // add_any: the sum of two cotangents (as JAX names it in jaxprs).
-  binary<Accepts::Number>("add_any", [](auto x, auto y) { return add_op(x, y); }, d2(pass, pass));
+  binary<Accepts::Number>("add_any", [](auto x, auto y) { return add_op(x, y); }, d2(pass, pass),
+                          add_ur_rule);
   binary<Accepts::Number>("sub", [](auto x, auto y) { return sub_op(x, y); },
                            d2(pass, [](auto& g, auto&, auto&, auto&) { return op::neg(g); }));
   binary<Accepts::Number>("mul", [](auto x, auto y) { return mul_op(x, y); },
                            d2([](auto& g, auto&, auto& y, auto&) { return op::mul(g, y); },
-                              [](auto& g, auto& x, auto&, auto&) { return op::mul(x, g); }));
+                              [](auto& g, auto& x, auto&, auto&) { return op::mul(x, g); }),
+                           mul_ur_rule);
   binary<Accepts::Number>("div", [](auto x, auto y) { return div_op(x, y); },
                            d2([](auto& g, auto&, auto& y, auto&) { return op::div(g, y); },
                               [](auto& g, auto& x, auto& y, auto&) {

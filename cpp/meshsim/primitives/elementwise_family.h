@@ -11,6 +11,7 @@
 
 #include "meshsim/ir/ops.h"
 #include "meshsim/ir/primitive.h"
+#include "meshsim/ir/unreduced.h"
 #include "meshsim/kernels/cast.h"
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/kernels/elementwise.h"
@@ -254,11 +255,12 @@ inline Aval binary_aval(const std::string& name, Accepts a, const Avals& in, DTy
 template <Accepts A, bool kFlush = (A == Accepts::Float || A == Accepts::Inexact || A == Accepts::Numeric ||
                                     A == Accepts::Number),
           class Op>
-void binary(const std::string& name, Op op, VjpRule vjp = nullptr) {
+void binary(const std::string& name, Op op, VjpRule vjp = nullptr, UrRule ur_rule = nullptr) {
   Primitive p;
   p.name = name;
   p.elementwise = true;
   p.vjp = std::move(vjp);
+  p.ur_rule = std::move(ur_rule);
   p.abstract_eval = [name](const Avals& in, const Params&) {
     return Avals{binary_aval(name, A, in, in[0].dtype)};
   };

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 #include <vector>
+#include "meshsim/ir/unreduced.h"
 #include "meshsim/kernels/scalar_math.h"
 #include "meshsim/primitives/elementwise_family.h"
 #include "meshsim/sharding/rules.h"
@@ -125,6 +126,7 @@ std::vector<Spec> clamp_rule(const Avals& in, const Params&, const Avals&) { ret
 void select_n_primitive() {
   Primitive p;
   p.name = "select_n";
+  p.ur_rule = keep_operand_ur(1);  // as the cases
   p.sharding_rule = select_n_rule;
   p.local_plan = elementwise_like();
   p.elementwise = true;
@@ -200,6 +202,7 @@ void convert_element_type_primitive() {
   Primitive p;
   p.name = "convert_element_type";
   p.elementwise = true;
+  p.ur_rule = keep_operand_ur();  // linear: a cast of partial sums
   p.vjp = [](const VjpArgs& a) {
     const Aval& x = aval_of(a.in[0]);
     if (!is_inexact(x.dtype)) return Cotangents(1);

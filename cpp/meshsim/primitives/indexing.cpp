@@ -651,6 +651,44 @@ std::optional<LocalPlan> index_plan(const Avals& in, const Params& p, const Aval
   return plan;
 }
 
+// Sharding propagation over Auto axes (Shardy's gather/scatter rules for
+// our form): an operand dim that is not indexed passes to the result (and,
+// for a scatter, from the updates' window dim); the index arrays' dims give
+// the gather result's batch dims; a batching dim (take_along_axis, `.at[:, i]`)
+// links the operand's, the indices' and the result's (and updates') dim.
+// Indexed dims, and a scatter's index dims, are computed whole (they would
+// need collectives).
+std::optional<FactorMap> index_factors(const Avals& in, const Params& p, const Avals& out, bool scatter) {
+  const IntList& axes = p.get<IntList>("axes");
+  const IntList batch = p.get_or<IntList>("batch_axes", IntList{});
+  const int64_t at = p.get<int64_t>("index_dims_at");
+  const size_t first = scatter ? 2 : 1;
+  const int64_t nb = static_cast<int64_t>(in[first].shape.size());
+  const int64_t ndim = in[0].ndim();
+  FactorMap m = blank_factors(in, out);
+  // gather: result dims; scatter: updates dims (the result is laid out as the operand).
+  std::vector<int>& r = scatter ? m.in[1] : m.out[0];
+  for (int64_t d = 0, k = 0; d < ndim; ++d) {
+    if (in_list(axes, d)) continue;
+    if (k == at) k += nb;
+    m.in[0][d] = r[k++] = m.num_factors;
+    if (scatter) m.out[0][d] = m.num_factors;
+    ++m.num_factors;
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    const bool batching = in_list(batch, b);
+    if (!batching && scatter) continue;
+    const int f = m.num_factors++;
+    r[at + b] = f;
+    for (size_t i = first; i < in.size(); ++i) m.in[i][b] = f;
+    if (batching) {
+      m.in[0][b] = f;
+      if (scatter) m.out[0][b] = f;
+    }
+  }
+  return m;
+}
+
 std::vector<Spec> dynamic_update_slice_rule(const Avals& in, const Params&, const Avals&) {
   const Aval &x = in[0], &u = in[1];
   const Mesh& mesh = x.mesh ? *x.mesh : *u.mesh;
@@ -669,6 +707,7 @@ void gather() {
   // Indices point anywhere along the indexed dims, which the rules keep whole.
   p.sharding_rule = gather_rule;
   p.local_plan = [](const Avals& in, const Params& p, const Avals& out) { return index_plan(in, p, out, false); };
+  p.factors = [](const Avals& in, const Params& p, const Avals& out) { return index_factors(in, p, out, false); };
   p.batch = gather_batch;
   p.vjp = gather_vjp;
   p.abstract_eval = [](const Avals& in, const Params& params) {
@@ -705,6 +744,7 @@ void scatter(const std::string& name, Combine combine,
   p.name = name;
   p.sharding_rule = scatter_rule;
   p.local_plan = [](const Avals& in, const Params& p, const Avals& out) { return index_plan(in, p, out, true); };
+  p.factors = [](const Avals& in, const Params& p, const Avals& out) { return index_factors(in, p, out, true); };
   p.vjp = std::move(vjp);
   p.batch = scatter_batch;
   p.abstract_eval = [name](const Avals& in, const Params& params) {

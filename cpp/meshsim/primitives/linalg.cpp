@@ -12,6 +12,7 @@
 #include "meshsim/core/cancel.h"
 #include "meshsim/ir/ops.h"
 #include "meshsim/ir/primitive.h"
+#include "meshsim/ir/unreduced.h"
 #include "meshsim/kernels/cast.h"
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/primitives/convolution.h"
@@ -762,6 +763,33 @@ std::vector<Spec> dot_general_rule(const Avals& in, const Params& p, const Avals
   return {o};
 }
 
+// Pending reductions: operands cannot be unreduced; `out_unreduced` (the
+// unreduced axes of `out_sharding`) keeps the partial sums over exactly the
+// axes both operands' contracting dimensions are sharded over.
+UrAxes dot_general_ur_rule(const Avals& in, const Params& p) {
+  const Aval &l = in[0], &r = in[1];
+  if (!l.unreduced.empty() || !r.unreduced.empty())
+    fail<ShardingTypeError>("lhs or rhs passed to dot_general cannot be unreduced. Got lhs=", l.repr(),
+                            " and rhs=", r.repr());
+  const AxisNames unreduced = named_axes_param(p, "out_unreduced");
+  if (unreduced.empty()) return {};
+  const DotSpecDims d = dot_spec_dims(p, l, r);
+  const Spec lcs = pick_specs(spec_of(l), d.lc), rcs = pick_specs(spec_of(r), d.rc);
+  if (lcs != rcs)
+    fail<ShardingTypeError>("lhs and rhs contracting dims should be sharded identically when out_sharding "
+                            "provided to dot_general mentions unreduced_axes. Got lhs_contracting_spec=",
+                            py_spec_tuple(lcs), ", rhs_contracting_spec=", py_spec_tuple(rcs));
+  AxisNames contracted;
+  for (const auto& e : lcs) contracted.insert(contracted.end(), e.begin(), e.end());
+  AxisNames want = unreduced, have = contracted;
+  std::sort(want.begin(), want.end());
+  std::sort(have.begin(), have.end());
+  if (want != have)
+    fail<ShardingTypeError>("out_sharding's unreduced axes should be equal to the contracting specs. Got "
+                            "unreduced axes=", py_axis_set(unreduced), " and contracting spec=", py_spec_tuple(lcs));
+  return {l.mesh ? l.mesh->in_mesh_order(unreduced) : unreduced, AxisNames{}};
+}
+
 // Each device multiplies its blocks: a contracting dimension sharded on one
 // side only is all-gathered there (FSDP); sharded alike on both sides it
 // yields partial sums, all-reduced; the result is then resharded to the type.
@@ -818,7 +846,7 @@ std::optional<FactorMap> dot_general_factors(const Avals& in, const Params& para
 void register_linalg_primitives() {
   auto add = [](const char* name, auto eval, auto kernel, auto vjp, auto cost,
                 std::function<Batched(const BatchArgs&)> batch, SpecRule rule, PlanRule plan,
-                FactorRule factors) {
+                FactorRule factors, UrRule ur_rule) {
     Primitive p;
     p.name = name;
     p.uses_blas = true;
@@ -830,6 +858,7 @@ void register_linalg_primitives() {
     p.vjp = vjp;
     p.cost = cost;
     p.batch = std::move(batch);
+    p.ur_rule = std::move(ur_rule);
     register_primitive(std::move(p));
   };
   // A multiply and an add per output element and contracted index.
@@ -841,9 +870,9 @@ void register_linalg_primitives() {
     return c;
   };
   add("dot_general", dot_general_eval, dot_general_kernel, dot_general_vjp, dot_general_cost,
-      dot_general_batch, dot_general_rule, dot_general_plan, dot_general_factors);
+      dot_general_batch, dot_general_rule, dot_general_plan, dot_general_factors, dot_general_ur_rule);
   add("ragged_dot_general", ragged_dot_general_eval, ragged_dot_general_kernel, ragged_dot_general_vjp,
-      nullptr, nullptr, nullptr, nullptr, nullptr);  // batched: the per-example fallback
+      nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);  // batched: the per-example fallback
   register_convolution_primitives();
   register_fft_primitive();
 }

@@ -5,10 +5,11 @@
 
 #include "meshsim/ir/ops.h"
 #include "meshsim/ir/primitive.h"
-#include "meshsim/kernels/complex_math.h"
-#include "meshsim/kernels/integer_wrap.h"
+#include "meshsim/ir/unreduced.h"
 #include "meshsim/kernels/cast.h"
+#include "meshsim/kernels/complex_math.h"
 #include "meshsim/kernels/dispatch.h"
+#include "meshsim/kernels/integer_wrap.h"
 #include "meshsim/kernels/reduce.h"
 #include "meshsim/primitives/families.h"
 #include "meshsim/primitives/windows.h"
@@ -202,6 +203,8 @@ void reduce(const std::string& name, const char* partials,
   p.cost = one_flop_per_input;
   p.batch = batch_over_axes;
   p.vjp = std::move(vjp);
+  // A sum of partial sums is the partial sum of the sum: the result stays unreduced.
+  if (std::string(partials) == "sum") p.ur_rule = keep_operand_ur();
   p.abstract_eval = [name](const Avals& in, const Params& params) {
     const Aval& x = in[0];
     check_dtype(name, kAccepts, x.dtype);

@@ -7,6 +7,7 @@
 // explicit_axes): the type keeps only the new mesh's Explicit axes and no
 // data moves.
 #include "meshsim/ir/ops.h"
+#include "meshsim/ir/unreduced.h"
 #include "meshsim/primitives/families.h"
 #include "meshsim/runtime/sharded.h"
 #include "meshsim/sharding/factors.h"
@@ -31,17 +32,26 @@ Primitive reshard_primitive(const std::string& name) {
     Aval out = x;
     out.mesh = mesh;
     out.spec = explicit_part(spec, *mesh, x.shape.size());
+    // The type's pending reductions are the target's (a reshard performs or
+    // starts them: runtime/sharded.h).
+    out.unreduced = mesh->in_mesh_order(named_axes_param(params, "unreduced"));
+    out.reduced = mesh->in_mesh_order(named_axes_param(params, "reduced"));
+    for (const auto* axes : {&out.unreduced, &out.reduced})
+      for (const auto& a : *axes) mesh->axis_size(a);  // raises for an axis the mesh lacks
     return Avals{out};
   };
   p.array_kernel = [](const std::vector<ArrayPtr>& in, const Params& params, const Avals& out) {
     const Spec spec = spec_param(params, "spec").value_or(Spec{});
     return std::vector<ArrayPtr>{reshard_array(in[0], params.get<MeshPtr>("mesh"), spec, out[0])};
   };
-  // The cotangent goes back to the operand's layout.
+  // The cotangent goes back to the operand's layout, with its pending
+  // reductions transposed (JAX's cotangent types: unreduced <-> reduced).
   p.vjp = [name](const VjpArgs& a) {
     const Aval x = aval_of(a.in[0]);
     if (!x.mesh) return Cotangents{*a.ct[0]};
-    return Cotangents{ops::bind1(name, {*a.ct[0]}, Params{{"mesh", x.mesh}, {"spec", pad_spec(x.spec, x.shape.size())}})};
+    return Cotangents{ops::bind1(name, {*a.ct[0]}, Params{{"mesh", x.mesh}, {"spec", pad_spec(x.spec, x.shape.size())},
+                                                          {"unreduced", StrList(x.reduced)},
+                                                          {"reduced", StrList(x.unreduced)}})};
   };
   return p;
 }

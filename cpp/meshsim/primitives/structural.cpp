@@ -8,6 +8,7 @@
 
 #include "meshsim/ir/ops.h"
 #include "meshsim/ir/primitive.h"
+#include "meshsim/ir/unreduced.h"
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/kernels/strided.h"
 #include "meshsim/primitives/families.h"
@@ -401,6 +402,7 @@ void broadcast_in_dim() {
 void reshape() {
   Primitive p;
   p.name = "reshape";
+  p.ur_rule = keep_operand_ur();  // moves elements: linear
   p.sharding_rule = reshape_rule;
   p.local_plan = reshape_plan;
   p.factors = reshape_factors;
@@ -429,6 +431,7 @@ void reshape() {
 void transpose() {
   Primitive p;
   p.name = "transpose";
+  p.ur_rule = keep_operand_ur();
   p.sharding_rule = transpose_rule;
   p.local_plan = as_is_plan(nullptr);
   p.factors = transpose_factors;
@@ -469,6 +472,7 @@ void transpose() {
 void squeeze() {
   Primitive p;
   p.name = "squeeze";
+  p.ur_rule = keep_operand_ur();
   p.sharding_rule = squeeze_rule;
   p.local_plan = as_is_plan(nullptr);
   p.factors = squeeze_factors;

@@ -251,7 +251,30 @@ void record_reshard(const Mesh& mesh, const Spec& from, const Spec& to, std::vec
 
 // ---- reshard ------------------------------------------------------------------------------
 
-ArrayPtr reshard_array(const ArrayPtr& x, const MeshPtr& mesh, const Spec& spec_in, const Aval& out) {
+namespace {
+
+// A value that stays unreduced is a different partial sum on each device
+// along its unreduced axes, so no device can take another's block: only a
+// layout each device cuts from its own block is reached (a local slice).
+ArrayPtr slice_partials(const ArrayPtr& x, const ShardingPtr& dst, const Aval& out) {
+  const Sharding& src = *x->sharding();
+  const Shape sl = src.local_shape(out.shape), dl = dst->local_shape(out.shape);
+  std::vector<Tensor> per_device(x->shards().size());
+  for (size_t pos = 0; pos < per_device.size(); ++pos) {
+    const Box have = block_box(src, static_cast<int64_t>(pos), sl);
+    const Box want = block_box(*dst, static_cast<int64_t>(pos), dl);
+    if (!src.mesh || !contains(have, want))
+      fail<NotImplementedError>("meshsim reshards a value that stays unreduced over ",
+                                spec_entry_str(out.unreduced), " only to a layout each device slices from "
+                                "its own block; reshard it to a reduced layout first");
+    per_device[pos] = view_of(x->shards()[pos], have, want);
+  }
+  return std::make_shared<Array>(out, dst, std::move(per_device));
+}
+
+// The blocks of `x` moved to the layout `spec_in` over `mesh` (types without
+// pending reductions, or ones kept as they are: see reshard_array).
+ArrayPtr relayout(const ArrayPtr& x, const MeshPtr& mesh, const Spec& spec_in, const Aval& out) {
   const int64_t started = timeline::active() ? timeline::now_ns() : -1;
   const Shape& global = out.shape;
   const size_t ndim = global.size();
@@ -261,6 +284,7 @@ ArrayPtr reshard_array(const ArrayPtr& x, const MeshPtr& mesh, const Spec& spec_
   const bool on_mesh = src.mesh && same_devices(*src.mesh, *mesh);
   if (on_mesh && pad_spec(src.spec, ndim) == spec)
     return std::make_shared<Array>(out, dst, x->shards());
+  if (!out.unreduced.empty()) return slice_partials(x, dst, out);
 
   const int64_t n = mesh->size();
   const Shape dl = dst->local_shape(global);
@@ -345,8 +369,6 @@ ArrayPtr reshard_array(const ArrayPtr& x, const MeshPtr& mesh, const Spec& spec_
   return std::make_shared<Array>(out, dst, std::move(per_device));
 }
 
-namespace {
-
 // ---- all-reduce of partial results -------------------------------------------------------
 
 // The partial results of each group of devices along `axes`, all-reduced by
@@ -365,6 +387,85 @@ void all_reduce(const Mesh& mesh, std::vector<Tensor>& per_device, const AxisNam
   std::vector<Tensors> out = run_collective(primitive(name), ctx, in, Params{{"axes", StrList(ordered)}}, {block});
   for (size_t pos = 0; pos < per_device.size(); ++pos) per_device[pos] = std::move(out[pos][0]);
 }
+
+AxisNames without(const AxisNames& a, const AxisNames& b) {
+  AxisNames out;
+  for (const auto& x : a)
+    if (std::find(b.begin(), b.end(), x) == b.end()) out.push_back(x);
+  return out;
+}
+
+// `x`, unreduced over `axes` among others, summed over them: XLA all-reduces
+// the devices' blocks as they are laid out (a layout that then shards those
+// axes slices the sum locally).
+ArrayPtr reduce_partials(const ArrayPtr& x, const MeshPtr& mesh, const AxisNames& axes) {
+  std::vector<Tensor> per_device = x->shards();
+  all_reduce(*mesh, per_device, axes, "sum");
+  Aval a = x->aval();
+  a.unreduced = without(a.unreduced, axes);
+  return std::make_shared<Array>(a, x->sharding(), std::move(per_device));
+}
+
+// `x` (whole) as partial sums over `axes` laid out as `spec`: each device keeps
+// the part of its new block that its own block of `x` covers along those axes
+// (all of it at coordinate 0 of an axis `x` is not split over) and zeros
+// elsewhere, so the sum over `axes` is `x` and no data moves for them.
+ArrayPtr split_into_partials(const ArrayPtr& x, const MeshPtr& mesh, const Spec& spec_in, const Aval& out,
+                             const AxisNames& axes) {
+  const size_t ndim = out.shape.size();
+  const Spec spec = pad_spec(spec_in, ndim);
+  const Sharding& src = *x->sharding();
+  const bool on_mesh = src.mesh && same_devices(*src.mesh, *mesh);
+  const Spec have = on_mesh ? pad_spec(src.spec, ndim) : Spec(ndim);
+  // Each dimension split as the result, then over the axes `x` splits it over.
+  Spec pieces_spec = spec;
+  AxisNames kept;
+  for (size_t d = 0; d < ndim; ++d)
+    for (const auto& a : have[d])
+      if (std::find(axes.begin(), axes.end(), a) != axes.end()) {
+        pieces_spec[d].push_back(a);
+        kept.push_back(a);
+      }
+  Aval pieces_aval = out;
+  pieces_aval.unreduced.clear();
+  pieces_aval.spec = explicit_part(pieces_spec, *mesh, ndim);
+  const ArrayPtr pieces = relayout(x, mesh, pieces_spec, pieces_aval);
+  auto dst = std::make_shared<Sharding>(sharding_of(mesh, spec));
+  const Sharding& ps = *pieces->sharding();
+  const Shape dl = dst->local_shape(out.shape), pl = ps.local_shape(out.shape);
+  const AxisNames zero_unless_first = without(axes, kept);
+  std::vector<Tensor> per_device(mesh->size());
+  MeshContext ctx(*mesh);
+  ctx.parallel_for(mesh->size(), [&](int64_t pos) {
+    Tensor block = Tensor::zeros(out.dtype, dl);
+    bool holds = true;
+    const std::vector<int64_t> at = mesh->coords(pos);
+    for (const auto& a : zero_unless_first) holds &= at[mesh->axis_position(a)] == 0;
+    if (holds) {
+      const Box whole = block_box(*dst, pos, dl);
+      copy_into(pieces->shards()[pos], view_of(block, whole, block_box(ps, pos, pl)));
+    }
+    per_device[pos] = std::move(block);
+  });
+  return std::make_shared<Array>(out, dst, std::move(per_device));
+}
+
+}  // namespace
+
+ArrayPtr reshard_array(const ArrayPtr& x_in, const MeshPtr& mesh, const Spec& spec, const Aval& out) {
+  ArrayPtr x = x_in;
+  const AxisNames reduce = without(x->aval().unreduced, out.unreduced);
+  const AxisNames split = without(out.unreduced, x->aval().unreduced);
+  if (!reduce.empty()) x = reduce_partials(x, mesh, reduce);
+  if (split.empty()) return relayout(x, mesh, spec, out);
+  if (!x->aval().unreduced.empty())
+    fail<NotImplementedError>("meshsim does not reshard a value unreduced over ",
+                              spec_entry_str(x->aval().unreduced), " to one also unreduced over ",
+                              spec_entry_str(split));
+  return split_into_partials(x, mesh, spec, out, split);
+}
+
+namespace {
 
 // A whole value laid out as its type says (a view per distinct block).
 ArrayPtr place(const Tensor& value, const Aval& aval) {
@@ -446,7 +547,9 @@ std::vector<ArrayPtr> run_local(const Primitive& prim, const LocalPlan& plan,
   for (size_t j = 0; j < out.size(); ++j) {
     std::vector<Tensor> per_device(n);
     for (int64_t pos = 0; pos < n; ++pos) per_device[pos] = results[rep_of[pos]][j];
-    if (!plan.reduce_axes.empty()) all_reduce(*mesh, per_device, plan.reduce_axes, plan.reduce_op);
+    // Partial sums the result's type keeps unreduced stay as they are (no all-reduce).
+    const AxisNames reduce_axes = without(plan.reduce_axes, out[j].unreduced);
+    if (!reduce_axes.empty()) all_reduce(*mesh, per_device, reduce_axes, plan.reduce_op);
     const Spec natural = pad_spec(plan.out_specs[j], out[j].shape.size());
     Aval a = out[j];
     a.spec = explicit_part(natural, *mesh, a.shape.size());
@@ -463,12 +566,19 @@ std::vector<ArrayPtr> run_local(const Primitive& prim, const LocalPlan& plan,
 std::vector<ArrayPtr> apply_primitive(const Primitive& prim, const std::vector<ArrayPtr>& args,
                                       const Avals& in, const Params& params, const Avals& out) {
   if (prim.array_kernel) return prim.array_kernel(args, params, out);
-  bool sharded = false;
-  for (const Aval& a : in) sharded |= sharded_type(a);
-  for (const Aval& a : out) sharded |= sharded_type(a);
-  if (sharded && !out.empty() && out[0].mesh)
+  bool sharded = false, partial = false;
+  for (const Aval& a : in) {
+    sharded |= sharded_type(a);
+    partial |= !a.unreduced.empty();
+  }
+  for (const Aval& a : out) sharded |= sharded_type(a) || !a.unreduced.empty();
+  if ((sharded || partial) && !out.empty() && out[0].mesh)
     if (std::optional<LocalPlan> plan = local_plan_for(prim, in, params, out))
       return run_local(prim, *plan, args, in, out, out[0].mesh);
+  // An unreduced operand has no whole value to assemble.
+  if (partial)
+    fail<NotImplementedError>("meshsim runs ", prim.name, " on unreduced operands only on each "
+                              "device's blocks, and it has no local plan for these types");
   return run_whole(prim, args, in, params, out);
 }
 

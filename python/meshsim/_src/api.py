@@ -19,7 +19,7 @@ from meshsim._src import core, debug, flags, ref, tree_util
 from meshsim._src.abstract import ShapeDtypeStruct
 from meshsim._src.config import config as _config
 from meshsim._src import float_checks as flags_check
-from meshsim._src.sharding import placement
+from meshsim._src.sharding import auto_names, placement
 from meshsim._src.sharding import jit_shardings
 
 
@@ -245,6 +245,7 @@ class JitWrapped:
         _ALL_JITTED.add(self)
         self._fun = fun
         self._in_shardings = in_shardings
+        self._out_shardings = out_shardings
         if out_shardings is not None:  # results constrained at the end of the program
             fun = jit_shardings.constrain_outputs(fun, out_shardings)
         self._traced_fun = fun
@@ -333,6 +334,8 @@ class JitWrapped:
                 outs = program.run(args)
                 if device is not None:
                     outs = placement.place(outs, device)
+                else:
+                    self._name_layouts(outs, auto_names.origin_of(args), out_tree)
                 return outs[0] if single else tree_util.tree_unflatten(out_tree, outs)
         if not (self._sig.static_argnums or self._sig.static_argnames):
             with_refs = ref.call_with_refs(self, self._fun, args, kwargs)
@@ -342,11 +345,21 @@ class JitWrapped:
             args = jit_shardings.place_arguments(self._in_shardings, args, list(self._sig.params))
         (program, out_tree, donated), leaves = self._lookup(args, kwargs)
         device = placement.committed_device(leaves, self._sig.describe_leaf(args, kwargs))
+        origin = auto_names.origin_of(leaves) if device is None else None
         # Donated arguments are deleted by the call (their values now belong to the program).
         outs = program.run(leaves) if donated is None else program.run(leaves, donated)
         if device is not None:
             outs = placement.place(outs, device)
+        else:
+            self._name_layouts(outs, origin, out_tree)
         return tree_util.tree_unflatten(out_tree, outs)
+
+    def _name_layouts(self, outs, origin, out_tree) -> None:
+        """The results' shardings as JAX names them: an out_sharding as given, a layout
+        propagation chose over Auto axes after the first argument (auto_names)."""
+        auto_names.remember_origin(outs, origin)
+        if self._out_shardings is not None:
+            jit_shardings.name_outputs(tree_util.tree_unflatten(out_tree, outs), self._out_shardings)
 
     def clear_cache(self) -> None:
         """Forgets every traced signature: the next call traces again."""

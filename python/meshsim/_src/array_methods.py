@@ -106,6 +106,8 @@ def _concrete_error(kind: str):
 
 def _array_repr(self):
     prefix = "Array("
+    if self.aval.unreduced:  # partial sums: the value exists only once reduced
+        return f"{prefix}shape={self.shape}, dtype={self.dtype.name}, sharding={self.sharding})"
     dtype_str = f"dtype={self.dtype.name}" + (", weak_type=True" if self.weak_type else "")
     line_width = np.get_printoptions()["linewidth"]
     if self.size == 0:
@@ -174,7 +176,7 @@ def install():
     core.Array.__bool__ = _scalar_conversion(bool)
     core.Array.__complex__ = _scalar_conversion(complex)
     core.Array.__repr__ = _array_repr
-    core.Array.__str__ = lambda self: str(self.to_numpy())
+    core.Array.__str__ = lambda self: _array_repr(self) if self.aval.unreduced else str(self.to_numpy())
     core.Array.__format__ = lambda self, spec: format(self.to_numpy().item() if self.ndim == 0 else self.to_numpy(), spec)
     core.Array.copy = lambda self: _jnp().array(self, copy=True)
     for conversion in ("__float__", "__int__", "__bool__", "__index__", "__complex__", "item", "tolist",

@@ -12,7 +12,7 @@ import numpy as np
 from meshsim import _core
 from meshsim._src import float_checks
 from meshsim._src.config import config
-from meshsim._src.sharding import placement
+from meshsim._src.sharding import auto_names, placement
 
 Array = _core.Array
 Tracer = _core.Tracer
@@ -66,6 +66,8 @@ def bind(name: str, *args, **params):
         if (config._values["jax_debug_nans"] or config._values["jax_debug_infs"]) \
                 and _core.current_trace() is None:
             float_checks.check_operation(name, outs)
+        if device is None and _core.current_trace() is None:
+            auto_names.remember_origin(outs, auto_names.origin_of(args))
     return outs if device is None else tuple(placement.place(outs, device))
 
 

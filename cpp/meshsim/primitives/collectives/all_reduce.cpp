@@ -1,5 +1,6 @@
-// All-reduces (psum, pmax, pmin) and the VMA casts around them (pvary), and
-// axis_index: collectives whose result has the operand's shape.
+// All-reduces (psum, pmax, pmin, unreduced_psum) and the type casts around
+// them (pvary, and the free casts among varying, unreduced and reduced types),
+// and axis_index: collectives whose result has the operand's shape.
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -9,6 +10,7 @@
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/kernels/integer_wrap.h"
 #include "meshsim/ir/axis_env.h"
+#include "meshsim/ir/unreduced.h"
 #include "meshsim/primitives/collectives/common.h"
 #include "meshsim/primitives/families.h"
 
@@ -194,6 +196,90 @@ Primitive& with_ring_all_reduce(Primitive& p) {
       [](int64_t n) { return 2 * (n - 1); });
 }
 
+// A free cast among manual types (JAX's vary_unreduced_cast, reduced_vary_cast,
+// preduced): each device keeps its block; the axes move from one state to
+// another, and an operand not in the `from` state over them is refused with
+// JAX's texts.
+enum class State { Invariant, Varying, Unreduced, Reduced };
+
+AxisNames* axes_in(Aval& a, State s) {
+  return s == State::Varying ? &a.vma : s == State::Unreduced ? &a.unreduced : s == State::Reduced ? &a.reduced : nullptr;
+}
+
+struct StateCast {
+  const char* name;
+  const char* describe;  // "Varying->Unreduced", as JAX's messages say it
+  State from, to;
+};
+
+Aval cast_state(const StateCast& c, Aval x, const AxisNames& axes) {
+  if (AxisNames* from = axes_in(x, c.from)) *from = vma_minus(*from, axes);
+  if (AxisNames* to = axes_in(x, c.to)) *to = vma_plus(*to, axes);
+  return x;
+}
+
+Primitive state_cast(const StateCast& c, std::function<Value(const Value&, const Params&)> transpose) {
+  Primitive p;
+  p.name = c.name;
+  p.abstract_eval = [c](const Avals& in, const Params& params) {
+    const AxisNames& axes = axes_param(params);
+    bound_axis_size(axes, c.name);
+    Aval x = in.at(0);
+    if (const AxisNames* from = axes_in(x, c.from)) {
+      const char* state = c.from == State::Varying ? "varying" : c.from == State::Unreduced ? "unreduced" : "reduced";
+      if (from->empty())
+        fail<ValueError>(c.name, " only accepts inputs that are ", state, ". Got ", x.str_short(true));
+      if (std::none_of(axes.begin(), axes.end(), [&](const auto& a) { return contains(*from, a); }))
+        fail<ValueError>(c.name, " is a ", c.describe, " collective. This means that the axis names mentioned "
+                         "in `axes` passed to `", c.name, "` must be present in `jax.typeof(x).mat.", state,
+                         "`. Got axes=", names_str(axes), " and jax.typeof(x).mat.", state, "=",
+                         frozenset_str(*from));
+    } else {
+      for (const auto& a : axes)
+        if (contains(x.vma, a))
+          fail<ValueError>(c.name, " is a ", c.describe, " collective. This means that the axis names "
+                           "mentioned in `axes` passed to `", c.name, "` must not be present in "
+                           "`jax.typeof(inp).mat.varying`. Got axes=", names_str(axes),
+                           " and jax.typeof(inp).mat.varying=", frozenset_str(x.vma));
+    }
+    return in;
+  };
+  p.vma_rule = [c](const Avals& in, const Params& params) { return cast_state(c, in[0], axes_param(params)).vma; };
+  p.ur_rule = [c](const Avals& in, const Params& params) -> UrAxes {
+    const Aval out = cast_state(c, in[0], axes_param(params));
+    return {out.unreduced, out.reduced};
+  };
+  p.kernel = [](const Tensors& in, const Params&, const Avals&) { return in; };
+  return with_linear_vjp(p, std::move(transpose));
+}
+
+// psum of a value unreduced over the axes: the pending sum performed (an
+// all-reduce); the result is invariant over them.
+Primitive unreduced_psum_primitive() {
+  Primitive p = all_reduce_primitive("unreduced_psum", Reduce::Sum);
+  p.abstract_eval = [](const Avals& in, const Params& params) {
+    const AxisNames& axes = axes_param(params);
+    bound_axis_size(axes, "psum");
+    const Aval& x = in.at(0);
+    if (x.unreduced.empty())
+      fail<ValueError>("unreduced_psum only accepts inputs that are unreduced. Got ", x.str_short(true));
+    if (std::none_of(axes.begin(), axes.end(), [&](const auto& a) { return contains(x.unreduced, a); }))
+      fail<ValueError>("unreduced_psum is a Unreduced -> Invariant collective. This means that the axes=",
+                       names_str(axes), " passed to `unreduced_psum` must be present in "
+                       "jax.typeof(x).mat.unreduced=", frozenset_str(x.unreduced));
+    for (const auto& a : axes)
+      if (contains(x.vma, a))
+        fail<ValueError>("unreduced_psum's input cannot be varying across the  axis_name provided. Got x=",
+                         x.str_short(true), " and axes=", names_str(axes));
+    return in;
+  };
+  p.vma_rule = [](const Avals& in, const Params&) { return in[0].vma; };
+  p.ur_rule = [](const Avals& in, const Params& params) -> UrAxes {
+    return {vma_minus(in[0].unreduced, axes_param(params)), in[0].reduced};
+  };
+  return p;
+}
+
 }  // namespace
 
 void register_all_reduce_primitives() {
@@ -226,6 +312,21 @@ void register_all_reduce_primitives() {
   pvary.vma_rule = [](const Avals& in, const Params& p) { return vma_plus(in[0].vma, axes_param(p)); };
   pvary.kernel = [](const Tensors& in, const Params&, const Avals&) { return in; };
   register_primitive(with_linear_vjp(pvary, transpose_pvary));
+
+  // The free casts among manual types, each the transpose of another, and
+  // unreduced_psum, whose transpose is preduced (as JAX pairs them).
+  auto bind_as = [](const char* name) {
+    return [name](const Value& ct, const Params& p) { return ops::bind1(name, {ct}, {{"axes", axes_param(p)}}); };
+  };
+  register_primitive(state_cast({"vary_unreduced_cast_p", "Varying->Unreduced", State::Varying, State::Unreduced},
+                                bind_as("reduced_vary_cast_p")));
+  register_primitive(state_cast({"reduced_vary_cast_p", "Reduced->Varying", State::Reduced, State::Varying},
+                                bind_as("vary_unreduced_cast_p")));
+  Primitive preduced = state_cast({"preduced", "Invariant->Reduced", State::Invariant, State::Reduced},
+                                   bind_as("unreduced_psum"));
+  register_primitive(std::move(preduced));
+  Primitive unreduced_psum = unreduced_psum_primitive();
+  register_primitive(with_ring_all_reduce(with_linear_vjp(unreduced_psum, bind_as("preduced"))));
 
   // axis_index: this device's coordinate along one manual axis (int32, varying over it).
   Primitive axis_index;

@@ -41,13 +41,17 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
     lhs, rhs = core.asarray_value(lhs), core.asarray_value(rhs)
     dims = _flat_dimension_numbers(dimension_numbers)
     params = dict(dimension_numbers=dims, precision=None, preferred_element_type=preferred)
+    explicit.check_explicit_axes(out_sharding, "dot_general")
     if out_sharding is None:
         return core.bind1("dot_general", lhs, rhs, **params)
     if lhs.aval.mesh is None and rhs.aval.mesh is None:  # nothing sharded: lay out the result
-        return explicit.reshard(core.bind1("dot_general", lhs, rhs, **params), out_sharding)
+        return explicit.reshard(core.bind1("dot_general", lhs, rhs, **params,
+                                           **explicit.out_unreduced_param(out_sharding)),
+                                out_sharding)
     ndim = lhs.ndim + rhs.ndim - 2 * len(dims[0]) - len(dims[2])
     return core.bind1("dot_general", lhs, rhs, **params,
-                      out_sharding=explicit.out_sharding_param(out_sharding, ndim))
+                      out_sharding=explicit.out_sharding_param(out_sharding, ndim, pending_ok=True),
+                      **explicit.out_unreduced_param(out_sharding))
 
 
 def dot(lhs, rhs, *, dimension_numbers=None, precision=None, preferred_element_type=None,

@@ -156,6 +156,8 @@ def _all_reduce(name: str, x, axis_name, axis_index_groups):
         v = _operand(v)
         if name == "psum" and v.dtype == np.bool_:
             v = core.convert_element_type(v, np.int32)
+        if name == "psum" and env[2] and _state_of(v, axes, "jax.lax.psum") == "unreduced":
+            return core.bind1("unreduced_psum", v, axes=_in_mesh_order(env, axes))  # the pending sum
         if name == "psum":
             _check_same_state("psum", v, axes, env)
         prim = "psum_invariant" if name == "psum" and env[2] else name
@@ -205,26 +207,45 @@ def pvary(x, axis_name):
 
 
 _PCAST_TARGETS = ("unreduced", "reduced", "varying")
+# (from, to) -> the free cast between those manual types (JAX's table)
+_PCASTS = {("invarying", "varying"): "pvary", ("invarying", "reduced"): "preduced",
+           ("varying", "unreduced"): "vary_unreduced_cast_p",
+           ("reduced", "varying"): "reduced_vary_cast_p"}
+
+
+def _state_of(v, axes: tuple, op: str) -> str:
+    """The one manual state `v` is in over all of `axes`."""
+    aval = v.aval
+    states = {"varying" if a in aval.vma else "unreduced" if a in aval.unreduced
+              else "reduced" if a in aval.reduced else "invarying" for a in axes}
+    if len(states) > 1:
+        raise ValueError(f"{op} can only accept axis_name which corresponds to one of varying, "
+                         "unreduced, reduced or invarying state of the input. Got input type: "
+                         f"{aval.str_short()}, axes: {axes} and input state: {states}")
+    return states.pop()
 
 
 def pcast(x, axis_name, *, to: str):
-    """Changes the VMA type of `x` over `axis_name`; only `to='varying'`
-    (pvary) is available here."""
-    if not isinstance(axis_name, (str, tuple)):
-        raise TypeError(f"axis_name={axis_name!r} must be a tuple or a str. Got {axis_name}")
-    if to not in _PCAST_TARGETS:
-        raise ValueError(f"Got unexpected `to` value for `jax.lax.pcast`. Allowed `to` values are: "
-                         f"{set(_PCAST_TARGETS)}")
-    if to != "varying":
-        raise NotImplementedError(f"pcast(..., to={to!r}) is not supported")
+    """Casts `x` among the manual types over `axis_name` with no communication:
+    invariant to varying (pvary) or reduced, varying to unreduced, reduced to varying."""
+    if isinstance(axis_name, (set, frozenset)):
+        raise TypeError(f"axis_name={axis_name} must be a tuple or a str. Got {axis_name}")
     axes = _axis_tuple(axis_name)
+    if not axes:
+        return x
+    if to not in _PCAST_TARGETS:
+        raise ValueError(f"Got unexpected `to` value. Allowed `to` values are: {set(_PCAST_TARGETS)}")
     env = _env("pcast", axes)
 
     def leaf(v):
         v = _operand(v)
-        if env[2] and all(a in v.aval.vma for a in axes):
-            raise ValueError("Unsupported pcast from=varying, to='varying'")
-        return pvary(v, axes)
+        if not env[2]:
+            return v
+        from_ = _state_of(v, axes, "jax.lax.pcast")
+        prim = _PCASTS.get((from_, to))
+        if prim is None:
+            raise ValueError(f"Unsupported pcast from={from_}, to={to!r}")
+        return core.bind1(prim, v, axes=_in_mesh_order(env, axes))
 
     return tree_util.tree_map(leaf, x)
 

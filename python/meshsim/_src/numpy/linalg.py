@@ -57,13 +57,14 @@ def _spec_entries(out_sharding, ndim: int):
     """The entries of an `out_sharding` (NamedSharding or PartitionSpec), padded to `ndim`."""
     from meshsim._src.sharding.partition_spec import PartitionSpec
     spec = out_sharding if isinstance(out_sharding, PartitionSpec) else out_sharding.spec
-    return list(spec) + [None] * (ndim - len(spec))
+    return list(spec.partitions) + [None] * (ndim - len(spec))
 
 
 def _with_spec(out_sharding, entries):
-    """`out_sharding` with its spec replaced by `entries`."""
+    """`out_sharding` with its spec's entries replaced by `entries` (its pending axes kept)."""
     from meshsim._src.sharding.partition_spec import PartitionSpec
-    spec = PartitionSpec(*entries)
+    old = out_sharding if isinstance(out_sharding, PartitionSpec) else out_sharding.spec
+    spec = PartitionSpec(*entries, unreduced=old.unreduced, reduced=old.reduced)
     return spec if isinstance(out_sharding, PartitionSpec) else out_sharding.update(spec=spec)
 
 
@@ -302,6 +303,9 @@ def einsum(subscripts, /, *operands, out=None, optimize="auto", precision=None, 
     is accepted; the order does not change the result)."""
     if out is not None:
         raise NotImplementedError("The 'out' argument to jnp.einsum is not supported.")
+    if out_sharding is not None:
+        from meshsim._src.sharding.explicit import check_explicit_axes
+        check_explicit_axes(out_sharding, "einsum")
     if not isinstance(subscripts, str):
         subscripts, operands = _interleaved((subscripts,) + operands)
     operands = [core.asarray_value(x) for x in operands]

@@ -84,6 +84,13 @@ def _put(x, sharding: Sharding | None, donate: bool):
         # Splitting into blocks copies them: a read-only view spares a whole copy first.
         x = x.view()
         x.flags.writeable = False
+    if isinstance(sharding, NamedSharding) and (sharding.spec.unreduced or sharding.spec.reduced):
+        # Pending reductions are a type: an array becomes one by a reshard (host data has no
+        # devices' blocks to split into partial sums, as in JAX).
+        if not isinstance(x, core.Array):
+            sharding.devices_indices_map(np.shape(x))
+        from meshsim._src.sharding.explicit import reshard
+        return reshard(core.asarray_value(x), sharding)
     value = core.asarray_value(x)
     if sharding is None:
         return value

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from meshsim import _core
+from meshsim._src.sharding import auto_names
 from meshsim._src.sharding.mesh import AbstractMesh, Mesh
 from meshsim._src.sharding.named_sharding import (NamedSharding, SingleDeviceSharding,
                                                    sharding_from_core)
@@ -31,13 +32,17 @@ def _sharding(self):
     # Arrays never move: the sharding is built once (device_put stores the user's).
     sharding = self.__dict__.get("_sharding")
     if sharding is None:
-        sharding = self._sharding = sharding_from_core(self.sharding_core)
+        aval = self.aval
+        sharding = sharding_from_core(self.sharding_core, aval.unreduced, aval.reduced)
+        if isinstance(sharding, NamedSharding):  # a layout chosen over Auto axes: JAX's name
+            sharding = auto_names.jax_name(sharding, self.__dict__.get("_auto_origin"), self.ndim)
+        self._sharding = sharding
     return sharding
 
 
 def _addressable_shards(self) -> list[Shard]:
     blocks = self.shard_data()  # one read-only view per device, replicas share memory
-    indices = self.sharding.devices_indices_map(self.shape)
+    indices = self.sharding._block_indices(self.shape)  # unreduced: each holds a partial sum
     copies: dict = {}
     shards = []
     for block, (device, index) in zip(blocks, indices.items()):
@@ -59,17 +64,32 @@ def _committed(self) -> bool:
     return self.__dict__.get("_committed", self.sharding_core.mesh is not None)
 
 
+def _manual_axes() -> frozenset:
+    env = _core.current_axis_env()
+    return frozenset(env[1]) if env is not None else frozenset()
+
+
 def _type_sharding(aval) -> NamedSharding:
-    """`typeof(x).sharding`: the abstract mesh and the spec the type shows."""
+    """`typeof(x).sharding`: the abstract mesh and the spec the type shows (pending
+    reductions over manual axes belong to `manual_axis_type`)."""
     mesh = AbstractMesh((), ()) if aval.mesh is None else Mesh.from_core(aval.mesh).abstract_mesh
     entries = [None if not axes else axes[0] if len(axes) == 1 else tuple(axes)
                for axes in aval.spec]
-    return NamedSharding(mesh, PartitionSpec(*entries, *[None] * (aval.ndim - len(entries))))
+    manual = _manual_axes()
+    return NamedSharding(mesh, PartitionSpec(*entries, *[None] * (aval.ndim - len(entries)),
+                                             unreduced=set(aval.unreduced) - manual,
+                                             reduced=set(aval.reduced) - manual))
+
+
+def _manual_axis_type(aval) -> "ManualAxisType":
+    manual = _manual_axes()
+    return ManualAxisType(varying=aval.vma, unreduced=set(aval.unreduced) & manual,
+                          reduced=set(aval.reduced) & manual)
 
 
 class ManualAxisType:
     """The manual-axis part of a type (`jax.typeof(x).manual_axis_type`): the axes a value
-    varies over inside shard_map; unreduced and reduced axes are not modelled, so always empty."""
+    varies over inside shard_map, and those it is unreduced or reduced over."""
 
     __slots__ = ("varying", "unreduced", "reduced")
 
@@ -108,4 +128,4 @@ def install() -> None:
     Array.is_fully_addressable = property(lambda self: True)
     Array.committed = property(_committed)
     _core.ShapedArray.sharding = property(_type_sharding)
-    _core.ShapedArray.manual_axis_type = property(lambda aval: ManualAxisType(varying=aval.vma))
+    _core.ShapedArray.manual_axis_type = property(_manual_axis_type)

@@ -66,19 +66,79 @@ def _under_abstract_context(mesh: Mesh) -> Mesh:
                 axis_types=abstract.axis_types)
 
 
-def check_no_reduction_axes(spec: PartitionSpec) -> None:
-    """Types with unreduced/reduced axes (JAX's {U:x}/{R:x}) are not modelled: refuse them
+def check_no_reduction_axes(spec: PartitionSpec, where: str = "this sharding") -> None:
+    """Unreduced/reduced axes (JAX's {U:x}/{R:x}) reach a value through `reshard`,
+    `device_put` of an array and the `out_sharding` of a contraction; elsewhere refuse them
     rather than drop them."""
     if spec.unreduced or spec.reduced:
         raise NotImplementedError(
-            f"meshsim does not support unreduced or reduced axes in shardings yet; got {spec}. "
-            "Use out_sharding without them: a contraction over a sharded dimension then "
-            "all-reduces its result.")
+            f"meshsim takes unreduced or reduced axes in {where} only through jax.reshard, "
+            f"device_put of an array, or a contraction's out_sharding; got {spec}")
 
 
-def core_spec(spec: PartitionSpec, ndim: int) -> list[list[str]]:
-    """Per dimension, the mesh axes it is split over (padded to `ndim`)."""
-    check_no_reduction_axes(spec)
+def _user_source() -> str:
+    """Where the user's code called in (JAX's source summary): file:line:column (function)."""
+    import os
+    import sys
+    package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    frame = sys._getframe(1)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
+        frame = frame.f_back
+    if frame is None:
+        return ""
+    positions = list(frame.f_code.co_positions())
+    line, _, col, _ = positions[frame.f_lasti // 2] if frame.f_lasti // 2 < len(positions) else (
+        frame.f_lineno, None, 0, None)
+    return f"{frame.f_code.co_filename}:{line}:{col or 0} ({frame.f_code.co_name})"
+
+
+def check_explicit_axes(sharding, api: str) -> None:
+    """JAX's refusal of Auto or Manual mesh axes in `out_sharding=` or a reshard (those
+    axes are the compiler's to lay out)."""
+    if sharding is None:
+        return
+    if isinstance(sharding, NamedSharding):
+        mesh, spec = sharding.mesh, sharding.spec
+    elif isinstance(sharding, PartitionSpec):
+        mesh, spec = get_abstract_mesh(), sharding
+        if mesh.empty:
+            mesh = context_mesh()
+        if mesh.empty:
+            return
+    else:
+        return
+    types = dict(zip(mesh.axis_names, mesh.axis_types))
+    for d in range(len(spec)):
+        for a in spec.axes_of(d):
+            if a in types and types[a] != AxisType.Explicit:
+                raise ValueError(
+                    f"PartitionSpec passed to {api} cannot contain axis names that are of type Auto "
+                    f"or Manual. Got PartitionSpec: {spec} with axis name: {a} of type: "
+                    f"{types[a]}. This error occurs at source:  {_user_source()}")
+    pending = set(spec.unreduced) | set(spec.reduced)
+    if any(a in types and types[a] != AxisType.Explicit for a in pending):
+        name = "Unreduced" if any(types.get(a) != AxisType.Explicit for a in spec.unreduced) else "Reduced"
+        axes = spec.unreduced if name == "Unreduced" else spec.reduced
+        abstract = mesh if isinstance(mesh, AbstractMesh) else mesh.abstract_mesh
+        raise ValueError(f"{name} axes can only refer to mesh axes that is of type `Explicit`. Got "
+                         f"{name.lower()} axes: {axes} and mesh: {abstract}")
+
+
+def pending_axes(mesh: Mesh, axes) -> tuple:
+    """A spec's unreduced or reduced axes as a primitive parameter: in mesh order, each
+    checked to be an axis of `mesh`."""
+    for a in axes:
+        if a not in mesh.axis_names:
+            raise ValueError(f"Resource axis: {a} of {PartitionSpec(unreduced=set(axes))} "
+                             f"is not found in mesh: {tuple(mesh.axis_names)}.")
+    return tuple(a for a in mesh.axis_names if a in axes)
+
+
+def core_spec(spec: PartitionSpec, ndim: int, pending_ok: bool = False) -> list[list[str]]:
+    """Per dimension, the mesh axes it is split over (padded to `ndim`); `pending_ok`:
+    the caller passes the spec's unreduced/reduced axes on itself."""
+    if not pending_ok:
+        check_no_reduction_axes(spec)
     if len(spec) > ndim:
         raise ValueError(f"PartitionSpec {spec} has {len(spec)} entries but the array has rank "
                          f"{ndim}: a spec cannot be longer than the array's rank")
@@ -100,7 +160,12 @@ def _reshard_one(x, sharding, prim: str = "reshard"):
     x = core.asarray_value(x)
     if len(spec) <= x.ndim:  # JAX's type checks: an axis used twice, a dim it does not divide
         NamedSharding(mesh, spec).check_type_divisibility(x.shape)
-    return core.bind1(prim, x, mesh=mesh.core_mesh, spec=core_spec(spec, x.ndim))
+    pending = {}
+    if spec.unreduced or spec.reduced:
+        pending = dict(unreduced=pending_axes(mesh, spec.unreduced),
+                       reduced=pending_axes(mesh, spec.reduced))
+    return core.bind1(prim, x, mesh=mesh.core_mesh, spec=core_spec(spec, x.ndim, pending_ok=True),
+                      **pending)
 
 
 def _map_shardings(fn, xs, shardings):
@@ -115,11 +180,23 @@ def reshard(xs, out_shardings):
     NamedSharding or a PartitionSpec over the context mesh, or a pytree prefix
     of them): the type changes to the new sharding and the data moves with the
     collectives that takes (all-gather, all-to-all, or a local slice)."""
+    tree_util.tree_map(lambda s: check_explicit_axes(s, "reshard"), out_shardings,
+                       is_leaf=_is_sharding_leaf)
     return _map_shardings(_reshard_one, xs, out_shardings)
 
 
 def _spec_matches(have: PartitionSpec, want: list) -> bool:
     return all(w is UNCONSTRAINED or h == w for h, w in zip(have, want))
+
+
+def _check_duplicates(spec: PartitionSpec) -> None:
+    axes = [a for d in range(len(spec)) for a in spec.axes_of(d)]
+    duplicates = sorted({a for a in axes if axes.count(a) > 1})
+    if duplicates:
+        raise DuplicateSpecError(
+            "A single shardings specification can map every mesh axis to at most one positional "
+            f"dimension, but {spec} has duplicate entries for "
+            + ", ".join(f"`{a}`" for a in duplicates))
 
 
 def _check_constraint(x, sharding, cur) -> PartitionSpec:
@@ -135,13 +212,7 @@ def _check_constraint(x, sharding, cur) -> PartitionSpec:
         raise TypeError("shardings leaf specifications are expected to be PartitionSpec instances "
                         f"or None, but got {sharding}")
     spec = sharding if isinstance(sharding, PartitionSpec) else sharding.spec
-    axes = [a for d in range(len(spec)) for a in spec.axes_of(d)]
-    duplicates = sorted({a for a in axes if axes.count(a) > 1})
-    if duplicates:
-        raise DuplicateSpecError(
-            "A single shardings specification can map every mesh axis to at most one positional "
-            f"dimension, but {spec} has duplicate entries for "
-            + ", ".join(f"`{a}`" for a in duplicates))
+    _check_duplicates(spec)
     check_spec(cur, spec)
     if len(spec) > x.ndim:
         annotation = NamedSharding(cur, spec)
@@ -176,6 +247,9 @@ def _constrain(x, sharding):
             "The spec of NamedSharding passed to with_sharding_constraint can only refer to Auto "
             f"axes of the mesh. Got spec={spec} and mesh={mesh.abstract_mesh}. You probably meant "
             "to use `reshard` API?")
+    _check_duplicates(spec)
+    if len(spec) <= x.ndim:  # JAX's IndivisibleError for a dimension the Auto axes do not divide
+        NamedSharding(mesh, spec).shard_shape(x.shape)
     have = type_spec(x.aval)
     # Traced, dims typed over Explicit axes keep them and only the others are constrained;
     # eagerly, JAX lays the array out as the sharding says.
@@ -264,8 +338,8 @@ def auto_axes(fun=None, *, axes=None, out_sharding=None):
         args, kwargs = tree_util.tree_map(lambda x: mesh_cast(x, inner), (args, kwargs))
         with _use_mesh(inner):
             out = fun(*args, **kwargs)
-        with _use_mesh(mesh):
-            return reshard(out, target)
+        with _use_mesh(mesh):  # the result laid out over axes that may be Auto outside: no check
+            return _map_shardings(_reshard_one, out, target)
 
     return wrapped
 
@@ -310,9 +384,21 @@ def with_out_sharding(x, out_sharding):
     return x
 
 
-def out_sharding_param(out_sharding, ndim: int):
-    """`out_sharding=` as a primitive parameter: the spec over the operands' mesh."""
+def out_sharding_param(out_sharding, ndim: int, pending_ok: bool = False):
+    """`out_sharding=` as a primitive parameter: the spec over the operands' mesh;
+    `pending_ok`: the caller passes its unreduced axes on (out_unreduced_param)."""
     if out_sharding is None:
         return None
     _, spec = resolve(out_sharding, "out_sharding")
-    return core_spec(spec, ndim)
+    return core_spec(spec, ndim, pending_ok)
+
+
+def out_unreduced_param(out_sharding) -> dict:
+    """The unreduced axes of `out_sharding=` as the `out_unreduced` parameter of a
+    contraction (none: no parameter). Reduced axes there are not taken."""
+    if out_sharding is None:
+        return {}
+    mesh, spec = resolve(out_sharding, "out_sharding")
+    if spec.reduced:
+        check_no_reduction_axes(spec, "out_sharding")
+    return dict(out_unreduced=pending_axes(mesh, spec.unreduced)) if spec.unreduced else {}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 
 from meshsim._src import core, tree_util
-from meshsim._src.sharding.mesh import context_mesh
+from meshsim._src.sharding.mesh import AxisType, context_mesh
 from meshsim._src.sharding.named_sharding import NamedSharding, Sharding
 from meshsim._src.sharding.partition_spec import PartitionSpec
 
@@ -85,6 +85,16 @@ def place_arguments(in_shardings, args: tuple, arg_names: list[str]) -> tuple:
             new.append(device_put(x, sharding))
         placed.append(tree_util.tree_unflatten(treedef, new))
     return tuple(placed)
+
+
+def name_outputs(out, out_shardings) -> None:
+    """Results given an out_sharding over an all-Auto mesh show it as given (`P('X', None)`
+    stays so, where a layout propagation chose would read `P('X',)`)."""
+    for out, sharding in zip(tree_util.tree_leaves(out), _broadcast(out_shardings, out, "out_shardings")):
+        sharding = _resolved(sharding, "out_shardings") if sharding is not None else None
+        if (isinstance(sharding, NamedSharding) and not sharding.spec.unreduced
+                and all(t == AxisType.Auto for t in sharding.mesh.axis_types)):
+            out._sharding = sharding
 
 
 def constrain_outputs(fun, out_shardings):

@@ -33,6 +33,12 @@ class Sharding:
 
     def devices_indices_map(self, global_shape) -> dict:
         """For each device, the index (a tuple of slices) of its block in the global array."""
+        if getattr(getattr(self, "spec", None), "unreduced", None):
+            raise NotImplementedError("device_indices_map doesn't work with unreduced. Please file a "
+                                      "bug at https://github.com/jax-ml/jax/issues")
+        return self._block_indices(global_shape)
+
+    def _block_indices(self, global_shape) -> dict:
         shape = tuple(global_shape)
         local = self.shard_shape(shape)
         tiling = self.tiling(len(shape))
@@ -248,16 +254,17 @@ class NamedSharding(Sharding):
     def core_sharding(self) -> _core.ShardingCore:
         if not isinstance(self.mesh, Mesh):
             raise ValueError(f"A NamedSharding over an AbstractMesh has no devices: {self}")
-        from meshsim._src.sharding.explicit import check_no_reduction_axes
-        check_no_reduction_axes(self.spec)
+        # The layout only: pending reductions are the type's (device_put reshards to them).
         return _core.ShardingCore(self.mesh.core_mesh,
                                   [list(_entry_axes(e)) for e in self.spec.partitions])
 
 
-def sharding_from_core(core: _core.ShardingCore) -> Sharding:
-    """The Python sharding for a C++ `ShardingCore`."""
+def sharding_from_core(core: _core.ShardingCore, unreduced=(), reduced=()) -> Sharding:
+    """The Python sharding for a C++ `ShardingCore` (and the pending reductions of the
+    array's type, which the layout alone does not show)."""
     if core.mesh is None:
         return SingleDeviceSharding(devices_lib.device(core.device))
     entries = [None if not axes else axes[0] if len(axes) == 1 else tuple(axes)
                for axes in core.spec]
-    return NamedSharding(Mesh.from_core(core.mesh), PartitionSpec(*entries))
+    return NamedSharding(Mesh.from_core(core.mesh),
+                         PartitionSpec(*entries, unreduced=set(unreduced), reduced=set(reduced)))
