@@ -38,6 +38,37 @@ def interleaved(contenders: dict[str, Callable[[], object]], repeats: int,
     return samples
 
 
+def interleaved_wall_and_cpu(contenders: dict[str, Callable[[], object]], repeats: int,
+                             number: int = 1) -> dict[str, list[tuple[float, float]]]:
+    """As `interleaved`, but each sample is (wall seconds, CPU seconds) per
+    call, the CPU time being the whole process's (every thread's) while the
+    sample ran. On a loaded machine the wall time also counts the waits for a
+    core (a thread handing work to another waits for it to be scheduled), the
+    CPU time only the work: reading both tells the two apart."""
+    for fn in contenders.values():
+        wait(fn())
+    samples: dict[str, list[tuple[float, float]]] = {name: [] for name in contenders}
+    for _ in range(repeats):
+        for name, fn in contenders.items():
+            t0, c0 = time.perf_counter(), time.process_time()
+            for _ in range(number):
+                out = fn()
+            wait(out)
+            samples[name].append(((time.perf_counter() - t0) / number,
+                                  (time.process_time() - c0) / number))
+    return samples
+
+
+def load_average() -> str:
+    """The machine's 1-minute load average and core count, as a benchmark's
+    table states them (its times depend on them)."""
+    try:
+        one = os.getloadavg()[0]
+    except OSError:
+        return f"{os.cpu_count()} cores"
+    return f"load average {one:.1f} on {os.cpu_count()} cores"
+
+
 def wait(out):
     """Blocks until `out` (an array, a tuple of them, or anything else) is ready."""
     for x in out if isinstance(out, (list, tuple)) else (out,):

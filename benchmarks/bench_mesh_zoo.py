@@ -3,9 +3,12 @@ for each strategy of the mesh zoo on 8 devices — the single-device step,
 pipeline schedules over "pp", context parallelism over "cp", Megatron
 sequence parallelism over "tp" and their products with DP/FSDP — meshsim
 against JAX on CPU with 8 host devices, the same code under both, inputs
-placed once, calls interleaved so machine noise hits both alike.
+placed once, calls interleaved so machine noise hits both alike. Each side's
+wall and CPU time (all its threads) per step, the best of the samples: on a
+shared machine the best is the steadier figure, and a wall time far above the
+CPU time means time spent waiting for a core rather than computing.
 
-Run: PYTHONPATH=python python3 benchmarks/bench_mesh_zoo.py [--repeats N]"""
+Run: PYTHONPATH=python python3 benchmarks/bench_mesh_zoo.py [--repeats N] [--only TEXT]"""
 from __future__ import annotations
 
 import argparse
@@ -16,7 +19,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
 
-from _timing import configure_jax_cpu, interleaved, median  # noqa: E402
+from _timing import configure_jax_cpu, interleaved_wall_and_cpu, load_average  # noqa: E402
 
 configure_jax_cpu(8)
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
@@ -58,13 +61,15 @@ def thunk(jax, kind, spec):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--number", type=int, default=5, help="calls per sample")
+    parser.add_argument("--number", type=int, default=3, help="calls per sample")
+    parser.add_argument("--only", default="", help="only the strategies whose name contains this")
     args = parser.parse_args()
 
     import jax as real_jax
     import meshsim
 
-    rows = {"single device": ("single", None), **STRATEGIES}
+    rows = {name: row for name, row in {"single device": ("single", None), **STRATEGIES}.items()
+            if args.only in name}
     calls = {}
     for name, (kind, spec) in rows.items():
         calls[("meshsim", name)] = thunk(meshsim, kind, spec)
@@ -74,17 +79,20 @@ def main():
         for a, b in zip(ours, theirs):
             np.testing.assert_allclose(a, b, atol=3e-5, rtol=3e-5, err_msg=name)
 
-    samples = interleaved(calls, args.repeats, args.number)
-    med = {k: median(v) for k, v in samples.items()}
+    load_before = load_average()
+    samples = interleaved_wall_and_cpu(calls, args.repeats, args.number)
+    best = {k: tuple(min(s[i] for s in v) for i in range(2)) for k, v in samples.items()}
     cfg = gpt.CONFIG
     print(f"one training step of the GPT (vocab {cfg.vocab}, seq {cfg.seq}, dim {cfg.dim}, "
           f"{cfg.heads} heads, batch {cfg.batch}; pipelines {2} layers per chunk) per strategy on 8 "
-          f"devices; median of {args.repeats} interleaved samples of {args.number} calls; "
-          f"{os.cpu_count()} cores\n")
-    print(f"{'strategy':28s}{'meshsim ms':>12s}{'JAX ms':>10s}{'meshsim/JAX':>13s}")
+          f"devices; best of {args.repeats} interleaved samples of {args.number} calls; "
+          f"{load_before} before, {load_average()} after\n")
+    print(f"{'strategy':28s}{'meshsim wall':>14s}{'cpu':>8s}{'JAX wall':>10s}{'cpu':>8s}"
+          f"{'wall ratio':>12s}{'cpu ratio':>11s}   (ms per step)")
     for name in rows:
-        m, j = med[("meshsim", name)], med[("jax", name)]
-        print(f"{name:28s}{m * 1e3:12.2f}{j * 1e3:10.2f}{m / j:12.2f}x")
+        (mw, mc), (jw, jc) = best[("meshsim", name)], best[("jax", name)]
+        print(f"{name:28s}{mw * 1e3:14.2f}{mc * 1e3:8.2f}{jw * 1e3:10.2f}{jc * 1e3:8.2f}"
+              f"{mw / jw:11.2f}x{mc / jc:10.2f}x")
 
 
 if __name__ == "__main__":

@@ -160,12 +160,14 @@ def from_stages(blocks):
     return {k: one(w) for k, w in blocks.items()}
 
 
-def build(jax, name="gpipe", stages=4, microbatches=4, virtual=None, cfg=None, mesh_axes=()):
+def build(jax, name="gpipe", stages=4, microbatches=4, virtual=None, cfg=None, mesh_axes=(),
+          dtype=None):
     """One training step of schedule `name` on a mesh ("pp", *mesh_axes):
     `stages` devices along "pp" and, per stage, the roles of
     examples/zoo_parallel.py for the other axes (`mesh_axes`: (name, size)
-    pairs among "dp", "fsdp", "cp", "tp"). Returns step() -> (loss, grads
-    in gpt's layout)."""
+    pairs among "dp", "fsdp", "cp", "tp"); parameters, activations and
+    cotangents in `dtype` (float32 by default), the loss summed in float32.
+    Returns step() -> (loss, grads in gpt's layout)."""
     jnp, lax = jax.numpy, jax.lax
     P = jax.sharding.PartitionSpec
     sizes = dict(mesh_axes)
@@ -179,7 +181,8 @@ def build(jax, name="gpipe", stages=4, microbatches=4, virtual=None, cfg=None, m
     sched = schedule(name, stages, microbatches, virtual)
     pieces = zoo_parallel.parts(jax, sizes, cfg)
     model, layer_fwd = pieces["model"], pieces["layer_fwd"]
-    params = gpt.init_params(jax, cfg)
+    params = gpt.init_params(jax, cfg, dtype=dtype)
+    act_dtype = params["wte"].dtype
     tokens, targets = gpt.init_batch(jax, cfg)
     mesh = jax.make_mesh((stages, *sizes.values()), axes)
     m = microbatches
@@ -225,10 +228,10 @@ def build(jax, name="gpipe", stages=4, microbatches=4, virtual=None, cfg=None, m
         toks = tokens.reshape(m, tokens.shape[0] // m, *tokens.shape[1:])
         tgts = targets.reshape(m, targets.shape[0] // m, *targets.shape[1:])
         act_shape = toks.shape[1:] + (cfg.dim,)
-        zeros_act = vary(jnp.zeros(act_shape))
+        zeros_act = vary(jnp.zeros(act_shape, act_dtype))
         state = dict(
-            acts=vary(jnp.zeros((virtual, m) + act_shape)),   # stashed chunk inputs
-            cots=vary(jnp.zeros((virtual, m) + act_shape)),   # received output cotangents
+            acts=vary(jnp.zeros((virtual, m) + act_shape, act_dtype)),   # stashed chunk inputs
+            cots=vary(jnp.zeros((virtual, m) + act_shape, act_dtype)),   # received output cotangents
             g_blocks=jax.tree.map(jnp.zeros_like, blocks),
             g_shared=jax.tree.map(jnp.zeros_like, shared),
             loss=vary(jnp.zeros(())))

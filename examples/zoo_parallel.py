@@ -178,10 +178,11 @@ def parts(jax, sizes, cfg, *, attention="ring", batch_axes=None):
 
 
 def build(jax, mesh_shape, axis_names, *, attention="ring", balanced=True, cfg=None,
-          batch_axes=None):
+          batch_axes=None, dtype=None):
     """The step on `jax.make_mesh(mesh_shape, axis_names)`; axes named "fsdp",
     "cp" and "tp" play those roles, `batch_axes` (default: "dp" and "fsdp"
-    when present) split the batch. `attention`: "ring" or "allgather"."""
+    when present) split the batch. `attention`: "ring" or "allgather";
+    `dtype`: the parameters' (float32 by default)."""
     jnp, lax = jax.numpy, jax.lax
     P = jax.sharding.PartitionSpec
     mesh = jax.make_mesh(tuple(mesh_shape), tuple(axis_names))
@@ -190,7 +191,7 @@ def build(jax, mesh_shape, axis_names, *, attention="ring", balanced=True, cfg=N
     pieces = parts(jax, sizes, cfg, attention=attention, batch_axes=batch_axes)
     model, layer_fwd = pieces["model"], pieces["layer_fwd"]
     param_specs, data_spec = pieces["param_specs"], pieces["data_spec"]
-    params = gpt.init_params(jax, cfg)
+    params = gpt.init_params(jax, cfg, dtype=dtype)
     tokens, targets = gpt.init_batch(jax, cfg)
     order = balanced_order(cfg.seq, sizes.get("cp", 1)) if balanced else np.arange(cfg.seq)
     n_tokens = cfg.batch * cfg.seq
