@@ -109,7 +109,10 @@ def test_all_gather_kv_reduce_scatters_their_gradients():
     env = zoo_parallel.build(meshsim, (2, 4), ("dp", "cp"), attention="allgather")
     counts, _ = executed(env)
     L = env["cfg"].layers
-    assert counts[("all_gather", ("cp",))] == 3 * L and counts[("reduce_scatter", ("cp",))] == 2 * L
+    # K and V per layer; the positions once (they do not depend on the layer,
+    # so the scan's gradient computes their gather once, outside the loop).
+    assert counts[("all_gather", ("cp",))] == 2 * L + 1
+    assert counts[("reduce_scatter", ("cp",))] == 2 * L
 
 
 @pytest.mark.parametrize("cp,seq", [(4, 16), (2, 8), (8, 64)])
