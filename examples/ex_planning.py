@@ -197,6 +197,17 @@ def gpt_step(jax, cfg: GPTConfig, mesh, dtype=None, param_dtype=np.float32):
             return head_loss(stack(x, params["layers"]), params["head"], targets)
         return pipeline_loss(params, x, targets)
 
+    def send_to_next_stage(out):
+        perm = [(i, i + 1) for i in range(cfg.pp - 1)]
+        if sp:  # already a sequence shard per tensor-parallel rank
+            return lax.ppermute(out, "pp", perm)
+        # Megatron's scatter/gather (Narayanan et al. 2021, section 4.1): each
+        # tensor-parallel rank sends its 1/tp of the activations to the next stage
+        # over the network, which all-gathers them over NVLink.
+        chunk = out.shape[1] // tp
+        mine = lax.dynamic_slice_in_dim(out, lax.axis_index("tp") * chunk, chunk, axis=1)
+        return lax.all_gather_invariant(lax.ppermute(mine, "pp", perm), "tp", axis=1, tiled=True)
+
     def pipeline_loss(params, xs, targets):
         """GPipe-style schedule: microbatch i enters stage 0 at step i."""
         nmb = xs.shape[0]
@@ -204,7 +215,6 @@ def gpt_step(jax, cfg: GPTConfig, mesh, dtype=None, param_dtype=np.float32):
         # The head's parameters (replicated over "pp") are cast to varying once,
         # outside the loop, so their gradients are summed over "pp" once.
         params = {**params, "head": jax.tree.map(lambda v: lax.pvary(v, "pp"), params["head"])}
-        perm = [(i, i + 1) for i in range(cfg.pp - 1)]
         last = cfg.pp - 1
 
         def step(state, t):
@@ -216,7 +226,7 @@ def gpt_step(jax, cfg: GPTConfig, mesh, dtype=None, param_dtype=np.float32):
             loss = lax.cond(stage == last, lambda o: head_loss(o, params["head"], target),
                             lambda o: lax.pvary(jnp.zeros((), jnp.float32), "pp"), out)
             loss = jnp.where(t >= last, loss, 0.0)
-            return lax.ppermute(out, "pp", perm), loss
+            return send_to_next_stage(out), loss
 
         state = lax.pvary(jnp.zeros_like(xs[0]), "pp")  # each stage's own activations
         _, losses = lax.scan(step, state, jnp.arange(nmb + last))

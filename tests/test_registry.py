@@ -44,7 +44,7 @@ _GAPS = {
         "reduce_scatter", "cond", "scan", "while", "iota", "ragged_dot_general", "random_bits",
         "debug_callback", "pure_callback")},
     "cost": {n: _DATA_MOVEMENT for n in (
-        "broadcast_in_dim", "concatenate", "dynamic_slice", "dynamic_update_slice", "gather", "iota",
+        "broadcast_in_dim", "concatenate", "gather", "iota",
         "pad", *_MANUAL_CASTS, "reshape", "rev", "scatter", "scatter_add", "scatter_max", "scatter_min",
         "scatter_mul", "slice", "squeeze", "transpose", "random_bits")}
             | {n: _COMPARISONS for n in ("sort", "top_k", "searchsorted")}

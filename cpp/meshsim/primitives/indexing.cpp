@@ -863,6 +863,12 @@ void dynamic_slice() {
     return Batched{{ops::gather(x, idx, axes, 0, "clip")}, {0}};
   };
   p.vjp = dynamic_slice_vjp;
+  // Only the window is read (and the starts), as XLA's cost analysis counts it.
+  p.cost = [](const Avals& in, const Params&, const Avals& out) {
+    Avals read{out[0]};
+    read.insert(read.end(), in.begin() + 1, in.end());
+    return memory_cost(read, out);
+  };
   p.abstract_eval = [](const Avals& in, const Params& params) {
     const Shape& sizes = params.get<IntList>("slice_sizes");
     const Aval& x = in[0];
@@ -916,6 +922,10 @@ void dynamic_update_slice() {
     return Batched{{ops::scatter("scatter", x, upd, idx, axes, 0, "clip")}, {0}};
   };
   p.vjp = dynamic_update_slice_vjp;
+  // In place: the update (and the starts) read, the update's window written.
+  p.cost = [](const Avals& in, const Params&, const Avals&) {
+    return memory_cost(Avals(in.begin() + 1, in.end()), Avals{in[1]});
+  };
   p.abstract_eval = [](const Avals& in, const Params&) {
     const Aval &x = in[0], &upd = in[1];
     check_starts("dynamic_update_slice", x, Avals(in.begin() + 2, in.end()));
