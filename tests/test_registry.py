@@ -117,11 +117,14 @@ def test_kinds_match_execution_hooks():
         hooks = [h for h in ("kernel", "mesh_kernel", "array_kernel") if info[h]]
         if info["kind"] == "collective" and len(hooks) == 2:  # host callbacks also run outside shard_map
             hooks.remove("kernel")
+        if info["passes_through"]:  # the executors hand the operands through
+            assert info["kind"] == "local" and hooks == [], name
+            continue
         assert len(hooks) == 1, name
         want = {"local": "kernel", "higher-order": "kernel", "control flow": "kernel",
                 "collective": "mesh_kernel", "global": "array_kernel"}[info["kind"]]
         assert hooks == [want], name
-        assert info["comm"] == (info["kind"] == "collective"), name
+        assert info["comm"] == info["comm_steps"] == (info["kind"] == "collective"), name
         assert info["mesh_call"] == (info["kind"] in ("higher-order", "control flow")), name
 
 
@@ -134,11 +137,17 @@ def test_collectives_and_kinds_are_declared():
     assert kinds["remat2"] == kinds["custom_vjp_call"] == "higher-order"
     assert kinds["shard_map"] == kinds["reshard"] == "global"
     assert INFO["add"]["elementwise"] and INFO["select_n"]["elementwise"]
+    # Type-only primitives: their operands pass through at run time.
+    assert INFO["pvary"]["passes_through"] and INFO["stop_gradient"]["passes_through"]
+    assert not INFO["add"]["passes_through"] and not INFO["psum"]["passes_through"]
     assert not INFO["dot_general"]["elementwise"] and INFO["dot_general"]["uses_blas"]
 
 
 @pytest.mark.parametrize("name, drop, message", [
     ("psum", ["comm"], "a collective needs a communication model"),
+    ("ppermute", ["comm_steps"], "a collective needs a communication model"),
+    ("pvary", ["passes_through"], "needs exactly one of kernel, mesh_kernel and array_kernel"),
+    ("pvary", ["kernel=identity"], "passes its operands through: it has no kernel"),
     ("all_gather", ["mesh_kernel"], "needs exactly one of kernel, mesh_kernel and array_kernel"),
     ("add", ["kernel"], "needs exactly one of kernel, mesh_kernel and array_kernel"),
     ("scan", ["mesh_call"], "needs `mesh_call`"),

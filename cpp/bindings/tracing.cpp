@@ -133,6 +133,13 @@ void init_tracing(py::module_& m) {
   m.def("collective_bytes", [](const std::string& name, const Aval& in, const Aval& out, int64_t n) {
     return primitive(name).comm_bytes({in}, {out}, n);
   });
+  // The sequential steps (link latencies) of one collective over a group of
+  // n devices: its communication model's algorithm (Primitive::comm_steps).
+  m.def("collective_steps", [](const std::string& name, int64_t n) {
+    const Primitive& p = primitive(name);
+    if (!p.comm_steps) fail<ValueError>("'", name, "' is not a collective");
+    return n > 1 ? p.comm_steps(n) : int64_t{0};
+  });
   m.def("push_trace", &push_trace);
   m.def("pop_trace", &pop_trace);
   m.def("current_trace", &current_trace);
@@ -172,6 +179,7 @@ void init_tracing(py::module_& m) {
     d["kind"] = kind_name(p.kind);
     d["elementwise"] = p.elementwise;
     d["uses_blas"] = p.uses_blas;
+    d["passes_through"] = p.passes_through;
     d["kernel"] = bool(p.kernel);
     d["mesh_kernel"] = bool(p.mesh_kernel);
     d["mesh_call"] = bool(p.mesh_call);
@@ -183,6 +191,7 @@ void init_tracing(py::module_& m) {
     d["batch"] = bool(p.batch);
     d["cost"] = bool(p.cost);
     d["comm"] = bool(p.comm);
+    d["comm_steps"] = bool(p.comm_steps);
     d["vma_rule"] = bool(p.vma_rule);
     return d;
   });
@@ -197,6 +206,9 @@ void init_tracing(py::module_& m) {
       else if (h == "mesh_call") p.mesh_call = nullptr;
       else if (h == "array_kernel") p.array_kernel = nullptr;
       else if (h == "comm") p.comm = nullptr;
+      else if (h == "comm_steps") p.comm_steps = nullptr;
+      else if (h == "passes_through") p.passes_through = false;
+      else if (h == "kernel=identity") p.kernel = [](const Tensors& in, const Params&, const Avals&) { return in; };
       else if (h == "abstract_eval") p.abstract_eval = nullptr;
       else if (h == "kind=local") p.kind = Kind::Local;
       else throw ValueError("unknown hook '" + h + "'");

@@ -27,22 +27,22 @@ const char* dtype_name(DType dt);        // "float32"
 const char* dtype_short_name(DType dt);  // "f32", as jaxprs print it
 DType dtype_from_name(const std::string& name);
 
-inline bool is_bool(DType dt) { return dt == DType::Bool; }
-inline bool is_int4(DType dt) { return dt == DType::Int4 || dt == DType::UInt4; }
-inline bool is_signed_int(DType dt) { return (dt >= DType::Int8 && dt <= DType::Int64) || dt == DType::Int4; }
-inline bool is_unsigned_int(DType dt) { return (dt >= DType::UInt8 && dt <= DType::UInt64) || dt == DType::UInt4; }
-inline bool is_integer(DType dt) { return is_signed_int(dt) || is_unsigned_int(dt); }
-inline bool is_narrow_float(DType dt) { return dt >= DType::BFloat16 && dt <= DType::Float8E4M3B11FNUZ; }
-inline bool is_float8(DType dt) { return dt >= DType::Float8E4M3FN && dt <= DType::Float8E4M3B11FNUZ; }
-inline bool is_floating(DType dt) { return dt == DType::Float32 || dt == DType::Float64 || is_narrow_float(dt); }
-inline bool is_complex(DType dt) { return dt == DType::Complex64 || dt == DType::Complex128; }
-inline bool is_inexact(DType dt) { return is_floating(dt) || is_complex(dt); }
+constexpr bool is_bool(DType dt) { return dt == DType::Bool; }
+constexpr bool is_int4(DType dt) { return dt == DType::Int4 || dt == DType::UInt4; }
+constexpr bool is_signed_int(DType dt) { return (dt >= DType::Int8 && dt <= DType::Int64) || dt == DType::Int4; }
+constexpr bool is_unsigned_int(DType dt) { return (dt >= DType::UInt8 && dt <= DType::UInt64) || dt == DType::UInt4; }
+constexpr bool is_integer(DType dt) { return is_signed_int(dt) || is_unsigned_int(dt); }
+constexpr bool is_narrow_float(DType dt) { return dt >= DType::BFloat16 && dt <= DType::Float8E4M3B11FNUZ; }
+constexpr bool is_float8(DType dt) { return dt >= DType::Float8E4M3FN && dt <= DType::Float8E4M3B11FNUZ; }
+constexpr bool is_floating(DType dt) { return dt == DType::Float32 || dt == DType::Float64 || is_narrow_float(dt); }
+constexpr bool is_complex(DType dt) { return dt == DType::Complex64 || dt == DType::Complex128; }
+constexpr bool is_inexact(DType dt) { return is_floating(dt) || is_complex(dt); }
 // The real type of a complex type's parts (float32 for complex64); other types map to themselves.
-inline DType real_dtype(DType dt) {
+constexpr DType real_dtype(DType dt) {
   return dt == DType::Complex64 ? DType::Float32 : dt == DType::Complex128 ? DType::Float64 : dt;
 }
 // The complex type with parts of a real type (complex64 for float32 and narrower floats).
-inline DType complex_dtype(DType dt) {
+constexpr DType complex_dtype(DType dt) {
   return dt == DType::Float64 || dt == DType::Complex128 ? DType::Complex128 : DType::Complex64;
 }
 
@@ -70,72 +70,60 @@ DType default_float_dtype();  // float32 (float64 with x64)
 
 [[noreturn]] void fail_unsupported_dtype(DType dt, const char* what);
 
-// Calls f(T{}) with T the C++ element type of dt, for every real dtype
-// (complex and four-bit integers raise: see dispatch_any_dtype).
+// Every dtype with its C++ element type, listed once: the dispatch switch and
+// dtype_of below are generated from it, so a new dtype is added here only.
+#define MESHSIM_FOR_EACH_DTYPE(X)                                                            \
+  X(Bool, bool) X(Int8, int8_t) X(Int16, int16_t) X(Int32, int32_t) X(Int64, int64_t)       \
+  X(UInt8, uint8_t) X(UInt16, uint16_t) X(UInt32, uint32_t) X(UInt64, uint64_t)             \
+  X(Float32, float) X(Float64, double) X(BFloat16, bfloat16) X(Float16, float16)            \
+  X(Float8E4M3FN, float8_e4m3fn) X(Float8E5M2, float8_e5m2) X(Float8E4M3, float8_e4m3)      \
+  X(Float8E3M4, float8_e3m4) X(Float8E4M3FNUZ, float8_e4m3fnuz)                            \
+  X(Float8E5M2FNUZ, float8_e5m2fnuz) X(Float8E4M3B11FNUZ, float8_e4m3b11fnuz)               \
+  X(Complex64, complex64) X(Complex128, complex128) X(Int4, int4) X(UInt4, uint4)
+
+// The one switch over dtypes that every typed dispatch (here and in
+// kernels/dispatch.h) is built on: calls f(T{}) with T the C++ element type
+// of dt when `Admitted::admits(dt)`, otherwise `Admitted::reject(dt)` raises.
+// Only admitted types instantiate f, so a kernel is compiled for the dtypes
+// it accepts and no others.
+template <class Admitted, class F>
+decltype(auto) dispatch_admitted(DType dt, F&& f) {
+  switch (dt) {
+#define MESHSIM_DTYPE_CASE(D, T)                            \
+  case DType::D:                                            \
+    if constexpr (Admitted::admits(DType::D)) return f(T{}); \
+    break;
+    MESHSIM_FOR_EACH_DTYPE(MESHSIM_DTYPE_CASE)
+#undef MESHSIM_DTYPE_CASE
+  }
+  Admitted::reject(dt);
+}
+
+// Every real dtype (complex and four-bit integers raise: see dispatch_any_dtype).
+struct RealDTypes {
+  static constexpr bool admits(DType dt) { return !is_complex(dt) && !is_int4(dt); }
+  [[noreturn]] static void reject(DType dt) { fail_unsupported_dtype(dt, "a real dtype"); }
+};
 template <class F>
 decltype(auto) dispatch_dtype(DType dt, F&& f) {
-  switch (dt) {
-    case DType::Bool: return f(bool{});
-    case DType::Int8: return f(int8_t{});
-    case DType::Int16: return f(int16_t{});
-    case DType::Int32: return f(int32_t{});
-    case DType::Int64: return f(int64_t{});
-    case DType::UInt8: return f(uint8_t{});
-    case DType::UInt16: return f(uint16_t{});
-    case DType::UInt32: return f(uint32_t{});
-    case DType::UInt64: return f(uint64_t{});
-    case DType::Float32: return f(float{});
-    case DType::Float64: return f(double{});
-    case DType::BFloat16: return f(bfloat16{});
-    case DType::Float16: return f(float16{});
-    case DType::Float8E4M3FN: return f(float8_e4m3fn{});
-    case DType::Float8E5M2: return f(float8_e5m2{});
-    case DType::Float8E4M3: return f(float8_e4m3{});
-    case DType::Float8E3M4: return f(float8_e3m4{});
-    case DType::Float8E4M3FNUZ: return f(float8_e4m3fnuz{});
-    case DType::Float8E5M2FNUZ: return f(float8_e5m2fnuz{});
-    case DType::Float8E4M3B11FNUZ: return f(float8_e4m3b11fnuz{});
-    default: fail_unsupported_dtype(dt, "a real dtype");
-  }
+  return dispatch_admitted<RealDTypes>(dt, std::forward<F>(f));
 }
 
 // Every dtype, complex and four-bit integers included: for kernels that move
 // or convert elements (convert_element_type, literals, gathers).
+struct AnyDType {
+  static constexpr bool admits(DType) { return true; }
+  [[noreturn]] static void reject(DType dt) { fail_unsupported_dtype(dt, "a known dtype"); }
+};
 template <class F>
 decltype(auto) dispatch_any_dtype(DType dt, F&& f) {
-  switch (dt) {
-    case DType::Complex64: return f(complex64{});
-    case DType::Complex128: return f(complex128{});
-    case DType::Int4: return f(int4{});
-    case DType::UInt4: return f(uint4{});
-    default: return dispatch_dtype(dt, std::forward<F>(f));
-  }
+  return dispatch_admitted<AnyDType>(dt, std::forward<F>(f));
 }
 
 template <class T> constexpr DType dtype_of();
-template <> constexpr DType dtype_of<bool>() { return DType::Bool; }
-template <> constexpr DType dtype_of<int8_t>() { return DType::Int8; }
-template <> constexpr DType dtype_of<int16_t>() { return DType::Int16; }
-template <> constexpr DType dtype_of<int32_t>() { return DType::Int32; }
-template <> constexpr DType dtype_of<int64_t>() { return DType::Int64; }
-template <> constexpr DType dtype_of<uint8_t>() { return DType::UInt8; }
-template <> constexpr DType dtype_of<uint16_t>() { return DType::UInt16; }
-template <> constexpr DType dtype_of<uint32_t>() { return DType::UInt32; }
-template <> constexpr DType dtype_of<uint64_t>() { return DType::UInt64; }
-template <> constexpr DType dtype_of<float>() { return DType::Float32; }
-template <> constexpr DType dtype_of<double>() { return DType::Float64; }
-template <> constexpr DType dtype_of<bfloat16>() { return DType::BFloat16; }
-template <> constexpr DType dtype_of<float16>() { return DType::Float16; }
-template <> constexpr DType dtype_of<float8_e4m3fn>() { return DType::Float8E4M3FN; }
-template <> constexpr DType dtype_of<float8_e5m2>() { return DType::Float8E5M2; }
-template <> constexpr DType dtype_of<float8_e4m3>() { return DType::Float8E4M3; }
-template <> constexpr DType dtype_of<float8_e3m4>() { return DType::Float8E3M4; }
-template <> constexpr DType dtype_of<float8_e4m3fnuz>() { return DType::Float8E4M3FNUZ; }
-template <> constexpr DType dtype_of<float8_e5m2fnuz>() { return DType::Float8E5M2FNUZ; }
-template <> constexpr DType dtype_of<float8_e4m3b11fnuz>() { return DType::Float8E4M3B11FNUZ; }
-template <> constexpr DType dtype_of<complex64>() { return DType::Complex64; }
-template <> constexpr DType dtype_of<complex128>() { return DType::Complex128; }
-template <> constexpr DType dtype_of<int4>() { return DType::Int4; }
-template <> constexpr DType dtype_of<uint4>() { return DType::UInt4; }
+#define MESHSIM_DTYPE_OF(D, T) \
+  template <> constexpr DType dtype_of<T>() { return DType::D; }
+MESHSIM_FOR_EACH_DTYPE(MESHSIM_DTYPE_OF)
+#undef MESHSIM_DTYPE_OF
 
 }  // namespace meshsim

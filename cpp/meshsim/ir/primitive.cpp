@@ -43,16 +43,23 @@ void Primitive::validate() const {
   // A collective may also have a `kernel` for calls outside shard_map (host callbacks).
   const int hooks = bool(kernel) + bool(mesh_kernel) + bool(array_kernel) -
                     (kind == Kind::Collective && kernel && mesh_kernel);
-  if (hooks != 1) bad("needs exactly one of kernel, mesh_kernel and array_kernel");
   const bool calls = kind == Kind::HigherOrder || kind == Kind::ControlFlow;
-  if ((kind == Kind::Local || calls) && !kernel) bad("runs by `kernel`");
+  if (passes_through) {
+    if (kind != Kind::Local) bad("only local primitives pass their operands through");
+    if (hooks != 0) bad("passes its operands through: it has no kernel, mesh_kernel or array_kernel");
+  } else if (hooks != 1) {
+    bad("needs exactly one of kernel, mesh_kernel and array_kernel");
+  }
+  if ((kind == Kind::Local || calls) && !kernel && !passes_through) bad("runs by `kernel`");
   if (kind == Kind::Collective && !mesh_kernel) bad("runs by `mesh_kernel`");
   if (kind == Kind::Global && !array_kernel) bad("runs by `array_kernel`");
   if (calls != bool(mesh_call)) bad(calls ? "needs `mesh_call` for sub-programs holding collectives"
                                           : "only higher-order primitives have `mesh_call`");
-  if ((kind == Kind::Collective) != (bool(comm) && bool(comm_bytes)))
-    bad(kind == Kind::Collective ? "a collective needs a communication model (`comm`)"
-                                 : "only collectives have a communication model");
+  const bool comm_model = comm && comm_bytes && comm_steps;
+  if (kind == Kind::Collective && !comm_model)
+    bad("a collective needs a communication model (`comm`, `comm_bytes` and `comm_steps`)");
+  if (kind != Kind::Collective && (comm || comm_bytes || comm_steps))
+    bad("only collectives have a communication model");
   if (vjp && vjp_split) bad("sets both `vjp` and `vjp_split`");
   if (elementwise && kind != Kind::Local) bad("only local primitives are elementwise");
 }

@@ -142,6 +142,12 @@ struct Primitive {
   // devices' blocks match that type (ragged_all_to_all): the executor decides
   // which devices share a block from the buffers, not the type.
   bool result_vma_unchecked = false;
+  // The value passes through unchanged at run time; only its type changes
+  // (pvary: invariant -> varying; stop_gradient: what autodiff sees). Such a
+  // primitive has no execution hook: the executors hand each operand's buffer
+  // through as the result, with no copy and no kernel call. One result per
+  // operand, of the operand's shape and dtype.
+  bool passes_through = false;
   std::function<Avals(const Avals& in, const Params& params)> abstract_eval;
   std::function<Tensors(const Tensors& in, const Params& params, const Avals& out)> kernel;
 
@@ -170,6 +176,10 @@ struct Primitive {
   // devices, from the types alone (abstract compilation): exact where the
   // sizes are static, a bound where `comm` reads them at run time.
   std::function<int64_t(const Avals& in, const Avals& out, int64_t n)> comm_bytes;
+  // The algorithm's sequential steps over a group of `n` > 1 devices (each
+  // costs one link latency): what the cost model charges and what `comm`
+  // reports as Traffic::steps.
+  std::function<int64_t(int64_t n)> comm_steps;
   // Higher-order primitives (remat2, custom_vjp_call, cond, while, scan) whose
   // sub-programs hold collectives: run over every device at once, each
   // sub-program call by the mesh executor (run_on_mesh). The executor uses it
@@ -235,8 +245,8 @@ struct Primitive {
   std::function<Batched(const BatchArgs& args)> batch;
 
   // Raises std::logic_error naming the primitive when its hooks contradict its
-  // kind: exactly one execution hook (the kind's), a `comm` model exactly on
-  // collectives, `mesh_call` exactly on higher-order and control-flow
+  // kind: exactly one execution hook (the kind's; none when it passes its
+  // operands through), a `comm` model exactly on collectives, `mesh_call` exactly on higher-order and control-flow
   // primitives, at most one of `vjp`/`vjp_split`, traits that fit the kind.
   void validate() const;
 };

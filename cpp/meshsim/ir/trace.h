@@ -24,10 +24,8 @@ struct Tracer {
   int var;
   const Aval& aval() const;
 };
-using TracerPtr = std::shared_ptr<Tracer>;
+// (TracerPtr and Value, what a primitive is applied to: ir/primitive.h.)
 
-// What a primitive can be applied to.
-using Value = std::variant<ArrayPtr, TracerPtr>;
 // A copy: a tracer's aval lives in its program's growing list of variables,
 // which binding more equations may move.
 Aval aval_of(const Value& v);

@@ -55,6 +55,7 @@ Primitive callback_primitive(const std::string& name) {
   p.mesh_kernel = call_per_device;
   p.comm = [](const MeshContext&, const std::vector<Tensors>&, const Params&, const Avals&) { return Traffic{}; };
   p.comm_bytes = [](const Avals&, const Avals&, int64_t) { return int64_t{0}; };
+  p.comm_steps = [](int64_t) { return int64_t{0}; };
   // Results are not sharded over Explicit axes: the function sees whole arrays.
   p.sharding_rule = [](const Avals&, const Params&, const Avals& out) {
     return std::vector<Spec>(out.size());
@@ -121,6 +122,7 @@ void register_callback_primitives() {
   named.mesh_kernel = nullptr;
   named.comm = nullptr;
   named.comm_bytes = nullptr;
+  named.comm_steps = nullptr;
   named.abstract_eval = results_of;
   named.kernel = [](const Tensors&, const Params&, const Avals&) -> Tensors {
     fail<ValueError>("a collective over a vmapped axis ran outside its vmap");

@@ -4,10 +4,11 @@
 
 namespace meshsim {
 
-void register_elementwise_primitives();  // elementwise.cpp: arithmetic, math, comparisons, casts
-void register_reduction_primitives();    // reduction.cpp: reduce_*, argmax/argmin, cumulative
+void register_elementwise_primitives();  // elementwise*.cpp: arithmetic, math, comparisons, casts, complex
+void register_reduction_primitives();    // reduction.cpp: reduce_*, argmax/argmin, cumulative;
+                                         // windows.cpp: reduce_window_*, select_and_{scatter,gather}_add
 void register_structural_primitives();   // structural.cpp: broadcast, reshape, transpose, slice, concat, pad, ...
-void register_linalg_primitives();       // linalg.cpp: dot_general
+void register_linalg_primitives();       // linalg.cpp: dot_general; convolution.cpp: conv_general_dilated
 void register_decomposition_primitives(); // decompositions.cpp: cholesky, lu, qr, eigh, svd, triangular_solve
 void register_indexing_primitives();     // indexing.cpp: gather/scatter, dynamic_slice, take
 void register_sorting_primitives();      // sorting.cpp: sort, argsort, top_k

@@ -46,6 +46,7 @@ Tensors run_kernel_on_timeline(const Primitive& prim, const Tensors& args, const
 
 Tensors run_primitive(const Primitive& prim, const Tensors& args, const Params& params,
                       const Avals& out_avals) {
+  if (prim.passes_through) return args;
   if (!prim.kernel) {
     if (prim.is_collective())
       fail<NameError>("'", prim.name, "' must be called inside a shard_map body");
@@ -139,6 +140,11 @@ Tensors run_scheduled(const Program& program, const Schedule& schedule, Tensors 
   for (size_t k = 0; k < program.eqns.size(); ++k) {
     const Equation& e = program.eqns[k];
     const std::vector<char>& moved = schedule.moved[k];
+    if (e.prim->passes_through) {
+      pass_through(e, moved, [&](int v) -> Tensor& { return env[v]; });
+      for (int v : schedule.freed[k]) env[v] = Tensor();
+      continue;
+    }
     ins.clear();
     for (size_t i = 0; i < e.inputs.size(); ++i) {
       Tensor& value = env[e.inputs[i]];

@@ -13,9 +13,23 @@
 
 namespace meshsim {
 
-// Runs one primitive's kernel and checks the results have the promised shapes.
+// Runs one primitive's kernel and checks the results have the promised shapes
+// (a primitive that passes its operands through returns them).
 Tensors run_primitive(const Primitive& prim, const Tensors& args, const Params& params,
                       const Avals& out_avals);
+
+// Runs equation `e` of a primitive that passes its operands through
+// (Primitive::passes_through): each operand's buffer becomes the matching
+// result, moved when `moved` says this is its last use; no copy, no kernel.
+// `value(var)` is the executor's slot for a variable.
+template <class Slot>
+void pass_through(const Equation& e, const std::vector<char>& moved, Slot&& value) {
+  for (size_t i = 0; i < e.inputs.size(); ++i) {
+    Tensor& in = value(e.inputs[i]);
+    if (moved[i]) value(e.outputs[i]) = std::move(in);
+    else value(e.outputs[i]) = in;
+  }
+}
 
 // For each variable, the index of the last equation reading it (the number of
 // equations for program outputs, -1 if never read): buffers go back early.

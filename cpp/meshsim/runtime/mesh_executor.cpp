@@ -352,8 +352,13 @@ std::vector<Tensors> run_on_mesh(const ProgramPtr& body_ptr, const Mesh& mesh, s
         const Equation& eq = body.eqns[j];
         if (!runs[d][j - begin]) continue;
         if (local.empty()) local.resize(run.temporaries.size());
-        ins.clear();
         const std::vector<char>& moved = schedule.moved[j];
+        if (eq.prim->passes_through) {
+          pass_through(eq, moved, value);
+          for (int v : schedule.freed[j]) value(v) = Tensor();
+          continue;
+        }
+        ins.clear();
         for (size_t i = 0; i < eq.inputs.size(); ++i) {
           if (moved[i]) ins.push_back(std::move(value(eq.inputs[i])));
           else ins.push_back(value(eq.inputs[i]));

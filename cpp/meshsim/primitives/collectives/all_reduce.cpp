@@ -293,8 +293,8 @@ void register_all_reduce_primitives() {
   register_primitive(with_ring_all_reduce(pmax));
   Primitive pmin = all_reduce_primitive("pmin", Reduce::Min);
   register_primitive(with_ring_all_reduce(pmin));
-  // pvary: invariant -> varying. Only the type changes; at run time it is the
-  // identity (the devices along the axes already hold equal values).
+  // pvary: invariant -> varying. Only the type changes; at run time its operands
+  // pass through (the devices along the axes already hold equal values).
   Primitive pvary;
   pvary.name = "pvary";
   pvary.abstract_eval = [](const Avals& in, const Params& p) {
@@ -310,7 +310,7 @@ void register_all_reduce_primitives() {
     return in;
   };
   pvary.vma_rule = [](const Avals& in, const Params& p) { return vma_plus(in[0].vma, axes_param(p)); };
-  pvary.kernel = [](const Tensors& in, const Params&, const Avals&) { return in; };
+  pvary.passes_through = true;
   register_primitive(with_linear_vjp(pvary, transpose_pvary));
 
   // The free casts among manual types, each the transpose of another, and
@@ -337,6 +337,7 @@ void register_all_reduce_primitives() {
     return symmetric_traffic(ctx, {p.get<std::string>("axis_name")}, {}, 0, 0);
   };
   axis_index.comm_bytes = [](const Avals&, const Avals&, int64_t) { return int64_t{0}; };
+  axis_index.comm_steps = [](int64_t) { return int64_t{0}; };
   axis_index.abstract_eval = [](const Avals&, const Params& p) {
     bound_axis_size({p.get<std::string>("axis_name")}, "axis_index");
     Aval a;

@@ -265,6 +265,7 @@ void register_all_to_all_primitives() {
   ragged.kind = Kind::Collective;
   ragged.result_vma_unchecked = true;
   ragged.comm = ragged_all_to_all_traffic;
+  ragged.comm_steps = [](int64_t) { return int64_t{1}; };  // every device sends its chunks at once
   // From the types alone: at most the output buffer's share for the others.
   ragged.comm_bytes = [](const Avals&, const Avals& out, int64_t n) { return nbytes(out[0]) * (n - 1) / n; };
   ragged.abstract_eval = ragged_all_to_all_eval;

@@ -174,6 +174,7 @@ int64_t nbytes(const Aval& a) { return num_elements(a.shape) * static_cast<int64
 
 Primitive& with_ring_comm(Primitive& prim, std::function<AxisNames(const Params&)> axes_of,
                           bool index_groups, RingBytes bytes, std::function<int64_t(int64_t n)> steps) {
+  prim.comm_steps = steps;
   prim.comm_bytes = [bytes](const Avals& in, const Avals& out, int64_t n) {
     int64_t moved = 0;
     for (size_t i = 0; i < in.size() && i < out.size(); ++i) moved += bytes(nbytes(in[i]), nbytes(out[i]), n);

@@ -113,6 +113,7 @@ void register_permute_primitives() {
   ppermute.name = "ppermute";
   ppermute.kind = Kind::Collective;
   ppermute.comm = ppermute_traffic;
+  ppermute.comm_steps = [](int64_t) { return int64_t{1}; };  // every pair exchanges at once
   ppermute.comm_bytes = [](const Avals& in, const Avals&, int64_t) { return nbytes(in[0]); };
   ppermute.abstract_eval = [](const Avals& in, const Params& p) {
     const AxisNames axes = axis_names_param(p);
