@@ -22,14 +22,6 @@ ALLOWED: dict[tuple[str, str], str] = {
         "strided copies belong in core (tensor layout), to be moved there",
     ("meshsim/core/tensor.cpp", "meshsim/kernels/strided.h"):
         "strided copies belong in core (tensor layout), to be moved there",
-    ("meshsim/ir/trace.cpp", "meshsim/runtime/interpreter.h"):
-        "eager application runs the primitive at bind time; to move behind a runtime hook",
-    ("meshsim/ir/trace.cpp", "meshsim/runtime/sharded.h"):
-        "eager application on sharded arrays; to move behind a runtime hook",
-    ("meshsim/ir/trace.cpp", "meshsim/sharding/rules.h"):
-        "infer_avals applies the sharding rule; to move into sharding/",
-    ("meshsim/kernels/cast.cpp", "meshsim/ir/primitive.h"):
-        "casts run through the convert_element_type primitive; to call the kernel directly",
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"meshsim/([a-z_]+)/([^"]+)"')

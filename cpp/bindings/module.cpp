@@ -1,6 +1,7 @@
 // meshsim._core: the C++ core as a Python extension. Each area binds itself.
 #include "convert.h"
 #include "meshsim/primitives/families.h"
+#include "meshsim/runtime/hooks.h"
 
 namespace meshsim {
 namespace py = pybind11;
@@ -56,6 +57,7 @@ PYBIND11_MODULE(_core, m) {
       PyErr_SetString(PyExc_NameError, e.what());
     }
   });
+  install_runtime_hooks();
   register_all_primitives();
   init_dtypes(m);
   init_arrays(m);

@@ -3,15 +3,24 @@
 #include <algorithm>
 
 #include "meshsim/ir/axis_env.h"
+#include "meshsim/ir/hooks.h"
 #include "meshsim/ir/unreduced.h"
-#include "meshsim/runtime/interpreter.h"
-#include "meshsim/runtime/sharded.h"
-#include "meshsim/sharding/rules.h"
 
 namespace meshsim {
 namespace {
 thread_local std::vector<TracePtr> g_stack;
+
+// Installed once at import (runtime/hooks.h), before anything is bound.
+ShardingTyping g_sharding_typing;
+EagerApplication g_eager_application;
+
+[[noreturn]] void fail_not_installed(const char* hook) {
+  fail<std::logic_error>(hook, " is not installed: call install_runtime_hooks() first");
 }
+}  // namespace
+
+void set_sharding_typing(ShardingTyping typing) { g_sharding_typing = std::move(typing); }
+void set_eager_application(EagerApplication apply) { g_eager_application = std::move(apply); }
 
 const Aval& Tracer::aval() const { return trace->program().avals[var]; }
 
@@ -138,9 +147,10 @@ Value vary_over(const Value& x, const AxisNames& axes) {
 }
 
 Avals infer_avals(const Primitive& prim, const Avals& in, const Params& params) {
+  if (!g_sharding_typing) fail_not_installed("sharding typing");
   Avals out = prim.abstract_eval(in, params);
   if (prim.vma_from_abstract_eval) {
-    apply_sharding_rule(prim, in, params, out);
+    g_sharding_typing(prim, in, params, out);
     return out;
   }
   AxisNames vma = prim.vma_rule ? prim.vma_rule(in, params) : vma_union(in);
@@ -155,7 +165,7 @@ Avals infer_avals(const Primitive& prim, const Avals& in, const Params& params) 
       a.reduced = reduced;
     }
   }
-  apply_sharding_rule(prim, in, params, out);
+  g_sharding_typing(prim, in, params, out);
   return out;
 }
 
@@ -180,7 +190,8 @@ std::vector<Value> bind(const Primitive& prim, const std::vector<Value>& operand
                        ") outside of any trace: it escaped the function that produced it");
     arrays.push_back(std::get<ArrayPtr>(v));
   }
-  std::vector<ArrayPtr> results = apply_eagerly(prim, arrays, in_avals, params, out_avals);
+  if (!g_eager_application) fail_not_installed("eager application");
+  std::vector<ArrayPtr> results = g_eager_application(prim, arrays, in_avals, params, out_avals);
   return {results.begin(), results.end()};
 }
 

@@ -5,9 +5,9 @@
 
 namespace meshsim {
 
-// `t` converted to `dtype` by the convert_element_type kernel, so that casts
-// have one home (XLA's semantics: float -> int saturates, NaN -> 0); `t`
-// itself when it already has that dtype.
+// `t` converted to `dtype`, the one home of casts (convert_element_type's
+// kernel; XLA's semantics: float -> int saturates, NaN -> 0); `t` itself when
+// it already has that dtype.
 Tensor cast(const Tensor& t, DType dtype);
 
 }  // namespace meshsim

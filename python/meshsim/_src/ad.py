@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from meshsim import _core
-from meshsim._src import core, tree_util
+from meshsim._src import core, tracing, tree_util
 from meshsim._src.sharding import placement
 from meshsim._src import dtype_kinds
 
@@ -41,22 +41,6 @@ def _is_inexact(dtype) -> bool:
 
 
 # --- tracing ----------------------------------------------------------------
-
-def _trace_flat(fun: Callable, in_tree, avals: Sequence):
-    """Traces `fun(*unflatten(in_tree, inputs))`; returns (program, captures, out_tree).
-
-    `captures` are the tracers of enclosing traces the function closed over:
-    the program's trailing inputs."""
-    trace = _core.push_trace()
-    try:
-        tracers = [trace.new_input(a) for a in avals]
-        out = fun(*tree_util.tree_unflatten(in_tree, tracers))
-        out_leaves, out_tree = tree_util.tree_flatten(out)
-        program, captures = trace.finish_capturing([core.asarray_value(x) for x in out_leaves])
-    finally:
-        _core.pop_trace(trace)
-    return program, list(captures), out_tree
-
 
 def _flatten_values(tree):
     leaves, treedef = tree_util.tree_flatten(tree)
@@ -85,7 +69,7 @@ class _Linearized:
                 return tuple(result)
         else:
             traced = fun
-        program, captures, out_tree = _trace_flat(traced, self.in_tree, [x.aval for x in leaves])
+        program, captures, out_tree = tracing.trace_flat(traced, self.in_tree, [x.aval for x in leaves])
         if has_aux:
             self.out_tree, self.aux_tree = tree_util.treedef_children(out_tree)
         else:
@@ -550,7 +534,7 @@ class custom_vjp:
                 full[i] = a
             return full
 
-        call, call_consts, out_tree = _trace_flat(lambda *d: self.fun(*full_args(d)), in_tree, avals)
+        call, call_consts, out_tree = tracing.trace_flat(lambda *d: self.fun(*full_args(d)), in_tree, avals)
         self._tracing_rules += 1
         try:
             fwd, fwd_consts, bwd, bwd_consts, res_tree = self._trace_rules(
@@ -576,7 +560,7 @@ class custom_vjp:
                                 f"backward pass), got {result!r}.")
             return tuple(result)
 
-        fwd, fwd_consts, fwd_tree = _trace_flat(fwd_flat, in_tree, avals)
+        fwd, fwd_consts, fwd_tree = tracing.trace_flat(fwd_flat, in_tree, avals)
         fwd_out_tree, res_tree = tree_util.treedef_children(fwd_tree)
         n_out = out_tree.num_leaves
         out_avals, fwd_avals = call.out_avals, fwd.out_avals
@@ -619,7 +603,7 @@ class custom_vjp:
             return flat_cts
 
         bwd_tree = tree_util.tree_structure(tuple(range(len(res_avals) + n_out)))
-        bwd, bwd_consts, _ = _trace_flat(bwd_flat, bwd_tree, [*res_avals, *out_avals])
+        bwd, bwd_consts, _ = tracing.trace_flat(bwd_flat, bwd_tree, [*res_avals, *out_avals])
         return fwd, fwd_consts, bwd, bwd_consts, res_tree
 
 
@@ -886,7 +870,7 @@ def checkpoint(fun: Callable | None = None, *, prevent_cse: bool = True, policy:
             full = [args[i] if i in nums else next(it) for i in range(len(args))]
             return fun(*full, **dyn_kwargs)
 
-        program, consts, out_tree = _trace_flat(flat, in_tree, [x.aval for x in leaves])
+        program, consts, out_tree = tracing.trace_flat(flat, in_tree, [x.aval for x in leaves])
         outs = core.bind("remat2", *leaves, *consts, jaxpr=program, prevent_cse=bool(prevent_cse),
                          differentiated=False, policy=key)
         return tree_util.tree_unflatten(out_tree, outs)

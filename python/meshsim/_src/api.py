@@ -15,7 +15,7 @@ import weakref
 from typing import Any, Callable, Sequence
 
 from meshsim import _core
-from meshsim._src import core, debug, flags, ref, tree_util
+from meshsim._src import core, debug, flags, ref, tracing, tree_util
 from meshsim._src.abstract import ShapeDtypeStruct
 from meshsim._src.config import config as _config
 from meshsim._src import float_checks as flags_check
@@ -203,8 +203,7 @@ def trace_to_program(fun: Callable, args: Sequence, kwargs: dict, static: tuple 
     leaves, in_tree = tree_util.tree_flatten((list(args), kwargs))
     # ShapeDtypeStructs stand in for arrays of their type.
     leaves = [x if isinstance(x, ShapeDtypeStruct) else core.asarray_value(x) for x in leaves]
-    trace = _core.push_trace()
-    try:
+    with tracing.open_trace() as trace:
         with debug.deferred_inspections() as inspections:  # their callbacks run once the program is complete
             tracers = [trace.new_input(x.aval) for x in leaves]
             t_args, t_kwargs = tree_util.tree_unflatten(in_tree, tracers)
@@ -220,8 +219,6 @@ def trace_to_program(fun: Callable, args: Sequence, kwargs: dict, static: tuple 
             program = trace.finish([core.asarray_value(x) for x in out_leaves])
             program.name = getattr(fun, "__name__", "")  # the profiler's PjitFunction(name)
             inspections.resolve(trace, program, leaves)
-    finally:
-        _core.pop_trace(trace)
     return program, out_tree
 
 

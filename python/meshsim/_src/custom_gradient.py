@@ -42,10 +42,10 @@ def closure_convert(fun: Callable, *example_args):
     tracers can be passed explicitly (for instance to a custom_vjp)."""
     from meshsim import _core
     from meshsim._src import core
-    from meshsim._src.ad import _trace_flat
+    from meshsim._src.tracing import trace_flat
     leaves, in_tree = tree_util.tree_flatten(example_args)
     avals = [core.asarray_value(x).aval for x in leaves]
-    program, hoisted, out_tree = _trace_flat(fun, in_tree, avals)
+    program, hoisted, out_tree = trace_flat(fun, in_tree, avals)
     n_args = len(leaves)
 
     def converted(*args_and_hoisted):

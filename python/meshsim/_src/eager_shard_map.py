@@ -15,7 +15,7 @@ import dataclasses
 import numpy as np
 
 from meshsim import _core
-from meshsim._src import core
+from meshsim._src import core, tracing
 
 
 @dataclasses.dataclass
@@ -64,14 +64,11 @@ def device_blocks(frame: Frame, values) -> list[list[np.ndarray]]:
         one = structural.reshape(v, (1, *v.shape))  # a leading axis the blocks stack on
         stacked.append(_core.vary_over(one, axes) if frame.check_vma else one)
     body = frame.trace.snapshot(stacked)
-    outer = _core.push_trace()
-    try:
+    with tracing.open_trace() as outer:
         inputs = [outer.new_input(x.aval) for x in frame.args]
         outs = _core.bind_shard_map(inputs, body, frame.mesh.core_mesh, frame.in_specs,
                                     [[axes]] * len(stacked), axes, frame.check_vma)
         program = outer.finish(list(outs))
-    finally:
-        _core.pop_trace(outer)
     results = [np.asarray(core.asarray_value(r).to_numpy()) for r in program.run(list(frame.args))]
     return [[r[d] for r in results] for d in range(frame.mesh.devices.size)]
 

@@ -14,7 +14,7 @@ import math
 from typing import Any, Callable
 
 from meshsim import _core
-from meshsim._src import core, eager_shard_map, tree_util
+from meshsim._src import core, eager_shard_map, tracing, tree_util
 from meshsim._src.sharding.mesh import (AbstractMesh, AxisType, Mesh, context_mesh,
                                         get_abstract_mesh, use_abstract_mesh)
 from meshsim._src.sharding.partition_spec import PartitionSpec
@@ -375,34 +375,33 @@ class _ShardMapped:
             eager = eager_shard_map.Frame(None, list(leaves),
                                           [_core_spec(s, x.ndim) for s, x in zip(in_specs, leaves)],
                                           mesh, self.check_vma)
-        trace = _core.push_trace()
-        _core.push_axis_env(mesh.core_mesh, manual, self.check_vma)
-        if eager is not None:
-            eager.trace = trace
-            eager_shard_map.push(eager)
-        try:
-            with use_abstract_mesh(block_mesh):
-                tracers = []
-                for x, spec in zip(leaves, in_specs):
-                    vma = [a for a in manual if a in _spec_axes(spec)] if self.check_vma else []
-                    aval = _core.block_aval(x.aval, mesh.core_mesh, _core_spec(spec, x.ndim), vma)
-                    tracers.append(trace.new_input(aval))
-                out = self.f(*tree_util.tree_unflatten(in_tree, tracers))
-                with_paths, out_tree = tree_util.tree_flatten_with_path(out)
-                out_leaves = [core.asarray_value(x) for _, x in with_paths]
-                specs = self.out_specs
-                if isinstance(specs, list) and isinstance(out, tuple):  # lenient, as in_specs
-                    specs = tuple(specs)
-                self._check_specs(specs, manual, "out_specs")
-                keyed = self._keyed_specs(specs, out, "out_specs")
-                out_leaves = self._check_outputs(out_leaves, keyed, [p for p, _ in with_paths],
-                                                 mesh, manual)
-                body, captures = trace.finish_capturing(out_leaves)
-        finally:
+        with tracing.open_trace() as trace:
+            _core.push_axis_env(mesh.core_mesh, manual, self.check_vma)
             if eager is not None:
-                eager_shard_map.pop(eager)
-            _core.pop_axis_env()
-            _core.pop_trace(trace)
+                eager.trace = trace
+                eager_shard_map.push(eager)
+            try:
+                with use_abstract_mesh(block_mesh):
+                    tracers = []
+                    for x, spec in zip(leaves, in_specs):
+                        vma = [a for a in manual if a in _spec_axes(spec)] if self.check_vma else []
+                        aval = _core.block_aval(x.aval, mesh.core_mesh, _core_spec(spec, x.ndim), vma)
+                        tracers.append(trace.new_input(aval))
+                    out = self.f(*tree_util.tree_unflatten(in_tree, tracers))
+                    with_paths, out_tree = tree_util.tree_flatten_with_path(out)
+                    out_leaves = [core.asarray_value(x) for _, x in with_paths]
+                    specs = self.out_specs
+                    if isinstance(specs, list) and isinstance(out, tuple):  # lenient, as in_specs
+                        specs = tuple(specs)
+                    self._check_specs(specs, manual, "out_specs")
+                    keyed = self._keyed_specs(specs, out, "out_specs")
+                    out_leaves = self._check_outputs(out_leaves, keyed, [p for p, _ in with_paths],
+                                                     mesh, manual)
+                    body, captures = trace.finish_capturing(out_leaves)
+            finally:
+                if eager is not None:
+                    eager_shard_map.pop(eager)
+                _core.pop_axis_env()
         return body, out_tree, [k.spec for k in keyed], captures
 
 

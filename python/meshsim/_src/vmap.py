@@ -18,7 +18,7 @@ import numpy as np
 
 from meshsim import _core
 from meshsim._src import core, tree_util, vmap_collectives
-from meshsim._src.ad import _trace_flat
+from meshsim._src.tracing import trace_flat
 from meshsim._src.prng import PRNGKeyArray
 
 __all__ = ["vmap"]
@@ -210,7 +210,7 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name=None, axi
             return tuple(o._base if _is_key(o) else o for o in out_leaves)
 
         flat_tree = tree_util.tree_structure(tuple(range(len(data))))
-        program, captures, _ = _trace_flat(per_example, flat_tree,
+        program, captures, _ = trace_flat(per_example, flat_tree,
                                            [x.aval.without_dim(d) for x, d in zip(data, dims)])
         vmap_collectives._batching.append(frame)
         try:

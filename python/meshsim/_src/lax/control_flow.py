@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from meshsim import _core
-from meshsim._src import core, ref, tree_util
+from meshsim._src import core, ref, tracing, tree_util
 from meshsim._src import dtype_kinds
 
 __all__ = ["cond", "switch", "while_loop", "fori_loop", "scan", "map"]
@@ -36,16 +36,13 @@ class _Traced:
     and output types."""
 
     def __init__(self, fun: Callable, in_tree, avals: Sequence, discharges_refs: bool = False):
-        trace = _core.push_trace()
-        try:
+        with tracing.open_trace() as trace:
             tracers = [trace.new_input(a) for a in avals]
             with ref.recording(trace, discharges=discharges_refs) as refs:
                 out = fun(*tree_util.tree_unflatten(in_tree, tracers))
                 leaves, self.out_tree = tree_util.tree_flatten(out)
                 leaves = [core.asarray_value(x) for x in leaves]
             self.program, captures = trace.finish_capturing(leaves)
-        finally:
-            _core.pop_trace(trace)
         # Refs made outside that the function writes: the loop carries them (see ref.py).
         self.written_refs = refs.written
         self.consts = list(captures)
