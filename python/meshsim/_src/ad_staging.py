@@ -7,7 +7,7 @@ import inspect
 from typing import Any, Callable, Sequence
 
 from meshsim import _core
-from meshsim._src import ad, tree_util
+from meshsim._src import ad, tracing, tree_util
 
 
 def fwd_and_bwd(fun: Callable, argnums: int | Sequence[int], has_aux: bool = False,
@@ -61,7 +61,7 @@ def saved_residuals(f: Callable, *args, **kwargs) -> list[tuple[Any, str]]:
     """(type, where it comes from) for every value `jax.grad(f)` keeps from the forward pass
     for the backward pass: arguments first, then operations' results in program order."""
     leaves, in_tree = ad._flatten_values((args, kwargs))
-    program, captures, out_tree = ad._trace_flat(lambda a, k: f(*a, **k), in_tree,
+    program, captures, out_tree = tracing.trace_flat(lambda a, k: f(*a, **k), in_tree,
                                                  [x.aval for x in leaves])
     fwd = _core.vjp_program(program, [True] * len(leaves) + [False] * len(captures),
                             [True] * out_tree.num_leaves, ad._evaluate_policy)[0]
