@@ -102,3 +102,51 @@ def test_unary_and_scalar_arithmetic(name):
     nonzero = np.where(x.astype(np.int32) == 0, 1, x.astype(np.int32)).astype(x.dtype)
     assert same(mlax.div(a, mnp.asarray(nonzero)), jax.lax.div(ja, jnp.asarray(nonzero)))
     assert same(mlax.rem(a, mnp.asarray(nonzero)), jax.lax.rem(ja, jnp.asarray(nonzero)))
+
+
+# ---- bit operations within four bits, and what JAX refuses ---------------------------
+
+SHIFTS = ["shift_left", "shift_right_logical", "shift_right_arithmetic"]
+
+
+@pytest.mark.parametrize("name", INT4)
+@pytest.mark.parametrize("op", SHIFTS)
+def test_shifts_act_on_the_four_bit_pattern_for_every_pair(name, op):
+    # every value by every shift amount, out-of-range and negative amounts included
+    x, y = all_values(name)
+    assert same(getattr(mlax, op)(x, y), getattr(jax.lax, op)(x, y))
+    assert same(ms.jit(getattr(mlax, op))(x, y), getattr(jax.lax, op)(x, y))
+
+
+@pytest.mark.parametrize("name", INT4)
+def test_population_count_clz_invert_and_numpy_shifts(name):
+    x, y = all_values(name)
+    for op in ("population_count", "clz"):
+        assert same(getattr(mlax, op)(x), getattr(jax.lax, op)(x)), op
+    assert same(mnp.invert(x), jnp.invert(x))
+    assert same(mnp.right_shift(x, y), jnp.right_shift(x, y))
+    assert same(mnp.left_shift(x, y), jnp.left_shift(x, y))
+    assert same(mnp.asarray(x) >> 1, jnp.asarray(x) >> 1)
+
+
+@pytest.mark.parametrize("name", INT4)
+def test_reductions_and_abs_match_jax_results_or_errors(name):
+    x = all_values(name)[0]
+
+    def outcome(f):
+        try:
+            r = np.asarray(f())
+            return "ok", r.dtype, r.astype(np.float64).tolist()
+        except Exception as e:  # noqa: BLE001
+            return type(e).__name__, str(e)
+
+    for fn in ("sum", "prod", "abs", "mean", "max", "min", "cumsum", "sign", "negative", "argmax"):
+        got = outcome(lambda: getattr(mnp, fn)(mnp.asarray(x)))
+        want = outcome(lambda: getattr(jnp, fn)(jnp.asarray(x)))
+        assert got == want, (fn, got, want)
+    for fn in ("abs", "sign", "neg"):
+        assert outcome(lambda: getattr(mlax, fn)(mnp.asarray(x))) == outcome(lambda: getattr(jax.lax, fn)(jnp.asarray(x))), fn
+    # lax's own reductions wrap in four bits
+    for fn in ("reduce_sum", "reduce_max", "reduce_min"):
+        assert outcome(lambda: getattr(mlax, fn)(mnp.asarray(x), (0,))) == outcome(
+            lambda: getattr(jax.lax, fn)(jnp.asarray(x), (0,))), fn

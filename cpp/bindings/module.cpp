@@ -1,5 +1,6 @@
 // meshsim._core: the C++ core as a Python extension. Each area binds itself.
 #include "convert.h"
+#include "meshsim/core/runtime_error.h"
 #include "meshsim/primitives/families.h"
 #include "meshsim/runtime/hooks.h"
 
@@ -55,6 +56,9 @@ PYBIND11_MODULE(_core, m) {
       PyErr_SetString(PyExc_NotImplementedError, e.what());
     } catch (const meshsim::NameError& e) {
       PyErr_SetString(PyExc_NameError, e.what());
+    } catch (const meshsim::JaxRuntimeError& e) {
+      py::object type = py::module_::import("meshsim._src.errors").attr("JaxRuntimeError");
+      PyErr_SetString(type.ptr(), e.what());
     }
   });
   install_runtime_hooks();

@@ -69,6 +69,21 @@ std::complex<F> div_op(std::complex<F> x_in, std::complex<F> y_in) {
   return {re, im};
 }
 
+// max/min as JAX lowers them for complex operands: lexicographic on (real,
+// imag) by two float comparisons and a select, so x wins only when a
+// comparison says so (a NaN part makes y win). Not associative with NaNs:
+// reductions fold in order.
+template <class F>
+std::complex<F> max_op(std::complex<F> x, std::complex<F> y) {
+  const bool pick_x = x.real() == y.real() ? x.imag() > y.imag() : x.real() > y.real();
+  return pick_x ? x : y;
+}
+template <class F>
+std::complex<F> min_op(std::complex<F> x, std::complex<F> y) {
+  const bool pick_x = x.real() == y.real() ? x.imag() < y.imag() : x.real() < y.real();
+  return pick_x ? x : y;
+}
+
 // x / |x|, and 0 for 0.
 template <class F>
 std::complex<F> sign_op(std::complex<F> x) {

@@ -18,6 +18,7 @@
 #include "meshsim/ir/primitive.h"
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/primitives/families.h"
+#include "meshsim/primitives/lapack.h"
 #include "meshsim/transforms/batching.h"
 
 extern "C" {
@@ -96,49 +97,6 @@ struct Lapack64 {
 template <class T> struct LapackOf;
 template <> struct LapackOf<float> : Lapack32 {};
 template <> struct LapackOf<double> : Lapack64 {};
-
-// ---- matrices in a stack ----------------------------------------------------------
-
-// The last two dimensions of `shape` and how many matrices precede them.
-struct Stack {
-  int64_t count, rows, cols;
-};
-Stack stack_of(const Shape& shape) {
-  const int64_t n = static_cast<int64_t>(shape.size());
-  int64_t count = 1;
-  for (int64_t d = 0; d + 2 < n; ++d) count *= shape[d];
-  return {count, shape[n - 2], shape[n - 1]};
-}
-
-Shape with_last(const Shape& shape, std::initializer_list<int64_t> last, size_t drop = 2) {
-  Shape out(shape.begin(), shape.end() - drop);
-  out.insert(out.end(), last);
-  return out;
-}
-
-// Row-major rows x cols at `src` into column-major at `dst` (leading dim `ld`), and back.
-template <class T>
-void to_colmajor(const T* src, int64_t rows, int64_t cols, T* dst, int64_t ld) {
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j) dst[i + j * ld] = src[i * cols + j];
-}
-template <class T>
-void from_colmajor(const T* src, int64_t ld, int64_t rows, int64_t cols, T* dst) {
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j) dst[i * cols + j] = src[i + j * ld];
-}
-
-int lapack_int(int64_t n, const char* prim) {
-  if (n > std::numeric_limits<int>::max())
-    fail<ValueError>(prim, ": matrix dimension ", n, " is too large for LAPACK");
-  return static_cast<int>(n);
-}
-
-// LAPACK's workspace query: the optimal size it reports in work[0].
-template <class T>
-int workspace(T reported) {
-  return std::max(1, static_cast<int>(reported));
-}
 
 void check_matrix(const char* prim, const Aval& x, bool square) {
   if (x.ndim() < 2)
@@ -750,6 +708,7 @@ void register_decomposition_primitives() {
     };
     add(std::move(p));
   }
+  register_eig_primitive();
 }
 
 }  // namespace meshsim

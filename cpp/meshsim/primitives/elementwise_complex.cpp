@@ -116,6 +116,9 @@ void abs_primitive() {
   });
   p.abstract_eval = [](const Avals& in, const Params&) {
     check_dtype("abs", Accepts::SignedNumber, in[0].dtype);
+    if (in[0].dtype == DType::Int4)  // JAX's abs alone refuses the narrow integers
+      fail<TypeError>("abs does not accept dtype int4. Support for narrow-width integers is platform-dependent "
+                      "and limited to a few specific operations, e.g. basic arithmetic and type casting.");
     return Avals{like(in[0], in[0].shape, real_dtype(in[0].dtype), in[0].weak_type)};
   };
   p.kernel = [](const Tensors& in_, const Params&, const Avals& out_) {

@@ -68,7 +68,10 @@ decltype(auto) dispatch_accepted(DType dt, F&& f) {
     return dispatch_number(dt, std::forward<F>(f));
   else if constexpr (A == Accepts::Integer) return dispatch_integer(dt, std::forward<F>(f));
   else if constexpr (A == Accepts::Bitwise) return dispatch_bitwise(dt, std::forward<F>(f));
-  else return dispatch_dtype(dt, std::forward<F>(f));
+  else {
+    if (is_complex(dt)) return dispatch_complex(dt, std::forward<F>(f));
+    return dispatch_dtype(dt, std::forward<F>(f));
+  }
 }
 
 // int4 / uint4 operands computed in int8 / uint8 and the results narrowed
@@ -83,6 +86,12 @@ Tensors widened_int4(const Tensors& in, const Avals& out, Kernel&& kernel) {
   Tensors r = kernel(win, wout);
   for (size_t i = 0; i < r.size(); ++i) r[i] = cast(r[i], out[i].dtype);
   return r;
+}
+
+template <class F>
+decltype(auto) dispatch_int4(DType dt, F&& f) {
+  if (dt == DType::Int4) return f(int4{});
+  return f(uint4{});
 }
 
 // `position` is the operand index for n-ary ops, -1 for unary ones.
@@ -161,8 +170,12 @@ inline Avals same_type_as_input(const std::string& name, Accepts a, const Avals&
 // Op is a generic functor: template <class T> T operator()(T) const.
 // kFlush: the op is float arithmetic, which XLA runs with denormals flushed
 // (see to_compute); sign and rounding operations are not.
-template <Accepts A, bool kFlush = (A == Accepts::Float || A == Accepts::Inexact), class Op>
-void unary(const std::string& name, Op op, VjpRule vjp = nullptr) {
+// Nibble (optional): the op on a four-bit pattern, for ops whose int4/uint4
+// result is not the int8/uint8 one narrowed (shifts, leading zeros):
+// int nibble(int bits, bool is_signed) -> bits.
+template <Accepts A, bool kFlush = (A == Accepts::Float || A == Accepts::Inexact), class Op,
+          class Nibble = std::nullptr_t>
+void unary(const std::string& name, Op op, VjpRule vjp = nullptr, Nibble nibble = nullptr) {
   Primitive p;
   p.name = name;
   p.elementwise = true;
@@ -170,7 +183,13 @@ void unary(const std::string& name, Op op, VjpRule vjp = nullptr) {
   p.zero_derivative = rule && *rule == zero_vjp;
   p.vjp = std::move(vjp);
   p.abstract_eval = [name](const Avals& in, const Params&) { return same_type_as_input(name, A, in); };
-  p.kernel = [op](const Tensors& in_, const Params&, const Avals& out_) {
+  p.kernel = [op, nibble](const Tensors& in_, const Params&, const Avals& out_) {
+    if constexpr (!std::is_same_v<Nibble, std::nullptr_t>)
+      if (is_int4(in_[0].dtype()))
+        return Tensors{dispatch_int4(in_[0].dtype(), [&](auto tag) {
+          using T = decltype(tag);
+          return map_unary<T, T>(in_[0], out_[0].dtype, [&](T x) { return T(nibble(int(x.bits), T::kIsSigned)); });
+        })};
     auto run = [&](const Tensors& in, const Avals& out) {
       return dispatch_accepted<A>(in[0].dtype(), [&](auto tag) {
         using T = decltype(tag);
@@ -190,9 +209,11 @@ void unary(const std::string& name, Op op, VjpRule vjp = nullptr) {
 // A floating-point unary op computed in SIMD batches: VecOp maps an
 // xsimd::batch, ScalarOp a scalar (used where |x| >= vec_limit; see
 // map_unary_simd). Both must agree to a few ulp.
-template <class VecOp, class ScalarOp>
+// NarrowOp (optional): T narrow(T x) for the narrow float formats, where XLA
+// expands the op into steps that each round to the format.
+template <class VecOp, class ScalarOp, class NarrowOp = std::nullptr_t>
 void unary_simd(const std::string& name, VecOp vec_op, ScalarOp scalar_op, double vec_limit,
-                VjpRule vjp) {
+                VjpRule vjp, NarrowOp narrow = nullptr) {
   Primitive p;
   p.name = name;
   p.elementwise = true;
@@ -200,7 +221,15 @@ void unary_simd(const std::string& name, VecOp vec_op, ScalarOp scalar_op, doubl
   p.abstract_eval = [name](const Avals& in, const Params&) {
     return same_type_as_input(name, Accepts::Inexact, in);
   };
-  p.kernel = [vec_op, scalar_op, vec_limit](const Tensors& in, const Params&, const Avals& out) {
+  p.kernel = [vec_op, scalar_op, vec_limit, narrow](const Tensors& in, const Params&, const Avals& out) {
+    if constexpr (!std::is_same_v<NarrowOp, std::nullptr_t>)
+      if (is_narrow_float(in[0].dtype()))
+        return dispatch_float(in[0].dtype(), [&](auto tag) {
+          using T = decltype(tag);
+          if constexpr (is_small_float_v<T>)
+            return Tensors{map_unary<T, T>(in[0], out[0].dtype, [&](T x) { return narrow(x); })};
+          else return Tensors{};  // not reached: wide floats take the vector path below
+        });
     if (is_complex(in[0].dtype()))
       return dispatch_complex(in[0].dtype(), [&](auto tag) {
         using T = decltype(tag);
@@ -254,8 +283,9 @@ inline Aval binary_aval(const std::string& name, Accepts a, const Avals& in, DTy
 // kFlush as for unary: arithmetic flushes denormals, max/min and bit operations do not.
 template <Accepts A, bool kFlush = (A == Accepts::Float || A == Accepts::Inexact || A == Accepts::Numeric ||
                                     A == Accepts::Number),
-          class Op>
-void binary(const std::string& name, Op op, VjpRule vjp = nullptr, UrRule ur_rule = nullptr) {
+          class Op, class Nibble = std::nullptr_t>
+void binary(const std::string& name, Op op, VjpRule vjp = nullptr, UrRule ur_rule = nullptr,
+            Nibble nibble = nullptr) {
   Primitive p;
   p.name = name;
   p.elementwise = true;
@@ -264,7 +294,14 @@ void binary(const std::string& name, Op op, VjpRule vjp = nullptr, UrRule ur_rul
   p.abstract_eval = [name](const Avals& in, const Params&) {
     return Avals{binary_aval(name, A, in, in[0].dtype)};
   };
-  p.kernel = [op](const Tensors& in_, const Params&, const Avals& out_) {
+  p.kernel = [op, nibble](const Tensors& in_, const Params&, const Avals& out_) {
+    if constexpr (!std::is_same_v<Nibble, std::nullptr_t>)
+      if (is_int4(in_[0].dtype()))
+        return Tensors{dispatch_int4(in_[0].dtype(), [&](auto tag) {
+          using T = decltype(tag);
+          return map_binary<T, T>(in_[0], in_[1], out_[0].dtype,
+                                  [&](T x, T y) { return T(nibble(int(x.bits), int(y.bits), T::kIsSigned)); });
+        })};
     auto run = [&](const Tensors& in, const Avals& out) {
       return dispatch_accepted<A>(in[0].dtype(), [&](auto tag) {
         using T = decltype(tag);

@@ -192,7 +192,14 @@ void elementwise::register_unary_elementwise_primitives() {
   unary_simd(
       "logistic", [](auto x) { return decltype(x)(1) / (decltype(x)(1) + xsimd::exp(-x)); },
       [](auto x) { return logistic_op(x); }, 87.0,
-      d1([](auto& g, auto&, auto& y) { return op::mul(g, op::mul(y, op::sub(c(y, 1.0), y))); }));
+      d1([](auto& g, auto&, auto& y) { return op::mul(g, op::mul(y, op::sub(c(y, 1.0), y))); }),
+      // XLA expands a narrow logistic as 1 / (1 + exp(-x)), each step rounded to the format.
+      [](auto x) {
+        using T = decltype(x);
+        const T e = T(std::exp(-float(x)));
+        const T s = T(1.0f + float(e));
+        return T(1.0f / float(s));
+      });
   unary<Accepts::Float>("erf", [](auto x) { return std::erf(x); },
                         d1([](auto& g, auto& x, auto&) {
                           return op::mul(g, op::mul(c(x, kTwoOverSqrtPi), op::exp(op::neg(op::square(x)))));

@@ -33,6 +33,7 @@
 #include "meshsim/ir/ops.h"
 #include "meshsim/ir/primitive.h"
 #include "meshsim/kernels/dispatch.h"
+#include "meshsim/kernels/scalar_math.h"
 #include "meshsim/kernels/strided.h"
 #include "meshsim/primitives/families.h"
 #include "meshsim/sharding/factors.h"
@@ -765,7 +766,11 @@ void scatter(const std::string& name, Combine combine,
     Layout l = layout_of(params, in[2].shape(), x.ndim());
     Tensor res = x.copy();
     auto boff = batch_offsets(res, &in[2], l, parse_mode("scatter", params, true));
-    dispatch_dtype(x.dtype(), [&](auto tag) {
+    auto dispatch = [&](auto&& f) {
+      if (is_complex(x.dtype())) dispatch_complex(x.dtype(), f);
+      else dispatch_dtype(x.dtype(), f);
+    };
+    dispatch([&](auto tag) {
       using T = decltype(tag);
       T* dst = res.data<T>();
       const T* u = upd.data<T>();
@@ -784,16 +789,23 @@ void scatter(const std::string& name, Combine combine,
   register_primitive(std::move(p));
 }
 
-// NaN-propagating, as lax.min/lax.max.
+// NaN-propagating, as lax.min/lax.max; complex numbers as lax.min/max
+// compare them (complex_math.h).
 template <class T>
 T nan_min(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) if (std::isnan(a) || std::isnan(b)) return a + b;
-  return b < a ? b : a;
+  if constexpr (is_complex_v<T>) return min_op(a, b);
+  else {
+    if constexpr (std::is_floating_point_v<T>) if (std::isnan(a) || std::isnan(b)) return a + b;
+    return b < a ? b : a;
+  }
 }
 template <class T>
 T nan_max(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) if (std::isnan(a) || std::isnan(b)) return a + b;
-  return b > a ? b : a;
+  if constexpr (is_complex_v<T>) return max_op(a, b);
+  else {
+    if constexpr (std::is_floating_point_v<T>) if (std::isnan(a) || std::isnan(b)) return a + b;
+    return b > a ? b : a;
+  }
 }
 
 // Start indices of a dynamic slice: negative ones count from the end, then
@@ -961,10 +973,12 @@ void register_indexing_primitives() {
   scatter("scatter", [](auto, auto u) { return u; }, scatter_vjp);
   scatter("scatter_add", [](auto a, auto u) {
     if constexpr (std::is_same_v<decltype(a), bool>) return a || u;
+    else if constexpr (is_complex_v<decltype(a)>) return add_op(a, u);
     else return static_cast<decltype(a)>(a + u);
   }, scatter_add_vjp);
   scatter("scatter_mul", [](auto a, auto u) {
     if constexpr (std::is_same_v<decltype(a), bool>) return a && u;
+    else if constexpr (is_complex_v<decltype(a)>) return mul_op(u, a);  // XLA's fused products, update first
     else return static_cast<decltype(a)>(a * u);
   }, scatter_mul_vjp);
   scatter("scatter_min", [](auto a, auto u) { return nan_min(a, u); }, scatter_extremal_vjp);

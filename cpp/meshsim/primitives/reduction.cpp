@@ -1,5 +1,6 @@
 // Reductions over axes (reduce_*), argmax/argmin and cumulative scans.
 #include <cmath>
+#include <complex>
 #include <limits>
 #include <type_traits>
 
@@ -55,6 +56,15 @@ template <class T> struct Min {
                                                     : std::numeric_limits<T>::max();
   template <class V> V operator()(V a, V b) const { return (a < b) | (a != a) ? a : b; }
 };
+// Complex max/min: JAX's lexicographic select (complex_math.h) from -inf+0j / inf+0j.
+template <class F> struct Max<std::complex<F>> {
+  std::complex<F> identity{-std::numeric_limits<F>::infinity(), F(0)};
+  std::complex<F> operator()(std::complex<F> a, std::complex<F> b) const { return max_op(a, b); }
+};
+template <class F> struct Min<std::complex<F>> {
+  std::complex<F> identity{std::numeric_limits<F>::infinity(), F(0)};
+  std::complex<F> operator()(std::complex<F> a, std::complex<F> b) const { return min_op(a, b); }
+};
 template <class T> struct And {
   T identity = static_cast<T>(-1);  // all bits set; true for bool
   template <class V> V operator()(V a, V b) const { return a & b; }
@@ -77,8 +87,6 @@ void check_dtype(const std::string& name, Accepts a, DType dt) {
                     ". Accepted dtypes are subtypes of number.");
   if (a == Accepts::Logical && is_inexact(dt))
     fail<TypeError>("logical reduction requires operand dtype bool or int, got ", dtype_name(dt), ".");
-  if (is_int4(dt))
-    fail<TypeError>(name, " does not accept dtype ", dtype_name(dt), ": four-bit integers are storage types.");
 }
 
 // Complex values reduce (sum, product) or scan (sum) along real axes only.
@@ -91,7 +99,39 @@ void check_complex_supported(const std::string& name, DType dt, bool supported) 
 template <template <class> class Op>
 constexpr bool kComplexSum = std::is_same_v<Op<float>, Sum<float>>;
 template <template <class> class Op>
-constexpr bool kComplexReduce = kComplexSum<Op> || std::is_same_v<Op<float>, Prod<float>>;
+constexpr bool kComplexChooser = std::is_same_v<Op<float>, Max<float>> || std::is_same_v<Op<float>, Min<float>>;
+template <template <class> class Op>
+constexpr bool kComplexReduce = kComplexSum<Op> || kComplexChooser<Op> || std::is_same_v<Op<float>, Prod<float>>;
+
+// The reduced elements of each output folded one by one in row-major order
+// from the identity, as XLA's CPU loop runs a reduction it cannot vectorise:
+// the order matters for complex max/min, which are not associative with NaNs.
+template <class T, class Op>
+Tensor fold_in_order(const Tensor& x, const std::vector<bool>& reduced, const Shape& out_shape, const Op& op) {
+  std::vector<int64_t> perm;
+  int64_t n = 1;
+  for (int64_t d = 0; d < x.ndim(); ++d)
+    if (!reduced[d]) perm.push_back(d);
+  for (int64_t d = 0; d < x.ndim(); ++d)
+    if (reduced[d]) {
+      perm.push_back(d);
+      n *= x.shape()[d];
+    }
+  const Tensor runs = x.transpose(perm).contiguous();
+  Tensor result = Tensor::empty(x.dtype(), out_shape);
+  const T* src = runs.data<T>();
+  T* dst = result.data<T>();
+  for (int64_t o = 0; o < result.size(); ++o, src += n) {
+    if (n == 1) {  // XLA drops a reduction over one element, identity and all
+      dst[o] = src[0];
+      continue;
+    }
+    T acc = op.identity;
+    for (int64_t i = 0; i < n; ++i) acc = op(acc, src[i]);
+    dst[o] = acc;
+  }
+  return result;
+}
 
 // A complex tensor seen as its real and imaginary parts: a trailing dimension
 // of size 2 (no copy). Sums of complex numbers are sums of their parts.
@@ -113,7 +153,7 @@ Tensor from_real_pairs(const Tensor& pairs) {
 }
 
 // Instantiates a kernel only for the dtypes its op accepts; narrow floats
-// never reach it (see in_float32).
+// never reach it (see in_compute_dtype).
 template <Accepts kAccepts, class F>
 decltype(auto) dispatch_accepted(DType dt, F&& f) {
   if constexpr (kAccepts == Accepts::Logical) {
@@ -126,8 +166,15 @@ decltype(auto) dispatch_accepted(DType dt, F&& f) {
 }
 
 // Narrow floats (bfloat16, float16, float8) are reduced and scanned in
-// float32, and the result rounded once, as XLA on CPU accumulates them.
-Tensor in_float32(const Tensor& x) { return is_narrow_float(x.dtype()) ? cast(x, DType::Float32) : x; }
+// float32, and the result rounded once, as XLA on CPU accumulates them;
+// four-bit integers in int8/uint8, the result wrapped back (the same sums and
+// products modulo 16).
+Tensor in_compute_dtype(const Tensor& x) {
+  if (is_narrow_float(x.dtype())) return cast(x, DType::Float32);
+  if (x.dtype() == DType::Int4) return cast(x, DType::Int8);
+  if (x.dtype() == DType::UInt4) return cast(x, DType::UInt8);
+  return x;
+}
 
 // ---- reduce_* --------------------------------------------------------------
 
@@ -233,7 +280,12 @@ void reduce(const std::string& name, const char* partials,
         return Tensors{from_real_pairs(pairs)};
       }
     }
-    const Tensor x = in_float32(in[0]);
+    if constexpr (kComplexChooser<Op>)
+      if (is_complex(in[0].dtype()))
+        return Tensors{dispatch_complex(in[0].dtype(), [&](auto tag) {
+          return fold_in_order<decltype(tag)>(in[0], mask, out[0].shape, Op<decltype(tag)>{});
+        })};
+    const Tensor x = in_compute_dtype(in[0]);
     Tensor result = Tensor::empty(x.dtype(), out[0].shape);
     auto run = [&](auto tag) {
       using T = decltype(tag);
@@ -331,7 +383,11 @@ void arg_reduce_primitive(const std::string& name) {
     return Avals{like(x, out, index_dtype)};
   };
   p.kernel = [](const Tensors& in, const Params& params, const Avals& out) {
-    const Tensor x = in_float32(in[0]).contiguous();  // exact: the order is kept
+    // JAX lowers argmax/argmin to comparisons that refuse complex operands.
+    if (is_complex(in[0].dtype()))
+      fail<TypeError>(kMax ? "gt" : "lt", " does not accept dtype ", dtype_name(in[0].dtype()),
+                      " at position 0. Accepted dtypes at position 0 are subtypes of integer, floating, bool.");
+    const Tensor x = in_compute_dtype(in[0]).contiguous();  // exact: the order is kept
     const Blocks b = blocks_around(x.shape(), params.get<IntList>("axes")[0]);
     // Indices are computed as int32 or int64; a narrower index dtype is a cast.
     const DType index_dtype = out[0].dtype == DType::Int32 ? DType::Int32 : DType::Int64;
@@ -364,6 +420,30 @@ void scan(T* x, const Blocks& b, bool reverse, const Op& op) {
   }
 }
 
+// The scan as XLA's reduce_window computes it, for ops whose result depends
+// on the order (complex max/min): each window folded from the identity in
+// increasing index order, operands (acc, next). Forward windows are prefixes,
+// one pass; reverse windows are suffixes, each folded anew (quadratic in the
+// scanned length).
+template <class T, class Op>
+void scan_from_identity(T* x, const Blocks& b, bool reverse, const Op& op) {
+  for (int64_t o = 0; o < b.outer; ++o)
+    for (int64_t j = 0; j < b.inner; ++j) {
+      T* lane = x + o * b.n * b.inner + j;
+      const int64_t s = b.inner;
+      if (!reverse) {
+        T acc = op.identity;
+        for (int64_t r = 0; r < b.n; ++r) lane[r * s] = acc = op(acc, lane[r * s]);
+        continue;
+      }
+      for (int64_t r = 0; r < b.n; ++r) {  // lane[r] is read only by windows starting at or before r
+        T acc = op.identity;
+        for (int64_t k = r; k < b.n; ++k) acc = op(acc, lane[k * s]);
+        lane[r * s] = acc;
+      }
+    }
+}
+
 template <template <class> class Op>
 void cumulative(const std::string& name, std::function<Cotangents(const VjpArgs&)> vjp = nullptr) {
   Primitive p;
@@ -377,7 +457,7 @@ void cumulative(const std::string& name, std::function<Cotangents(const VjpArgs&
   p.abstract_eval = [name](const Avals& in, const Params& params) {
     const Aval& x = in[0];
     check_dtype(name, Accepts::Number, x.dtype);
-    check_complex_supported(name, x.dtype, kComplexSum<Op>);
+    check_complex_supported(name, x.dtype, kComplexSum<Op> || kComplexChooser<Op>);
     const int64_t axis = params.get<int64_t>("axis");
     if (axis < 0 && x.ndim() > 0) fail<ValueError>("XLA operations do not allow negative axes");
     if (axis < 0 || axis >= x.ndim())
@@ -396,7 +476,18 @@ void cumulative(const std::string& name, std::function<Cotangents(const VjpArgs&
         return Tensors{from_real_pairs(pairs)};
       }
     }
-    Tensor result = in_float32(in[0]).copy();
+    if constexpr (kComplexChooser<Op>) {
+      if (is_complex(in[0].dtype())) {  // in order along the axis, as reduce_window runs
+        Tensor result = in[0].copy();
+        const Blocks b = blocks_around(result.shape(), params.get<int64_t>("axis"));
+        dispatch_complex(result.dtype(), [&](auto tag) {
+          using T = decltype(tag);
+          scan_from_identity(result.data<T>(), b, params.get_or<bool>("reverse", false), Op<T>{});
+        });
+        return Tensors{result};
+      }
+    }
+    Tensor result = in_compute_dtype(in[0]).copy();
     const Blocks b = blocks_around(result.shape(), params.get<int64_t>("axis"));
     dispatch_wide_numeric(result.dtype(), [&](auto tag) {
       using T = decltype(tag);

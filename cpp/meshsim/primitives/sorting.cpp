@@ -6,6 +6,7 @@
 // breaks ties by the lower index.
 #include <algorithm>
 #include <cmath>
+#include <complex>
 #include <cstring>
 #include <numeric>
 
@@ -30,6 +31,22 @@ bool sort_less(T a, T b) {
     if (std::isnan(b)) return true;
   }
   return a < b;
+}
+
+// Complex numbers order lexicographically on (real, imag), each part as a
+// float key (JAX's sort comparator).
+template <class F>
+bool sort_less(std::complex<F> a, std::complex<F> b) {
+  if (sort_less(a.real(), b.real())) return true;
+  if (sort_less(b.real(), a.real())) return false;
+  return sort_less(a.imag(), b.imag());
+}
+
+// The dtypes sort and searchsorted order: every real one and complex.
+template <class F>
+decltype(auto) dispatch_sortable(DType dt, F&& f) {
+  if (is_complex(dt)) return dispatch_complex(dt, std::forward<F>(f));
+  return dispatch_dtype(dt, std::forward<F>(f));
 }
 
 template <class T>
@@ -61,7 +78,7 @@ void sort_lane_perm(const Tensors& keys, int64_t dim, const std::vector<int64_t>
   std::iota(perm.begin(), perm.end(), 0);
   for (size_t k = keys.size(); k-- > 0;) {
     const Tensor& key = keys[k];
-    dispatch_dtype(key.dtype(), [&](auto tag) {
+    dispatch_sortable(key.dtype(), [&](auto tag) {
       using T = decltype(tag);
       const T* p = key.data<T>() + starts[lane];
       const int64_t st = key.strides()[dim];
@@ -107,7 +124,7 @@ Tensors sort_by_keys(const Tensors& in, int64_t dim, int64_t num_keys, const Ava
 Tensor sort_values(const Tensor& x, int64_t dim) {
   Tensor res = x.copy();
   const int64_t n = x.shape()[dim], st = res.strides()[dim];
-  dispatch_dtype(x.dtype(), [&](auto tag) {
+  dispatch_sortable(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     std::vector<T> lane(n);
     for (int64_t start : lane_starts(res.shape(), res.strides(), dim)) {
@@ -220,6 +237,7 @@ void top_k() {
   p.abstract_eval = [](const Avals& in, const Params& params) {
     const Aval& x = in[0];
     const int64_t k = params.get<int64_t>("k");
+    if (is_complex(x.dtype)) fail<ValueError>("top_k is not compatible with complex inputs.");
     if (x.ndim() == 0) fail<TypeError>("top_k operand must have >= 1 dimension, got ", x.str());
     const int64_t axis = params.get<int64_t>("axis");
     if (axis < 0 || axis >= x.ndim())
@@ -290,7 +308,7 @@ void searchsorted() {
     const Tensor& v = in[1];
     const bool left = params.get<std::string>("side") == "left";
     Tensor res = Tensor::empty(DType::Int32, out[0].shape);
-    dispatch_dtype(a.dtype(), [&](auto tag) {
+    dispatch_sortable(a.dtype(), [&](auto tag) {
       using T = decltype(tag);
       const T *first = a.data<T>(), *last = first + a.size(), *q = v.data<T>();
       int32_t* o = res.data<int32_t>();

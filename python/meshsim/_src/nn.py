@@ -12,6 +12,7 @@ import numpy as np
 
 import meshsim.numpy as jnp
 from meshsim._src import core
+from meshsim._src.ad import stop_gradient
 from meshsim._src.lax import elementwise as lax
 from meshsim._src.lax import structural as lax_structural
 from meshsim._src.numpy.creation import _check_arraylike
@@ -196,7 +197,8 @@ def softmax(x, axis=-1, where=None):
     """exp(x) / sum(exp(x)) along `axis`, shifted by the max for stability."""
     x_max = jnp.max(x, axis, where=where, initial=-np.inf, keepdims=True)
     x_safe = x if where is None else jnp.where(where, x, -np.inf)
-    unnormalized = jnp.exp(x_safe - x_max)
+    # No gradient through the shift (JAX's order of roundings in narrow floats).
+    unnormalized = jnp.exp(x_safe - stop_gradient(x_max))
     result = unnormalized / jnp.sum(unnormalized, axis, where=where, keepdims=True)
     return result if where is None else jnp.where(where, result, 0)
 
@@ -206,7 +208,7 @@ def log_softmax(x, axis=-1, where=None):
     x = core.asarray_value(x)
     x_max = jnp.max(x, axis, where=where, initial=-np.inf, keepdims=True)
     x_safe = x if where is None else jnp.where(where, x, -np.inf)
-    shifted = x_safe - x_max
+    shifted = x_safe - stop_gradient(x_max)
     result = shifted - jnp.log(jnp.sum(jnp.exp(shifted), axis, where=where, keepdims=True))
     return result if where is None else jnp.where(where, result, -np.inf)
 
@@ -235,7 +237,7 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=Non
         (a,) = promote_args_inexact(a)
     axes = _reduction_axes(a.ndim, axis)
     amax = jnp.max(a, axis=axes, keepdims=keepdims, where=where, initial=-np.inf)
-    amax = lax.select(jnp.isfinite(amax), amax, jnp.zeros_like(amax))
+    amax = stop_gradient(lax.select(jnp.isfinite(amax), amax, jnp.zeros_like(amax)))
     amax_with_dims = amax if keepdims else lax_structural.expand_dims(amax, axes)
     exp_a = lax.exp(lax.sub(a, amax_with_dims))
     if b is not None:
@@ -385,7 +387,6 @@ def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None
     out = jnp.reshape(encoded, output_shape)
     if not return_residual:
         return out
-    from meshsim._src.ad import stop_gradient
     lse = logsumexp(padded, axis=-1).astype(key.dtype)  # [B, K, G, T]
     lse = jnp.reshape(jnp.moveaxis(lse, -1, 1), (B, T, N))
     return out, stop_gradient(jnp.reshape(lse, output_shape[:-1]))

@@ -7,6 +7,7 @@
 #include <map>
 #include <vector>
 
+#include "meshsim/core/runtime_error.h"
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/kernels/integer_wrap.h"
 #include "meshsim/ir/axis_env.h"
@@ -63,8 +64,11 @@ Tensor reduce_blocks(const std::vector<const Tensor*>& blocks, Reduce op, const 
   if (blocks.size() == 1) return out;
   // A complex sum adds the parts: the dense buffers are read as float pairs.
   const bool pairs = is_complex(out.dtype());
+  // XLA has no cross-device form of JAX's lexicographic complex max/min.
   if (pairs && op != Reduce::Sum)
-    fail<NotImplementedError>("pmax and pmin of complex values are not supported");
+    fail<JaxRuntimeError>("UNIMPLEMENTED: Unsupported reduction computation: ", op == Reduce::Max ? "max" : "min",
+                          " of ", dtype_name(out.dtype()), " values across devices (pmax/pmin, or a reduction "
+                          "over a sharded dimension)");
   auto dispatch = [&](auto&& f) {  // bool: any/all of sharded reductions (pmax/pmin)
     if (out.dtype() == DType::Bool) f(bool{});
     else if (pairs) dispatch_wide_float(real_dtype(out.dtype()), f);

@@ -11,7 +11,7 @@ from meshsim._src import core
 from meshsim._src.lax import elementwise as lax_elementwise
 from meshsim._src.lax import structural as lax_structural
 
-__all__ = ["cholesky", "lu", "lu_pivots_to_permutation", "qr", "eigh", "svd", "triangular_solve",
+__all__ = ["cholesky", "lu", "lu_pivots_to_permutation", "qr", "eig", "eigh", "svd", "triangular_solve",
            "symmetrize"]
 
 
@@ -46,6 +46,15 @@ def cholesky(x, *, symmetrize_input: bool = True):
     factor = core.bind1("cholesky", x)
     zeros = lax_structural.full_like(factor, 0)
     return lax_elementwise.select(_lower_mask(factor.shape), factor, zeros)
+
+
+def eig(x, *, compute_left_eigenvectors: bool = True, compute_right_eigenvectors: bool = True,
+        enable_eigvec_derivs: bool = False, implementation=None, use_magma=None):
+    """[eigenvalues, left eigenvectors, right eigenvectors] (those asked for) of general square
+    matrices, complex (complex64 for float32), by LAPACK's geev as JAX on CPU."""
+    return list(core.bind("eig", _matrix_stack(x), compute_left_eigenvectors=bool(compute_left_eigenvectors),
+                          compute_right_eigenvectors=bool(compute_right_eigenvectors),
+                          enable_eigvec_derivs=bool(enable_eigvec_derivs)))
 
 
 def lu(x):

@@ -16,7 +16,7 @@ from meshsim._src.lax import decompositions as lax_linalg
 from meshsim._src.numpy.creation import _check_arraylike
 from meshsim._src.numpy.promotion import promote_dtypes_inexact
 
-__all__ = ["cholesky", "qr", "eigh", "eigvalsh", "svd", "svdvals", "solve", "inv", "det", "slogdet", "lstsq",
+__all__ = ["cholesky", "qr", "eig", "eigvals", "eigh", "eigvalsh", "svd", "svdvals", "solve", "inv", "det", "slogdet", "lstsq",
            "pinv", "matrix_rank", "cond", "multi_dot", "tensorsolve", "tensorinv", "EighResult", "QRResult",
            "SVDResult", "SlogdetResult"]
 
@@ -81,6 +81,19 @@ def _uplo_lower(UPLO) -> bool:
     if UPLO == "U":
         return False
     raise ValueError(f"UPLO must be one of None, 'L', or 'U', got {UPLO}")
+
+
+def eig(a):
+    """(eigenvalues, right eigenvectors as columns) of general square matrices, complex."""
+    (a,) = _inexact("jnp.linalg.eig", a)
+    w, v = lax_linalg.eig(a, compute_left_eigenvectors=False)
+    return w, v
+
+
+def eigvals(a):
+    """The (complex) eigenvalues of general square matrices."""
+    (a,) = _inexact("jnp.linalg.eigvals", a)
+    return lax_linalg.eig(a, compute_left_eigenvectors=False, compute_right_eigenvectors=False)[0]
 
 
 def eigh(a, UPLO: str | None = None, symmetrize_input: bool = True):

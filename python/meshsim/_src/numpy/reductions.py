@@ -9,6 +9,7 @@ import builtins
 import math
 import operator
 
+import ml_dtypes
 import numpy as np
 
 from meshsim._src import core
@@ -44,6 +45,8 @@ def _promote_integer_dtype(dtype: np.dtype) -> np.dtype:
     """Bools and narrow integers widen to the default (unsigned) integer, as JAX's sums do."""
     if dtype == np.bool_:
         return _default_int()
+    if dtype.type in dtype_kinds.INT4_TYPES:  # JAX asks NumPy's iinfo, which does not know them
+        raise ValueError("Invalid integer data type 'V'.")
     if dtype_kinds.issubdtype(dtype, np.unsignedinteger):
         return builtins.max(dtype, core.canonicalize_dtype(np.uint64), key=lambda d: d.itemsize)
     if dtype_kinds.issubdtype(dtype, np.signedinteger):
@@ -207,10 +210,17 @@ def _count(a, axis, keepdims: bool, where, dtype):
     return sum(broadcast_to_shape(where, a.shape), axis, dtype=dtype, keepdims=keepdims)
 
 
+def _upcast_f16(dtype) -> np.dtype:
+    """float32 for float16 and bfloat16, which mean and var compute in (as JAX)."""
+    dtype = np.dtype(dtype)
+    return np.dtype(np.float32) if dtype in (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)) else dtype
+
+
 def _mean(a, axis=None, dtype=None, keepdims=False, where=None):
     result_dtype = _to_inexact(a.dtype) if dtype is None else user_dtype(dtype)
-    total = sum(a, axis, dtype=result_dtype, keepdims=keepdims, where=where)
-    return core.convert_element_type(lax.div(total, _count(a, axis, keepdims, where, result_dtype)),
+    computation_dtype = _upcast_f16(result_dtype) if dtype_kinds.issubdtype(result_dtype, np.inexact) else result_dtype
+    total = sum(a, axis, dtype=computation_dtype, keepdims=keepdims, where=where)
+    return core.convert_element_type(lax.div(total, _count(a, axis, keepdims, where, computation_dtype)),
                                      result_dtype)
 
 
@@ -223,10 +233,10 @@ def _var_dtypes(a_dtype: np.dtype, dtype) -> tuple[np.dtype, np.dtype]:
     """(computation dtype, result dtype) of var/std."""
     if dtype is not None:
         dtype = user_dtype(dtype)
-        return dtype, dtype
+        return _upcast_f16(dtype), dtype
     computation = _to_inexact(a_dtype)
     # the variance of complex values is real: the mean of |x - mean|^2
-    return computation, np.dtype(computation.type(0).real.dtype)
+    return _upcast_f16(computation), np.dtype(computation.type(0).real.dtype)
 
 
 def _correction(ddof, correction):
@@ -414,7 +424,7 @@ def _nan_reduction(a, name: str, reduction, identity, nan_if_all_nan: bool, axis
     """`reduction` with NaNs replaced by its identity; all-NaN slices give NaN if asked."""
     a = _asarray(name, a)
     where = _check_where(name, where)
-    if not dtype_kinds.issubdtype(a.dtype, np.floating):
+    if not dtype_kinds.issubdtype(a.dtype, np.inexact):
         return reduction(a, axis=axis, keepdims=keepdims, where=where, **kwargs)
     nan = _isnan(a)
     out = reduction(ufuncs.where(nan, _const(identity, a.dtype), a), axis=axis, keepdims=keepdims,

@@ -265,6 +265,11 @@ def clip(arr=None, /, min=None, max=None):  # noqa: A002 (jnp.clip's argument na
     if arr is None:
         raise ValueError("No input was provided to the clip function.")
     _check_arraylike("clip", arr)
+    if any(iscomplexobj(t) for t in (arr, min, max)):
+        raise ValueError(
+            "Clip received a complex value either through the input or the min/max keywords. Complex values "
+            "have no ordering and cannot be clipped. Please convert to a real value or array by taking the "
+            "real or imaginary components via jax.numpy.real/imag respectively.")
     if min is not None:
         arr = maximum(min, arr)
     if max is not None:
@@ -567,9 +572,10 @@ bitwise_left_shift = left_shift
 
 
 def right_shift(x1, x2, /):
-    """Arithmetic shift for signed integers, logical for unsigned ones."""
+    """Arithmetic shift for signed integers, logical for unsigned ones (not uint4: NumPy does
+    not count it as unsigned, so JAX shifts it arithmetically)."""
     x1, x2 = _promoted(promote_args_numeric, "right_shift")(x1, x2)
-    if dtype_kinds.issubdtype(x1.dtype, np.unsignedinteger):
+    if np.issubdtype(x1.dtype, np.unsignedinteger):
         return lax.shift_right_logical(x1, x2)
     return lax.shift_right_arithmetic(x1, x2)
 
@@ -748,7 +754,7 @@ def isreal(x, /):
 
 
 def iscomplexobj(x) -> bool:
-    """Whether x has a complex dtype (never, for meshsim arrays)."""
+    """Whether x has a complex dtype."""
     if isinstance(x, (complex, np.complexfloating)):
         return True
     if x is None or isinstance(x, (bool, int, float, str, np.generic)):

@@ -1,0 +1,172 @@
+// lax.linalg.eig: eigenvalues and left/right eigenvectors of general square
+// matrices by LAPACK's ?geev, as JAX computes them on CPU. Real operands give
+// complex results (complex64 for float32); each eigenvector has unit
+// Euclidean norm with its largest component real (LAPACK's normalisation).
+// Not differentiable here (JAX's eig JVP is not modelled).
+#include <algorithm>
+#include <complex>
+#include <limits>
+#include <vector>
+
+#include "meshsim/kernels/dispatch.h"
+#include "meshsim/primitives/lapack.h"
+#include "meshsim/transforms/batching.h"
+
+extern "C" {
+void sgeev_(const char* jobvl, const char* jobvr, const int* n, float* a, const int* lda, float* wr, float* wi,
+            float* vl, const int* ldvl, float* vr, const int* ldvr, float* work, const int* lwork, int* info);
+void dgeev_(const char* jobvl, const char* jobvr, const int* n, double* a, const int* lda, double* wr,
+            double* wi, double* vl, const int* ldvl, double* vr, const int* ldvr, double* work,
+            const int* lwork, int* info);
+void cgeev_(const char* jobvl, const char* jobvr, const int* n, std::complex<float>* a, const int* lda,
+            std::complex<float>* w, std::complex<float>* vl, const int* ldvl, std::complex<float>* vr,
+            const int* ldvr, std::complex<float>* work, const int* lwork, float* rwork, int* info);
+void zgeev_(const char* jobvl, const char* jobvr, const int* n, std::complex<double>* a, const int* lda,
+            std::complex<double>* w, std::complex<double>* vl, const int* ldvl, std::complex<double>* vr,
+            const int* ldvr, std::complex<double>* work, const int* lwork, double* rwork, int* info);
+}
+
+namespace meshsim {
+namespace {
+
+void geev(const char* jl, const char* jr, const int* n, float* a, float* wr, float* wi, float* vl, float* vr,
+          float* work, const int* lwork, int* info) {
+  sgeev_(jl, jr, n, a, n, wr, wi, vl, n, vr, n, work, lwork, info);
+}
+void geev(const char* jl, const char* jr, const int* n, double* a, double* wr, double* wi, double* vl,
+          double* vr, double* work, const int* lwork, int* info) {
+  dgeev_(jl, jr, n, a, n, wr, wi, vl, n, vr, n, work, lwork, info);
+}
+void geev(const char* jl, const char* jr, const int* n, complex64* a, complex64* w, complex64* vl, complex64* vr,
+          complex64* work, const int* lwork, float* rwork, int* info) {
+  cgeev_(jl, jr, n, a, n, w, vl, n, vr, n, work, lwork, rwork, info);
+}
+void geev(const char* jl, const char* jr, const int* n, complex128* a, complex128* w, complex128* vl,
+          complex128* vr, complex128* work, const int* lwork, double* rwork, int* info) {
+  zgeev_(jl, jr, n, a, n, w, vl, n, vr, n, work, lwork, rwork, info);
+}
+
+// What one matrix's ?geev call fills: eigenvalues and column-major eigenvectors, all complex.
+template <class R>
+struct EigOut {
+  std::vector<std::complex<R>> w, vl, vr;
+  bool ok;
+};
+
+// A real matrix: ?geev returns conjugate pairs as (re, im) columns j, j+1.
+template <class R>
+EigOut<R> eig_one(std::vector<R>& a, int n, bool left, bool right) {
+  using C = std::complex<R>;
+  std::vector<R> wr(n), wi(n), vl(left ? n * n : 1), vr(right ? n * n : 1);
+  int info = 0, lwork = -1;
+  R query{};
+  geev(left ? "V" : "N", right ? "V" : "N", &n, a.data(), wr.data(), wi.data(), vl.data(), vr.data(), &query,
+       &lwork, &info);
+  lwork = workspace(query);
+  std::vector<R> work(lwork);
+  geev(left ? "V" : "N", right ? "V" : "N", &n, a.data(), wr.data(), wi.data(), vl.data(), vr.data(),
+       work.data(), &lwork, &info);
+  EigOut<R> out{std::vector<C>(n), {}, {}, info == 0};
+  for (int j = 0; j < n; ++j) out.w[j] = C(wr[j], wi[j]);
+  auto unpack = [&](const std::vector<R>& v) {
+    std::vector<C> c(static_cast<size_t>(n) * n);
+    for (int j = 0; j < n; ++j) {
+      const bool pair = wi[j] != 0 && j + 1 < n;
+      for (int i = 0; i < n; ++i) {
+        if (!pair) {
+          c[i + j * n] = C(v[i + j * n], 0);
+        } else {
+          c[i + j * n] = C(v[i + j * n], v[i + (j + 1) * n]);
+          c[i + (j + 1) * n] = C(v[i + j * n], -v[i + (j + 1) * n]);
+        }
+      }
+      if (pair) ++j;
+    }
+    return c;
+  };
+  if (left) out.vl = unpack(vl);
+  if (right) out.vr = unpack(vr);
+  return out;
+}
+
+template <class R>
+EigOut<R> eig_one(std::vector<std::complex<R>>& a, int n, bool left, bool right) {
+  using C = std::complex<R>;
+  EigOut<R> out{std::vector<C>(n), std::vector<C>(left ? n * n : 1), std::vector<C>(right ? n * n : 1), false};
+  std::vector<R> rwork(2 * static_cast<size_t>(n));
+  int info = 0, lwork = -1;
+  C query{};
+  geev(left ? "V" : "N", right ? "V" : "N", &n, a.data(), out.w.data(), out.vl.data(), out.vr.data(), &query,
+       &lwork, rwork.data(), &info);
+  lwork = workspace(query.real());
+  std::vector<C> work(lwork);
+  geev(left ? "V" : "N", right ? "V" : "N", &n, a.data(), out.w.data(), out.vl.data(), out.vr.data(),
+       work.data(), &lwork, rwork.data(), &info);
+  out.ok = info == 0;
+  return out;
+}
+
+template <class T>
+Tensors eig_kernel(const Tensor& x, const Avals& out, bool left, bool right) {
+  using R = decltype(std::real(T{}));
+  using C = std::complex<R>;
+  const Tensor in = x.contiguous();
+  const Stack s = stack_of(in.shape());
+  const int n = lapack_int(s.rows, "eig");
+  Tensors results;
+  for (const Aval& a : out) results.push_back(Tensor::empty(a.dtype, a.shape));
+  std::vector<T> a(static_cast<size_t>(n) * n);
+  const C nan(std::numeric_limits<R>::quiet_NaN(), std::numeric_limits<R>::quiet_NaN());
+  for (int64_t b = 0; b < s.count; ++b) {
+    to_colmajor(in.data<T>() + b * n * n, n, n, a.data(), n);
+    EigOut<R> e = n > 0 ? eig_one(a, n, left, right) : EigOut<R>{{}, {}, {}, true};
+    C* w = results[0].data<C>() + b * n;
+    for (int j = 0; j < n; ++j) w[j] = e.ok ? e.w[j] : nan;
+    size_t k = 1;
+    for (const auto* v : {left ? &e.vl : nullptr, right ? &e.vr : nullptr}) {
+      if (!v) continue;
+      C* dst = results[k++].data<C>() + b * n * n;
+      from_colmajor(v->data(), n, n, n, dst);
+      if (!e.ok) std::fill(dst, dst + n * n, nan);
+    }
+  }
+  return results;
+}
+
+}  // namespace
+
+void register_eig_primitive() {
+  Primitive p;
+  p.name = "eig";
+  p.abstract_eval = [](const Avals& in, const Params& params) {
+    const Aval& x = in[0];
+    if (x.ndim() < 2 || x.shape[x.ndim() - 1] != x.shape[x.ndim() - 2])
+      fail<ValueError>("Argument to nonsymmetric eigendecomposition must have shape [..., n, n], got shape ",
+                       shape_str(x.shape));
+    if (!is_inexact(x.dtype) || is_narrow_float(x.dtype))
+      fail<TypeError>("eig requires a float32, float64, complex64 or complex128 operand, got ",
+                      dtype_name(x.dtype));
+    const DType c = complex_dtype(x.dtype);
+    Avals out{like(x, with_last(x.shape, {x.shape.back()}), c)};
+    if (params.get_or<bool>("compute_left_eigenvectors", true)) out.push_back(like(x, x.shape, c));
+    if (params.get_or<bool>("compute_right_eigenvectors", true)) out.push_back(like(x, x.shape, c));
+    return out;
+  };
+  p.kernel = [](const Tensors& in, const Params& params, const Avals& out) {
+    const bool left = params.get_or<bool>("compute_left_eigenvectors", true);
+    const bool right = params.get_or<bool>("compute_right_eigenvectors", true);
+    return dispatch_wide_inexact(in[0].dtype(), [&](auto t) {
+      return eig_kernel<decltype(t)>(in[0], out, left, right);
+    });
+  };
+  p.cost = [](const Avals& in, const Params&, const Avals& out) {
+    const double n = static_cast<double>(in[0].shape.back());
+    Cost c = memory_cost(in, out);
+    c.flops = 25 * n * n * n * static_cast<double>(stack_of(in[0].shape).count);
+    return c;
+  };
+  p.batch = [](const BatchArgs& a) { return bind_at_front(a, a.params); };
+  register_primitive(std::move(p));
+}
+
+}  // namespace meshsim
