@@ -46,7 +46,7 @@ inline const char* accepted_kinds(Accepts a) {
     case Accepts::Inexact: return "floating, complexfloating";
     case Accepts::Numeric: return "integer, floating";
     case Accepts::Number: return "integer, floating, complexfloating";
-    case Accepts::SignedNumber: return "signedinteger, floating, complexfloating";
+    case Accepts::SignedNumber: return "floating, complexfloating, signedinteger";
     case Accepts::Integer: return "integer";
     case Accepts::Bitwise: return "integer, bool";
     case Accepts::Ordered: return "integer, floating, bool";

@@ -17,6 +17,7 @@ from meshsim import _core
 from meshsim._src import core, eager_shard_map, tracing, tree_util
 from meshsim._src.sharding.mesh import (AbstractMesh, AxisType, Mesh, context_mesh,
                                         get_abstract_mesh, use_abstract_mesh)
+from meshsim._src.sharding.named_sharding import NamedSharding
 from meshsim._src.sharding.partition_spec import PartitionSpec
 
 __all__ = ["shard_map"]
@@ -365,6 +366,13 @@ class _ShardMapped:
             [_core_spec(s, n) for s, n in zip(all_specs, ndims)],
             [_core_spec(s, a.ndim) for s, a in zip(out_specs, body.out_avals)],
             manual, self.check_vma, self.mesh is None)
+        if (_core.current_trace() is None and isinstance(mesh, Mesh)
+                and all(t == AxisType.Auto for t in mesh.axis_types)):
+            # Un-jitted over Auto axes, JAX names each result by its out_specs entry as
+            # written (trailing Nones kept), not by the layout read back.
+            for o, spec in zip(outs, out_specs):
+                if not spec.unreduced:
+                    o._sharding = NamedSharding(mesh, spec)
         return tree_util.tree_unflatten(out_tree, list(outs))
 
     def _trace(self, leaves, in_tree, in_specs, mesh: Mesh, manual: list[str]):
