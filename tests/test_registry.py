@@ -169,3 +169,102 @@ def test_python_binds_only_registered_names():
         bound |= set(re.findall(r"bind1?\(\s*\"([a-z_0-9]+)\"", path.read_text()))
     assert bound, "no bind calls found"
     assert bound - set(NAMES) == set()
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 8])
+def test_collective_steps_come_from_each_communication_model(n):
+    """The step-time model's latency terms are the steps each collective's model declares:
+    a ring all-reduce 2(n-1), ring gathers, scatters and all-to-all n-1, one exchange for
+    permutations, broadcasts and ragged all-to-all; nothing over one device."""
+    ring_all_reduce = {"psum", "psum_invariant", "pmax", "pmin"}
+    one_exchange = {"ppermute", "pbroadcast", "ragged_all_to_all"}
+    ring = {"all_gather", "all_gather_invariant", "reduce_scatter", "all_to_all"}
+    for name in ring_all_reduce | one_exchange | ring:
+        want = 2 * (n - 1) if name in ring_all_reduce else 1 if name in one_exchange else n - 1
+        assert _core.collective_steps(name, n) == want, name
+        assert _core.collective_steps(name, 1) == 0, name
+    assert _core.collective_steps("axis_index", n) == 0  # each device reads its own coordinate
+    with pytest.raises(ValueError, match="'add' is not a collective"):
+        _core.collective_steps("add", n)
+
+
+def test_recorded_steps_match_the_declared_steps():
+    """What a run records (Primitive::comm) and what abstract compilation charges
+    (Primitive::comm_steps) agree for every collective a program runs."""
+    import numpy as np
+
+    import meshsim as jax
+    from meshsim.sharding import PartitionSpec as P
+
+    mesh = jax.make_mesh((4, 2), ("x", "y"))
+
+    @jax.jit
+    @jax.shard_map(mesh=mesh, in_specs=P("x", "y"), out_specs=P("x", "y"))
+    def f(b):
+        s = jax.lax.psum(b, ("x", "y"))
+        g = jax.lax.all_gather(b, "x", tiled=True)[: b.shape[0]]
+        r = jax.lax.ppermute(b, "x", [(i, (i + 1) % 4) for i in range(4)])
+        t = jax.lax.all_to_all(b, "y", 1, 1, tiled=True)
+        return s + g + r + t
+
+    x = np.arange(64 * 8, dtype=np.float32).reshape(64, 8)
+    with jax.debug.record_collectives() as log:
+        f(x).block_until_ready()
+    sizes = {"x": 4, "y": 2}
+    seen = set()
+    for r in log:
+        n = int(np.prod([sizes[a] for a in r.axes]))
+        assert r.steps == _core.collective_steps(r.name, n), r.name
+        seen.add(r.name)
+    assert {"psum", "all_gather", "ppermute", "all_to_all"} <= {s.replace("_invariant", "") for s in seen}
+
+
+def test_pass_through_primitives_run_no_kernel(tmp_path):
+    """pvary and stop_gradient hand their operand through: the profiler's device tracks
+    show the kernels that ran (the add) and no span for them, and the values are right."""
+    import glob
+    import gzip
+    import json
+
+    import numpy as np
+
+    import meshsim as jax
+    from meshsim.sharding import PartitionSpec as P
+
+    mesh = jax.make_mesh((4,), ("x",))
+
+    @jax.jit
+    @jax.shard_map(mesh=mesh, in_specs=(P("x"), P()), out_specs=P("x"))
+    def f(a, b):
+        return a + jax.lax.stop_gradient(b)  # b is invariant: an implicit pvary makes it varying
+
+    a = np.arange(16, dtype=np.float32)
+    b = np.arange(4, dtype=np.float32) * 10
+    assert "pvary" in str(jax.make_jaxpr(f)(a, b))
+    jax.profiler.start_trace(log_dir=str(tmp_path))
+    out = f(a, b).block_until_ready()
+    jax.profiler.stop_trace()
+    np.testing.assert_array_equal(np.asarray(out), a + np.tile(b, 4))
+    (path,) = glob.glob(str(tmp_path / "plugins" / "profile" / "*" / "*.trace.json.gz"))
+    with gzip.open(path, "rt") as fh:
+        spans = [e["name"] for e in json.load(fh)["traceEvents"] if e["ph"] == "X"]
+    assert "add" in spans
+    assert "pvary" not in spans and "stop_gradient" not in spans
+
+
+def test_collectives_declare_the_instruction_they_lower_to():
+    """Each collective that moves data declares XLA's instruction for it where it is
+    registered (compiled text and the step-time model read it); the others declare none."""
+    want = {"psum": "all-reduce", "psum_invariant": "all-reduce", "pmax": "all-reduce",
+            "pmin": "all-reduce", "unreduced_psum": "all-reduce", "all_gather": "all-gather",
+            "all_gather_invariant": "all-gather", "reduce_scatter": "reduce-scatter",
+            "all_to_all": "all-to-all", "ragged_all_to_all": "ragged-all-to-all",
+            "ppermute": "collective-permute", "pbroadcast": "collective-broadcast"}
+    for name, info in INFO.items():
+        if info["kind"] != "collective":
+            continue
+        instruction = _core.collective_instruction(name)
+        assert instruction == want.get(name), name
+        assert (instruction is not None) == (_core.collective_steps(name, 2) > 0), name
+    with pytest.raises(ValueError, match="'add' is not a collective"):
+        _core.collective_instruction("add")

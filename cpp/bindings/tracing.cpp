@@ -1,5 +1,6 @@
 // Bindings of tracing and programs: bind, trace frames, Tracer, Program.
 #include "convert.h"
+#include "meshsim/ir/xla_instruction.h"
 #include "meshsim/runtime/dispatch.h"
 #include "meshsim/runtime/interpreter.h"
 #include "meshsim/runtime/sharded.h"
@@ -139,6 +140,13 @@ void init_tracing(py::module_& m) {
     const Primitive& p = primitive(name);
     if (!p.comm_steps) fail<ValueError>("'", name, "' is not a collective");
     return n > 1 ? p.comm_steps(n) : int64_t{0};
+  });
+  // The XLA instruction a collective lowers to ("all-reduce", ...), or None
+  // (ir/xla_instruction.h): how compiled text and the step-time model tell
+  // collectives apart without lists of names.
+  m.def("collective_instruction", [](const std::string& name) {
+    if (!primitive(name).is_collective()) fail<ValueError>("'", name, "' is not a collective");
+    return xla_instruction(name);
   });
   m.def("push_trace", &push_trace);
   m.def("pop_trace", &pop_trace);

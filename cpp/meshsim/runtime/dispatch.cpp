@@ -306,12 +306,18 @@ void remember_placement(const ProgramPtr& program, const std::vector<ArrayPtr>& 
 // result), tens of microseconds on a busy 2-core machine, more than such a
 // program takes (a 20-op call on 64x64 arrays: ~27 us of CPU, unchanged from
 // synchronous runs). Its errors are still deferred to when its results are read.
-// A loop may run for any time however small its values: it goes to a stream,
-// so the caller's wait for it can be interrupted.
+// A primitive that calls a sub-program (declared Kind::ControlFlow or
+// Kind::HigherOrder) may run for any time however small the values seen here:
+// a loop's trip count is data, and a branch or a remat's body may hold a loop.
+// Such a program goes to a stream, so the caller's wait for it can be interrupted.
+bool calls_sub_program(const Primitive& prim) {
+  return prim.kind == Kind::ControlFlow || prim.kind == Kind::HigherOrder;
+}
+
 bool runs_inline(const Program& program, const std::vector<int>& devices) {
   if (devices.size() != 1) return false;
   for (const Equation& e : program.eqns)
-    if (e.prim->array_kernel || e.prim->name == "while" || e.prim->name == "scan") return false;
+    if (e.prim->kind == Kind::Global || calls_sub_program(*e.prim)) return false;
   for (const Aval& a : program.avals)
     if (a.mesh || num_elements(a.shape) > (int64_t{1} << 16)) return false;
   return true;

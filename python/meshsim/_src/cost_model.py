@@ -86,24 +86,6 @@ def _hardware(hardware) -> Hardware:
                          f"one of {sorted(HARDWARE)}") from None
 
 
-# Abstract compilation (step_time.py) has no run-time operands, so it still
-# names the ring steps here; recorded runs take them from each collective's
-# communication model (Primitive::comm).
-_ALL_REDUCES = {"psum", "psum_invariant", "pmax", "pmin"}
-_ONE_STEP = {"ppermute", "pbroadcast", "ragged_all_to_all"}
-
-
-def ring_steps(name: str, n: int) -> int:
-    """Latency terms of a collective over a group of n devices (ring schedules)."""
-    if n <= 1:
-        return 0
-    if name in _ALL_REDUCES:
-        return 2 * (n - 1)
-    if name in _ONE_STEP:
-        return 1
-    return n - 1
-
-
 def collective_time(hw: Hardware, steps: int, axes: tuple, group: tuple, bytes_moved: float):
     """Predicted seconds of one collective on one device taking `steps`
     latency terms: (time, link name)."""

@@ -180,7 +180,7 @@ class Compiled(Stage):
         if collectives:
             lines.append("// collectives, per device:")
         for c in collectives:
-            kind = _HLO_COLLECTIVE_NAMES.get(c.name, c.name)
+            kind = _core.collective_instruction(c.name) or c.name
             groups = c.replica_groups().tolist()
             lines.append(f"//   {kind}({np.dtype(c.dtype).name if c.dtype is not None else ''}) "
                          f"over {','.join(c.axes)}: replica_groups={groups}, "
@@ -239,12 +239,6 @@ class Compiled(Stage):
         outs = self._program.run(leaves)
         return tree_util.tree_unflatten(self.out_tree, outs)
 
-
-_HLO_COLLECTIVE_NAMES = {"psum": "all-reduce", "psum_invariant": "all-reduce", "pmax": "all-reduce",
-                         "pmin": "all-reduce", "all_gather_invariant": "all-gather",
-                         "all_gather": "all-gather", "psum_scatter": "reduce-scatter",
-                         "reduce_scatter": "reduce-scatter", "all_to_all": "all-to-all",
-                         "ppermute": "collective-permute"}
 
 Wrapped = None  # set by `meshsim.stages` to the jit wrapper's class
 

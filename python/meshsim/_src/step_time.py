@@ -24,7 +24,9 @@ Compute, per primitive (a roofline with achievable, not peak, rates):
   idles the rest (wave quantisation). TPUs pad the contraction and the output
   columns to the MXU's size and stream the rows.
 
-Communication, per collective (its ring bytes per device from the analysis):
+Communication, per collective (its ring bytes per device from the analysis;
+its steps and XLA instruction as the primitive declares them,
+`_core.collective_steps` and `_core.collective_instruction`):
   - NVLink through NVSwitch (a GPU node): NCCL's ring (Simple protocol); time
     = steps * (alpha + min(slice, NCCL_CHUNK) / B) + bytes / B, B = NVLink
     one-way bandwidth *
@@ -68,6 +70,7 @@ import math
 
 import numpy as np
 
+from meshsim import _core
 from meshsim._src import cost_model
 
 MATMUL_EFFICIENCY = {"gpu": 0.85, "tpu": 0.85}
@@ -82,8 +85,6 @@ NCCL_LL128_ALPHA = 3e-6
 NCCL_LL128_EFFICIENCY = 120 / 128
 NCCL_LL128_MAX_SLICE = 512 * 1024
 NETWORK_EFFICIENCY = 0.9
-
-_ALL_REDUCES = {"psum", "psum_invariant", "pmax", "pmin"}
 
 
 def _dtype_name(dtype) -> str:
@@ -153,19 +154,14 @@ def compute_time(chip, op, as_dtype=None):
     return t_memory + overhead, "memory"
 
 
-def ring_steps(name: str, n: int) -> int:
-    return cost_model.ring_steps(name, n)
-
-
 def _gpu_collective(topo, c, groups, sent) -> tuple:
     links = topo.links
     n = c.group_size
     nodes = groups // links.devices_per_node
     spans_nodes = bool((nodes.min(axis=1) != nodes.max(axis=1)).any())
-    if c.name == "all_to_all" or c.name == "ragged_all_to_all":
-        steps = 1
-    else:
-        steps = ring_steps(c.name, n)
+    instruction = _core.collective_instruction(c.name)
+    # NCCL runs an all-to-all as one group of direct sends; everything else as declared.
+    steps = 1 if instruction == "all-to-all" else _core.collective_steps(c.name, n)
     if not spans_nodes:
         bw = links.link_bandwidth * NCCL_BUS_EFFICIENCY
         step_slice = sent / steps if steps else 0.0
@@ -178,7 +174,7 @@ def _gpu_collective(topo, c, groups, sent) -> tuple:
     bw = links.network_bandwidth * NETWORK_EFFICIENCY
     slice_ = min(sent / steps, NCCL_CHUNK) if steps else 0.0
     ring = steps * (links.network_latency + NCCL_ALPHA + slice_ / bw) + sent / bw
-    if c.name in _ALL_REDUCES:
+    if instruction == "all-reduce":
         tree_steps = 2 * math.ceil(math.log2(n))
         tree = tree_steps * (links.network_latency + NCCL_ALPHA) + sent / bw
         return min(ring, tree), "network"
@@ -196,7 +192,7 @@ def _tpu_collective(topo, c, groups, sent) -> tuple:
     for d in spanned:
         wraps = topo.wraps(d, extents[d])
         bandwidth += links.link_bandwidth * (2 if wraps else 1)
-        per_ring = ring_steps(c.name, extents[d])
+        per_ring = _core.collective_steps(c.name, extents[d])
         hops += per_ring // 2 if wraps else per_ring
     return hops * links.link_latency + sent / bandwidth, "ici"
 

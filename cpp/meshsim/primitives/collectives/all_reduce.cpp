@@ -194,10 +194,11 @@ Value transpose_plain_psum(const Value& ct, const Params& p) {
 // A ring all-reduce (reduce-scatter then all-gather): each device sends and
 // receives 2(n-1)/n of each operand in 2(n-1) steps.
 Primitive& with_ring_all_reduce(Primitive& p) {
-  return with_ring_comm(
+  with_ring_comm(
       p, [](const Params& params) { return axes_param(params); }, false,
       [](int64_t in, int64_t, int64_t n) { return 2 * in / n * (n - 1); },
       [](int64_t n) { return 2 * (n - 1); });
+  return lowers_to(p, "all-reduce");
 }
 
 // A free cast among manual types (JAX's vary_unreduced_cast, reduced_vary_cast,

@@ -251,6 +251,7 @@ void register_all_to_all_primitives() {
   with_ring_comm(all_to_all, axis_names_param, true,
                               [](int64_t in, int64_t, int64_t n) { return in / n * (n - 1); },
                               [](int64_t n) { return n - 1; });
+  lowers_to(all_to_all, "all-to-all");
   all_to_all.abstract_eval = all_to_all_eval;
   all_to_all.vma_rule = [](const Avals& in, const Params& p) {
     return collective_vma("all_to_all", in[0], axis_names_param(p));
@@ -268,6 +269,7 @@ void register_all_to_all_primitives() {
   ragged.comm_steps = [](int64_t) { return int64_t{1}; };  // every device sends its chunks at once
   // From the types alone: at most the output buffer's share for the others.
   ragged.comm_bytes = [](const Avals&, const Avals& out, int64_t n) { return nbytes(out[0]) * (n - 1) / n; };
+  lowers_to(ragged, "ragged-all-to-all");
   ragged.abstract_eval = ragged_all_to_all_eval;
   ragged.vma_rule = [](const Avals& in, const Params& p) {
     if (!vma_checking()) return AxisNames{};

@@ -11,6 +11,7 @@
 
 #include "meshsim/ir/ops.h"
 #include "meshsim/ir/primitive.h"
+#include "meshsim/ir/xla_instruction.h"
 #include "meshsim/runtime/mesh_executor.h"
 
 namespace meshsim {

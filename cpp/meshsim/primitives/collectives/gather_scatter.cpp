@@ -17,8 +17,9 @@ namespace {
 // Ring schedules over the replica groups: n-1 steps, each device receiving
 // the n-1 blocks it lacks.
 Primitive& with_gather_comm(Primitive& p) {
-  return with_ring_comm(p, axis_names_param, true, [](int64_t in, int64_t, int64_t n) { return in * (n - 1); },
-                   [](int64_t n) { return n - 1; });
+  with_ring_comm(p, axis_names_param, true, [](int64_t in, int64_t, int64_t n) { return in * (n - 1); },
+                 [](int64_t n) { return n - 1; });
+  return lowers_to(p, "all-gather");
 }
 
 // --- all_gather / all_gather_invariant --------------------------------------
@@ -253,6 +254,7 @@ void register_gather_scatter_primitives() {
   with_ring_comm(reduce_scatter, axis_names_param, true,
                                   [](int64_t, int64_t out, int64_t n) { return out * (n - 1); },
                                   [](int64_t n) { return n - 1; });
+  lowers_to(reduce_scatter, "reduce-scatter");
   reduce_scatter.abstract_eval = reduce_scatter_eval;
   reduce_scatter.vma_rule = [](const Avals& in, const Params& p) {
     return collective_vma("reduce_scatter", in[0], axis_names_param(p));

@@ -115,6 +115,7 @@ void register_permute_primitives() {
   ppermute.comm = ppermute_traffic;
   ppermute.comm_steps = [](int64_t) { return int64_t{1}; };  // every pair exchanges at once
   ppermute.comm_bytes = [](const Avals& in, const Avals&, int64_t) { return nbytes(in[0]); };
+  lowers_to(ppermute, "collective-permute");
   ppermute.abstract_eval = [](const Avals& in, const Params& p) {
     const AxisNames axes = axis_names_param(p);
     perm_pairs(p, axes, bound_axis_size(axes, "ppermute"));
@@ -134,6 +135,7 @@ void register_permute_primitives() {
   // Counted as every member receiving the source's block in one step.
   with_ring_comm(pbroadcast, axis_names_param, false, [](int64_t in, int64_t, int64_t) { return in; },
                               [](int64_t) { return 1; });
+  lowers_to(pbroadcast, "collective-broadcast");
   pbroadcast.abstract_eval = [](const Avals& in, const Params& p) {
     const AxisNames axes = axis_names_param(p);
     const int64_t n = bound_axis_size(axes, "pbroadcast"), source = p.get<int64_t>("source");
