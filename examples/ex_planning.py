@@ -49,6 +49,7 @@ class GPTConfig:
     microbatch: int | None = None  # with pp > 1: examples per microbatch
     recompute: str = "full"  # "full" or "selective"
     sequence_parallel: bool = False
+    schedule: str = "gpipe"  # with pp > 1: "gpipe" or "1f1b" (full recomputation only)
 
 
 GPT_22B = GPTConfig(layers=48, hidden=6144, heads=64, seq=2048, batch=4)
@@ -75,7 +76,7 @@ def _global_max(lax, logits):
     """The row maxima of vocabulary-parallel logits, a constant for autodiff
     (gathered rather than pmax'd: that is differentiable everywhere)."""
     local = lax.stop_gradient(logits.max(axis=-1, keepdims=True))
-    return lax.stop_gradient(lax.all_gather_invariant(local, "tp").max(axis=0))
+    return lax.stop_gradient(lax.all_gather(local, "tp", to="invarying").max(axis=0))
 
 
 def _rerun_whole(jax, layer):
@@ -191,14 +192,14 @@ def gpt_step(jax, cfg: GPTConfig, mesh, dtype=None, param_dtype=np.float32):
             # Parameters replicated over "tp" meet sequence shards: cast them to
             # varying once, so their gradients are all-reduced once per step
             # (the cast's transpose) rather than as activation-sized sums.
-            params = {group: {k: lax.pvary(v, "tp") if k in replicated else v
+            params = {group: {k: lax.pcast(v, "tp", to="varying") if k in replicated else v
                               for k, v in ps.items()} for group, ps in params.items()}
         if cfg.pp == 1:
             return head_loss(stack(x, params["layers"]), params["head"], targets)
         return pipeline_loss(params, x, targets)
 
-    def send_to_next_stage(out):
-        perm = [(i, i + 1) for i in range(cfg.pp - 1)]
+    def send_to_next_stage(out, backward=False):
+        perm = [(i + 1, i) if backward else (i, i + 1) for i in range(cfg.pp - 1)]
         if sp:  # already a sequence shard per tensor-parallel rank
             return lax.ppermute(out, "pp", perm)
         # Megatron's scatter/gather (Narayanan et al. 2021, section 4.1): each
@@ -206,7 +207,7 @@ def gpt_step(jax, cfg: GPTConfig, mesh, dtype=None, param_dtype=np.float32):
         # over the network, which all-gathers them over NVLink.
         chunk = out.shape[1] // tp
         mine = lax.dynamic_slice_in_dim(out, lax.axis_index("tp") * chunk, chunk, axis=1)
-        return lax.all_gather_invariant(lax.ppermute(mine, "pp", perm), "tp", axis=1, tiled=True)
+        return lax.all_gather(lax.ppermute(mine, "pp", perm), "tp", axis=1, tiled=True, to="invarying")
 
     def pipeline_loss(params, xs, targets):
         """GPipe-style schedule: microbatch i enters stage 0 at step i."""
@@ -214,7 +215,7 @@ def gpt_step(jax, cfg: GPTConfig, mesh, dtype=None, param_dtype=np.float32):
         stage = lax.axis_index("pp")
         # The head's parameters (replicated over "pp") are cast to varying once,
         # outside the loop, so their gradients are summed over "pp" once.
-        params = {**params, "head": jax.tree.map(lambda v: lax.pvary(v, "pp"), params["head"])}
+        params = {**params, "head": jax.tree.map(lambda v: lax.pcast(v, "pp", to="varying"), params["head"])}
         last = cfg.pp - 1
 
         def step(state, t):
@@ -224,18 +225,116 @@ def gpt_step(jax, cfg: GPTConfig, mesh, dtype=None, param_dtype=np.float32):
             j = jnp.clip(t - last, 0, nmb - 1)
             target = lax.dynamic_index_in_dim(targets, j, keepdims=False)
             loss = lax.cond(stage == last, lambda o: head_loss(o, params["head"], target),
-                            lambda o: lax.pvary(jnp.zeros((), jnp.float32), "pp"), out)
+                            lambda o: lax.pcast(jnp.zeros((), jnp.float32), "pp", to="varying"), out)
             loss = jnp.where(t >= last, loss, 0.0)
             return send_to_next_stage(out), loss
 
-        state = lax.pvary(jnp.zeros_like(xs[0]), "pp")  # each stage's own activations
+        state = lax.pcast(jnp.zeros_like(xs[0]), "pp", to="varying")  # each stage's own activations
         _, losses = lax.scan(step, state, jnp.arange(nmb + last))
         return lax.psum(losses.sum(), "pp") / nmb
 
+    def one_f_one_b(params, xs, targets):
+        """Megatron-LM's 1F1B schedule (Narayanan et al. 2021), in lock step: at tick
+        t stage s runs the forward of microbatch t - s and the backward of microbatch
+        t - 2(p - 1) + s, so the last stage runs each microbatch's backward right
+        after its forward. The p - 1 warm-up ticks run forwards only, the p - 1
+        cool-down ticks backwards only: every stage runs m + p - 1 forwards and
+        backwards (GPipe's bubble) but holds at most 2p - 1 microbatches' layer inputs
+        (full recomputation's checkpoints) rather than m. Each layer's backward first
+        reruns its forward (`jax.vjp`), and weight gradients are summed into float32
+        accumulators as they are computed (Megatron's fused gradient accumulation
+        into `main_grad`). Returns the mean loss and the float32 gradients."""
+        m, last = xs.shape[0], cfg.pp - 1
+        slots = 2 * cfg.pp - 1
+        stage = lax.axis_index("pp")
+        half = _cast(jax, params, dtype)  # the half-precision copy, shared by the microbatches
+        layers, head = half["layers"], half["head"]
+
+        def forward(x):
+            return lax.scan(lambda x, p: (block(x, p), x), x, layers)  # (output, layer inputs)
+
+        def backward(inputs, ct, acc):
+            def one(ct, layer):
+                x, p, acc_p = layer
+                out, pullback = jax.vjp(block, x, p)
+                _, ct = lax.optimization_barrier((out, ct))  # the rerun forward, as Megatron's
+                dx, dp = pullback(ct)
+                return dx, jax.tree.map(lambda a, g: a + g.astype(a.dtype), acc_p, dp)
+            return lax.scan(one, ct, (inputs, layers, acc), reverse=True)
+
+        def head_step(out, target, loss, acc_head):
+            mb_loss, (dout, dhead) = jax.value_and_grad(
+                lambda o, h: head_loss(o, h, target) / m, argnums=(0, 1))(out, head)
+            return loss + mb_loss, dout, jax.tree.map(lambda a, g: a + g.astype(a.dtype),
+                                                      acc_head, dhead)
+
+        def no_head(out, target, loss, acc_head):
+            return loss, jnp.zeros_like(out), acc_head
+
+        def no_backward(inputs, ct, acc):
+            return jnp.zeros_like(ct), acc
+
+        def tick(state, t, forwards, backwards):
+            fwd_in, bwd_in, stash, acc, acc_head, loss = state
+            dout = None
+            if forwards:
+                f = t - stage
+                x = jnp.where(stage == 0, lax.dynamic_index_in_dim(
+                    xs, jnp.clip(f, 0, m - 1), keepdims=False), fwd_in)
+                out, inputs = forward(x)
+                stash = lax.dynamic_update_index_in_dim(stash, inputs, f % slots, 0)
+                target = lax.dynamic_index_in_dim(targets, jnp.clip(f, 0, m - 1), keepdims=False)
+                loss, dout, acc_head = lax.cond((stage == last) & (f >= 0) & (f < m), head_step,
+                                                no_head, out, target, loss, acc_head)
+                fwd_in = send_to_next_stage(out)
+            if backwards:
+                b = t - 2 * last + stage
+                ct = bwd_in if dout is None else jnp.where(stage == last, dout, bwd_in)
+                inputs = lax.dynamic_index_in_dim(stash, b % slots, keepdims=False)
+                dx, acc = lax.cond((b >= 0) & (b < m), backward, no_backward, inputs, ct, acc)
+                bwd_in = send_to_next_stage(dx, backward=True)
+            return (fwd_in, bwd_in, stash, acc, acc_head, loss), None
+
+        act = lax.pcast(jnp.zeros_like(xs[0]), "pp", to="varying")  # each stage's own activations
+        stash = jnp.zeros((slots, cfg.layers // cfg.pp) + act.shape, act.dtype)
+        stash = lax.pcast(stash, ("pp", "tp") if sp else "pp", to="varying")
+        zeros = lambda tree: jax.tree.map(jnp.zeros_like, tree)  # noqa: E731
+        state = (act, act, stash, zeros(params["layers"]), zeros(params["head"]),
+                 lax.pcast(jnp.zeros((), jnp.float32), "pp", to="varying"))
+        for first, end, forwards, backwards in ((0, last, True, False), (last, m + last, True, True),
+                                                 (m + last, m + 2 * last, False, True)):
+            state, _ = lax.scan(lambda s, t, fw=forwards, bw=backwards: tick(s, t, fw, bw),
+                                state, jnp.arange(first, end))
+        *_, acc, acc_head, loss = state
+        return lax.psum(loss, "pp"), {"layers": acc, "head": acc_head}
+
+    def one_f_one_b_grads(params, xs, targets):
+        """(loss, gradients) of the pipelined program by the 1F1B schedule: its
+        parameters replicated over an axis are cast to varying first and their
+        gradients summed over it once (what autodiff does with the casts)."""
+        varying = {"head": set(params["head"]) | ({"lnf_g", "lnf_b"} if sp else set()),
+                   "layers": set(replicated) & set(params["layers"]) if sp else set()}
+
+        def axes(group, k):
+            return ("pp",) * (group == "head") + ("tp",) * (sp and k in replicated)
+        cast = {group: {k: lax.pcast(v, axes(group, k), to="varying") if k in varying[group]
+                        else v for k, v in ps.items()} for group, ps in params.items()}
+        loss, grads = one_f_one_b(cast, xs, targets)
+        return loss, {group: {k: lax.psum(g, axes(group, k)) if k in varying[group] else g
+                              for k, g in gs.items()} for group, gs in grads.items()}
+
     def train_step(params, opt_m, opt_v, x, targets):
-        loss, grads = jax.value_and_grad(loss_fn)(params, x, targets)
+        if cfg.pp > 1 and cfg.schedule == "1f1b":
+            loss, grads = one_f_one_b_grads(params, x, targets)
+        else:
+            loss, grads = jax.value_and_grad(loss_fn)(params, x, targets)
         params, opt_m, opt_v = _adam(jax, params, grads, opt_m, opt_v)
         return loss, params, opt_m, opt_v
+
+    if cfg.schedule not in ("gpipe", "1f1b"):
+        raise ValueError(f"schedule must be 'gpipe' or '1f1b', got {cfg.schedule!r}")
+    if cfg.schedule == "1f1b" and cfg.recompute != "full":
+        raise ValueError("the 1F1B program stashes layer inputs: it needs recompute='full'")
 
     # Global shapes and specs.
     L = cfg.layers
@@ -373,3 +472,87 @@ def llama_step(jax, cfg: LlamaConfig, mesh, dtype=None, param_dtype=np.float32):
     args = (params, params, params, sds((cfg.batch, cfg.seq, h), x_spec, dtype),
             sds((cfg.batch, cfg.seq), t_spec, np.int32))
     return step, args
+
+
+# A small GPT run for real on the simulated devices: the loss against a NumPy
+# forward pass, and the 1F1B schedule's hand-scheduled gradients (seen through
+# Adam's update) against autodiff's, pipelined by GPipe and not pipelined.
+TINY_GPT = GPTConfig(layers=4, hidden=16, heads=4, seq=8, batch=4, vocab=32, tp=2)
+
+
+def _numpy_gpt_loss(params, x, targets, cfg: GPTConfig) -> float:
+    def norm(x, g, b):
+        mu = x.mean(-1, keepdims=True)
+        return (x - mu) / np.sqrt(((x - mu) ** 2).mean(-1, keepdims=True) + 1e-5) * g + b
+
+    def gelu(x):  # the tanh form (jax.nn.gelu's default)
+        return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+    p = {k: np.asarray(v, np.float64) for k, v in params["layers"].items()}
+    b, s, h = x.shape
+    nh, dh = cfg.heads, cfg.hidden // cfg.heads
+    causal = np.tril(np.ones((s, s), bool))
+    for i in range(cfg.layers):
+        a = norm(x, p["ln1_g"][i], p["ln1_b"][i])
+        qkv = (a @ p["wqkv"][i] + p["bqkv"][i]).reshape(b, s, 3, nh, dh)
+        # Column-parallel QKV: each tensor-parallel rank's columns hold its heads' q, k, v.
+        qkv = qkv.reshape(b, s, cfg.tp, 3, nh // cfg.tp, dh)
+        q, k, v = (qkv[:, :, :, j].reshape(b, s, nh, dh) for j in range(3))
+        scores = np.einsum("bqnd,bknd->bnqk", q, k) / np.sqrt(dh)
+        scores = np.where(causal, scores, -1e9)
+        probs = np.exp(scores - scores.max(-1, keepdims=True))
+        probs /= probs.sum(-1, keepdims=True)
+        ctx = np.einsum("bnqk,bknd->bqnd", probs, v).reshape(b, s, h)
+        x = x + ctx @ p["wo"][i] + p["bo"][i]
+        a = norm(x, p["ln2_g"][i], p["ln2_b"][i])
+        x = x + gelu(a @ p["w1"][i] + p["b1"][i]) @ p["w2"][i] + p["b2"][i]
+    head = {k: np.asarray(v, np.float64) for k, v in params["head"].items()}
+    logits = norm(x, head["lnf_g"], head["lnf_b"]) @ head["emb"].T
+    m = logits.max(-1, keepdims=True)
+    logz = np.log(np.exp(logits - m).sum(-1)) + m[..., 0]
+    picked = np.take_along_axis(logits, targets[..., None], -1)[..., 0]
+    return float((logz - picked).mean())
+
+
+def _tiny_inputs(jax, args, cfg):
+    """Random parameters and data, Adam's moments at zero (so the updated first
+    moment is a tenth of the gradient)."""
+    rng = np.random.default_rng(15)
+
+    def one(a, zero=False):
+        if np.dtype(a.dtype) == np.int32:
+            value = rng.integers(0, cfg.vocab, a.shape).astype(np.int32)
+        else:
+            value = np.zeros(a.shape, a.dtype) if zero else \
+                (rng.standard_normal(a.shape) * 0.3).astype(a.dtype)
+        return jax.device_put(value, a.sharding)
+    params, opt_m, opt_v, x, targets = args
+    zeros = [jax.tree.map(lambda a: one(a, zero=True), t) for t in (opt_m, opt_v)]
+    return (jax.tree.map(one, params), *zeros, one(x), one(targets))
+
+
+def run():
+    import meshsim as jax
+    checks = []
+    grads = {}
+    for name, pp, schedule in (("unpipelined", 1, "gpipe"), ("gpipe", 2, "gpipe"),
+                               ("1f1b", 2, "1f1b")):
+        cfg = dataclasses.replace(TINY_GPT, pp=pp, microbatch=1 if pp > 1 else None,
+                                  schedule=schedule)
+        mesh = jax.make_mesh((2, 2), ("pp", "tp"), devices=jax.devices()[:4]) if pp > 1 else \
+            jax.make_mesh((2,), ("tp",), devices=jax.devices()[:2])
+        step, args = gpt_step(jax, cfg, mesh, dtype=np.float32)
+        inputs = _tiny_inputs(jax, args, cfg)
+        start = jax.tree.map(np.asarray, inputs[0])  # (the step's arguments are donated)
+        x, targets = (np.asarray(a) for a in inputs[3:])
+        loss, _, opt_m, _ = step(*inputs)
+        if pp > 1:  # microbatches back into one batch
+            x, targets = x.reshape((-1,) + x.shape[2:]), targets.reshape((-1,) + targets.shape[2:])
+        reference = _numpy_gpt_loss(start, x.astype(np.float64),
+                                    targets, cfg)
+        checks.append((f"gpt {name} loss", np.asarray(loss), reference))
+        grads[name] = jax.tree.map(lambda m: 10 * np.asarray(m), opt_m)
+    for name in ("gpipe", "1f1b"):  # the same data and loss: the same gradients
+        for group in ("layers", "head"):
+            for k, g in grads[name][group].items():
+                checks.append((f"gpt {name} d{k}", g, grads["unpipelined"][group][k]))
+    return checks

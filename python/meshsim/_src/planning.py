@@ -32,7 +32,9 @@ Liveness follows what XLA's buffer assignment does, approximately:
   peak of its body while it runs (loop carries are updated in place);
 - XLA may place temporaries in the results' buffers before the results are
   written, so `temp` is the peak of live temporaries and results minus the
-  results' size.
+  results' size; a sub-program's temporaries are what is live at its peak
+  besides its results (which its caller counts from the equation on), and a
+  result aliased to a donated argument is written into that argument's buffer.
 It cannot see XLA's operand fusions into dots, its rematerialisation or its
 scheduling, so on CPU `temp_size_in_bytes` differs from JAX's (tests/
 test_stages.py measures by how much); arguments and results are exact."""
@@ -210,16 +212,32 @@ class _Walker:
                             for n, _ in r):
                         fused.add(o)  # a matmul reads its operand in either layout
         # A matmul whose only reader adds it to a value of its size writes the sum
-        # itself (cuBLAS's beta=1 / XLA's GEMM epilogue): accumulation is free.
+        # itself (cuBLAS's beta=1 / XLA's GEMM epilogue): accumulation is free. Its
+        # result may reach the add through a change of layout (the matmul writes
+        # that layout) and a widening cast (the matmul accumulates in float32 and
+        # writes float32: Megatron-LM's gradient accumulation into `main_grad`).
+        def matmul_behind(v) -> tuple:
+            """(matmul equation, values on the way) when `v` is a matmul's only use."""
+            path = []
+            while v in producer and v not in outvars and len(readers.get(v, ())) == 1:
+                path.append(v)
+                j = producer[v]
+                name, ins = eqns[j][0], eqns[j][1]
+                if name == "dot_general":
+                    return j, path
+                if not (name == "transpose" or name in _BITCASTS
+                        or (name == "convert_element_type" and _widens(avals[ins[0]], avals[v]))):
+                    break
+                v = ins[0]
+            return None, path
         epilogue: dict[int, int] = {}  # add equation -> matmul equation
         for k, (name, ins, outs, *_rest) in enumerate(eqns):
             if name in ("add", "add_any") and len(ins) == 2:
                 for v in ins:
-                    j = producer.get(v)
-                    if (j is not None and eqns[j][0] == "dot_general" and v not in outvars
-                            and len(readers.get(v, ())) == 1 and size_of(v) == size_of(outs[0])):
+                    j, path = matmul_behind(v)
+                    if j is not None and size_of(v) == size_of(outs[0]):
                         epilogue[k] = j
-                        fused.add(v)
+                        fused.update(path)
                         break
         # A fused value's readers read what it was computed from.
         source: dict[int, list] = {}
@@ -253,6 +271,8 @@ class _Walker:
             donated_in = {v for v, d in zip(program.invars, donated) if d}
         live = sum(size[v] for v in donated_in)
         owned = {buffer[v] for v in donated_in}  # buffers counted in `live`
+        donated_bufs = sorted(owned)
+        live_results = peak_temps = 0
         peak = live
         op_of_eqn: dict[int, Op] = {}
         op_of_var: dict[int, Op] = {}
@@ -297,17 +317,36 @@ class _Walker:
                     # (through fused operands: a fusion may write over what it reads)
                     reuse = next((b for v in ins for b in sources(v) if b in owned
                                   and last.get(b) == i and size[b] == size[o]), None)
+                elif name in ("scan", "while", "cond"):
+                    # A loop's final state takes over its initial state's buffer, and a
+                    # conditional's result an operand's, when that dies here (updated
+                    # in place).
+                    reuse = next((b for v in _in_place_operands(name, params, ins, outs, o)
+                                  for b in sources(v) if b in owned and last.get(b) == i
+                                  and size[b] == size[o]), None)
+                elif o in outvars:
+                    # A result aliased to a donated argument read last here is written
+                    # into that argument's buffer (XLA's input-output aliasing).
+                    reuse = next((b for b in donated_bufs if b in owned and last.get(b) == i
+                                  and size[b] == size[o]), None)
                 if reuse is not None:
                     owned.discard(reuse)  # o takes over its storage: live does not change
                 else:
                     live += size[o]
                 owned.add(o)
+                if o in outvars:
+                    live_results += size[o]
             peak = max(peak, live + transient)
+            peak_temps = max(peak_temps, live - live_results + transient)
             for b in frees_at.get(i, ()):
                 if b in owned:
                     owned.discard(b)
                     live -= size[b]
         out_bytes = sum(size[v] for v in set(program.outvars) if v not in inputs)
+        if depth > 0:
+            # A sub-program's results are the caller's (live there from the
+            # equation on): its temporaries are what else is live at its peak.
+            return peak_temps, out_bytes
         return max(peak - out_bytes, 0), out_bytes
 
     def _local_cost(self, name, params, in_avals, out_avals, flops, nbytes):
@@ -355,7 +394,8 @@ class _Walker:
                 temp, outs, block = self.program(sub, mesh, count, depth + 1)
                 children.append((block, runs))
                 # A loop body's results are its carries, updated in place.
-                peak = max(peak, temp + (0 if name in ("scan", "while") else outs))
+                # (Its results are the equation's, counted live by the caller.)
+                peak = max(peak, temp)
         return peak, children
 
     def _implicit_collectives(self, op, params, in_avals, out_avals, count, depth) -> Op:
@@ -377,6 +417,24 @@ def _only_matmuls(v, readers, eqns) -> bool:
             if not all(n == "dot_general" for o in outs for n, _ in readers.get(o, [("", 0)])):
                 return False
     return True
+
+
+def _in_place_operands(name, params, ins, outs, o) -> list:
+    """The operands whose buffer result `o` of a loop or conditional may take."""
+    if name == "cond":
+        return ins[1:]
+    k = outs.index(o)
+    if name == "scan":
+        first, carries = int(params["num_consts"]), int(params["num_carry"])
+    else:
+        first, carries = int(params["cond_nconsts"]) + int(params["body_nconsts"]), len(outs)
+    return [ins[first + k]] if k < carries else []
+
+
+def _widens(src, dst) -> bool:
+    """Whether a cast from `src` to `dst` only widens a floating-point type."""
+    a, b = np.dtype(src.dtype), np.dtype(dst.dtype)
+    return (a.kind == "f" or "float" in a.name) and b.kind == "f" and b.itemsize >= a.itemsize
 
 
 def _flops(ops) -> float:
