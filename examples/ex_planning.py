@@ -50,6 +50,7 @@ class GPTConfig:
     recompute: str = "full"  # "full" or "selective"
     sequence_parallel: bool = False
     schedule: str = "gpipe"  # with pp > 1: "gpipe" or "1f1b" (full recomputation only)
+    dp: int = 1  # data-parallel replicas (axis "dp"; the 1F1B program only)
 
 
 GPT_22B = GPTConfig(layers=48, hidden=6144, heads=64, seq=2048, batch=4)
@@ -110,8 +111,8 @@ def _adam(jax, params, grads, m, v, lr=1e-4, b1=0.9, b2=0.95, eps=1e-8):
 
 def gpt_step(jax, cfg: GPTConfig, mesh, dtype=None, param_dtype=np.float32):
     """A Megatron-LM GPT training step (forward, backward, Adam) on `mesh`
-    (axes "tp", and "pp" when cfg.pp > 1), computing in `dtype` (bfloat16 by
-    default) on `param_dtype` parameters."""
+    (axes "tp"; "pp" when cfg.pp > 1 or by the 1F1B program; "dp" when cfg.dp > 1),
+    computing in `dtype` (bfloat16 by default) on `param_dtype` parameters."""
     jnp, lax = jax.numpy, jax.lax
     dtype = jnp.bfloat16 if dtype is None else dtype
     P = jax.sharding.PartitionSpec
@@ -119,6 +120,8 @@ def gpt_step(jax, cfg: GPTConfig, mesh, dtype=None, param_dtype=np.float32):
     dh = h // nh
     sp = cfg.sequence_parallel
     layers_per_stage = cfg.layers // cfg.pp
+    one_f_one_b_program = cfg.schedule == "1f1b"  # (with pp = 1: gradient accumulation)
+    data = ("dp",) if cfg.dp > 1 else ()
 
     def attention_core(q, k, v):
         """Scores, causal softmax and the weighted sum of values."""
@@ -297,34 +300,34 @@ def gpt_step(jax, cfg: GPTConfig, mesh, dtype=None, param_dtype=np.float32):
 
         act = lax.pcast(jnp.zeros_like(xs[0]), "pp", to="varying")  # each stage's own activations
         stash = jnp.zeros((slots, cfg.layers // cfg.pp) + act.shape, act.dtype)
-        stash = lax.pcast(stash, ("pp", "tp") if sp else "pp", to="varying")
+        stash = lax.pcast(stash, ("pp",) + ("tp",) * sp + data, to="varying")
         zeros = lambda tree: jax.tree.map(jnp.zeros_like, tree)  # noqa: E731
         state = (act, act, stash, zeros(params["layers"]), zeros(params["head"]),
-                 lax.pcast(jnp.zeros((), jnp.float32), "pp", to="varying"))
+                 lax.pcast(jnp.zeros((), jnp.float32), ("pp",) + data, to="varying"))
         for first, end, forwards, backwards in ((0, last, True, False), (last, m + last, True, True),
                                                  (m + last, m + 2 * last, False, True)):
             state, _ = lax.scan(lambda s, t, fw=forwards, bw=backwards: tick(s, t, fw, bw),
                                 state, jnp.arange(first, end))
         *_, acc, acc_head, loss = state
-        return lax.psum(loss, "pp"), {"layers": acc, "head": acc_head}
+        return lax.psum(loss, ("pp",) + data) / cfg.dp, {"layers": acc, "head": acc_head}
 
     def one_f_one_b_grads(params, xs, targets):
         """(loss, gradients) of the pipelined program by the 1F1B schedule: its
         parameters replicated over an axis are cast to varying first and their
         gradients summed over it once (what autodiff does with the casts)."""
-        varying = {"head": set(params["head"]) | ({"lnf_g", "lnf_b"} if sp else set()),
-                   "layers": set(replicated) & set(params["layers"]) if sp else set()}
-
         def axes(group, k):
-            return ("pp",) * (group == "head") + ("tp",) * (sp and k in replicated)
-        cast = {group: {k: lax.pcast(v, axes(group, k), to="varying") if k in varying[group]
-                        else v for k, v in ps.items()} for group, ps in params.items()}
+            return (("pp",) * (group == "head" and cfg.pp > 1) + ("tp",) * (sp and k in replicated)
+                    + data)
+        cast = {group: {k: lax.pcast(v, axes(group, k), to="varying") if axes(group, k) else v
+                        for k, v in ps.items()} for group, ps in params.items()}
         loss, grads = one_f_one_b(cast, xs, targets)
-        return loss, {group: {k: lax.psum(g, axes(group, k)) if k in varying[group] else g
+        # Data-parallel replicas average their gradients (Megatron-LM's all-reduce of
+        # its float32 main gradients after the last microbatch's backward).
+        return loss, {group: {k: lax.psum(g, axes(group, k)) / cfg.dp if axes(group, k) else g
                               for k, g in gs.items()} for group, gs in grads.items()}
 
     def train_step(params, opt_m, opt_v, x, targets):
-        if cfg.pp > 1 and cfg.schedule == "1f1b":
+        if one_f_one_b_program:
             loss, grads = one_f_one_b_grads(params, x, targets)
         else:
             loss, grads = jax.value_and_grad(loss_fn)(params, x, targets)
@@ -335,10 +338,12 @@ def gpt_step(jax, cfg: GPTConfig, mesh, dtype=None, param_dtype=np.float32):
         raise ValueError(f"schedule must be 'gpipe' or '1f1b', got {cfg.schedule!r}")
     if cfg.schedule == "1f1b" and cfg.recompute != "full":
         raise ValueError("the 1F1B program stashes layer inputs: it needs recompute='full'")
+    if cfg.dp > 1 and not one_f_one_b_program:
+        raise ValueError("data parallelism (dp > 1) is written for schedule='1f1b'")
 
     # Global shapes and specs.
     L = cfg.layers
-    lead = ("pp",) if cfg.pp > 1 else (None,)
+    lead = ("pp",) if cfg.pp > 1 or one_f_one_b_program else (None,)
     shapes = {
         "ln1_g": ((L, h), P(*lead, None)), "ln1_b": ((L, h), P(*lead, None)),
         "wqkv": ((L, h, 3 * h), P(*lead, None, "tp")), "bqkv": ((L, 3 * h), P(*lead, "tp")),
@@ -352,13 +357,15 @@ def gpt_step(jax, cfg: GPTConfig, mesh, dtype=None, param_dtype=np.float32):
     param_specs = {"layers": {k: s for k, (_, s) in shapes.items()},
                    "head": {k: s for k, (_, s) in head.items()}}
     seq_spec = "tp" if sp else None
-    if cfg.pp == 1:
+    if cfg.pp == 1 and not one_f_one_b_program:
         x_shape, t_shape = (cfg.batch, cfg.seq, h), (cfg.batch, cfg.seq)
         x_spec, t_spec = P(None, seq_spec, None), P(None, None)
-    else:
-        nmb = cfg.batch // cfg.microbatch
-        x_shape, t_shape = (nmb, cfg.microbatch, cfg.seq, h), (nmb, cfg.microbatch, cfg.seq)
-        x_spec, t_spec = P(None, None, seq_spec, None), P(None, None, None)
+    else:  # microbatches of `microbatch` examples per data-parallel replica
+        nmb = cfg.batch // (cfg.microbatch * cfg.dp)
+        rows = cfg.microbatch * cfg.dp
+        x_shape, t_shape = (nmb, rows, cfg.seq, h), (nmb, rows, cfg.seq)
+        replica = "dp" if cfg.dp > 1 else None
+        x_spec, t_spec = P(None, replica, seq_spec, None), P(None, replica, None)
     in_specs = (param_specs, param_specs, param_specs, x_spec, t_spec)
     out_specs = (P(), param_specs, param_specs, param_specs)
     step = jax.jit(jax.shard_map(train_step, mesh=mesh, in_specs=in_specs, out_specs=out_specs),
@@ -534,24 +541,27 @@ def run():
     import meshsim as jax
     checks = []
     grads = {}
-    for name, pp, schedule in (("unpipelined", 1, "gpipe"), ("gpipe", 2, "gpipe"),
-                               ("1f1b", 2, "1f1b")):
-        cfg = dataclasses.replace(TINY_GPT, pp=pp, microbatch=1 if pp > 1 else None,
-                                  schedule=schedule)
-        mesh = jax.make_mesh((2, 2), ("pp", "tp"), devices=jax.devices()[:4]) if pp > 1 else \
-            jax.make_mesh((2,), ("tp",), devices=jax.devices()[:2])
+    for name, dp, pp, schedule in (("unpipelined", 1, 1, "gpipe"), ("gpipe", 1, 2, "gpipe"),
+                                   ("1f1b", 1, 2, "1f1b"), ("1f1b dp", 2, 2, "1f1b"),
+                                   ("accumulated dp", 2, 1, "1f1b")):
+        cfg = dataclasses.replace(TINY_GPT, dp=dp, pp=pp, schedule=schedule,
+                                  microbatch=1 if pp > 1 or dp > 1 else None)
+        if schedule == "1f1b":
+            mesh = jax.make_mesh((dp, pp, 2), ("dp", "pp", "tp"), devices=jax.devices()[:4 * dp])
+        else:
+            mesh = jax.make_mesh((pp, 2), ("pp", "tp"), devices=jax.devices()[:2 * pp])
         step, args = gpt_step(jax, cfg, mesh, dtype=np.float32)
         inputs = _tiny_inputs(jax, args, cfg)
         start = jax.tree.map(np.asarray, inputs[0])  # (the step's arguments are donated)
         x, targets = (np.asarray(a) for a in inputs[3:])
         loss, _, opt_m, _ = step(*inputs)
-        if pp > 1:  # microbatches back into one batch
+        if x.ndim == 4:  # microbatches back into one batch
             x, targets = x.reshape((-1,) + x.shape[2:]), targets.reshape((-1,) + targets.shape[2:])
         reference = _numpy_gpt_loss(start, x.astype(np.float64),
                                     targets, cfg)
         checks.append((f"gpt {name} loss", np.asarray(loss), reference))
         grads[name] = jax.tree.map(lambda m: 10 * np.asarray(m), opt_m)
-    for name in ("gpipe", "1f1b"):  # the same data and loss: the same gradients
+    for name in ("gpipe", "1f1b", "1f1b dp", "accumulated dp"):  # the same data: the same gradients
         for group in ("layers", "head"):
             for k, g in grads[name][group].items():
                 checks.append((f"gpt {name} d{k}", g, grads["unpipelined"][group][k]))

@@ -234,3 +234,52 @@ def test_one_f_one_b_needs_full_recomputation():
                               recompute="selective")
     with pytest.raises(ValueError, match="recompute='full'"):
         ex_planning.gpt_step(jax, cfg, mesh)
+
+
+# Narayanan et al. 2021 ("Efficient Large-Scale Language Model Training on GPU
+# Clusters Using Megatron-LM", SC21), Table 1: weak scaling of GPT models on
+# A100-80GB DGX nodes (8 GPUs on NVSwitch, 8 x 200 Gb/s HDR InfiniBand each),
+# seq 2048, vocab 51200, full recomputation, achieved TFLOP/s per GPU counted as
+# 96 B s l h^2 (1 + s/6h + V/16lh) per step.
+# (billions of parameters, heads, hidden, layers, TP, PP, GPUs, batch, TFLOP/s per GPU)
+MEGATRON_WEAK_SCALING = [
+    (1.7, 24, 2304, 24, 1, 1, 32, 512, 137), (3.6, 32, 3072, 30, 2, 1, 64, 512, 138),
+    (7.5, 32, 4096, 36, 4, 1, 128, 512, 142), (18.4, 48, 6144, 40, 8, 1, 256, 1024, 135),
+    (39.1, 64, 8192, 48, 8, 2, 512, 1536, 138), (76.1, 80, 10240, 60, 8, 4, 1024, 1792, 140),
+    (145.6, 96, 12288, 80, 8, 8, 1536, 2304, 148), (310.1, 128, 16384, 96, 8, 16, 1920, 2160, 155),
+    (529.6, 128, 20480, 105, 8, 35, 2520, 2520, 163),
+    (1008.0, 160, 25600, 128, 8, 64, 3072, 3072, 163)]
+
+
+@pytest.mark.parametrize("row", MEGATRON_WEAK_SCALING, ids=lambda r: f"{r[0]}B")
+def test_megatron_weak_scaling_on_a100(row):
+    # The program: Megatron's tensor parallelism within a node, its 1F1B pipeline
+    # across nodes, data-parallel replicas averaging their float32 gradients with one
+    # all-reduce after the last microbatch (examples/ex_planning.py). The table does
+    # not give microbatch sizes: 1 sequence with a pipeline, 4 without (what fits
+    # beside the optimizer state; gradient accumulation over the rest).
+    billions, heads, h, layers, tp, pp, gpus, batch, published = row
+    dp = gpus // (tp * pp)
+    topo = topologies.get_topology_desc(f"a100-80gb:8x{gpus // 8}")
+    mesh = jax.make_mesh((pp, dp, tp), ("pp", "dp", "tp"), devices=topo.devices)
+    cfg = ex_planning.GPTConfig(layers=layers, hidden=h, heads=heads, seq=2048, batch=batch,
+                                tp=tp, pp=pp, dp=dp, microbatch=1 if pp > 1 else 4,
+                                schedule="1f1b")
+    step, args = ex_planning.gpt_step(jax, cfg, mesh)
+    compiled = step.lower(*args).compile()
+    # The paper's parameter count (biases, norms and position embeddings included).
+    params = 12 * layers * h * h * (1 + 13 / (12 * h) + (cfg.vocab + 2048) / (12 * layers * h))
+    assert params == pytest.approx(billions * 1e9, rel=0.04)
+    est = estimate(compiled, overlap=True)
+    s, V = cfg.seq, cfg.vocab
+    flops = 96 * batch * s * layers * h * h * (1 + s / (6 * h) + V / (16 * layers * h))
+    assert flops / (est.step_time * gpus) == pytest.approx(published * 1e12, rel=0.15)
+    # Data parallelism is one all-reduce of the stage's float32 gradients over "dp",
+    # across nodes (the output layer's, shared by the first and last stages, over
+    # "pp" and "dp" together).
+    dp_sums = [o.collective for o in compiled.analysis.ops
+               if o.collective is not None and o.collective.axes == ("dp",)]
+    stage = args[0]["layers"] if pp > 1 else args[0]
+    local = sum(int(np.prod(a.sharding.shard_shape(a.shape))) * 4 for a in jax.tree.leaves(stage))
+    assert sum(c.bytes_sent * c.count for c in dp_sums) == pytest.approx(
+        2 * (dp - 1) / dp * local, rel=0.01)
