@@ -1,6 +1,7 @@
 """`python -m meshsim script.py [args]` runs a JAX program on meshsim: `import
 jax` (and `jax.numpy`, `jax.sharding`, ...) in the script and in every library it
 imports resolves to meshsim. `python -m meshsim -m module [args]` runs a module."""
+import os
 import runpy
 import sys
 
@@ -21,8 +22,9 @@ def main(argv: list[str]) -> None:
         runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
     else:
         sys.argv = argv
-        sys.path.insert(0, __import__("os").path.dirname(__import__("os").path.abspath(argv[0])))
-        runpy.run_path(argv[0], run_name="__main__")
+        script = os.path.abspath(argv[0])  # as `python script.py` names its frames and __file__
+        sys.path.insert(0, os.path.dirname(script))
+        runpy.run_path(script, run_name="__main__")
 
 
 main(sys.argv[1:])

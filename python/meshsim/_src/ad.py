@@ -69,7 +69,8 @@ class _Linearized:
                 return tuple(result)
         else:
             traced = fun
-        program, captures, out_tree = tracing.trace_flat(traced, self.in_tree, [x.aval for x in leaves])
+        program, captures, out_tree = tracing.trace_flat(traced, self.in_tree,
+                                                         [x.aval for x in leaves], leaves)
         if has_aux:
             self.out_tree, self.aux_tree = tree_util.treedef_children(out_tree)
         else:

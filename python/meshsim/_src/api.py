@@ -271,8 +271,9 @@ class JitWrapped:
         entry = self._cache.get(key)
         if entry is None:
             self._before_tracing(key, leaves)
-            program, out_tree = trace_to_program(self._traced_fun, dyn_args, dyn_kwargs, static,
-                                                 discharge_refs=True)
+            with placement.jit_arguments(leaves, self._sig.describe_leaf(args, kwargs)):
+                program, out_tree = trace_to_program(self._traced_fun, dyn_args, dyn_kwargs,
+                                                     static, discharge_refs=True)
             donated = None
             if self._sig.donate_argnums or self._sig.donate_argnames:
                 donated = usable_donations(program, self._sig.donated_leaf_mask(args, kwargs))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from meshsim._src import core, eager_shard_map, errors
+from meshsim._src import core, eager_shard_map, errors, tracing
 from meshsim._src import dtype_kinds
 
 
@@ -87,6 +87,8 @@ def _concrete_error(kind: str):
     def convert(self, *args, **kwargs):
         # JAX's float() and complex() of such a value still raise.
         value = None if kind in ("__float__", "__complex__") else eager_shard_map.concrete_value(self)
+        if value is None and kind not in ("__float__", "__complex__", "__array__"):
+            value = tracing.known_value(self)  # an eager grad's value, whose primal JAX knows
         if value is not None:
             return getattr(value, kind)(*args, **kwargs)
         if kind == "__bool__":
@@ -126,7 +128,17 @@ def _tracer_repr(self):
     if text is not None:
         return text
     aval = self.aval
-    return f"JitTracer({'~' if aval.weak_type else ''}{aval.str_short()})"
+    depth = tracing.known_depth(self)
+    if depth is None:
+        return f"JitTracer({'~' if aval.weak_type else ''}{aval.str_short()})"
+    value = tracing.known_value(self)
+    text = str(value) if value is not None else \
+        f"JitTracer({'~' if aval.weak_type else ''}{aval.str_short()})"
+    if not dtype_kinds.issubdtype(aval.dtype, np.inexact):
+        return text  # JAX's integer results of a grad's values carry no tangent
+    for _ in range(depth):
+        text = f"GradTracer(primal={text}, typeof(tangent)={aval.str_short(short_dtypes=True)})"
+    return text
 
 
 def _len(self):

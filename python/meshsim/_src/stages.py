@@ -289,15 +289,21 @@ def _local_bytes_of(aval, sharding) -> int:
 
 
 def _sharding_of(aval, given):
-    from meshsim._src.sharding.named_sharding import SingleDeviceSharding, sharding_from_core
+    from meshsim._src.sharding.mesh import AbstractMesh, Mesh
+    from meshsim._src.sharding.named_sharding import (NamedSharding, SingleDeviceSharding,
+                                                      sharding_from_core)
     from meshsim._src import devices as devices_lib
     if given is not None and not isinstance(given, SingleDeviceSharding) and \
             hasattr(given, "spec"):
         return given
     sharding = getattr(aval, "sharding", None)
     if aval.mesh is not None and sharding is not None:
-        return sharding_from_core(sharding) if isinstance(sharding, _core.ShardingCore) \
-            else sharding
+        if isinstance(sharding, _core.ShardingCore):
+            return sharding_from_core(sharding)
+        if isinstance(aval.mesh, _core.MeshCore) and isinstance(sharding.mesh, AbstractMesh):
+            # The type names the abstract mesh; a compiled program runs on the concrete one.
+            return NamedSharding(Mesh.from_core(aval.mesh), sharding.spec)
+        return sharding
     return given if given is not None else SingleDeviceSharding(devices_lib.device(0))
 
 

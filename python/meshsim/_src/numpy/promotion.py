@@ -60,9 +60,11 @@ def broadcast_shapes(*shapes) -> tuple[int, ...]:
 def _convert(x, dtype, weak):
     """`x` as `dtype`. A concrete scalar converts on the host, as JAX converts
     Python and NumPy scalars: a traced program gets the constant itself (a
-    literal, `2.0:f32[]`), not a conversion of it."""
+    literal, `2.0:f32[]`), not a conversion of it. A committed scalar converts where it
+    lives, so that what is computed from it stays there."""
     x = core.asarray_value(x)
-    if isinstance(x, core.Array) and x.ndim == 0 and (x.dtype != dtype or x.weak_type != weak):
+    if isinstance(x, core.Array) and x.ndim == 0 and (x.dtype != dtype or x.weak_type != weak) \
+            and not x.committed:
         return core.Array.from_numpy(x.to_numpy().astype(dtype), weak_type=weak)
     return core.convert_element_type(x, dtype, weak)
 

@@ -521,8 +521,10 @@ def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
 def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     """|a - b| <= atol + rtol * |b|, elementwise (infinities must match exactly)."""
     a, b = _promoted(promote_args_inexact, "isclose")(a, b)
-    rtol = lax.convert_element_type(rtol, a.dtype)
-    atol = lax.convert_element_type(atol, a.dtype)
+    # the tolerances compare with |a - b|, real for complex a
+    real = np.finfo(a.dtype).dtype if a.dtype.kind == "c" else a.dtype
+    rtol = lax.convert_element_type(rtol, real)
+    atol = lax.convert_element_type(atol, real)
     in_range = lax.le(lax.abs(lax.sub(a, b)), lax.add(atol, lax.mul(rtol, lax.abs(b))))
     out = logical_or(lax.eq(a, b), logical_and(isfinite(b), in_range))
     return logical_or(out, logical_and(isnan(a), isnan(b))) if equal_nan else out

@@ -4,6 +4,11 @@ Uncommitted arrays (created without a placement) follow the committed ones; arra
 different devices cannot meet in one computation (JAX's "incompatible devices" error)."""
 from __future__ import annotations
 
+import contextlib
+import inspect
+import sys
+import threading
+
 from meshsim import _core
 from meshsim._src import devices as devices_lib
 
@@ -38,6 +43,51 @@ def committed_device(leaves, describe):
                 f"{ids} on platform CPU and argument {describe(i)} with shape "
                 f"{x.aval.str_short()} and with device ids {_device_ids(x)} on platform CPU")
     return ids[0] if on_device else None
+
+
+_jit_arguments = threading.local()
+
+
+@contextlib.contextmanager
+def jit_arguments(leaves, describe):
+    """While a jitted function is traced for a call with array `leaves`: where its committed
+    arguments live, so that a device_put inside it to other devices fails as in JAX."""
+    first = next((i for i, x in enumerate(leaves) if type(x) is _Array and x.committed), None)
+    outer = getattr(_jit_arguments, "value", None)
+    _jit_arguments.value = None if first is None else (leaves[first], describe(first))
+    try:
+        yield
+    finally:
+        _jit_arguments.value = outer
+
+
+def _caller_location() -> str:
+    """`file:line:column (function)` of the innermost frame outside meshsim, as JAX's
+    messages locate an operation."""
+    frame = sys._getframe(1)
+    while frame is not None and "/meshsim/" in frame.f_code.co_filename.replace("\\", "/"):
+        frame = frame.f_back
+    if frame is None:
+        return "<unknown>"
+    positions = inspect.getframeinfo(frame, context=0).positions
+    column = positions.col_offset if positions and positions.col_offset is not None else 0
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}:{column} ({frame.f_code.co_qualname})"
+
+
+def check_device_put_in_jit(device_ids: list[int]) -> None:
+    """A device_put inside a jitted function may only move values among the devices its
+    committed arguments live on (JAX's "incompatible devices" ValueError)."""
+    known = getattr(_jit_arguments, "value", None)
+    if known is None:
+        return
+    arg, described = known
+    ids = _device_ids(arg)
+    if sorted(device_ids) != sorted(ids):
+        raise ValueError(
+            "Received incompatible devices for jitted computation. Got argument "
+            f"{described} with shape {arg.aval.str_short()} and with device ids {ids} on "
+            f"platform CPU and device_put inside jit with device ids {list(device_ids)} on "
+            f"platform CPU at {_caller_location()}")
 
 
 def place(outs, device_id: int):

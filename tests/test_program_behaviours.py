@@ -1,0 +1,171 @@
+"""Behaviours that JAX programs found in the wild rely on (JAX's documentation on placement and
+autodiff, the scaling book's sharded matmuls), each checked against the installed JAX."""
+import contextlib
+import io
+
+import numpy as np
+import pytest
+
+import meshsim
+
+
+@pytest.fixture(scope="module")
+def libs(real_jax):
+    return meshsim, real_jax
+
+
+def _outcome(case, lib):
+    try:
+        return "ok", case(lib)
+    except Exception as e:  # noqa: BLE001 - the class name and text are compared
+        return type(e).__name__, str(e)
+
+
+def _both(libs, case):
+    ours, theirs = (_outcome(case, lib) for lib in libs)
+    assert ours == theirs
+    return ours
+
+
+def _printed(fn):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        fn()
+    return out.getvalue()
+
+
+# --- placement ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("device", [0, 2])
+@pytest.mark.parametrize("weak", [True, False])
+def test_committed_scalar_keeps_its_mesh_when_combined_with_uncommitted_values(libs, device, weak):
+    def case(jax):
+        full = jax.make_mesh((8,), ("x",))
+        m = jax.make_mesh((1,), ("x",), devices=full.devices[device:device + 1])
+        a = jax.device_put(1.0 if weak else np.float32(1.0),
+                           jax.sharding.NamedSharding(m, jax.P()))
+        rs = [a + jax.numpy.float32(3.0), a * jax.numpy.arange(3.0), jax.numpy.arange(2) - a]
+        return [(str(r.sharding), r.committed, str(jax.typeof(r)), np.asarray(r).tolist())
+                for r in rs]
+
+    _both(libs, case)
+
+
+def test_device_put_inside_jit_to_other_devices_raises_jax_error(libs):
+    def case(jax):
+        P, NamedSharding = jax.P, jax.sharding.NamedSharding
+        full = jax.make_mesh((8,), ("x",))
+        mesh_a = jax.make_mesh((4,), ("x",), devices=full.devices[:4])
+        mesh_b = jax.make_mesh((4,), ("x",), devices=full.devices[4:])
+        xa = jax.device_put(np.arange(8.0, dtype=np.float32), NamedSharding(mesh_a, P("x")))
+
+        @jax.jit
+        def move(x, scale):
+            return jax.device_put(x * scale, NamedSharding(mesh_b, P("x")))
+
+        try:
+            move(xa, 2.0)
+        except ValueError as e:
+            text, where = str(e).split(" at ")
+            assert where.endswith(".move)"), where
+            # uncommitted arguments follow the device_put
+            moved = move(jax.numpy.arange(8.0), 2.0)
+            return text, str(moved.sharding), np.asarray(moved).tolist()
+        return None
+
+    assert _both(libs, case)[1] is not None
+
+
+def test_compiled_output_shardings_name_the_concrete_mesh(libs):
+    def case(jax):
+        mesh = jax.make_mesh((4, 2), ("X", "Y"))
+        with jax.set_mesh(mesh):
+            a = jax.numpy.zeros((8, 16), out_sharding=jax.P("X", "Y"))
+            w = jax.numpy.zeros((16, 32), out_sharding=jax.P("Y", None))
+            f = jax.jit(lambda a, w: jax.numpy.einsum("bd,df->bf", a, w, out_sharding=jax.P("X", None)))
+            c = f.lower(a, w).compile()
+            return repr(c.input_shardings), repr(c.output_shardings), str(c(a, w).sharding)
+
+    _both(libs, case)
+
+
+# --- Python control flow on the values autodiff differentiates ----------------------------------
+
+CONTROL_FLOW = {
+    "if": lambda jnp: lambda x: 2 * x ** 3 if x < 3 else jnp.pi * x,
+    "while": lambda jnp: lambda x: _doubling(x),
+    "int_range": lambda jnp: lambda x: sum(x * i for i in range(int(x))),
+    "index": lambda jnp: lambda x: jnp.arange(5.0)[jnp.int32(x)] * x,
+    "item": lambda jnp: lambda x: x.item() * x,
+    "array_sum": lambda jnp: lambda x: jnp.where(x > 0, x, 0.0).sum() if x.sum() > 2 else x.sum(),
+    "float": lambda jnp: lambda x: float(x) * x,
+    "numpy": lambda jnp: lambda x: np.asarray(x) * x,
+}
+
+
+def _doubling(x):
+    while x < 10.0:
+        x = x * 2
+    return x
+
+
+@pytest.mark.parametrize("name", sorted(CONTROL_FLOW))
+@pytest.mark.parametrize("x", [1.5, 2.0, 4.0])
+def test_grad_and_vjp_of_python_control_flow_on_primal_values(libs, name, x):
+    def case(jax):
+        f = CONTROL_FLOW[name](jax.numpy)
+        arg = jax.numpy.full((3,), x) if name == "array_sum" else x
+        g = jax.grad(lambda v: jax.numpy.sum(f(v)))(arg)
+        y, pullback = jax.vjp(f, arg)
+        return np.asarray(g).tolist(), np.asarray(y).tolist(), \
+            [np.asarray(c).tolist() for c in pullback(jax.numpy.ones_like(y))]
+
+    ours, theirs = (_outcome(case, lib) for lib in libs)
+    assert ours[0] == theirs[0]
+    if ours[0] == "ok":
+        np.testing.assert_allclose(np.asarray(ours[1][0]), np.asarray(theirs[1][0]), rtol=1e-6)
+        assert ours[1][1:] == theirs[1][1:]
+    else:
+        assert ours[1].split("\n")[0] == theirs[1].split("\n")[0]
+
+
+def test_hessian_and_jvp_of_python_control_flow(libs):
+    def case(jax):
+        cubic = lambda x: x ** 3 if x > 0 else x  # noqa: E731
+        return [float(jax.hessian(cubic)(2.0)), float(jax.hessian(cubic)(-2.0)),
+                [float(v) for v in jax.jvp(cubic, (2.0,), (1.0,))]]
+
+    _both(libs, case)
+
+
+def test_printing_values_inside_grad_shows_their_primals(libs):
+    def case(jax):
+        jnp = jax.numpy
+
+        def show(x):
+            print(x)
+            print(repr(x))
+            print(jnp.int32(x[0] if x.ndim else x))
+            return (x * x).sum()
+
+        return _printed(lambda: (jax.grad(show)(jnp.arange(3.0)),
+                                 jax.grad(lambda x: show(x * 2))(3.0),
+                                 jax.jit(jax.grad(show))(3.0),
+                                 jax.value_and_grad(show)(jnp.ones((2, 2), jnp.bfloat16)),
+                                 jax.grad(jax.grad(show))(3.0)))
+
+    _both(libs, case)
+
+
+# --- complex tolerances ------------------------------------------------------------------------
+
+def test_isclose_of_complex_values_compares_real_tolerances(libs):
+    def case(jax):
+        jnp = jax.numpy
+        a = jnp.array([1 + 1j, 2 + 0.5j, np.inf + 0j, np.nan + 1j], jnp.complex64)
+        return [np.asarray(jnp.isclose(a, a + 1e-7)).tolist(), bool(jnp.allclose(a[:2], a[:2] + 1e-7)),
+                np.asarray(jnp.isclose(a, a, equal_nan=True)).tolist(),
+                np.asarray(jnp.isclose(a, 1 + 1j)).tolist(),
+                np.asarray(jnp.isclose(jnp.array([1 + 1j]), jnp.array([1 + 1.00001j]), rtol=0)).tolist()]
+
+    _both(libs, case)
