@@ -5,7 +5,6 @@
 #include <set>
 
 #include "meshsim/core/error.h"
-#include "meshsim/kernels/strided.h"
 
 namespace meshsim {
 

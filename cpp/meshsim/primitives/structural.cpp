@@ -10,7 +10,6 @@
 #include "meshsim/ir/primitive.h"
 #include "meshsim/ir/unreduced.h"
 #include "meshsim/kernels/dispatch.h"
-#include "meshsim/kernels/strided.h"
 #include "meshsim/primitives/families.h"
 #include "meshsim/sharding/factors.h"
 #include "meshsim/sharding/rules.h"
@@ -290,38 +289,6 @@ std::vector<Spec> concatenate_rule(const Avals& in, const Params&, const Avals&)
 }
 
 
-
-// Copies `src` into `dst` (same shape, any strides; dst is a view of a fresh
-// buffer). Trailing dimensions packed in both fold into one memcpy'd run.
-void copy_strided(const Tensor& src, const Tensor& dst) {
-  const Shape& shape = src.shape();
-  if (num_elements(shape) == 0) return;
-  size_t k = shape.size();
-  int64_t run = 1;
-  while (k > 0 && (shape[k - 1] == 1 ||
-                   (src.strides()[k - 1] == run && dst.strides()[k - 1] == run))) {
-    run *= shape[--k];
-  }
-  const Shape outer(shape.begin(), shape.begin() + k);
-  const Strides src_st(src.strides().begin(), src.strides().begin() + k);
-  const Strides dst_st(dst.strides().begin(), dst.strides().begin() + k);
-  const size_t isz = itemsize(src.dtype());
-  if (run > 1 || k == 0) {
-    const char* s = static_cast<const char*>(src.raw());
-    char* d = static_cast<char*>(dst.raw());
-    for_each_offsets<2>(outer, {&src_st, &dst_st}, [&](const std::array<int64_t, 2>& off) {
-      std::memcpy(d + off[1] * isz, s + off[0] * isz, run * isz);
-    });
-    return;
-  }
-  dispatch_word(isz, [&](auto word) {
-    using W = decltype(word);
-    const W* s = static_cast<const W*>(src.raw());
-    W* d = static_cast<W*>(dst.raw());
-    for_each_offsets<2>(outer, {&src_st, &dst_st},
-                        [&](const std::array<int64_t, 2>& off) { d[off[1]] = s[off[0]]; });
-  });
-}
 
 // Fills contiguous `out` with the value of the 0-d tensor `scalar`.
 void fill(Tensor& out, const Tensor& scalar) {
@@ -724,7 +691,7 @@ void concatenate() {
     IntList begin(result.ndim(), 0), end = result.shape(), step(result.ndim(), 1);
     for (const Tensor& x : in) {
       end[dim] = begin[dim] + x.shape()[dim];
-      copy_strided(x, result.slice(begin, end, step));
+      copy_into(x, result.slice(begin, end, step));
       begin[dim] = end[dim];
     }
     return Tensors{result};
@@ -816,7 +783,7 @@ void pad() {
     Tensor result = Tensor::empty(out[0].dtype, out[0].shape);
     fill(result, in[1]);
     if (x.ndim() == 0) {
-      copy_strided(x, result);
+      copy_into(x, result);
       return Tensors{result};
     }
     const IntLists& config = params.get<IntLists>("padding_config");
@@ -837,7 +804,7 @@ void pad() {
       dst_offset += (lo + i0 * gap) * result.strides()[d];
     }
     if (num_elements(kept) > 0)
-      copy_strided(x.slice(first, last, step), result.view(kept, dst_strides, dst_offset));
+      copy_into(x.slice(first, last, step), result.view(kept, dst_strides, dst_offset));
     return Tensors{result};
   };
   register_primitive(std::move(p));
@@ -855,7 +822,7 @@ void copy() {
   };
   p.kernel = [](const Tensors& in, const Params&, const Avals&) {
     Tensor result = Tensor::empty(in[0].dtype(), in[0].shape());
-    copy_strided(in[0], result);
+    copy_into(in[0], result);
     return Tensors{result};
   };
   register_primitive(std::move(p));
