@@ -132,14 +132,14 @@ def asarray_value(x, dtype=None):
         return asarray_value(x.__jax_array__(), dtype)
     if isinstance(x, (list, tuple)):
         if any(is_value(e) for e in _flat(x)):
-            from meshsim._src.numpy import structural
-            return structural.stack([asarray_value(e, dtype) for e in x])
+            if _stack_values is None:
+                raise TypeError("meshsim.numpy is not imported: a list of arrays cannot be stacked")
+            return _stack_values([asarray_value(e, dtype) for e in x])
         if dtype is None and x:
             # JAX's dtype for the leaves (Python scalars are weak: [np.int8(1), 2] is
             # int8), then NumPy's conversion, which raises OverflowError for a
             # Python int out of range ([2**31] with x64 off).
-            from meshsim._src.numpy import promotion
-            dtype = promotion.result_type(*_leaf_kinds(x))[0]
+            dtype = result_type(*_leaf_kinds(x))[0]
     arr = np.asarray(x, dtype=dtype)
     if arr.dtype == object:
         raise TypeError(f"cannot convert {type(x).__name__} to a meshsim array")
@@ -152,6 +152,36 @@ def asarray_value(x, dtype=None):
         arr = arr.astype(target)
     # Copied (as JAX copies): the caller's memory may change later.
     return Array.from_numpy(arr, weak_type=False)
+
+
+# jnp.stack (meshsim._src.numpy.structural installs it at import): a list holding
+# arrays becomes their stack, as jnp.asarray does, without core importing the
+# NumPy layer built on it.
+_stack_values = None
+
+
+def install_value_stacker(stack) -> None:
+    global _stack_values
+    _stack_values = stack
+
+
+def result_type(*args) -> tuple[np.dtype, bool]:
+    """JAX's result dtype and weak-type flag for operands (values, scalars or dtypes)."""
+    dtype, weak = None, False
+    for a in args:
+        if is_value(a):
+            d, w = a.dtype, a.weak_type
+        elif is_python_scalar(a):
+            d, w = python_scalar_dtype(a), not isinstance(a, bool)  # bools are not weak in JAX
+        elif isinstance(a, (np.dtype, type, str)):
+            d, w = canonicalize_dtype(a), False
+        else:
+            d, w = canonicalize_dtype(np.asarray(a).dtype), False
+        if dtype is None:
+            dtype, weak = d, w
+        else:
+            dtype, weak = _core.promote_types(dtype, weak, d, w)
+    return np.dtype(dtype), weak
 
 
 def _flat(xs):

@@ -5,29 +5,13 @@ import numpy as np
 
 import warnings
 
-from meshsim import _core
 from meshsim._src import core
 from meshsim._src.config import config
 from meshsim._src import dtype_kinds
 
 
-def result_type(*args) -> tuple[np.dtype, bool]:
-    """JAX's result dtype and weak-type flag for operands (values, scalars or dtypes)."""
-    dtype, weak = None, False
-    for a in args:
-        if core.is_value(a):
-            d, w = a.dtype, a.weak_type
-        elif core.is_python_scalar(a):
-            d, w = core.python_scalar_dtype(a), not isinstance(a, bool)  # bools are not weak in JAX
-        elif isinstance(a, (np.dtype, type, str)):
-            d, w = core.canonicalize_dtype(a), False
-        else:
-            d, w = core.canonicalize_dtype(np.asarray(a).dtype), False
-        if dtype is None:
-            dtype, weak = d, w
-        else:
-            dtype, weak = _core.promote_types(dtype, weak, d, w)
-    return np.dtype(dtype), weak
+# Defined in core, the layer below, which needs it to convert lists.
+result_type = core.result_type
 
 
 def broadcast_to_shape(x, shape: tuple[int, ...]):

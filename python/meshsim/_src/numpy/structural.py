@@ -742,3 +742,6 @@ def trim_zeros(filt, trim: str = "fb", axis=None):
         stop = host.shape[ax] - int(mask[::-1].argmax()) if "b" in trim.lower() else None
         index.append(slice(start, stop))
     return filt[tuple(index)]
+
+
+core.install_value_stacker(stack)
