@@ -232,7 +232,9 @@ PlanRule reduce_plan(
     plan.reduce_op = op.empty() ? "sum" : op;
     plan.in_specs = {s};
     plan.params = p;
-    plan.out_specs = {spec_of(out[0])};
+    // The blocks' own layout: the result's type (chosen by sharding
+    // propagation, or out_sharding) may split it otherwise; run_local reshards.
+    plan.out_specs = {drop_dims(s, axes)};
     return plan;
   };
 }

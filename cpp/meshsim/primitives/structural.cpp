@@ -271,6 +271,14 @@ std::optional<LocalPlan> reshape_plan(const Avals& in, const Params& p_in, const
       for (size_t m = 1; m < g.parts.size(); ++m) in_spec[k + m].clear();
       k += g.parts.size();
     }
+  } else if (p_in.is_none("out_sharding")) {
+    // The result laid out as JAX's rule lays out the operand's blocks (its
+    // type may differ under sharding propagation: run_local reshards it).
+    try {
+      out[0].spec = reshape_rule(in, p, out)[0];
+    } catch (const ShardingTypeError&) {
+      return std::nullopt;
+    }
   }
   std::optional<LocalPlan> plan = local_shape_plan("new_sizes")(in, p, out);
   plan->in_specs[0] = in_spec;
@@ -400,7 +408,9 @@ void transpose() {
   p.name = "transpose";
   p.ur_rule = keep_operand_ur();
   p.sharding_rule = transpose_rule;
-  p.local_plan = as_is_plan(nullptr);
+  p.local_plan = [](const Avals& in, const Params& p, const Avals& out) -> std::optional<LocalPlan> {
+    return LocalPlan{{spec_of(in[0])}, p, transpose_rule(in, p, out), {}};
+  };
   p.factors = transpose_factors;
   p.batch = [](const BatchArgs& a) {
     Params params = a.params;

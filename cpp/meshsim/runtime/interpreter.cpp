@@ -248,6 +248,20 @@ ArrayPtr retyped(const ArrayPtr& x, const Aval& aval) {
   return std::make_shared<Array>(aval, std::move(s), x->shards());
 }
 
+// `x` moved to the layout the plan gives the operand it is used as (`use`):
+// the collectives XLA inserts there are counted, a replicated use included
+// (the kernels' own fallback gathers operands typed replicated silently).
+ArrayPtr moved_to(const ArrayPtr& x, const Aval& use) {
+  const Sharding& s = *x->sharding();
+  const size_t ndim = use.shape.size();
+  if (!s.mesh || !same_devices(*s.mesh, *use.mesh) || !x->aval().unreduced.empty()) return x;
+  if (pad_spec(s.spec, ndim) == use.spec) return x;
+  Aval typed = x->aval();
+  typed.mesh = use.mesh;
+  typed.spec = explicit_part(use.spec, *use.mesh, ndim);
+  return reshard_array(x, use.mesh, use.spec, typed);
+}
+
 // A program over a mesh with Auto axes, partitioned as propagation says:
 // every equation computes on its operands laid out as the plan says (moving
 // what must move), and its results are laid out as their values' layouts.
@@ -292,8 +306,8 @@ std::vector<ArrayPtr> run_partitioned(const Program& program, const std::vector<
     const bool own_layout = static_cast<bool>(e.prim->array_kernel);
     for (size_t i = 0; i < e.inputs.size(); ++i) {
       const int v = e.inputs[i];
-      arrays.push_back(env[v]);
       ins.push_back(own_layout ? program.avals[v] : laid_out(v, plan->operand[k][i]));
+      arrays.push_back(own_layout ? env[v] : moved_to(env[v], ins.back()));
     }
     for (int v : e.outputs) outs.push_back(own_layout ? program.avals[v] : laid_out(v, plan->value[v]));
     bool dependent = false;

@@ -43,7 +43,29 @@ struct Site {
   FactorMap map;
   std::vector<int> vars;                    // operands, then results
   std::vector<const std::vector<int>*> dims;  // their factor per dimension
+  std::vector<bool> permutation;            // per factor: see add_permutation_factors
 };
+
+// Shardy's permutation factors: a dimension that concatenate or pad changes
+// in size keeps its sharding from operand to result, but the operation
+// needs it whole in the operands (gathered), and its result is sliced
+// locally to the propagated layout, as XLA partitions a concatenate.
+void add_permutation_factors(const Equation& e, const Avals& in, const Avals& out, Site& s) {
+  s.permutation.assign(s.map.num_factors, false);
+  if (e.prim->name != "concatenate" || out.size() != 1) return;
+  const size_t rank = out[0].shape.size();
+  for (size_t d = 0; d < rank; ++d) {
+    if (s.map.out[0][d] != kNoFactor) continue;
+    bool aligned = true;
+    for (size_t i = 0; i < in.size(); ++i)
+      aligned &= in[i].shape.size() == rank && s.map.in[i][d] == kNoFactor;
+    if (!aligned) continue;
+    const int f = s.map.num_factors++;
+    s.permutation.push_back(true);
+    s.map.out[0][d] = f;
+    for (size_t i = 0; i < in.size(); ++i) s.map.in[i][d] = f;
+  }
+}
 
 class Propagator {
  public:
@@ -62,7 +84,8 @@ class Propagator {
       } catch (const std::exception&) {
         map.reset();
       }
-      Site s{&e, map ? std::move(*map) : FactorMap{}, {}, {}};
+      Site s{&e, map ? std::move(*map) : FactorMap{}, {}, {}, {}};
+      if (map) add_permutation_factors(e, in, out, s);
       if (map) {
         for (size_t i = 0; i < e.inputs.size(); ++i) s.vars.push_back(e.inputs[i]), s.dims.push_back(&s.map.in[i]);
         for (size_t j = 0; j < e.outputs.size(); ++j) s.vars.push_back(e.outputs[j]), s.dims.push_back(&s.map.out[j]);
@@ -107,7 +130,7 @@ class Propagator {
           const std::vector<int>& dims = *s.dims[i];
           Spec o(dims.size());
           for (size_t d = 0; d < dims.size(); ++d)
-            if (dims[d] != kNoFactor) o[d] = fs[dims[d]];
+            if (dims[d] != kNoFactor && !s.permutation[dims[d]]) o[d] = fs[dims[d]];
           ops.push_back(std::move(o));
         }
       }

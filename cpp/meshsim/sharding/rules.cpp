@@ -217,14 +217,19 @@ PlanRule elementwise_like() {
 }
 
 // The operand's own layout, the params unchanged: local when `whole` dims
-// (or the checks of the rule) keep every sharded dimension whole.
+// (or the checks of the rule) keep every sharded dimension whole. Results of
+// the operand's rank keep its layout (not for a transpose).
 PlanRule as_is_plan(std::function<bool(const Avals&, const Params&, const Avals&)> local) {
   return [local](const Avals& in, const Params& p, const Avals& out) -> std::optional<LocalPlan> {
     if (local && !local(in, p, out)) return std::nullopt;
     LocalPlan plan;
     for (const Aval& a : in) plan.in_specs.push_back(spec_of(a));
     plan.params = p;
-    for (const Aval& o : out) plan.out_specs.push_back(spec_of(o));
+    // A result of the operand's rank is laid out as the operand is (run_local
+    // then reshards it to its type, which sharding propagation may choose
+    // otherwise, e.g. split along a dim the operation computes whole).
+    for (const Aval& o : out)
+      plan.out_specs.push_back(!in.empty() && o.ndim() == in[0].ndim() ? plan.in_specs[0] : spec_of(o));
     return plan;
   };
 }
