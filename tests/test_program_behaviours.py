@@ -169,3 +169,58 @@ def test_isclose_of_complex_values_compares_real_tolerances(libs):
                 np.asarray(jnp.isclose(jnp.array([1 + 1j]), jnp.array([1 + 1.00001j]), rtol=0)).tolist()]
 
     _both(libs, case)
+
+
+# --- control flow and sub-program calls over Explicit shardings --------------------------------
+
+def _explicit_cases(jax):
+    jnp, lax = jax.numpy, jax.lax
+
+    @jax.custom_vjp
+    def doubled(x):
+        return x * 2
+
+    doubled.defvjp(lambda x: (x * 2, None), lambda r, g: (g * 2,))
+
+    def layers(ws, x):
+        return lax.scan(lambda c, w: (jnp.tanh(c @ w), c.sum()), x, ws)
+
+    return {
+        "fori": lambda x, ws: lax.fori_loop(0, 3, lambda i, c: c * 2 + i, x),
+        "while": lambda x, ws: lax.while_loop(lambda c: jnp.abs(c).sum() < 500, lambda c: c * 2, x),
+        "cond": lambda x, ws: lax.cond(x.sum() > 0, lambda c: c * 2, lambda c: -c, x),
+        "switch": lambda x, ws: lax.switch(1, [lambda c: c, lambda c: c + 1, jnp.sin], x),
+        "scan_layers": lambda x, ws: layers(ws, x),
+        "scan_xs_sharded": lambda x, ws: lax.scan(lambda c, r: (c + r, r * 2), jnp.zeros(4), x),
+        "map_sharded": lambda x, ws: lax.map(lambda r: r * 2, x),
+        "remat": lambda x, ws: jax.checkpoint(lambda y: jnp.sin(y) @ ws[0])(x),
+        "custom_vjp": lambda x, ws: doubled(x),
+        "grad_scan": lambda x, ws: jax.grad(lambda w, v: jnp.sum(layers(w, v)[0] ** 2))(ws, x),
+        "grad_remat": lambda x, ws: jax.grad(lambda v: jax.checkpoint(lambda y: jnp.sin(y).sum())(v))(x),
+        "grad_custom_vjp": lambda x, ws: jax.grad(lambda w, v: (doubled(v) @ w[0]).sum())(ws, x),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_explicit_cases(meshsim)))
+@pytest.mark.parametrize("context", [False, True])
+def test_control_flow_over_explicit_shardings_matches_jax(libs, name, context):
+    def case(jax):
+        mesh = jax.make_mesh((2, 2), ("X", "Y"), devices=jax.devices()[:4])
+        x = jax.device_put(np.linspace(-1, 2, 24, dtype=np.float32).reshape(6, 4),
+                           jax.sharding.NamedSharding(mesh, jax.P("X", None)))
+        ws = jax.device_put(np.stack([np.eye(4, dtype=np.float32) / 2] * 3),
+                            jax.sharding.NamedSharding(mesh, jax.P()))
+        f = jax.jit(_explicit_cases(jax)[name])
+        with (jax.set_mesh(mesh) if context else contextlib.nullcontext()):
+            out = f(x, ws)
+        leaves = jax.tree_util.tree_leaves(out)
+        return [(str(jax.typeof(v)), np.asarray(v)) for v in leaves]
+
+    ours, theirs = (_outcome(case, lib) for lib in libs)
+    assert ours[0] == theirs[0], (ours, theirs)
+    if ours[0] != "ok":
+        assert ours == theirs
+        return
+    assert [t for t, _ in ours[1]] == [t for t, _ in theirs[1]]
+    for (_, a), (_, b) in zip(ours[1], theirs[1]):
+        np.testing.assert_allclose(a, b, rtol=2e-6, atol=1e-6)

@@ -49,6 +49,7 @@ void remat() {
   p.name = "remat2";
   p.factors = call_factors("jaxpr");
   p.local_plan = call_plan("jaxpr");
+  p.sharding_rule = sub_program_specs;
   p.kind = Kind::HigherOrder;
   p.vma_from_abstract_eval = true;
   p.abstract_eval = [](const Avals& in, const Params& params) {
@@ -101,6 +102,7 @@ void custom_vjp_call() {
   p.name = "custom_vjp_call";
   p.factors = call_factors("call_jaxpr");
   p.local_plan = call_plan("call_jaxpr");
+  p.sharding_rule = sub_program_specs;
   p.kind = Kind::HigherOrder;
   p.vma_from_abstract_eval = true;
   p.abstract_eval = [](const Avals& in, const Params& params) {

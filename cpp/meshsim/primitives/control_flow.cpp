@@ -431,6 +431,9 @@ Avals scan_eval(const Avals& in, const Params& params) {
       fail<ValueError>("scan got value with leading axis size ",
                        in[i].shape.empty() ? std::string("()") : std::to_string(in[i].shape[0]),
                        " but length=", s.length);
+    if (in[i].mesh && !explicit_part(in[i].spec, *in[i].mesh, in[i].shape.size())[0].empty())
+      fail<ValueError>("0th dimension of all xs should be replicated. Got ",
+                       spec_repr(explicit_part(in[i].spec, *in[i].mesh, in[i].shape.size())));
     Aval x = in[i];
     x.shape.erase(x.shape.begin());
     if (!x.spec.empty()) x.spec.erase(x.spec.begin());
@@ -731,6 +734,7 @@ void register_control_flow_primitives() {
   cond.vjp_split = cond_vjp;
   cond.factors = cond_factors;
   cond.local_plan = cond_plan;
+  cond.sharding_rule = sub_program_specs;
   register_primitive(std::move(cond));
 
   Primitive loop;
@@ -741,6 +745,7 @@ void register_control_flow_primitives() {
   set_runners(loop, while_run);
   loop.factors = while_factors;
   loop.local_plan = while_plan;
+  loop.sharding_rule = sub_program_specs;
   loop.vjp = [](const VjpArgs&) -> Cotangents {
     fail<ValueError>("Reverse-mode differentiation does not work for lax.while_loop or lax.fori_loop "
                      "with dynamic start/stop values. Try using lax.scan, or using fori_loop with "
@@ -757,6 +762,7 @@ void register_control_flow_primitives() {
   scan.vjp_split = scan_vjp;
   scan.factors = scan_factors;
   scan.local_plan = scan_plan;
+  scan.sharding_rule = sub_program_specs;
   register_primitive(std::move(scan));
 }
 

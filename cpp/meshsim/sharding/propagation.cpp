@@ -491,4 +491,10 @@ PlanRule call_plan(std::string param) {
   };
 }
 
+std::vector<Spec> sub_program_specs(const Avals&, const Params&, const Avals& out) {
+  std::vector<Spec> specs;
+  for (const Aval& o : out) specs.push_back(o.mesh ? o.spec : Spec{});
+  return specs;
+}
+
 }  // namespace meshsim

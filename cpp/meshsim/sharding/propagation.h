@@ -67,4 +67,10 @@ std::optional<ProgramPtr> local_program(const Program& program, const MeshPtr& m
 FactorRule call_factors(std::string param);
 PlanRule call_plan(std::string param);
 
+// The sharding rule of a primitive that calls sub-programs (control flow, remat2,
+// custom_vjp_call): its results have the types abstract_eval took from the
+// sub-program's results, which were traced on the operands' sharded types, as JAX
+// types them.
+std::vector<Spec> sub_program_specs(const Avals& in, const Params& params, const Avals& out);
+
 }  // namespace meshsim
