@@ -135,7 +135,8 @@ void elementwise::register_unary_elementwise_primitives() {
                         d1([](auto& g, auto&, auto& y) { return op::mul(op::mul(c(y, kLn2), g), y); }));
   unary_simd("log", [](auto x) { return xsimd::log(x); }, [](auto x) { return std::log(x); }, kInf,
              d1([](auto& g, auto& x, auto&) { return op::div(g, x); }));
-  unary_simd("log1p", [](auto x) { return xsimd::log1p(x); }, [](auto x) { return log1p_op(x); }, kInf,
+  // xsimd's log1p returns +0 for -0; XLA keeps the zero's sign.
+  unary_simd("log1p", [](auto x) { return xsimd::select(x == decltype(x)(0), x, xsimd::log1p(x)); }, [](auto x) { return log1p_op(x); }, kInf,
              d1([](auto& g, auto& x, auto&) { return op::div(g, op::add(x, c(x, 1.0))); }));
   unary_simd("expm1", [](auto x) { return xsimd::expm1(x); }, [](auto x) { return expm1_op(x); }, 87.0,
              d1([](auto& g, auto&, auto& y) { return op::mul(g, op::add(y, c(y, 1.0))); }));

@@ -216,9 +216,9 @@ template <class T>
 T default_fill() {
   if constexpr (std::is_same_v<T, bool>) return true;
   else if constexpr (std::is_floating_point_v<T>) return std::numeric_limits<T>::quiet_NaN();
-  else if constexpr (is_complex_v<T>) {
-    const auto nan = std::numeric_limits<typename T::value_type>::quiet_NaN();
-    return T(nan, nan);
+  else if constexpr (is_small_float_v<T>) return T(std::numeric_limits<float>::quiet_NaN());
+  else if constexpr (is_complex_v<T>) {  // XLA fills with NaN + 0j
+    return T(std::numeric_limits<typename T::value_type>::quiet_NaN(), 0);
   } else if constexpr (is_int4_v<T>) return T(T::kIsSigned ? T::kMin : T::kMax);
   else if constexpr (std::is_signed_v<T>) return std::numeric_limits<T>::lowest();
   else return std::numeric_limits<T>::max();

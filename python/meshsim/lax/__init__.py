@@ -16,3 +16,5 @@ from meshsim._src.lax.composed import *  # noqa: F401,F403,E402
 from meshsim._src.lax.special import *  # noqa: F401,F403,E402
 from meshsim.lax import linalg  # noqa: F401,E402  (jax.lax.linalg)
 from meshsim._src.lax.implicit_solves import *  # noqa: F401,F403,E402
+from meshsim._src.lax.gather_scatter import *  # noqa: F401,F403,E402
+from meshsim._src.lax.bit_arithmetic import *  # noqa: F401,F403,E402
