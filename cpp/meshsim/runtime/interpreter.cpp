@@ -136,35 +136,49 @@ std::shared_ptr<const Schedule> schedule_of(const ProgramPtr& program) {
 
 namespace {
 
+// The variables of the programs a thread is running (sub-programs nest):
+// one vector per depth, kept with its capacity, so a sub-program called once
+// per loop iteration or branch does not allocate and clear its variables per call.
+class ScratchEnv {
+ public:
+  explicit ScratchEnv(size_t num_vars) : env_(acquire()) { env_.resize(num_vars); }
+  ~ScratchEnv() {
+    for (Tensor& t : env_) t = Tensor();  // values outliving the call were copied out
+    --depth();
+  }
+  std::vector<Tensor>& get() { return env_; }
+
+ private:
+  static size_t& depth() {
+    thread_local size_t d = 0;
+    return d;
+  }
+  static std::vector<Tensor>& acquire() {
+    thread_local std::vector<std::unique_ptr<std::vector<Tensor>>> levels;
+    if (levels.size() <= depth()) levels.push_back(std::make_unique<std::vector<Tensor>>());
+    return *levels[depth()++];
+  }
+  std::vector<Tensor>& env_;
+};
+
 Tensors run_scheduled(const Program& program, const Schedule& schedule, Tensors args) {
   if (args.size() != program.invars.size())
     fail<TypeError>("program expects ", program.invars.size(), " arguments, got ", args.size());
-  std::vector<Tensor> env(program.avals.size());
+  ScratchEnv scratch(program.avals.size());
+  std::vector<Tensor>& env = scratch.get();
   for (size_t i = 0; i < program.constvars.size(); ++i) env[program.constvars[i]] = program.consts[i];
   for (size_t i = 0; i < args.size(); ++i) env[program.invars[i]] = std::move(args[i]);
 
   Tensors ins;
-  for (size_t k = 0; k < program.eqns.size(); ++k) {
-    const Equation& e = program.eqns[k];
-    const std::vector<char>& moved = schedule.moved[k];
-    if (e.prim->passes_through) {
-      pass_through(e, moved, [&](int v) -> Tensor& { return env[v]; });
-      for (int v : schedule.freed[k]) env[v] = Tensor();
-      continue;
-    }
-    ins.clear();
-    for (size_t i = 0; i < e.inputs.size(); ++i) {
-      Tensor& value = env[e.inputs[i]];
-      if (moved[i]) ins.push_back(std::move(value));
-      else ins.push_back(value);
-    }
-    Tensors res = run_primitive(*e.prim, ins, e.params, schedule.out_avals[k]);
-    for (size_t i = 0; i < res.size(); ++i) env[e.outputs[i]] = std::move(res[i]);
-    for (int v : schedule.freed[k]) env[v] = Tensor();
-  }
+  auto value = [&](int v) -> Tensor& { return env[v]; };
+  for (size_t k = 0; k < program.eqns.size(); ++k)
+    run_equation(program.eqns[k], schedule.out_avals[k], schedule.moved[k], schedule.freed[k], ins, value);
   Tensors results;
   results.reserve(program.outvars.size());
-  for (int v : program.outvars) results.push_back(env[v]);
+  const std::vector<int>& out = program.outvars;
+  for (auto it = out.begin(); it != out.end(); ++it)  // the last read of a variable takes it
+    if (std::find(it + 1, out.end(), *it) == out.end()) results.push_back(std::move(env[*it]));
+    else results.push_back(env[*it]);
   return results;
 }
 

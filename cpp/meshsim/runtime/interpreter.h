@@ -5,6 +5,7 @@
 // `array_kernel` (shard_map) see the arrays' shardings. A shard_map body runs
 // per device on local blocks (runtime/mesh_executor.h).
 #pragma once
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -29,6 +30,38 @@ void pass_through(const Equation& e, const std::vector<char>& moved, Slot&& valu
     if (moved[i]) value(e.outputs[i]) = std::move(in);
     else value(e.outputs[i]) = in;
   }
+}
+
+// Runs equation `e` on the slots `value(var)` of one device's values. An
+// operand read for the last time is moved into the kernel; any other is lent
+// to it and given back after, not copied (a Tensor copy allocates its shape
+// and strides, which costs as much as a small kernel; kernels never write
+// into their operands). The results go to their slots and the values `e`
+// reads last are freed. `moved` and `freed` are the equation's entries of
+// the program's Schedule; `ins` is scratch space kept across equations.
+template <class Slot>
+void run_equation(const Equation& e, const Avals& out_avals, const std::vector<char>& moved,
+                  const std::vector<int>& freed, Tensors& ins, Slot&& value) {
+  if (e.prim->passes_through) {
+    pass_through(e, moved, value);
+  } else {
+    // An operand that is an earlier one again (x * x) reads that one's tensor.
+    auto first_read = [&](size_t i) {
+      return static_cast<size_t>(std::find(e.inputs.begin(), e.inputs.begin() + i, e.inputs[i]) -
+                                 e.inputs.begin());
+    };
+    ins.clear();
+    for (size_t i = 0; i < e.inputs.size(); ++i) {
+      const size_t f = first_read(i);
+      if (f < i) ins.push_back(ins[f]);
+      else ins.push_back(std::move(value(e.inputs[i])));
+    }
+    Tensors res = run_primitive(*e.prim, ins, e.params, out_avals);
+    for (size_t i = 0; i < e.inputs.size(); ++i)
+      if (!moved[i] && first_read(i) == i) value(e.inputs[i]) = std::move(ins[i]);
+    for (size_t i = 0; i < res.size(); ++i) value(e.outputs[i]) = std::move(res[i]);
+  }
+  for (int v : freed) value(v) = Tensor();
 }
 
 // For each variable, the index of the last equation reading it (the number of

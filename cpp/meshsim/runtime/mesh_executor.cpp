@@ -197,6 +197,14 @@ class Sharing {
 
 namespace {
 
+// A run whose devices' work adds up to less than this many units runs its
+// devices one after the other on the calling thread: handing a device to
+// another thread costs a wake-up (microseconds, and far more on a loaded
+// machine) that work this small does not repay.
+constexpr double kHeavyRun = 256;
+
+double equation_weight(const Program& body, const Equation& e);
+
 // What run_on_mesh works out from the body alone, once per body: the runs of
 // local equations between collectives and which values outlive their run,
 // beside the body's schedule (last uses, result types, moves).
@@ -206,6 +214,7 @@ struct ExecutionPlan {
     bool collective;
     std::vector<int> outlive;          // outputs used after the run (or results of the body)
     std::vector<int> temporaries;      // outputs used only inside it
+    double weight = 0;                 // a device's work in the run, in units of a small equation
   };
   std::shared_ptr<const Schedule> schedule;
   std::vector<int> producer;           // per variable: the equation computing it, -1 for inputs
@@ -230,6 +239,7 @@ struct ExecutionPlan {
       Run r{k, k + 1, mesh_wide(k), {}, {}};
       if (!r.collective) {
         while (r.end < body.eqns.size() && !mesh_wide(r.end)) ++r.end;
+        for (size_t j = r.begin; j < r.end; ++j) r.weight += equation_weight(body, body.eqns[j]);
         for (size_t j = r.begin; j < r.end; ++j)
           for (int v : body.eqns[j].outputs) {
             if (last[v] >= static_cast<int>(r.end)) {
@@ -245,6 +255,17 @@ struct ExecutionPlan {
     }
   }
 };
+
+// A rough measure of an equation's work on one device, in units of an
+// equation on a few hundred elements (~0.4 us): the dispatch, plus its
+// elements; a call of sub-programs (a loop, a branch) counts as much work.
+double equation_weight(const Program& body, const Equation& e) {
+  if (!sub_programs(e).empty()) return kHeavyRun;
+  double elements = 0;
+  for (const std::vector<int>* vars : {&e.inputs, &e.outputs})
+    for (int v : *vars) elements += static_cast<double>(num_elements(body.avals[v].shape));
+  return 1 + elements / 2048;
+}
 
 // Plans by body, valid while the body lives (bodies are immutable once traced).
 std::shared_ptr<const ExecutionPlan> plan_for(const ProgramPtr& body) {
@@ -349,26 +370,17 @@ std::vector<Tensors> run_on_mesh(const ProgramPtr& body_ptr, const Mesh& mesh, s
       auto value = [&](int v) -> Tensor& { return slot[v] >= 0 ? local[slot[v]] : env[v][d]; };
       Tensors ins;
       for (size_t j = begin; j < end; ++j) {
-        const Equation& eq = body.eqns[j];
         if (!runs[d][j - begin]) continue;
         if (local.empty()) local.resize(run.temporaries.size());
-        const std::vector<char>& moved = schedule.moved[j];
-        if (eq.prim->passes_through) {
-          pass_through(eq, moved, value);
-          for (int v : schedule.freed[j]) value(v) = Tensor();
-          continue;
-        }
-        ins.clear();
-        for (size_t i = 0; i < eq.inputs.size(); ++i) {
-          if (moved[i]) ins.push_back(std::move(value(eq.inputs[i])));
-          else ins.push_back(value(eq.inputs[i]));
-        }
-        Tensors res = run_primitive(*eq.prim, ins, eq.params, schedule.out_avals[j]);
-        for (size_t i = 0; i < res.size(); ++i) value(eq.outputs[i]) = std::move(res[i]);
-        for (int v : schedule.freed[j]) value(v) = Tensor();
+        run_equation(body.eqns[j], schedule.out_avals[j], schedule.moved[j], schedule.freed[j], ins, value);
       }
     };
-    ctx.parallel_for(n, device_task);
+    int64_t computing = 0;  // devices that own some equation of the run
+    for (int64_t d = 0; d < n; ++d)
+      computing += std::find(runs[d].begin(), runs[d].end(), 1) != runs[d].end();
+    if (computing * run.weight >= kHeavyRun) ctx.parallel_for(n, device_task);
+    else
+      for (int64_t d = 0; d < n; ++d) device_task(d);
     // Devices that skipped an equation share the owner's result.
     for (int v : run.outlive)
       for (int64_t d = 0; d < n; ++d)

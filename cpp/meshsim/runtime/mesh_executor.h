@@ -2,7 +2,8 @@
 //
 // Execution is lock-step. The body's equations are cut at each collective:
 // a run of local equations executes as one TBB parallel_for over devices
-// (each task runs the run on one device's blocks and never blocks), and each
+// (each task runs the run on one device's blocks and never blocks; a light
+// run goes device by device on the calling thread instead), and each
 // collective executes as one function over all devices' buffers. So any
 // number of devices runs on any number of cores without deadlock, an error on
 // a device cancels the others and surfaces once, and the result does not

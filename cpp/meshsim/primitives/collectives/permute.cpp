@@ -1,8 +1,6 @@
 // ppermute and pbroadcast: collectives in which a member's block goes to
 // other members whole.
-#include <cstring>
 
-#include "meshsim/kernels/strided.h"
 #include "meshsim/ir/axis_env.h"
 #include "meshsim/primitives/collectives/common.h"
 #include "meshsim/primitives/families.h"
@@ -55,13 +53,20 @@ std::vector<Tensors> ppermute_kernel(const MeshContext& ctx, const std::vector<T
   const int64_t n = static_cast<int64_t>(groups[0].size());
   std::vector<int64_t> src_of(n, -1);
   for (auto [src, dst] : perm_pairs(p, axes, n)) src_of[dst] = src;
+  // Blocks are immutable once computed, so a receiver holds its source's
+  // block itself (what a copy would read) and the devices receiving nothing
+  // share one block of zeros: no bytes move and no device waits on another.
   std::vector<Tensors> res(in.size());
-  for_each_member(ctx, groups, [&](int64_t g, int64_t r) {
-    Tensor o = Tensor::empty(out[0].dtype, out[0].shape);
-    if (src_of[r] >= 0) copy_into(in[groups[g][src_of[r]]][0], o);
-    else std::memset(o.raw(), 0, o.nbytes());
-    res[groups[g][r]] = {o};
-  });
+  Tensor zeros;
+  for (size_t g = 0; g < groups.size(); ++g)
+    for (int64_t r = 0; r < n; ++r) {
+      if (src_of[r] >= 0) {
+        res[groups[g][r]] = {in[groups[g][src_of[r]]][0]};
+        continue;
+      }
+      if (!zeros.defined()) zeros = Tensor::zeros(out[0].dtype, out[0].shape);
+      res[groups[g][r]] = {zeros};
+    }
   return res;
 }
 
