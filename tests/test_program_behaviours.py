@@ -224,3 +224,91 @@ def test_control_flow_over_explicit_shardings_matches_jax(libs, name, context):
     assert [t for t, _ in ours[1]] == [t for t, _ in theirs[1]]
     for (_, a), (_, b) in zip(ours[1], theirs[1]):
         np.testing.assert_allclose(a, b, rtol=2e-6, atol=1e-6)
+
+
+# --- mutable array references ------------------------------------------------------------------
+
+def test_ref_writes_drop_weak_type_as_jax_does(libs):
+    def case(jax):
+        jnp = jax.numpy
+        out = []
+        r = jax.new_ref(0)
+        r[...] += 5
+        out.append(repr(r))
+        r = jax.new_ref(0)
+        jax.lax.fori_loop(0, 3, lambda i, c: r.__setitem__(Ellipsis, r[...] + 1), None)
+        out.append(repr(r))
+        r = jax.new_ref(0.0)
+        jax.jit(lambda: r.__setitem__(Ellipsis, r[...] + 1.0))()
+        out.append(repr(r))
+        r = jax.new_ref(jnp.zeros(3))
+        r[1] = 2.0
+        out.append(repr(r))
+        return out
+
+    _both(libs, case)
+
+
+def test_vjp_with_refs_accumulates_cotangents_into_refs(libs):
+    def case(jax):
+        jnp = jax.numpy
+        out = []
+        r = jax.new_ref(0.0)
+        _, sin_vjp = jax.vjp(jnp.sin, 1.0)
+        out += [repr(sin_vjp.with_refs(r)(1.0)), repr(r), type(sin_vjp).__name__]
+        _, mul_vjp = jax.vjp(lambda a, b: a * b, 1.0, 2.0)
+        out.append(repr(mul_vjp.with_refs(jax.ad.GradValue(), jax.ad.DontWant())(1.0)))
+        out.append(repr(mul_vjp(3.0)))
+        acc = jax.new_ref(jnp.zeros(3))
+        _, v = jax.vjp(lambda x: x * 2, jnp.ones(3))
+        out.append(repr(jax.jit(lambda c: v.with_refs(acc)(c))(jnp.ones(3))))
+        out.append(repr(acc))
+
+        @jax.jit
+        def take(x, i):
+            return x[i]
+
+        grad_ref = jax.new_ref(jnp.zeros(10))
+        for i in [3, 5, 3]:
+            _, take_vjp = jax.vjp(take, jnp.arange(10.0), i)
+            take_vjp.with_refs(grad_ref, jax.ad.GradValue())(1.0)
+        out.append(repr(grad_ref))
+        return out
+
+    _both(libs, case)
+
+
+def test_vmap_over_ref_arguments_writes_each_examples_part(libs):
+    def case(jax):
+        jnp = jax.numpy
+
+        def dist(x, y, out_ref):
+            out_ref[...] = jnp.sum((x - y) ** 2)
+
+        vecs = jnp.arange(12.0).reshape(3, 4)
+        out_ref = jax.new_ref(jnp.zeros((3, 3)))
+        jax.vmap(jax.vmap(dist, (0, None, 0)), (None, 0, 0))(vecs, vecs, out_ref)
+
+        def step(x, r):
+            r[...] += x * 2
+            r[0] = r[0] + 1.0
+            return x.sum()
+
+        acc = jax.new_ref(jnp.zeros((4, 2)))
+        sums = jax.vmap(step)(jnp.ones((4, 2)), acc)
+        jax.jit(jax.vmap(step))(jnp.ones((4, 2)), acc)
+        return repr(out_ref), repr(sums), repr(acc)
+
+    _both(libs, case)
+
+
+def test_vmapped_write_into_a_closed_over_ref_raises_jax_error(libs):
+    def case(jax):
+        x_ref = jax.new_ref(0.0)
+
+        def write(x):
+            x_ref[...] = x
+
+        jax.vmap(write)(jax.numpy.arange(3.0))
+
+    _both(libs, case)

@@ -29,7 +29,7 @@ from meshsim._src import dtype_kinds
 __all__ = [
     "grad", "value_and_grad", "vjp", "jvp", "linearize", "custom_vjp", "custom_jvp", "checkpoint", "remat",
     "checkpoint_policies", "checkpoint_name", "stop_gradient", "float0", "jacfwd", "jacrev", "jacobian",
-    "hessian",
+    "hessian", "VJP", "GradValue", "DontWant", "DidntWant", "GradRef",
 ]
 
 # The tangent type of integer and boolean values (jax.dtypes.float0).
@@ -134,13 +134,71 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, reduce_axes=()):
     if not callable(fun):
         raise TypeError(f"Expected a callable value, got {fun!r}")
     lin = _Linearized(fun, primals, has_aux)
-
-    def vjp_fun(ct):
-        return lin.pullback(ct)
-
+    vjp_fun = VJP(lin)
     if has_aux:
         return lin.out(), vjp_fun, lin.aux()
     return lin.out(), vjp_fun
+
+
+class GradValue:
+    """`VJP.with_refs` placeholder: return this argument's cotangent as a value."""
+
+    def __repr__(self) -> str:
+        return "GradValue()"
+
+
+class DontWant:
+    """`VJP.with_refs` placeholder: this argument's cotangent is not wanted."""
+
+    def __repr__(self) -> str:
+        return "DontWant()"
+
+
+class DidntWant:
+    """What `VJP.with_refs` returns for an argument whose cotangent was not wanted."""
+
+    def __repr__(self) -> str:
+        return "DidntWant()"
+
+
+class GradRef:
+    """What `VJP.with_refs` returns for an argument whose cotangent went into a Ref."""
+
+    def __repr__(self) -> str:
+        return "GradRef()"
+
+
+for _marker in (DidntWant, GradRef):  # results of a VJP call that hold no arrays
+    tree_util.register_pytree_node(_marker, lambda m: ((), None), lambda _, __, cls=_marker: cls())
+
+
+class VJP:
+    """The function `vjp` returns: called with the outputs' cotangent, it returns the primals'
+    cotangents; `with_refs(...)` says per primal where its cotangent goes (a Ref it is added
+    into, GradValue() or DontWant())."""
+
+    def __init__(self, lin: _Linearized, targets: tuple | None = None):
+        self._lin, self._targets = lin, targets
+        self.__name__ = "vjp_fun"
+
+    def with_refs(self, *targets) -> VJP:
+        return VJP(self._lin, targets)
+
+    def __call__(self, ct):
+        cts = self._lin.pullback(ct)
+        if self._targets is None:
+            return cts
+        if len(self._targets) != len(cts):
+            raise Exception()  # JAX's own bare exception for a count mismatch  # noqa: TRY002
+        from meshsim._src.ref import Ref
+        out = []
+        for target, g in zip(self._targets, cts):
+            if isinstance(target, Ref):
+                target.addupdate(g)
+                out.append(GradRef())
+            else:
+                out.append(DidntWant() if isinstance(target, DontWant) else g)
+        return tuple(out)
 
 
 # --- grad ---------------------------------------------------------------------

@@ -193,6 +193,11 @@ class Ref:
         if trace is None or trace is self._trace:
             return
         scope = _SCOPES.stack[-1] if _SCOPES.stack else None
+        if any(t is trace for t in VMAPPED_TRACES):
+            raise Exception(  # noqa: TRY002 - JAX raises a bare Exception here
+                "performing a set/swap operation with vmapped value on an unbatched array reference "
+                f"of type Ref{{{core.typeof(self._value).str_short()}}}. Move the array reference to "
+                "be an argument to the vmapped function?")
         if scope is None or scope.trace is not trace or not scope.discharges:
             raise NotImplementedError(
                 "writing a traced value into a Ref that a differentiated, vmapped or cond-branch "
@@ -223,9 +228,11 @@ class Ref:
         if value.dtype != self.dtype and not (value.weak_type and _weak_fits(value.dtype, self.dtype)):
             raise ValueError(f"Invalid dtype for `{op}`. Ref dtype: {self.dtype}. Value dtype: "
                              f"{value.dtype}. ")
-        # What is written takes the Ref's type, weak type included (a counter made from a Python
-        # int stays weakly typed, as JAX keeps the Ref's aval)
-        return core.convert_element_type(value, self.dtype, core.typeof(self._value).weak_type), whole
+        # What is written takes the Ref's dtype; as in JAX, a value swapped in is no longer
+        # weakly typed (a counter made from a Python int prints as int32 once written), one
+        # added in keeps the Ref's weak type.
+        weak = op == "addupdate" and core.typeof(self._value).weak_type
+        return core.convert_element_type(value, self.dtype, weak), whole
 
     def __repr__(self) -> str:
         value = self._value
@@ -240,6 +247,11 @@ def _weak_fits(weak: np.dtype, dtype: np.dtype) -> bool:
     """A weakly typed Python scalar takes a Ref's dtype of its own kind (a float into a float16
     Ref), not of another (an int into a float Ref)."""
     return np.dtype(weak).kind == np.dtype(dtype).kind
+
+
+# The traces vmap is tracing its function's examples in (innermost last): a Ref they close over
+# is unbatched, so writing a traced value into it is an error.
+VMAPPED_TRACES: list = []
 
 
 def new_ref(init_val: Any, *, memory_space: Any = None, kind: str | None = None) -> Ref:

@@ -18,6 +18,7 @@ import numpy as np
 
 from meshsim import _core
 from meshsim._src import core, tree_util, vmap_collectives
+from meshsim._src import ref as ref_lib
 from meshsim._src.tracing import trace_flat
 from meshsim._src.prng import PRNGKeyArray
 
@@ -111,7 +112,7 @@ def _mapped_size(fun, args, kwargs, leaves, axes, axis_size) -> int:
                          f"or axis_size must be specified, got empty *args={args} and **kwargs={kwargs}")
     sizes = []
     for x, d in zip(leaves, axes):
-        if d is None or not _is_array_like(x):
+        if d is None or not (_is_array_like(x) or isinstance(x, ref_lib.Ref)):
             sizes.append(None)
             continue
         shape = _shape(x)
@@ -176,14 +177,22 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name=None, axi
         size = _mapped_size(fun, args, kwargs, leaves, axes, axis_size)
 
         mapped, data, dims = [], [], []
+        refs = []  # (leaf index, Ref, axis): mapped Refs, whose per-example views are written back
         for i, (x, d) in enumerate(zip(leaves, axes)):
             if d is None:
+                continue
+            if isinstance(x, ref_lib.Ref):
+                refs.append((i, x, d % x.ndim))
                 continue
             if not _is_array_like(x):
                 raise TypeError(f"Argument '{x}' of type {type(x)} is not a valid JAX type")
             mapped.append(i)
             data.append(x._base if _is_key(x) else core.asarray_value(x))
             dims.append(d % len(_shape(x)))
+        for i, r, d in refs:  # a mapped Ref's value is one more mapped input
+            mapped.append(i)
+            data.append(ref_lib.freeze(r))
+            dims.append(d)
         out_info = {}
         # With an axis name, the example's index is one more mapped input (vmap_collectives).
         frame = None if axis_name is None else vmap_collectives.Frame(axis_name, size)
@@ -194,20 +203,27 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name=None, axi
         def per_example(*tracers):
             full = list(leaves)
             for i, t in zip(mapped, tracers):
-                full[i] = PRNGKeyArray(t) if _is_key(leaves[i]) else t
+                full[i] = PRNGKeyArray(t) if _is_key(leaves[i]) else \
+                    ref_lib.new_ref(t) if isinstance(leaves[i], ref_lib.Ref) else t
+            views = [full[i] for i, _, _ in refs]
             f_args, f_kwargs = tree_util.tree_unflatten(in_tree, full)
-            if frame is None:
-                out = fun(*f_args, **f_kwargs)
-            else:
-                frame.index = tracers[-1]
-                vmap_collectives._frames.append(frame)
-                try:
+            ref_lib.VMAPPED_TRACES.append(_core.current_trace())
+            try:
+                if frame is None:
                     out = fun(*f_args, **f_kwargs)
-                finally:
-                    vmap_collectives._frames.remove(frame)
+                else:
+                    frame.index = tracers[-1]
+                    vmap_collectives._frames.append(frame)
+                    try:
+                        out = fun(*f_args, **f_kwargs)
+                    finally:
+                        vmap_collectives._frames.remove(frame)
+            finally:
+                ref_lib.VMAPPED_TRACES.pop()
             out_leaves, out_info["tree"] = tree_util.tree_flatten(out, is_leaf=_is_key)
             out_info["keys"] = [_is_key(o) for o in out_leaves]
-            return tuple(o._base if _is_key(o) else o for o in out_leaves)
+            return (*(o._base if _is_key(o) else o for o in out_leaves),
+                    *(ref_lib.freeze(v) for v in views))
 
         flat_tree = tree_util.tree_structure(tuple(range(len(data))))
         program, captures, _ = trace_flat(per_example, flat_tree,
@@ -219,6 +235,11 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name=None, axi
         finally:
             vmap_collectives._batching.pop()
 
+        if refs:  # each mapped Ref takes the values its examples left in their views
+            outs, written, written_dims = outs[:-len(refs)], outs[-len(refs):], out_dims[-len(refs):]
+            out_dims = out_dims[:-len(refs)]
+            for (_, r, d), x, src in zip(refs, written, written_dims):
+                r[...] = _place(x, src, d, size)
         out_tree, keys = out_info["tree"], out_info["keys"]
         dsts = _flatten_axes("vmap out_axes", tree_util.tree_unflatten(out_tree, [0] * len(outs)), out_axes)
         results = []
