@@ -304,3 +304,32 @@ def test_placements_round_trip(layout):
     # The same blocks on the same devices.
     shape = tuple(int(np.prod(sizes)) * 2 for _ in range(ndim))
     assert back.devices_indices_map(shape) == sharding.devices_indices_map(shape)
+
+
+_AT_UPDATES = {
+    "set_col": lambda m, x: x.at[:, 2].set(0.0) * 2.0,
+    "add_cols": lambda m, x: x.at[:, m.numpy.asarray([1, 14, 5, -1])].add(1.0),
+    "set_row_neg": lambda m, x: x.at[-3].set(7.0),
+    "take_cols": lambda m, x: m.numpy.take(x, m.numpy.asarray([0, 15, 9, 20]), axis=1),
+    "getitem_cols": lambda m, x: x[:, m.numpy.asarray([3, 12, -2])] + 1.0,
+}
+
+
+@pytest.mark.parametrize("spec", [(None, ("Y", "Z")), (None, ("X", "Y", "Z")), (("Z", "X"), "Y"),
+                                  (("X", "Z"),)], ids=str)
+@pytest.mark.parametrize("name", list(_AT_UPDATES))
+def test_indexed_dims_split_over_several_axes(name, spec):
+    """Gathers and scatters along dims split over 1-3 Auto axes run on each device's
+    block as XLA partitions them: JAX's values, result shardings and collectives."""
+    from auto_oracle import normalized, run_jax, run_meshsim
+    x = np.random.default_rng(3).standard_normal((8, 16)).astype(np.float32)
+    found = []
+    for mod, runner in ((jax, run_jax), (meshsim, run_meshsim)):
+        mesh = _mesh(mod, (2, 2, 2), ("X", "Y", "Z"))
+        with mod.set_mesh(mesh):
+            specs, coll, out = runner(mod, lambda a: _AT_UPDATES[name](mod, a), [_put(mod, mesh, x, *spec)])
+        found.append(([normalized(s) for s in specs], coll, np.asarray(out)))
+    (j_specs, j_coll, j_out), (m_specs, m_coll, m_out) = found
+    np.testing.assert_array_equal(m_out, j_out)
+    assert m_specs == j_specs
+    assert m_coll == j_coll

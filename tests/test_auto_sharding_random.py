@@ -38,8 +38,9 @@ REASONS = {
             "(collective-permute); meshsim gathers that dim whole",
     "retile": "XLA moves an operand laid out over conflicting axes with all-to-alls; meshsim "
               "gathers it",
-    "layout": "XLA keeps a scattered dim sharded (each device updates its own block); meshsim "
-              "computes indexed dims whole",
+    "layout": "XLA lays a result out otherwise: a reshape splitting a dim sharded over several "
+              "axes gives each part some of them (Shardy's sub-factors; meshsim's factor maps "
+              "have one factor per dim), or another choice among near-equal costs",
     "collectives": "XLA's partitioner picks other collectives for equal or near-equal costs (an "
                    "all-reduce of a gathered operand, where a reshard happens)",
     "xla_values": "XLA's partitioned convolution computes other values than its unpartitioned "
@@ -47,19 +48,18 @@ REASONS = {
 }
 # seed -> kind
 KNOWN = {
-    1001: "halo", 1003: "collectives", 1005: "halo", 1006: "collectives", 1010: "halo",
-    1012: "collectives", 1014: "collectives", 1022: "halo", 1027: "collectives",
-    1030: "collectives", 1031: "collectives", 1032: "collectives", 1033: "halo", 1034: "halo",
-    1035: "halo", 1039: "halo", 1040: "retile", 1041: "halo", 1043: "halo", 1045: "collectives",
-    1047: "layout", 1048: "retile", 1049: "layout", 1053: "layout", 1054: "collectives",
-    1058: "layout", 1059: "collectives", 1060: "halo", 1062: "collectives", 1063: "xla_values",
+    1001: "halo", 1003: "collectives", 1005: "halo", 1010: "halo", 1012: "collectives",
+    1014: "collectives", 1022: "halo", 1027: "collectives", 1030: "collectives",
+    1031: "collectives", 1033: "halo", 1034: "halo", 1035: "halo", 1039: "halo", 1040: "retile",
+    1041: "halo", 1043: "halo", 1044: "collectives", 1045: "collectives", 1048: "retile",
+    1049: "layout", 1054: "collectives", 1058: "layout", 1060: "halo", 1063: "xla_values",
     1065: "halo", 1068: "retile", 1069: "halo", 1073: "collectives", 1074: "layout", 1075: "halo",
     1076: "halo", 1077: "layout", 1078: "collectives", 1081: "halo", 1083: "halo", 1085: "layout",
     1086: "retile", 1087: "retile", 1090: "collectives", 1091: "collectives", 1093: "halo",
-    1094: "layout", 1099: "collectives", 1104: "collectives", 1105: "halo", 1106: "layout",
-    1107: "halo", 1109: "collectives", 1110: "retile", 1111: "halo", 1113: "halo",
+    1099: "collectives", 1105: "halo", 1107: "halo", 1110: "retile", 1111: "halo", 1113: "halo",
     1114: "collectives", 1117: "halo",
 }
+
 
 
 

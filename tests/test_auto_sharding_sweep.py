@@ -134,10 +134,6 @@ KNOWN = {
                   "meshsim computes it whole",
     ("slice", 3): "a slice of a sharded dimension keeps it sharded under XLA (a halo exchange); "
                   "meshsim computes it whole",
-    ("at_set", 2): "XLA updates one column of a sharded dimension in place on each device's block; "
-                   "meshsim's scatter factor map computes an indexed dimension whole",
-    ("at_set", 3): "XLA updates one column of a sharded dimension in place on each device's block; "
-                   "meshsim's scatter factor map computes an indexed dimension whole",
 }
 
 

@@ -36,6 +36,7 @@
 #include "meshsim/kernels/scalar_math.h"
 #include "meshsim/kernels/strided.h"
 #include "meshsim/primitives/families.h"
+#include "meshsim/runtime/timeline.h"
 #include "meshsim/sharding/factors.h"
 #include "meshsim/sharding/rules.h"
 #include "meshsim/transforms/batching.h"
@@ -113,13 +114,35 @@ Layout check_indices(const std::string& prim, const Aval& operand, const Avals& 
   return l;
 }
 
+// Where the operand is one block of indexed dims split over Auto mesh axes
+// (sharding propagation's partitioned gathers and scatters: param
+// `index_blocks` lists, per device, its id and the first index of its block
+// along each indexed axis; `index_sizes` the whole sizes): the current
+// device's first indices, or empty for a whole operand.
+std::vector<int64_t> block_starts(const Params& params, size_t num_axes) {
+  if (!params.has("index_blocks")) return {};
+  const IntList& blocks = params.get<IntList>("index_blocks");
+  const int64_t device = timeline::current_device();
+  for (size_t k = 0; k + num_axes < blocks.size(); k += num_axes + 1)
+    if (blocks[k] == device) return std::vector<int64_t>(blocks.begin() + k + 1, blocks.begin() + k + 1 + num_axes);
+  fail<std::runtime_error>("a partitioned gather or scatter runs on device ", device, ", which holds no block");
+}
+
+// Batch positions whose index lies in another device's block (kMasked) or
+// out of range (kOutOfRange: filled or dropped as the mode says).
+constexpr int64_t kOutOfRange = -1, kMasked = -2;
+
 // Operand offset of the element each batch position points at (axes part
-// only), or -1 when an index is out of range and the mode fills or drops.
+// only), or kOutOfRange / kMasked (see above). Indices are taken whole (mode
+// applied to the whole size) and then made local to the operand's block.
 std::vector<int64_t> batch_offsets(const Tensor& operand, const Tensor* indices, const Layout& l,
-                                   OutOfBounds mode) {
+                                   OutOfBounds mode, const Params& params) {
   std::vector<int64_t> off(num_elements(l.batch), 0);
+  const std::vector<int64_t> starts = block_starts(params, l.axes.size());
   for (size_t j = 0; j < l.axes.size(); ++j) {
-    const int64_t n = operand.shape()[l.axes[j]], stride = operand.strides()[l.axes[j]];
+    const int64_t local = operand.shape()[l.axes[j]], stride = operand.strides()[l.axes[j]];
+    const int64_t start = starts.empty() ? 0 : starts[j];
+    const int64_t n = starts.empty() ? local : params.get<IntList>("index_sizes")[j];
     if (std::find(l.batch_axes.begin(), l.batch_axes.end(), l.axes[j]) != l.batch_axes.end()) {
       int64_t inner = 1;  // B's row-major stride of dim axes[j]
       for (size_t d = l.axes[j] + 1; d < l.batch.size(); ++d) inner *= l.batch[d];
@@ -140,8 +163,9 @@ std::vector<int64_t> batch_offsets(const Tensor& operand, const Tensor* indices,
           if (i < 0) i += n;
           if (mode == OutOfBounds::Clip && n > 0) i = std::clamp<int64_t>(i, 0, n - 1);
         }
-        if (i < 0 || i >= n || off[b] < 0) off[b] = -1;
-        else off[b] += i * stride;
+        if (off[b] == kOutOfRange || i < 0 || i >= n) off[b] = kOutOfRange;
+        else if (off[b] == kMasked || i < start || i >= start + local) off[b] = kMasked;
+        else off[b] += (i - start) * stride;
         ++b;
       });
     });
@@ -177,8 +201,8 @@ bool is_dense(const Shape& shape, const Strides& strides) {
 
 // The loop shared by gathers and scatters: for each element of the result
 // (gather) or updates (scatter) — `other`, laid out as outer + B + inner —
-// calls f(operand offset, other offset), or missing(other offset) when its
-// index was out of range. Rows that are dense on both sides go to
+// calls f(operand offset, other offset), or missing(other offset, why) when
+// its index was out of range or in another device's block. Rows that are dense on both sides go to
 // block(operand offset, other offset, length) instead (memcpy for a gather).
 template <class F, class Block, class G>
 void walk(const Tensor& operand, const Layout& l, const std::vector<int64_t>& boff,
@@ -200,7 +224,7 @@ void walk(const Tensor& operand, const Layout& l, const std::vector<int64_t>& bo
     for (size_t b = 0; b < boff.size(); ++b) {
       const int64_t ob = o[1] + ot_boff[b];
       if (boff[b] < 0) {
-        for_each_offset(inner, ot_inner, [&](int64_t i) { missing(ob + i); });
+        for_each_offset(inner, ot_inner, [&](int64_t i) { missing(ob + i, boff[b]); });
       } else if (dense) {
         block(o[0] + boff[b], ob, inner_size);
       } else {
@@ -617,6 +641,37 @@ std::vector<Spec> scatter_rule(const Avals& in, const Params& p, const Avals&) {
   return {o};
 }
 
+// Whether a gather or scatter can run on operand blocks split along indexed
+// dims over Auto mesh axes, as XLA partitions them: each device looks up (or
+// updates) the indices that fall in its block; a gather's results from the
+// other blocks are zeros, summed over those axes. Scatters must drop
+// out-of-range updates (a clipped index would land in every block); gathers
+// of booleans are not summed.
+bool splits_indexed_dims(const Aval& x, const Params& p, bool scatter) {
+  const std::string& mode = p.get<std::string>("mode");
+  if (scatter ? mode != "drop" : x.dtype == DType::Bool) return false;
+  return p.is_none("out_sharding") || !p.has("out_sharding");
+}
+
+// The Auto axes `in[0]`'s type splits its (non-batching) indexed dims over,
+// set in `xs` (the operand's layout in the plan), when the operation can run
+// so (splits_indexed_dims).
+AxisNames split_indexed_dims(const Avals& in, const Params& p, bool scatter, Spec& xs) {
+  const Aval& x = in[0];
+  if (!x.mesh || !splits_indexed_dims(x, p, scatter)) return {};
+  const IntList batch = p.get_or<IntList>("batch_axes", IntList{});
+  const Spec have = spec_of(x);
+  AxisNames split;
+  for (int64_t a : p.get<IntList>("axes")) {
+    if (in_list(batch, a) || have[a].empty()) continue;
+    for (const std::string& axis : have[a])
+      if (x.mesh->is_explicit(axis)) return {};
+    xs[a] = have[a];
+    split.insert(split.end(), have[a].begin(), have[a].end());
+  }
+  return split;
+}
+
 // Gathers and scatters whose rule passed index whole (replicated) operand
 // dims with indices replicated but on batch dims: each device works on its
 // blocks, batch dims sharded alike on the operand, indices and
@@ -644,10 +699,26 @@ std::optional<LocalPlan> index_plan(const Avals& in, const Params& p, const Aval
   }
   const Spec ispec(r.begin() + at, r.begin() + at + nb);
   LocalPlan plan;
+  plan.params = p;
+  if (const AxisNames split = split_indexed_dims(in, p, scatter, xs); !split.empty()) {
+    Sharding blocks;
+    blocks.mesh = in[0].mesh;
+    blocks.spec = xs;
+    const Shape local = blocks.local_shape(in[0].shape);
+    IntList starts, sizes;
+    for (int64_t a : axes) sizes.push_back(in[0].shape[a]);
+    for (int64_t pos = 0; pos < blocks.mesh->size(); ++pos) {
+      const std::vector<int64_t> index = blocks.block_index(pos, static_cast<int64_t>(ndim));
+      starts.push_back(blocks.mesh->device_ids[pos]);
+      for (int64_t a : axes) starts.push_back(index[a] * local[a]);
+    }
+    plan.params.set("index_blocks", starts);
+    plan.params.set("index_sizes", sizes);
+    if (!scatter) plan.reduce_axes = split;  // each device's partial result
+  }
   plan.in_specs.push_back(xs);
   if (scatter) plan.in_specs.push_back(r);
   for (size_t i = first; i < in.size(); ++i) plan.in_specs.push_back(ispec);
-  plan.params = p;
   plan.out_specs.push_back(scatter ? xs : r);
   return plan;
 }
@@ -657,8 +728,8 @@ std::optional<LocalPlan> index_plan(const Avals& in, const Params& p, const Aval
 // for a scatter, from the updates' window dim); the index arrays' dims give
 // the gather result's batch dims; a batching dim (take_along_axis, `.at[:, i]`)
 // links the operand's, the indices' and the result's (and updates') dim.
-// Indexed dims, and a scatter's index dims, are computed whole (they would
-// need collectives).
+// A scatter's index dims are computed whole; indexed dims are split as
+// index_plan runs them.
 std::optional<FactorMap> index_factors(const Avals& in, const Params& p, const Avals& out, bool scatter) {
   const IntList& axes = p.get<IntList>("axes");
   const IntList batch = p.get_or<IntList>("batch_axes", IntList{});
@@ -676,6 +747,15 @@ std::optional<FactorMap> index_factors(const Avals& in, const Params& p, const A
     if (scatter) m.out[0][d] = m.num_factors;
     ++m.num_factors;
   }
+  // Indexed dims: each device looks up or updates its block (index_plan),
+  // a gather's partial results summed (a contracted factor).
+  if (splits_indexed_dims(in[0], p, scatter))
+    for (int64_t a : axes)
+      if (!in_list(batch, a)) {
+        m.in[0][a] = m.num_factors;
+        if (scatter) m.out[0][a] = m.num_factors;
+        ++m.num_factors;
+      }
   for (int64_t b = 0; b < nb; ++b) {
     const bool batching = in_list(batch, b);
     if (!batching && scatter) continue;
@@ -720,7 +800,12 @@ void gather() {
   p.kernel = [](const Tensors& in, const Params& params, const Avals& out) {
     const Tensor& x = in[0];
     Layout l = layout_of(params, in[1].shape(), x.ndim());
-    auto boff = batch_offsets(x, &in[1], l, parse_mode("gather", params, false));
+    auto boff = batch_offsets(x, &in[1], l, parse_mode("gather", params, false), params);
+    // A partitioned gather's partial results are summed over the operand's
+    // blocks: elements of other blocks are zeros, and an index out of range
+    // is filled by the device holding the first blocks only.
+    bool fills = true;
+    for (int64_t start : block_starts(params, l.axes.size())) fills &= start == 0;
     Tensor res = Tensor::empty(x.dtype(), out[0].shape);
     dispatch_any_dtype(x.dtype(), [&](auto tag) {
       using T = decltype(tag);
@@ -730,7 +815,7 @@ void gather() {
       walk(
           x, l, boff, res, [&](int64_t a, int64_t o) { dst[o] = src[a]; },
           [&](int64_t a, int64_t o, int64_t n) { std::memcpy(dst + o, src + a, n * sizeof(T)); },
-          [&](int64_t o) { dst[o] = fill; });
+          [&](int64_t o, int64_t why) { dst[o] = why == kOutOfRange && fills ? fill : T{}; });
     });
     return Tensors{res};
   };
@@ -765,7 +850,7 @@ void scatter(const std::string& name, Combine combine,
     const Tensor &x = in[0], &upd = in[1];
     Layout l = layout_of(params, in[2].shape(), x.ndim());
     Tensor res = x.copy();
-    auto boff = batch_offsets(res, &in[2], l, parse_mode("scatter", params, true));
+    auto boff = batch_offsets(res, &in[2], l, parse_mode("scatter", params, true), params);
     auto dispatch = [&](auto&& f) {
       if (is_complex(x.dtype())) dispatch_complex(x.dtype(), f);
       else dispatch_dtype(x.dtype(), f);
@@ -782,7 +867,7 @@ void scatter(const std::string& name, Combine combine,
             const T* __restrict v = u + o;
             for (int64_t t = 0; t < n; ++t) d[t] = combine(d[t], v[t]);
           },
-          [](int64_t) {});
+          [](int64_t, int64_t) {});
     });
     return Tensors{res};
   };
