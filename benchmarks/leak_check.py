@@ -1,8 +1,9 @@
 """Resident memory over long runs: 10^5 jitted calls, 10^5 eager ops and 10^3
 mesh + jit creations (each jitting a shard_map with a collective), each phase
-sampled in tenths. Prints the RSS after each tenth and the growth from the
-second tenth (after caches and pools warm up) to the last. Asserts nothing
-about speed; exits non-zero if a phase grows by more than --limit MiB.
+sampled in tenths. Prints the RSS and the thread count after each tenth, the RSS
+growth from the second tenth (after caches and pools warm up) to the last, and the
+threads left once idle dispatch streams have ended. Asserts nothing about speed;
+exits non-zero if a phase grows by more than --limit MiB.
 
     PYTHONPATH=python python3 benchmarks/leak_check.py [--scale 1.0] [--limit 32]
 """
@@ -10,12 +11,13 @@ import argparse
 import gc
 import os
 import sys
+import time
 
 import numpy as np
 
 import meshsim as jax
 import meshsim.numpy as jnp
-from meshsim import lax
+from meshsim import _core, lax
 from meshsim.sharding import Mesh, PartitionSpec as P
 
 
@@ -27,8 +29,12 @@ def rss_mib() -> float:
     return float("nan")
 
 
+def threads() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
 def phase(name, n, step, limit):
-    samples = []
+    samples, counts = [], []
     tenth = max(1, n // 10)
     for i in range(n):
         step(i)
@@ -36,9 +42,10 @@ def phase(name, n, step, limit):
             jax.block_until_ready(jnp.zeros(()))
             gc.collect()
             samples.append(rss_mib())
+            counts.append(threads())
     growth = samples[-1] - samples[1] if len(samples) > 1 else 0.0
     print(f"{name:<28} n={n:<7} RSS MiB by tenth: {' '.join(f'{s:.0f}' for s in samples)}  "
-          f"growth after warm-up: {growth:+.1f} MiB")
+          f"growth after warm-up: {growth:+.1f} MiB\n{'':<38} threads by tenth: {' '.join(map(str, counts))}")
     return growth <= limit
 
 
@@ -70,11 +77,17 @@ def main():
         f = jax.jit(jax.shard_map(lambda v: lax.psum(v, "x"), mesh=m, in_specs=P("x"), out_specs=P()))
         np.asarray(f(jnp.arange(float(m.size))))
 
+    baseline_threads = threads()
     ok = True
     ok &= phase("jitted training steps", int(1e5 * args.scale), jitted, args.limit)
     ok &= phase("eager ops", int(1e5 * args.scale), eager, args.limit)
     ok &= phase("mesh + jit creations", int(1e3 * args.scale), creations, args.limit)
-    print(f"threads at the end: {len(os.listdir('/proc/self/task'))}")
+    # Streams of device sets no longer used end after a while: wait for the idle ones.
+    idle_wait = time.monotonic() + 30
+    while threads() > baseline_threads and time.monotonic() < idle_wait:
+        time.sleep(0.5)
+    print(f"threads: {baseline_threads} before the phases, {threads()} at the end "
+          f"({_core.num_dispatch_streams()} dispatch streams)")
     return 0 if ok else 1
 
 

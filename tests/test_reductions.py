@@ -64,7 +64,9 @@ def test_reductions_match_numpy(shape, dtype):
             if x.size and dtype != np.bool_:
                 _close(jnp.mean(x, **kw), ref64.mean(**kw), rtol=1e-5)
             if dtype != np.bool_ and dtype != np.uint8:
-                prod = np.prod(ref64, **kw)
+                # Integer products wrap around (as in JAX): int64 wraps modulo 2**64 and
+                # the cast keeps the low bits, where a float64 product would not.
+                prod = np.prod(x.astype(np.int64) if np.issubdtype(dtype, np.integer) else ref64, **kw)
                 _close(jnp.prod(x, **kw), prod.astype(jnp.prod(x).dtype), rtol=1e-4)
             empty_axis = any(shape[a] == 0 for a in np.atleast_1d(range(len(shape)) if axis is None else axis))
             if not empty_axis:
