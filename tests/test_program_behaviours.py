@@ -312,3 +312,18 @@ def test_vmapped_write_into_a_closed_over_ref_raises_jax_error(libs):
         jax.vmap(write)(jax.numpy.arange(3.0))
 
     _both(libs, case)
+
+
+@pytest.mark.parametrize("jitted", [False, True])
+def test_shard_map_replication_error_names_the_function_as_jax_does(libs, jitted):
+    def case(jax):
+        mesh = jax.make_mesh((2,), ("i",), devices=jax.devices()[:2])
+        x = jax.device_put(jax.numpy.arange(6.0), jax.sharding.NamedSharding(mesh, jax.P("i")))
+
+        def ident(v):
+            return v
+
+        g = jax.shard_map(ident, mesh=mesh, in_specs=jax.P("i"), out_specs=jax.P())
+        (jax.jit(g) if jitted else g)(x)
+
+    _both(libs, case)

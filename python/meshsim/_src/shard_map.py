@@ -325,7 +325,10 @@ class _ShardMapped:
                     f"out_specs{k.path} is {k.spec} which implies that the corresponding output "
                     f"value is replicated across mesh axis '{unmentioned[0]}', but could not infer "
                     "replication over any axes")
-        return (f"shard_map applied to the function '{_fun_name(self.f)}' was given out_specs "
+        # Un-jitted, JAX checks the body wrapped by its eager path, whose name it reports.
+        eager = bool(eager_shard_map._frames) and eager_shard_map._frames[-1].trace is _core.current_trace()
+        name = "_rem_singleton" if eager else _fun_name(self.f)
+        return (f"shard_map applied to the function '{name}' was given out_specs "
                 "which require replication which can't be statically inferred given the mesh:\n\n"
                 f"The mesh given has shape {tuple(mesh.shape.values())} with corresponding axis names "
                 f"{mesh.axis_names}.\n\n{_bullets(msgs)}\n\nCheck if these output values are meant "
