@@ -327,3 +327,27 @@ def test_shard_map_replication_error_names_the_function_as_jax_does(libs, jitted
         (jax.jit(g) if jitted else g)(x)
 
     _both(libs, case)
+
+
+@pytest.mark.parametrize("axis_type", ["Explicit", "Auto"])
+def test_shard_map_result_shardings_name_specs_as_jax_does(libs, axis_type):
+    def case(jax):
+        P = jax.P
+        mesh = jax.make_mesh((4,), ("sp",), axis_types=(getattr(jax.sharding.AxisType, axis_type),))
+        x = jax.device_put(np.ones((8, 4), np.float32), jax.sharding.NamedSharding(mesh, P("sp")))
+        sm = jax.shard_map(lambda a: (a * 2, jax.lax.psum(a.sum(0), "sp")), mesh=mesh,
+                           in_specs=P("sp"), out_specs=(P("sp"), P()))
+        return [[repr(o.sharding.spec) for o in r] for r in (sm(x), jax.jit(sm)(x))]
+
+    _both(libs, case)
+
+
+def test_eager_shard_map_replication_error_reports_the_first_output(libs):
+    def case(jax):
+        P = jax.P
+        mesh = jax.make_mesh((4,), ("sp",))
+        x = jax.device_put(np.ones((8, 4), np.float32), jax.sharding.NamedSharding(mesh, P("sp")))
+        jax.shard_map(lambda a: (a * 2, a.sum(0), a.sum(1)), mesh=mesh, in_specs=P("sp"),
+                      out_specs=(P("sp"), P(), P()))(x)
+
+    _both(libs, case)

@@ -311,22 +311,24 @@ class _ShardMapped:
 
     def _replication_error(self, failures, mesh: Mesh, manual: list[str]) -> str:
         order = lambda names: ",".join(a for a in mesh.axis_names if a in names)  # noqa: E731
+        # Un-jitted, JAX checks each output by itself in its eager path: it reports the first
+        # one, without its path, and names the function that path wraps the body in.
+        eager = bool(eager_shard_map._frames) and eager_shard_map._frames[-1].trace is _core.current_trace()
         msgs = []
-        for k, axes, vma in failures:
+        for k, axes, vma in failures[:1] if eager else failures:
+            path = "" if eager else k.path
             unmentioned = [a for a in manual if a not in axes]
             if len(unmentioned) > 1:
                 msgs.append(
-                    f"out_specs{k.path} is {k.spec} which implies that the corresponding output "
+                    f"out_specs{path} is {k.spec} which implies that the corresponding output "
                     f"value is only varying across mesh axes {{{order(axes)}}} and not "
                     f"{{{order([a for a in unmentioned if a in vma])}}}, but it was inferred to be "
                     f"possibly varying over {{{order(vma)}}}")
             else:
                 msgs.append(
-                    f"out_specs{k.path} is {k.spec} which implies that the corresponding output "
+                    f"out_specs{path} is {k.spec} which implies that the corresponding output "
                     f"value is replicated across mesh axis '{unmentioned[0]}', but could not infer "
                     "replication over any axes")
-        # Un-jitted, JAX checks the body wrapped by its eager path, whose name it reports.
-        eager = bool(eager_shard_map._frames) and eager_shard_map._frames[-1].trace is _core.current_trace()
         name = "_rem_singleton" if eager else _fun_name(self.f)
         return (f"shard_map applied to the function '{name}' was given out_specs "
                 "which require replication which can't be statically inferred given the mesh:\n\n"
@@ -369,10 +371,9 @@ class _ShardMapped:
             [_core_spec(s, n) for s, n in zip(all_specs, ndims)],
             [_core_spec(s, a.ndim) for s, a in zip(out_specs, body.out_avals)],
             manual, self.check_vma, self.mesh is None)
-        if (_core.current_trace() is None and isinstance(mesh, Mesh)
-                and all(t == AxisType.Auto for t in mesh.axis_types)):
-            # Un-jitted over Auto axes, JAX names each result by its out_specs entry as
-            # written (trailing Nones kept), not by the layout read back.
+        if _core.current_trace() is None and isinstance(mesh, Mesh):
+            # Un-jitted, JAX names each result by its out_specs entry as written (trailing
+            # Nones kept or absent), not by the layout read back or the type.
             for o, spec in zip(outs, out_specs):
                 if not spec.unreduced:
                     o._sharding = NamedSharding(mesh, spec)
