@@ -5,14 +5,11 @@
 // global arrays; each is laid out as its in_spec says (its blocks are used as
 // they are when it already is) and the body's per-device results are
 // assembled into arrays sharded as out_specs say.
-#include <algorithm>
-
 #include "meshsim/ir/axis_env.h"
 #include "meshsim/ir/ops.h"
 #include "meshsim/primitives/families.h"
 #include "meshsim/runtime/mesh_executor.h"
 #include "meshsim/runtime/sharded.h"
-#include "meshsim/sharding/rules.h"
 #include "meshsim/transforms/vjp.h"
 
 namespace meshsim {
@@ -131,15 +128,11 @@ std::vector<ArrayPtr> shard_map_run(const std::vector<ArrayPtr>& in, const Param
   std::vector<Tensors> results =
       run_on_mesh(params.get<ProgramPtr>("jaxpr"), mesh, std::move(args), params.get<bool>("check_vma"));
 
-  // Over Explicit axes a result's sharding is its type's, one entry a dimension (JAX's
-  // P('x', None)); over Auto axes it is the out_spec as written.
-  const bool typed = std::any_of(p.mesh->axis_names.begin(), p.mesh->axis_names.end(),
-                                 [&](const std::string& a) { return p.mesh->is_explicit(a); });
   std::vector<ArrayPtr> out;
   for (size_t j = 0; j < out_avals.size(); ++j) {
     auto sharding = std::make_shared<Sharding>();
     sharding->mesh = p.mesh;
-    sharding->spec = typed ? pad_spec(p.out_specs[j], out_avals[j].shape.size()) : p.out_specs[j];
+    sharding->spec = p.out_specs[j];
     std::vector<Tensor> shards(n);
     for (int64_t d = 0; d < n; ++d)
       shards[d] = results[representative(mesh, d, p.out_specs[j])][j];
