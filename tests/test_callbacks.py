@@ -172,3 +172,41 @@ def test_pure_callback_is_not_differentiable(libs):
         return jax.grad(lambda x: f(x).sum())(jax.numpy.ones(3))
 
     _same(libs, case)
+
+
+def _fails(x):
+    raise ValueError("the callback's own error")
+
+
+_FAILING_CALLBACKS = {
+    "raises": lambda jax, x: jax.pure_callback(_fails, jax.ShapeDtypeStruct((3,), np.float32), x),
+    "wrong shape": lambda jax, x: jax.pure_callback(lambda v: v[:2], jax.ShapeDtypeStruct((3,), np.float32), x),
+    "wrong dtype": lambda jax, x: jax.pure_callback(lambda v: v.astype(np.int32),
+                                                    jax.ShapeDtypeStruct((3,), np.float32), x),
+    "too many results": lambda jax, x: jax.pure_callback(lambda v: (v, v), jax.ShapeDtypeStruct((3,), np.float32), x),
+    "float64 result is canonicalized": lambda jax, x: jax.pure_callback(
+        lambda v: v.astype(np.float64) * 2, jax.ShapeDtypeStruct((3,), np.float32), x),
+    "io_callback raises": lambda jax, x: __import__(jax.__name__ + ".experimental", fromlist=["io_callback"])
+    .io_callback(_fails, jax.ShapeDtypeStruct((3,), np.float32), x),
+    "debug.callback raises": lambda jax, x: (jax.debug.callback(_fails, x), x + 1)[1],
+}
+
+
+@pytest.mark.parametrize("jitted", [False, True], ids=["eager", "jit"])
+@pytest.mark.parametrize("case", sorted(_FAILING_CALLBACKS))
+def test_a_failing_callback_raises_what_jax_raises(libs, case, jitted):
+    """A callback that raises, or returns results of the wrong number, shape or dtype: JAX's
+    runtime error with the callback's traceback, whose last line names the fault."""
+    x = np.arange(3, dtype=np.float32)
+    outcomes = []
+    for jax in libs:
+        f = _FAILING_CALLBACKS[case]
+        f = jax.jit(lambda x, f=f, jax=jax: f(jax, x)) if jitted else (lambda x, f=f, jax=jax: f(jax, x))
+        try:
+            outcomes.append(("ok", np.asarray(f(x)).tolist()))
+            jax.effects_barrier()
+        except Exception as e:  # noqa: BLE001 - the class name and text are compared
+            jax.effects_barrier()
+            text = str(e)
+            outcomes.append((type(e).__name__, text.splitlines()[0], text.splitlines()[-1]))
+    assert outcomes[0] == outcomes[1]

@@ -121,8 +121,9 @@ def test_an_error_on_one_device_is_raised_once_and_the_mesh_stays_usable(body):
     x_bad = x.copy()
     x_bad[bad * 2] = -1
     f = _failing_on_device(jax, devices, bad, body)
-    with pytest.raises(ValueError, match=r"^the callback running on cpu:5 at mesh coordinates \(5,\) raised "
-                       r"ValueError: negative block"):
+    with pytest.raises(jax.errors.JaxRuntimeError,
+                       match=r"^INTERNAL: CpuCallback error calling callback on cpu:5 at mesh coordinates "
+                             r"\(5,\): Traceback (?s:.*)ValueError: negative block$"):
         np.asarray(f(x_bad, w))
     blocks = np.split(x.astype(np.float64), devices)
     np.testing.assert_allclose(np.asarray(f(x, w)), np.concatenate([body(None, b, w) for b in blocks]),

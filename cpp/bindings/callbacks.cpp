@@ -2,6 +2,7 @@
 // jax.pure_callback): the core calls the installed caller with the function's id, the
 // operands as NumPy views and where the call runs.
 #include "convert.h"
+#include "meshsim/core/runtime_error.h"
 #include "meshsim/ir/host_callback.h"
 
 namespace meshsim {
@@ -60,15 +61,21 @@ void init_callbacks(py::module_& m) {
           tensors.push_back(py_convert::tensor_from_numpy(py::reinterpret_borrow<py::array>(r)));
         return tensors;
       } catch (py::error_already_set& e) {
-        // Raised where the program's results are read, with the function's own message
-        // and, inside a shard_map body, the device it ran for.
-        if (site.device < 0) fail<ValueError>("the callback raised ", e.what());
-        std::string coords;
-        for (size_t i = 0; i < site.coords.size(); ++i)
-          coords += (i ? ", " : "") + std::to_string(site.coords[i]);
-        if (site.coords.size() == 1) coords += ",";
-        fail<ValueError>("the callback running on cpu:", site.device, " at mesh coordinates (", coords,
-                         ") raised ", e.what());
+        // XLA's CPU runtime reports a failing host callback as an INTERNAL runtime error
+        // carrying the Python traceback; inside a shard_map body we also name the device.
+        py::list lines = py::module_::import("traceback").attr("format_exception")(
+            e.type(), e.value(), e.trace());
+        std::string traceback = py::str("").attr("join")(lines).cast<std::string>();
+        if (!traceback.empty() && traceback.back() == '\n') traceback.pop_back();
+        std::string where;
+        if (site.device >= 0) {
+          std::string coords;
+          for (size_t i = 0; i < site.coords.size(); ++i)
+            coords += (i ? ", " : "") + std::to_string(site.coords[i]);
+          if (site.coords.size() == 1) coords += ",";
+          where = " on cpu:" + std::to_string(site.device) + " at mesh coordinates (" + coords + ")";
+        }
+        fail<JaxRuntimeError>("INTERNAL: CpuCallback error calling callback", where, ": ", traceback);
       }
     });
   });

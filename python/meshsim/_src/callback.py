@@ -56,6 +56,9 @@ def debug_callback(callback: Callable[..., Any], *args, ordered: bool = False,
 
     if eager_shard_map.run_callback(call, leaves):
         return
+    if _core.current_trace() is None:  # eagerly JAX calls it directly: its own errors propagate
+        call(leaves)
+        return
     core.bind("debug_callback", *leaves, callback=_keep(call))
 
 
@@ -70,7 +73,7 @@ def pure_callback(callback: Callable[..., Any], result_shape_dtypes: Any, *args,
     """`callback(*args, **kwargs)` computed on the host with the arrays' values; its results must
     have the shapes and dtypes of `result_shape_dtypes` (a pytree of objects with `.shape` and
     `.dtype`)."""
-    return _result_callback("pure_callback", "pure_callback", callback, result_shape_dtypes, args,
+    return _result_callback("pure_callback", callback, result_shape_dtypes, args,
                             kwargs, {})
 
 
@@ -78,11 +81,11 @@ def io_callback(callback: Callable[..., Any], result_shape_dtypes: Any, *args,
                 sharding=None, ordered: bool = False, **kwargs):
     """As `pure_callback`, for a function with side effects: it is called every time the program
     runs (once per example under vmap; `ordered=True` refuses vmap) and is not differentiable."""
-    return _result_callback("io_callback", "io_callback", callback, result_shape_dtypes, args,
+    return _result_callback("io_callback", callback, result_shape_dtypes, args,
                             kwargs, {"ordered": bool(ordered)})
 
 
-def _result_callback(primitive: str, what: str, callback, result_shape_dtypes, args, kwargs,
+def _result_callback(primitive: str, callback, result_shape_dtypes, args, kwargs,
                      params: dict):
     leaves, tree = _flat_operands(args, kwargs)
     specs, out_tree = tree_util.tree_flatten(result_shape_dtypes)
@@ -93,15 +96,17 @@ def _result_callback(primitive: str, what: str, callback, result_shape_dtypes, a
         a, k = tree_util.tree_unflatten(tree, values)
         results = tree_util.tree_leaves(callback(*a, **k))
         if len(results) != len(specs):
-            raise RuntimeError(f"{what} returned {len(results)} results, expected {len(specs)}")
-        for r, shape, dtype in zip(results, shapes, dtypes):
-            r = np.asarray(r)
+            raise RuntimeError("Mismatched number of outputs from callback. "
+                               f"Expected: {len(specs)}, Actual: {len(results)}")
+        results = [np.asarray(r) for r in results]
+        results = [r.astype(core.canonicalize_dtype(r.dtype), copy=False) for r in results]
+        for i, (r, shape, dtype) in enumerate(zip(results, shapes, dtypes)):
             if r.shape != shape:
-                raise RuntimeError(
-                    f"Incorrect output shape for {what}: expected {shape} but got {r.shape}")
+                raise RuntimeError(f"Incorrect output shape for return value #{i}: "
+                                   f"Expected: {shape}, Actual: {r.shape}")
             if r.dtype != dtype:
-                raise RuntimeError(
-                    f"Incorrect output dtype for {what}: expected {dtype} but got {r.dtype}")
+                raise RuntimeError(f"Incorrect output dtype for return value #{i}: "
+                                   f"Expected: {dtype}, Actual: {r.dtype}")
         return results
 
     outs = core.bind(primitive, *leaves, callback=_keep(call), result_shapes=shapes,
