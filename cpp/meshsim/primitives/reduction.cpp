@@ -11,6 +11,7 @@
 #include "meshsim/kernels/complex_math.h"
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/kernels/integer_wrap.h"
+#include "meshsim/kernels/narrow_reduce.h"
 #include "meshsim/kernels/reduce.h"
 #include "meshsim/primitives/families.h"
 #include "meshsim/primitives/windows.h"
@@ -178,6 +179,26 @@ Tensor in_compute_dtype(const Tensor& x) {
 
 // ---- reduce_* --------------------------------------------------------------
 
+// Sums and products of narrow floats depend on XLA's order and per-step
+// rounding (kernels/narrow_reduce.h); max and min do not.
+template <template <class> class Op>
+constexpr bool kNarrowOrdered = std::is_same_v<Op<float>, Sum<float>> || std::is_same_v<Op<float>, Prod<float>>;
+
+template <template <class> class Op>
+Tensor narrow_fold(const Tensor& narrow, const std::vector<bool>& mask, const Aval& out) {
+  const Tensor x = cast(narrow, DType::Float32);
+  std::vector<float> folded;
+  dispatch_float(narrow.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (is_small_float_v<T>)
+      folded = narrow_reduce(x.data<float>(), x.shape(), x.strides(), mask, Op<float>{},
+                             Op<float>{}.identity, [](float v) { return float(T(v)); });
+  });
+  Tensor result = Tensor::empty(DType::Float32, out.shape);
+  std::copy(folded.begin(), folded.end(), result.data<float>());
+  return cast(result, out.dtype);
+}
+
 std::vector<bool> reduced_mask(const Aval& x, const IntList& axes) {
   std::vector<bool> mask(x.ndim(), false);
   for (int64_t a : axes) {
@@ -287,6 +308,8 @@ void reduce(const std::string& name, const char* partials,
         return Tensors{dispatch_complex(in[0].dtype(), [&](auto tag) {
           return fold_in_order<decltype(tag)>(in[0], mask, out[0].shape, Op<decltype(tag)>{});
         })};
+    if constexpr (kNarrowOrdered<Op>)
+      if (is_narrow_float(in[0].dtype())) return Tensors{narrow_fold<Op>(in[0], mask, out[0])};
     const Tensor x = in_compute_dtype(in[0]);
     Tensor result = Tensor::empty(x.dtype(), out[0].shape);
     auto run = [&](auto tag) {

@@ -123,7 +123,7 @@ _BOOL_PRIM = {"reduce_sum": "reduce_or", "reduce_prod": "reduce_and"}
 
 def _reduction(a, name: str, prim: str, identity, *, has_identity: bool = True, preproc=None,
                axis=None, dtype=None, out=None, keepdims: bool = False, initial=None, where=None,
-               promote_integers: bool = False):
+               promote_integers: bool = False, upcast_f16_for_computation: bool = False):
     _no_out(name, out)
     a = _asarray(name, a)
     where = _check_where(name, where)
@@ -139,14 +139,19 @@ def _reduction(a, name: str, prim: str, identity, *, has_identity: bool = True, 
         result_dtype = _promote_integer_dtype(a.dtype) if promote_integers else a.dtype
     else:
         result_dtype = user_dtype(dtype)
-    a = core.convert_element_type(a, result_dtype)
-    if result_dtype == np.bool_:
+    # float16 and bfloat16 sums and products run in float32 and round once, as
+    # JAX's do (lax's own narrow reductions round at every step).
+    computation_dtype = result_dtype
+    if upcast_f16_for_computation and dtype_kinds.issubdtype(result_dtype, np.inexact):
+        computation_dtype = _upcast_f16(result_dtype)
+    a = core.convert_element_type(a, computation_dtype)
+    if computation_dtype == np.bool_:
         prim = _BOOL_PRIM.get(prim, prim)
     if where is not None:
-        a = ufuncs.where(where, a, _const(_identity(result_dtype, identity), result_dtype))
+        a = ufuncs.where(where, a, _const(_identity(computation_dtype, identity), computation_dtype))
     result = core.bind1(prim, a, axes=axes)
     if initial is not None:
-        initial = core.convert_element_type(initial, result_dtype)
+        initial = core.convert_element_type(initial, computation_dtype)
         if initial.shape != ():
             raise ValueError(f"initial value must be a scalar. Got array of shape {initial.shape}")
         result = _COMBINE[prim](initial, result)
@@ -167,13 +172,15 @@ def _boolean(a):
 def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None,  # noqa: A001
         promote_integers=True):
     return _reduction(a, "sum", "reduce_sum", 0, preproc=_numeric, axis=axis, dtype=dtype, out=out,
-                      keepdims=keepdims, initial=initial, where=where, promote_integers=promote_integers)
+                      keepdims=keepdims, initial=initial, where=where, promote_integers=promote_integers,
+                      upcast_f16_for_computation=dtype is None)
 
 
 def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None,
          promote_integers=True):
     return _reduction(a, "prod", "reduce_prod", 1, preproc=_numeric, axis=axis, dtype=dtype, out=out,
-                      keepdims=keepdims, initial=initial, where=where, promote_integers=promote_integers)
+                      keepdims=keepdims, initial=initial, where=where, promote_integers=promote_integers,
+                      upcast_f16_for_computation=dtype is None)
 
 
 def max(a, axis=None, out=None, keepdims=False, initial=None, where=None):  # noqa: A001
