@@ -69,8 +69,42 @@ def _gamma(key, a, shape, dtype, log_space=False):
     keys = _random.key_data(_random.split(key, n)) if n else np.zeros((0, 2), np.uint32)
     if n == 0:
         return jnp.zeros(shape, dtype)
-    samples = mlax.map(lambda ka: _gamma_one(ka[0], ka[1], log_space), (keys, a.reshape(n)))
+    samples = _draws(log_space)(keys, a.reshape(n))
     return samples.reshape(shape)
+
+
+def _sample_grad(a, sample, log_space: bool):
+    """d sample / d a at a fixed quantile; in log space d log(x) = dx / x, with a draw whose
+    exp rounds to zero taken as the smallest normal float."""
+    import meshsim.numpy as jnp
+    from meshsim._src.lax.special import random_gamma_grad
+    if not log_space:
+        return random_gamma_grad(a, sample)
+    x = jnp.exp(sample)
+    x = lax.select(lax.eq(x, jnp.zeros_like(x)), jnp.full_like(x, jnp.finfo(x.dtype).tiny), x)
+    return lax.div(random_gamma_grad(a, x), x)
+
+
+_DRAWS = {}
+
+
+def _draws(log_space: bool):
+    """The per-element sampler over (keys, shapes), differentiable in the shapes."""
+    if log_space not in _DRAWS:
+        from meshsim import lax as mlax
+        from meshsim._src.ad import custom_vjp
+
+        def draws(keys, a):
+            return mlax.map(lambda ka: _gamma_one(ka[0], ka[1], log_space), (keys, a))
+
+        def forward(keys, a):
+            samples = draws(keys, a)
+            return samples, (a, samples)
+
+        rule = custom_vjp(draws)
+        rule.defvjp(forward, lambda res, g: (None, lax.mul(g, _sample_grad(res[0], res[1], log_space))))
+        _DRAWS[log_space] = rule
+    return _DRAWS[log_space]
 
 
 def _gamma_args(name, key, shape, dtype):

@@ -52,6 +52,11 @@ def _gamma_prefactor(a, x):
 
 def _gamma_series(a, x):
     """P(a, x) by its power series (converges fast for x < a + 1)."""
+    return _gamma_series_sum(a, x) * _gamma_prefactor(a, x)
+
+
+def _gamma_series_sum(a, x):
+    """P(a, x) / (x^a e^-x / Gamma(a)): sum over n of x^n / (a (a + 1) ... (a + n))."""
     def body(i, state):
         total, term, ap = state
         ap = ap + 1.0
@@ -59,11 +64,16 @@ def _gamma_series(a, x):
         return total + term, term, ap
     start = 1.0 / a
     total, _, _ = _fori(200, body, (start, start, a))
-    return total * _gamma_prefactor(a, x)
+    return total
 
 
 def _gamma_fraction(a, x):
     """Q(a, x) by its continued fraction (converges fast for x >= a + 1)."""
+    return _gamma_fraction_value(a, x) * _gamma_prefactor(a, x)
+
+
+def _gamma_fraction_value(a, x):
+    """Q(a, x) / (x^a e^-x / Gamma(a)), Lentz's evaluation of the continued fraction."""
     b = x + 1.0 - a
     c = jnp.full_like(x, 1.0 / _TINY)
     d = 1.0 / jnp.where(jnp.abs(b) < _TINY, _TINY, b)
@@ -74,7 +84,7 @@ def _gamma_fraction(a, x):
         b = b + 2.0
         return (*_lentz_step(f, c, d, -n * (n - a), b), b)
     f, _, _, _ = _fori(200, body, (d, c, d, b))
-    return f * _gamma_prefactor(a, x)
+    return f
 
 
 def _incomplete_gamma(a, x, upper: bool):
