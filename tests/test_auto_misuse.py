@@ -23,6 +23,24 @@ CASES = {
     "jit_constraint_unknown_axis": lambda m, x, y: m.jax.jit(
         lambda a: m.jax.lax.with_sharding_constraint(a, m.P("Q")))(x),
     "typeof": lambda m, x, y: str(m.jax.typeof(x)),
+    # out_sharding= naming Auto axes: JAX names the op
+    "zeros_out_sharding": lambda m, x, y: m.jnp.zeros((8, 4), out_sharding=m.P("X")),
+    "ones_out_sharding": lambda m, x, y: m.jnp.ones((8, 4), out_sharding=m.P("X")),
+    "empty_out_sharding": lambda m, x, y: m.jnp.empty((8, 4), out_sharding=m.P("X")),
+    "full_out_sharding": lambda m, x, y: m.jnp.full((8, 4), 2.0, out_sharding=m.P("X")),
+    "zeros_like_out_sharding": lambda m, x, y: m.jnp.zeros_like(x, out_sharding=m.P("X")),
+    "ones_like_out_sharding": lambda m, x, y: m.jnp.ones_like(x, out_sharding=m.P("X")),
+    "full_like_out_sharding": lambda m, x, y: m.jnp.full_like(x, 3.0, out_sharding=m.P("X")),
+    "arange_out_sharding": lambda m, x, y: m.jnp.arange(8, out_sharding=m.P("X")),
+    "reshape_out_sharding": lambda m, x, y: m.jnp.reshape(x, (4, 8), out_sharding=m.P("X")),
+    "lax_reshape_out_sharding": lambda m, x, y: m.jax.lax.reshape(x, (4, 8), out_sharding=m.P("X")),
+    "broadcast_to_out_sharding": lambda m, x, y: m.jnp.broadcast_to(x[0], (8, 4), out_sharding=m.P("X")),
+    "normal_out_sharding": lambda m, x, y: m.jax.random.normal(m.jax.random.key(0), (8, 4),
+                                                               out_sharding=m.P("X")),
+    "uniform_out_sharding": lambda m, x, y: m.jax.random.uniform(m.jax.random.key(0), (8, 4),
+                                                                 out_sharding=m.P("X")),
+    "randint_out_sharding": lambda m, x, y: m.jax.random.randint(m.jax.random.key(0), (8, 4), 0, 5,
+                                                                 out_sharding=m.P("X")),
 }
 
 

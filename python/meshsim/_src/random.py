@@ -648,6 +648,9 @@ def _with_out_sharding(sampler):
     @functools.wraps(sampler)
     def wrapped(*args, out_sharding=None, **kwargs):
         from meshsim._src.sharding.explicit import with_out_sharding
+        if out_sharding is not None:  # checked before drawing, as JAX does
+            from meshsim._src.sharding.explicit import check_explicit_axes
+            check_explicit_axes(out_sharding, sampler.__name__)
         return with_out_sharding(sampler(*args, **kwargs), out_sharding)
     return wrapped
 

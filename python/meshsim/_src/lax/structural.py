@@ -86,6 +86,7 @@ def reshape(operand, new_sizes, dimensions=None, *, out_sharding=None):
     operand = core.asarray_value(operand)
     new_sizes = canonicalize_shape(new_sizes)
     _check_nonnegative(new_sizes, "reshape new_sizes")
+    explicit.check_explicit_axes(out_sharding, "reshape")
     if dimensions is not None and tuple(dimensions) != tuple(range(operand.ndim)):
         operand = transpose(operand, dimensions)
     if operand.shape == new_sizes:

@@ -119,28 +119,28 @@ def full(shape, fill_value, dtype=None, *, device=None, out_sharding=None):
     else:
         from meshsim._src.numpy.structural import broadcast_to
         out = broadcast_to(asarray(fill_value, dtype=dtype), shape)
-    return on_device(explicit.with_out_sharding(out, out_sharding), device)
+    return on_device(explicit.with_out_sharding(out, out_sharding, "full"), device)
 
 
 def zeros(shape, dtype=None, *, device=None, out_sharding=None):
     out = lax.full(shape, 0, _default_float(dtype))
-    return on_device(explicit.with_out_sharding(out, out_sharding), device)
+    return on_device(explicit.with_out_sharding(out, out_sharding, "jnp.zeros"), device)
 
 
 def ones(shape, dtype=None, *, device=None, out_sharding=None):
     out = lax.full(shape, 1, _default_float(dtype))
-    return on_device(explicit.with_out_sharding(out, out_sharding), device)
+    return on_device(explicit.with_out_sharding(out, out_sharding, "jnp.ones"), device)
 
 
 # Arrays are immutable: an "uninitialised" array is a zero one.
 empty = zeros
 
 
-def _like_sharding(a, shape, out_sharding, out):
+def _like_sharding(a, shape, out_sharding, out, api: str):
     """`out` laid out as `out_sharding`, or, when `a` is an array of the same
     shape sharded in its type, as `a` is (JAX's *_like keep the sharding)."""
     if out_sharding is not None:
-        return explicit.reshard(out, out_sharding)
+        return explicit.with_out_sharding(out, out_sharding, api)
     aval = getattr(a, "aval", None)
     if (aval is not None and aval.mesh is not None and any(aval.spec)
             and (shape is None or tuple(shape) == aval.shape)):
@@ -156,19 +156,19 @@ def full_like(a, fill_value, dtype=None, shape=None, *, device=None, out_shardin
         from meshsim._src.numpy.structural import broadcast_to
         out = broadcast_to(asarray(fill_value, dtype=dtype or core.typeof(a).dtype),
                            core.typeof(a).shape if shape is None else shape)
-    return on_device(_like_sharding(a, shape, out_sharding, out), device)
+    return on_device(_like_sharding(a, shape, out_sharding, out, "full_like"), device)
 
 
 def zeros_like(a, dtype=None, shape=None, *, device=None, out_sharding=None):
     _check_arraylike("zeros_like", a)
     out = lax.full_like(a, 0, None if dtype is None else user_dtype(dtype), shape)
-    return on_device(_like_sharding(a, shape, out_sharding, out), device)
+    return on_device(_like_sharding(a, shape, out_sharding, out, "jnp.zeros_like"), device)
 
 
 def ones_like(a, dtype=None, shape=None, *, device=None, out_sharding=None):
     _check_arraylike("ones_like", a)
     out = lax.full_like(a, 1, None if dtype is None else user_dtype(dtype), shape)
-    return on_device(_like_sharding(a, shape, out_sharding, out), device)
+    return on_device(_like_sharding(a, shape, out_sharding, out, "jnp.ones_like"), device)
 
 
 empty_like = zeros_like
@@ -194,7 +194,7 @@ def _typed(value, dtype):
 def arange(start, stop=None, step=None, dtype=None, *, device=None, out_sharding=None):
     """start + step * iota, computed in the result dtype exactly as JAX does."""
     out = _arange(start, stop, step, dtype)
-    return on_device(explicit.with_out_sharding(out, out_sharding), device)
+    return on_device(explicit.with_out_sharding(out, out_sharding, "jnp.arange"), device)
 
 
 def _arange(start, stop, step, dtype):

@@ -154,6 +154,7 @@ def broadcast_to(array, shape, *, out_sharding=None):
     aval = core.typeof(array)
     spec = None
     if out_sharding is not None:
+        explicit.check_explicit_axes(out_sharding, "jnp.broadcast_to")
         spec = explicit.core_spec(explicit.resolve(out_sharding, "out_sharding")[1], len(shape))
     own = [list(e) for e in aval.spec] + [[]] * (array.ndim - len(aval.spec))
     if array.shape == shape and (spec is None or (aval.mesh is not None and own == spec)):

@@ -370,12 +370,14 @@ def explicit_axes(fun=None, *, axes=None, in_sharding=None):
     return wrapped
 
 
-def with_out_sharding(x, out_sharding):
-    """The result of an op given `out_sharding=`: laid out so. Without one,
-    under `set_mesh` of a mesh with Explicit axes (outside shard_map bodies) it
-    is replicated over that mesh, as JAX types creation ops there
-    (`NamedSharding(mesh, P(None, ...))`); otherwise as is."""
+def with_out_sharding(x, out_sharding, api: str = "reshard"):
+    """The result of an op given `out_sharding=`: laid out so (JAX's refusal of
+    Auto axes there names the op, `api`). Without one, under `set_mesh` of a
+    mesh with Explicit axes (outside shard_map bodies) it is replicated over
+    that mesh, as JAX types creation ops there (`NamedSharding(mesh, P(None,
+    ...))`); otherwise as is."""
     if out_sharding is not None:
+        check_explicit_axes(out_sharding, api)
         return reshard(x, out_sharding)
     mesh = context_mesh()
     if (not mesh.empty and mesh.explicit_axes and _core.current_axis_env() is None
