@@ -19,7 +19,7 @@ ENV = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(meshsim.__file
 SCRIPT = os.path.join(ROOT, "tests", "stress", "interrupted_program.py")
 
 
-@pytest.mark.parametrize("kind", ["jit", "shard_map", "eager_shard_map", "blas"])
+@pytest.mark.parametrize("kind", ["jit", "loop_in_cond", "shard_map", "eager_shard_map", "blas"])
 def test_ctrl_c_interrupts_a_long_program_and_the_mesh_stays_usable(kind):
     p = subprocess.run([sys.executable, SCRIPT, kind], capture_output=True,
                        text=True, env=ENV, timeout=260)

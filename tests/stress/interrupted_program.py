@@ -4,7 +4,7 @@ raises KeyboardInterrupt, that the result raises CANCELLED, that the mesh runs
 the next program correctly, and prints "ok <interrupt latency s> <unwound s>"
 (unwound: until nothing dispatched is still running).
 
-    python interrupted_program.py jit|shard_map|eager_shard_map|blas
+    python interrupted_program.py jit|loop_in_cond|shard_map|eager_shard_map|blas
 
 Used by tests/test_interrupts.py and benchmarks/bench_interrupt.py."""
 import faulthandler, os, signal, sys, threading, time
@@ -38,6 +38,10 @@ elif kind == 'blas':  # eager products, each a single BLAS call of seconds when 
         for _ in range(steps):
             a = jnp.tanh(a @ a.T @ a * 1e-3) + 1e-3
         return a
+    x = jnp.ones((16, 16))
+elif kind == 'loop_in_cond':  # small values on one device, the loop inside a branch
+    f = jax.jit(lambda a, steps: lax.cond(a[0, 0] > 0, lambda a: body(a, steps), lambda a: a, a),
+                static_argnums=1)
     x = jnp.ones((16, 16))
 else:
     f = jax.jit(body, static_argnums=1)
