@@ -129,12 +129,15 @@ class AbstractRef:
 
 class Ref:
     """A mutable reference to an array (see the module's text)."""
-    __slots__ = ("_value", "_trace", "__weakref__")
+    __slots__ = ("_value", "_trace", "_weak", "__weakref__")
 
     def __init__(self, value):
         from meshsim import _core
         self._value = value
         self._trace = _core.current_trace()  # the trace it was made in (None: eagerly)
+        # The Ref's type is fixed when it is made: reads keep its weak type even after a
+        # write stored a strongly typed value (a step counter made from a Python int).
+        self._weak = bool(core.typeof(value).weak_type)
 
     @property
     def aval(self) -> AbstractRef:
@@ -152,15 +155,17 @@ class Ref:
 
     def __getitem__(self, idx):
         self._note_read()
+        value = self._value
+        if core.typeof(value).weak_type != self._weak:
+            value = core.convert_element_type(value, value.dtype, self._weak)
         if idx is Ellipsis or (isinstance(idx, tuple) and idx in ((), (Ellipsis,))):
-            return self._value
+            return value
         plain = _plain_index(idx)
         if plain is not None:
-            return self._value[plain]
+            return value[plain]
         from meshsim._src.lax.indexing import dynamic_slice
         starts, sizes = _dynamic_starts(idx, self.ndim)
-        return dynamic_slice(self._value, starts,
-                             [d if n is None else n for n, d in zip(sizes, self.shape)])
+        return dynamic_slice(value, starts, [d if n is None else n for n, d in zip(sizes, self.shape)])
 
     def __setitem__(self, idx, value):
         self._update("swap", idx, value, lambda old, v: v)
