@@ -209,7 +209,18 @@ def log_softmax(x, axis=-1, where=None):
     x_max = jnp.max(x, axis, where=where, initial=-np.inf, keepdims=True)
     x_safe = x if where is None else jnp.where(where, x, -np.inf)
     shifted = x_safe - stop_gradient(x_max)
-    result = shifted - jnp.log(jnp.sum(jnp.exp(shifted), axis, where=where, keepdims=True))
+    exp_shifted = jnp.exp(shifted)
+    if exp_shifted.dtype == jnp.bfloat16:
+        # JAX's log_softmax is one XLA computation, whose CPU compiler drops the bfloat16
+        # rounding between exp (computed in float32) and the float32 sum. The sum gets the
+        # unrounded exps; the gradient still flows through the rounded ones, as in JAX.
+        rounded = exp_shifted.astype(jnp.float32)
+        unrounded = jnp.exp(shifted.astype(jnp.float32))
+        total = jnp.sum(rounded + stop_gradient(unrounded - rounded), axis, where=where,
+                        keepdims=True).astype(exp_shifted.dtype)
+    else:
+        total = jnp.sum(exp_shifted, axis, where=where, keepdims=True)
+    result = shifted - jnp.log(total)
     return result if where is None else jnp.where(where, result, -np.inf)
 
 
