@@ -49,7 +49,7 @@ class GPTConfig:
     microbatch: int | None = None  # with pp > 1: examples per microbatch
     recompute: str = "full"  # "full" or "selective"
     sequence_parallel: bool = False
-    schedule: str = "gpipe"  # with pp > 1: "gpipe" or "1f1b" (full recomputation only)
+    schedule: str = "gpipe"  # with pp > 1: "gpipe" or "1f1b"
     dp: int = 1  # data-parallel replicas (axis "dp"; the 1F1B program only)
 
 
@@ -57,12 +57,46 @@ GPT_22B = GPTConfig(layers=48, hidden=6144, heads=64, seq=2048, batch=4)
 GPT_175B = GPTConfig(layers=96, hidden=12288, heads=96, seq=2048, batch=64, pp=8, microbatch=1)
 
 
-def _layer_norm(jnp, x, g, b):
-    """In float32 (Megatron's fused layer norm computes in float32), result in x's type."""
-    x32 = x.astype(jnp.float32)
-    mu = jnp.mean(x32, axis=-1, keepdims=True)
-    var = jnp.mean(jnp.square(x32 - mu), axis=-1, keepdims=True)
-    return ((x32 - mu) * (g.astype(jnp.float32) / jnp.sqrt(var + 1e-5)) + b).astype(x.dtype)
+def _fused_layer_norm(jax):
+    """Layer norm over the last axis as Megatron-LM's fused kernel runs it
+    (`FusedLayerNormAffineFunction`): computed in float32, the result in x's type,
+    and only the input, the weight and each row's mean and reciprocal standard
+    deviation kept for the backward pass (autodiff of the float32 arithmetic
+    would keep several float32 copies of the row)."""
+    jnp = jax.numpy
+    f32 = jnp.float32
+
+    def statistics(x):
+        x32 = x.astype(f32)
+        mu = jnp.mean(x32, axis=-1, keepdims=True)
+        return x32, mu, jax.lax.rsqrt(jnp.mean(jnp.square(x32 - mu), axis=-1, keepdims=True) + 1e-5)
+
+    @jax.custom_vjp
+    def layer_norm(x, g, b):
+        return forward(x, g, b)[0]
+
+    def forward(x, g, b):
+        x32, mu, rstd = statistics(x)
+        return ((x32 - mu) * rstd * g.astype(f32) + b).astype(x.dtype), (x, g, b, mu, rstd)
+
+    def backward(saved, dy):
+        x, g, b, mu, rstd = saved
+        rows = tuple(range(x.ndim - 1))
+        xhat = (x.astype(f32) - mu) * rstd
+        dy = dy.astype(f32)
+        dxhat = dy * g.astype(f32)
+        dx = rstd * (dxhat - jnp.mean(dxhat, axis=-1, keepdims=True)
+                     - xhat * jnp.mean(dxhat * xhat, axis=-1, keepdims=True))
+        return (dx.astype(x.dtype), as_type_of(g, jnp.sum(dy * xhat, axis=rows)),
+                as_type_of(b, jnp.sum(dy, axis=rows)))
+
+    def as_type_of(param, grad):
+        """The gradient in the parameter's type: summed over the mesh axes along which
+        the rows vary and the parameter does not (the transpose of its broadcast)."""
+        extra = tuple(sorted(jax.typeof(grad).vma - jax.typeof(param).vma))
+        return (jax.lax.psum(grad, extra) if extra else grad).astype(param.dtype)
+    layer_norm.defvjp(forward, backward)
+    return layer_norm
 
 
 def _cast(jax, tree, dtype):
@@ -134,6 +168,10 @@ def gpt_step(jax, cfg: GPTConfig, mesh, dtype=None, param_dtype=np.float32):
     # (its `CoreAttention` under `tensor_parallel.checkpoint`): everything else
     # the backward pass reads is saved, as autograd saves it.
     selective = cfg.recompute == "selective"
+    layer_norm = _fused_layer_norm(jax)
+    # Megatron's fused bias-GELU keeps its input and recomputes the GELU in the
+    # backward pass.
+    gelu = jax.checkpoint(jax.nn.gelu)
     core_attention = jax.checkpoint(attention_core) if selective else attention_core
 
     def column_parallel(a, w, bias):
@@ -149,7 +187,7 @@ def gpt_step(jax, cfg: GPTConfig, mesh, dtype=None, param_dtype=np.float32):
 
     def block(x, p):
         """One transformer layer on this device's shards; x: [b, s or s/tp, h]."""
-        a = _layer_norm(jnp, x, p["ln1_g"], p["ln1_b"])
+        a = layer_norm(x, p["ln1_g"], p["ln1_b"])
         qkv = column_parallel(a, p["wqkv"], p["bqkv"])
         b, s = qkv.shape[0], qkv.shape[1]
         q, k, v = jnp.split(qkv.reshape(b, s, 3, nh // tp, dh), 3, axis=2)
@@ -159,8 +197,8 @@ def gpt_step(jax, cfg: GPTConfig, mesh, dtype=None, param_dtype=np.float32):
         out = lax.psum_scatter(out, "tp", scatter_dimension=1, tiled=True) if sp \
             else lax.psum(out, "tp")
         x = x + out + p["bo"]
-        a = _layer_norm(jnp, x, p["ln2_g"], p["ln2_b"])
-        f = jax.nn.gelu(column_parallel(a, p["w1"], p["b1"])) @ p["w2"]
+        a = layer_norm(x, p["ln2_g"], p["ln2_b"])
+        f = gelu(column_parallel(a, p["w1"], p["b1"])) @ p["w2"]
         f = lax.psum_scatter(f, "tp", scatter_dimension=1, tiled=True) if sp else lax.psum(f, "tp")
         return x + f + p["b2"]
 
@@ -173,7 +211,7 @@ def gpt_step(jax, cfg: GPTConfig, mesh, dtype=None, param_dtype=np.float32):
         """Vocabulary-parallel cross-entropy of the last hidden states."""
         if sp:
             x = lax.all_gather(x, "tp", axis=1, tiled=True)
-        x = _layer_norm(jnp, x, head["lnf_g"], head["lnf_b"])
+        x = layer_norm(x, head["lnf_g"], head["lnf_b"])
         logits = (x @ head["emb"].T).astype(jnp.float32)  # [b, s, V/tp]
         m = _global_max(lax, logits)
         z = lax.psum(jnp.exp(logits - m).sum(axis=-1), "tp")
@@ -253,17 +291,39 @@ def gpt_step(jax, cfg: GPTConfig, mesh, dtype=None, param_dtype=np.float32):
         half = _cast(jax, params, dtype)  # the half-precision copy, shared by the microbatches
         layers, head = half["layers"], half["head"]
 
-        def forward(x):
-            return lax.scan(lambda x, p: (block(x, p), x), x, layers)  # (output, layer inputs)
+        # Selective recomputation keeps what each layer's backward pass reads (the
+        # residuals of its `jax.vjp`, a pytree; the attention core's are recomputed)
+        # from the microbatch's forward tick to its backward tick. The layer's
+        # weights among them are not kept: the backward pass has them.
+        pullbacks = {}  # the pullback's tree; per residual, which weight it is (or None)
 
-        def backward(inputs, ct, acc):
-            def one(ct, layer):
-                x, p, acc_p = layer
+        def forward(x, layers):
+            """(output, what each layer keeps for its backward pass, stacked)."""
+            if not selective:
+                return lax.scan(lambda x, p: (block(x, p), x), x, layers)  # the layer inputs
+
+            def one(x, p):
                 out, pullback = jax.vjp(block, x, p)
-                _, ct = lax.optimization_barrier((out, ct))  # the rerun forward, as Megatron's
+                kept, pullbacks["tree"] = jax.tree.flatten(pullback)
+                weights = jax.tree.leaves(p)
+                pullbacks["weight"] = [next((i for i, w in enumerate(weights) if r is w), None)
+                                       for r in kept]
+                return out, [r for r, w in zip(kept, pullbacks["weight"]) if w is None]
+            return lax.scan(one, x, layers)
+
+        def backward(kept, ct, acc):
+            def one(ct, layer):
+                saved, p, acc_p = layer
+                if selective:
+                    saved, weights = iter(saved), jax.tree.leaves(p)
+                    pullback = jax.tree.unflatten(pullbacks["tree"], [
+                        next(saved) if w is None else weights[w] for w in pullbacks["weight"]])
+                else:  # Megatron's full recomputation: rerun the forward from the layer's input
+                    out, pullback = jax.vjp(block, saved, p)
+                    _, ct = lax.optimization_barrier((out, ct))  # the rerun forward, as Megatron's
                 dx, dp = pullback(ct)
                 return dx, jax.tree.map(lambda a, g: a + g.astype(a.dtype), acc_p, dp)
-            return lax.scan(one, ct, (inputs, layers, acc), reverse=True)
+            return lax.scan(one, ct, (kept, layers, acc), reverse=True)
 
         def head_step(out, target, loss, acc_head):
             mb_loss, (dout, dhead) = jax.value_and_grad(
@@ -274,7 +334,7 @@ def gpt_step(jax, cfg: GPTConfig, mesh, dtype=None, param_dtype=np.float32):
         def no_head(out, target, loss, acc_head):
             return loss, jnp.zeros_like(out), acc_head
 
-        def no_backward(inputs, ct, acc):
+        def no_backward(kept, ct, acc):
             return jnp.zeros_like(ct), acc
 
         def tick(state, t, forwards, backwards):
@@ -284,8 +344,9 @@ def gpt_step(jax, cfg: GPTConfig, mesh, dtype=None, param_dtype=np.float32):
                 f = t - stage
                 x = jnp.where(stage == 0, lax.dynamic_index_in_dim(
                     xs, jnp.clip(f, 0, m - 1), keepdims=False), fwd_in)
-                out, inputs = forward(x)
-                stash = lax.dynamic_update_index_in_dim(stash, inputs, f % slots, 0)
+                out, kept = forward(x, layers)
+                stash = jax.tree.map(lambda a, k: lax.dynamic_update_index_in_dim(a, k, f % slots, 0),
+                                     stash, kept)
                 target = lax.dynamic_index_in_dim(targets, jnp.clip(f, 0, m - 1), keepdims=False)
                 loss, dout, acc_head = lax.cond((stage == last) & (f >= 0) & (f < m), head_step,
                                                 no_head, out, target, loss, acc_head)
@@ -293,14 +354,20 @@ def gpt_step(jax, cfg: GPTConfig, mesh, dtype=None, param_dtype=np.float32):
             if backwards:
                 b = t - 2 * last + stage
                 ct = bwd_in if dout is None else jnp.where(stage == last, dout, bwd_in)
-                inputs = lax.dynamic_index_in_dim(stash, b % slots, keepdims=False)
-                dx, acc = lax.cond((b >= 0) & (b < m), backward, no_backward, inputs, ct, acc)
+                kept = jax.tree.map(lambda a: lax.dynamic_index_in_dim(a, b % slots, keepdims=False), stash)
+                dx, acc = lax.cond((b >= 0) & (b < m), backward, no_backward, kept, ct, acc)
                 bwd_in = send_to_next_stage(dx, backward=True)
             return (fwd_in, bwd_in, stash, acc, acc_head, loss), None
 
         act = lax.pcast(jnp.zeros_like(xs[0]), "pp", to="varying")  # each stage's own activations
-        stash = jnp.zeros((slots, cfg.layers // cfg.pp) + act.shape, act.dtype)
-        stash = lax.pcast(stash, ("pp",) + ("tp",) * sp + data, to="varying")
+        kept_types = []  # what a microbatch's forward keeps, typed without computing it
+        jax.eval_shape(lambda x, ls: kept_types.extend(jax.typeof(k) for k in
+                                                       jax.tree.leaves(forward(x, ls)[1])), act, layers)
+        stash = [jnp.zeros((slots,) + t.shape, t.dtype) for t in kept_types]
+        stash = [lax.pcast(a, tuple(t.vma), to="varying") if t.vma else a
+                 for a, t in zip(stash, kept_types)]
+        if not selective:
+            (stash,) = stash
         zeros = lambda tree: jax.tree.map(jnp.zeros_like, tree)  # noqa: E731
         state = (act, act, stash, zeros(params["layers"]), zeros(params["head"]),
                  lax.pcast(jnp.zeros((), jnp.float32), ("pp",) + data, to="varying"))
@@ -336,8 +403,6 @@ def gpt_step(jax, cfg: GPTConfig, mesh, dtype=None, param_dtype=np.float32):
 
     if cfg.schedule not in ("gpipe", "1f1b"):
         raise ValueError(f"schedule must be 'gpipe' or '1f1b', got {cfg.schedule!r}")
-    if cfg.schedule == "1f1b" and cfg.recompute != "full":
-        raise ValueError("the 1F1B program stashes layer inputs: it needs recompute='full'")
     if cfg.dp > 1 and not one_f_one_b_program:
         raise ValueError("data parallelism (dp > 1) is written for schedule='1f1b'")
 
@@ -543,9 +608,13 @@ def run():
     grads = {}
     for name, dp, pp, schedule in (("unpipelined", 1, 1, "gpipe"), ("gpipe", 1, 2, "gpipe"),
                                    ("1f1b", 1, 2, "1f1b"), ("1f1b dp", 2, 2, "1f1b"),
-                                   ("accumulated dp", 2, 1, "1f1b")):
+                                   ("accumulated dp", 2, 1, "1f1b"),
+                                   ("1f1b selective", 1, 2, "1f1b"),
+                                   ("1f1b selective sp dp", 2, 2, "1f1b")):
         cfg = dataclasses.replace(TINY_GPT, dp=dp, pp=pp, schedule=schedule,
-                                  microbatch=1 if pp > 1 or dp > 1 else None)
+                                  microbatch=1 if pp > 1 or dp > 1 else None,
+                                  recompute="selective" if "selective" in name else "full",
+                                  sequence_parallel=" sp" in name)
         if schedule == "1f1b":
             mesh = jax.make_mesh((dp, pp, 2), ("dp", "pp", "tp"), devices=jax.devices()[:4 * dp])
         else:
@@ -561,7 +630,7 @@ def run():
                                     targets, cfg)
         checks.append((f"gpt {name} loss", np.asarray(loss), reference))
         grads[name] = jax.tree.map(lambda m: 10 * np.asarray(m), opt_m)
-    for name in ("gpipe", "1f1b", "1f1b dp", "accumulated dp"):  # the same data: the same gradients
+    for name in ("gpipe", "1f1b", "1f1b dp", "accumulated dp", "1f1b selective", "1f1b selective sp dp"):  # the same data: the same gradients
         for group in ("layers", "head"):
             for k, g in grads[name][group].items():
                 checks.append((f"gpt {name} d{k}", g, grads["unpipelined"][group][k]))

@@ -381,6 +381,30 @@ def test_vjp_of_integer_inputs_gives_float0(real_jax):
     assert float(gx) == 3.0 and gi.dtype == real_jax.dtypes.float0
 
 
+def test_a_pullback_is_a_pytree_of_its_residuals(real_jax):
+    # As JAX's: its leaves are the residuals, so a pullback can be returned from
+    # jit, stacked by a scan and applied later, in another trace.
+    rng = np.random.default_rng(7)
+    x, w, ct = (rng.standard_normal(shape).astype(np.float32) for shape in ((3, 2, 4), (3, 4, 5), (2, 5)))
+
+    def run(jax):
+        f = lambda x, w: jax.numpy.tanh(x @ w) * x.sum()  # noqa: E731
+        results = []
+        out, pullback = jax.vjp(f, x[0], w[0])
+        leaves, tree = jax.tree.flatten(pullback)
+        assert leaves and all(hasattr(a, "dtype") for a in leaves)
+        results.append(jax.tree.unflatten(tree, leaves)(ct))
+        results.append(jax.jit(lambda x, w: jax.vjp(f, x, w)[1])(x[1], w[1])(ct))
+        _, stacked = jax.lax.scan(lambda c, xw: (c, jax.vjp(f, *xw)[1]), 0.0, (x, w))
+        leaves, tree = jax.tree.flatten(stacked)
+        _, later = jax.jit(lambda leaves: jax.lax.scan(
+            lambda c, res: (c, jax.tree.unflatten(tree, res)(ct)), 0.0, leaves))(leaves)
+        results.append(later)
+        return [np.asarray(a) for a in jax.tree.leaves(results)]
+    for ours, ref in zip(run(meshsim), run(real_jax), strict=True):
+        np.testing.assert_allclose(ours, ref, rtol=1e-5, atol=1e-5)
+
+
 def test_weak_types_follow_jax(real_jax):
     g = meshsim.grad(lambda x: x * 2.0)(3.0)
     ref = real_jax.grad(lambda x: x * 2.0)(3.0)

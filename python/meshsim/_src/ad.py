@@ -12,6 +12,7 @@ handles pytrees; checkpoint policies written in Python are consulted while the
 transform runs, never while the programs execute."""
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import inspect
@@ -140,6 +141,20 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, reduce_axes=()):
     return lin.out(), vjp_fun
 
 
+class _PullbackFrame:
+    """What a pullback is besides its residuals (its backward program, trees and
+    types); treedefs holding the same frame are equal."""
+
+    def __init__(self, lin: _Linearized):
+        self.lin = lin
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _PullbackFrame) and other.lin is self.lin
+
+    def __hash__(self) -> int:
+        return id(self.lin)
+
+
 class GradValue:
     """`VJP.with_refs` placeholder: return this argument's cotangent as a value."""
 
@@ -184,6 +199,19 @@ class VJP:
     def with_refs(self, *targets) -> VJP:
         return VJP(self._lin, targets)
 
+    # A pytree whose leaves are the residuals, as JAX's: a pullback can be returned
+    # from jit, stacked by a scan and applied later (a pipeline schedule keeps each
+    # microbatch's residuals until its backward pass).
+    def _flatten(self):
+        return list(self._lin.residuals), (_PullbackFrame(self._lin), self._targets)
+
+    @classmethod
+    def _unflatten(cls, aux, residuals):
+        frame, targets = aux
+        lin = copy.copy(frame.lin)
+        lin.residuals = list(residuals)
+        return cls(lin, targets)
+
     def __call__(self, ct):
         cts = self._lin.pullback(ct)
         if self._targets is None:
@@ -199,6 +227,9 @@ class VJP:
             else:
                 out.append(DidntWant() if isinstance(target, DontWant) else g)
         return tuple(out)
+
+
+tree_util.register_pytree_node(VJP, VJP._flatten, VJP._unflatten)
 
 
 # --- grad ---------------------------------------------------------------------
