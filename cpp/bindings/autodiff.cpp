@@ -1,4 +1,4 @@
-// Bindings of the program transforms: vjp_program, eval_program, batch_eval.
+// Bindings of the program transforms: vjp_program, keep_outputs, eval_program, batch_eval.
 #include "convert.h"
 #include "meshsim/transforms/batching.h"
 #include "meshsim/transforms/vjp.h"
@@ -39,6 +39,25 @@ void init_autodiff(py::module_& m) {
       py::arg("program"), py::arg("wrt"), py::arg("out_mask"), py::arg("policies") = py::none(),
       "Splits a program into forward (inputs -> outputs + residuals) and backward (output "
       "cotangents + residuals -> input cotangents) programs.");
+  m.def(
+      "keep_outputs",
+      [](const Program& program, const std::vector<bool>& keep) {
+        if (keep.size() != program.outvars.size())
+          fail<ValueError>("keep_outputs: expected ", program.outvars.size(), " flags, got ", keep.size());
+        auto kept = std::make_shared<Program>();
+        kept->avals = program.avals;
+        kept->constvars = program.constvars;
+        kept->consts = program.consts;
+        kept->invars = program.invars;
+        kept->eqns = program.eqns;
+        kept->name = program.name;
+        for (size_t i = 0; i < keep.size(); ++i)
+          if (keep[i]) kept->outvars.push_back(program.outvars[i]);
+        dce(*kept);
+        return ProgramPtr(kept);
+      },
+      py::arg("program"), py::arg("keep"),
+      "The program with only the outputs flagged in `keep`, and only the equations they need.");
   m.def(
       "eval_program",
       [](const Program& program, const py::sequence& args) {

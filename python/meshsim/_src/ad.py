@@ -23,7 +23,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from meshsim import _core
-from meshsim._src import core, tracing, tree_util
+from meshsim._src import ad_refs, core, ref, tracing, tree_util
 from meshsim._src.sharding import placement
 from meshsim._src import dtype_kinds
 
@@ -59,8 +59,9 @@ class _Linearized:
 
     def __init__(self, fun, primals: tuple, has_aux: bool, check_output=None):
         self.fun_name = getattr(fun, "__name__", repr(fun))
-        leaves, self.in_tree = _flatten_values(primals)
-        self.in_leaves = leaves
+        raw, self.in_tree = tree_util.tree_flatten(primals)
+        values, self.ref_primals = ad_refs.unref_primals(raw)
+        leaves = self.in_leaves = [core.asarray_value(x) for x in values]
         if has_aux:
             def traced(*args):
                 result = fun(*args)
@@ -70,29 +71,63 @@ class _Linearized:
                 return tuple(result)
         else:
             traced = fun
-        program, captures, out_tree = tracing.trace_flat(traced, self.in_tree,
-                                                         [x.aval for x in leaves], leaves)
+        if self.ref_primals:  # (result, the Ref primals' final values)
+            traced = ad_refs.with_ref_arguments(traced, self.in_tree, self.ref_primals)
+        program, captures, out_tree, closed = self._trace(traced, leaves)
+        if self.ref_primals:
+            out_tree, _ = tree_util.treedef_children(out_tree)
         if has_aux:
             self.out_tree, self.aux_tree = tree_util.treedef_children(out_tree)
         else:
             self.out_tree, self.aux_tree = out_tree, None
         n_out = self.out_tree.num_leaves
         n_aux = out_tree.num_leaves - n_out
+        refs = [raw[i] for i in self.ref_primals] + closed
         if check_output is not None:
             check_output(program.out_avals[:n_out])
-        wrt = [True] * len(leaves) + [False] * len(captures)
-        out_mask = [True] * n_out + [False] * n_aux
+        # Inputs: the primals, the closed-over Refs' values, the captures; outputs: the results,
+        # aux, the Refs' final values (not differentiated), then the residuals.
+        wrt = [True] * len(leaves) + [False] * (len(closed) + len(captures))
+        ad_refs.refuse_differentiated_writes(program, wrt, closed, n_out + n_aux + len(self.ref_primals))
+        out_mask = [True] * n_out + [False] * (n_aux + len(refs))
         fwd, self.bwd, _, self.ct_in, self.ct_out = _core.vjp_program(program, wrt, out_mask,
                                                                       _evaluate_policy)
         # Computed from arrays committed to a device, values and cotangents stay there.
         self.device = placement.committed_device([*leaves, *captures], lambda i: f"args[{i}] of {self.fun_name}")
-        results = _core.eval_program(fwd, [*leaves, *captures])
+        results = _core.eval_program(fwd, [*leaves, *(r._value for r in closed), *captures])
         if self.device is not None:
             results = placement.place(results, self.device)
         n = n_out + n_aux
         self.out_leaves = list(results[:n_out])
         self.aux_leaves = list(results[n_out:n])
-        self.residuals = list(results[n:])
+        ref.write_back(refs, results[n:n + len(refs)])
+        self.residuals = list(results[n + len(refs):])
+
+    def _trace(self, traced, leaves):
+        """The traced program, captures and output tree, and the Refs made outside that the
+        function writes: those are bound to extra inputs after the primals, and their final
+        values are extra outputs after the function's (see ad_refs)."""
+        avals = [x.aval for x in leaves]
+
+        def recorded(*args):
+            scope.trace = _core.current_trace()
+            return traced(*args)
+
+        with ref.recording(None) as scope:
+            program, captures, out_tree = tracing.trace_flat(recorded, self.in_tree, avals, leaves)
+        closed = list(scope.written)
+        if not closed:
+            return program, captures, out_tree, []
+        n = len(leaves)
+
+        def with_closed(*flat):
+            with ref.bound(closed, flat[n:]):
+                return traced(*tree_util.tree_unflatten(self.in_tree, flat[:n])), [r._value for r in closed]
+
+        program, captures, out_tree = tracing.trace_flat(
+            with_closed, tree_util.tree_structure(tuple(range(n + len(closed)))),
+            [*avals, *(core.typeof(r._value) for r in closed)], [*leaves, *(r._value for r in closed)])
+        return program, captures, tree_util.treedef_children(out_tree)[0], closed
 
     def out(self):
         return tree_util.tree_unflatten(self.out_tree, self.out_leaves)
@@ -100,8 +135,10 @@ class _Linearized:
     def aux(self):
         return tree_util.tree_unflatten(self.aux_tree, self.aux_leaves)
 
-    def pullback_flat(self, ct_leaves: Sequence) -> list:
-        """Input cotangents (one per input leaf; float0 zeros for non-inexact ones)."""
+    def pullback_flat(self, ct_leaves: Sequence, wanted: Sequence[bool] | None = None) -> list:
+        """Input cotangents (one per input leaf; float0 zeros for non-inexact ones). With
+        `wanted`, only those inputs' cotangents are computed (None for the others)."""
+        ad_refs.refuse_ref_cotangents(self.in_leaves, self.ref_primals, wanted)
         cts = []
         for ct, out, takes in zip(ct_leaves, self.out_leaves, self.ct_in):
             if not takes:
@@ -114,19 +151,27 @@ class _Linearized:
             if ct.dtype != out.dtype:
                 ct = core.convert_element_type(ct, out.dtype, ct.weak_type)
             cts.append(ct)
-        grads = _core.eval_program(self.bwd, [*cts, *self.residuals])
+        wanted = [True] * len(self.in_leaves) if wanted is None else list(wanted)
+        bwd = self.bwd
+        if not all(w for w, takes in zip(wanted, self.ct_out) if takes):
+            bwd = _core.keep_outputs(bwd, [w for w, takes in zip(wanted, self.ct_out) if takes])
+        grads = _core.eval_program(bwd, [*cts, *self.residuals])
         grads = iter(grads if self.device is None else placement.place(grads, self.device))
-        return [next(grads) if takes else np.zeros(x.shape, float0)
-                for x, takes in zip(self.in_leaves, self.ct_out)]
+        return [None if not w else next(grads) if takes else np.zeros(x.shape, float0)
+                for x, takes, w in zip(self.in_leaves, self.ct_out, wanted)]
 
-    def pullback(self, ct):
+    def check_ct(self, ct) -> list:
+        """The leaves of an output cotangent, checked to have the outputs' structure."""
         ct_leaves, ct_tree = tree_util.tree_flatten(ct)
         if ct_tree != self.out_tree:
             raise ValueError(
                 "unexpected tree structure.\nThe argument to a VJP function returned by `jax.vjp` must "
                 f"match the pytree structure of the differentiated function {self.fun_name}.\n"
                 f"But the tree structures differ: got {ct_tree}, expected {self.out_tree}.")
-        return tree_util.tree_unflatten(self.in_tree, self.pullback_flat(ct_leaves))
+        return ct_leaves
+
+    def pullback(self, ct):
+        return tree_util.tree_unflatten(self.in_tree, self.pullback_flat(self.check_ct(ct)))
 
 
 def vjp(fun: Callable, *primals, has_aux: bool = False, reduce_axes=()):
@@ -213,11 +258,14 @@ class VJP:
         return cls(lin, targets)
 
     def __call__(self, ct):
-        cts = self._lin.pullback(ct)
         if self._targets is None:
-            return cts
-        if len(self._targets) != len(cts):
+            return self._lin.pullback(ct)
+        in_tree = self._lin.in_tree
+        if len(self._targets) != len(tree_util.treedef_children(in_tree)):
             raise Exception()  # JAX's own bare exception for a count mismatch  # noqa: TRY002
+        wanted = [not isinstance(t, DontWant) for t in self._targets]
+        leaf_wanted = _per_leaf(in_tree, wanted)
+        cts = tree_util.tree_unflatten(in_tree, self._lin.pullback_flat(self._lin.check_ct(ct), leaf_wanted))
         from meshsim._src.ref import Ref
         out = []
         for target, g in zip(self._targets, cts):
@@ -230,6 +278,14 @@ class VJP:
 
 
 tree_util.register_pytree_node(VJP, VJP._flatten, VJP._unflatten)
+
+
+def _per_leaf(in_tree, per_arg: list[bool]) -> list[bool]:
+    """A flag per leaf of the primals tuple `in_tree`, from one per primal."""
+    flags = []
+    for child, flag in zip(tree_util.treedef_children(in_tree), per_arg):
+        flags += [flag] * child.num_leaves
+    return flags
 
 
 # --- grad ---------------------------------------------------------------------
@@ -615,10 +671,14 @@ class custom_vjp:
         nondiff = {i % len(args): args[i] for i in self.nondiff_argnums}
         diff_pos = [i for i in range(len(args)) if i not in nondiff]
         diff_args = tuple(args[i] for i in diff_pos)
-        leaves, in_tree = _flatten_values(diff_args)
+        raw, in_tree = tree_util.tree_flatten(diff_args)
+        # Refs among the arguments are passed through as they are (a placeholder goes in their place).
+        arg_refs = ad_refs.RefSlots(raw)
+        leaves = [core.asarray_value(x) for x in arg_refs.placeholders(raw)]
         avals = [x.aval for x in leaves]
 
         def full_args(dargs):
+            dargs = arg_refs.restore(dargs)
             full = list(args)
             for i, a in zip(diff_pos, dargs):
                 full[i] = a
@@ -648,8 +708,12 @@ class custom_vjp:
                                 f"{name} must produce a pair (list or tuple of length two) representing primal "
                                 f"outputs and residuals (values stored from the forward pass for use on the "
                                 f"backward pass), got {result!r}.")
-            return tuple(result)
+            out, res = result
+            res_leaves, tree = tree_util.tree_flatten(res)
+            res_refs.__init__(res_leaves)
+            return out, tree_util.tree_unflatten(tree, res_refs.placeholders(res_leaves))
 
+        res_refs = ad_refs.RefSlots([])  # Refs among the residuals, passed to bwd as they are
         fwd, fwd_consts, fwd_tree = tracing.trace_flat(fwd_flat, in_tree, avals)
         fwd_out_tree, res_tree = tree_util.treedef_children(fwd_tree)
         n_out = out_tree.num_leaves
@@ -664,7 +728,7 @@ class custom_vjp:
         nondiff_vals = [args[i] for i in sorted(nondiff)]
 
         def bwd_flat(*flat):
-            res = tree_util.tree_unflatten(res_tree, flat[:len(res_avals)])
+            res = res_refs.restore(tree_util.tree_unflatten(res_tree, flat[:len(res_avals)]))
             ct = tree_util.tree_unflatten(out_tree, flat[len(res_avals):])
             arg_cts = self.bwd(*nondiff_vals, res, ct)
             if not isinstance(arg_cts, (tuple, list)) or len(arg_cts) != len(diff_args):
@@ -682,7 +746,7 @@ class custom_vjp:
                 else:
                     ct_leaves = tree_util.tree_structure(arg).flatten_up_to(ct_i)
                 for c, a in zip(ct_leaves, arg_leaves):
-                    a = core.typeof(a)
+                    a = core.typeof(a._value if isinstance(a, ref.Ref) else a)
                     if c is None or (isinstance(c, np.ndarray) and c.dtype == float0) or \
                             type(c).__name__ == "SymbolicZero":
                         flat_cts.append(core.Array.from_numpy(np.zeros(a.shape, a.dtype),
@@ -693,7 +757,8 @@ class custom_vjp:
             return flat_cts
 
         bwd_tree = tree_util.tree_structure(tuple(range(len(res_avals) + n_out)))
-        bwd, bwd_consts, _ = tracing.trace_flat(bwd_flat, bwd_tree, [*res_avals, *out_avals])
+        with ad_refs.writes_at_run_time():
+            bwd, bwd_consts, _ = tracing.trace_flat(bwd_flat, bwd_tree, [*res_avals, *out_avals])
         return fwd, fwd_consts, bwd, bwd_consts, res_tree
 
 

@@ -176,6 +176,8 @@ class Ref:
 
     def _update(self, op: str, idx, value, combine) -> None:
         value, whole = self._checked(op, idx, value)
+        if self._written_at_run_time(op, idx, value):
+            return
         self._check_same_trace(value)
         if whole:
             self._value = combine(self._value, value)
@@ -209,6 +211,15 @@ class Ref:
                 "function closes over is not supported: pass the Ref to the jitted function as an "
                 "argument, or carry the value through the loop")
         scope.record(self, written=True)
+
+    def _written_at_run_time(self, op: str, idx, value) -> bool:
+        """A traced value written into a Ref made eagerly, while a rule whose writes happen when
+        its program runs (RUN_TIME_WRITES) is traced: emits that write."""
+        from meshsim import _core
+        if not RUN_TIME_WRITES or self._trace is not None or _core.current_trace() is None:
+            return False
+        RUN_TIME_WRITES[-1](self, op, idx, value)
+        return True
 
     def _note_read(self) -> None:
         """A jitted function reading a Ref made eagerly takes its value as an input (so that a
@@ -253,6 +264,10 @@ def _weak_fits(weak: np.dtype, dtype: np.dtype) -> bool:
     Ref), not of another (an int into a float Ref)."""
     return np.dtype(weak).kind == np.dtype(dtype).kind
 
+
+# Innermost last: how the rule being traced writes Refs made eagerly when its program runs
+# (ad_refs: a custom_vjp backward rule stashing a cotangent).
+RUN_TIME_WRITES: list = []
 
 # The traces vmap is tracing its function's examples in (innermost last): a Ref they close over
 # is unbatched, so writing a traced value into it is an error.

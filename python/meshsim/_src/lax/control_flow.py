@@ -294,7 +294,10 @@ def _call(f: Callable) -> Callable:
 def _bind_cond(index, branches: Sequence[Callable], names: Sequence[str], operands: tuple):
     leaves, in_tree = _flatten((operands, {}))
     avals = [x.aval for x in leaves]
-    traced = [_Traced(_call(f), in_tree, avals) for f in branches]
+    traced = [_Traced(_call(f), in_tree, avals, discharges_refs=True) for f in branches]
+    refs = _union(*(t.written_refs for t in traced))
+    if refs:
+        return _cond_carrying_refs(lambda bs, ops: _bind_cond(index, bs, names, ops), branches, operands, refs)
     for i in range(1, len(traced)):
         _check_branch_outputs("switch", names[0], names[i], branches[0], branches[i],
                               traced[0], traced[i])
@@ -302,6 +305,20 @@ def _bind_cond(index, branches: Sequence[Callable], names: Sequence[str], operan
     programs = tuple(t.consts_first(consts) for t in traced)
     outs = core.bind("cond", index, *consts, *leaves, branches=programs)
     return tree_util.tree_unflatten(traced[0].out_tree, list(outs))
+
+
+def _cond_carrying_refs(bind: Callable, branches: Sequence[Callable], operands: tuple, refs: list):
+    """The conditional with the Refs its branches write (made outside them) as an extra operand
+    and an extra result: `bind(branches, operands)` binds it."""
+    def carrying(f):
+        def branch(values, *ops):
+            with ref.bound(refs, values):
+                return f(*ops), [r._value for r in refs]
+        return branch
+
+    out, values = bind([carrying(f) for f in branches], ([r._value for r in refs], *operands))
+    ref.write_back(refs, values)
+    return out
 
 
 def _operands(operand, operands) -> tuple:
@@ -338,8 +355,11 @@ def cond(pred, true_fun: Callable, false_fun: Callable, *operands,
     # Traced (and checked) true_fun first, as JAX; bound as branches=(false, true).
     leaves, in_tree = _flatten((operands, {}))
     avals = [x.aval for x in leaves]
-    t_true = _Traced(_call(true_fun), in_tree, avals)
-    t_false = _Traced(_call(false_fun), in_tree, avals)
+    t_true = _Traced(_call(true_fun), in_tree, avals, discharges_refs=True)
+    t_false = _Traced(_call(false_fun), in_tree, avals, discharges_refs=True)
+    refs = _union(t_true.written_refs, t_false.written_refs)
+    if refs:
+        return _cond_carrying_refs(lambda bs, ops: cond(pred, *bs, *ops), (true_fun, false_fun), operands, refs)
     _check_branch_outputs("cond", "true_fun", "false_fun", true_fun, false_fun, t_true, t_false)
     consts = _merge_consts([t_true, t_false])
     programs = (t_false.consts_first(consts), t_true.consts_first(consts))
@@ -495,8 +515,12 @@ def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = 
             tree_util.tree_unflatten(ys_tree, outs[num_carry:]))
 
 
-def _union(a: list, b: list) -> list:
-    return [*a, *(r for r in b if all(r is not x for x in a))]
+def _union(*lists: list) -> list:
+    out: list = []
+    for r in (r for refs in lists for r in refs):
+        if all(r is not x for x in out):
+            out.append(r)
+    return out
 
 
 def _while_carrying_refs(cond_fun, body_fun, init_val, refs: list):
