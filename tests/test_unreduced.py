@@ -96,6 +96,42 @@ CASES = {
     "reduced_add": lambda m: _r(m) + _r(m),
     "reduced_mixed_axes": lambda m: _r(m) + _r(m, axes=("Y",)),
     "reduced_with_sharded": lambda m: _r(m) + m.arr((8, 8), "X", None),
+    # parallel.md's four readings of jnp.dot(f32[8,4@X], f32[4@X,16]), each asked for by out_sharding
+    "doc_dot_all_reduce": lambda m: m.jnp.dot(m.arr((8, 4), None, "X"), m.arr((4, 16), "X", None),
+                                              out_sharding=m.P(None, None)),
+    "doc_dot_reduce_scatter_rows": lambda m: m.jnp.dot(m.arr((8, 4), None, "X"), m.arr((4, 16), "X", None),
+                                                       out_sharding=m.P("X", None)),
+    "doc_dot_reduce_scatter_cols": lambda m: m.jnp.dot(m.arr((8, 4), None, "X"), m.arr((4, 16), "X", None),
+                                                       out_sharding=m.P(None, "X")),
+    "doc_dot_unreduced": lambda m: m.jnp.dot(m.arr((8, 4), None, "X"), m.arr((4, 16), "X", None),
+                                             out_sharding=m.P(None, None, unreduced={"X"})),
+    "dot_general_out_unreduced": lambda m: m.lax.dot_general(
+        m.arr((8, 4), None, "X"), m.arr((4, 16), "X", None), (((1,), (0,)), ((), ())),
+        out_sharding=m.P(None, None, unreduced={"X"})),
+    "matmul_out_unreduced": lambda m: m.jnp.matmul(m.arr((8, 4), None, "X"), m.arr((4, 16), "X", None),
+                                                   out_sharding=m.P(None, None, unreduced={"X"})),
+    # gradients: a weight reduced over the batch axis gets its gradient unreduced there
+    "grad_of_reduced_weight": lambda m: m.jax.grad(lambda w, b: m.jnp.dot(b, w).sum())(
+        _r(m, (16, 8)), m.arr((8, 16), "X", None)),
+    "grad_of_reduced_weight_closure": lambda m: (lambda b: m.jax.grad(lambda w: m.jnp.dot(b, w).sum())(
+        _r(m, (16, 8))))(m.arr((8, 16), "X", None)),
+    "grad_of_reduced_weight_jit": lambda m: m.jax.jit(m.jax.grad(lambda w, b: (m.jnp.dot(b, w) ** 2).sum()))(
+        _r(m, (16, 8)), m.arr((8, 16), "X", None)),
+    "vjp_of_reduced_weight": lambda m: (lambda b: m.jax.vjp(lambda w: m.jnp.dot(b, w), _r(m, (16, 8)))[1](
+        m.jnp.ones((8, 8), out_sharding=m.P("X", None)))[0])(m.arr((8, 16), "X", None)),
+    "grad_through_unreduced_closure": lambda m: (lambda y: m.jax.grad(lambda x: m.jax.reshard(
+        m.jnp.dot(x, y, out_sharding=m.P(None, None, unreduced={"X"})), m.P()).sum())(
+        m.arr((8, 4), None, "X")))(m.arr((4, 16), "X", None)),
+    # moving unreduced values: only a reshard keeping the pending sums transfers them
+    "device_put_unreduced_same": lambda m: m.jax.device_put(_u(m), m.P(None, None, unreduced={"X"})),
+    "device_put_unreduced_resplit": lambda m: m.jax.device_put(_u(m), m.P("Y", None, unreduced={"X"})),
+    "device_put_unreduced_replicated": lambda m: m.jax.device_put(_u(m), m.P()),
+    "device_put_unreduced_reduced": lambda m: m.jax.device_put(_u(m), m.P(None, None, reduced={"X"})),
+    "device_put_unreduced_device": lambda m: m.jax.device_put(_u(m), m.jax.devices()[0]),
+    "device_put_unreduced_none": lambda m: m.jax.device_put(_u(m)),
+    "device_put_reduced_to_unreduced": lambda m: m.jax.device_put(_r(m), m.P(None, None, unreduced={"X"})),
+    "copy_unreduced": lambda m: m.jnp.array(_u(m)),
+    "jit_identity_unreduced": lambda m: m.jax.jit(lambda a: a)(_u(m)),
     # performing the reduction
     "reshard_from_unreduced_replicated": lambda m: m.jax.reshard(_u(m), m.P()),
     "reshard_from_unreduced_sharded": lambda m: m.jax.reshard(_u(m), m.P("X", None)),
@@ -142,7 +178,8 @@ def _reduced_value(lib: Lib, case):
     "add_mixed", "add_mixed_rhs", "add_scalar", "add_different_axes", "sub", "neg", "cos", "sin", "exp",
     "mul_scalar", "mul_both_unreduced", "dot_of_unreduced", "dot_ambiguous", "reduced_mixed_axes",
     "reduced_with_sharded", "dot_out_unreduced_wrong_axis", "dot_out_unreduced_unsharded",
-    "dot_out_unreduced_mismatch", "device_put_host_unreduced"}])
+    "dot_out_unreduced_mismatch", "device_put_host_unreduced", "device_put_unreduced_replicated",
+    "device_put_unreduced_reduced", "device_put_unreduced_device"}])
 def test_values_match_jax(libs, name):
     ours, theirs = (_reduced_value(lib, CASES[name]) for lib in libs)
     np.testing.assert_allclose(ours, theirs, rtol=1e-2 if name == "astype" else 1e-5)

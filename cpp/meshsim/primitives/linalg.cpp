@@ -392,7 +392,17 @@ Value dot_transpose_lhs(const Value& g, const Value& x, const Value& y, const In
     for (int64_t d : order)
       out_sharding->push_back(xa.mesh && d < static_cast<int64_t>(xa.spec.size()) ? xa.spec[d] : AxisNames{});
   }
-  const Value prod = ops::dot_general(g, y, {ans_y, y_kept, ans_batch, y_batch}, std::nullopt, out_sharding);
+  // Cotangent types follow primal types: a primal reduced over some axes (equal blocks that
+  // each device used with its own data) has its cotangent unreduced there, JAX's pending sum.
+  IntLists dims{ans_y, y_kept, ans_batch, y_batch};
+  const Value prod = xa.reduced.empty()
+                         ? ops::dot_general(g, y, dims, std::nullopt, out_sharding)
+                         : ops::bind1("dot_general", {g, y},
+                                      {{"dimension_numbers", dims},
+                                       {"precision", std::monostate{}},
+                                       {"preferred_element_type", std::monostate{}},
+                                       {"out_sharding", std::vector<StrList>(*out_sharding)},
+                                       {"out_unreduced", StrList(xa.reduced)}});
   return ops::cast_like(ops::transpose(prod, argsort(order)), xa);
 }
 

@@ -827,6 +827,7 @@ void copy() {
   p.elementwise = true;
   p.batch = batch_elementwise;
   p.vjp = [](const VjpArgs& a) { return Cotangents{*a.ct[0]}; };
+  p.ur_rule = keep_operand_ur();  // the same partial sums, in a fresh buffer
   p.abstract_eval = [](const Avals& in, const Params&) {
     return Avals{like(in[0], in[0].shape, in[0].dtype, in[0].weak_type)};
   };

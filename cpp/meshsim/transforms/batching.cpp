@@ -1,3 +1,4 @@
+#include "meshsim/ir/program_consts.h"
 #include "meshsim/transforms/batching.h"
 
 #include <algorithm>
@@ -163,7 +164,7 @@ Batched batch_eval(const Program& p, const Values& args, const BatchDims& dims, 
   BatchDims bdim(p.avals.size(), kNotBatched);
   for (size_t i = 0; i < p.constvars.size(); ++i) {
     const int v = p.constvars[i];
-    env[v] = Value(Array::from_tensor(p.consts[i], p.avals[v].weak_type));
+    env[v] = Value(const_array(p, i));
   }
   for (size_t i = 0; i < args.size(); ++i) {
     env[p.invars[i]] = args[i];

@@ -1,3 +1,4 @@
+#include "meshsim/ir/program_consts.h"
 #include "meshsim/transforms/partial_eval.h"
 
 #include <optional>
@@ -25,7 +26,7 @@ void bind_equations(const Program& p, const std::vector<bool>& which, std::vecto
 std::vector<std::optional<Value>> constant_env(const Program& p) {
   std::vector<std::optional<Value>> env(p.avals.size());
   for (size_t i = 0; i < p.constvars.size(); ++i)
-    env[p.constvars[i]] = Value(Array::from_tensor(p.consts[i], p.avals[p.constvars[i]].weak_type));
+    env[p.constvars[i]] = Value(const_array(p, i));
   return env;
 }
 

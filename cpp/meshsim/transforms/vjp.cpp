@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "meshsim/ir/ops.h"
+#include "meshsim/ir/program_consts.h"
 
 namespace meshsim {
 namespace {
@@ -25,7 +26,7 @@ std::vector<std::optional<Value>> initial_env(const Program& p) {
   std::vector<std::optional<Value>> env(p.avals.size());
   for (size_t i = 0; i < p.constvars.size(); ++i) {
     const int v = p.constvars[i];
-    env[v] = Value(Array::from_tensor(p.consts[i], p.avals[v].weak_type));
+    env[v] = Value(const_array(p, i));
   }
   return env;
 }

@@ -82,6 +82,12 @@ def _put(x, sharding: Sharding | None, donate: bool):
             return reshard(x, sharding)
         raise NotImplementedError("device_put to a single device inside a traced function is not "
                                   "supported; call it outside jit")
+    if isinstance(x, core.Array) and x.aval.unreduced and sharding is not None and not (
+            isinstance(sharding, NamedSharding) and set(sharding.spec.unreduced) == set(x.aval.unreduced)):
+        # A transfer splits the source into its devices' blocks, which partial sums are not;
+        # only a reshard keeping the same pending sums moves them (JAX's own limit).
+        raise NotImplementedError("device_indices_map doesn't work with unreduced. Please file a bug at "
+                                  "https://github.com/jax-ml/jax/issues")
     if isinstance(x, np.ndarray) and isinstance(sharding, NamedSharding):
         # Splitting into blocks copies them: a read-only view spares a whole copy first.
         x = x.view()
