@@ -32,6 +32,7 @@ abstractly: `step.lower(*args).compile()`."""
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import math
 import numpy as np
 
@@ -455,9 +456,37 @@ class LlamaConfig:
     vocab: int = 128256
     seq: int = 8192
     batch: int = 1024  # global sequences per step
+    head_dim: int | None = None  # hidden // heads by default
+    attention: str = "dot"  # "dot" (scores through memory) or "flash" (one fused kernel)
+    remat: str = "full"  # "full" (keep layer inputs) or "minimal" (keep weight matmuls' outputs)
+    parallel_block: bool = False  # PaLM's attention and MLP side by side from one norm
 
 
 LLAMA3_70B = LlamaConfig()
+
+
+def maxtext_config(scale: int, per_device_batch: int, devices: int, remat: str) -> LlamaConfig:
+    """MaxText's `global_parameter_scale` models (its base.yml and pyconfig's
+    `get_individual_scales`): a Llama-2 decoder of 16 layers, embedding 2048,
+    16 heads of 128, SwiGLU of 7168 and a 32,000 vocabulary, scaled by a power of
+    two by doubling in turn heads and MLP width, embedding, layers; sequences of
+    2048, flash attention."""
+    base, rem = divmod(int(math.log2(scale)), 3)
+    heads_mlp = 2 ** (base + (rem > 0))
+    return LlamaConfig(layers=16 * 2 ** base, hidden=2048 * 2 ** (base + (rem > 1)),
+                       ffn=7168 * heads_mlp, heads=16 * heads_mlp, kv_heads=16 * heads_mlp,
+                       vocab=32000, seq=2048, batch=per_device_batch * devices, head_dim=128,
+                       attention="flash", remat=remat)
+
+
+def maxtext_step_flops(cfg: LlamaConfig) -> float:
+    """MaxText's model flops per step (`calculate_tflops_training_per_device` times
+    the devices): 6 flops per weight and token, and 3 x 4 b s^2 heads head_dim
+    per layer for attention (counted without the causal mask, as its published
+    tables were)."""
+    b, s, h, dh = cfg.batch, cfg.seq, cfg.hidden, cfg.head_dim or cfg.hidden // cfg.heads
+    weights = 3 * h * cfg.ffn + h * dh * (2 * cfg.heads + 2 * cfg.kv_heads)
+    return 6 * b * s * (weights * cfg.layers + h * cfg.vocab) + 12 * b * s * s * cfg.heads * dh * cfg.layers
 
 
 def llama_step(jax, cfg: LlamaConfig, mesh, dtype=None, param_dtype=np.float32):
@@ -468,8 +497,11 @@ def llama_step(jax, cfg: LlamaConfig, mesh, dtype=None, param_dtype=np.float32):
     dtype = jnp.bfloat16 if dtype is None else dtype
     P = jax.sharding.PartitionSpec
     tp = mesh.shape["tp"]
+    flash_attention = importlib.import_module(
+        f"{jax.__name__}.experimental.pallas.ops.tpu.flash_attention").flash_attention
     h, nh, nkv = cfg.hidden, cfg.heads, cfg.kv_heads
-    dh = h // nh
+    dh = cfg.head_dim or h // nh
+    kv_local = max(nkv // tp, 1)  # (fewer key/value heads than tp ranks: each rank keeps one)
 
     def rms(x, g):
         x32 = x.astype(jnp.float32)
@@ -479,26 +511,45 @@ def llama_step(jax, cfg: LlamaConfig, mesh, dtype=None, param_dtype=np.float32):
     def gather(w, axis):  # cast first: the all-gather and its reduce-scatter move bfloat16
         return lax.all_gather(w.astype(dtype), "fsdp", axis=axis, tiled=True)
 
+    def attend(q, k, v):
+        """q: [b, s, kv heads, group, dh]; k, v: [b, s, kv heads, dh]."""
+        b, s, g = q.shape[0], q.shape[1], q.shape[3]
+        if cfg.attention == "flash":
+            # The kernel takes as many key/value heads as query heads: repeat them.
+            def heads(t):
+                return jnp.moveaxis(t, 1, 2).reshape(b, -1, s, dh)
+            o = flash_attention(heads(q), heads(jnp.repeat(k[:, :, :, None], g, axis=3)),
+                                heads(jnp.repeat(v[:, :, :, None], g, axis=3)),
+                                causal=True, sm_scale=1.0 / math.sqrt(dh))
+            return jnp.moveaxis(o, 1, 2).reshape(b, s, -1)
+        scores = jnp.einsum("bqkgd,bskd->bkgqs", q, k) * (1.0 / math.sqrt(dh))
+        probs = jax.nn.softmax(jnp.where(_causal(lax, s), scores, -1e9).astype(jnp.float32), axis=-1)
+        return jnp.einsum("bkgqs,bskd->bqkgd", probs.astype(dtype), v).reshape(b, s, -1)
+
     def block(x, p):
         wq, wkv, wo = gather(p["wq"], 0), gather(p["wkv"], 0), gather(p["wo"], 1)
         wgu, wd = gather(p["wgu"], 0), gather(p["wd"], 1)
         b, s = x.shape[0], x.shape[1]
         a = rms(x, p["g1"])
-        q = (a @ wq).reshape(b, s, nkv // tp, nh // nkv, dh)
-        kv = (a @ wkv).reshape(b, s, 2, nkv // tp, dh)
-        k, v = kv[:, :, 0], kv[:, :, 1]
-        scores = jnp.einsum("bqkgd,bskd->bkgqs", q, k) * (1.0 / math.sqrt(dh))
-        causal = _causal(lax, s)
-        probs = jax.nn.softmax(jnp.where(causal, scores, -1e9).astype(jnp.float32), axis=-1)
-        probs = probs.astype(dtype)
-        ctx = jnp.einsum("bkgqs,bskd->bqkgd", probs, v).reshape(b, s, h // tp)
+        q = (a @ wq).reshape(b, s, kv_local, -1, dh)
+        kv = (a @ wkv).reshape(b, s, 2, kv_local, dh)
+        ctx = attend(q, kv[:, :, 0], kv[:, :, 1])
+        if cfg.parallel_block:  # PaLM: x + attention(norm(x)) + mlp(norm(x)), one all-reduce
+            gu = (a @ wgu).reshape(b, s, 2, -1)
+            f = (jax.nn.silu(gu[:, :, 0]) * gu[:, :, 1]) @ wd
+            return x + lax.psum(ctx @ wo + f, "tp")
         x = x + lax.psum(ctx @ wo, "tp")
         a = rms(x, p["g2"])
         gu = (a @ wgu).reshape(b, s, 2, -1)
         f = (jax.nn.silu(gu[:, :, 0]) * gu[:, :, 1]) @ wd
         return x + lax.psum(f, "tp")
 
-    remat_block = jax.checkpoint(block)
+    if cfg.remat not in ("full", "minimal"):
+        raise ValueError(f"remat must be 'full' or 'minimal', got {cfg.remat!r}")
+    # MaxText's remat policies: "full" keeps each layer's input, "minimal" also
+    # the outputs of its weight matmuls (`checkpoint_dots_with_no_batch_dims`).
+    remat_block = jax.checkpoint(block) if cfg.remat == "full" else jax.checkpoint(
+        block, policy=jax.checkpoint_policies.checkpoint_dots_with_no_batch_dims)
 
     def loss_fn(params, x, targets):
         x = lax.scan(lambda x, p: (remat_block(x, p), None), x, params["layers"])[0]
@@ -521,9 +572,9 @@ def llama_step(jax, cfg: LlamaConfig, mesh, dtype=None, param_dtype=np.float32):
     L, f = cfg.layers, cfg.ffn
     shapes = {
         "g1": ((L, h), P(None, None)), "g2": ((L, h), P(None, None)),
-        "wq": ((L, h, h), P(None, "fsdp", "tp")),
-        "wkv": ((L, h, 2 * nkv * dh), P(None, "fsdp", "tp")),
-        "wo": ((L, h, h), P(None, "tp", "fsdp")),
+        "wq": ((L, h, nh * dh), P(None, "fsdp", "tp")),
+        "wkv": ((L, h, 2 * kv_local * tp * dh), P(None, "fsdp", "tp")),
+        "wo": ((L, nh * dh, h), P(None, "tp", "fsdp")),
         "wgu": ((L, h, 2 * f), P(None, "fsdp", "tp")),
         "wd": ((L, f, h), P(None, "tp", "fsdp")),
     }

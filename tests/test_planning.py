@@ -296,3 +296,41 @@ def test_megatron_weak_scaling_on_a100(row):
     local = sum(int(np.prod(a.sharding.shard_shape(a.shape))) * 4 for a in jax.tree.leaves(stage))
     assert sum(c.bytes_sent * c.count for c in dp_sums) == pytest.approx(
         2 * (dp - 1) / dp * local, rel=0.01)
+
+
+# MaxText's published throughput (AI-Hypercomputer/maxtext, MaxText/configs/v5p/
+# README.md and MaxText/configs/v5e/README.md: TFLOP/s per chip of its
+# `global_parameter_scale` models, one slice) with the settings of the scripts
+# beside them (v5p/<size>.sh, v5e/<size>.sh): per-device batch, remat policy,
+# FSDP x tensor parallelism, flash attention, sequences of 2048. A v5p-N slice
+# has N/2 chips (two TensorCores each), a v5e-256 256.
+# (generation, topology, scale, per-device batch, fsdp, tp, remat, TFLOP/s per chip)
+MAXTEXT = [
+    ("v5p", "4x4x4", 32, 7, 16, 4, "minimal", 328), ("v5p", "4x4x4", 64, 3, 16, 4, "minimal", 323),
+    ("v5p", "4x4x8", 128, 1, 16, 8, "minimal", 315), ("v5p", "8x8x8", 256, 1, 64, 8, "minimal", 308),
+    ("v5e", "16x16", 16, 6, 256, 1, "full", 120), ("v5e", "16x16", 32, 4, 256, 1, "full", 132),
+    ("v5e", "16x16", 64, 2, 256, 1, "full", 118)]
+
+
+@pytest.mark.parametrize("row", MAXTEXT, ids=lambda r: f"{r[2]}B-{r[0]}")
+def test_maxtext_throughput_on_tpus(row):
+    generation, shape, scale, per_device, fsdp, tp, remat, published = row
+    topo = topologies.get_topology_desc(f"{generation}:{shape}")
+    chips = len(topo.devices)
+    mesh = jax.make_mesh((fsdp, tp), ("fsdp", "tp"), devices=topo.devices)
+    cfg = ex_planning.maxtext_config(scale, per_device, chips, remat)
+    # The scale's parameter count, as MaxText names its models.
+    params = cfg.layers * (3 * cfg.hidden * cfg.ffn + 4 * cfg.hidden * cfg.heads * 128) \
+        + 2 * cfg.vocab * cfg.hidden
+    assert params == pytest.approx(scale * 1e9, rel=0.1)
+    step, args = ex_planning.llama_step(jax, cfg, mesh)
+    compiled = step.lower(*args).compile()
+    est = estimate(compiled, overlap=True)
+    tflops = ex_planning.maxtext_step_flops(cfg) / chips / est.step_time
+    assert tflops == pytest.approx(published * 1e12, rel=0.15)
+    # Attention is one fused kernel forward, again when remat recomputes the
+    # forward, and one backward, per layer: no s x s scores in memory.
+    kernels = [o for o in compiled.analysis.ops if o.name == "custom_vjp_call" and o.flops]
+    assert sum(o.count for o in kernels) == 3 * cfg.layers
+    assert not any(o.matmul_dims[1:3] == (cfg.seq, cfg.seq) for o in compiled.analysis.ops
+                   if o.name == "dot_general")

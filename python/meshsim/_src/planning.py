@@ -63,6 +63,22 @@ _SUB_PROGRAM_PARAMS = {"scan": ("jaxpr",), "remat2": ("jaxpr",), "custom_vjp_cal
                        "shard_map": ("jaxpr",), "while": ("cond_jaxpr", "body_jaxpr")}
 
 
+# Fused kernels (a library kernel such as flash attention, written as a named
+# custom_vjp function): each hook maps (function name, operands' per-device
+# shapes) to (flops, matmul dims) or None. Such a call is one op: it reads its
+# operands and writes its results, and what it computes in between stays on
+# chip (no buffers, no bytes). Kernels register here where they are defined.
+FUSED_KERNEL_COSTS: list = []
+
+
+def _fused_kernel(name, params, in_avals) -> tuple | None:
+    if name != "custom_vjp_call":
+        return None
+    shapes = [local_shape(a) for a in in_avals]
+    return next((c for hook in FUSED_KERNEL_COSTS
+                 if (c := hook(str(params.get("name", "")), shapes)) is not None), None)
+
+
 def _nbytes(shape, dtype) -> int:
     return int(math.prod(shape)) * np.dtype(dtype).itemsize
 
@@ -281,12 +297,17 @@ class _Walker:
             in_avals = [avals[v] for v in ins]
             out_avals = [avals[v] for v in outs]
             flops, nbytes = self._local_cost(name, params, in_avals, out_avals, flops, nbytes)
+            kernel = _fused_kernel(name, params, in_avals)
+            if kernel is not None:
+                flops = kernel[0]
+                nbytes = float(sum(local_bytes(a) for a in in_avals + out_avals))
             if name in _BITCASTS or i in relayouts:
                 flops = nbytes = 0.0  # a new view of the same buffer
             # Fusion: fused inputs are not read back, fused results not written.
             nbytes -= sum(size[v] for v in ins if v in fused)
             nbytes -= sum(size[v] for v in outs if v in fused)
-            transient, children = self.sub_programs(name, params, in_avals, mesh, count, depth)
+            transient, children = (0, []) if kernel is not None else \
+                self.sub_programs(name, params, in_avals, mesh, count, depth)
             op = Op(name, flops, max(nbytes, 0.0), count,
                     " ".join(a.str_short(True) if a.mesh is None else str(a) for a in out_avals),
                     dtype=out_avals[0].dtype if out_avals else None, depth=depth,
@@ -295,6 +316,8 @@ class _Walker:
             if name == "dot_general":
                 op.matmul_dims = _matmul_dims(in_avals, params)
                 op_of_eqn[i] = op
+            elif kernel is not None:
+                op.matmul_dims = kernel[1]
             if i in epilogue:  # the matmul reads the addend and writes the sum
                 op_of_eqn[epilogue[i]].bytes_accessed += op.bytes_accessed
                 op.flops = op.bytes_accessed = 0.0
