@@ -333,3 +333,32 @@ def test_indexed_dims_split_over_several_axes(name, spec):
     np.testing.assert_array_equal(m_out, j_out)
     assert m_specs == j_specs
     assert m_coll == j_coll
+
+
+_OUTSIDE_SET_MESH = {
+    "add_row": lambda m, x: x.at[2].add(1.0),
+    "add_col": lambda m, x: x.at[:, 3].add(1.0),
+    "add_rows_by_array": lambda m, x: x.at[m.numpy.array([1, 5])].add(1.0),
+    "set_element": lambda m, x: x.at[0, 0].set(5.0),
+    "multiply_row": lambda m, x: x.at[1].multiply(2.0),
+    "min_row": lambda m, x: x.at[1].min(2.0),
+    "add_sharded_update": lambda m, x: x.at[:4].add(m.device_put(
+        np.ones((4, 16), np.float32), m.sharding.NamedSharding(x.sharding.mesh, m.sharding.PartitionSpec("X")))),
+    "jit_add_row": lambda m, x: m.jit(lambda a: a.at[2].add(1.0))(x),
+    "get_row": lambda m, x: x.at[1].get(),
+    "segment_sum": lambda m, x: m.ops.segment_sum(x, m.numpy.array([0, 0, 1, 1, 2, 2, 3, 3]), 4),
+}
+
+
+@pytest.mark.parametrize("name", list(_OUTSIDE_SET_MESH))
+def test_indexed_updates_on_auto_mesh_outside_set_mesh(name):
+    """`.at[]` updates of an array laid out over an all-Auto mesh, with no context mesh: JAX's
+    values and result sharding (the updates need no layout of their own)."""
+    x = np.arange(128, dtype=np.float32).reshape(8, 16)
+    found = []
+    for mod in (jax, meshsim):
+        mesh = _mesh(mod, (2, 4))
+        out = _OUTSIDE_SET_MESH[name](mod, _put(mod, mesh, x, "X", "Y"))
+        found.append((np.asarray(out), repr(out.sharding.spec), str(mod.typeof(out))))
+    np.testing.assert_array_equal(found[1][0], found[0][0])
+    assert found[1][1:] == found[0][1:]

@@ -308,7 +308,8 @@ def _scatter_update(x, idx, values, kind: str, mode=None):
         out = _scatter_update(flat, (0,) + (None,) * len(entries), values, kind, mode)
         return core.bind1("reshape", out, new_sizes=(), dimensions=None)
     arrays, axes, batch, result_shape, slice_spec = _open_mesh(x, entries)
-    if x.aval.mesh is None:
+    if x.aval.mesh is None or not core.typeof(x).sharding.mesh.explicit_axes:
+        # No Explicit axis types x (an Auto mesh, in or out of `set_mesh`): nothing to lay out.
         values = broadcast_to_shape(values, result_shape)
     else:  # as JAX: the updates laid out as x[idx] is (its "slice sharding")
         from meshsim._src.numpy.structural import broadcast_to
