@@ -465,6 +465,16 @@ class LlamaConfig:
 LLAMA3_70B = LlamaConfig()
 
 
+# PaLM 540B (Chowdhery et al. 2022, Table 1 and section 4): 118 layers, model
+# width 18432, 48 heads of 256, multi-query attention (one key/value head),
+# SwiGLU of 4 x 18432, parallel attention and MLP, sequences of 2048, a 256k
+# vocabulary (padded to a multiple of the 12 model-parallel ranks here); 1024
+# sequences per pod of 3072 TPU v4 chips (2048 over two pods).
+PALM_540B = LlamaConfig(layers=118, hidden=18432, ffn=73728, heads=48, kv_heads=1, vocab=256008,
+                        seq=2048, batch=1024, head_dim=256, attention="flash", remat="full",
+                        parallel_block=True)
+
+
 def maxtext_config(scale: int, per_device_batch: int, devices: int, remat: str) -> LlamaConfig:
     """MaxText's `global_parameter_scale` models (its base.yml and pyconfig's
     `get_individual_scales`): a Llama-2 decoder of 16 layers, embedding 2048,
