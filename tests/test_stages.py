@@ -240,3 +240,33 @@ def test_explicit_sharding_is_per_device_with_implied_collectives():
     stats = compiled.memory_analysis()
     assert stats.argument_size_in_bytes == 4 * (b * d + d * h + h * d)
     assert stats.output_size_in_bytes == 4
+
+
+def test_dead_code_costs_nothing_as_in_jax(real_jax):
+    # Results nobody reads are not computed (JAX's and XLA's dead-code
+    # elimination): a dead matmul, a dead chain of matmuls and a reduction; a
+    # callback, whose effect is the point, stays.
+    def programs(lib):
+        jnp = lib.numpy
+
+        def dead_matmul(x):
+            unused = jnp.sin(x) @ x  # noqa: F841
+            return x * 2
+
+        def dead_chain(x, w):
+            h = jnp.tanh(x @ w)
+            _ = (h @ w.T).sum()
+            return x * 2.0, w + 1.0
+        return [(dead_matmul, [(256, 256)]), (dead_chain, [(128, 256), (256, 256)])]
+    for (ours_fn, shapes), (theirs_fn, _) in zip(programs(jax), programs(real_jax)):
+        ours = jax.jit(ours_fn).lower(*[jax.ShapeDtypeStruct(s, np.float32) for s in shapes]).compile()
+        theirs = real_jax.jit(theirs_fn).lower(
+            *[real_jax.ShapeDtypeStruct(s, np.float32) for s in shapes]).compile()
+        cost = theirs.cost_analysis()
+        cost = cost[0] if isinstance(cost, list) else cost
+        assert ours.cost_analysis()["flops"] == cost["flops"]
+        assert ours.memory_analysis().temp_size_in_bytes <= theirs.memory_analysis().temp_size_in_bytes
+    printed = []
+    f = jax.jit(lambda x: (jax.debug.callback(lambda v: printed.append(1), x), x * 2)[1])
+    ops = [o.name for o in f.lower(jax.ShapeDtypeStruct((4,), np.float32)).compile().analysis.ops]
+    assert ops.count("mul") == 1 and any("callback" in n for n in ops)

@@ -79,6 +79,24 @@ def _fused_kernel(name, params, in_avals) -> tuple | None:
                  if (c := hook(str(params.get("name", "")), shapes)) is not None), None)
 
 
+# Primitives kept when nothing reads their results (their effects are the point).
+_EFFECTFUL = {"callback", "debug_callback", "io_callback"}
+
+
+def _live_equations(program, eqns) -> list:
+    """Dead-code elimination, as JAX's and XLA's: the equations whose results the
+    program's results depend on, and those with effects (a callback). A
+    collective nobody reads is removed too, as XLA removes it."""
+    needed = set(program.outvars)
+    keep = [False] * len(eqns)
+    for k in range(len(eqns) - 1, -1, -1):
+        name, ins, outs = eqns[k][:3]
+        if name in _EFFECTFUL or any(o in needed for o in outs):
+            keep[k] = True
+            needed.update(ins)
+    return [e for e, kept in zip(eqns, keep) if kept]
+
+
 def _nbytes(shape, dtype) -> int:
     return int(math.prod(shape)) * np.dtype(dtype).itemsize
 
@@ -192,7 +210,7 @@ class _Walker:
 
     def _program(self, program, mesh, count, depth, donated):
         avals = program.avals
-        eqns = program.equations()
+        eqns = _live_equations(program, program.equations())
         size = [local_bytes(a) for a in avals]
 
         def size_of(v):
