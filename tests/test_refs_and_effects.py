@@ -313,3 +313,57 @@ def test_writes_from_grad_into_closed_over_refs_are_refused():
     with pytest.raises(Exception, match="performing a set/swap operation with a differentiated value"):
         meshsim.grad(f)(3.0)
     np.testing.assert_array_equal(np.asarray(outer[...]), 0.0)
+
+
+def _ref_misuse(jax, name):
+    jnp = jax.numpy
+    r = jax.new_ref(jnp.arange(6.0).reshape(2, 3))
+
+    def returns_arg(x_ref):
+        x_ref[...] = x_ref[...] * 2
+        return x_ref
+
+    def returns_nested(a, x_ref):
+        return {"a": a, "r": [x_ref]}
+
+    def takes_two(x_ref, y_ref):
+        return None
+
+    def closes_and_takes(y_ref):
+        y_ref[...] = r[...]
+
+    def freezes(x_ref):
+        jax.freeze(x_ref)
+
+    cases = {
+        "returns_arg": lambda: jax.jit(returns_arg)(r),
+        "returns_nested": lambda: jax.jit(returns_nested)(1.0, r),
+        "same_ref_twice": lambda: jax.jit(takes_two)(r, r),
+        "same_ref_in_pytrees": lambda: jax.jit(takes_two)({"u": r}, [r]),
+        "closed_over_and_passed": lambda: jax.jit(closes_and_takes)(r),
+        "freeze_argument": lambda: jax.jit(freezes)(r),
+        "sin_of_ref": lambda: jnp.sin(r),
+        "sum_of_ref": lambda: jnp.sum(r),
+        "add_ref": lambda: jnp.add(r, 1.0),
+        "advanced_indexing": lambda: (r.__setitem__((jnp.array([1, 0, 1]), jnp.array([0, 0, 2])),
+                                                    r[jnp.array([0, 0, 1]), jnp.array([1, 2, 2])]),
+                                      jax.freeze(r))[1],
+    }
+    return cases[name]()
+
+
+@pytest.mark.parametrize("name", ["returns_arg", "returns_nested", "same_ref_twice", "same_ref_in_pytrees",
+                                  "closed_over_and_passed", "freeze_argument", "sin_of_ref", "sum_of_ref",
+                                  "add_ref", "advanced_indexing"])
+def test_ref_misuse_errors_match_jax(libs, name):
+    def case(jax):
+        try:
+            return _ref_misuse(jax, name)
+        except Exception as e:  # noqa: BLE001 - the whole text is compared (it names this file)
+            return f"{type(e).__name__}: {e}"
+
+    ours, theirs = (case(lib) for lib in libs)
+    if isinstance(theirs, str):
+        assert ours == theirs
+    else:
+        np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))

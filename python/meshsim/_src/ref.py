@@ -87,6 +87,14 @@ def _plain_index(idx):
     return tuple(out) if isinstance(idx, tuple) else out[0]
 
 
+def _is_whole(idx) -> bool:
+    """Whether `idx` selects the whole array (`...` or `()`); compared by identity, since an
+    index may hold arrays."""
+    if idx is Ellipsis:
+        return True
+    return isinstance(idx, tuple) and (len(idx) == 0 or (len(idx) == 1 and idx[0] is Ellipsis))
+
+
 def _dynamic_starts(idx, ndim: int):
     """(start per axis, size per axis) of an index made of Slices (stride 1) and full slices."""
     items = idx if isinstance(idx, tuple) else (idx,)
@@ -95,7 +103,7 @@ def _dynamic_starts(idx, ndim: int):
         if isinstance(item, Slice) and item.stride == 1:
             starts.append(item.start)
             sizes.append(item.size)
-        elif item == slice(None):
+        elif isinstance(item, slice) and item == slice(None):
             starts.append(0)
             sizes.append(None)
         else:
@@ -150,6 +158,9 @@ class Ref:
     sharding = property(lambda self: self._value.sharding)
     committed = property(lambda self: self._value.committed)
 
+    def __array__(self, *args, **kwargs):
+        raise TypeError("cannot convert Ref to a meshsim array")
+
     def __len__(self):
         return len(self._value)
 
@@ -158,7 +169,7 @@ class Ref:
         value = self._value
         if core.typeof(value).weak_type != self._weak:
             value = core.convert_element_type(value, value.dtype, self._weak)
-        if idx is Ellipsis or (isinstance(idx, tuple) and idx in ((), (Ellipsis,))):
+        if _is_whole(idx):
             return value
         plain = _plain_index(idx)
         if plain is not None:
@@ -235,7 +246,7 @@ class Ref:
     def _checked(self, op: str, idx, value):
         """`value` as written at `idx` by `op`, with JAX's errors for a wrong shape or dtype."""
         value = core.asarray_value(value)
-        whole = idx is Ellipsis or (isinstance(idx, tuple) and idx in ((), (Ellipsis,)))
+        whole = _is_whole(idx)
         expected = self.shape if whole else tuple(core.typeof(self[idx]).shape)
         if tuple(value.shape) != expected:
             transforms = "()" if whole else f"({idx!r},)"
@@ -328,6 +339,36 @@ def is_ref(x) -> bool:
     return isinstance(x, Ref)
 
 
+def operand_error(name: str, position: int, jitted: bool) -> TypeError:
+    """JAX's error for a Ref given to a jax.numpy function. JAX names the type the function saw:
+    its functions that are themselves jitted (jnp.sin, jnp.sum, ...) see a tracer of the Ref's
+    value, the others the Ref; the class paths are JAX's own."""
+    seen = "jax._src.interpreters.partial_eval.DynamicJaxprTracer" if jitted else "jax._src.core.Ref"
+    return TypeError(f"{name} requires ndarray or scalar arguments, got <class '{seen}'> at position {position}.")
+
+
+def _sourceinfo(fun) -> str:
+    from meshsim._src.lax.control_flow import _fun_sourceinfo
+    return _fun_sourceinfo(fun)
+
+
+def _type_text(r: Ref) -> str:
+    return f"Ref{{{str(core.typeof(r._value)).lstrip('~')}}}"
+
+
+def _refuse_returned_refs(fun, result, arg_refs: list, paths: list) -> None:
+    """JAX's error for a jitted function returning one of its Ref arguments."""
+    from meshsim._src import tree_util
+    for path, leaf in tree_util.tree_flatten_with_path(result)[0]:
+        for r, name in zip(arg_refs, paths):
+            if leaf is r:
+                where = f" at output tree path result{tree_util.keystr(path)}" if path else ""
+                raise ValueError(
+                    f"function {_sourceinfo(fun)} traced for jit returned a mutable array reference of "
+                    f"type {_type_text(r)}{where}, but mutable array references cannot be returned.\n\n"
+                    f"The returned mutable array was passed in as the argument {name}.")
+
+
 def call_with_refs(jitted, fun, args: tuple, kwargs: dict):
     """`fun(*args, **kwargs)` jitted when some leaves of the arguments are Refs: their values go
     in as inputs, fresh Refs stand for them while tracing, and their final values come out as
@@ -338,6 +379,14 @@ def call_with_refs(jitted, fun, args: tuple, kwargs: dict):
     where = tuple(i for i, x in enumerate(leaves) if isinstance(x, Ref))
     if not where:
         return None
+    paths = [jitted._sig.describe_leaf(args, kwargs)(i).rsplit(" of ", 1)[0] for i in where]
+    for a, i in enumerate(where):
+        for b, j in enumerate(where[:a]):
+            if leaves[i] is leaves[j]:
+                raise ValueError(
+                    "only one reference to a mutable array may be passed as an argument to a function, "
+                    f"but when tracing {_sourceinfo(fun)} for jit the mutable array reference of type "
+                    f"{_type_text(leaves[i])} appeared at both {paths[b]} and {paths[a]}.")
     key = (tree, where)
     inner = jitted._ref_variants.get(key)
     if inner is None:
@@ -347,9 +396,15 @@ def call_with_refs(jitted, fun, args: tuple, kwargs: dict):
             for i, r in zip(where, refs):
                 flat[i] = r
             a, k = tree_util.tree_unflatten(tree, flat)
-            return fun(*a, **k), [r._value for r in refs]
+            result = fun(*a, **k)
+            _refuse_returned_refs(fun, result, refs, paths)
+            return result, [r._value for r in refs]
         inner = jitted._ref_variants[key] = type(jitted)(with_refs)
     out, values = inner(*[x._value if isinstance(x, Ref) else x for x in leaves])
+    for i, path in zip(where, paths):
+        if any(leaves[i] is r for r in inner._closed_refs):
+            raise ValueError(f"when tracing {_sourceinfo(fun)} for jit, a mutable array reference of type "
+                             f"{_type_text(leaves[i])} was both closed over and passed as the argument {path}")
     for i, v in zip(where, values):
         leaves[i]._value = v
     return (out,)

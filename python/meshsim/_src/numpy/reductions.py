@@ -12,7 +12,7 @@ import operator
 import ml_dtypes
 import numpy as np
 
-from meshsim._src import core
+from meshsim._src import core, ref
 from meshsim._src.lax import elementwise as lax
 from meshsim._src.lax import reduction as lax_reduction
 from meshsim._src.lax import structural as lax_structural
@@ -59,6 +59,8 @@ def _to_inexact(dtype: np.dtype) -> np.dtype:
 
 
 def _asarray(name: str, a):
+    if isinstance(a, ref.Ref):
+        raise ref.operand_error(name, 0, jitted=True)
     if isinstance(a, (list, tuple)):
         raise TypeError(f"{name} requires ndarray or scalar arguments, got {type(a)} at position 0.")
     return core.asarray_value(a)

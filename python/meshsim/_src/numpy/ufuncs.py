@@ -12,7 +12,7 @@ import operator
 import numpy as np
 
 from meshsim._src import dtype_kinds
-from meshsim._src import core
+from meshsim._src import core, ref
 from meshsim._src.lax import elementwise as lax
 from meshsim._src.numpy.promotion import (broadcast_shapes, broadcast_to_shape, promote_args,
                                           promote_args_inexact, promote_args_numeric, result_type)
@@ -46,8 +46,11 @@ __all__ = [
 
 # --- helpers -----------------------------------------------------------------
 
-def _check_arraylike(name, *args):
+def _check_arraylike(name, *args, jitted: bool = False):
+    """JAX's errors for non-arrays; `jitted`: JAX's own function is a jitted one."""
     for i, a in enumerate(args):
+        if isinstance(a, ref.Ref):
+            raise ref.operand_error(name, i, jitted)
         if isinstance(a, (list, tuple)):
             raise TypeError(f"{name} requires ndarray or scalar arguments, got {type(a)} at position {i}.")
 
@@ -86,15 +89,15 @@ def _to_bool(x):
     return x if x.dtype == np.bool_ else lax.ne(x, _const(x, 0))
 
 
-def _promoted(promote, name):
+def _promoted(promote, name, jitted: bool = False):
     def promote_checked(*args):
-        _check_arraylike(name, *args)
+        _check_arraylike(name, *args, jitted=jitted)
         return promote(*args)
     return promote_checked
 
 
 def _unary(name, lax_op, promote=promote_args_inexact):
-    promote = _promoted(promote, name)
+    promote = _promoted(promote, name, jitted=True)
 
     def fn(x, /):
         return lax_op(*promote(x))
