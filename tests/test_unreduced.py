@@ -46,6 +46,15 @@ def _dot_u(m):
     return m.jnp.dot(a, b, out_sharding=m.P(None, None, unreduced={"X"}))
 
 
+_U = type("_Unreduced", (), {"__get__": lambda self, obj, cls=None: None})  # placeholder, see _sm
+
+
+def _sm(m, body, in_spec, out_spec, x):
+    """shard_map of `body` over the whole mesh; `_U` stands for P(None, None, unreduced={'X'})."""
+    spec = lambda s: m.P(None, None, unreduced={"X"}) if s is _U else s  # noqa: E731
+    return m.jax.shard_map(body, in_specs=spec(in_spec), out_specs=spec(out_spec))(x)
+
+
 CASES = {
     # creating unreduced / reduced values
     "reshard_to_unreduced": lambda m: _u(m),
@@ -132,6 +141,36 @@ CASES = {
     "device_put_reduced_to_unreduced": lambda m: m.jax.device_put(_r(m), m.P(None, None, unreduced={"X"})),
     "copy_unreduced": lambda m: m.jnp.array(_u(m)),
     "jit_identity_unreduced": lambda m: m.jax.jit(lambda a: a)(_u(m)),
+    # shard_map bodies meeting pending sums (in_specs/out_specs carrying them, JAX's casts)
+    "sm_in_unreduced_identity": lambda m: _sm(m, lambda v: v, _U, _U, _dot_u(m)),
+    "sm_in_unreduced_psum": lambda m: _sm(m, lambda v: m.lax.psum(v, "X"), _U, m.P(), _dot_u(m)),
+    "sm_in_unreduced_psum_other_axis": lambda m: _sm(m, lambda v: m.lax.psum(v, "Y"), _U, _U, _dot_u(m)),
+    "sm_psum_scatter_unreduced": lambda m: _sm(m, lambda v: m.lax.psum_scatter(v, "X", tiled=True),
+                                               _U, m.P("X", None), _dot_u(m)),
+    "sm_psum_scatter_unreduced_dim1": lambda m: _sm(
+        m, lambda v: m.lax.psum_scatter(v, "X", scatter_dimension=1, tiled=True), _U, m.P(None, "X"), _dot_u(m)),
+    "sm_psum_scatter_unreduced_untiled": lambda m: _sm(
+        m, lambda v: m.lax.psum_scatter(v[:2], "X"), _U, m.P("X"), _dot_u(m)),
+    "sm_all_gather_reduced": lambda m: _sm(m, lambda v: m.lax.all_gather(v, "X", tiled=True, to="reduced"),
+                                           m.P("X", None), m.P(None, None, reduced={"X"}), m.arr((8, 8), "X", None)),
+    "sm_all_gather_reduced_axis1": lambda m: _sm(
+        m, lambda v: m.lax.all_gather(v, "Y", axis=1, tiled=True, to="reduced"), m.P("X", "Y"),
+        m.P("X", None, reduced={"Y"}), m.arr((8, 8), "X", "Y")),
+    "sm_all_gather_reduced_untiled": lambda m: _sm(m, lambda v: m.lax.all_gather(v, "X", to="reduced"),
+                                                   m.P("X", None), m.P(None, None, None, reduced={"X"}),
+                                                   m.arr((8, 8), "X", None)),
+    "sm_out_unreduced_cast": lambda m: _sm(m, lambda v: m.lax.pcast(v, "X", to="unreduced"), m.P("X", None),
+                                           _U, m.arr((8, 8), "X", None)),
+    "sm_out_unreduced_implicit": lambda m: _sm(m, lambda v: v, m.P("X", None), _U, m.arr((8, 8), "X", None)),
+    "sm_out_reduced": lambda m: _sm(m, lambda v: m.lax.pcast(v, "X", to="reduced"), m.P(),
+                                    m.P(None, None, reduced={"X"}), m.arr((8, 8))),
+    "sm_out_reduced_missing": lambda m: _sm(m, lambda v: v, m.P(), m.P(None, None, reduced={"X"}), m.arr((8, 8))),
+    "sm_in_spec_drops_unreduced": lambda m: _sm(m, lambda v: v, m.P(), m.P(), _dot_u(m)),
+    "sm_in_spec_adds_unreduced": lambda m: _sm(m, lambda v: v, _U, _U, m.arr((8, 8))),
+    "sm_pmax_unreduced": lambda m: _sm(m, lambda v: m.lax.pmax(v, "X"), _U, m.P(), _dot_u(m)),
+    "sm_all_gather_unreduced": lambda m: _sm(m, lambda v: m.lax.all_gather(v, "X"), _U, m.P(), _dot_u(m)),
+    "sm_ppermute_unreduced": lambda m: _sm(m, lambda v: m.lax.ppermute(v, "X", [(0, 1), (1, 0)]), _U, _U,
+                                           _dot_u(m)),
     # performing the reduction
     "reshard_from_unreduced_replicated": lambda m: m.jax.reshard(_u(m), m.P()),
     "reshard_from_unreduced_sharded": lambda m: m.jax.reshard(_u(m), m.P("X", None)),
@@ -179,7 +218,9 @@ def _reduced_value(lib: Lib, case):
     "mul_scalar", "mul_both_unreduced", "dot_of_unreduced", "dot_ambiguous", "reduced_mixed_axes",
     "reduced_with_sharded", "dot_out_unreduced_wrong_axis", "dot_out_unreduced_unsharded",
     "dot_out_unreduced_mismatch", "device_put_host_unreduced", "device_put_unreduced_replicated",
-    "device_put_unreduced_reduced", "device_put_unreduced_device"}])
+    "device_put_unreduced_reduced", "device_put_unreduced_device", "sm_out_reduced_missing",
+    "sm_in_spec_drops_unreduced", "sm_in_spec_adds_unreduced", "sm_pmax_unreduced", "sm_all_gather_unreduced",
+    "sm_ppermute_unreduced"}])
 def test_values_match_jax(libs, name):
     ours, theirs = (_reduced_value(lib, CASES[name]) for lib in libs)
     np.testing.assert_allclose(ours, theirs, rtol=1e-2 if name == "astype" else 1e-5)

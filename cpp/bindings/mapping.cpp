@@ -53,7 +53,8 @@ void init_mapping(py::module_& m) {
       "bind_shard_map",
       [](const py::sequence& args, ProgramPtr body, MeshPtr mesh, const SpecList& in_specs,
          const SpecList& out_specs, const AxisNames& manual_axes, bool check_vma,
-         bool mesh_from_context) {
+         bool mesh_from_context, const std::vector<StrList>& out_unreduced,
+         const std::vector<StrList>& out_reduced) {
         std::vector<Value> ins;
         for (auto a : args) ins.push_back(to_value(a));
         // JAX's parameter order, so the equation prints as JAX prints it.
@@ -61,6 +62,11 @@ void init_mapping(py::module_& m) {
                       {"jaxpr", std::move(body)},       {"mesh", std::move(mesh)},
                       {"newly_manual_axes", manual_axes}, {"out_specs", out_specs}};
         if (mesh_from_context) params.set("mesh_from_context", true);
+        auto any_axes = [](const std::vector<StrList>& l) {
+          return std::any_of(l.begin(), l.end(), [](const StrList& a) { return !a.empty(); });
+        };
+        if (any_axes(out_unreduced)) params.set("out_unreduced", out_unreduced);
+        if (any_axes(out_reduced)) params.set("out_reduced", out_reduced);
         const Primitive& prim = primitive("shard_map");
         std::vector<Value> outs;
         Avals in;
@@ -92,7 +98,8 @@ void init_mapping(py::module_& m) {
         return res;
       },
       py::arg("args"), py::arg("body"), py::arg("mesh"), py::arg("in_specs"), py::arg("out_specs"),
-      py::arg("manual_axes"), py::arg("check_vma"), py::arg("mesh_from_context") = false);
+      py::arg("manual_axes"), py::arg("check_vma"), py::arg("mesh_from_context") = false,
+      py::arg("out_unreduced") = std::vector<StrList>{}, py::arg("out_reduced") = std::vector<StrList>{});
 }
 
 }  // namespace meshsim

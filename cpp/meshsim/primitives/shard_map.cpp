@@ -28,6 +28,15 @@ struct ShardMapParams {
         out_specs(p.get<SpecList>("out_specs")) {}
 };
 
+// Output `j`'s pending reductions as its out_spec names them (JAX's P(..., unreduced=,
+// reduced=)): `name` is out_unreduced or out_reduced, one axis list per output (absent for
+// outputs after the last listed, e.g. a forward shard_map's residuals).
+AxisNames out_pending(const Params& params, const char* name, size_t j) {
+  if (params.is_none(name)) return {};
+  const auto& lists = params.get<std::vector<StrList>>(name);
+  return j < lists.size() ? lists[j] : AxisNames{};
+}
+
 int64_t axes_size(const Mesh& mesh, const StrList& axes) {
   int64_t n = 1;
   for (const auto& a : axes) n *= mesh.axis_size(a);
@@ -72,11 +81,13 @@ const std::vector<Tensor> blocks_for(const ArrayPtr& x, const MeshPtr& mesh, con
 // Device position holding the block device `pos` gets under `spec`: devices
 // along axes the spec does not mention hold the same block, so all read the
 // one computed at coordinate 0 of those axes (stored once).
-int64_t representative(const Mesh& mesh, int64_t pos, const Spec& spec) {
+// Along `own` axes (an unreduced result's: each device holds its own partial sum) every
+// device keeps its own block too.
+int64_t representative(const Mesh& mesh, int64_t pos, const Spec& spec, const AxisNames& own = {}) {
   std::vector<int64_t> c = mesh.coords(pos);
   int64_t rep = 0;
   for (size_t i = 0; i < mesh.axis_names.size(); ++i) {
-    bool mentioned = false;
+    bool mentioned = std::find(own.begin(), own.end(), mesh.axis_names[i]) != own.end();
     for (const auto& entry : spec)
       mentioned |= std::find(entry.begin(), entry.end(), mesh.axis_names[i]) != entry.end();
     rep = rep * mesh.axis_sizes[i] + (mentioned ? c[i] : 0);
@@ -110,6 +121,8 @@ Avals shard_map_eval(const Avals& in, const Params& params) {
       for (const auto& axis : inner[d])
         if (std::find(a.spec[d].begin(), a.spec[d].end(), axis) == a.spec[d].end())
           a.spec[d].push_back(axis);
+    a.unreduced = p.mesh->in_mesh_order(out_pending(params, "out_unreduced", j));
+    a.reduced = p.mesh->in_mesh_order(out_pending(params, "out_reduced", j));
     out.push_back(std::move(a));
   }
   return out;
@@ -135,7 +148,7 @@ std::vector<ArrayPtr> shard_map_run(const std::vector<ArrayPtr>& in, const Param
     sharding->spec = p.out_specs[j];
     std::vector<Tensor> shards(n);
     for (int64_t d = 0; d < n; ++d)
-      shards[d] = results[representative(mesh, d, p.out_specs[j])][j];
+      shards[d] = results[representative(mesh, d, p.out_specs[j], out_avals[j].unreduced)][j];
     if (types_more_axes(out_avals[j].spec, p.out_specs[j])) {
       // Partial-manual over Explicit axes: the type also shards over the
       // non-manual axes the body's result is typed over; slice to it.
@@ -290,8 +303,11 @@ VjpSplit shard_map_vjp(const Values& in, const std::vector<bool>& active, const 
         return cts;
       });
     }
-    Values results = meshsim::bind(primitive("shard_map"), operands,
-                          shard_map_params(params, bwd, specs, ct_specs));
+    const Params all_params = shard_map_params(params, bwd, specs, ct_specs);
+    Params bwd_params;  // the inputs' cotangents: no pending reductions of the outputs'
+    for (const auto& [key, value] : all_params.items())
+      if (key != "out_unreduced" && key != "out_reduced") bwd_params.set(key, value);
+    Values results = meshsim::bind(primitive("shard_map"), operands, bwd_params);
     Cotangents out_ct(in.size());
     for (size_t k = 0; k < ct_inputs.size(); ++k) out_ct[ct_inputs[k]] = results[k];
     return out_ct;

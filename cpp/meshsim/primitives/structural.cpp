@@ -531,6 +531,7 @@ void rev() {
 void slice() {
   Primitive p;
   p.name = "slice";
+  p.ur_rule = keep_operand_ur();  // a part of each partial sum is a partial sum of the part
   p.factors = same_size_factors;
   p.sharding_rule = [](const Avals& in, const Params&, const Avals& out) {
     return varying_shape_rule("slicing", in[0], out[0].shape);

@@ -114,8 +114,16 @@ class Sharing {
   // The device whose value of `v` equals device `d`'s (`d` when none before it).
   int64_t owner(int64_t d, int v) const { return (*owner_[v])[d]; }
 
-  // Equal along the axes `vma` leaves out, as the type says (check_vma=True).
-  void from_type(int v, const AxisNames& vma) {
+  // Equal along the axes the type neither varies nor is unreduced over (check_vma=True):
+  // over an unreduced axis each device holds its own term of the pending sum.
+  void from_type(int v, const Aval& type) {
+    AxisNames differing = type.vma;
+    for (const auto& a : type.unreduced)
+      if (std::find(differing.begin(), differing.end(), a) == differing.end()) differing.push_back(a);
+    from_axes(v, differing);
+  }
+
+  void from_axes(int v, const AxisNames& vma) {
     Partition& p = by_type_[vma];
     if (!p) {
       Owners out(n_);
@@ -308,7 +316,7 @@ std::vector<Tensors> run_on_mesh(const ProgramPtr& body_ptr, const Mesh& mesh, s
   Sharing sharing(mesh, num_vars);
   for (int v : body.constvars) sharing.from_buffers(v, env[v]);
   for (int v : body.invars) {
-    if (vma_checked) sharing.from_type(v, body.avals[v].vma);
+    if (vma_checked) sharing.from_type(v, body.avals[v]);
     else sharing.from_buffers(v, env[v]);
   }
   const Schedule& schedule = *plan.schedule;
@@ -341,7 +349,7 @@ std::vector<Tensors> run_on_mesh(const ProgramPtr& body_ptr, const Mesh& mesh, s
         const int v = e.outputs[i];
         env[v].resize(n);
         for (int64_t d = 0; d < n; ++d) env[v][d] = std::move(res[d][i]);
-        if (vma_checked && !e.prim->result_vma_unchecked) sharing.from_type(v, body.avals[v].vma);
+        if (vma_checked && !e.prim->result_vma_unchecked) sharing.from_type(v, body.avals[v]);
         else sharing.from_buffers(v, env[v]);
       }
       release(k, k + 1);

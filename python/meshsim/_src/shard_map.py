@@ -251,6 +251,16 @@ class _ShardMapped:
         are split here (a deliberate leniency: JAX refuses them too)."""
         aval = x.aval
         typed = [tuple(axes) for axes in aval.spec]
+        pending = (frozenset(aval.unreduced), frozenset(aval.reduced))
+        if pending != (spec.unreduced, spec.reduced):  # pending sums must be named as they are
+            have = PartitionSpec(*[None if not t else t[0] if len(t) == 1 else t for t in typed]
+                                 or [None] * aval.ndim, unreduced=pending[0], reduced=pending[1])
+            raise ValueError(
+                f"in_specs passed to shard_map: {spec.padded(aval.ndim)} does not match the "
+                f"specs of the input: {have} for arg: {aval.str_short()}. `in_specs` is an "
+                "optional argument so you can omit specifying it and shard_map will infer the "
+                "in_specs from the arguments. If you want to reshard your inputs, you can use "
+                "`jax.reshard` on the arguments and then pass those args to shard_map.")
         if not any(typed):
             return
         manual = self._manual_axes(mesh)
@@ -305,9 +315,20 @@ class _ShardMapped:
 
     @staticmethod
     def _vary_over_spec(x, spec: PartitionSpec, manual: list[str]):
-        """`x` cast to varying over the manual axes its out_spec names."""
+        """`x` cast to varying over the manual axes its out_spec names, and to unreduced over
+        those it names unreduced (JAX's implicit casts: each device's block is its term)."""
         axes = _spec_axes(spec)
-        return _core.vary_over(x, [a for a in manual if a in axes])
+        x = _core.vary_over(x, [a for a in manual if a in axes])
+        unreduced = [a for a in manual if a in spec.unreduced and a not in x.aval.unreduced]
+        if unreduced:
+            x = _core.vary_over(x, unreduced)
+            x = core.bind1("vary_unreduced_cast_p", x, axes=tuple(unreduced))
+        for kind in ("unreduced", "reduced"):
+            if getattr(spec, kind) != frozenset(getattr(x.aval, kind)):
+                raise ValueError(f"out_specs passed to shard_map should be equal to the {kind} present "
+                                 f"on the out_aval. Got out_specs={spec} and "
+                                 f"out_aval={x.aval.str_short(True)}")
+        return x
 
     def _replication_error(self, failures, mesh: Mesh, manual: list[str]) -> str:
         order = lambda names: ",".join(a for a in mesh.axis_names if a in names)  # noqa: E731
@@ -370,7 +391,8 @@ class _ShardMapped:
             list(leaves) + list(captures), body, mesh.core_mesh,
             [_core_spec(s, n) for s, n in zip(all_specs, ndims)],
             [_core_spec(s, a.ndim) for s, a in zip(out_specs, body.out_avals)],
-            manual, self.check_vma, self.mesh is None)
+            manual, self.check_vma, self.mesh is None,
+            [sorted(s.unreduced) for s in out_specs], [sorted(s.reduced) for s in out_specs])
         if _core.current_trace() is None and isinstance(mesh, Mesh):
             # Un-jitted, JAX names each result by its out_specs entry as written (trailing
             # Nones kept or absent), not by the layout read back or the type.

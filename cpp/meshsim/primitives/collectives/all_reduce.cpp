@@ -161,9 +161,27 @@ Avals reduction_eval(const std::string& name, const Avals& in, const Params& p) 
   return in;
 }
 
+// JAX's check on collectives over plain values: no operand may be unreduced or reduced
+// over the collective's axes; pending reductions over other axes pass through.
+UrRule off_pending_axes(const std::string& name) {
+  return [name](const Avals& in, const Params& params) -> UrAxes {
+    const AxisNames& axes = axes_param(params);
+    std::string axis_set = "{";
+    for (size_t i = 0; i < axes.size(); ++i) axis_set += (i ? ", '" : "'") + axes[i] + "'";
+    axis_set += "}";
+    for (const Aval& a : in)
+      for (const auto& [kind, pending] : {std::pair{"unreduced", &a.unreduced}, std::pair{"reduced", &a.reduced}})
+        if (std::any_of(axes.begin(), axes.end(), [&](const auto& x) { return contains(*pending, x); }))
+          fail<ValueError>(name, " cannot accept args which are ", kind, ". Got ", a.str_short(true),
+                           " and axes=", axis_set);
+    return {in.at(0).unreduced, in.at(0).reduced};
+  };
+}
+
 Primitive all_reduce_primitive(const std::string& name, Reduce op) {
   Primitive p;
   p.name = name;
+  p.ur_rule = off_pending_axes(name == "psum_invariant" ? "psum" : name);
   p.kind = Kind::Collective;
   p.abstract_eval = [name](const Avals& in, const Params& params) {
     Avals out = reduction_eval(name, in, params);
@@ -315,6 +333,7 @@ void register_all_reduce_primitives() {
     return in;
   };
   pvary.vma_rule = [](const Avals& in, const Params& p) { return vma_plus(in[0].vma, axes_param(p)); };
+  pvary.ur_rule = off_pending_axes("pvary");
   pvary.passes_through = true;
   register_primitive(with_linear_vjp(pvary, transpose_pvary));
 

@@ -286,8 +286,13 @@ def all_gather(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False, to=
                                       "axis_index_groups")
         return all_gather_invariant(x, axis_name, axis=axis, tiled=tiled)
     if to == "reduced":
-        raise NotImplementedError("all_gather(..., to='reduced') is not supported: meshsim has "
-                                  "no reduced/unreduced types")
+        # Varying -> reduced: every device gets the whole gathered value, typed as equal blocks
+        # whose cotangent is unreduced (JAX's all_gather_reduced).
+        axes = _axis_tuple(axis_name)
+        env = _env("all_gather", axes)
+        gathered = all_gather_invariant(x, axis_name, axis=axis, tiled=tiled)
+        return tree_util.tree_map(
+            lambda v: core.bind1("preduced", v, axes=_in_mesh_order(env, axes)), gathered)
     frame = _vmapped(axis_name, "all_gather", whole=True)
     if frame is not None:
         return tree_util.tree_map(
@@ -343,12 +348,28 @@ def psum_scatter(x, axis_name, *, scatter_dimension=0, axis_index_groups=None, t
     def leaf(v):
         v = _operand(v)
         dim = canonicalize_axis(scatter_dimension, v.ndim)
+        if env[2] and _state_of(v, axes, "jax.lax.psum_scatter") == "unreduced":
+            return _unreduced_psum_scatter(v, axes, env, dim, size, tiled)
         _check_same_state("psum_scatter", v, axes, env)
         return core.bind1("reduce_scatter", _vary_over(v, axes, env), axis_index_groups=groups,
                           axis_name=axes, axis_size=size, scatter_dimension=dim,
                           tiled=bool(tiled))
 
     return tree_util.tree_map(leaf, x)
+
+
+def _unreduced_psum_scatter(v, axes: tuple, env, dim: int, size: int, tiled: bool):
+    """Unreduced -> varying (JAX's unreduced_psum_scatter): the pending sum performed, then
+    each device keeps its chunk along `dim` (the dim dropped unless `tiled`)."""
+    from meshsim._src.lax.indexing import dynamic_slice_in_dim
+    if v.shape[dim] % size if tiled else v.shape[dim] != size:
+        raise ValueError(f"psum_scatter: dimension {dim} of size {v.shape[dim]} does not split "
+                         f"over {size} devices")
+    total = core.bind1("pvary", core.bind1("unreduced_psum", v, axes=_in_mesh_order(env, axes)),
+                       axes=_in_mesh_order(env, axes))
+    chunk = v.shape[dim] // size
+    out = dynamic_slice_in_dim(total, axis_index(axes) * chunk, chunk, dim)
+    return out if tiled else core.bind1("squeeze", out, dimensions=(dim,))
 
 
 _PPERMUTE_SORT_DIFF = (
