@@ -362,3 +362,33 @@ def test_indexed_updates_on_auto_mesh_outside_set_mesh(name):
         found.append((np.asarray(out), repr(out.sharding.spec), str(mod.typeof(out))))
     np.testing.assert_array_equal(found[1][0], found[0][0])
     assert found[1][1:] == found[0][1:]
+
+
+def test_notebook_mlp_step_matches_xla():
+    """notebooks/auto_sharding.ipynb's MLP step (Auto axes data x model, batch split over data,
+    w1 by columns and w2 by rows over model): JAX's result shardings, loss and updated weights,
+    and the collectives of XLA's compiled step (kind, axes, bytes)."""
+    from auto_oracle import normalized, run_jax, run_meshsim
+    rng = np.random.default_rng(0)
+    values = [rng.standard_normal((64, 32), np.float32), rng.standard_normal((64, 16), np.float32),
+              rng.standard_normal((32, 128), np.float32) * 0.1, rng.standard_normal((128, 16), np.float32) * 0.1]
+    found = []
+    for mod, runner in ((jax, run_jax), (meshsim, run_meshsim)):
+        mesh = _mesh(mod, (4, 2), ("data", "model"))
+        x, y, w1, w2 = (_put(mod, mesh, v, *s) for v, s in
+                        zip(values, [("data",), ("data",), (None, "model"), ("model", None)]))
+
+        def step(w1, w2, x, y, mod=mod):
+            def loss(p):
+                h = mod.nn.relu(x @ p["w1"])
+                return mod.numpy.mean((h @ p["w2"] - y) ** 2)
+            value, g = mod.value_and_grad(loss)({"w1": w1, "w2": w2})
+            return value, w1 - 0.1 * g["w1"], w2 - 0.1 * g["w2"]
+
+        specs, coll, out = runner(mod, step, [w1, w2, x, y])
+        found.append(([normalized(s) for s in specs], coll, [np.asarray(o) for o in out]))
+    (j_specs, j_coll, j_out), (m_specs, m_coll, m_out) = found
+    assert m_specs == j_specs
+    assert m_coll == j_coll
+    for a, b in zip(m_out, j_out):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
