@@ -26,7 +26,7 @@ from meshsim import _core
 from meshsim._src import ad_refs, core, ref, tracing, tree_util
 from meshsim._src.remat import (Offloadable, Recompute, Saveable, _evaluate_policy,  # noqa: F401
                                  checkpoint, checkpoint_policies, remat)
-from meshsim._src.sharding import placement
+from meshsim._src.sharding import device_assignment, placement
 from meshsim._src import dtype_kinds
 
 __all__ = [
@@ -85,8 +85,9 @@ class _Linearized:
         n_out = self.out_tree.num_leaves
         n_aux = out_tree.num_leaves - n_out
         refs = [raw[i] for i in self.ref_primals] + closed
+        self.out_avals = program.out_avals[:n_out]
         if check_output is not None:
-            check_output(program.out_avals[:n_out])
+            check_output(self.out_avals)
         # Inputs: the primals, the closed-over Refs' values, the captures; outputs: the results,
         # aux, the Refs' final values (not differentiated), then the residuals.
         wrt = [True] * len(leaves) + [False] * (len(closed) + len(captures))
@@ -157,6 +158,8 @@ class _Linearized:
         bwd = self.bwd
         if not all(w for w, takes in zip(wanted, self.ct_out) if takes):
             bwd = _core.keep_outputs(bwd, [w for w, takes in zip(wanted, self.ct_out) if takes])
+        if _core.current_trace() is None:  # eager: each operation placed by its own operands
+            device_assignment.check_pullback(bwd, [*cts, *self.residuals])
         grads = _core.eval_program(bwd, [*cts, *self.residuals])
         grads = iter(grads if self.device is None else placement.place(grads, self.device))
         return [None if not w else next(grads) if takes else np.zeros(x.shape, float0)
@@ -354,6 +357,8 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic:
         lin = _Linearized(partial_fun, diff_args, has_aux,
                           check_output=functools.partial(_check_scalar_output, holomorphic=holomorphic))
         (out,) = lin.out_leaves
+        if _core.current_trace() is None:  # eager: the seed is a Python 1 typed over out's mesh
+            device_assignment.check_results(lin.out_avals, device_assignment.context_device_count())
         one = core.Array.from_numpy(np.ones((), out.dtype), weak_type=out.weak_type)
         grads = tree_util.tree_unflatten(lin.in_tree, lin.pullback_flat([one]))
         g = grads[0] if isinstance(argnums, int) else tuple(grads)

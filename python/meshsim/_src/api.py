@@ -19,7 +19,7 @@ from meshsim._src import core, debug, flags, ref, tracing, tree_util
 from meshsim._src.abstract import ShapeDtypeStruct
 from meshsim._src.config import config as _config
 from meshsim._src import float_checks as flags_check
-from meshsim._src.sharding import auto_names, placement
+from meshsim._src.sharding import auto_names, device_assignment, placement
 from meshsim._src.sharding import jit_shardings
 
 
@@ -256,6 +256,7 @@ class JitWrapped:
         self._fast_cache: dict[tuple, tuple] = {}
         self._ref_variants: dict = {}  # Ref arguments: the variants ref.call_with_refs traces
         self._closed_refs: list = []  # Refs the function closes over (see ref.call_with_closed_refs)
+        self._unplaced: dict[int, Any] = {}  # id(program): a result only a context mesh places
 
     def __get__(self, obj, objtype=None):
         return self if obj is None else functools.partial(self, obj)
@@ -271,14 +272,33 @@ class JitWrapped:
         entry = self._cache.get(key)
         if entry is None:
             self._before_tracing(key, leaves)
-            with placement.jit_arguments(leaves, self._sig.describe_leaf(args, kwargs)):
+            with placement.jit_arguments(leaves, self._sig.describe_leaf(args, kwargs)), \
+                    device_assignment.recording_placements() as placements:
                 program, out_tree = trace_to_program(self._traced_fun, dyn_args, dyn_kwargs,
                                                      static, discharge_refs=True)
+            self._note_placement(program, leaves, placements.count)
             donated = None
             if self._sig.donate_argnums or self._sig.donate_argnames:
                 donated = usable_donations(program, self._sig.donated_leaf_mask(args, kwargs))
             entry = self._cache[key] = (program, out_tree, donated)
         return entry, leaves
+
+    def _note_placement(self, program, leaves, placed_inside) -> None:
+        """Remembers a program whose results need the context mesh to be placed (JAX's
+        device assignment: see device_assignment)."""
+        result = device_assignment.unplaced_result(program.out_avals)
+        if result is None:
+            return
+        count = device_assignment.program_device_count(program, leaves, placed_inside)
+        if count is None:
+            self._unplaced[id(program)] = result
+        elif count != device_assignment.CONFLICTING:
+            device_assignment.check_results(program.out_avals, count)
+
+    def _check_placement(self, program) -> None:
+        result = self._unplaced.get(id(program))
+        if result is not None:
+            device_assignment.check_results([result], device_assignment.context_device_count())
 
     def _before_tracing(self, key, leaves) -> None:
         """What the tracing flags ask for before a new signature is traced."""
@@ -328,6 +348,8 @@ class JitWrapped:
                     entry = self._fast_cache[key] = (program, out_tree,
                                                      out_tree.num_nodes == out_tree.num_leaves == 1)
                 program, out_tree, single = entry
+                if self._unplaced:
+                    self._check_placement(program)
                 device = placement.committed_device(args, self._sig.describe_leaf(args, kwargs))
                 outs = program.run(args)
                 if device is not None:
@@ -342,6 +364,8 @@ class JitWrapped:
         if self._in_shardings is not None:
             args = jit_shardings.place_arguments(self._in_shardings, args, list(self._sig.params))
         (program, out_tree, donated), leaves = self._lookup(args, kwargs)
+        if self._unplaced:
+            self._check_placement(program)
         device = placement.committed_device(leaves, self._sig.describe_leaf(args, kwargs))
         origin = auto_names.origin_of(leaves) if device is None else None
         # Donated arguments are deleted by the call (their values now belong to the program).
@@ -363,6 +387,7 @@ class JitWrapped:
         """Forgets every traced signature: the next call traces again."""
         self._cache.clear()
         self._fast_cache.clear()
+        self._unplaced.clear()
 
     def trace_count(self) -> int:
         """How many signatures have been traced so far."""

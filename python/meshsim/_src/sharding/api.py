@@ -8,7 +8,7 @@ import numpy as np
 
 from meshsim._src import core, tree_util
 from meshsim._src import devices as devices_lib
-from meshsim._src.sharding import array, placement
+from meshsim._src.sharding import array, device_assignment, placement
 from meshsim._src.sharding.mesh import AxisType, Mesh, context_mesh, set_mesh
 from meshsim._src.sharding.named_sharding import NamedSharding, Sharding, SingleDeviceSharding
 from meshsim._src.sharding.partition_spec import P, PartitionSpec
@@ -79,6 +79,7 @@ def _put(x, sharding: Sharding | None, donate: bool):
             from meshsim._src.sharding.explicit import reshard
             if isinstance(sharding.mesh, Mesh):
                 placement.check_device_put_in_jit([d.id for d in sharding.mesh.devices.flat])
+                device_assignment.note_device_put(sharding.mesh.size)
             return reshard(x, sharding)
         raise NotImplementedError("device_put to a single device inside a traced function is not "
                                   "supported; call it outside jit")

@@ -10,6 +10,7 @@ import functools
 
 from meshsim import _core
 from meshsim._src import core, tree_util
+from meshsim._src.sharding import device_assignment
 from meshsim._src.sharding.mesh import (AbstractMesh, AxisType, Mesh, _context, context_mesh,
                                         get_abstract_mesh)
 from meshsim._src.sharding.named_sharding import (DuplicateSpecError, NamedSharding,
@@ -156,8 +157,10 @@ def _reshard_one(x, sharding, prim: str = "reshard"):
     if sharding is None:
         raise ValueError("Reshard should only be used with out_shardings which are non-None and "
                          "have a non-empty mesh. Got sharding None.")
-    mesh, spec = resolve(sharding, "reshard")
     x = core.asarray_value(x)
+    if isinstance(sharding, NamedSharding) and isinstance(sharding.mesh, AbstractMesh):
+        device_assignment.check_abstract_placement(x, sharding)
+    mesh, spec = resolve(sharding, "reshard")
     if len(spec) <= x.ndim:  # JAX's type checks: an axis used twice, a dim it does not divide
         NamedSharding(mesh, spec).check_type_divisibility(x.shape)
     pending = {}

@@ -273,6 +273,7 @@ class Mesh(_MeshAxes):
         warnings.warn("`with mesh:` context manager has been deprecated. Please use `with"
                       " jax.set_mesh(mesh):` instead.", DeprecationWarning, stacklevel=2)
         _context.entered_meshes.append(set_mesh(self))
+        _context.legacy = True
         return self
 
     def __exit__(self, *exc):
@@ -290,6 +291,9 @@ class _Context(threading.local):
         self.mesh: Mesh | None = None
         self.abstract_mesh: AbstractMesh | None = None
         self.entered_meshes: list = []
+        # The mesh was entered by `with mesh:`, which places no computation (JAX's device
+        # assignment takes only `set_mesh`'s mesh).
+        self.legacy = False
 
 
 _context = _Context()
@@ -300,7 +304,7 @@ class set_mesh:
     thread; `with set_mesh(mesh):` sets it for the block and then restores the
     previous one. `set_mesh(None)` clears it."""
 
-    __slots__ = ("prev_mesh", "prev_abstract_mesh")
+    __slots__ = ("prev_mesh", "prev_abstract_mesh", "prev_legacy")
 
     def __init__(self, mesh: Mesh | None):
         if mesh is not None and not isinstance(mesh, Mesh):
@@ -312,6 +316,7 @@ class set_mesh:
                 f"mesh {mesh} contains manual axes which is not allowed when using "
                 "`jax.set_mesh`. Please use `jax.shard_map` to enter into `Manual` mode instead.")
         self.prev_mesh, self.prev_abstract_mesh = _context.mesh, _context.abstract_mesh
+        self.prev_legacy, _context.legacy = _context.legacy, False
         _context.mesh = mesh
         _context.abstract_mesh = None if mesh is None else mesh.abstract_mesh
 
@@ -320,6 +325,7 @@ class set_mesh:
 
     def __exit__(self, *exc):
         _context.mesh, _context.abstract_mesh = self.prev_mesh, self.prev_abstract_mesh
+        _context.legacy = self.prev_legacy
         return False
 
 

@@ -35,6 +35,7 @@ def committed_device(leaves, describe):
         if first is None:
             return None
     ids = _device_ids(leaves[first])
+    _check_context_devices(leaves[first], ids, describe(first))
     for i, x in enumerate(leaves):
         if type(x) is _Array and x.committed and _device_ids(x) != ids:
             raise ValueError(
@@ -43,6 +44,21 @@ def committed_device(leaves, describe):
                 f"{ids} on platform CPU and argument {describe(i)} with shape "
                 f"{x.aval.str_short()} and with device ids {_device_ids(x)} on platform CPU")
     return ids[0] if on_device else None
+
+
+def _check_context_devices(x, ids: list[int], described: str) -> None:
+    """A computation under `jax.set_mesh` runs on the context mesh's devices: committed
+    operands elsewhere raise JAX's ValueError."""
+    from meshsim._src.sharding.mesh import _context
+    mesh = _context.mesh
+    if mesh is None or mesh.empty or _context.legacy:
+        return
+    mesh_ids = [d.id for d in mesh.devices.flat]
+    if mesh_ids != ids:
+        raise ValueError(
+            "Received incompatible devices for jitted computation. Got argument "
+            f"{described} with shape {x.aval.str_short()} and with device ids {ids} on platform "
+            f"CPU and jit's context mesh with device ids {mesh_ids} on platform CPU")
 
 
 _jit_arguments = threading.local()
