@@ -173,3 +173,46 @@ def test_committed_operands_off_the_context_mesh_raise_jax_error(libs):
             return jax.jit(lambda a: a * 2)(y)
 
     assert _same(libs, case)[0] == "ValueError"
+
+
+# --- what host callbacks receive -----------------------------------------------------------------
+
+def _callback_views(jax, io_callback):
+    seen = []
+
+    def record(*args):
+        seen.extend((str(a.dtype), bool(a.weak_type), str(a.sharding), bool(a.committed),
+                     np.asarray(a).tolist()) for a in args)
+        return args[0]
+
+    x = jax.numpy.arange(4.0)
+    sds = jax.ShapeDtypeStruct((4,), jax.numpy.float32)
+    jax.pure_callback(record, sds, x, 2.0)
+    jax.jit(lambda x: jax.pure_callback(record, sds, x, 2.0))(x)
+    io_callback(record, sds, x)
+    jax.jit(lambda x: io_callback(record, sds, x))(x)
+    jax.debug.callback(record, x, 1)
+    jax.jit(lambda x: jax.debug.callback(record, x, 1))(x)
+    jax.effects_barrier()
+    return seen
+
+
+def test_callbacks_receive_committed_arrays_typed_as_in_jax(real_jax):
+    from jax.experimental import io_callback as theirs_io
+
+    from meshsim.experimental import io_callback as ours_io
+    assert _callback_views(meshsim, ours_io) == _callback_views(real_jax, theirs_io)
+
+
+def test_eager_callbacks_keep_no_function():
+    from meshsim._src import callback
+    x = meshsim.numpy.arange(3.0)
+    sds = meshsim.ShapeDtypeStruct((3,), np.float32)
+    meshsim.pure_callback(lambda a: a * 2, sds, x)
+    before = len(callback._functions)
+    for _ in range(20):
+        out = meshsim.pure_callback(lambda a: a * 2, sds, x)
+        meshsim.experimental.io_callback(lambda a: a + 1, sds, x)
+        meshsim.debug.callback(lambda a: None, x)
+    np.testing.assert_array_equal(np.asarray(out), [0.0, 2.0, 4.0])
+    assert len(callback._functions) == before

@@ -23,11 +23,20 @@ _ids = itertools.count()
 def _host_call(callback: int, args: list, device: int, coords, dtypes: list) -> list:
     """What the core calls: the function gets arrays (as JAX passes its own arrays), and its
     results go back as contiguous NumPy arrays of the types asked."""
-    results = _functions[callback]([core.asarray_value(a) for a in args])
+    results = _functions[callback]([_committed(core.asarray_value(a), False) for a in args])
     return [np.ascontiguousarray(np.asarray(r, dtype)) for r, dtype in zip(results, dtypes)]
 
 
 _core.set_host_caller(_host_call)
+
+
+def _committed(x, keep_weak_type: bool = True):
+    """`x` as a callback sees it: JAX hands over its arrays committed to their device (and
+    strongly typed once they were operands of a primitive)."""
+    if type(x) is core.Array and (not x.committed or (x.weak_type and not keep_weak_type)):
+        x = core.Array.from_numpy(np.asarray(x), weak_type=x.weak_type and keep_weak_type)
+        x._committed = True
+    return x
 
 
 def _keep(fn: Callable) -> int:
@@ -57,7 +66,7 @@ def debug_callback(callback: Callable[..., Any], *args, ordered: bool = False,
     if eager_shard_map.run_callback(call, leaves):
         return
     if _core.current_trace() is None:  # eagerly JAX calls it directly: its own errors propagate
-        call(leaves)
+        call([_committed(x) for x in leaves])
         return
     core.bind("debug_callback", *leaves, callback=_keep(call))
 
@@ -109,8 +118,14 @@ def _result_callback(primitive: str, callback, result_shape_dtypes, args, kwargs
                                    f"Expected: {dtype}, Actual: {r.dtype}")
         return results
 
-    outs = core.bind(primitive, *leaves, callback=_keep(call), result_shapes=shapes,
-                     result_dtypes=tuple(d.name for d in dtypes), **params)
+    key = _keep(call)
+    try:
+        outs = core.bind(primitive, *leaves, callback=key, result_shapes=shapes,
+                         result_dtypes=tuple(d.name for d in dtypes), **params)
+    finally:
+        if _core.current_trace() is None:  # eagerly no program keeps the function: drop it once run
+            _core.wait_all_dispatched()
+            del _functions[key]
     return tree_util.tree_unflatten(out_tree, list(outs))
 
 
