@@ -2,7 +2,6 @@
 needs where it is registered (ir/primitive.h), the registry rejects
 inconsistent definitions, and Python spells primitive names from the same
 table as C++."""
-import ast
 import pathlib
 import re
 
@@ -269,19 +268,4 @@ def test_collectives_declare_the_instruction_they_lower_to():
         assert (instruction is not None) == (_core.collective_steps(name, 2) > 0), name
     with pytest.raises(ValueError, match="'add' is not a collective"):
         _core.collective_instruction("add")
-
-
-def test_core_imports_no_layer_built_on_it():
-    """_src/core.py (values, bind, conversion) is the bottom Python layer: no import of
-    the NumPy or lax layers, not even inside a function (the NumPy layer installs the
-    stacking that jnp.asarray of a list of arrays needs)."""
-    src = pathlib.Path(__file__).parents[1] / "python" / "meshsim" / "_src" / "core.py"
-    imported = set()
-    for node in ast.walk(ast.parse(src.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module:
-            imported |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
-        elif isinstance(node, ast.Import):
-            imported |= {a.name for a in node.names}
-    above = ("meshsim.numpy", "meshsim.lax", "meshsim._src.numpy", "meshsim._src.lax")
-    assert imported and not [m for m in imported if m.startswith(above)]
 

@@ -12,7 +12,7 @@ from meshsim._src import dtype_kinds
 
 
 def _jnp():
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     return jnp
 
 

@@ -101,7 +101,7 @@ def zero_from_primal(val, symbolic_zeros: bool = False):
     SymbolicZeros with `symbolic_zeros`)."""
     import numpy as np
 
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     from meshsim._src.ad import float0
     if symbolic_zeros:
         return tree_util.tree_map(SymbolicZero.from_primal_value, val)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-import meshsim.numpy as jnp
+from meshsim._src.numpy import namespace as jnp
 from meshsim._src import ad, planning
 from meshsim._src.lax import elementwise as lax
 from meshsim._src.lax import structural

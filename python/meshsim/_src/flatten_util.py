@@ -15,7 +15,7 @@ def ravel_pytree(pytree: Any) -> tuple[Any, Callable[[Any], Any]]:
     """Concatenates the raveled leaves of `pytree` (promoted to their common
     dtype; an empty float32 vector for no leaves) and returns it with the
     inverse, which casts each piece back to its leaf's dtype."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     leaves, treedef = tree_util.tree_flatten(pytree)
     if not leaves:
         return jnp.zeros((0,), "float32"), functools.partial(_unravel, treedef, (), (), None, None)
@@ -32,7 +32,7 @@ def ravel_pytree(pytree: Any) -> tuple[Any, Callable[[Any], Any]]:
 
 
 def _unravel(treedef, sizes, shapes, from_dtypes, to_dtype, flat):
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     if to_dtype is not None and np.dtype(flat.dtype) != to_dtype:
         raise TypeError(f"unravel function given array of dtype {flat.dtype}, "
                         f"but expected dtype {to_dtype}")

@@ -12,7 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
-import meshsim.numpy as jnp
+from meshsim._src.numpy import namespace as jnp
 from meshsim._src import core
 from meshsim._src.numpy.promotion import promote_dtypes_inexact
 

@@ -10,7 +10,7 @@ import operator
 
 import numpy as np
 
-import meshsim.numpy as jnp
+from meshsim._src.numpy import namespace as jnp
 from meshsim._src import core, random
 from meshsim._src.lax.structural import canonicalize_shape
 from meshsim._src import dtype_kinds
@@ -147,7 +147,7 @@ def orthogonal(scale=1.0, column_axis: int = -1, dtype=None):
     def init(key, shape, dtype=dtype, out_sharding=None):
         import math
 
-        import meshsim.numpy as jnp
+        from meshsim._src.numpy import namespace as jnp
         from meshsim._src.random_linalg import orthogonal as sample
         if out_sharding is not None:
             raise NotImplementedError

@@ -10,7 +10,7 @@ import warnings
 
 import numpy as np
 
-import meshsim.numpy as jnp
+from meshsim._src.numpy import namespace as jnp
 from meshsim._src import core
 from meshsim._src.ad import stop_gradient
 from meshsim._src.lax import elementwise as lax

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-import meshsim.numpy as jnp
+from meshsim._src.numpy import namespace as jnp
 from meshsim._src import core
 
 __all__ = ["scaled_matmul", "scaled_dot_general"]

@@ -120,7 +120,7 @@ def pmap(fun: Callable, axis_name=None, *, in_axes=0, out_axes=0,
         in_specs = tuple(_axis_spec(axis_name, ax) for ax in in_axes_flat)
 
         def body(*flat):
-            import meshsim.lax as lax
+            from meshsim._src.lax import namespace as lax
             squeezed = [x if ax is None else lax.squeeze(x, [ax]) for x, ax in zip(flat, in_axes_flat)]
             dyn_args, kw = tree_util.tree_unflatten(in_tree, squeezed)
             full = list(dyn_args)

@@ -355,7 +355,7 @@ def gumbel(key, shape=(), dtype=None, mode: str | None = None):
 
 
 def _jnp():
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     return jnp
 
 

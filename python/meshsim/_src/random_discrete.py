@@ -19,8 +19,8 @@ __all__ = ["poisson", "binomial", "multinomial", "generalized_normal", "ball"]
 
 
 def _modules():
-    import meshsim.lax as lax
-    import meshsim.numpy as jnp
+    from meshsim._src.lax import namespace as lax
+    from meshsim._src.numpy import namespace as jnp
     return lax, jnp
 
 

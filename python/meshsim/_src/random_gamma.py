@@ -18,8 +18,8 @@ __all__ = ["gamma", "loggamma", "beta", "dirichlet", "chisquare", "t", "f"]
 
 def _gamma_one(key, alpha, log_space: bool):
     """One draw for the scalar shape `alpha` with the key `key`."""
-    from meshsim import lax as mlax
-    import meshsim.numpy as jnp
+    from meshsim._src.lax import namespace as mlax
+    from meshsim._src.numpy import namespace as jnp
     dtype = alpha.dtype
     const = lambda v: jnp.asarray(v, dtype)  # noqa: E731
     zero, one = const(0), const(1)
@@ -57,8 +57,8 @@ def _gamma_one(key, alpha, log_space: bool):
 
 
 def _gamma(key, a, shape, dtype, log_space=False):
-    from meshsim import lax as mlax
-    import meshsim.numpy as jnp
+    from meshsim._src.lax import namespace as mlax
+    from meshsim._src.numpy import namespace as jnp
     a = jnp.asarray(a)
     if shape is None:
         shape = np.shape(a)
@@ -76,7 +76,7 @@ def _gamma(key, a, shape, dtype, log_space=False):
 def _sample_grad(a, sample, log_space: bool):
     """d sample / d a at a fixed quantile; in log space d log(x) = dx / x, with a draw whose
     exp rounds to zero taken as the smallest normal float."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     from meshsim._src.lax.special import random_gamma_grad
     if not log_space:
         return random_gamma_grad(a, sample)
@@ -91,7 +91,7 @@ _DRAWS = {}
 def _draws(log_space: bool):
     """The per-element sampler over (keys, shapes), differentiable in the shapes."""
     if log_space not in _DRAWS:
-        from meshsim import lax as mlax
+        from meshsim._src.lax import namespace as mlax
         from meshsim._src.ad import custom_vjp
 
         def draws(keys, a):
@@ -127,7 +127,7 @@ def loggamma(key, a, shape=None, dtype=None):
 
 def beta(key, a, b, shape=None, dtype=None):
     """Beta(a, b) floats: two log-gammas, normalised in log space."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     typed, _ = _check_prng_key("beta", key)
     dtype = _float_dtype("beta", dtype)
     _check_all_safe_to_cast("beta", dtype, a, b)
@@ -144,7 +144,7 @@ def beta(key, a, b, shape=None, dtype=None):
 
 def dirichlet(key, alpha, shape=None, dtype=None):
     """Dirichlet(alpha) floats along alpha's last axis: a softmax of log-gammas."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     from meshsim._src.nn import softmax
     typed, _ = _check_prng_key("dirichlet", key)
     dtype = _float_dtype("dirichlet", dtype)
@@ -162,7 +162,7 @@ def dirichlet(key, alpha, shape=None, dtype=None):
 
 def chisquare(key, df, shape=None, dtype=None):
     """Chi-squared(df) floats: 2 Gamma(df / 2)."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     typed, _ = _check_prng_key("chisquare", key)
     dtype = _float_dtype("chisquare", dtype)
     shape = _check_broadcast_shapes("chisquare", shape, df)
@@ -173,7 +173,7 @@ def chisquare(key, df, shape=None, dtype=None):
 
 def t(key, df, shape=None, dtype=None):
     """Student's t(df) floats: normal * sqrt((df / 2) / Gamma(df / 2))."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     typed, _ = _check_prng_key("t", key)
     dtype = _float_dtype("t", dtype)
     shape = _check_broadcast_shapes("t", shape, df)
@@ -187,7 +187,7 @@ def t(key, df, shape=None, dtype=None):
 
 def f(key, dfnum, dfden, shape=None, dtype=None):
     """F(dfnum, dfden) floats: a ratio of scaled chi-squared draws."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     typed, _ = _check_prng_key("f", key)
     dtype = _float_dtype("f", dtype)
     shape = _check_broadcast_shapes("f", shape, dfnum, dfden)

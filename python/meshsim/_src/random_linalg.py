@@ -11,7 +11,7 @@ __all__ = ["multivariate_normal", "orthogonal"]
 def multivariate_normal(key, mean, cov, shape=None, dtype=None, method: str = "cholesky"):
     """Samples of N(mean, cov) of batch shape `shape` (default: mean's and cov's batch shapes
     broadcast); the last axis is the event axis."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     from meshsim._src import random
     if method not in {"svd", "eigh", "cholesky"}:
         raise ValueError("method must be one of {'svd', 'eigh', 'cholesky'}")
@@ -42,7 +42,7 @@ def multivariate_normal(key, mean, cov, shape=None, dtype=None, method: str = "c
 def orthogonal(key, n: int, shape=(), dtype=None, m: int | None = None):
     """Uniform samples of the orthogonal group O(n) (n x m with orthonormal rows or columns
     when m is given), of batch shape `shape`."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     from meshsim._src import random
     n = int(n)
     m = n if m is None else int(m)

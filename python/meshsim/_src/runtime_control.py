@@ -44,7 +44,7 @@ def linear_transpose(fun: Callable, *primals, reduce_axes=()) -> Callable:
     `primals`: maps a cotangent of its output to a tuple of cotangents of its inputs."""
     from meshsim._src.abstract import ShapeDtypeStruct
     from meshsim._src.ad import vjp
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     # Only the primals' types matter to a linear function's transpose.
     primals = tree_util.tree_map(
         lambda p: jnp.zeros(p.shape, p.dtype) if isinstance(p, ShapeDtypeStruct) else p, primals)

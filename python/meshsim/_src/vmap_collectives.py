@@ -74,7 +74,7 @@ _ids = itertools.count()
 
 
 def _jnp():
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     return jnp
 
 

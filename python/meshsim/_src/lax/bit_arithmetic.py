@@ -14,7 +14,7 @@ __all__ = ["mulhi", "reduce_precision"]
 
 
 def _lax():
-    import meshsim.lax as lax
+    from meshsim._src.lax import namespace as lax
     return lax
 
 

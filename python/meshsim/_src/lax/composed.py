@@ -20,7 +20,7 @@ DotDimensionNumbers = tuple[tuple[Sequence[int], Sequence[int]], tuple[Sequence[
 
 
 def _lax():
-    import meshsim.lax as lax
+    from meshsim._src.lax import namespace as lax
     return lax
 
 
@@ -50,7 +50,7 @@ def reduce(operands, init_values, computation: Callable, dimensions: Sequence[in
     """Reduces `operands` over `dimensions` with the binary `computation`
     (pytrees of operands and init values reduce together)."""
     lax = _lax()
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     flat_ops, tree = tree_util.tree_flatten(operands)
     flat_inits, init_tree = tree_util.tree_flatten(init_values)
     if tree != init_tree:
@@ -126,7 +126,7 @@ def reduce_window(operand, init_value, computation: Callable, window_dimensions,
     computation folds the windows one offset at a time (a strided slice per
     offset) from the operand padded with `init_value`."""
     lax = _lax()
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     operand = jnp.asarray(operand)
     nd = operand.ndim
     window = tuple(operator.index(w) for w in window_dimensions)
@@ -161,7 +161,7 @@ def reduce_window(operand, init_value, computation: Callable, window_dimensions,
 def associative_scan(fn: Callable, elems, reverse: bool = False, axis: int = 0):
     """The inclusive scan of `elems` along `axis` with the associative `fn`
     (on pytrees), by the odd/even recursion: log-depth, n applications."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     flat, tree = tree_util.tree_flatten(elems)
     flat = [jnp.asarray(x) for x in flat]
     if not flat:
@@ -215,7 +215,7 @@ def associative_scan(fn: Callable, elems, reverse: bool = False, axis: int = 0):
 
 
 def _approx_k(operand, k: int, reduction_dimension: int, largest: bool):
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     lax = _lax()
     operand = jnp.asarray(operand)
     if not jnp.issubdtype(operand.dtype, jnp.floating):

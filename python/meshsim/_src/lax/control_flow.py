@@ -399,12 +399,11 @@ def switch(index, branches: Sequence[Callable], *operands, operand=_no_operand_s
 def _promote_weak(init: list, in_avals, out_avals) -> tuple[list, bool]:
     """JAX's _promote_weak_typed_input: a weakly typed initial carry takes the
     type the body gives it."""
-    from meshsim._src.numpy import promotion
     changed = False
     out = []
     for x, a, b in zip(init, in_avals, out_avals):
         if a.weak_type and not _typematch(a, b):
-            dtype, _ = promotion.result_type(x, np.dtype(b.dtype))
+            dtype, _ = core.result_type(x, np.dtype(b.dtype))
             x = core.convert_element_type(x, dtype)
             changed = True
         out.append(x)

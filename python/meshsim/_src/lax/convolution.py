@@ -205,7 +205,7 @@ def conv_transpose(lhs, rhs, strides: Sequence[int], padding, rhs_dilation=None,
                    use_consistent_padding: bool = False):
     """The transposed convolution (the gradient of a strided convolution):
     the input is dilated by `strides` and convolved with stride 1."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     lhs, rhs = core.asarray_value(lhs), core.asarray_value(rhs)
     assert len(lhs.shape) == len(rhs.shape) and len(lhs.shape) >= 2
     ndims = len(lhs.shape)
@@ -235,7 +235,7 @@ def conv_general_dilated_patches(lhs, filter_shape: Sequence[int], window_stride
                                  precision=None, preferred_element_type=None):
     """Every window of `lhs` as features: output feature c * prod(filter_shape) + k
     is input channel c at window offset k (a grouped convolution with one-hot filters)."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     lhs = core.asarray_value(lhs)
     filter_shape = tuple(filter_shape)
     dnums = conv_dimension_numbers(lhs.shape, (1, 1) + filter_shape, dimension_numbers)
@@ -253,8 +253,8 @@ def conv_general_dilated_local(lhs, rhs, window_strides: Sequence[int], padding,
                                lhs_dilation=None, rhs_dilation=None, dimension_numbers=None, precision=None):
     """An unshared convolution: each output position has its own filter (the
     patches contracted with `rhs` position by position)."""
-    import meshsim.lax as lax
-    import meshsim.numpy as jnp
+    from meshsim._src.lax import namespace as lax
+    from meshsim._src.numpy import namespace as jnp
     lhs = core.asarray_value(lhs)
     patches = conv_general_dilated_patches(lhs, filter_shape, window_strides, padding, lhs_dilation,
                                            rhs_dilation, dimension_numbers)

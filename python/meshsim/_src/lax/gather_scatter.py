@@ -68,7 +68,7 @@ class GatherScatterMode(enum.Enum):
 
 
 def _lax():
-    import meshsim.lax as lax
+    from meshsim._src.lax import namespace as lax
     return lax
 
 

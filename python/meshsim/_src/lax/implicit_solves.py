@@ -20,7 +20,7 @@ def _negate(tree):
 
 
 def _zeros_like(tree):
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     return tree_util.tree_map(jnp.zeros_like, tree)
 
 

@@ -20,7 +20,7 @@ def igamma(a, x):
 def igamma_grad_a(a, x):
     """d/da of the regularized lower incomplete gamma function P(a, x): the derivative of
     its series / continued fraction in a (0 at x = 0, NaN outside the domain)."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     from meshsim._src.ad import vjp
     a, x = jnp.broadcast_arrays(*_series()._float(a, x))
     value, pullback = vjp(lambda a_: _series().gammainc(a_, x), a)
@@ -34,7 +34,7 @@ def random_gamma_grad(a, x):
     -(dP/da) / (dP/dx) with P(a, x) the distribution function. The density x^(a-1) e^-x /
     Gamma(a) divides out of the series (continued fraction) form of P (Q), so the ratio stays
     finite where the density underflows."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     from meshsim._src.ad import vjp
     from meshsim._src.scipy.special import digamma
     series = _series()

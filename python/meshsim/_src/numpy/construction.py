@@ -10,7 +10,7 @@ __all__ = ["fromfunction", "frombuffer", "fromstring", "fromiter", "block", "mgr
 
 
 def _jnp():
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     return jnp
 
 

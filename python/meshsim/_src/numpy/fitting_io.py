@@ -14,7 +14,7 @@ savez = np.savez
 
 def load(file, *args, **kwargs):
     """np.load, with a single array returned as a meshsim array (.npz files stay NumPy's)."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     out = np.load(file, *args, **kwargs)
     return jnp.asarray(out) if isinstance(out, np.ndarray) else out
 
@@ -22,7 +22,7 @@ def load(file, *args, **kwargs):
 def polyfit(x, y, deg: int, rcond=None, full: bool = False, w=None, cov: bool = False):
     """The least-squares polynomial of degree `deg` through (x, y), highest power first
     (columns of the Vandermonde matrix scaled to unit norm before solving, as NumPy does)."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     if full or cov:
         raise NotImplementedError("polyfit(full=True) and polyfit(cov=True)")
     x, y = jnp.asarray(x), jnp.asarray(y)
@@ -51,7 +51,7 @@ def polyfit(x, y, deg: int, rcond=None, full: bool = False, w=None, cov: bool = 
 
 def polydiv(u, v, *, trim_leading_zeros: bool = False):
     """The quotient and remainder of the polynomial division u / v."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     u, v = jnp.asarray(u), jnp.asarray(v)
     dtype = jnp.result_type(u, v, float)
     u, v = u.astype(dtype), v.astype(dtype)

@@ -18,7 +18,7 @@ euler_gamma = 0.5772156649015329
 
 
 def _jnp():
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     return jnp
 
 

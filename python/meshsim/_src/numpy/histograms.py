@@ -14,7 +14,7 @@ builtins_range = range  # the parameter `range` shadows it below
 
 
 def histogramdd(sample, bins=10, range=None, weights=None, density=None):  # noqa: A002
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     sample = jnp.asarray(sample)
     if sample.ndim != 2:
         raise ValueError(f"histogramdd: sample must be a 2D array, got shape {sample.shape}")
@@ -47,7 +47,7 @@ def histogramdd(sample, bins=10, range=None, weights=None, density=None):  # noq
 
 
 def histogram2d(x, y, bins=10, range=None, weights=None, density=None):  # noqa: A002
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     sample = jnp.stack([jnp.asarray(x), jnp.asarray(y)], axis=1)
     hist, edges = histogramdd(sample, bins, range, weights, density)
     return hist, edges[0], edges[1]

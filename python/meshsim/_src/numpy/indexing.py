@@ -657,7 +657,7 @@ def _arrays(name: str, *args):
 
 def unravel_index(indices, shape):
     """The coordinates in an array of `shape` of flat indices (out-of-range ones are clipped)."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     (indices,) = _arrays("unravel_index", indices)
     try:
         shape = list(shape)
@@ -675,7 +675,7 @@ def unravel_index(indices, shape):
 
 def ravel_multi_index(multi_index, dims, mode="raise", order="C", *, dtype=None):
     """The flat indices of coordinates `multi_index` in an array of shape `dims`."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     from meshsim._src.numpy.creation import user_dtype
     if len(multi_index) != len(dims):
         raise AssertionError(f"len(multi_index)={len(multi_index)} != len(dims)={len(dims)}")
@@ -720,7 +720,7 @@ def ravel_multi_index(multi_index, dims, mode="raise", order="C", *, dtype=None)
 
 def fill_diagonal(a, val, wrap: bool = False, *, inplace: bool = True):
     """A copy of a with its main diagonal set to val (inplace=False is required: arrays are immutable)."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     if inplace:
         raise NotImplementedError("JAX arrays are immutable, must use inplace=False")
     if wrap:
@@ -740,7 +740,7 @@ def fill_diagonal(a, val, wrap: bool = False, *, inplace: bool = True):
 
 def choose(a, choices, out=None, mode="raise"):
     """choices[a[i]][i] for each position i (choices broadcast against a)."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     if out is not None:
         raise NotImplementedError("The 'out' argument to jnp.choose is not supported.")
     a, *choices = _arrays("choose", a, *choices)
@@ -765,7 +765,7 @@ def choose(a, choices, out=None, mode="raise"):
 
 def compress(condition, a, axis=None, *, size=None, fill_value=0, out=None):
     """The slices of a along axis where condition is True (padded to `size` with fill_value)."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     condition, arr, fill_value = _arrays("compress", condition, a, fill_value)
     condition = condition.astype(bool)
     if out is not None:
@@ -794,14 +794,14 @@ def compress(condition, a, axis=None, *, size=None, fill_value=0, out=None):
 
 def extract(condition, arr, *, size=None, fill_value=0):
     """The elements of arr where condition is True, flattened."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     _arrays("extreact", condition, arr, fill_value)
     return compress(jnp.ravel(condition), jnp.ravel(arr), size=size, fill_value=fill_value)
 
 
 def place(arr, mask, vals, *, inplace: bool = True):
     """A copy of arr with the positions where mask is True set to vals, cycled in order."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     if inplace:
         raise ValueError("jax.numpy.place cannot modify arrays in-place, because JAX arrays are immutable. "
                          "Pass inplace=False to instead return an updated array.")
@@ -820,7 +820,7 @@ def place(arr, mask, vals, *, inplace: bool = True):
 
 def put(a, ind, v, mode=None, *, inplace: bool = True):
     """A copy of a with the flat positions ind set to v (v cycled to ind's length)."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     if inplace:
         raise ValueError("jax.numpy.put cannot modify arrays in-place, because JAX arrays are immutable. "
                          "Pass inplace=False to instead return an updated array.")
@@ -844,7 +844,7 @@ def put(a, ind, v, mode=None, *, inplace: bool = True):
 
 def piecewise(x, condlist, funclist, *args, **kw):
     """funclist[i](x) (or the constant funclist[i]) where condlist[i]; the last condition wins."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     (x,) = _arrays("piecewise", x)
     nc, nf = len(condlist), len(funclist)
     if nf == nc + 1:

@@ -343,7 +343,7 @@ def einsum(subscripts, /, *operands, out=None, optimize="auto", precision=None, 
 
 def kron(a, b):
     """The Kronecker product: blocks a[i, j] * b."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     a, b = promote_dtypes(*_operands("kron", a, b))
     if a.ndim < b.ndim:
         a = jnp.expand_dims(a, tuple(range(b.ndim - a.ndim)))
@@ -357,7 +357,7 @@ def kron(a, b):
 
 def cross(a, b, axisa: int = -1, axisb: int = -1, axisc: int = -1, axis=None):
     """The cross product of 2- or 3-vectors along the given axes."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     a, b = _operands("cross", a, b)
     if axis is not None:
         axisa = axisb = axisc = axis
@@ -376,7 +376,7 @@ def cross(a, b, axisa: int = -1, axisb: int = -1, axisc: int = -1, axis=None):
 
 def trace(a, offset=0, axis1: int = 0, axis2: int = 1, dtype=None, out=None):
     """The sum along diagonal `offset` of the (axis1, axis2) planes."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     (a,) = _operands("trace", a)
     if out is not None:
         raise NotImplementedError("The 'out' argument to jnp.trace is not supported.")
@@ -406,7 +406,7 @@ def vecmat(x1, x2, /):
 
 def vecdot(x1, x2, /, *, axis: int = -1, precision=None, preferred_element_type=None):
     """The dot product of vectors along `axis`, broadcasting the other dims."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     x1, x2 = _operands("jnp.vecdot", x1, x2)
     if x1.shape[axis] != x2.shape[axis]:
         raise ValueError(f"axes must match; got shapes {x1.shape} and {x2.shape} with axis={axis}")

@@ -8,7 +8,7 @@ import operator
 
 import numpy as np
 
-import meshsim.numpy as jnp
+from meshsim._src.numpy import namespace as jnp
 from meshsim._src import core
 from meshsim._src.lax.structural import canonicalize_axis
 from meshsim._src.numpy import decompositions

@@ -516,7 +516,7 @@ nanargmin = _nan_arg_reduction("nanargmin", argmin, np.inf)
 
 def diff(a, n=1, axis=-1, prepend=None, append=None):
     """The n-th discrete difference along axis (not_equal for booleans)."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     arr = _asarray("diff", a)
     n, axis = operator.index(n), operator.index(axis)
     if n == 0:
@@ -549,7 +549,7 @@ def diff(a, n=1, axis=-1, prepend=None, append=None):
 
 def ediff1d(ary, to_end=None, to_begin=None):
     """The differences of consecutive elements of the flattened array, with optional ends."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     arr = _ravel(_asarray("ediff1d", ary))
     result = lax.sub(arr[1:], arr[:-1])
     if to_begin is not None:
@@ -561,7 +561,7 @@ def ediff1d(ary, to_end=None, to_begin=None):
 
 def trapezoid(y, x=None, dx=1.0, axis: int = -1):
     """The integral of y along axis by the trapezoidal rule (sample points x, or spacing dx)."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     if x is None:
         (y,) = promote_args_inexact(_asarray("trapezoid", y))
         dx = jnp.asarray(dx)
@@ -578,7 +578,7 @@ def trapezoid(y, x=None, dx=1.0, axis: int = -1):
 
 
 def _cumulative_with_initial(name: str, what: str, x, axis, dtype, include_initial, fn, initial):
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     x = _asarray(name, x)
     if x.ndim == 0:
         raise ValueError(f"The input must be non-scalar to take a cumulative {what}, however a "
@@ -615,7 +615,7 @@ _QUANTILE_METHODS = ("linear", "lower", "higher", "midpoint", "nearest", "invert
 def _quantile(name: str, a, q, axis, method, keepdims, squash_nans, weights, out, overwrite_input):
     """JAX's quantile: sort each slice, take the elements at floor and ceil of q * (count - 1),
     and combine them as `method` says. NaNs poison a slice, or are skipped with squash_nans."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     a, q = _asarray(name, a), _asarray(name, q)
     if overwrite_input or out is not None:
         raise ValueError(f"jax.numpy.{name} does not support overwrite_input=True or out != None")
@@ -714,7 +714,7 @@ def _cov_weights(name: str, w, n: int):
 
 def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None, dtype=None):
     """The covariance matrix of the variables in m's rows (columns if not rowvar), and y's."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     if y is not None:
         m, y = promote_dtypes_inexact(_asarray("cov", m), _asarray("cov", y))
         if y.ndim > 2:
@@ -769,7 +769,7 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
 
 def corrcoef(x, y=None, rowvar=True, dtype=None):
     """Pearson correlation coefficients: cov normalised by the standard deviations, clipped to [-1, 1]."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     _asarray("corrcoef", x)
     if dtype is not None and not dtype_kinds.issubdtype(np.dtype(dtype), np.inexact):
         raise ValueError(f"corrcoef: dtype must be a subclass of float or complex; got dtype={dtype}")

@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-import meshsim.numpy as jnp
+from meshsim._src.numpy import namespace as jnp
 from meshsim._src import core
 from meshsim._src.numpy.creation import _check_arraylike
 from meshsim._src.numpy.promotion import promote_dtypes

@@ -138,7 +138,7 @@ def _unique_sized(ar, return_index, return_inverse, return_counts, equal_nan, si
                   return_true_size=False):
     """JAX's unique of a flattened array with a static `size`, traceable: sort, mark the
     first of each run of equal values, and gather the marks' positions (nonzero(size=))."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     ar = jnp.ravel(ar)
     if ar.shape[0] == 0 and size and fill_value is None:
         raise ValueError("jnp.unique: for zero-sized input with nonzero size argument, "
@@ -184,7 +184,7 @@ def _unique_sized(ar, return_index, return_inverse, return_counts, equal_nan, si
 
 def _bottom_k(arr, k: int):
     """top_k of the negated values: the k smallest, ascending (unsigned values shifted so 0 negates)."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     if dtype_kinds.issubdtype(arr.dtype, np.unsignedinteger):
         values, ind = lax_sorting.top_k(-(arr + 1), k)
         return -values - 1, ind
@@ -194,7 +194,7 @@ def _bottom_k(arr, k: int):
 
 def _partition_args(a, kth: int, axis: int):
     """a with `axis` moved last, and kth and axis canonicalised."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     arr = core.asarray_value(a)
     axis = canonicalize_axis(axis, arr.ndim)
     kth = canonicalize_axis(kth, arr.shape[axis])
@@ -203,7 +203,7 @@ def _partition_args(a, kth: int, axis: int):
 
 def partition(a, kth: int, axis: int = -1):
     """a with the kth-smallest element at index kth along axis, smaller ones before, larger after."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     arr, kth, axis = _partition_args(a, kth, axis)
     bottom, _ = _bottom_k(arr, kth + 1)
     top = lax_sorting.top_k(arr, arr.shape[-1] - kth - 1)[0]
@@ -212,7 +212,7 @@ def partition(a, kth: int, axis: int = -1):
 
 def argpartition(a, kth: int, axis: int = -1):
     """Indices that partition a around its kth-smallest element along axis."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     arr, kth, axis = _partition_args(a, kth, axis)
     _, bottom_ind = _bottom_k(arr, kth + 1)
     # the rest: top_k of a proxy that is 0 at the chosen positions (duplicates stay distinct)
@@ -226,7 +226,7 @@ def argpartition(a, kth: int, axis: int = -1):
 
 def digitize(x, bins, right: bool = False, *, method=None):
     """The index of the bin of each x (bins increasing or decreasing)."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     x, bins = core.asarray_value(x), core.asarray_value(bins)
     if bins.ndim != 1:
         raise ValueError(f"digitize: bins must be a 1-dimensional array; got bins={bins}")
@@ -240,7 +240,7 @@ def digitize(x, bins, right: bool = False, *, method=None):
 
 def histogram_bin_edges(a, bins=10, range=None, weights=None):  # noqa: A002 (NumPy's name)
     """The edges of `bins` equal bins over range (default: a's min to max)."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     if isinstance(bins, str):
         raise NotImplementedError("string values for `bins` not implemented.")
     arr = core.asarray_value(a)
@@ -263,7 +263,7 @@ def histogram_bin_edges(a, bins=10, range=None, weights=None):  # noqa: A002 (Nu
 
 def histogram(a, bins=10, range=None, weights=None, density=None):  # noqa: A002 (NumPy's name)
     """(counts or summed weights per bin, bin edges); the last bin includes its right edge."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     if weights is None:
         (a,) = promote_dtypes_inexact(core.asarray_value(a))
         weights = jnp.ones_like(a)
@@ -282,7 +282,7 @@ def histogram(a, bins=10, range=None, weights=None, density=None):  # noqa: A002
 
 def interp(x, xp, fp, left=None, right=None, period=None):
     """Piecewise-linear interpolation of the points (xp, fp) at x."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     x, xp, fp = (core.asarray_value(v) for v in (x, xp, fp))
     if xp.shape != fp.shape or xp.ndim != 1:
         raise ValueError("xp and fp must be one-dimensional arrays of equal size")

@@ -360,7 +360,7 @@ def _repeat_by_counts(a, counts, axis: int):
 
 def _repeat_traced(a, repeats, axis: int, total: int):
     """Output position j takes the element whose cumulative count first exceeds j."""
-    import meshsim.numpy as jnp  # reductions and indexing live in other modules
+    from meshsim._src.numpy import namespace as jnp  # reductions and indexing live in other modules
     ends = jnp.cumsum(broadcast_to(ravel(repeats), (a.shape[axis],)))
     positions = lax.iota(ends.dtype, total)
     source = jnp.sum(lax.broadcast_in_dim(ends, (total, ends.shape[0]), (1,))
@@ -610,7 +610,7 @@ def append(arr, values, axis=None):
 
 def insert(arr, obj, values, axis=None):
     """arr with values inserted before the indices obj along axis (flattened if None)."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     _check_arraylike("insert", arr, 0 if isinstance(obj, slice) else obj, values)
     a = core.asarray_value(arr)
     if axis is None:
@@ -645,7 +645,7 @@ def insert(arr, obj, values, axis=None):
 
 def delete(arr, obj, axis=None, *, assume_unique_indices: bool = False):
     """arr without the entries at indices (or mask) obj along axis (flattened if None)."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     _check_arraylike("delete", arr)
     a = core.asarray_value(arr)
     if axis is None:
@@ -706,7 +706,7 @@ def rollaxis(a, axis: int, start: int = 0):
 
 def resize(a, new_shape):
     """a flattened, repeated cyclically to fill new_shape."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     _check_arraylike("resize", a)
     new_shape = (operator.index(new_shape),) if np.ndim(new_shape) == 0 else tuple(
         operator.index(d) for d in new_shape)

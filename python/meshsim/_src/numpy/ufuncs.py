@@ -793,7 +793,7 @@ iterable = np.iterable
 
 def packbits(a, axis=None, bitorder="big"):
     """The nonzero-ness of a's elements packed eight to a uint8, along `axis` (flattened if None)."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     a = _asarray("packbits", a)
     if not _is_integral(a.dtype):
         raise TypeError("Expected an input array of integer or boolean data type")
@@ -816,7 +816,7 @@ def packbits(a, axis=None, bitorder="big"):
 
 def unpackbits(a, axis=None, count=None, bitorder="big"):
     """The bits of uint8 array `a`, one uint8 0/1 per bit, along `axis` (flattened if None)."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     a = _asarray("unpackbits", a)
     if a.dtype != np.uint8:
         raise TypeError("Expected an input array of unsigned byte data type")

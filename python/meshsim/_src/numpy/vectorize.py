@@ -70,7 +70,7 @@ def vectorize(pyfunc, *, excluded=frozenset(), signature: str | None = None):
 
     @functools.wraps(pyfunc)
     def wrapped(*args, **kwargs):
-        import meshsim.numpy as jnp
+        from meshsim._src.numpy import namespace as jnp
         from meshsim._src.vmap import vmap
         func, args = _bind_excluded(pyfunc, excluded, args)
         args = [jnp.asarray(a) for a in args]

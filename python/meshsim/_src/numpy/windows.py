@@ -9,7 +9,7 @@ __all__ = ["bartlett", "blackman", "hamming", "hanning", "i0", "kaiser"]
 
 def _points(M: int):
     """The sample positions 2*pi*n/(M-1), or the degenerate window for M <= 1."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     M = int(M)
     if M < 1:
         return None, jnp.zeros(0, jnp.float32)
@@ -34,7 +34,7 @@ def blackman(M: int):
 
 
 def bartlett(M: int):
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     t, degenerate = _points(M)
     if t is None:
         return degenerate
@@ -43,7 +43,7 @@ def bartlett(M: int):
 
 
 def _cos(x):
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     return jnp.cos(x)
 
 
@@ -55,7 +55,7 @@ def i0(x):
 
 def kaiser(M: int, beta):
     """The Kaiser window: I0(beta sqrt(1 - (2n/(M-1) - 1)^2)) / I0(beta)."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     t, degenerate = _points(M)
     if t is None:
         return degenerate

@@ -17,8 +17,8 @@ __all__ = ["dct", "dctn", "idct", "idctn"]
 
 
 def _modules():
-    import meshsim.lax as lax
-    import meshsim.numpy as jnp
+    from meshsim._src.lax import namespace as lax
+    from meshsim._src.numpy import namespace as jnp
     return lax, jnp
 
 

@@ -7,7 +7,7 @@ import operator
 
 import numpy as np
 
-import meshsim.numpy as jnp
+from meshsim._src.numpy import namespace as jnp
 from meshsim._src import core
 from meshsim._src.lax import decompositions as lax_linalg
 from meshsim._src.lax.control_flow import fori_loop

@@ -12,7 +12,7 @@ __all__ = ["fiedler_companion", "invpascal"]
 def fiedler_companion(a):
     """The Fiedler companion matrix of the monic polynomial with coefficients `a` (highest
     first): pentadiagonal, with the polynomial's roots as eigenvalues."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     a = jnp.atleast_1d(jnp.asarray(a))
     if a.ndim != 1:
         raise ValueError("Input 'a' must be a 1-D array.")
@@ -34,7 +34,7 @@ def fiedler_companion(a):
 def invpascal(n: int, kind: str = "symmetric"):
     """The inverse of the n x n Pascal matrix of `kind` ('symmetric', 'lower' or 'upper'): the
     lower one's inverse has entries (-1)^(i+j) C(i, j); the symmetric one is L L^T."""
-    import meshsim.numpy as jnp
+    from meshsim._src.numpy import namespace as jnp
     if kind not in ("symmetric", "lower", "upper"):
         raise ValueError(f"invalid kind={kind!r}; expected 'symmetric', 'lower', or 'upper'")
     n = int(n)

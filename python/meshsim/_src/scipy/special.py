@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-import meshsim.numpy as jnp
-from meshsim import lax
+from meshsim._src.numpy import namespace as jnp
+from meshsim._src.lax import namespace as lax
 from meshsim._src.ad import custom_jvp
 from meshsim._src import nn
 from meshsim._src.nn import logsumexp  # noqa: F401  (re-exported)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-import meshsim.numpy as jnp
+from meshsim._src.numpy import namespace as jnp
 from meshsim._src.scipy.special import (_float, expit, gammaln, log_ndtr, logit, ndtr, ndtri,
                                         betaln, xlog1py, xlogy)
 

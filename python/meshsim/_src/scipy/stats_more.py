@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-import meshsim.numpy as jnp
+from meshsim._src.numpy import namespace as jnp
 from meshsim._src.scipy import special_series
 from meshsim._src.scipy.special import _float
 
