@@ -365,3 +365,15 @@ def test_palm_540b_model_flops_utilisation_on_tpu_v4():
     sums = [o for o in compiled.analysis.ops if o.collective is not None
             and o.collective.axes == ("tp",) and o.collective.bytes_sent >= activations]
     assert sum(o.count for o in sums) == 2 * cfg.layers
+
+
+def test_the_planned_programs_compute_what_numpy_and_autodiff_do():
+    # The programs timed above, run for real at a tiny size on the simulated devices
+    # (examples/ex_planning.py:run): the loss against a NumPy forward pass, and the
+    # gradients of the GPipe, 1F1B (full and selective recomputation, with sequence
+    # parallelism and data parallelism) and accumulating programs against autodiff
+    # of the unpipelined one.
+    checks = ex_planning.run()
+    assert {"gpt 1f1b selective loss", "gpt 1f1b selective sp dp dwqkv"} <= {n for n, *_ in checks}
+    for name, ours, reference in checks:
+        np.testing.assert_allclose(np.asarray(ours), reference, rtol=1e-5, atol=1e-5, err_msg=name)
