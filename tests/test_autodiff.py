@@ -734,11 +734,13 @@ def test_optimization_barrier_keeps_a_recomputed_output(real_jax):
     theirs = real_jax.grad(program(real_jax), argnums=(0, 1))
     for a, b in zip(ours(x, w), theirs(x, w)):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-5)
-    # Forward: 2 matmuls; backward: the rerun's 2 (its output kept) and 4 transposed
-    # ones, plus a few elementwise flops.
+    # The rerun's 2 matmuls (its output kept) and 4 transposed ones, plus a few
+    # elementwise flops; the first forward pass computes only the loss, which grad
+    # does not return: dead code, which XLA drops too (JAX counts fewer than 7).
     flops = ours.lower(x, w).compile().cost_analysis()["flops"]
     matmul = 2 * 4 * 6 * 6
-    assert 8 * matmul <= flops < 9 * matmul
+    assert 6 * matmul <= flops < 7 * matmul
+    assert real_jax.jit(theirs).lower(x, w).compile().cost_analysis()["flops"] < 7 * matmul
     jaxpr = meshsim.make_jaxpr(lambda a, b: mlax.optimization_barrier((a * 2, b)))(x, w)
     assert jaxpr.eqns == ["mul", "optimization_barrier"]
     np.testing.assert_array_equal(mlax.optimization_barrier({"a": x})["a"], x)
