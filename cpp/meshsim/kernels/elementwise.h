@@ -29,6 +29,8 @@ struct MergedLayout {
 template <size_t N>
 MergedLayout<N> merge_dims(const Shape& shape, const std::array<const Strides*, N>& strides) {
   MergedLayout<N> m;
+  m.shape.reserve(shape.size());
+  for (Strides& s : m.strides) s.reserve(shape.size());
   for (size_t d = 0; d < shape.size(); ++d) {
     if (shape[d] == 1) continue;
     bool joins = !m.shape.empty();
@@ -108,8 +110,13 @@ template <class In, class Out, class Op>
 Tensor map_binary(const Tensor& x_in, const Tensor& y_in, DType out_dtype, Op op) {
   const bool x_scalar = x_in.ndim() == 0 && y_in.ndim() > 0;
   const bool y_scalar = y_in.ndim() == 0 && x_in.ndim() > 0;
-  const Tensor x = x_scalar ? x_in.broadcast_to(y_in.shape()) : x_in;
-  const Tensor y = y_scalar ? y_in.broadcast_to(x_in.shape()) : y_in;
+  // The operands themselves, or a view made for a scalar one (a Tensor copy
+  // allocates its shape and strides).
+  Tensor x_view, y_view;
+  if (x_scalar) x_view = x_in.broadcast_to(y_in.shape());
+  if (y_scalar) y_view = y_in.broadcast_to(x_in.shape());
+  const Tensor& x = x_scalar ? x_view : x_in;
+  const Tensor& y = y_scalar ? y_view : y_in;
   Tensor out = Tensor::empty(out_dtype, x.shape());
   const In* a = x.data<In>();
   const In* b = y.data<In>();

@@ -110,14 +110,15 @@ struct Unravel {
 };
 
 // acc[0..w) = op over rows [lo, hi) of x, row r starting at x + rows(r),
-// elements `s` apart. scratch holds one kTile buffer per recursion level.
+// elements `s` apart. scratch holds one buffer of `tile` (>= w) elements per
+// recursion level.
 template <bool kUnit, class T, class Op>
 void reduce_rows(T* acc, const T* x, const Unravel& rows, int64_t lo, int64_t hi, int64_t w,
-                 int64_t s, T* scratch, const Op& op) {
+                 int64_t s, T* scratch, int64_t tile, const Op& op) {
   if (hi - lo > kRowBlock) {
     const int64_t mid = lo + (hi - lo) / 2;
-    reduce_rows<kUnit>(acc, x, rows, lo, mid, w, s, scratch + kTile, op);
-    reduce_rows<kUnit>(scratch, x, rows, mid, hi, w, s, scratch + kTile, op);
+    reduce_rows<kUnit>(acc, x, rows, lo, mid, w, s, scratch + tile, tile, op);
+    reduce_rows<kUnit>(scratch, x, rows, mid, hi, w, s, scratch + tile, tile, op);
     combine(acc, scratch, w, op);
     return;
   }
@@ -209,7 +210,19 @@ void reduce_columns(const T* x, T* out, const std::vector<Dim>& dims, const Op& 
   }
   int64_t levels = 2;
   for (int64_t n = nrows; n > kRowBlock; n = (n + 1) / 2) ++levels;
-  std::unique_ptr<T[]> scratch(new T[levels * kTile]);  // not vector<T>: T may be bool
+  // Rows no longer than a tile need buffers only as long as a row: short
+  // ones fit on the stack (a heap block of a tile per level, 32 KiB for
+  // floats, costs more than reducing a few hundred elements, and makes
+  // malloc consolidate its free lists on every call).
+  const int64_t tile = std::min(kTile, row.size);
+  constexpr int64_t kStackElems = 2048 / sizeof(T) > 0 ? 2048 / sizeof(T) : 1;
+  T on_stack[kStackElems];
+  std::unique_ptr<T[]> on_heap;  // not vector<T>: T may be bool
+  T* scratch = on_stack;
+  if (levels * tile > kStackElems) {
+    on_heap.reset(new T[levels * tile]);
+    scratch = on_heap.get();
+  }
   Shape shape;
   Strides in, os;
   split_dims(kept, shape, in, os);
@@ -217,11 +230,11 @@ void reduce_columns(const T* x, T* out, const std::vector<Dim>& dims, const Op& 
     for (int64_t j0 = 0; j0 < row.size; j0 += kTile) {
       const int64_t w = std::min(kTile, row.size - j0);
       const T* base = x + off[0] + j0 * row.in_stride;
-      T* acc = scratch.get();
+      T* acc = scratch;
       if (row.in_stride == 1)
-        reduce_rows<true>(acc, base, rows, 0, nrows, w, 1, acc + kTile, op);
+        reduce_rows<true>(acc, base, rows, 0, nrows, w, 1, acc + tile, tile, op);
       else
-        reduce_rows<false>(acc, base, rows, 0, nrows, w, row.in_stride, acc + kTile, op);
+        reduce_rows<false>(acc, base, rows, 0, nrows, w, row.in_stride, acc + tile, tile, op);
       T* o = out + off[1] + j0 * row.out_stride;
       for (int64_t j = 0; j < w; ++j) o[j * row.out_stride] = acc[j];
     }

@@ -38,7 +38,9 @@ Runner mesh_runner(const MeshContext& ctx) {
   return [&ctx](const ProgramPtr& p, std::vector<Tensors> in) { return run_on_mesh(p, ctx, std::move(in)); };
 }
 
-// A primitive's kernel and mesh_call from one implementation over devices.
+// A primitive's kernel and mesh_call from one implementation over devices,
+// which takes its operands by value (they are a copy either way: the
+// implementation moves them on into the sub-programs).
 template <class F>
 void set_runners(Primitive& p, F run) {
   p.kernel = [run](const Tensors& in, const Params& params, const Avals& out) {
@@ -62,9 +64,12 @@ void check_call(const char* prim, const char* what, const Program& program, cons
                       " but the operand has type ", in[first + i].str_short());
 }
 
-std::vector<Tensors> slice_devices(const std::vector<Tensors>& in, size_t first, size_t count) {
+// Each device's operands [first, first + count), moved out of `in`.
+std::vector<Tensors> take_devices(std::vector<Tensors>& in, size_t first, size_t count) {
   std::vector<Tensors> out;
-  for (const Tensors& d : in) out.emplace_back(d.begin() + first, d.begin() + first + count);
+  out.reserve(in.size());
+  for (Tensors& d : in)
+    out.emplace_back(std::make_move_iterator(d.begin() + first), std::make_move_iterator(d.begin() + first + count));
   return out;
 }
 
@@ -134,13 +139,13 @@ Avals cond_eval(const Avals& in, const Params& params) {
 // Devices may choose different branches (an index varying over the mesh):
 // each chosen branch then runs over the whole mesh, as a vmapped cond selects,
 // and every device keeps the results of its own.
-std::vector<Tensors> cond_run(const Runner& run, const std::vector<Tensors>& in, const Params& params,
+std::vector<Tensors> cond_run(const Runner& run, std::vector<Tensors> in, const Params& params,
                               const Avals&) {
   const ProgramList& branches = params.get<ProgramList>("branches");
   const int64_t last = static_cast<int64_t>(branches.size()) - 1;
   std::vector<int64_t> choice;
   for (const Tensors& d : in) choice.push_back(std::clamp<int64_t>(scalar_value(d[0]), 0, last));
-  std::vector<Tensors> operands = slice_devices(in, 1, in[0].size() - 1);
+  std::vector<Tensors> operands = take_devices(in, 1, in[0].size() - 1);
   std::vector<Tensors> out(in.size());
   const std::set<int64_t> chosen(choice.begin(), choice.end());
   for (int64_t b : chosen) {
@@ -328,13 +333,13 @@ Avals while_eval(const Avals& in, const Params& params) {
 // Inside a shard_map the predicate may differ across devices: the loop runs
 // while it holds on any device, and a device whose predicate is false keeps
 // its carry (as a vmapped while_loop does).
-std::vector<Tensors> while_run(const Runner& run, const std::vector<Tensors>& in, const Params& params,
+std::vector<Tensors> while_run(const Runner& run, std::vector<Tensors> in, const Params& params,
                                const Avals&) {
   const WhileParams w(params);
   const size_t first = w.cond_nconsts + w.body_nconsts, n = in.size();
-  const std::vector<Tensors> cond_consts = slice_devices(in, 0, w.cond_nconsts);
-  const std::vector<Tensors> body_consts = slice_devices(in, w.cond_nconsts, w.body_nconsts);
-  std::vector<Tensors> carry = slice_devices(in, first, in[0].size() - first);
+  const std::vector<Tensors> cond_consts = take_devices(in, 0, w.cond_nconsts);
+  const std::vector<Tensors> body_consts = take_devices(in, w.cond_nconsts, w.body_nconsts);
+  std::vector<Tensors> carry = take_devices(in, first, in[0].size() - first);
   while (true) {
     std::vector<Tensors> cond_in = cond_consts;
     append_devices(cond_in, carry);
@@ -464,12 +469,12 @@ Tensor row(const Tensor& x, int64_t i) {
   return x.view(Shape(sh.begin() + 1, sh.end()), Strides(st.begin() + 1, st.end()), i * st[0]);
 }
 
-std::vector<Tensors> scan_run(const Runner& run, const std::vector<Tensors>& in, const Params& params,
+std::vector<Tensors> scan_run(const Runner& run, std::vector<Tensors> in, const Params& params,
                               const Avals& out_avals) {
   const ScanParams s(params);
   const size_t n = in.size(), num_xs = in[0].size() - s.num_consts - s.num_carry;
   const size_t num_ys = out_avals.size() - s.num_carry;
-  std::vector<Tensors> carry = slice_devices(in, s.num_consts, s.num_carry);
+  std::vector<Tensors> carry = take_devices(in, s.num_consts, s.num_carry);
   std::vector<Tensors> ys(n);
   for (size_t d = 0; d < n; ++d)
     for (size_t j = 0; j < num_ys; ++j)
@@ -478,10 +483,14 @@ std::vector<Tensors> scan_run(const Runner& run, const std::vector<Tensors>& in,
     const int64_t i = s.reverse ? s.length - 1 - t : t;
     std::vector<Tensors> args(n);
     for (size_t d = 0; d < n; ++d) {
-      // The carry moves into the body (its last read there may move it on).
+      // The carry moves into the body (its last read there may move it on),
+      // and so do the constants in the last iteration.
       Tensors& a = args[d];
       a.reserve(in[d].size());
-      a.insert(a.end(), in[d].begin(), in[d].begin() + s.num_consts);
+      if (t + 1 == s.length)
+        a.insert(a.end(), std::make_move_iterator(in[d].begin()), std::make_move_iterator(in[d].begin() + s.num_consts));
+      else
+        a.insert(a.end(), in[d].begin(), in[d].begin() + s.num_consts);
       for (Tensor& c : carry[d]) a.push_back(std::move(c));
       for (size_t k = 0; k < num_xs; ++k) a.push_back(row(in[d][s.num_consts + s.num_carry + k], i));
     }

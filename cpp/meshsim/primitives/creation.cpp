@@ -2,6 +2,7 @@
 #include "meshsim/ir/primitive.h"
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/primitives/families.h"
+#include "meshsim/ir/kernel_results.h"
 
 namespace meshsim {
 namespace {
@@ -35,7 +36,7 @@ void iota() {
       dispatch_complex(t.dtype(), fill);
     else
       dispatch_dtype(t.dtype(), fill);
-    return Tensors{t};
+    return as_tensors(std::move(t));
   };
   register_primitive(std::move(p));
 }

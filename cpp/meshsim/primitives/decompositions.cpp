@@ -20,6 +20,7 @@
 #include "meshsim/primitives/families.h"
 #include "meshsim/primitives/lapack.h"
 #include "meshsim/transforms/batching.h"
+#include "meshsim/ir/kernel_results.h"
 
 extern "C" {
 void spotrf_(const char* uplo, const int* n, float* a, const int* lda, int* info);
@@ -564,7 +565,7 @@ void register_decomposition_primitives() {
       return Avals{matrix_aval(in[0], in[0].shape, in[0].dtype)};
     };
     p.kernel = [](const Tensors& in, const Params&, const Avals&) {
-      return Tensors{dispatch_wide_float(in[0].dtype(), [&](auto t) { return cholesky_kernel<decltype(t)>(in[0]); })};
+      return as_tensors(dispatch_wide_float(in[0].dtype(), [&](auto t) { return cholesky_kernel<decltype(t)>(in[0]); }));
     };
     p.vjp = cholesky_vjp;
     p.cost = [](const Avals& in, const Params&, const Avals& out) {
@@ -697,9 +698,9 @@ void register_decomposition_primitives() {
       return Avals{like(b, b.shape, b.dtype)};
     };
     p.kernel = [](const Tensors& in, const Params& params, const Avals&) {
-      return Tensors{dispatch_wide_float(in[0].dtype(), [&](auto t) {
+      return as_tensors(dispatch_wide_float(in[0].dtype(), [&](auto t) {
         return triangular_solve_kernel<decltype(t)>(in[0], in[1], params);
-      })};
+      }));
     };
     p.vjp = triangular_solve_vjp;
     p.cost = [](const Avals& in, const Params&, const Avals& out) {

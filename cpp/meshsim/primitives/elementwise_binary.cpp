@@ -7,6 +7,7 @@
 
 #include "meshsim/kernels/scalar_math.h"
 #include "meshsim/primitives/elementwise_family.h"
+#include "meshsim/ir/kernel_results.h"
 
 namespace meshsim {
 namespace {
@@ -38,10 +39,10 @@ void nextafter_primitive() {
   p.kernel = [](const Tensors& in, const Params&, const Avals& out) {
     return dispatch_float(in[0].dtype(), [&](auto tag) {
       using T = decltype(tag);
-      return Tensors{map_binary<T, T>(in[0], in[1], out[0].dtype, [](T x, T y) {
+      return as_tensors(map_binary<T, T>(in[0], in[1], out[0].dtype, [](T x, T y) {
         if constexpr (is_small_float_v<T>) return nextafter_bits(x, y);
         else return std::nextafter(x, y);
-      })};
+      }));
     });
   };
   register_primitive(std::move(p));
@@ -85,7 +86,7 @@ void pow_primitive() {
           return map_unary<I, T>(in[1], out[0].dtype, [](I v) { return static_cast<T>(static_cast<compute_type_t<T>>(v)); });
         });
       }
-      return Tensors{map_binary<T, T>(in[0], y, out[0].dtype, [](T a, T b) { return T(pow_op(compute_type_t<T>(a), compute_type_t<T>(b))); })};
+      return as_tensors(map_binary<T, T>(in[0], y, out[0].dtype, [](T a, T b) { return T(pow_op(compute_type_t<T>(a), compute_type_t<T>(b))); }));
     });
   };
   register_primitive(std::move(p));

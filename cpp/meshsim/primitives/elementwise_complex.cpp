@@ -7,6 +7,7 @@
 
 #include "meshsim/kernels/scalar_math.h"
 #include "meshsim/primitives/elementwise_family.h"
+#include "meshsim/ir/kernel_results.h"
 
 namespace meshsim {
 namespace {
@@ -44,7 +45,7 @@ void part_primitive(const std::string& name, Part part, VjpRule vjp) {
     return Avals{like(in[0], in[0].shape, real_dtype(in[0].dtype), in[0].weak_type)};
   };
   p.kernel = [part](const Tensors& in, const Params&, const Avals& out) {
-    return Tensors{complex_to_real(in[0], out[0].dtype, part)};
+    return as_tensors(complex_to_real(in[0], out[0].dtype, part));
   };
   register_primitive(std::move(p));
 }
@@ -69,7 +70,7 @@ void complex_primitive() {
     return dispatch_wide_float(in[0].dtype(), [&](auto tag) {
       using R = decltype(tag);
       using T = std::complex<R>;
-      return Tensors{map_binary<R, T>(in[0], in[1], out[0].dtype, [](R x, R y) { return T(x, y); })};
+      return as_tensors(map_binary<R, T>(in[0], in[1], out[0].dtype, [](R x, R y) { return T(x, y); }));
     });
   };
   register_primitive(std::move(p));
@@ -94,10 +95,10 @@ void conj_primitive() {
     return Avals{like(in[0], in[0].shape, complex_dtype(dt), in[0].weak_type)};
   };
   p.kernel = [](const Tensors& in, const Params&, const Avals& out) {
-    if (!is_complex(in[0].dtype())) return Tensors{cast(in[0], out[0].dtype)};
+    if (!is_complex(in[0].dtype())) return as_tensors(cast(in[0], out[0].dtype));
     return dispatch_complex(in[0].dtype(), [&](auto tag) {
       using T = decltype(tag);
-      return Tensors{map_unary<T, T>(in[0], out[0].dtype, [](T z) { return std::conj(z); })};
+      return as_tensors(map_unary<T, T>(in[0], out[0].dtype, [](T z) { return std::conj(z); }));
     });
   };
   register_primitive(std::move(p));
@@ -123,11 +124,11 @@ void abs_primitive() {
   };
   p.kernel = [](const Tensors& in_, const Params&, const Avals& out_) {
     if (is_complex(in_[0].dtype()))
-      return Tensors{complex_to_real(in_[0], out_[0].dtype, [](auto z) { return std::abs(z); })};
+      return as_tensors(complex_to_real(in_[0], out_[0].dtype, [](auto z) { return std::abs(z); }));
     auto run = [](const Tensors& in, const Avals& out) {
       return dispatch_numeric(in[0].dtype(), [&](auto tag) {
         using T = decltype(tag);
-        return Tensors{map_unary<T, T>(in[0], out[0].dtype, [](T x) { return static_cast<T>(abs_op(compute_type_t<T>(x))); })};
+        return as_tensors(map_unary<T, T>(in[0], out[0].dtype, [](T x) { return static_cast<T>(abs_op(compute_type_t<T>(x))); }));
       });
     };
     if (is_int4(in_[0].dtype())) return widened_int4(in_, out_, run);

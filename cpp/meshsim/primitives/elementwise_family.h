@@ -15,6 +15,7 @@
 #include "meshsim/kernels/cast.h"
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/kernels/elementwise.h"
+#include "meshsim/ir/kernel_results.h"
 
 namespace meshsim::elementwise {
 
@@ -186,18 +187,18 @@ void unary(const std::string& name, Op op, VjpRule vjp = nullptr, Nibble nibble 
   p.kernel = [op, nibble](const Tensors& in_, const Params&, const Avals& out_) {
     if constexpr (!std::is_same_v<Nibble, std::nullptr_t>)
       if (is_int4(in_[0].dtype()))
-        return Tensors{dispatch_int4(in_[0].dtype(), [&](auto tag) {
+        return as_tensors(dispatch_int4(in_[0].dtype(), [&](auto tag) {
           using T = decltype(tag);
           return map_unary<T, T>(in_[0], out_[0].dtype, [&](T x) { return T(nibble(int(x.bits), T::kIsSigned)); });
-        })};
+        }));
     auto run = [&](const Tensors& in, const Avals& out) {
       return dispatch_accepted<A>(in[0].dtype(), [&](auto tag) {
         using T = decltype(tag);
         using C = compute_type_t<T>;
-        return Tensors{map_unary<T, T>(in[0], out[0].dtype, [&](T x) {
+        return as_tensors(map_unary<T, T>(in[0], out[0].dtype, [&](T x) {
           if constexpr (kFlush) return from_compute<T>(static_cast<C>(op(to_compute(x))));
           else return static_cast<T>(op(C(x)));
-        })};
+        }));
       });
     };
     if (is_int4(in_[0].dtype())) return widened_int4(in_, out_, run);
@@ -227,19 +228,19 @@ void unary_simd(const std::string& name, VecOp vec_op, ScalarOp scalar_op, doubl
         return dispatch_float(in[0].dtype(), [&](auto tag) {
           using T = decltype(tag);
           if constexpr (is_small_float_v<T>)
-            return Tensors{map_unary<T, T>(in[0], out[0].dtype, [&](T x) { return narrow(x); })};
+            return as_tensors(map_unary<T, T>(in[0], out[0].dtype, [&](T x) { return narrow(x); }));
           else return Tensors{};  // not reached: wide floats take the vector path below
         });
     if (is_complex(in[0].dtype()))
       return dispatch_complex(in[0].dtype(), [&](auto tag) {
         using T = decltype(tag);
-        return Tensors{map_unary<T, T>(in[0], out[0].dtype, [&](T x) { return static_cast<T>(scalar_op(x)); })};
+        return as_tensors(map_unary<T, T>(in[0], out[0].dtype, [&](T x) { return static_cast<T>(scalar_op(x)); }));
       });
     return dispatch_float(in[0].dtype(), [&](auto tag) {
       using C = compute_type_t<decltype(tag)>;
-      return Tensors{map_unary_simd<decltype(tag)>(in[0], vec_op,
+      return as_tensors(map_unary_simd<decltype(tag)>(in[0], vec_op,
                                                    [&](C x) { return static_cast<C>(scalar_op(x)); },
-                                                   static_cast<C>(vec_limit))};
+                                                   static_cast<C>(vec_limit)));
     });
   };
   register_primitive(std::move(p));
@@ -258,8 +259,8 @@ void unary_predicate(const std::string& name, Op op) {
   p.kernel = [op](const Tensors& in, const Params&, const Avals&) {
     return dispatch_accepted<A>(in[0].dtype(), [&](auto tag) {
       using T = decltype(tag);
-      return Tensors{map_unary<T, bool>(in[0], DType::Bool,
-                                        [&](T x) { return bool(op(compute_type_t<T>(x))); })};
+      return as_tensors(map_unary<T, bool>(in[0], DType::Bool,
+                                        [&](T x) { return bool(op(compute_type_t<T>(x))); }));
     });
   };
   register_primitive(std::move(p));
@@ -297,19 +298,19 @@ void binary(const std::string& name, Op op, VjpRule vjp = nullptr, UrRule ur_rul
   p.kernel = [op, nibble](const Tensors& in_, const Params&, const Avals& out_) {
     if constexpr (!std::is_same_v<Nibble, std::nullptr_t>)
       if (is_int4(in_[0].dtype()))
-        return Tensors{dispatch_int4(in_[0].dtype(), [&](auto tag) {
+        return as_tensors(dispatch_int4(in_[0].dtype(), [&](auto tag) {
           using T = decltype(tag);
           return map_binary<T, T>(in_[0], in_[1], out_[0].dtype,
                                   [&](T x, T y) { return T(nibble(int(x.bits), int(y.bits), T::kIsSigned)); });
-        })};
+        }));
     auto run = [&](const Tensors& in, const Avals& out) {
       return dispatch_accepted<A>(in[0].dtype(), [&](auto tag) {
         using T = decltype(tag);
         using C = compute_type_t<T>;
-        return Tensors{map_binary<T, T>(in[0], in[1], out[0].dtype, [&](T x, T y) {
+        return as_tensors(map_binary<T, T>(in[0], in[1], out[0].dtype, [&](T x, T y) {
           if constexpr (kFlush) return from_compute<T>(static_cast<C>(op(to_compute(x), to_compute(y))));
           else return static_cast<T>(op(C(x), C(y)));
-        })};
+        }));
       });
     };
     if (is_int4(in_[0].dtype())) return widened_int4(in_, out_, run);
@@ -333,8 +334,8 @@ void comparison(const std::string& name, Op op) {
       auto compare = [&](auto tag) {
         using T = decltype(tag);
         using C = compute_type_t<T>;
-        return Tensors{map_binary<T, bool>(in[0], in[1], DType::Bool,
-                                           [&](T x, T y) { return bool(op(C(x), C(y))); })};
+        return as_tensors(map_binary<T, bool>(in[0], in[1], DType::Bool,
+                                           [&](T x, T y) { return bool(op(C(x), C(y))); }));
       };
       if constexpr (kEquality)
         if (is_complex(in[0].dtype())) return dispatch_complex(in[0].dtype(), compare);

@@ -11,6 +11,7 @@
 #include "meshsim/kernels/scalar_math.h"
 #include "meshsim/primitives/elementwise_family.h"
 #include "meshsim/sharding/rules.h"
+#include "meshsim/ir/kernel_results.h"
 
 namespace meshsim {
 namespace {
@@ -144,7 +145,7 @@ void select_n_primitive() {
   };
   p.abstract_eval = [](const Avals& in, const Params&) { return select_n_aval(in); };
   p.kernel = [](const Tensors& in, const Params&, const Avals& out) {
-    return Tensors{select_n_kernel(in, out)};
+    return as_tensors(select_n_kernel(in, out));
   };
   register_primitive(std::move(p));
 }
@@ -189,10 +190,10 @@ void clamp_primitive() {
     const Tensor lo = in[0].broadcast_to(x.shape()), hi = in[2].broadcast_to(x.shape());
     return dispatch_dtype(x.dtype(), [&](auto tag) {
       using T = decltype(tag);
-      return Tensors{map_ternary<T>(lo, x, hi, [](T l, T v, T h) {
+      return as_tensors(map_ternary<T>(lo, x, hi, [](T l, T v, T h) {
         using C = compute_type_t<T>;
         return T(min_op(max_op(C(v), C(l)), C(h)));
-      })};
+      }));
     });
   };
   register_primitive(std::move(p));
@@ -213,7 +214,7 @@ void convert_element_type_primitive() {
                       params.get_or<bool>("weak_type", false))};
   };
   // Equal dtypes (only the weak type changes) pass the operand through.
-  p.kernel = [](const Tensors& in, const Params&, const Avals& out) { return Tensors{cast(in[0], out[0].dtype)}; };
+  p.kernel = [](const Tensors& in, const Params&, const Avals& out) { return as_tensors(cast(in[0], out[0].dtype)); };
   register_primitive(std::move(p));
 }
 
@@ -250,8 +251,8 @@ void bitcast_convert_type_primitive() {
   };
   p.kernel = [](const Tensors& in, const Params&, const Avals& out) {
     const Tensor packed = in[0].contiguous();  // a zero-copy view of its bytes
-    return Tensors{Tensor::wrap(packed.raw(), out[0].dtype, out[0].shape, contiguous_strides(out[0].shape),
-                                packed.storage())};
+    return as_tensors(Tensor::wrap(packed.raw(), out[0].dtype, out[0].shape, contiguous_strides(out[0].shape),
+                                packed.storage()));
   };
   register_primitive(std::move(p));
 }

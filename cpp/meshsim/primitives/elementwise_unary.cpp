@@ -7,6 +7,7 @@
 
 #include "meshsim/kernels/scalar_math.h"
 #include "meshsim/primitives/elementwise_family.h"
+#include "meshsim/ir/kernel_results.h"
 
 namespace meshsim {
 namespace {
@@ -50,8 +51,8 @@ void round_primitive() {
       using T = decltype(tag);
       using C = compute_type_t<T>;
       if (to_even)  // nearbyint rounds half to even in the default rounding mode
-        return Tensors{map_unary<T, T>(in[0], out[0].dtype, [](T x) { return T(std::nearbyint(C(x))); })};
-      return Tensors{map_unary<T, T>(in[0], out[0].dtype, [](T x) { return T(std::round(C(x))); })};
+        return as_tensors(map_unary<T, T>(in[0], out[0].dtype, [](T x) { return T(std::nearbyint(C(x))); }));
+      return as_tensors(map_unary<T, T>(in[0], out[0].dtype, [](T x) { return T(std::round(C(x))); }));
     });
   };
   register_primitive(std::move(p));
@@ -102,14 +103,14 @@ void integer_pow_primitive() {
       using T = decltype(tag);
       if constexpr (!is_small_float_v<T>) {
         // integer_pow_op's products for the common small powers, as loops that vectorise.
-        if (y == 2) return Tensors{map_unary<T, T>(in[0], out[0].dtype, [](T x) { return mul_op(x, x); })};
+        if (y == 2) return as_tensors(map_unary<T, T>(in[0], out[0].dtype, [](T x) { return mul_op(x, x); }));
         if (y == 3)
-          return Tensors{map_unary<T, T>(in[0], out[0].dtype, [](T x) { return mul_op(x, mul_op(x, x)); })};
+          return as_tensors(map_unary<T, T>(in[0], out[0].dtype, [](T x) { return mul_op(x, mul_op(x, x)); }));
       }
-      return Tensors{map_unary<T, T>(in[0], out[0].dtype, [y](T x) {
+      return as_tensors(map_unary<T, T>(in[0], out[0].dtype, [y](T x) {
         if constexpr (is_small_float_v<T>) return integer_pow_narrow(x, y);
         else return integer_pow_op(x, y);
-      })};
+      }));
     });
   };
   register_primitive(std::move(p));

@@ -40,6 +40,7 @@
 #include "meshsim/sharding/factors.h"
 #include "meshsim/sharding/rules.h"
 #include "meshsim/transforms/batching.h"
+#include "meshsim/ir/kernel_results.h"
 
 namespace meshsim {
 namespace {
@@ -817,7 +818,7 @@ void gather() {
           [&](int64_t a, int64_t o, int64_t n) { std::memcpy(dst + o, src + a, n * sizeof(T)); },
           [&](int64_t o, int64_t why) { dst[o] = why == kOutOfRange && fills ? fill : T{}; });
     });
-    return Tensors{res};
+    return as_tensors(std::move(res));
   };
   register_primitive(std::move(p));
 }
@@ -869,7 +870,7 @@ void scatter(const std::string& name, Combine combine,
           },
           [](int64_t, int64_t) {});
     });
-    return Tensors{res};
+    return as_tensors(std::move(res));
   };
   register_primitive(std::move(p));
 }
@@ -978,7 +979,7 @@ void dynamic_slice() {
   };
   p.kernel = [](const Tensors& in, const Params&, const Avals& out) {
     const Tensor& x = in[0];
-    return Tensors{x.view(out[0].shape, x.strides(), window_offset(x, &in[1], out[0].shape))};
+    return as_tensors(x.view(out[0].shape, x.strides(), window_offset(x, &in[1], out[0].shape)));
   };
   register_primitive(std::move(p));
 }
@@ -1046,7 +1047,7 @@ void dynamic_update_slice() {
       for_each_offsets<2>(upd.shape(), {&window.strides(), &upd.strides()},
                           [&](const std::array<int64_t, 2>& o) { dst[o[0]] = src[o[1]]; });
     });
-    return Tensors{res};
+    return as_tensors(std::move(res));
   };
   register_primitive(std::move(p));
 }

@@ -21,6 +21,7 @@
 #include "meshsim/sharding/factors.h"
 #include "meshsim/sharding/rules.h"
 #include "meshsim/transforms/batching.h"
+#include "meshsim/ir/kernel_results.h"
 
 namespace meshsim {
 namespace {
@@ -36,6 +37,7 @@ struct DotDims {
 
 IntList free_dims(int64_t ndim, const IntList& a, const IntList& b) {
   IntList f;
+  f.reserve(ndim);
   for (int64_t d = 0; d < ndim; ++d)
     if (std::find(a.begin(), a.end(), d) == a.end() && std::find(b.begin(), b.end(), d) == b.end())
       f.push_back(d);
@@ -305,12 +307,14 @@ void loop_batched(const Tensor& a, const Tensor& b, T* c) {
 }
 
 // The operand as BLAS reads it: itself when its strides allow, else packed.
-std::pair<Tensor, Matrices> blas_readable(const Tensor& t, const IntList& batch, const IntList& rows,
-                                          const IntList& cols) {
+// `t` is not copied (a Tensor copy allocates its shape and strides): the
+// result points at it, or at the packed copy kept in `packed_copy`.
+std::pair<const Tensor*, Matrices> blas_readable(const Tensor& t, const IntList& batch, const IntList& rows,
+                                                 const IntList& cols, Tensor& packed_copy) {
   auto m = as_matrices(t, batch, rows, cols);
-  if (m && blas_operand(*m)) return {t, *m};
-  Tensor p = packed(t, batch, rows, cols);
-  return {p, packed_matrices(p)};
+  if (m && blas_operand(*m)) return {&t, *m};
+  packed_copy = packed(t, batch, rows, cols);
+  return {&packed_copy, packed_matrices(packed_copy)};
 }
 
 // Operands are computed in the result type, except that a product of floats
@@ -325,16 +329,17 @@ DType dot_compute_dtype(DType in_dt, DType out_dt) {
 Tensors dot_general_kernel(const Tensors& in, const Params& params, const Avals& out) {
   const DType in_dt = higher_precision(in[0].dtype(), in[1].dtype());
   const DType dt = dot_compute_dtype(in_dt, out[0].dtype);
-  const Tensor x = cast(in[0], dt), y = cast(in[1], dt);
+  Tensor x_cast, y_cast;
+  const Tensor &x = in_dtype(in[0], dt, x_cast), &y = in_dtype(in[1], dt, y_cast);
   const DotDims d = dot_dims(params, x.ndim(), y.ndim());
   Tensor result = Tensor::empty(dt, out[0].shape);
-  if (result.size() == 0) return {cast(result, out[0].dtype)};
+  if (result.size() == 0) return as_tensors(cast(std::move(result), out[0].dtype));
   if (!is_inexact(dt)) {
     dispatch_bitwise(dt, [&](auto tag) {
       loop_batched(packed(x, d.lhs_batch, d.lhs_free, d.lhs_contract),
                    packed(y, d.rhs_batch, d.rhs_contract, d.rhs_free), result.data<decltype(tag)>());
     });
-    return {result};
+    return as_tensors(std::move(result));
   }
   dispatch_wide_inexact(dt, [&](auto tag) {
     using T = decltype(tag);
@@ -343,11 +348,12 @@ Tensors dot_general_kernel(const Tensors& in, const Params& params, const Avals&
       std::fill(c, c + result.size(), T(0));
       return;
     }
-    auto [a, ma] = blas_readable(x, d.lhs_batch, d.lhs_free, d.lhs_contract);
-    auto [b, mb] = blas_readable(y, d.rhs_batch, d.rhs_contract, d.rhs_free);
-    blas_batched<T>(ma, mb, a.template data<T>(), b.template data<T>(), c);
+    Tensor a_packed, b_packed;
+    auto [a, ma] = blas_readable(x, d.lhs_batch, d.lhs_free, d.lhs_contract, a_packed);
+    auto [b, mb] = blas_readable(y, d.rhs_batch, d.rhs_contract, d.rhs_free, b_packed);
+    blas_batched<T>(ma, mb, a->template data<T>(), b->template data<T>(), c);
   });
-  return {cast(result, out[0].dtype)};
+  return as_tensors(cast(std::move(result), out[0].dtype));
 }
 
 // ---- VJP -------------------------------------------------------------------
@@ -607,7 +613,7 @@ Tensors ragged_dot_general_kernel(const Tensors& in, const Params& params, const
                 &rc = d.dot.rhs_contract;
   const int64_t B = prod(xs, lb), R = xs[r];
   Tensor result = Tensor::zeros(dt, out[0].shape);
-  if (result.size() == 0) return {cast(result, out[0].dtype)};
+  if (result.size() == 0) return as_tensors(cast(std::move(result), out[0].dtype));
   auto run = [&](auto tag) {
     using T = decltype(tag);
     T* c = result.data<T>();

@@ -8,6 +8,7 @@
 #include "meshsim/kernels/threefry.h"
 #include "meshsim/primitives/families.h"
 #include "meshsim/transforms/batching.h"
+#include "meshsim/ir/kernel_results.h"
 
 namespace meshsim {
 namespace {
@@ -41,7 +42,7 @@ void threefry2x32_primitive() {
     uint32_t *o0 = y0.data<uint32_t>(), *o1 = y1.data<uint32_t>();
     const uint32_t *k0 = v[0].data<uint32_t>(), *k1 = v[1].data<uint32_t>();
     const uint32_t *x0 = v[2].data<uint32_t>(), *x1 = v[3].data<uint32_t>();
-    if (y0.size() == 0) return Tensors{y0, y1};
+    if (y0.size() == 0) return as_tensors(std::move(y0), std::move(y1));
     for_each_row<4>(shape, {&v[0].strides(), &v[1].strides(), &v[2].strides(), &v[3].strides()},
                     [&](const auto& off, const auto& st, int64_t n) {
                       for (int64_t i = 0; i < n; ++i) {
@@ -53,7 +54,7 @@ void threefry2x32_primitive() {
                       o0 += n;
                       o1 += n;
                     });
-    return Tensors{y0, y1};
+    return as_tensors(std::move(y0), std::move(y1));
   };
   register_primitive(std::move(p));
 }
@@ -119,7 +120,7 @@ void random_bits_primitive() {
       case DType::UInt32: fill_bits(k0, k1, bits.data<uint32_t>(), bits.size()); break;
       default: fill_bits(k0, k1, bits.data<uint64_t>(), bits.size()); break;
     }
-    return Tensors{bits};
+    return as_tensors(std::move(bits));
   };
   register_primitive(std::move(p));
 }

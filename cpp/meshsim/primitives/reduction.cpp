@@ -19,6 +19,7 @@
 #include "meshsim/sharding/rules.h"
 #include "meshsim/transforms/batching.h"
 #include "meshsim/transforms/vjp.h"
+#include "meshsim/ir/kernel_results.h"
 
 namespace meshsim {
 namespace {
@@ -287,7 +288,7 @@ void reduce(const std::string& name, const char* partials,
   };
   p.kernel = [](const Tensors& in, const Params& params, const Avals& out) {
     const IntList& axes = params.get<IntList>("axes");
-    if (axes.empty()) return Tensors{in[0]};
+    if (axes.empty()) return as_tensors(in[0]);
     std::vector<bool> mask(in[0].ndim(), false);
     for (int64_t ax : axes) mask[ax] = true;
     if constexpr (kComplexSum<Op>) {
@@ -300,16 +301,16 @@ void reduce(const std::string& name, const char* partials,
           using T = decltype(tag);
           reduce_into<T>(as_real_pairs(in[0]), mask, pairs, Op<T>{});
         });
-        return Tensors{from_real_pairs(pairs)};
+        return as_tensors(from_real_pairs(pairs));
       }
     }
     if constexpr (kComplexChooser<Op>)
       if (is_complex(in[0].dtype()))
-        return Tensors{dispatch_complex(in[0].dtype(), [&](auto tag) {
+        return as_tensors(dispatch_complex(in[0].dtype(), [&](auto tag) {
           return fold_in_order<decltype(tag)>(in[0], mask, out[0].shape, Op<decltype(tag)>{});
-        })};
+        }));
     if constexpr (kNarrowOrdered<Op>)
-      if (is_narrow_float(in[0].dtype())) return Tensors{narrow_fold<Op>(in[0], mask, out[0])};
+      if (is_narrow_float(in[0].dtype())) return as_tensors(narrow_fold<Op>(in[0], mask, out[0]));
     const Tensor x = in_compute_dtype(in[0]);
     Tensor result = Tensor::empty(x.dtype(), out[0].shape);
     auto run = [&](auto tag) {
@@ -319,10 +320,10 @@ void reduce(const std::string& name, const char* partials,
     if constexpr (kComplexReduce<Op>)
       if (is_complex(x.dtype())) {
         dispatch_complex(x.dtype(), run);
-        return Tensors{result};
+        return as_tensors(std::move(result));
       }
     dispatch_accepted<kAccepts>(x.dtype(), run);
-    return Tensors{cast(result, out[0].dtype)};
+    return as_tensors(cast(std::move(result), out[0].dtype));
   };
   register_primitive(std::move(p));
 }
@@ -423,7 +424,7 @@ void arg_reduce_primitive(const std::string& name) {
       if (index_dtype == DType::Int32) run(result.data<int32_t>());
       else run(result.data<int64_t>());
     });
-    return Tensors{cast(result, out[0].dtype)};
+    return as_tensors(cast(std::move(result), out[0].dtype));
   };
   register_primitive(std::move(p));
 }
@@ -498,7 +499,7 @@ void cumulative(const std::string& name, std::function<Cotangents(const VjpArgs&
           using T = decltype(tag);
           scan(pairs.data<T>(), b, params.get_or<bool>("reverse", false), Op<T>{});
         });
-        return Tensors{from_real_pairs(pairs)};
+        return as_tensors(from_real_pairs(pairs));
       }
     }
     if constexpr (kComplexChooser<Op>) {
@@ -509,7 +510,7 @@ void cumulative(const std::string& name, std::function<Cotangents(const VjpArgs&
           using T = decltype(tag);
           scan_from_identity(result.data<T>(), b, params.get_or<bool>("reverse", false), Op<T>{});
         });
-        return Tensors{result};
+        return as_tensors(std::move(result));
       }
     }
     Tensor result = in_compute_dtype(in[0]).copy();
@@ -518,7 +519,7 @@ void cumulative(const std::string& name, std::function<Cotangents(const VjpArgs&
       using T = decltype(tag);
       scan(result.data<T>(), b, params.get_or<bool>("reverse", false), Op<T>{});
     });
-    return Tensors{cast(result, in[0].dtype())};
+    return as_tensors(cast(std::move(result), in[0].dtype()));
   };
   register_primitive(std::move(p));
 }

@@ -18,6 +18,7 @@
 #include "meshsim/sharding/factors.h"
 #include "meshsim/sharding/rules.h"
 #include "meshsim/transforms/batching.h"
+#include "meshsim/ir/kernel_results.h"
 
 namespace meshsim {
 namespace {
@@ -214,7 +215,7 @@ void sort() {
   };
   p.kernel = [](const Tensors& in, const Params& params, const Avals& out) {
     const int64_t dim = params.get<int64_t>("dimension");
-    if (in.size() == 1) return Tensors{sort_values(in[0], dim)};
+    if (in.size() == 1) return as_tensors(sort_values(in[0], dim));
     return sort_by_keys(in, dim, params.get<int64_t>("num_keys"), out);
   };
   register_primitive(std::move(p));
@@ -277,7 +278,7 @@ void top_k() {
         }
       }
     });
-    return Tensors{vals, idx};
+    return as_tensors(std::move(vals), std::move(idx));
   };
   register_primitive(std::move(p));
 }
@@ -320,7 +321,7 @@ void searchsorted() {
         o[k++] = static_cast<int32_t>(pos - first);
       });
     });
-    return Tensors{res};
+    return as_tensors(std::move(res));
   };
   register_primitive(std::move(p));
 }

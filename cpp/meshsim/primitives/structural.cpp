@@ -14,6 +14,7 @@
 #include "meshsim/sharding/factors.h"
 #include "meshsim/sharding/rules.h"
 #include "meshsim/transforms/batching.h"
+#include "meshsim/ir/kernel_results.h"
 
 namespace meshsim {
 namespace {
@@ -369,7 +370,7 @@ void broadcast_in_dim() {
     Strides st(out[0].shape.size(), 0);
     for (size_t i = 0; i < dims.size(); ++i)
       if (x.shape()[i] != 1) st[dims[i]] = x.strides()[i];
-    return Tensors{x.view(out[0].shape, st, 0)};
+    return as_tensors(x.view(out[0].shape, st, 0));
   };
   register_primitive(std::move(p));
 }
@@ -398,7 +399,7 @@ void reshape() {
     return Avals{like(in[0], shape, in[0].dtype, in[0].weak_type)};
   };
   p.kernel = [](const Tensors& in, const Params&, const Avals& out) {
-    return Tensors{in[0].reshape(out[0].shape)};
+    return as_tensors(in[0].reshape(out[0].shape));
   };
   register_primitive(std::move(p));
 }
@@ -440,7 +441,7 @@ void transpose() {
     return Avals{like(x, s, x.dtype, x.weak_type)};
   };
   p.kernel = [](const Tensors& in, const Params& params, const Avals&) {
-    return Tensors{in[0].transpose(params.get<IntList>("permutation"))};
+    return as_tensors(in[0].transpose(params.get<IntList>("permutation")));
   };
   register_primitive(std::move(p));
 }
@@ -478,7 +479,7 @@ void squeeze() {
     Strides st;
     for (int64_t d = 0; d < x.ndim(); ++d)
       if (std::find(dims.begin(), dims.end(), d) == dims.end()) st.push_back(x.strides()[d]);
-    return Tensors{x.view(out[0].shape, st, 0)};
+    return as_tensors(x.view(out[0].shape, st, 0));
   };
   register_primitive(std::move(p));
 }
@@ -515,14 +516,14 @@ void rev() {
   };
   p.kernel = [](const Tensors& in, const Params& params, const Avals&) {
     const Tensor& x = in[0];
-    if (x.size() == 0) return Tensors{x};
+    if (x.size() == 0) return as_tensors(x);
     Strides st = x.strides();
     int64_t offset = 0;
     for (int64_t d : params.get<IntList>("dimensions")) {
       offset += (x.shape()[d] - 1) * st[d];
       st[d] = -st[d];
     }
-    return Tensors{x.view(x.shape(), st, offset)};
+    return as_tensors(x.view(x.shape(), st, offset));
   };
   register_primitive(std::move(p));
 }
@@ -622,7 +623,7 @@ void slice() {
   p.kernel = [](const Tensors& in, const Params& params, const Avals&) {
     const IntList& start = params.get<IntList>("start_indices");
     IntList strides = params.get_or<IntList>("strides", IntList(start.size(), 1));
-    return Tensors{in[0].slice(start, params.get<IntList>("limit_indices"), strides)};
+    return as_tensors(in[0].slice(start, params.get<IntList>("limit_indices"), strides));
   };
   register_primitive(std::move(p));
 }
@@ -705,7 +706,7 @@ void concatenate() {
       copy_into(x, result.slice(begin, end, step));
       begin[dim] = end[dim];
     }
-    return Tensors{result};
+    return as_tensors(std::move(result));
   };
   register_primitive(std::move(p));
 }
@@ -795,7 +796,7 @@ void pad() {
     fill(result, in[1]);
     if (x.ndim() == 0) {
       copy_into(x, result);
-      return Tensors{result};
+      return as_tensors(std::move(result));
     }
     const IntLists& config = params.get<IntLists>("padding_config");
     // Per dimension, the operand indices [first, last) whose positions
@@ -816,7 +817,7 @@ void pad() {
     }
     if (num_elements(kept) > 0)
       copy_into(x.slice(first, last, step), result.view(kept, dst_strides, dst_offset));
-    return Tensors{result};
+    return as_tensors(std::move(result));
   };
   register_primitive(std::move(p));
 }
@@ -835,7 +836,7 @@ void copy() {
   p.kernel = [](const Tensors& in, const Params&, const Avals&) {
     Tensor result = Tensor::empty(in[0].dtype(), in[0].shape());
     copy_into(in[0], result);
-    return Tensors{result};
+    return as_tensors(std::move(result));
   };
   register_primitive(std::move(p));
 }

@@ -336,10 +336,15 @@ std::vector<Tensors> run_on_mesh(const ProgramPtr& body_ptr, const Mesh& mesh, s
     const size_t k = run.begin;
     if (run.collective) {
       const Equation& e = body.eqns[k];
+      // Operands read here for the last time are moved in, not copied.
+      const std::vector<char>& moved = schedule.moved[k];
       std::vector<Tensors> ins(n);
       for (int64_t d = 0; d < n; ++d) {
         ins[d].reserve(e.inputs.size());
-        for (int v : e.inputs) ins[d].push_back(env[v][d]);
+        for (size_t i = 0; i < e.inputs.size(); ++i) {
+          Tensor& t = env[e.inputs[i]][d];
+          ins[d].push_back(moved[i] ? std::move(t) : t);
+        }
       }
       // A call's sub-programs record their own collectives.
       std::vector<Tensors> res = e.prim->is_collective()
@@ -396,9 +401,16 @@ std::vector<Tensors> run_on_mesh(const ProgramPtr& body_ptr, const Mesh& mesh, s
     release(begin, end);
   }
 
+  // The env dies here: each result's last occurrence takes its tensor.
+  const std::vector<int>& outvars = body.outvars;
   std::vector<Tensors> results(n);
-  for (int64_t d = 0; d < n; ++d)
-    for (int v : body.outvars) results[d].push_back(env[v][d]);
+  for (int64_t d = 0; d < n; ++d) {
+    results[d].reserve(outvars.size());
+    for (auto it = outvars.begin(); it != outvars.end(); ++it) {
+      Tensor& t = env[*it][d];
+      results[d].push_back(std::find(it + 1, outvars.end(), *it) == outvars.end() ? std::move(t) : t);
+    }
+  }
   return results;
 }
 
