@@ -16,6 +16,7 @@ using namespace elementwise;
 Value real_part(const Value& x) { return op::bind1("real", {x}); }
 Value imag_part(const Value& x) { return op::bind1("imag", {x}); }
 Value make_complex(const Value& re, const Value& im) { return op::bind1("complex", {re, im}); }
+Value strong_zeros_like(const Value& x) { return op::convert(op::zeros_like(x), aval_of(x).dtype, false); }
 Value as_complex(const Value& x) { return op::convert(x, complex_dtype(aval_of(x).dtype)); }
 
 void check_complex(const std::string& name, DType dt) {
@@ -140,10 +141,12 @@ void abs_primitive() {
 }  // namespace
 
 void elementwise::register_complex_elementwise_primitives() {
+  // The zero part is strongly typed (JAX transposes with a NumPy zero), so the cotangent of
+  // real/imag is a strong complex even when the output cotangent is weak.
   part_primitive("real", [](auto z) { return z.real(); },
-                 d1([](auto& g, auto&, auto&) { return make_complex(g, op::zeros_like(g)); }));
+                 d1([](auto& g, auto&, auto&) { return make_complex(g, strong_zeros_like(g)); }));
   part_primitive("imag", [](auto z) { return z.imag(); },
-                 d1([](auto& g, auto&, auto&) { return make_complex(op::zeros_like(g), op::neg(g)); }));
+                 d1([](auto& g, auto&, auto&) { return make_complex(strong_zeros_like(g), op::neg(g)); }));
   complex_primitive();
   conj_primitive();
   abs_primitive();
