@@ -150,3 +150,29 @@ def test_reductions_and_abs_match_jax_results_or_errors(name):
     for fn in ("reduce_sum", "reduce_max", "reduce_min"):
         assert outcome(lambda: getattr(mlax, fn)(mnp.asarray(x), (0,))) == outcome(
             lambda: getattr(jax.lax, fn)(jnp.asarray(x), (0,))), fn
+
+
+@pytest.mark.parametrize("name", INT4)
+def test_sorting_orders_by_value(name):
+    """sort, argsort (stable), descending sorts, lax.sort with a second operand,
+    searchsorted and top_k of every four-bit value, over random shapes."""
+    info = ml_dtypes.iinfo(dt(name))
+    rng = np.random.default_rng(17 if name == "int4" else 19)
+    for _ in range(5):
+        shape = tuple(int(n) for n in rng.integers(1, 9, int(rng.integers(1, 3))))
+        x = rng.integers(int(info.min), int(info.max) + 1, shape).astype(dt(name))
+        m, j = mnp.asarray(x), jnp.asarray(x)
+        for axis in range(x.ndim):
+            assert same(mnp.sort(m, axis=axis), jnp.sort(j, axis=axis))
+            assert same(mnp.sort(m, axis=axis, descending=True), jnp.sort(j, axis=axis, descending=True))
+            assert same(mnp.argsort(m, axis=axis), jnp.argsort(j, axis=axis))
+        other = np.arange(x.size, dtype=np.int32).reshape(shape)
+        got = mlax.sort((m, mnp.asarray(other)), num_keys=1)
+        want = jax.lax.sort((j, jnp.asarray(other)), num_keys=1)
+        assert same(got[0], want[0]) and same(got[1], want[1])
+        assert same(ms.jit(lambda a: mnp.sort(a))(x), jax.jit(lambda a: jnp.sort(a))(x))
+    keys = np.sort(rng.integers(int(info.min), int(info.max) + 1, 12)).astype(dt(name))
+    queries = np.arange(int(info.min), int(info.max) + 1).astype(dt(name))
+    for side in ("left", "right"):
+        assert same(mnp.searchsorted(mnp.asarray(keys), mnp.asarray(queries), side=side),
+                    jnp.searchsorted(jnp.asarray(keys), jnp.asarray(queries), side=side))

@@ -93,6 +93,53 @@ void pow_primitive() {
 }
 
 
+// A divisor XLA sees as a broadcast: a scalar beside a larger dividend, or a
+// view that repeats its elements along a dimension (stride 0, size > 1), as
+// broadcast_in_dim leaves it. A size-1 expansion is not one: XLA turns it into
+// a reshape.
+bool is_broadcast_divisor(const Tensor& x, const Tensor& y) {
+  if (y.ndim() == 0) return x.ndim() > 0;
+  for (int64_t d = 0; d < y.ndim(); ++d)
+    if (y.strides()[d] == 0 && y.shape()[d] > 1) return true;
+  return false;
+}
+
+// XLA on CPU compiles x / broadcast(y) as x * broadcast(1 / y) for float32,
+// float64, float16 and bfloat16, so such quotients differ from x / y in the last
+// bit. The reciprocal is rounded to the element type, except bfloat16's, which
+// stays in float32 (XLA's CPU compiler drops the round trip); a float32 or
+// float64 subnormal reciprocal is flushed to zero, as XLA's code runs. float8 and complex
+// quotients by a broadcast divide.
+bool divides_by_reciprocal(DType dt) {
+  return dt == DType::Float32 || dt == DType::Float64 || dt == DType::Float16 || dt == DType::BFloat16;
+}
+
+Tensor divide_by_broadcast(const Tensor& x, const Tensor& y, DType out_dtype) {
+  return dispatch_float(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    using C = compute_type_t<T>;
+    return map_binary<T, T>(x, y, out_dtype, [](T a, T b) {
+      C reciprocal = div_op(C(1), to_compute(b));
+      if constexpr (std::is_same_v<T, float16>) reciprocal = to_compute(from_compute<T>(reciprocal));
+      else reciprocal = flush_subnormal(reciprocal);  // XLA's code runs with denormals flushed
+      return from_compute<T>(static_cast<C>(mul_op(to_compute(a), reciprocal)));
+    });
+  });
+}
+
+void div_primitive() {
+  Primitive p = binary_primitive<Accepts::Number>(
+      "div", [](auto x, auto y) { return div_op(x, y); },
+      d2([](auto& g, auto&, auto& y, auto&) { return op::div(g, y); },
+         [](auto& g, auto& x, auto& y, auto&) { return op::neg(op::mul(op::mul(g, op::integer_pow(y, -2)), x)); }));
+  p.kernel = [quotient = p.kernel](const Tensors& in, const Params& params, const Avals& out) {
+    if (divides_by_reciprocal(in[0].dtype()) && is_broadcast_divisor(in[0], in[1]))
+      return Tensors{divide_by_broadcast(in[0], in[1], out[0].dtype)};
+    return quotient(in, params, out);
+  };
+  register_primitive(std::move(p));
+}
+
 }  // namespace
 
 void elementwise::register_binary_elementwise_primitives() {
@@ -107,11 +154,7 @@ void elementwise::register_binary_elementwise_primitives() {
                            d2([](auto& g, auto&, auto& y, auto&) { return op::mul(g, y); },
                               [](auto& g, auto& x, auto&, auto&) { return op::mul(x, g); }),
                            mul_ur_rule);
-  binary<Accepts::Number>("div", [](auto x, auto y) { return div_op(x, y); },
-                           d2([](auto& g, auto&, auto& y, auto&) { return op::div(g, y); },
-                              [](auto& g, auto& x, auto& y, auto&) {
-                                return op::neg(op::mul(op::mul(g, op::integer_pow(y, -2)), x));
-                              }));
+  div_primitive();
   binary<Accepts::Numeric>("rem", [](auto x, auto y) { return rem_op(x, y); },
                            d2(pass, [](auto& g, auto& x, auto& y, auto&) {
                              const Value q = op::div(x, y);

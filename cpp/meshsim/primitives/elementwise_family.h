@@ -285,8 +285,8 @@ inline Aval binary_aval(const std::string& name, Accepts a, const Avals& in, DTy
 template <Accepts A, bool kFlush = (A == Accepts::Float || A == Accepts::Inexact || A == Accepts::Numeric ||
                                     A == Accepts::Number),
           class Op, class Nibble = std::nullptr_t>
-void binary(const std::string& name, Op op, VjpRule vjp = nullptr, UrRule ur_rule = nullptr,
-            Nibble nibble = nullptr) {
+Primitive binary_primitive(const std::string& name, Op op, VjpRule vjp = nullptr, UrRule ur_rule = nullptr,
+                           Nibble nibble = nullptr) {
   Primitive p;
   p.name = name;
   p.elementwise = true;
@@ -316,7 +316,13 @@ void binary(const std::string& name, Op op, VjpRule vjp = nullptr, UrRule ur_rul
     if (is_int4(in_[0].dtype())) return widened_int4(in_, out_, run);
     return run(in_, out_);
   };
-  register_primitive(std::move(p));
+  return p;
+}
+
+template <Accepts A, class Op, class Nibble = std::nullptr_t>
+void binary(const std::string& name, Op op, VjpRule vjp = nullptr, UrRule ur_rule = nullptr,
+            Nibble nibble = nullptr) {
+  register_primitive(binary_primitive<A>(name, op, std::move(vjp), std::move(ur_rule), nibble));
 }
 
 // kEquality: eq and ne, which also compare complex numbers.

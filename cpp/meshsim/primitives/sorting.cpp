@@ -23,15 +23,20 @@
 namespace meshsim {
 namespace {
 
-// Narrow floats order as their float32 values.
+// Narrow floats order as their float32 values, four-bit integers as their values.
 template <class T>
 bool sort_less(T a, T b) {
-  if constexpr (is_small_float_v<T>) return sort_less(float(a), float(b));
-  if constexpr (std::is_floating_point_v<T>) {
-    if (std::isnan(a)) return false;
-    if (std::isnan(b)) return true;
+  if constexpr (is_small_float_v<T>) {
+    return sort_less(float(a), float(b));
+  } else if constexpr (is_int4_v<T>) {
+    return a.value() < b.value();
+  } else {
+    if constexpr (std::is_floating_point_v<T>) {
+      if (std::isnan(a)) return false;
+      if (std::isnan(b)) return true;
+    }
+    return a < b;
   }
-  return a < b;
 }
 
 // Complex numbers order lexicographically on (real, imag), each part as a
@@ -43,10 +48,13 @@ bool sort_less(std::complex<F> a, std::complex<F> b) {
   return sort_less(a.imag(), b.imag());
 }
 
-// The dtypes sort and searchsorted order: every real one and complex.
+// The dtypes sort and searchsorted order: every real one, the four-bit
+// integers and complex.
 template <class F>
 decltype(auto) dispatch_sortable(DType dt, F&& f) {
   if (is_complex(dt)) return dispatch_complex(dt, std::forward<F>(f));
+  if (dt == DType::Int4) return f(int4{});
+  if (dt == DType::UInt4) return f(uint4{});
   return dispatch_dtype(dt, std::forward<F>(f));
 }
 

@@ -211,12 +211,30 @@ def any(a, axis=None, out=None, keepdims=False, *, where=None):  # noqa: A001
 
 # --- statistics -------------------------------------------------------------------
 
+def _size(a, axis) -> int:
+    """How many elements each output of a reduction over `axis` reduces."""
+    return math.prod(a.shape[d] for d in _reduction_axes(a.ndim, axis))
+
+
 def _count(a, axis, keepdims: bool, where, dtype):
     """How many elements each output reduces (those `where` selects, if given)."""
     if where is None:
-        axes = _reduction_axes(a.ndim, axis)
-        return _const(math.prod(a.shape[d] for d in axes), dtype)
+        return _const(_size(a, axis), dtype)
     return sum(broadcast_to_shape(where, a.shape), axis, dtype=dtype, keepdims=keepdims)
+
+
+_DIVIDES_BY_BROADCAST_RECIPROCAL = tuple(np.dtype(d) for d in (np.float32, np.float64, np.float16, ml_dtypes.bfloat16))
+
+
+def _divide_by_count(total, count: int, dtype, where):
+    """total / count as XLA compiles JAX's mean and var: a count known from the
+    shape is a constant, and XLA multiplies by its reciprocal, rounded to the
+    dtype. The div kernel does so for a scalar divisor beside a larger quotient
+    in the real dtypes; a scalar total, complex and float8 totals take the
+    reciprocal here. A count computed from `where` divides."""
+    if where is None and (total.ndim == 0 or np.dtype(dtype) not in _DIVIDES_BY_BROADCAST_RECIPROCAL):
+        return lax.mul(total, _const(np.asarray(1, dtype) / np.asarray(count, dtype), dtype))
+    return lax.div(total, count if where is not None else _const(count, dtype))
 
 
 def _upcast_f16(dtype) -> np.dtype:
@@ -229,8 +247,8 @@ def _mean(a, axis=None, dtype=None, keepdims=False, where=None):
     result_dtype = _to_inexact(a.dtype) if dtype is None else user_dtype(dtype)
     computation_dtype = _upcast_f16(result_dtype) if dtype_kinds.issubdtype(result_dtype, np.inexact) else result_dtype
     total = sum(a, axis, dtype=computation_dtype, keepdims=keepdims, where=where)
-    return core.convert_element_type(lax.div(total, _count(a, axis, keepdims, where, computation_dtype)),
-                                     result_dtype)
+    count = _count(a, axis, keepdims, where, computation_dtype) if where is not None else _size(a, axis)
+    return core.convert_element_type(_divide_by_count(total, count, computation_dtype, where), result_dtype)
 
 
 def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
