@@ -233,7 +233,9 @@ def _divide_by_count(total, count: int, dtype, where):
     in the real dtypes; a scalar total, complex and float8 totals take the
     reciprocal here. A count computed from `where` divides."""
     if where is None and (total.ndim == 0 or np.dtype(dtype) not in _DIVIDES_BY_BROADCAST_RECIPROCAL):
-        return lax.mul(total, _const(np.asarray(1, dtype) / np.asarray(count, dtype), dtype))
+        with np.errstate(divide="ignore"):  # an empty mean: 0 * inf is NaN, as in JAX
+            reciprocal = np.asarray(1, dtype) / np.asarray(count, dtype)
+        return lax.mul(total, _const(reciprocal, dtype))
     return lax.div(total, count if where is not None else _const(count, dtype))
 
 
