@@ -88,11 +88,6 @@ def _core_spec(spec: PartitionSpec, ndim: int) -> list[list[str]]:
     return [list(spec.axes_of(d)) for d in range(min(len(spec), ndim))]
 
 
-def _full_rank(spec: list[list[str]], ndim: int) -> list[list[str]]:
-    """A result's spec over every dim: its type names them all (jit shows `P('x', None)`)."""
-    return spec + [[] for _ in range(ndim - len(spec))]
-
-
 def _bullets(msgs: list[str]) -> str:
     """One message as is; several as "* " bullets separated by blank lines."""
     return msgs[0] if len(msgs) == 1 else "\n\n".join("* " + m for m in msgs)
@@ -395,7 +390,7 @@ class _ShardMapped:
         outs = _core.bind_shard_map(
             list(leaves) + list(captures), body, mesh.core_mesh,
             [_core_spec(s, n) for s, n in zip(all_specs, ndims)],
-            [_full_rank(_core_spec(s, a.ndim), a.ndim) for s, a in zip(out_specs, body.out_avals)],
+            [_core_spec(s, a.ndim) for s, a in zip(out_specs, body.out_avals)],
             manual, self.check_vma, self.mesh is None,
             [sorted(s.unreduced) for s in out_specs], [sorted(s.reduced) for s in out_specs])
         if _core.current_trace() is None and isinstance(mesh, Mesh):
