@@ -3,6 +3,8 @@ composes them (log-gamma and digamma by the Lanczos approximation XLA uses,
 g = 7 with nine coefficients; the normal CDF through erf/erfc)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from meshsim._src.numpy import namespace as jnp
@@ -67,7 +69,7 @@ def erfinv(x):
 def ndtr(x):
     """The standard normal CDF, through erf near 0 and erfc in the tails (no cancellation)."""
     x, = _float(x)
-    half_sqrt_2 = np.sqrt(0.5)
+    half_sqrt_2 = math.sqrt(0.5)
     w = x * half_sqrt_2
     z = jnp.abs(w)
     tail = jnp.where(w > 0, 1.0 - 0.5 * lax.erfc(z), 0.5 * lax.erfc(z))
@@ -99,7 +101,7 @@ def log_ndtr(x, series_order: int = 3):
 def _log_ndtr_asymptotic(x, series_order: int):
     """log(ndtr(x)) for very negative x: -x^2/2 - log(-x) - log(2 pi)/2 + log(1 + series)."""
     x_2 = jnp.square(x)
-    log_scale = -0.5 * x_2 - jnp.log(-x) - 0.5 * np.log(2 * np.pi)
+    log_scale = -0.5 * x_2 - jnp.log(-x) - 0.5 * math.log(2 * math.pi)
     even, odd = jnp.zeros_like(x), jnp.zeros_like(x)
     x_2n = x_2
     double_fac = 1.0
@@ -150,7 +152,7 @@ def ndtri(p):
     # Central segment: p within exp(-2) of 1/2.
     w = maybe_complement - 0.5
     ww = w * w
-    central = (w + w * ww * _polevl(ww, _NDTRI_P0) / _polevl(ww, _NDTRI_Q0)) * np.sqrt(2 * np.pi)
+    central = (w + w * ww * _polevl(ww, _NDTRI_P0) / _polevl(ww, _NDTRI_Q0)) * math.sqrt(2 * math.pi)
     # Tails: z = sqrt(-2 log p), two segments split at z = 8.
     safe = jnp.where(maybe_complement > 0, maybe_complement, 1.0)
     z = jnp.sqrt(-2.0 * jnp.log(safe))
@@ -255,9 +257,9 @@ def gammaln(x):
         a = a + c / (z + (i + 1))
     t = z + _LANCZOS_G + 0.5
     # log(t) as log(g + 1/2) + log1p(z / (g + 1/2)): exact near small z.
-    log_t = np.log(_LANCZOS_G + 0.5) + jnp.log1p(z / (_LANCZOS_G + 0.5))
-    log_y = 0.5 * np.log(2 * np.pi) + (z + 0.5 - t / log_t) * log_t + jnp.log(a)
-    reflection = np.log(np.pi) - jnp.log(_abs_sin_pi(x)) - log_y
+    log_t = math.log(_LANCZOS_G + 0.5) + jnp.log1p(z / (_LANCZOS_G + 0.5))
+    log_y = 0.5 * math.log(2 * math.pi) + (z + 0.5 - t / log_t) * log_t + jnp.log(a)
+    reflection = math.log(math.pi) - jnp.log(_abs_sin_pi(x)) - log_y
     out = jnp.where(need_reflect, reflection, log_y)
     out = jnp.where(jnp.isinf(x), np.inf, out)
     return jnp.where((x <= 0) & (x == jnp.floor(x)), np.inf, out)
@@ -285,7 +287,7 @@ def digamma(x):
         num = num - c / (zi * zi)
         denom = denom + c / zi
     t = z + _LANCZOS_G + 0.5
-    log_t = np.log(_LANCZOS_G + 0.5) + jnp.log1p(z / (_LANCZOS_G + 0.5))
+    log_t = math.log(_LANCZOS_G + 0.5) + jnp.log1p(z / (_LANCZOS_G + 0.5))
     y = log_t + num / denom - _LANCZOS_G / t
     reduced = x - jnp.floor(x + 0.5)  # pi / tan(pi x) with the argument reduced
     reflection = y - np.pi * jnp.cos(np.pi * reduced) / jnp.sin(np.pi * reduced)
@@ -325,7 +327,7 @@ def multigammaln(a, d: int):
     """The log of the multivariate gamma function of dimension d."""
     d = int(d)
     a, = _float(a)
-    constant = 0.25 * d * (d - 1) * np.log(np.pi)
+    constant = 0.25 * d * (d - 1) * math.log(math.pi)
     res = sum(gammaln(a - 0.5 * i) for i in range(d))
     return constant + res
 
