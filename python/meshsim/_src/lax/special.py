@@ -23,7 +23,7 @@ def igamma_grad_a(a, x):
     from meshsim._src.numpy import namespace as jnp
     from meshsim._src.ad import vjp
     a, x = jnp.broadcast_arrays(*_series()._float(a, x))
-    value, pullback = vjp(lambda a_: _series().gammainc(a_, x), a)
+    value, pullback = vjp(lambda a_: _series()._incomplete_gamma_fixed_terms(a_, x, upper=False), a)
     (grad,) = pullback(jnp.ones_like(value))
     grad = jnp.where(x == 0, jnp.zeros_like(grad), grad)
     return jnp.where((x < 0) | (a <= 0) | jnp.isnan(x) | jnp.isnan(a), jnp.nan, grad)

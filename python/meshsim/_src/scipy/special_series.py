@@ -1,8 +1,8 @@
 """The special functions of `jax.scipy.special` (and their `jax.lax` forms) that are defined by
 series, continued fractions and rational approximations, composed from meshsim's operations:
 
-- regularized incomplete gamma P(a, x) / Q(a, x) (series below a + 1, Lentz's continued fraction
-  above) and incomplete beta I_x(a, b) (continued fraction on the side where it converges fast);
+- regularized incomplete gamma P(a, x) / Q(a, x) (JAX's series below max(1, a), its continued
+  fraction above, each to convergence, the fraction for at most 2000 steps) and incomplete beta I_x(a, b) (continued fraction on the side where it converges fast);
 - Hurwitz zeta by Euler-Maclaurin summation (ten terms, then eight Bernoulli corrections), and
   polygamma from it;
 - exponential integrals E_n, E_1 and Ei (series for small arguments, continued fraction above);
@@ -20,6 +20,7 @@ import numpy as np
 
 from meshsim._src.numpy import namespace as jnp
 from meshsim._src.lax import namespace as lax
+from meshsim._src.ad import custom_jvp
 from meshsim._src.scipy.special import _float, digamma, gammaln, gammasgn
 
 __all__ = ["gammainc", "gammaincc", "betainc", "zeta", "polygamma", "expn", "exp1", "expi",
@@ -45,6 +46,95 @@ def _lentz_step(f, c, d, an, bn):
 
 
 # --- incomplete gamma -----------------------------------------------------------
+# As JAX's lax.igamma/igammac evaluate them: the power series below max(1, a), the continued
+# fraction above (rescaled by eps when its terms grow past 1/eps); each element stops once its
+# last term changes the result by less than eps, the fraction after at most 2000 steps.
+
+_FRACTION_STEPS = 2000
+
+
+def _until_converged(enabled, body, state, limit=None):
+    """Run body over whole arrays while any element is enabled (and, with a limit, for at most
+    limit steps), updating only enabled elements: body(state) -> (still_enabled, new_state)."""
+    def cond(carry):
+        i, enabled, _ = carry
+        going = jnp.any(enabled)
+        return going if limit is None else going & (i < limit)
+
+    def step(carry):
+        i, enabled, state = carry
+        still, new = body(state)
+        new = tuple(jnp.where(enabled, n, o) for n, o in zip(new, state))
+        return i + 1, enabled & still, new
+    return lax.while_loop(cond, step, (jnp.int32(0), enabled, state))[2]
+
+
+def _igamma_series(ax, x, a, enabled):
+    """P(a, x) = ax / a * sum_n x^n / ((a + 1) ... (a + n))."""
+    eps = float(jnp.finfo(x.dtype).eps)
+
+    def body(state):
+        r, c, total = state
+        r = r + 1.0
+        c = c * (x / r)
+        total = total + c
+        return c / total > eps, (r, c, total)
+    one = jnp.ones_like(a)
+    _, _, total = _until_converged(enabled, body, (a, one, one))
+    return total * ax / a
+
+
+def _igammac_fraction(ax, x, a, enabled):
+    """Q(a, x) = ax * the continued fraction, by its convergents p_k / q_k."""
+    eps = float(jnp.finfo(x.dtype).eps)
+    y = 1.0 - a
+    z = x + y + 1.0
+    pkm1, qkm1 = x + 1.0, z * x
+    state = (pkm1 / qkm1, y, z, jnp.zeros_like(x), pkm1, qkm1, jnp.ones_like(x), x)
+
+    def body(state):
+        ans, y, z, c, pkm1, qkm1, pkm2, qkm2 = state
+        c, y, z = c + 1.0, y + 1.0, z + 2.0
+        yc = y * c
+        pk = pkm1 * z - pkm2 * yc
+        qk = qkm1 * z - qkm2 * yc
+        nonzero = qk != 0
+        r = pk / qk
+        change = jnp.where(nonzero, jnp.abs((ans - r) / r), 1.0)
+        ans = jnp.where(nonzero, r, ans)
+        pkm2, pkm1, qkm2, qkm1 = pkm1, pk, qkm1, qk
+        rescale = jnp.abs(pk) > 1.0 / eps
+        pkm2, pkm1, qkm2, qkm1 = (jnp.where(rescale, v * eps, v) for v in (pkm2, pkm1, qkm2, qkm1))
+        return change > eps, (ans, y, z, c, pkm1, qkm1, pkm2, qkm2)
+    return _until_converged(enabled, body, state, _FRACTION_STEPS)[0] * ax
+
+
+def _incomplete_gamma(a, x, upper: bool):
+    a, x = _float(a, x)
+    a, x = jnp.broadcast_arrays(a, x)
+    is_nan = jnp.isnan(a) | jnp.isnan(x)
+    a_zero, x_zero, x_inf = a == 0, x == 0, x == np.inf
+    domain_error = (x < 0) | (a < 0) | (a_zero & x_zero) | is_nan
+    log_ax = a * jnp.log(x) - x - gammaln(a)
+    underflow = log_ax < -math.log(float(jnp.finfo(x.dtype).max))
+    ax = jnp.exp(log_ax)
+    if upper:
+        use_series = (x < 1) | (x < a)
+        enabled = ~(domain_error | underflow | x_inf | a_zero)
+        out = jnp.where(use_series, 1.0 - _igamma_series(ax, x, a, enabled & use_series),
+                        _igammac_fraction(ax, x, a, enabled & ~use_series))
+        out = jnp.where(x_inf | a_zero, 0.0, out)
+    else:
+        use_fraction = (x >= 1) & (x > a)
+        enabled = ~(x_zero | domain_error | underflow | x_inf)
+        out = jnp.where(use_fraction, 1.0 - _igammac_fraction(ax, x, a, enabled & use_fraction),
+                        _igamma_series(ax, x, a, enabled & ~use_fraction))
+        out = jnp.where(x_zero, 0.0, jnp.where(x_inf, 1.0, out))
+    return jnp.where(domain_error, np.nan, out)
+
+
+# The fixed-length forms (200 series terms, 200 fraction steps) the derivatives in a
+# differentiate: reverse mode cannot go through the converging loops above.
 
 def _gamma_prefactor(a, x):
     return jnp.exp(a * jnp.log(x) - x - gammaln(a))
@@ -87,7 +177,7 @@ def _gamma_fraction_value(a, x):
     return f
 
 
-def _incomplete_gamma(a, x, upper: bool):
+def _incomplete_gamma_fixed_terms(a, x, upper: bool):
     a, x = _float(a, x)
     a, x = jnp.broadcast_arrays(a, x)
     use_series = x < a + 1.0
@@ -102,14 +192,42 @@ def _incomplete_gamma(a, x, upper: bool):
     return jnp.where((x < 0) | (a <= 0) | jnp.isnan(x) | jnp.isnan(a), jnp.nan, out)
 
 
+@custom_jvp
+def _gammainc(a, x):
+    return _incomplete_gamma(a, x, upper=False)
+
+
+def _gammainc_tangent(a, x, da, dx):
+    """dP = dP/da da + (the Gamma(a) density at x) dx."""
+    from meshsim._src.lax.special import igamma_grad_a
+    density = jnp.exp(-x + (a - 1) * jnp.log(x) - gammaln(a))
+    return igamma_grad_a(a, x) * da + density * dx
+
+
+@_gammainc.defjvp
+def _gammainc_jvp(primals, tangents):
+    return _gammainc(*primals), _gammainc_tangent(*primals, *tangents)
+
+
 def gammainc(a, x):
     """The regularized lower incomplete gamma function P(a, x)."""
-    return _incomplete_gamma(a, x, upper=False)
+    return _gammainc(*jnp.broadcast_arrays(*_float(a, x)))
 
 
 def gammaincc(a, x):
     """The regularized upper incomplete gamma function Q(a, x) = 1 - P(a, x)."""
+    a, x = jnp.broadcast_arrays(*_float(a, x))
+    return _gammaincc(a, x)
+
+
+@custom_jvp
+def _gammaincc(a, x):
     return _incomplete_gamma(a, x, upper=True)
+
+
+@_gammaincc.defjvp
+def _gammaincc_jvp(primals, tangents):
+    return _gammaincc(*primals), -_gammainc_tangent(*primals, *tangents)
 
 
 # --- incomplete beta ----------------------------------------------------------------
