@@ -15,8 +15,8 @@ import math
 
 import numpy as np
 
-import meshsim.numpy as jnp
-from meshsim import lax
+from meshsim._src.numpy import namespace as jnp
+from meshsim._src.lax import namespace as lax
 from meshsim._src.ad import custom_jvp
 from meshsim._src.scipy.special import _float
 
