@@ -239,8 +239,7 @@ def test_binary_ops_and_comparisons_bit_for_bit(name):
     assert same_bits(mnp.where(x > y, x, y), jnp.where(x > y, x, y))
 
 
-@pytest.mark.parametrize("name", _xfail(HALF, ("float16",), "exp of float16 differs from XLA's in the last "
-                                        "unit for some inputs"))
+@pytest.mark.parametrize("name", HALF)
 def test_jnp_expressions_with_scalars_and_integer_powers(name):
     x = np.random.default_rng(4).standard_normal((7, 5)).astype(dt(name))
     for f in (lambda m, a: m.tanh(a * 0.5) + 1, lambda m, a: a ** 3 - a / 3,
