@@ -23,6 +23,20 @@ from meshsim._src.sharding.partition_spec import PartitionSpec
 __all__ = ["shard_map"]
 
 
+def _spec_entries(typed) -> list:
+    """PartitionSpec entries for per-dimension axis tuples (a lone axis by name)."""
+    return [None if not t else t[0] if len(t) == 1 else t for t in typed]
+
+
+def _in_spec_mismatch(spec, have, aval) -> ValueError:
+    return ValueError(
+        f"in_specs passed to shard_map: {spec.padded(aval.ndim)} does not match the "
+        f"specs of the input: {have} for arg: {aval.str_short()}. `in_specs` is an "
+        "optional argument so you can omit specifying it and shard_map will infer the "
+        "in_specs from the arguments. If you want to reshard your inputs, you can use "
+        "`jax.reshard` on the arguments and then pass those args to shard_map.")
+
+
 class _Infer:
     """`in_specs` left out: taken from each argument's sharding."""
 
@@ -253,27 +267,17 @@ class _ShardMapped:
         typed = [tuple(axes) for axes in aval.spec]
         pending = (frozenset(aval.unreduced), frozenset(aval.reduced))
         if pending != (spec.unreduced, spec.reduced):  # pending sums must be named as they are
-            have = PartitionSpec(*[None if not t else t[0] if len(t) == 1 else t for t in typed]
-                                 or [None] * aval.ndim, unreduced=pending[0], reduced=pending[1])
-            raise ValueError(
-                f"in_specs passed to shard_map: {spec.padded(aval.ndim)} does not match the "
-                f"specs of the input: {have} for arg: {aval.str_short()}. `in_specs` is an "
-                "optional argument so you can omit specifying it and shard_map will infer the "
-                "in_specs from the arguments. If you want to reshard your inputs, you can use "
-                "`jax.reshard` on the arguments and then pass those args to shard_map.")
+            have = PartitionSpec(*_spec_entries(typed) or [None] * aval.ndim,
+                                 unreduced=pending[0], reduced=pending[1])
+            raise _in_spec_mismatch(spec, have, aval)
         if not any(typed):
             return
         manual = self._manual_axes(mesh)
         want = [tuple(a for a in spec.axes_of(d) if a in mesh.explicit_axes)
                 for d in range(aval.ndim)]
         if [tuple(a for a in t if a in manual) for t in typed] != want:
-            have = PartitionSpec(*[None if not t else t[0] if len(t) == 1 else t for t in typed])
-            raise ValueError(
-                f"in_specs passed to shard_map: {spec.padded(aval.ndim)} does not match the "
-                f"specs of the input: {have} for arg: {aval.str_short()}. `in_specs` is an "
-                "optional argument so you can omit specifying it and shard_map will infer the "
-                "in_specs from the arguments. If you want to reshard your inputs, you can use "
-                "`jax.reshard` on the arguments and then pass those args to shard_map.")
+            have = PartitionSpec(*_spec_entries(typed))
+            raise _in_spec_mismatch(spec, have, aval)
 
     def _infer_spec(self, x, mesh: Mesh) -> PartitionSpec:
         sharding = getattr(x, "sharding", None) if isinstance(x, core.Array) else None
