@@ -45,7 +45,11 @@ def main():
         print(f"\nmesh fsdp={shape[0]} x tp={shape[1]}: mesh + arguments {t1 - t0:.2f} s, "
               f"trace + lower + compile {t2 - t1:.2f} s, estimate {t3 - t2:.2f} s; "
               f"peak RSS of this process {rss:.0f} MiB")
-        print(compiled.memory_analysis().summary())
+        stats = compiled.memory_analysis()
+        print(stats.summary())
+        print("live at the peak:")
+        for label, n in list(stats.live_at_peak.items())[:6]:
+            print(f"  {n / 2 ** 30:7.2f} GiB  {label}")
         cost = compiled.cost_analysis()
         print(f"flops per device {cost['flops']:.3e}; "
               + ", ".join(f"{k} {v / 2 ** 30:.1f} GiB" for k, v in cost.items()

@@ -460,6 +460,10 @@ class LlamaConfig:
     attention: str = "dot"  # "dot" (scores through memory) or "flash" (one fused kernel)
     remat: str = "full"  # "full" (keep layer inputs) or "minimal" (keep weight matmuls' outputs)
     parallel_block: bool = False  # PaLM's attention and MLP side by side from one norm
+    # The residual stream split over "tp" between the layers (MaxText's
+    # `activation_embed` -> tensor rule): all-gathered before the column-parallel
+    # matmuls, reduce-scattered after the row-parallel ones instead of all-reduced.
+    sequence_parallel: bool = False
 
 
 LLAMA3_70B = LlamaConfig()
@@ -480,13 +484,15 @@ def maxtext_config(scale: int, per_device_batch: int, devices: int, remat: str) 
     `get_individual_scales`): a Llama-2 decoder of 16 layers, embedding 2048,
     16 heads of 128, SwiGLU of 7168 and a 32,000 vocabulary, scaled by a power of
     two by doubling in turn heads and MLP width, embedding, layers; sequences of
-    2048, flash attention."""
+    2048, flash attention. Between layers MaxText keeps activations split over
+    the tensor axis (its logical rule `activation_embed` -> tensor: the embedding
+    dimension; here the sequence, which moves and keeps the same bytes)."""
     base, rem = divmod(int(math.log2(scale)), 3)
     heads_mlp = 2 ** (base + (rem > 0))
     return LlamaConfig(layers=16 * 2 ** base, hidden=2048 * 2 ** (base + (rem > 1)),
                        ffn=7168 * heads_mlp, heads=16 * heads_mlp, kv_heads=16 * heads_mlp,
                        vocab=32000, seq=2048, batch=per_device_batch * devices, head_dim=128,
-                       attention="flash", remat=remat)
+                       attention="flash", remat=remat, sequence_parallel=True)
 
 
 def maxtext_step_flops(cfg: LlamaConfig) -> float:
@@ -536,35 +542,59 @@ def llama_step(jax, cfg: LlamaConfig, mesh, dtype=None, param_dtype=np.float32):
         probs = jax.nn.softmax(jnp.where(_causal(lax, s), scores, -1e9).astype(jnp.float32), axis=-1)
         return jnp.einsum("bkgqs,bskd->bqkgd", probs.astype(dtype), v).reshape(b, s, -1)
 
+    sp = cfg.sequence_parallel and tp > 1  # (over one device there is nothing to split)
+    name = jax.ad_checkpoint.checkpoint_name
+
+    def gathered(a):
+        """The input of column-parallel matmuls (their outputs split over "tp" by
+        columns): with sequence parallelism, all the sequence, gathered once."""
+        return lax.all_gather(a, "tp", axis=1, tiled=True) if sp else a
+
+    def row_parallel(partial, label):
+        """A row-parallel matmul's partial products summed over "tp": reduce-scattered
+        along the sequence with sequence parallelism, all-reduced otherwise. Named
+        after the collective: that is the matmul's value in the program XLA partitions."""
+        out = lax.psum_scatter(partial, "tp", scatter_dimension=1, tiled=True) if sp \
+            else lax.psum(partial, "tp")
+        return name(out, label)
+
     def block(x, p):
         wq, wkv, wo = gather(p["wq"], 0), gather(p["wkv"], 0), gather(p["wo"], 1)
         wgu, wd = gather(p["wgu"], 0), gather(p["wd"], 1)
-        b, s = x.shape[0], x.shape[1]
-        a = rms(x, p["g1"])
-        q = (a @ wq).reshape(b, s, kv_local, -1, dh)
-        kv = (a @ wkv).reshape(b, s, 2, kv_local, dh)
+        a = gathered(rms(x, p["g1"]))
+        b, s = a.shape[0], a.shape[1]
+        q = name(a @ wq, "query_proj").reshape(b, s, kv_local, -1, dh)
+        kv = name(a @ wkv, "kv_proj").reshape(b, s, 2, kv_local, dh)
         ctx = attend(q, kv[:, :, 0], kv[:, :, 1])
         if cfg.parallel_block:  # PaLM: x + attention(norm(x)) + mlp(norm(x)), one all-reduce
-            gu = (a @ wgu).reshape(b, s, 2, -1)
-            f = (jax.nn.silu(gu[:, :, 0]) * gu[:, :, 1]) @ wd
-            return x + lax.psum(ctx @ wo + f, "tp")
-        x = x + lax.psum(ctx @ wo, "tp")
-        a = rms(x, p["g2"])
-        gu = (a @ wgu).reshape(b, s, 2, -1)
-        f = (jax.nn.silu(gu[:, :, 0]) * gu[:, :, 1]) @ wd
-        return x + lax.psum(f, "tp")
+            gu = name(a @ wgu, "mlpwi").reshape(b, s, 2, -1)
+            f = jax.nn.silu(gu[:, :, 0]) * gu[:, :, 1]
+            return x + row_parallel(ctx @ wo + f @ wd, "out_proj")
+        x = x + row_parallel(ctx @ wo, "out_proj")
+        a = gathered(rms(x, p["g2"]))
+        gu = name(a @ wgu, "mlpwi").reshape(b, s, 2, -1)
+        f = jax.nn.silu(gu[:, :, 0]) * gu[:, :, 1]
+        return x + row_parallel(f @ wd, "mlpwo")
 
     if cfg.remat not in ("full", "minimal"):
         raise ValueError(f"remat must be 'full' or 'minimal', got {cfg.remat!r}")
     # MaxText's remat policies: "full" keeps each layer's input, "minimal" also
-    # the outputs of its weight matmuls (`checkpoint_dots_with_no_batch_dims`).
-    remat_block = jax.checkpoint(block) if cfg.remat == "full" else jax.checkpoint(
-        block, policy=jax.checkpoint_policies.checkpoint_dots_with_no_batch_dims)
+    # the outputs of its weight matmuls (`checkpoint_dots_with_no_batch_dims` on
+    # the global program, whose row-parallel matmul results are what XLA's
+    # partitioner holds after their reduce-scatter: b s h / tp, not the partial
+    # products of b s h; here each matmul's value by its name). What the backward
+    # pass does not read is not kept (the last matmul's output, "mlpwo").
+    minimal = jax.checkpoint_policies.save_only_these_names(
+        "query_proj", "kv_proj", "out_proj", "mlpwi", "mlpwo")
+    remat_block = jax.checkpoint(block, policy=None if cfg.remat == "full" else minimal)
 
     def loss_fn(params, x, targets):
         x = lax.scan(lambda x, p: (remat_block(x, p), None), x, params["layers"])[0]
         emb = gather(params["emb"], 1)  # [V/tp, h]
-        logits = (rms(x, params["gf"]) @ emb.T).astype(jnp.float32)
+        x = rms(x, params["gf"])
+        if sp:
+            x = lax.all_gather(x, "tp", axis=1, tiled=True)
+        logits = (x @ emb.T).astype(jnp.float32)
         m = _global_max(lax, logits)
         z = lax.psum(jnp.exp(logits - m).sum(axis=-1), "tp")
         local = targets - lax.axis_index("tp") * logits.shape[-1]
@@ -591,7 +621,7 @@ def llama_step(jax, cfg: LlamaConfig, mesh, dtype=None, param_dtype=np.float32):
     top = {"emb": ((cfg.vocab, h), P("tp", "fsdp")), "gf": ((h,), P(None))}
     specs = {"layers": {k: s for k, (_, s) in shapes.items()},
              **{k: s for k, (_, s) in top.items()}}
-    x_spec, t_spec = P("fsdp", None, None), P("fsdp", None)
+    x_spec, t_spec = P("fsdp", "tp" if sp else None, None), P("fsdp", None)
     step = jax.jit(jax.shard_map(train_step, mesh=mesh,
                                  in_specs=(specs, specs, specs, x_spec, t_spec),
                                  out_specs=(P(), specs, specs, specs), check_vma=False),

@@ -159,6 +159,32 @@ std::shared_ptr<std::vector<std::optional<Value>>> eval_all(const Program& p, co
   return env;
 }
 
+// Residuals the backward program no longer reads once its dead code is gone
+// (a checkpointed region replays its forward pass in the backward trace, so a
+// saved value is captured even when only dead equations read it, such as a
+// matmul's output whose only use is a sum into the region's result) are
+// dropped from both programs, as JAX's partial evaluation drops residuals the
+// backward pass does not use.
+void drop_unread_residuals(VjpPrograms& r) {
+  Program& bwd = *r.bwd;
+  std::vector<bool> read(bwd.avals.size(), false);
+  for (const Equation& e : bwd.eqns)
+    for (int v : e.inputs) read[v] = true;
+  for (int v : bwd.outvars) read[v] = true;
+  const size_t first = bwd.invars.size() - static_cast<size_t>(r.num_residuals);
+  const size_t fwd_first = r.fwd->outvars.size() - static_cast<size_t>(r.num_residuals);
+  std::vector<int> invars(bwd.invars.begin(), bwd.invars.begin() + first);
+  std::vector<int> outvars(r.fwd->outvars.begin(), r.fwd->outvars.begin() + fwd_first);
+  for (size_t q = 0; q < static_cast<size_t>(r.num_residuals); ++q) {
+    if (!read[bwd.invars[first + q]]) continue;
+    invars.push_back(bwd.invars[first + q]);
+    outvars.push_back(r.fwd->outvars[fwd_first + q]);
+  }
+  r.num_residuals = static_cast<int>(invars.size() - first);
+  bwd.invars = std::move(invars);
+  r.fwd->outvars = std::move(outvars);
+}
+
 }  // namespace
 
 VjpSplit linearize(const Program& program, const Values& args, const std::vector<bool>& active,
@@ -230,8 +256,9 @@ VjpPrograms vjp_program(const Program& program, const std::vector<bool>& wrt,
   outs.insert(outs.end(), residuals.begin(), residuals.end());
   r.fwd = fwd.trace->finish(outs);
   r.num_residuals = static_cast<int>(residuals.size());
-  dce(*r.fwd);
   dce(*r.bwd);
+  drop_unread_residuals(r);
+  dce(*r.fwd);
   return r;
 }
 

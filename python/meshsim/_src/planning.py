@@ -30,6 +30,9 @@ Liveness follows what XLA's buffer assignment does, approximately:
 - arguments live throughout (donated ones until their last reader), results
   from where they are computed; a scan, while, cond or remat adds the temporary
   peak of its body while it runs (loop carries are updated in place);
+- order: each program's peak is the smallest over its own order, two depth-first
+  post-orders from its results and a greedy list schedule (XLA's scheduler keeps
+  the best of such schedules); what is live at the peak is kept by writer;
 - XLA may place temporaries in the results' buffers before the results are
   written, so `temp` is the peak of live temporaries and results minus the
   results' size; a sub-program's temporaries are what is live at its peak
@@ -50,10 +53,12 @@ from meshsim import _core
 
 # Results recomputed inside their readers (no buffer) when every reader fuses.
 _FUSIBLE = {"broadcast_in_dim", "convert_element_type", "iota", "transpose", "select_n", "clamp",
-            "reshape", "squeeze", "pvary", "copy", "stop_gradient", "integer_pow", "rev", "slice"}
+            "reshape", "squeeze", "pvary", "copy", "stop_gradient", "integer_pow", "rev", "slice",
+            "pad"}
 _FUSING_READERS = _FUSIBLE | {"reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "argmax",
                               "argmin", "reduce_and", "reduce_or", "concatenate", "pad",
-                              "dynamic_slice", "cumsum", "cummax", "cummin"}
+                              "dynamic_slice", "cumsum", "cummax", "cummin", "gather",
+                              "scatter_add", "scatter"}
 # Results that are their operand's buffer viewed anew.
 _BITCASTS = {"reshape", "squeeze", "pvary", "stop_gradient", "sharding_constraint", "mesh_cast",
              "name", "pbroadcast", "optimization_barrier"}
@@ -169,6 +174,10 @@ class Analysis:
     peak_bytes: int
     mesh: Any  # the core mesh of the program (None: one device)
     top: list = dataclasses.field(default_factory=list, repr=False)  # the program's own ops
+    # What is live at the peak: bytes per "<writer> <dtype>[<per-device shape>]"
+    # (a sub-program's prefixed "<its equation> > "), "donated arguments" and
+    # "arguments" (those not donated), largest first; they add up to the peak.
+    live_at_peak: dict = dataclasses.field(default_factory=dict, repr=False)
 
     @property
     def flops(self) -> float:
@@ -197,6 +206,9 @@ class _Walker:
     def __init__(self):
         self.ops: list = []  # every op, in program order, sub-programs' included
         self.block: list = []  # the ops of the program being walked
+        # What is live at the peak of the program last walked: bytes per label
+        # (the equation that wrote the buffer, with its per-device type).
+        self.peak_parts: dict = {}
 
     def program(self, program, mesh, count: int, depth: int, donated=None) -> tuple:
         """(temp peak, results' bytes, its own ops) of running `program` once;
@@ -287,29 +299,9 @@ class _Walker:
             for o in outs:
                 if o in fused:
                     source[o] = srcs
-        last: dict[int, int] = {}
-        for i, (name, ins, outs, *_) in enumerate(eqns):
-            for v in ins:
-                for b in sources(v):
-                    last[b] = i
-        end = len(eqns)
-        for v in program.outvars:
-            for b in sources(v):
-                last[b] = end
-
-        frees_at: dict[int, list] = {}
-        for b, i in last.items():
-            frees_at.setdefault(i, []).append(b)
-        donated_in = set()
-        if donated:
-            donated_in = {v for v, d in zip(program.invars, donated) if d}
-        live = sum(size[v] for v in donated_in)
-        owned = {buffer[v] for v in donated_in}  # buffers counted in `live`
-        donated_bufs = sorted(owned)
-        live_results = peak_temps = 0
-        peak = live
         op_of_eqn: dict[int, Op] = {}
         op_of_var: dict[int, Op] = {}
+        transients, inner_parts = [], []
         for i, eqn in enumerate(eqns):
             name, ins, outs, params, flops, nbytes, is_collective, elementwise = eqn
             in_avals = [avals[v] for v in ins]
@@ -324,8 +316,11 @@ class _Walker:
             # Fusion: fused inputs are not read back, fused results not written.
             nbytes -= sum(size[v] for v in ins if v in fused)
             nbytes -= sum(size[v] for v in outs if v in fused)
+            self.peak_parts = {}
             transient, children = (0, []) if kernel is not None else \
                 self.sub_programs(name, params, in_avals, mesh, count, depth)
+            transients.append(transient)
+            inner_parts.append({f"{name} > {label}": n for label, n in self.peak_parts.items()})
             op = Op(name, flops, max(nbytes, 0.0), count,
                     " ".join(a.str_short(True) if a.mesh is None else str(a) for a in out_avals),
                     dtype=out_avals[0].dtype if out_avals else None, depth=depth,
@@ -349,41 +344,94 @@ class _Walker:
                 last_op = self._implicit_collectives(op, params, in_avals, out_avals, count, depth)
             for o in outs:
                 op_of_var[o] = last_op
-            # Results take buffers (unless fused, bitcast or written in place).
-            for o in outs:
-                if o in fused or buffer[o] != o or o in inputs:
-                    continue
-                reuse = None
-                if elementwise:
-                    # (through fused operands: a fusion may write over what it reads)
-                    reuse = next((b for v in ins for b in sources(v) if b in owned
-                                  and last.get(b) == i and size[b] == size[o]), None)
-                elif name in ("scan", "while", "cond"):
-                    # A loop's final state takes over its initial state's buffer, and a
-                    # conditional's result an operand's, when that dies here (updated
-                    # in place).
-                    reuse = next((b for v in _in_place_operands(name, params, ins, outs, o)
-                                  for b in sources(v) if b in owned and last.get(b) == i
-                                  and size[b] == size[o]), None)
-                elif o in outvars:
-                    # A result aliased to a donated argument read last here is written
-                    # into that argument's buffer (XLA's input-output aliasing).
-                    reuse = next((b for b in donated_bufs if b in owned and last.get(b) == i
-                                  and size[b] == size[o]), None)
-                if reuse is not None:
-                    owned.discard(reuse)  # o takes over its storage: live does not change
-                else:
-                    live += size[o]
-                owned.add(o)
-                if o in outvars:
-                    live_results += size[o]
-            peak = max(peak, live + transient)
-            peak_temps = max(peak_temps, live - live_results + transient)
-            for b in frees_at.get(i, ()):
-                if b in owned:
-                    owned.discard(b)
-                    live -= size[b]
+
+        donated_in = set()
+        if donated:
+            donated_in = {v for v, d in zip(program.invars, donated) if d}
+
+        def liveness(order) -> tuple:
+            """(peak, peak of temporaries, what is live at the peak) running the
+            equations in `order`."""
+            last: dict[int, int] = {}
+            for i, k in enumerate(order):
+                for v in eqns[k][1]:
+                    for b in sources(v):
+                        last[b] = i
+            for v in program.outvars:
+                for b in sources(v):
+                    last[b] = len(order)
+            frees_at: dict[int, list] = {}
+            for b, i in last.items():
+                frees_at.setdefault(i, []).append(b)
+            live = sum(size[v] for v in donated_in)
+            owned = {buffer[v] for v in donated_in}  # buffers counted in `live`
+            donated_bufs = sorted(owned)
+            live_results = peak_temps = 0
+            peak = live
+            labels = {b: "donated arguments" for b in owned}
+            peak_parts = {"donated arguments": live} if live else {}
+            for i, k in enumerate(order):
+                name, ins, outs, params, _f, _b, _c, elementwise = eqns[k]
+                # Results take buffers (unless fused, bitcast or written in place).
+                for o in outs:
+                    if o in fused or buffer[o] != o or o in inputs:
+                        continue
+                    reuse = None
+                    if elementwise:
+                        # (through fused operands: a fusion may write over what it reads)
+                        reuse = next((b for v in ins for b in sources(v) if b in owned
+                                      and last.get(b) == i and size[b] == size[o]), None)
+                    elif name in ("scan", "while", "cond"):
+                        # A loop's final state takes over its initial state's buffer, and a
+                        # conditional's result an operand's, when that dies here (updated
+                        # in place).
+                        reuse = next((b for v in _in_place_operands(name, params, ins, outs, o)
+                                      for b in sources(v) if b in owned and last.get(b) == i
+                                      and size[b] == size[o]), None)
+                    elif o in outvars:
+                        # A result aliased to a donated argument read last here is written
+                        # into that argument's buffer (XLA's input-output aliasing).
+                        reuse = next((b for b in donated_bufs if b in owned and last.get(b) == i
+                                      and size[b] == size[o]), None)
+                    if reuse is not None:
+                        owned.discard(reuse)  # o takes over its storage: live does not change
+                    else:
+                        live += size[o]
+                    owned.add(o)
+                    # (a buffer written in place keeps its first writer's name)
+                    labels[o] = labels.get(reuse) or _label(name, avals[o])
+                    if o in outvars:
+                        live_results += size[o]
+                transient = transients[k]
+                here = live + transient if depth == 0 else live - live_results + transient
+                if here > (peak if depth == 0 else peak_temps):
+                    peak_parts = _parts(owned, size, labels, () if depth == 0 else outvars,
+                                        inner_parts[k])
+                peak = max(peak, live + transient)
+                peak_temps = max(peak_temps, live - live_results + transient)
+                for b in frees_at.get(i, ()):
+                    if b in owned:
+                        owned.discard(b)
+                        live -= size[b]
+            return peak, peak_temps, peak_parts
+
+        # XLA schedules for memory: of its schedulers' orders (list, depth-first,
+        # post-order) it keeps the one with the smallest peak. Here the program's
+        # order, each equation moved as late as its readers allow (a depth-first
+        # post-order from the results: a value recomputed for the backward pass is
+        # computed where it is read, not where the replayed forward pass had it),
+        # and the list scheduler's greedy order.
+        runs = [liveness(range(len(eqns)))]
+        allocates = [sum(size[o] for o in outs if o not in fused and buffer[o] == o and o not in inputs)
+                     for _n, _i, outs, *_rest in eqns]
+        for order in (_late_order(eqns, producer, outvars, False),
+                      _late_order(eqns, producer, outvars, True),
+                      _greedy_order(eqns, producer, sources, size, allocates)):
+            if order != list(range(len(eqns))):
+                runs.append(liveness(order))
+        peak, peak_temps, peak_parts = min(runs, key=lambda r: r[0] if depth == 0 else r[1])
         out_bytes = sum(size[v] for v in set(program.outvars) if v not in inputs)
+        self.peak_parts = peak_parts
         if depth > 0:
             # A sub-program's results are the caller's (live there from the
             # equation on): its temporaries are what else is live at its peak.
@@ -412,14 +460,16 @@ class _Walker:
         peak and their ops as (ops of one run, runs) for scheduling."""
         if name == "cond":
             # One branch runs: count the costliest one's work, the largest peak.
-            best, best_block, peak = None, [], 0
+            best, best_block, peak, parts = None, [], 0, {}
             for branch in params["branches"]:
                 walker = _Walker()
                 temp, _, block = walker.program(branch, mesh, count, depth + 1)
-                peak = max(peak, temp)
+                if temp >= peak:
+                    peak, parts = temp, walker.peak_parts
                 if best is None or _flops(walker.ops) > _flops(best):
                     best, best_block = walker.ops, block
             self.ops.extend(best or [])
+            self.peak_parts = parts
             return peak, [(best_block, 1)]
         keys = _SUB_PROGRAM_PARAMS.get(name)
         if not keys:
@@ -428,7 +478,7 @@ class _Walker:
         count *= runs
         if name == "shard_map":
             mesh = params["mesh"]
-        peak, children = 0, []
+        peak, children, parts = 0, [], {}
         for key in keys:
             sub = params.get(key)
             if sub is not None:
@@ -436,7 +486,9 @@ class _Walker:
                 children.append((block, runs))
                 # A loop body's results are its carries, updated in place.
                 # (Its results are the equation's, counted live by the caller.)
-                peak = max(peak, temp)
+                if temp >= peak:
+                    peak, parts = temp, self.peak_parts
+        self.peak_parts = parts
         return peak, children
 
     def _implicit_collectives(self, op, params, in_avals, out_avals, count, depth) -> Op:
@@ -449,6 +501,84 @@ class _Walker:
             self.ops.append(last)
             self.block.append(last)
         return last
+
+
+def _late_order(eqns, producer, outvars, latest_first: bool) -> list:
+    """The equations in a depth-first post-order from the program's results:
+    each runs just before its first reader needs it (those nothing reads, in
+    program order, anchor the walk)."""
+    read = {v for _n, ins, *_ in eqns for v in ins}
+    order, done = [], set()
+    for root, (_n, _i, outs, *_rest) in enumerate(eqns):
+        if any(o in read and o not in outvars for o in outs):
+            continue
+        stack = [(root, False)]
+        while stack:
+            k, expanded = stack.pop()
+            if k in done:
+                continue
+            if expanded:
+                done.add(k)
+                order.append(k)
+                continue
+            stack.append((k, True))
+            # Operands in their order, or (`latest_first`) the one computed last in
+            # program order first (the longest chain: XLA's depth-first scheduler
+            # visits the largest subtree first). The first visited is pushed last.
+            deps = [producer[v] for v in eqns[k][1] if v in producer]
+            for j in (sorted(set(deps)) if latest_first else reversed(deps)):
+                if j not in done:
+                    stack.append((j, False))
+    order.extend(k for k in range(len(eqns)) if k not in done)  # (nothing should remain)
+    return order
+
+
+def _greedy_order(eqns, producer, sources, size, allocates) -> list:
+    """XLA's list scheduler: of the equations whose operands are ready, run next
+    the one that frees the most bytes less what it allocates (ties: program order)."""
+    readers_left: dict = {}
+    reads = []
+    for k, (_n, ins, *_rest) in enumerate(eqns):
+        bufs = {b for v in ins for b in sources(v)}
+        reads.append(bufs)
+        for b in bufs:
+            readers_left[b] = readers_left.get(b, 0) + 1
+    waiting = [len({producer[v] for v in ins if v in producer}) for _n, ins, *_ in eqns]
+    users: dict = {}
+    for k, (_n, ins, *_rest) in enumerate(eqns):
+        for j in {producer[v] for v in ins if v in producer}:
+            users.setdefault(j, []).append(k)
+    ready = {k for k, w in enumerate(waiting) if w == 0}
+    order = []
+    while ready:
+        k = max(ready, key=lambda k: (sum(size[b] for b in reads[k] if readers_left[b] == 1)
+                                      - allocates[k], -k))
+        ready.discard(k)
+        order.append(k)
+        for b in reads[k]:
+            readers_left[b] -= 1
+        for u in users.get(k, ()):
+            waiting[u] -= 1
+            if waiting[u] == 0:
+                ready.add(u)
+    return order
+
+
+def _label(name, aval) -> str:
+    """A buffer's line in a memory breakdown: what wrote it, and its per-device type."""
+    return f"{name} {np.dtype(aval.dtype).name}{list(local_shape(aval))}"
+
+
+def _parts(owned, size, labels, excluded, inner) -> dict:
+    """Bytes per label of the buffers live now (less `excluded` values) and of
+    the running sub-program's peak (`inner`)."""
+    parts: dict = {}
+    for b in owned:
+        if b not in excluded:
+            parts[labels[b]] = parts.get(labels[b], 0) + size[b]
+    for label, n in inner.items():
+        parts[label] = parts.get(label, 0) + n
+    return parts
 
 
 def _only_matmuls(v, readers, eqns) -> bool:
@@ -580,8 +710,12 @@ def analyze(program, donated=None, arg_local_bytes=None) -> Analysis:
     alias = sum(b for b, d in zip(in_bytes, donated or ()) if d)
     args = sum(in_bytes)
     mesh = _program_mesh(program)
+    parts = dict(walker.peak_parts)
+    if args > alias:
+        parts["arguments"] = args - alias
+    parts = dict(sorted(parts.items(), key=lambda kv: -kv[1]))
     return Analysis(walker.ops, args, out_bytes, alias, temp, args + out_bytes - alias + temp, mesh,
-                    block)
+                    block, parts)
 
 
 def _program_mesh(program):

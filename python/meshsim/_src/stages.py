@@ -55,6 +55,10 @@ class CompiledMemoryStats:
     host_temp_size_in_bytes: int = 0
     hbm_capacity_in_bytes: int | None = None
     device_kind: str | None = None
+    # meshsim's own: what is live on the device at its peak, bytes by the
+    # equation that wrote each buffer and its per-device type (a sub-program's
+    # buffers prefixed by its equation, "shard_map > scan > ..."), largest first.
+    live_at_peak: dict = dataclasses.field(default_factory=dict, compare=False)
 
     @property
     def fits(self) -> bool:
@@ -196,7 +200,7 @@ class Compiled(Stage):
             generated_code_size_in_bytes=0, argument_size_in_bytes=a.argument_bytes,
             output_size_in_bytes=a.output_bytes, alias_size_in_bytes=a.alias_bytes,
             temp_size_in_bytes=a.temp_bytes, peak_memory_in_bytes=a.peak_bytes,
-            hbm_capacity_in_bytes=hbm, device_kind=kind)
+            hbm_capacity_in_bytes=hbm, device_kind=kind, live_at_peak=dict(a.live_at_peak))
 
     def cost_analysis(self) -> dict:
         """flops and bytes accessed of one device, and the bytes it sends in
