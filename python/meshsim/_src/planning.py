@@ -30,9 +30,9 @@ Liveness follows what XLA's buffer assignment does, approximately:
 - arguments live throughout (donated ones until their last reader), results
   from where they are computed; a scan, while, cond or remat adds the temporary
   peak of its body while it runs (loop carries are updated in place);
-- order: each program's peak is the smallest over its own order, two depth-first
-  post-orders from its results and a greedy list schedule (XLA's scheduler keeps
-  the best of such schedules); what is live at the peak is kept by writer;
+- order: each program's peak is the smaller of its own order's and a depth-first
+  post-order's from its results (XLA's scheduler keeps the best of such
+  schedules); what is live at the peak is kept by writer;
 - XLA may place temporaries in the results' buffers before the results are
   written, so `temp` is the peak of live temporaries and results minus the
   results' size; a sub-program's temporaries are what is live at its peak
@@ -417,18 +417,15 @@ class _Walker:
 
         # XLA schedules for memory: of its schedulers' orders (list, depth-first,
         # post-order) it keeps the one with the smallest peak. Here the program's
-        # order, each equation moved as late as its readers allow (a depth-first
-        # post-order from the results: a value recomputed for the backward pass is
-        # computed where it is read, not where the replayed forward pass had it),
-        # and the list scheduler's greedy order.
+        # order and each equation moved as late as its readers allow (a
+        # depth-first post-order from the results: a value recomputed for the
+        # backward pass is computed where it is read, not where the replayed
+        # forward pass had it). (A greedy list order, most bytes freed first, came
+        # out below XLA's own CPU peaks: XLA schedules fusions, not primitives.)
         runs = [liveness(range(len(eqns)))]
-        allocates = [sum(size[o] for o in outs if o not in fused and buffer[o] == o and o not in inputs)
-                     for _n, _i, outs, *_rest in eqns]
-        for order in (_late_order(eqns, producer, outvars, False),
-                      _late_order(eqns, producer, outvars, True),
-                      _greedy_order(eqns, producer, sources, size, allocates)):
-            if order != list(range(len(eqns))):
-                runs.append(liveness(order))
+        late = _late_order(eqns, producer, outvars)
+        if late != list(range(len(eqns))):
+            runs.append(liveness(late))
         peak, peak_temps, peak_parts = min(runs, key=lambda r: r[0] if depth == 0 else r[1])
         out_bytes = sum(size[v] for v in set(program.outvars) if v not in inputs)
         self.peak_parts = peak_parts
@@ -503,7 +500,7 @@ class _Walker:
         return last
 
 
-def _late_order(eqns, producer, outvars, latest_first: bool) -> list:
+def _late_order(eqns, producer, outvars) -> list:
     """The equations in a depth-first post-order from the program's results:
     each runs just before its first reader needs it (those nothing reads, in
     program order, anchor the walk)."""
@@ -522,45 +519,12 @@ def _late_order(eqns, producer, outvars, latest_first: bool) -> list:
                 order.append(k)
                 continue
             stack.append((k, True))
-            # Operands in their order, or (`latest_first`) the one computed last in
-            # program order first (the longest chain: XLA's depth-first scheduler
-            # visits the largest subtree first). The first visited is pushed last.
-            deps = [producer[v] for v in eqns[k][1] if v in producer]
-            for j in (sorted(set(deps)) if latest_first else reversed(deps)):
-                if j not in done:
+            # operands pushed last-first, so they are visited in operand order
+            for v in reversed(eqns[k][1]):
+                j = producer.get(v)
+                if j is not None and j not in done:
                     stack.append((j, False))
     order.extend(k for k in range(len(eqns)) if k not in done)  # (nothing should remain)
-    return order
-
-
-def _greedy_order(eqns, producer, sources, size, allocates) -> list:
-    """XLA's list scheduler: of the equations whose operands are ready, run next
-    the one that frees the most bytes less what it allocates (ties: program order)."""
-    readers_left: dict = {}
-    reads = []
-    for k, (_n, ins, *_rest) in enumerate(eqns):
-        bufs = {b for v in ins for b in sources(v)}
-        reads.append(bufs)
-        for b in bufs:
-            readers_left[b] = readers_left.get(b, 0) + 1
-    waiting = [len({producer[v] for v in ins if v in producer}) for _n, ins, *_ in eqns]
-    users: dict = {}
-    for k, (_n, ins, *_rest) in enumerate(eqns):
-        for j in {producer[v] for v in ins if v in producer}:
-            users.setdefault(j, []).append(k)
-    ready = {k for k, w in enumerate(waiting) if w == 0}
-    order = []
-    while ready:
-        k = max(ready, key=lambda k: (sum(size[b] for b in reads[k] if readers_left[b] == 1)
-                                      - allocates[k], -k))
-        ready.discard(k)
-        order.append(k)
-        for b in reads[k]:
-            readers_left[b] -= 1
-        for u in users.get(k, ()):
-            waiting[u] -= 1
-            if waiting[u] == 0:
-                ready.add(u)
     return order
 
 
