@@ -387,7 +387,7 @@ def test_palm_540b_model_flops_utilisation_on_tpu_v4():
     # 6 N + 12 L H Q T per token, N = 540.35e9.
     # Collectives are timed serially: MaxText's scripts turn XLA's asynchronous,
     # overlapped TPU collectives on with LIBTPU_INIT_ARGS flags, a run of 2022
-    # had no such flags (overlapped, the prediction would be 60.1%).
+    # had no such flags (overlapped, the prediction would be 60.5%).
     topo = topologies.get_topology_desc("v4:12x16x16")
     mesh = jax.make_mesh((256, 12), ("fsdp", "tp"), devices=topo.devices)
     cfg = ex_planning.PALM_540B
