@@ -228,17 +228,21 @@ class Propagator {
 
   // A contracted factor sharded as `fs[f]` on operands that are not all laid
   // out so: computed sharded (operands sliced, results all-reduced) or whole
-  // (the sharded operands all-gathered), whichever moves fewer bytes, as
-  // XLA's partitioner chooses.
+  // (the sharded operands all-gathered). As XLA's partitioner decides it:
+  // whole when a result is laid out over the factor's axes or when the
+  // operands' layouts leave devices computing the same blocks (some axis
+  // splits none of them); otherwise whichever moves fewer bytes.
   AxisNames contracted_layout(const Site& s, int f, const std::vector<AxisNames>& fs) const {
     const size_t num_in = s.eqn->inputs.size();
     bool differs = false;
     int64_t gather = 0;
+    std::set<std::string> operand_axes;
     for (size_t t = 0; t < num_in; ++t) {
       const std::vector<int>& dims = *s.dims[t];
       for (size_t d = 0; d < dims.size(); ++d) {
-        if (dims[d] != f) continue;
         const AxisNames& axes = spec_[s.vars[t]][d];
+        operand_axes.insert(axes.begin(), axes.end());
+        if (dims[d] != f) continue;
         differs |= axes != fs[f];
         if (axes.empty()) continue;
         std::vector<AxisNames> own = fs;
@@ -247,6 +251,13 @@ class Propagator {
       }
     }
     if (!differs) return fs[f];
+    for (size_t t = num_in; t < s.vars.size(); ++t)
+      for (const AxisNames& axes : spec_[s.vars[t]])
+        for (const std::string& a : axes)
+          if (std::find(fs[f].begin(), fs[f].end(), a) != fs[f].end()) return {};
+    int64_t covered = 1;
+    for (const std::string& a : operand_axes) covered *= mesh_.axis_size(a);
+    if (covered != mesh_.size()) return {};
     const int64_t n = entry_size(fs[f]);
     int64_t reduce = 0;
     for (size_t t = num_in; t < s.vars.size(); ++t) reduce += 2 * block_bytes(s, t, fs) * (n - 1) / n;
