@@ -505,14 +505,11 @@ def maxtext_step_flops(cfg: LlamaConfig) -> float:
     return 6 * b * s * (weights * cfg.layers + h * cfg.vocab) + 12 * b * s * s * cfg.heads * dh * cfg.layers
 
 
-def llama_step(jax, cfg: LlamaConfig, mesh, dtype=None, param_dtype=np.float32):
-    """A Llama-3-shaped training step (forward, backward, Adam) with FSDP over
-    "fsdp" and tensor parallelism over "tp", every layer rematerialised,
-    computing in `dtype` (bfloat16 by default) on `param_dtype` parameters."""
+def _llama_layer(jax, cfg: LlamaConfig, tp: int, weight, dtype):
+    """(rematerialised layer, vocabulary-parallel loss) of a Llama decoder on one
+    device's shards; `weight(w, axis)` gives a weight in `dtype` whole
+    along `axis` (an FSDP all-gather, or a cast)."""
     jnp, lax = jax.numpy, jax.lax
-    dtype = jnp.bfloat16 if dtype is None else dtype
-    P = jax.sharding.PartitionSpec
-    tp = mesh.shape["tp"]
     flash_attention = importlib.import_module(
         f"{jax.__name__}.experimental.pallas.ops.tpu.flash_attention").flash_attention
     h, nh, nkv = cfg.hidden, cfg.heads, cfg.kv_heads
@@ -523,9 +520,6 @@ def llama_step(jax, cfg: LlamaConfig, mesh, dtype=None, param_dtype=np.float32):
         x32 = x.astype(jnp.float32)
         return (x32 * lax.rsqrt(jnp.mean(jnp.square(x32), axis=-1, keepdims=True) + 1e-5)
                 * g.astype(jnp.float32)).astype(x.dtype)
-
-    def gather(w, axis):  # cast first: the all-gather and its reduce-scatter move bfloat16
-        return lax.all_gather(w.astype(dtype), "fsdp", axis=axis, tiled=True)
 
     def attend(q, k, v):
         """q: [b, s, kv heads, group, dh]; k, v: [b, s, kv heads, dh]."""
@@ -559,8 +553,8 @@ def llama_step(jax, cfg: LlamaConfig, mesh, dtype=None, param_dtype=np.float32):
         return name(out, label)
 
     def block(x, p):
-        wq, wkv, wo = gather(p["wq"], 0), gather(p["wkv"], 0), gather(p["wo"], 1)
-        wgu, wd = gather(p["wgu"], 0), gather(p["wd"], 1)
+        wq, wkv, wo = weight(p["wq"], 0), weight(p["wkv"], 0), weight(p["wo"], 1)
+        wgu, wd = weight(p["wgu"], 0), weight(p["wd"], 1)
         a = gathered(rms(x, p["g1"]))
         b, s = a.shape[0], a.shape[1]
         q = name(a @ wq, "query_proj").reshape(b, s, kv_local, -1, dh)
@@ -588,10 +582,10 @@ def llama_step(jax, cfg: LlamaConfig, mesh, dtype=None, param_dtype=np.float32):
         "query_proj", "kv_proj", "out_proj", "mlpwi", "mlpwo")
     remat_block = jax.checkpoint(block, policy=None if cfg.remat == "full" else minimal)
 
-    def loss_fn(params, x, targets):
-        x = lax.scan(lambda x, p: (remat_block(x, p), None), x, params["layers"])[0]
-        emb = gather(params["emb"], 1)  # [V/tp, h]
-        x = rms(x, params["gf"])
+    def nll(x, gf, emb, targets):
+        """Mean cross-entropy of the last hidden states x against `targets`, the
+        vocabulary split over "tp" (emb: [V/tp, h])."""
+        x = rms(x, gf)
         if sp:
             x = lax.all_gather(x, "tp", axis=1, tiled=True)
         logits = (x @ emb.T).astype(jnp.float32)
@@ -601,8 +595,31 @@ def llama_step(jax, cfg: LlamaConfig, mesh, dtype=None, param_dtype=np.float32):
         here = (local >= 0) & (local < logits.shape[-1])
         picked = jnp.take_along_axis(logits, jnp.clip(local, 0, logits.shape[-1] - 1)[..., None],
                                      axis=-1)[..., 0]
-        nll = jnp.log(z) + m[..., 0] - lax.psum(jnp.where(here, picked, 0.0), "tp")
-        return lax.pmean(jnp.mean(nll), "fsdp")
+        return jnp.mean(jnp.log(z) + m[..., 0] - lax.psum(jnp.where(here, picked, 0.0), "tp"))
+    return remat_block, nll
+
+
+def llama_step(jax, cfg: LlamaConfig, mesh, dtype=None, param_dtype=np.float32):
+    """A Llama-3-shaped training step (forward, backward, Adam) with FSDP over
+    "fsdp" and tensor parallelism over "tp", every layer rematerialised,
+    computing in `dtype` (bfloat16 by default) on `param_dtype` parameters."""
+    jnp, lax = jax.numpy, jax.lax
+    dtype = jnp.bfloat16 if dtype is None else dtype
+    P = jax.sharding.PartitionSpec
+    tp = mesh.shape["tp"]
+    h, nh, nkv = cfg.hidden, cfg.heads, cfg.kv_heads
+    dh = cfg.head_dim or h // nh
+    kv_local = max(nkv // tp, 1)  # (fewer key/value heads than tp ranks: each rank keeps one)
+    sp = cfg.sequence_parallel and tp > 1
+
+    def gather(w, axis):  # cast first: the all-gather and its reduce-scatter move bfloat16
+        return lax.all_gather(w.astype(dtype), "fsdp", axis=axis, tiled=True)
+    remat_block, nll = _llama_layer(jax, cfg, tp, gather, dtype)
+
+    def loss_fn(params, x, targets):
+        x = lax.scan(lambda x, p: (remat_block(x, p), None), x, params["layers"])[0]
+        emb = gather(params["emb"], 1)  # [V/tp, h]
+        return lax.pmean(nll(x, params["gf"], emb, targets), "fsdp")
 
     def train_step(params, opt_m, opt_v, x, targets):
         loss, grads = jax.value_and_grad(loss_fn)(params, x, targets)
@@ -619,9 +636,20 @@ def llama_step(jax, cfg: LlamaConfig, mesh, dtype=None, param_dtype=np.float32):
         "wd": ((L, f, h), P(None, "tp", "fsdp")),
     }
     top = {"emb": ((cfg.vocab, h), P("tp", "fsdp")), "gf": ((h,), P(None))}
+    data = (((cfg.batch, cfg.seq, h), P("fsdp", "tp" if sp else None, None)),
+            ((cfg.batch, cfg.seq), P("fsdp", None)))
+    return jit_train_step(jax, train_step, mesh, shapes, top, data, dtype, param_dtype)
+
+
+def jit_train_step(jax, train_step, mesh, shapes, top, data, dtype, param_dtype):
+    """(jitted shard_map of `train_step(params, opt_m, opt_v, x, targets)`, its
+    argument ShapeDtypeStructs): parameters {"layers": shapes, **top} given as
+    name -> (shape, spec), Adam's moments alike and donated; data = ((x shape,
+    spec), (targets shape, spec)), x in `dtype`."""
+    P = jax.sharding.PartitionSpec
     specs = {"layers": {k: s for k, (_, s) in shapes.items()},
              **{k: s for k, (_, s) in top.items()}}
-    x_spec, t_spec = P("fsdp", "tp" if sp else None, None), P("fsdp", None)
+    (x_shape, x_spec), (t_shape, t_spec) = data
     step = jax.jit(jax.shard_map(train_step, mesh=mesh,
                                  in_specs=(specs, specs, specs, x_spec, t_spec),
                                  out_specs=(P(), specs, specs, specs), check_vma=False),
@@ -632,9 +660,7 @@ def llama_step(jax, cfg: LlamaConfig, mesh, dtype=None, param_dtype=np.float32):
         return jax.ShapeDtypeStruct(shape, dt, sharding=named(mesh, spec))
     params = {"layers": {k: sds(s, p) for k, (s, p) in shapes.items()},
               **{k: sds(s, p) for k, (s, p) in top.items()}}
-    args = (params, params, params, sds((cfg.batch, cfg.seq, h), x_spec, dtype),
-            sds((cfg.batch, cfg.seq), t_spec, np.int32))
-    return step, args
+    return step, (params, params, params, sds(x_shape, x_spec, dtype), sds(t_shape, t_spec, np.int32))
 
 
 # A small GPT run for real on the simulated devices: the loss against a NumPy
