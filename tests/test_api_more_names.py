@@ -48,7 +48,22 @@ CASES = {
     "linear_call": lambda jax: jax.grad(lambda v: jax.numpy.sum(jax.custom_derivatives.linear_call(
         lambda r, v: r * v, lambda r, ct: r * ct, 3.0, v) ** 2))(jax.numpy.arange(3.0)),
     "zero_from_primal": lambda jax: jax.custom_derivatives.zero_from_primal({"a": jax.numpy.ones(2)})["a"],
+    "init_delta_orthogonal": lambda jax: [
+        jax.nn.initializers.delta_orthogonal(scale)(jax.random.key(seed), shape, dtype)
+        for scale, seed, shape, dtype in ((1.0, 0, (3, 4, 4), np.float32),
+                                          (0.5, 1, (2, 3, 3, 5), np.float32),
+                                          (2.0, 2, (3, 1, 4, 2, 6), np.float32))],
 }
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (3, 5, 4)])
+def test_delta_orthogonal_refuses_what_jax_refuses(real_jax, shape):
+    errors = []
+    for jax in (meshsim, real_jax):
+        with pytest.raises(ValueError) as e:
+            jax.nn.initializers.delta_orthogonal()(jax.random.key(0), shape)
+        errors.append(str(e.value))
+    assert errors[0] == errors[1]
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -39,13 +39,65 @@ def test_alias_binds_modules_not_copies(tmp_path):
         "assert type(jnp.ones(2)).__module__.startswith('meshsim')\n"
         "print(sys.argv[1:], __name__)\n"
         "try:\n"
-        "    import jax.interpreters.partial_eval\n"
+        "    import jax.interpreters.pxla\n"
         "except ModuleNotFoundError as e:\n"
         "    print(type(e).__name__, e.name)\n")
     out = _run(["-m", "meshsim", str(script), "a", "--b"])
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["['a', '--b'] __main__",
-                                       "ModuleNotFoundError jax.interpreters"]
+                                       "ModuleNotFoundError jax.interpreters.pxla"]
+
+
+def test_jax_internals_resolve_to_the_compat_modules(tmp_path):
+    """The JAX internals libraries import exist, do what those libraries use them for, and the
+    ones meshsim cannot honour raise naming themselves when used, not when imported."""
+    script = tmp_path / "internals.py"
+    script.write_text(
+        "import collections, sys\n"
+        "import jax, jax.numpy as jnp, meshsim\n"
+        "from jax._src import checkify, traceback_util\n"
+        "from jax._src.tree_util import _registry\n"
+        "from jax._src.state.types import AbstractRef\n"
+        "from jax.extend import core as ex_core, linear_util as lu, source_info_util\n"
+        "from jax.interpreters import partial_eval as pe\n"
+        "from jax.experimental import hijax\n"
+        "import meshsim._src.tree_util\n"
+        "assert meshsim._src.tree_util.__name__ == 'meshsim._src.tree_util'  # not hidden\n"
+        "print(jax.__version_info__, jax.version.__version_info__)\n"
+        "Point = collections.namedtuple('Point', 'x y')\n"
+        "class Box: pass\n"
+        "jax.tree_util.register_pytree_node(Box, lambda b: ((), None), lambda a, c: Box())\n"
+        "print([t in _registry for t in (tuple, list, dict, type(None), Box, Point, int, jax.Array)])\n"
+        "print(isinstance(jax.typeof(jax.new_ref(jnp.ones(2))), AbstractRef))\n"
+        "outside = ex_core.get_opaque_trace_state(convention='test')\n"
+        "inside = []\n"
+        "jax.jit(lambda x: inside.append(ex_core.get_opaque_trace_state()) or x)(1.0)\n"
+        "jax.grad(lambda x: inside.append(ex_core.get_opaque_trace_state()) or x)(1.0)\n"
+        "print(outside == ex_core.get_opaque_trace_state(), outside == inside[0],\n"
+        "      inside[0] == inside[1])\n"
+        "fn = lambda x: x\n"
+        "print(traceback_util.api_boundary(fn) is fn)\n"
+        "traceback_util.register_exclusion('/lib'); source_info_util.register_exclusion('/lib')\n"
+        "print(traceback_util._exclude_paths)\n"
+        "p = hijax.HiPrimitive('box_get')\n"
+        "for use in (lambda: checkify.checkify(fn), lambda: p.bind(1.0),\n"
+        "            lambda: pe.trace_to_jaxpr_nounits(lu.wrap_init(fn), [])):\n"
+        "    try:\n"
+        "        use()\n"
+        "    except NotImplementedError as e:\n"
+        "        print(str(e).split(' is a JAX internal')[0])\n")
+    out = _run(["-m", "meshsim", str(script)])
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "(0, 10, 2) (0, 10, 2)",
+        "[True, True, True, True, True, True, False, False]",
+        "True",
+        "True False False",
+        "True",
+        "['/lib']",
+        "jax._src.checkify.checkify",
+        "jax.experimental.hijax.HiPrimitive 'box_get'",
+        "jax.interpreters.partial_eval.trace_to_jaxpr_nounits"]
 
 
 def test_alias_runs_a_module_and_reports_usage(tmp_path):

@@ -352,3 +352,73 @@ def test_eager_shard_map_replication_error_reports_the_first_output(libs):
                       out_specs=(P("sp"), P(), P()))(x)
 
     _both(libs, case)
+
+
+# --- what libraries (flax) pass through JAX's public API ---------------------------------------
+
+def test_out_sharding_over_the_empty_mesh_asks_for_nothing(libs):
+    """flax's Dropout passes `jax.typeof(x).sharding` of an array made outside any mesh."""
+    def case(jax):
+        x = jax.numpy.ones((3, 4))
+        empty = jax.typeof(x).sharding
+        draws = [jax.random.bernoulli(jax.random.key(0), 0.5, (3, 4), out_sharding=empty),
+                 jax.random.normal(jax.random.key(1), (3, 4), out_sharding=empty),
+                 jax.numpy.zeros((2,), out_sharding=empty)]
+        return repr(empty), [(str(jax.typeof(d)), np.asarray(d).tolist()) for d in draws]
+
+    _both(libs, case)
+
+
+def test_reshard_to_the_empty_mesh_raises_jax_error(libs):
+    def case(jax):
+        x = jax.numpy.ones((3, 4))
+        jax.sharding.reshard(x, jax.typeof(x).sharding)
+
+    assert _both(libs, case)[0] == "ValueError"
+
+
+def test_with_sharding_constraint_takes_shardings_in_any_pytree(libs):
+    """The shardings may be given in a registered pytree of the arguments' shape (flax's State
+    of PartitionSpecs), not only in lists, tuples and dicts."""
+    def case(jax):
+        P = jax.P
+
+        class Pair:
+            def __init__(self, a, b):
+                self.a, self.b = a, b
+
+        jax.tree_util.register_pytree_node(Pair, lambda p: ((p.a, p.b), None),
+                                           lambda _, c: Pair(*c))
+        mesh = jax.make_mesh((2, 4), ("d", "m"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+        with jax.set_mesh(mesh):
+            out = jax.jit(lambda p: jax.lax.with_sharding_constraint(p, Pair(P("d"), P(None, "m"))))(
+                Pair(np.ones((4, 8), np.float32), np.ones((4, 8), np.float32)))
+        return repr(out.a.sharding.spec), repr(out.b.sharding.spec)
+
+    _both(libs, case)
+
+
+def test_jit_accepts_absent_device_and_backend(libs):
+    def case(jax):
+        return float(jax.jit(lambda x: x * 2, device=None, backend=None)(1.5))
+
+    _both(libs, case)
+
+
+def test_layout_and_format_values(libs):
+    def case(jax):
+        from importlib import import_module
+        layout = import_module(jax.__name__ + ".experimental.layout")
+        a = layout.Layout((1, 0))
+        one = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+        f = layout.Format(a, one)
+        made = [repr(a), repr(layout.Format()), a == layout.Layout((1, 0)),
+                a == layout.Layout((0, 1)), f.layout == a, f.sharding == one,
+                f == layout.Format(layout.Layout((1, 0)), one)]
+        try:
+            layout.Format(a)
+        except ValueError as e:  # the class is named by its own module
+            made.append(str(e).replace(type(a).__module__, "<module>"))
+        return made
+
+    _both(libs, case)

@@ -48,10 +48,12 @@ from meshsim._src.ad_staging import fwd_and_bwd  # noqa: E402,F401
 from meshsim._src.core import ensure_compile_time_eval  # noqa: E402,F401
 from meshsim import (numpy, lax, tree_util, tree, sharding, debug, random, ops, nn, image,  # noqa: E402,F401
                      ad_checkpoint, dtypes, errors, profiler, stages, experimental, typing,
-                     core, flatten_util, custom_derivatives, distributed, ref, ad)
+                     core, flatten_util, custom_derivatives, distributed, ref, ad, version)
 from meshsim._src import xla_bridge as _xla_bridge  # noqa: E402,F401  (jax._src.xla_bridge)
 
-__version__ = "0.1.0"
+# `__version_info__` is the JAX version whose API meshsim implements (libraries choose code
+# paths by it); `__version__` is meshsim's own. See meshsim/version.py.
+from meshsim.version import __version__, __version_info__  # noqa: E402,F401
 
 
 def load_ipython_extension(ipython) -> None:

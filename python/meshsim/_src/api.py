@@ -407,16 +407,22 @@ class JitWrapped:
 
 def jit(fun: Callable | None = None, *, in_shardings=None, out_shardings=None,
         static_argnums=None, static_argnames=None, donate_argnums=None, donate_argnames=None,
-        keep_unused: bool = False, inline: bool = False, compiler_options: dict | None = None,
-        **unsupported):
+        keep_unused: bool = False, device=None, backend: str | None = None, inline: bool = False,
+        compiler_options: dict | None = None, **unsupported):
     """Traces `fun` once per input signature and runs it as one compiled program.
 
     `inline` changes nothing here (a jitted function called while tracing is
     always inlined), nor `keep_unused` (unused arguments are never copied), nor
-    `compiler_options` (XLA's flags; meshsim has no XLA)."""
+    `compiler_options` (XLA's flags; meshsim has no XLA). `device` and `backend`
+    (JAX's older placement arguments, passed as None by libraries such as flax)
+    are accepted when they ask for nothing."""
     if unsupported:
         bad = ", ".join(sorted(unsupported))
         raise TypeError(f"jit() got unexpected keyword argument(s): {bad}")
+    if device is not None or backend not in (None, "cpu"):
+        raise NotImplementedError(
+            f"jit(device={device!r}, backend={backend!r}): place the inputs with "
+            "jax.device_put or give in_shardings instead")
     if fun is None:
         return functools.partial(jit, in_shardings=in_shardings, out_shardings=out_shardings,
                                  static_argnums=static_argnums, static_argnames=static_argnames,

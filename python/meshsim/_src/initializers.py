@@ -16,6 +16,7 @@ from meshsim._src.lax.structural import canonicalize_shape
 from meshsim._src import dtype_kinds
 
 __all__ = ["Initializer", "zeros", "ones", "constant", "uniform", "normal", "truncated_normal", "orthogonal",
+           "delta_orthogonal",
            "variance_scaling", "glorot_uniform", "glorot_normal", "xavier_uniform", "xavier_normal",
            "lecun_uniform", "lecun_normal", "he_uniform", "he_normal", "kaiming_uniform", "kaiming_normal"]
 
@@ -160,4 +161,23 @@ def orthogonal(scale=1.0, column_axis: int = -1, dtype=None):
         q = sample(key, math.prod(shape) // n_cols, (), dtype, n_cols)
         q = jnp.reshape(q, tuple(np.delete(shape, column_axis)) + (n_cols,))
         return jnp.array(scale, dtype) * jnp.moveaxis(q, -1, column_axis)
+    return init
+
+
+def delta_orthogonal(scale=1.0, column_axis: int = -1, dtype=None):
+    """An initializer of convolution kernels (1 to 3 spatial dimensions, then in and out
+    channels) that are zero except at the centre tap, which holds an orthogonal
+    (in x out) matrix drawn as `orthogonal` draws it from the same key."""
+    def init(key, shape, dtype=dtype, out_sharding=None):
+        if out_sharding is not None:
+            raise NotImplementedError
+        dtype = _float_dtype(dtype)
+        shape = tuple(shape)
+        if len(shape) not in (3, 4, 5):
+            raise ValueError("Delta orthogonal initializer requires a 3D, 4D or 5D shape.")
+        if shape[-1] < shape[-2]:
+            raise ValueError("`fan_in` must be less or equal than `fan_out`. ")
+        centre_tap = orthogonal(scale=scale, column_axis=column_axis, dtype=dtype)(key, shape[-2:])
+        centre = tuple((k - 1) // 2 for k in shape[:-2])
+        return jnp.zeros(shape, dtype).at[centre].set(centre_tap)
     return init

@@ -6,7 +6,12 @@ unmodified. Used by `python -m meshsim script.py` and `%load_ext meshsim`.
 The alias binds module objects, not copies: `sys.modules['jax.numpy'] is
 meshsim.numpy`, so state set through one name (config, meshes) is seen
 through the other. A `jax.<sub>` that meshsim does not have fails to import
-with ModuleNotFoundError naming `jax.<sub>`, as a missing module would."""
+with ModuleNotFoundError naming `jax.<sub>`, as a missing module would.
+
+JAX internals that libraries import (`jax._src.*`, `jax.extend.*`,
+`jax.interpreters.*`, `jax.api_util`, `jax.experimental.hijax`) resolve to
+`meshsim._src.jax_internals_compat`, which mirrors their paths; meshsim's own
+`meshsim._src` is never seen as `jax._src`."""
 from __future__ import annotations
 
 import importlib
@@ -15,11 +20,15 @@ import importlib.machinery
 import importlib.util
 import sys
 
+from meshsim._src import jax_internals_compat
+
 ALIASED = "jax"
 TARGET = "meshsim"
 
 
 def _target_name(fullname: str) -> str | None:
+    if jax_internals_compat.is_internal(fullname):
+        return jax_internals_compat.compat_name(fullname)
     if fullname == ALIASED:
         return TARGET
     if fullname.startswith(ALIASED + "."):
@@ -87,13 +96,41 @@ def install() -> None:
     sys.modules[ALIASED] = sys.modules[TARGET]
     for name, module in list(sys.modules.items()):
         if name.startswith(TARGET + "."):
-            sys.modules.setdefault(ALIASED + name[len(TARGET):], module)
+            alias = ALIASED + name[len(TARGET):]
+            if not jax_internals_compat.is_internal(alias):
+                sys.modules.setdefault(alias, module)
+    _bind_internal_roots()
+
+
+def _bind_internal_roots() -> None:
+    """Binds each root of JAX internals (`jax.extend`, ...) to its compat module in sys.modules
+    and as an attribute of its parent, so `import jax; jax.api_util.f` and `from
+    jax.experimental import hijax` (which imports `meshsim.experimental.hijax` by the parent's
+    own name) find it. `jax._src` is bound in sys.modules only: as an attribute of `jax`, which
+    is meshsim, it would hide meshsim's own internals."""
+    for root in jax_internals_compat.INTERNAL_ROOTS:
+        module = importlib.import_module(jax_internals_compat.compat_name(root))
+        sys.modules[root] = module
+        parent, _, child = root.rpartition(".")
+        if root != ALIASED + "._src":
+            setattr(sys.modules[parent], child, module)
+
+
+def _unbind_internal_roots() -> None:
+    for root in jax_internals_compat.INTERNAL_ROOTS:
+        parent, _, child = root.rpartition(".")
+        parent_module = sys.modules.get(parent)
+        compat = sys.modules.get(jax_internals_compat.compat_name(root))
+        if parent_module is not None and compat is not None \
+                and getattr(parent_module, child, None) is compat:
+            delattr(parent_module, child)
 
 
 def uninstall() -> None:
     """Removes the finder and the `jax*` names it bound."""
     if _FINDER in sys.meta_path:
         sys.meta_path.remove(_FINDER)
+        _unbind_internal_roots()
     for name, module in list(sys.modules.items()):
         if _target_name(name) is not None and getattr(module, "__name__", "").startswith(TARGET):
             del sys.modules[name]

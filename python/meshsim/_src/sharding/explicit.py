@@ -153,10 +153,14 @@ def type_spec(aval) -> PartitionSpec:
     return PartitionSpec(*entries, *[None] * (aval.ndim - len(entries)))
 
 
+def _over_empty_mesh(sharding) -> bool:
+    return isinstance(sharding, NamedSharding) and sharding.mesh.empty
+
+
 def _reshard_one(x, sharding, prim: str = "reshard"):
-    if sharding is None:
+    if sharding is None or _over_empty_mesh(sharding):
         raise ValueError("Reshard should only be used with out_shardings which are non-None and "
-                         "have a non-empty mesh. Got sharding None.")
+                         f"have a non-empty mesh. Got sharding {sharding}.")
     x = core.asarray_value(x)
     if isinstance(sharding, NamedSharding) and isinstance(sharding.mesh, AbstractMesh):
         device_assignment.check_abstract_placement(x, sharding)
@@ -268,7 +272,8 @@ def _constrain(x, sharding):
 def with_sharding_constraint(x, shardings):
     """Under an all-Explicit mesh, asserts that `x` is sharded as `shardings`
     says (its type already is the sharding); otherwise lays it out so."""
-    if not isinstance(shardings, (list, tuple, dict)):  # one sharding (or a bad leaf) for all
+    if _is_sharding_leaf(shardings) or tree_util.treedef_is_leaf(
+            tree_util.tree_structure(shardings, is_leaf=_is_sharding_leaf)):  # one for all
         return tree_util.tree_map(lambda leaf: _constrain(leaf, shardings), x)
     try:
         return _map_shardings(_constrain, x, shardings)
@@ -378,8 +383,9 @@ def with_out_sharding(x, out_sharding, api: str = "reshard"):
     Auto axes there names the op, `api`). Without one, under `set_mesh` of a
     mesh with Explicit axes (outside shard_map bodies) it is replicated over
     that mesh, as JAX types creation ops there (`NamedSharding(mesh, P(None,
-    ...))`); otherwise as is."""
-    if out_sharding is not None:
+    ...))`); otherwise as is. A sharding over the empty mesh (the type of an
+    array made outside any mesh, `jax.typeof(x).sharding`) asks for nothing."""
+    if out_sharding is not None and not _over_empty_mesh(out_sharding):
         check_explicit_axes(out_sharding, api)
         return reshard(x, out_sharding)
     mesh = context_mesh()

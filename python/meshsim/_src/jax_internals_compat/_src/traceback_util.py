@@ -1,0 +1,18 @@
+"""`jax._src.traceback_util`: JAX hides its own frames from tracebacks of errors raised
+through its API; libraries register their files to be hidden as well. meshsim does not
+filter tracebacks, so `api_boundary` returns the function as it is and the registered
+paths are only recorded (flax adds and removes them from `_exclude_paths`)."""
+from __future__ import annotations
+
+_exclude_paths: list[str] = []
+
+
+def register_exclusion(path: str) -> None:
+    _exclude_paths.append(path)
+
+
+def api_boundary(fun=None, **_options):
+    """Marks `fun` as an entry point of a library's API; meshsim's tracebacks show every frame."""
+    if fun is None:
+        return api_boundary
+    return fun

@@ -1,0 +1,1 @@
+"""`jax.experimental` internals under meshsim (the public part is `meshsim.experimental`)."""

@@ -1,0 +1,1 @@
+"""`jax.interpreters` under meshsim: the submodules a library was seen to use."""
