@@ -40,8 +40,7 @@ _GAPS = {
             | {n: _NO_JAX_RULE for n in ("pmax", "pmin", "pbroadcast")}
             | {"eig": "no derivative yet (JAX differentiates the eigenvalues and right eigenvectors)"}),
     "batch": {n: _PER_EXAMPLE for n in (
-        "all_gather", "all_gather_invariant", "all_to_all", "axis_index", "pbroadcast", "pmax",
-        "pmin", "ppermute", "psum", "psum_invariant", *_MANUAL_CASTS, "unreduced_psum", "ragged_all_to_all",
+        "all_gather", "all_gather_invariant", "all_to_all", "axis_index", "ragged_all_to_all",
         "reduce_scatter", "cond", "scan", "while", "iota", "ragged_dot_general", "random_bits",
         "debug_callback", "pure_callback")},
     "cost": {n: _DATA_MOVEMENT for n in (

@@ -75,13 +75,19 @@ void init_arrays(py::module_& m) {
       .def_property_readonly("reduced", [](const Aval& a) { return py::tuple(py::cast(a.reduced)); })
       .def_property_readonly("mesh", [](const Aval& a) { return a.mesh; })
       .def("str_short", &Aval::str_short, py::arg("short_dtypes") = false)
-      .def("without_dim", [](const Aval& a, int64_t d) {  // one example of a batch (vmap)
+      // One example of a batch (vmap); a batch split over manual axes (spmd_axis_name
+      // inside a shard_map body) varies over them, its examples do not.
+      .def("without_dim", [](const Aval& a, int64_t d, const std::vector<std::string>& not_varying) {
         if (d < 0 || d >= a.ndim()) throw py::index_error("dimension out of range");
         Aval r = a;
         r.shape.erase(r.shape.begin() + d);
         if (!r.spec.empty()) r.spec.erase(r.spec.begin() + d);
+        r.vma.erase(std::remove_if(r.vma.begin(), r.vma.end(), [&](const std::string& n) {
+                      return std::find(not_varying.begin(), not_varying.end(), n) != not_varying.end();
+                    }),
+                    r.vma.end());
         return r;
-      })
+      }, py::arg("dim"), py::arg("not_varying") = std::vector<std::string>{})
       .def("__str__", &Aval::str)
       .def("__repr__", &Aval::repr)
       .def("__eq__", [](const Aval& a, const Aval& b) { return a.same_type(b); })

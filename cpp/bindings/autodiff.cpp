@@ -1,6 +1,7 @@
 // Bindings of the program transforms: vjp_program, keep_outputs, eval_program, batch_eval.
 #include "convert.h"
 #include "meshsim/transforms/batching.h"
+#include "meshsim/transforms/spmd_axes.h"
 #include "meshsim/transforms/vjp.h"
 
 namespace meshsim {
@@ -68,7 +69,9 @@ void init_autodiff(py::module_& m) {
       "Applies a program to arrays or tracers, one bind per equation.");
   m.def(
       "batch_eval",
-      [](const Program& program, const py::sequence& args, const py::sequence& dims, int64_t size) {
+      [](const Program& program, const py::sequence& args, const py::sequence& dims, int64_t size,
+         const std::vector<std::string>& spmd_axis_names) {
+        SpmdAxisScope spmd(spmd_axis_names);
         Values ins;
         for (auto a : args) ins.push_back(to_value(a));
         BatchDims in_dims;
@@ -79,8 +82,10 @@ void init_autodiff(py::module_& m) {
         return py::make_tuple(to_py(r.out), out_dims);
       },
       py::arg("program"), py::arg("args"), py::arg("dims"), py::arg("size"),
+      py::arg("spmd_axis_names") = std::vector<std::string>{},
       "Applies a program to a batch of `size` examples: dims[i] is the batch dimension of "
-      "args[i] (None: not batched). Returns the outputs and their batch dimensions.");
+      "args[i] (None: not batched); the batch is split over the mesh axes `spmd_axis_names` "
+      "(vmap's spmd_axis_name). Returns the outputs and their batch dimensions.");
   m.def("has_batch_rule", [](const std::string& name) {
     return static_cast<bool>(primitive(name).batch) || primitive(name).elementwise;
   });

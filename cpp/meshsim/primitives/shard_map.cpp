@@ -10,6 +10,8 @@
 #include "meshsim/primitives/families.h"
 #include "meshsim/runtime/mesh_executor.h"
 #include "meshsim/runtime/sharded.h"
+#include "meshsim/transforms/batching.h"
+#include "meshsim/transforms/spmd_axes.h"
 #include "meshsim/transforms/vjp.h"
 
 namespace meshsim {
@@ -200,6 +202,12 @@ AxisNames unmentioned(const AxisNames& manual, const Spec& spec) {
   return out;
 }
 
+AxisNames vma_plus_names(AxisNames vma, const AxisNames& add) {
+  for (const auto& n : add)
+    if (std::find(vma.begin(), vma.end(), n) == vma.end()) vma.push_back(n);
+  return vma;
+}
+
 AxisNames spec_axes(const Spec& spec) {
   AxisNames out;
   for (const auto& entry : spec) out.insert(out.end(), entry.begin(), entry.end());
@@ -314,6 +322,63 @@ VjpSplit shard_map_vjp(const Values& in, const std::vector<bool>& active, const 
   };
   return VjpSplit{outs, backward};
 }
+
+// --- batching (vmap of a shard_map) ---------------------------------------------
+// A batched operand keeps its batch dimension, and its in_spec gains an entry
+// there: vmap's spmd axes (the batch is split over them, so each device's
+// block holds size / |spmd axes| examples and varies over those axes), or
+// none (every device holds the whole batch). The body is batched over its
+// blocks; a result it batches carries the batch where the body leaves it, its
+// out_spec entry likewise. JAX's errors when a spec already names an spmd axis.
+
+void check_no_spmd_axis(const AxisNames& spmd, const SpecList& specs, const char* which) {
+  for (const Spec& spec : specs)
+    for (const auto& axis : spec_axes(spec))
+      if (std::find(spmd.begin(), spmd.end(), axis) != spmd.end())
+        fail<ValueError>("vmap spmd_axis_name cannot appear in shard_map ", which);
+}
+
+Batched shard_map_batch(const BatchArgs& a) {
+  const ShardMapParams p(a.params);
+  const AxisNames spmd = p.mesh->in_mesh_order(spmd_axis_names());
+  check_no_spmd_axis(spmd, p.in_specs, "in_specs");
+  // A size the spmd axes do not divide fails at the bind, with shard_map's error.
+  const int64_t block = a.size / axes_size(*p.mesh, spmd);
+
+  SpecList in_specs = p.in_specs;
+  Avals body_in = p.body.in_avals();
+  for (size_t i = 0; i < a.in.size(); ++i) {
+    const int64_t d = a.dims[i];
+    if (d == kNotBatched) continue;
+    in_specs[i] = padded(in_specs[i], d);
+    in_specs[i].insert(in_specs[i].begin() + d, spmd);
+    Aval& b = body_in[i];
+    b.shape.insert(b.shape.begin() + d, block);
+    if (!b.spec.empty()) b.spec.insert(b.spec.begin() + d, AxisNames{});
+    if (a.params.get<bool>("check_vma")) b.vma = p.mesh->in_mesh_order(vma_plus_names(b.vma, spmd));
+  }
+  ProgramPtr body;
+  BatchDims out_dims;
+  {
+    AxisEnvScope scope(a.params);
+    body = trace_program(body_in, [&](const Values& args) {
+      Batched r = batch_eval(p.body, args, a.dims, block);
+      out_dims = r.dims;
+      for (size_t j = 0; j < r.out.size(); ++j)
+        if (r.dims[j] != kNotBatched && !spmd.empty()) r.out[j] = vary_over(r.out[j], spmd);
+      return r.out;
+    });
+  }
+  check_no_spmd_axis(spmd, p.out_specs, "out_specs");
+  SpecList out_specs = p.out_specs;
+  for (size_t j = 0; j < out_specs.size(); ++j) {
+    if (out_dims[j] == kNotBatched) continue;
+    out_specs[j] = padded(out_specs[j], out_dims[j]);
+    out_specs[j].insert(out_specs[j].begin() + out_dims[j], spmd);
+  }
+  Values outs = meshsim::bind(a.prim, a.in, shard_map_params(a.params, body, in_specs, out_specs));
+  return Batched{outs, out_dims};
+}
 }  // namespace
 
 void register_shard_map_primitive() {
@@ -324,6 +389,7 @@ void register_shard_map_primitive() {
   p.vma_rule = [](const Avals&, const Params&) { return AxisNames{}; };
   p.array_kernel = shard_map_run;
   p.vjp_split = shard_map_vjp;
+  p.batch = shard_map_batch;
   register_primitive(std::move(p));
 }
 

@@ -12,9 +12,42 @@
 #include "meshsim/runtime/sharded.h"
 #include "meshsim/sharding/factors.h"
 #include "meshsim/sharding/rules.h"
+#include "meshsim/transforms/spmd_axes.h"
 
 namespace meshsim {
 namespace {
+
+// ('x',) / ('x', 'y'): a tuple of axis names as Python prints it.
+std::string names_tuple(const AxisNames& names) {
+  Spec one_per_entry;
+  for (const auto& n : names) one_per_entry.push_back({n});
+  return py_spec_tuple(one_per_entry);
+}
+
+// Under vmap the spec gains an entry at the batch dimension: vmap's spmd axes
+// for a constraint; for a reshard, the Explicit axes the batch dimension is
+// typed over (the vmapped arrays' own). Otherwise the batch stays unsharded.
+Batched batch_reshard(const std::string& name, const BatchArgs& a) {
+  const int64_t d = a.dims[0];
+  const Aval x = aval_of(a.in[0]);
+  Spec spec = pad_spec(spec_param(a.params, "spec").value_or(Spec{}), x.ndim() - 1);
+  AxisNames batch_axes;
+  if (name == "sharding_constraint") {
+    batch_axes = spmd_axis_names();
+    for (const auto& axis : batch_axes)
+      for (const auto& entry : spec)
+        if (std::find(entry.begin(), entry.end(), axis) != entry.end())
+          fail<ValueError>("vmap spmd_axis_name ", names_tuple(batch_axes),
+                           " cannot appear in with_sharding_constraint spec, but got spec ",
+                           spec_repr(spec_param(a.params, "spec").value_or(Spec{})));
+  } else if (d < static_cast<int64_t>(x.spec.size())) {
+    batch_axes = x.spec[d];
+  }
+  spec.insert(spec.begin() + d, batch_axes);
+  Params params = a.params;
+  params.set("spec", std::vector<StrList>(spec.begin(), spec.end()));
+  return Batched{meshsim::bind(a.prim, a.in, params), {d}};
+}
 
 Primitive reshard_primitive(const std::string& name) {
   Primitive p;
@@ -53,6 +86,7 @@ Primitive reshard_primitive(const std::string& name) {
                                                           {"unreduced", StrList(x.reduced)},
                                                           {"reduced", StrList(x.unreduced)}})};
   };
+  p.batch = [name](const BatchArgs& a) { return batch_reshard(name, a); };
   return p;
 }
 

@@ -160,8 +160,8 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name=None, axi
     batch at `out_axes` (pytree prefixes; None: not mapped)."""
     if not callable(fun):
         raise TypeError(f"Expected a callable value, got {fun!r}")
-    if spmd_axis_name is not None:
-        raise NotImplementedError("vmap(spmd_axis_name=...) is not supported yet")
+    if spmd_axis_name is not None and not isinstance(spmd_axis_name, tuple):
+        spmd_axis_name = (spmd_axis_name,)
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)
     _check_axes(in_axes, out_axes)
@@ -175,6 +175,7 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name=None, axi
         leaves, in_tree = tree_util.tree_flatten((args, kwargs), is_leaf=_is_key)
         axes = _flatten_axes("vmap in_axes", (args, kwargs), (in_axes, 0), kws=True)
         size = _mapped_size(fun, args, kwargs, leaves, axes, axis_size)
+        spmd_axes = _spmd_axes(spmd_axis_name, leaves, axes)
 
         mapped, data, dims = [], [], []
         refs = []  # (leaf index, Ref, axis): mapped Refs, whose per-example views are written back
@@ -226,12 +227,15 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name=None, axi
                     *(ref_lib.freeze(v) for v in views))
 
         flat_tree = tree_util.tree_structure(tuple(range(len(data))))
+        # Inside a shard_map body, a batch split over manual axes varies over them; its
+        # examples do not, and the results vary over them again.
+        manual_spmd = _manual_axes(spmd_axes)
         program, captures, _ = trace_flat(per_example, flat_tree,
-                                           [x.aval.without_dim(d) for x, d in zip(data, dims)])
+                                           [x.aval.without_dim(d, manual_spmd) for x, d in zip(data, dims)])
         vmap_collectives._batching.append(frame)
         try:
             outs, out_dims = _core.batch_eval(program, [*data, *captures],
-                                              [*dims, *[None] * len(captures)], size)
+                                              [*dims, *[None] * len(captures)], size, list(spmd_axes))
         finally:
             vmap_collectives._batching.pop()
 
@@ -252,10 +256,61 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name=None, axi
                 if not -ndim <= dst < ndim:
                     raise ValueError(f"axis {dst} is out of bounds for array of dimension {ndim}")
                 x = _place(x, src, dst % ndim, size)
+                if manual_spmd:
+                    x = _core.vary_over(x, manual_spmd)
             results.append(PRNGKeyArray(x) if key else x)
         return tree_util.tree_unflatten(out_tree, results)
 
     return vmap_f
+
+
+def _manual_axes(axes) -> list:
+    """Those of `axes` an enclosing shard_map body binds, when it checks varying types."""
+    env = _core.current_axis_env()
+    if not axes or env is None or not env[2]:
+        return []
+    return [a for a in env[0].axis_names if a in axes and a in env[1]]
+
+
+def _explicit_spec_entry(x, d):
+    """The spec entry of the mapped dimension `d` of `x`'s type: the Explicit axes it is typed over."""
+    try:
+        return core.typeof(x).sharding.spec[d]
+    except (IndexError, TypeError, AttributeError):
+        return None
+
+
+def _spmd_axes(spmd_axis_name, leaves, axes) -> tuple:
+    """The mesh axes the batch is split over: `spmd_axis_name`, which must agree with the
+    Explicit axes the mapped dimensions are typed over (JAX's checks and texts)."""
+    explicit, seen = None, False
+    for x, d in zip(leaves, axes):
+        if d is None or not _is_array_like(x) or _is_key(x):
+            continue
+        entry = _explicit_spec_entry(x, d)
+        if seen and entry != explicit:
+            raise ValueError("Mapped away dimension of inputs passed to vmap should be sharded the same. "
+                             f"Got inconsistent axis specs: {explicit} vs {entry}")
+        explicit, seen = entry, True
+    if explicit is not None and not isinstance(explicit, tuple):
+        explicit = (explicit,)
+    if explicit is not None:
+        for x, d in zip(leaves, axes):
+            if d is not None or not core.is_value(x):
+                continue
+            spec = core.typeof(x).sharding.spec
+            used = {n for e in spec if e is not None for n in (e if isinstance(e, tuple) else (e,))}
+            if used & set(explicit):
+                raise ValueError("Unmapped values passed to vmap cannot be sharded along the mesh axis "
+                                 f"you are vmapping over. Got type: {core.typeof(x).str_short(True)}, "
+                                 f"in_axes: {d} and vmapped mesh axis: {explicit}")
+    if spmd_axis_name is None or explicit is None:
+        return spmd_axis_name or ()
+    if tuple(spmd_axis_name) != explicit:
+        raise ValueError("Only one of spmd_axis_name or arrays sharded on `Explicit` mesh axis type is "
+                         f"allowed. Got spmd_axis_name={spmd_axis_name!r} and arrays sharded on "
+                         f"explicit_mesh_axis={explicit!r}")
+    return ()  # the arrays' own types already split the batch
 
 
 def _out_axes_none_error(out_tree, out_axes, dsts, j, src) -> ValueError:

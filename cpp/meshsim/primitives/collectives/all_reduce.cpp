@@ -193,6 +193,7 @@ Primitive all_reduce_primitive(const std::string& name, Reduce op) {
   };
   p.mesh_kernel = [op](const MeshContext& ctx, const std::vector<Tensors>& in, const Params& params,
                        const Avals&) { return all_reduce(ctx, in, axes_param(params), op); };
+  p.batch = batch_in_place;
   return p;
 }
 
@@ -273,6 +274,7 @@ Primitive state_cast(const StateCast& c, std::function<Value(const Value&, const
     return {out.unreduced, out.reduced};
   };
   p.kernel = [](const Tensors& in, const Params&, const Avals&) { return in; };
+  p.batch = batch_in_place;
   return with_linear_vjp(p, std::move(transpose));
 }
 
@@ -335,6 +337,7 @@ void register_all_reduce_primitives() {
   pvary.vma_rule = [](const Avals& in, const Params& p) { return vma_plus(in[0].vma, axes_param(p)); };
   pvary.ur_rule = off_pending_axes("pvary");
   pvary.passes_through = true;
+  pvary.batch = batch_in_place;
   register_primitive(with_linear_vjp(pvary, transpose_pvary));
 
   // The free casts among manual types, each the transpose of another, and

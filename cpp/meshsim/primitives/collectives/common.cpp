@@ -96,6 +96,8 @@ Groups replica_groups(const MeshContext& ctx, const AxisNames& axes, const Param
 
 // JAX's `collective_vma_rule`: a varying -> varying collective needs an
 // operand varying over every axis it acts on (the wrappers cast it first).
+Batched batch_in_place(const BatchArgs& a) { return Batched{bind(a.prim, a.in, a.params), a.dims}; }
+
 AxisNames collective_vma(const std::string& name, const Aval& x, const AxisNames& axes) {
   if (!vma_checking()) return {};
   for (const auto& n : axes)

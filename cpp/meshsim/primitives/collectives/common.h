@@ -45,6 +45,9 @@ AxisNames vma_plus(const AxisNames& vma, const AxisNames& add);
 // JAX's `collective_vma_rule`: a varying -> varying collective needs an
 // operand varying over every axis it acts on (the wrappers cast it first).
 AxisNames collective_vma(const std::string& name, const Aval& x, const AxisNames& axes);
+// The batching rule of collectives that act on each element of each operand
+// alike (psum, pvary, ppermute, ...): the batch stays where each operand has it.
+Batched batch_in_place(const BatchArgs& a);
 
 // ---- blocks ----------------------------------------------------------------------
 // Data-moving collectives run as tasks over (replica group, member): a task

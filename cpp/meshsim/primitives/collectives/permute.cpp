@@ -130,6 +130,7 @@ void register_permute_primitives() {
     return collective_vma("ppermute", in[0], axis_names_param(p));
   };
   ppermute.mesh_kernel = ppermute_kernel;
+  ppermute.batch = batch_in_place;
   register_primitive(with_linear_vjp(ppermute, transpose_ppermute));
 
 
@@ -153,6 +154,7 @@ void register_permute_primitives() {
     return collective_vma("pbroadcast", in[0], axis_names_param(p));
   };
   pbroadcast.mesh_kernel = pbroadcast_kernel;
+  pbroadcast.batch = batch_in_place;
   register_primitive(std::move(pbroadcast));
 }
 

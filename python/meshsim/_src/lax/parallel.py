@@ -160,8 +160,10 @@ def _all_reduce(name: str, x, axis_name, axis_index_groups):
             return core.bind1("unreduced_psum", v, axes=_in_mesh_order(env, axes))  # the pending sum
         if name == "psum":
             _check_same_state("psum", v, axes, env)
-        prim = "psum_invariant" if name == "psum" and env[2] else name
-        return core.bind1(prim, _vary_over(v, axes, env), axes=axes)
+        if name == "psum" and env[2]:
+            return core.bind1("psum_invariant", _vary_over(v, axes, env), axes=axes)
+        # JAX's psum, pmax and pmin print their (here always absent) index groups.
+        return core.bind1(name, _vary_over(v, axes, env), axes=axes, axis_index_groups=None)
 
     return tree_util.tree_map(leaf, x)
 
