@@ -237,6 +237,24 @@ std::vector<Spec> reshape_rule(const Avals& in, const Params& p, const Avals& ou
   reshape_error(x, new_sizes);
 }
 
+// Whether dims [first, first + count) of an operand laid out as `spec` merge
+// into one laid out as `merged` with every block staying where it is: their
+// axes in order are `merged`'s, and every dim before the last sharded one is
+// split into blocks of one.
+bool merges_in_place(const Mesh& mesh, const Spec& spec, const Shape& shape, size_t first, size_t count,
+                     const AxisNames& merged) {
+  AxisNames axes;
+  size_t last = first;
+  for (size_t m = first; m < first + count; ++m) {
+    axes.insert(axes.end(), spec[m].begin(), spec[m].end());
+    if (!spec[m].empty()) last = m;
+  }
+  if (axes != merged) return false;
+  for (size_t m = first; m < last; ++m)
+    if (entry_size(mesh, spec[m]) != shape[m]) return false;
+  return true;
+}
+
 // A reshape is local when every device's block is a contiguous run of the
 // row-major order that the result's block is too: always for JAX's split
 // rule; for a merge, when only the first dimension of each merged group is
@@ -256,7 +274,13 @@ std::optional<LocalPlan> reshape_plan(const Avals& in, const Params& p_in, const
   }
   const IntList& new_sizes = p.get<IntList>("new_sizes");
   Spec in_spec = spec_of(x);
-  if (new_sizes.size() < x.shape.size()) {
+  IntList kept_in, kept_out;  // the dims that are not singletons
+  for (int64_t v : x.shape) if (v != 1) kept_in.push_back(v);
+  for (int64_t v : new_sizes) if (v != 1) kept_out.push_back(v);
+  if (kept_in == kept_out) {
+    // Only singleton dims come or go: every block keeps its elements.
+    out[0].spec = reshape_rule(in, p, out)[0];
+  } else if (new_sizes.size() < x.shape.size()) {
     std::optional<std::vector<Group>> merge;
     try { merge = split_on_one_axis(new_sizes, x.shape); } catch (const TooManySplits&) {}
     if (!merge) return std::nullopt;
@@ -267,6 +291,10 @@ std::optional<LocalPlan> reshape_plan(const Avals& in, const Params& p_in, const
     for (size_t d = 0; d < merge->size(); ++d) {
       const Group& g = (*merge)[d];
       if (!g.split) { ++k; continue; }
+      if (merges_in_place(*x.mesh, in_spec, x.shape, k, g.parts.size(), o[d])) {
+        k += g.parts.size();
+        continue;
+      }
       if (x.shape[k] % entry_size(*x.mesh, o[d]) != 0) return std::nullopt;
       in_spec[k] = o[d];
       for (size_t m = 1; m < g.parts.size(); ++m) in_spec[k + m].clear();

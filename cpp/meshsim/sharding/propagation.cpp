@@ -1,6 +1,7 @@
 #include "meshsim/sharding/propagation.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "meshsim/sharding/factors.h"
@@ -44,7 +45,48 @@ struct Site {
   std::vector<int> vars;                    // operands, then results
   std::vector<const std::vector<int>*> dims;  // their factor per dimension
   std::vector<bool> permutation;            // per factor: see add_permutation_factors
+  // Dims made of several factors, major first (see add_reshape_parts): per
+  // (place among operands then results, dim), the factors and their sizes.
+  std::map<std::pair<size_t, size_t>, std::pair<std::vector<int>, std::vector<int64_t>>> compound;
 };
+
+// Shardy's reshape rule: a dim that a reshape splits into several (or merges
+// from several) is made of one factor per part, major first, so each part
+// takes the axes of the whole dim that fall to it (`(4,)` over ('Y', 'Z')
+// split to `(2, 2)` is ('Y', 'Z') on the parts, a local reshape). The factor
+// map links the whole dim with its group's first part; the later parts get
+// factors of their own here.
+void add_reshape_parts(const Equation& e, const Avals& in, const Avals& out, Site& s) {
+  if (e.prim->name != "reshape" || in.size() != 1 || out.size() != 1) return;
+  const Shape &a = in[0].shape, &b = out[0].shape;
+  std::vector<int>&ma = s.map.in[0], &mb = s.map.out[0];
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (ma[i] == kNoFactor) continue;
+    const size_t j = std::find(mb.begin(), mb.end(), ma[i]) - mb.begin();
+    if (j == mb.size() || a[i] == b[j]) continue;
+    // The one dim on one side, its parts on the other.
+    const bool split = a[i] > b[j];
+    const Shape& parts_shape = split ? b : a;
+    std::vector<int>& parts_map = split ? mb : ma;
+    const size_t whole = split ? i : j, first = split ? j : i;
+    const int64_t total = split ? a[i] : b[j];
+    std::vector<int> factors;
+    std::vector<int64_t> sizes;
+    int64_t product = 1;
+    for (size_t k = first; k < parts_shape.size() && product < total; ++k) {
+      product *= parts_shape[k];
+      if (parts_shape[k] == 1) continue;
+      if (k != first) {
+        if (parts_map[k] != kNoFactor) return;
+        parts_map[k] = s.map.num_factors++;
+      }
+      factors.push_back(parts_map[k]);
+      sizes.push_back(parts_shape[k]);
+    }
+    if (product != total) return;
+    s.compound[{split ? 0 : 1, whole}] = {std::move(factors), std::move(sizes)};
+  }
+}
 
 // Shardy's permutation factors: a dimension that concatenate or pad changes
 // in size keeps its sharding from operand to result, but the operation
@@ -86,6 +128,8 @@ class Propagator {
       }
       Site s{&e, map ? std::move(*map) : FactorMap{}, {}, {}, {}};
       if (map) add_permutation_factors(e, in, out, s);
+      if (map) add_reshape_parts(e, in, out, s);
+      s.permutation.resize(s.map.num_factors, false);
       if (map) {
         for (size_t i = 0; i < e.inputs.size(); ++i) s.vars.push_back(e.inputs[i]), s.dims.push_back(&s.map.in[i]);
         for (size_t j = 0; j < e.outputs.size(); ++j) s.vars.push_back(e.outputs[j]), s.dims.push_back(&s.map.out[j]);
@@ -130,7 +174,7 @@ class Propagator {
           const std::vector<int>& dims = *s.dims[i];
           Spec o(dims.size());
           for (size_t d = 0; d < dims.size(); ++d)
-            if (dims[d] != kNoFactor && !s.permutation[dims[d]]) o[d] = fs[dims[d]];
+            if (dims[d] != kNoFactor && !s.permutation[dims[d]]) o[d] = joined(s, i, d, fs);
           ops.push_back(std::move(o));
         }
       }
@@ -157,6 +201,49 @@ class Propagator {
     return n;
   }
 
+  struct DimPart {
+    int factor;
+    int64_t size;
+    AxisNames axes;  // of the dim's layout, those falling to this factor
+  };
+
+  // The factors of dim `d` of `s`'s value `t` laid out as `layout`: one, or a
+  // compound dim's parts, each taking the axes that divide it, the next
+  // part's only once it is split whole.
+  std::vector<DimPart> parts_of(const Site& s, size_t t, size_t d, const AxisNames& layout) const {
+    const auto it = s.compound.find({t, d});
+    if (it == s.compound.end()) return {{(*s.dims[t])[d], program_.avals[s.vars[t]].shape[d], layout}};
+    const auto& [factors, sizes] = it->second;
+    std::vector<DimPart> parts;
+    for (size_t k = 0; k < factors.size(); ++k) parts.push_back({factors[k], sizes[k], {}});
+    size_t k = 0;
+    int64_t rest = sizes[0];
+    for (const std::string& axis : layout) {
+      const int64_t n = mesh_.axis_size(axis);
+      while (rest == 1 && k + 1 < parts.size()) rest = sizes[++k];
+      if (rest % n != 0) break;
+      parts[k].axes.push_back(axis);
+      rest /= n;
+    }
+    return parts;
+  }
+
+  // The layout of dim `d` of `s`'s value `t` from its factors' layouts (a
+  // compound dim's: its parts' axes in order while the parts before are
+  // split whole).
+  AxisNames joined(const Site& s, size_t t, size_t d, const std::vector<AxisNames>& fs) const {
+    const int f = (*s.dims[t])[d];
+    const auto it = s.compound.find({t, d});
+    if (it == s.compound.end()) return f == kNoFactor ? AxisNames{} : fs[f];
+    const auto& [factors, sizes] = it->second;
+    AxisNames axes;
+    for (size_t k = 0; k < factors.size(); ++k) {
+      axes.insert(axes.end(), fs[factors[k]].begin(), fs[factors[k]].end());
+      if (entry_size(fs[factors[k]]) != sizes[k]) break;
+    }
+    return axes;
+  }
+
   // The layout of every factor of `s` from its values' current layouts.
   std::vector<AxisNames> resolve(const Site& s) const {
     const int nf = s.map.num_factors;
@@ -164,24 +251,25 @@ class Propagator {
     std::vector<int64_t> weight(nf, -1), size(nf, 0);
     std::vector<bool> in_result(nf, false);
     const size_t num_in = s.eqn->inputs.size();
-    for (int f = 0; f < nf; ++f) {
-      // The values' axes for the factor (unsharded ones say nothing): the
-      // longest when all are prefixes of it, their common prefix otherwise.
-      bool any = false;
-      for (size_t t = 0; t < s.vars.size(); ++t) {
-        const std::vector<int>& dims = *s.dims[t];
-        const int v = s.vars[t];
-        const Aval& a = program_.avals[v];
-        for (size_t d = 0; d < dims.size(); ++d) {
-          if (dims[d] != f) continue;
-          size[f] = size[f] == 0 ? a.shape[d] : std::min<int64_t>(size[f], a.shape[d]);
+    // The values' axes for each factor (unsharded ones say nothing): the
+    // longest when all are prefixes of it, their common prefix otherwise.
+    std::vector<bool> any(nf, false);
+    for (size_t t = 0; t < s.vars.size(); ++t) {
+      const std::vector<int>& dims = *s.dims[t];
+      const int v = s.vars[t];
+      const Aval& a = program_.avals[v];
+      for (size_t d = 0; d < dims.size(); ++d) {
+        if (dims[d] == kNoFactor) continue;
+        for (const DimPart& part : parts_of(s, t, d, spec_[v][d])) {
+          const int f = part.factor;
+          size[f] = size[f] == 0 ? part.size : std::min<int64_t>(size[f], part.size);
           in_result[f] = in_result[f] || t >= num_in;
-          const AxisNames& axes = spec_[v][d];
+          const AxisNames& axes = part.axes;
           if (axes.empty()) continue;
           weight[f] = std::max(weight[f], elements(a));
-          if (!any) {
+          if (!any[f]) {
             fs[f] = axes;
-            any = true;
+            any[f] = true;
           } else if (is_prefix(fs[f], axes)) {
             fs[f] = axes;
           } else if (!is_prefix(axes, fs[f])) {
@@ -222,7 +310,7 @@ class Propagator {
     const std::vector<int>& dims = *s.dims[t];
     int64_t n = static_cast<int64_t>(itemsize(a.dtype));
     for (size_t d = 0; d < dims.size(); ++d)
-      n *= a.shape[d] / (dims[d] == kNoFactor ? 1 : entry_size(fs[dims[d]]));
+      n *= a.shape[d] / (dims[d] == kNoFactor ? 1 : entry_size(joined(s, t, d, fs)));
     return n;
   }
 
@@ -276,7 +364,7 @@ class Propagator {
       Spec& spec = spec_[v];
       for (size_t d = 0; d < dims.size(); ++d) {
         if (dims[d] == kNoFactor) continue;
-        const AxisNames& want = fs[dims[d]];
+        const AxisNames want = joined(s, t, d, fs);
         if (want.size() <= spec[d].size() || !is_prefix(spec[d], want)) continue;
         std::set<std::string> elsewhere;
         for (size_t o = 0; o < spec.size(); ++o)
