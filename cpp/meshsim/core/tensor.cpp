@@ -242,6 +242,56 @@ void copy_elements(const Tensor& src, const Tensor& dst) {
                       [&](const std::array<int64_t, 2>& off) { d[off[1]] = s[off[0]]; });
 }
 
+// A transposed block, dst[r * dst_ld + c] = src[r + c * src_ld], copied by
+// square tiles of 16 elements (32 one-byte ones), so that a tile's source
+// lines stay in L1 while it is read across.
+template <class T>
+void copy_transposed(const T* src, int64_t src_ld, T* dst, int64_t dst_ld, int64_t rows, int64_t cols) {
+  constexpr int64_t tile = sizeof(T) == 1 ? 32 : 16;
+  for (int64_t r0 = 0; r0 < rows; r0 += tile) {
+    const int64_t r1 = std::min(rows, r0 + tile);
+    for (int64_t c0 = 0; c0 < cols; c0 += tile) {
+      const int64_t c1 = std::min(cols, c0 + tile);
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t c = c0; c < c1; ++c) dst[r * dst_ld + c] = src[r + c * src_ld];
+    }
+  }
+}
+
+// Views whose last two dims are a transposed pair (the source steps by one
+// element down the second-to-last, the destination along the last: a
+// transpose being laid out) with a source row stride that is a multiple of
+// 2 KiB: the element walk reads down a column, and such a stride puts every
+// read in 2 of L1's 64 sets, which hold 16-24 lines. Tiles measured 2-4x
+// faster there (transposes of f32[2048,2048], u8[4096,4096]) and up to 2x
+// slower on strides that spread over the sets (docs/architecture.md, "Layout
+// work"), so only those blocks, each at least a tile long, go by tiles.
+template <class T>
+bool copy_transposed_blocks(const Tensor& src, const Tensor& dst) {
+  const int64_t nd = src.ndim();
+  if (nd < 2 || src.strides()[nd - 2] != 1 || dst.strides()[nd - 1] != 1) return false;
+  const Shape& shape = src.shape();
+  const int64_t rows = shape[nd - 2], cols = shape[nd - 1];
+  const int64_t src_ld = src.strides()[nd - 1], dst_ld = dst.strides()[nd - 2];
+  const bool colliding = src_ld > 0 && src_ld * static_cast<int64_t>(sizeof(T)) % 2048 == 0;
+  if (!colliding || rows < 16 || cols < 16 || dst_ld <= 0) return false;
+  const Shape outer(shape.begin(), shape.end() - 2);
+  const Strides ss(src.strides().begin(), src.strides().end() - 2);
+  const Strides ds(dst.strides().begin(), dst.strides().end() - 2);
+  const T* s = static_cast<const T*>(src.raw());
+  T* d = static_cast<T*>(dst.raw());
+  for_each_offsets<2>(outer, {&ss, &ds}, [&](const std::array<int64_t, 2>& off) {
+    copy_transposed(s + off[0], src_ld, d + off[1], dst_ld, rows, cols);
+  });
+  return true;
+}
+
+// Element by element, or by tiles for a transposed block.
+template <class T>
+void copy_strided(const Tensor& src, const Tensor& dst) {
+  if (!copy_transposed_blocks<T>(src, dst)) copy_elements<T>(src, dst);
+}
+
 }  // namespace
 
 void copy_into(const Tensor& src, const Tensor& dst) {
@@ -257,10 +307,10 @@ void copy_into(const Tensor& src, const Tensor& dst) {
   }
   if (run == 1 && k > 0) {
     switch (isz) {
-      case 1: return copy_elements<uint8_t>(src, dst);
-      case 2: return copy_elements<uint16_t>(src, dst);
-      case 4: return copy_elements<uint32_t>(src, dst);
-      case 8: return copy_elements<uint64_t>(src, dst);
+      case 1: return copy_strided<uint8_t>(src, dst);
+      case 2: return copy_strided<uint16_t>(src, dst);
+      case 4: return copy_strided<uint32_t>(src, dst);
+      case 8: return copy_strided<uint64_t>(src, dst);
       default: break;
     }
   }
