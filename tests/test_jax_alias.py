@@ -79,9 +79,24 @@ def test_jax_internals_resolve_to_the_compat_modules(tmp_path):
         "print(traceback_util.api_boundary(fn) is fn)\n"
         "traceback_util.register_exclusion('/lib'); source_info_util.register_exclusion('/lib')\n"
         "print(traceback_util._exclude_paths)\n"
+        "from jax.api_util import flatten_fun_nokwargs\n"
+        "def split(a, b):\n"
+        "    scale = jnp.sum(a) * 2\n"
+        "    return scale, a + b, jnp.sin(scale) * b\n"
+        "def partly_known(a, b_aval):\n"
+        "    tree = jax.tree_util.tree_structure((0, 0))\n"
+        "    flat, out_tree = flatten_fun_nokwargs(lu.wrap_init(split), tree)\n"
+        "    _, pvals, _ = pe.trace_to_jaxpr_nounits(\n"
+        "        flat, [pe.PartialVal.known(a), pe.PartialVal.unknown(b_aval)])\n"
+        "    return [pv.is_known() for pv in pvals], pvals[0][1], str(pvals[2][0])\n"
+        "a = jnp.arange(3.0)\n"
+        "b_aval = jax.core.ShapedArray((3,), jnp.float32)\n"
+        "print(partly_known(a, b_aval))\n"
+        "print(jax.jit(lambda a: partly_known(a, b_aval)[1])(a))  # enclosing trace: known\n"
         "p = hijax.HiPrimitive('box_get')\n"
+        "from jax._src import core as src_core\n"
         "for use in (lambda: checkify.checkify(fn), lambda: p.bind(1.0),\n"
-        "            lambda: pe.trace_to_jaxpr_nounits(lu.wrap_init(fn), [])):\n"
+        "            lambda: src_core.physical_aval(b_aval)):\n"
         "    try:\n"
         "        use()\n"
         "    except NotImplementedError as e:\n"
@@ -95,9 +110,11 @@ def test_jax_internals_resolve_to_the_compat_modules(tmp_path):
         "True False False",
         "True",
         "['/lib']",
+        "([True, False, False], Array(6., dtype=float32), 'float32[3]')",
+        "6.0",
         "jax._src.checkify.checkify",
         "jax.experimental.hijax.HiPrimitive 'box_get'",
-        "jax.interpreters.partial_eval.trace_to_jaxpr_nounits"]
+        "jax._src.core.physical_aval"]
 
 
 def test_alias_runs_a_module_and_reports_usage(tmp_path):

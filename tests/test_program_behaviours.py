@@ -422,3 +422,44 @@ def test_layout_and_format_values(libs):
         return made
 
     _both(libs, case)
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_eager_checkpoint_traces_its_function(libs, flag):
+    """Called outside any transformation, `jax.checkpoint` still traces: Python control flow
+    on a non-static argument raises, and static_argnums makes it work."""
+    def case(jax):
+        body = lambda x, b: x * 2 if b else -x  # noqa: E731
+        static = float(jax.checkpoint(body, static_argnums=(1,))(1.5, flag))
+        try:
+            jax.checkpoint(body)(1.5, flag)
+        except Exception as e:  # noqa: BLE001 - the class is compared (JAX's text names its frame)
+            return static, type(e).__name__
+        return static, None
+
+    assert _both(libs, case)[1][1] == "TracerBoolConversionError"
+
+
+def test_shaped_array_takes_the_sharding_typeof_shows(libs):
+    """flax's scan builds types with `core.ShapedArray(shape, dtype, sharding=x.aval.sharding)`."""
+    def case(jax):
+        P = jax.P
+        mesh = jax.make_mesh((2, 4), ("a", "b"))
+        x = jax.device_put(np.ones((4, 8), np.float32), jax.sharding.NamedSharding(mesh, P("a", "b")))
+        plain = jax.numpy.ones((2, 3))
+        made = [jax.core.ShapedArray((2, 3), np.float32, sharding=plain.aval.sharding),
+                jax.core.ShapedArray((2,), np.float32, True)]
+        with jax.set_mesh(mesh):
+            made.append(jax.core.ShapedArray((4, 8), np.float32, sharding=x.aval.sharding))
+        return [str(a) for a in made], made[0] == plain.aval, made[2] == x.aval
+
+    _both(libs, case)
+
+
+def test_key_arrays_are_numpy_ndarrays_as_jax_arrays_are(libs):
+    def case(jax):
+        key = jax.random.key(0)
+        return (jax.numpy.ndarray is jax.Array, isinstance(key, jax.numpy.ndarray),
+                isinstance(jax.numpy.ones(2), jax.numpy.ndarray), isinstance(1.0, jax.numpy.ndarray))
+
+    _both(libs, case)

@@ -1,6 +1,8 @@
-// Bindings of the program transforms: vjp_program, keep_outputs, eval_program, batch_eval.
+// Bindings of the program transforms: vjp_program, keep_outputs, eval_program, batch_eval,
+// partial_eval.
 #include "convert.h"
 #include "meshsim/transforms/batching.h"
+#include "meshsim/transforms/partial_eval.h"
 #include "meshsim/transforms/spmd_axes.h"
 #include "meshsim/transforms/vjp.h"
 
@@ -59,6 +61,21 @@ void init_autodiff(py::module_& m) {
       },
       py::arg("program"), py::arg("keep"),
       "The program with only the outputs flagged in `keep`, and only the equations they need.");
+  m.def(
+      "partial_eval",
+      [](const Program& program, const std::vector<bool>& known_in, const std::vector<bool>& instantiate) {
+        if (known_in.size() != program.invars.size())
+          fail<ValueError>("partial_eval: expected ", program.invars.size(), " input flags, got ", known_in.size());
+        if (instantiate.size() != program.outvars.size())
+          fail<ValueError>("partial_eval: expected ", program.outvars.size(), " output flags, got ",
+                           instantiate.size());
+        PartialEvalPrograms r = partial_eval(program, known_in, instantiate);
+        return py::make_tuple(r.known, r.staged, r.out_known, r.num_residuals);
+      },
+      py::arg("program"), py::arg("known_in"), py::arg("instantiate"),
+      "Splits a program by which inputs are known: (known program: known inputs -> known outputs "
+      "+ residuals, staged program: residuals + unknown inputs -> the other outputs, which "
+      "outputs are known, the number of residuals).");
   m.def(
       "eval_program",
       [](const Program& program, const py::sequence& args) {

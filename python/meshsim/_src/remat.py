@@ -176,8 +176,8 @@ def checkpoint(fun: Callable | None = None, *, prevent_cse: bool = True, policy:
 
     @functools.wraps(fun)
     def remat_f(*args, **kwargs):
-        if _core.current_trace() is None:
-            return fun(*args, **kwargs)
+        # Traced even when called eagerly, as JAX does: Python control flow on a non-static
+        # argument raises the same TracerBoolConversionError everywhere.
         nums = {i % len(args) if args else i for i in static}
         dyn = [a for i, a in enumerate(args) if i not in nums]
         raw, in_tree = tree_util.tree_flatten((dyn, kwargs))

@@ -116,6 +116,40 @@ class ManualAxisType:
                 f"reduced={self.reduced})")
 
 
+def _aval_core_sharding(sharding):
+    """The core sharding a `ShapedArray(..., sharding=)` carries: none for the empty mesh (an
+    unsharded type); a sharding over an AbstractMesh (`typeof(x).sharding` inside jit) means
+    the context mesh with that shape."""
+    if sharding is None or isinstance(sharding, _core.ShardingCore):
+        return sharding
+    if isinstance(sharding, NamedSharding) and isinstance(sharding.mesh, AbstractMesh):
+        if sharding.mesh.empty:
+            return None
+        from meshsim._src.sharding import explicit
+        mesh, spec = explicit.resolve(sharding, "ShapedArray")
+        return NamedSharding(mesh, spec).core_sharding
+    if isinstance(sharding, (NamedSharding, SingleDeviceSharding)):
+        return sharding.core_sharding
+    raise TypeError(f"ShapedArray: sharding must be a NamedSharding or a SingleDeviceSharding, "
+                    f"got {sharding!r}")
+
+
+_core_shaped_array_init = _core.ShapedArray.__init__
+
+
+def _shaped_array_init(self, shape, dtype, weak_type=False, sharding=None, *,
+                       manual_axis_type=None, memory_space=None):
+    """`jax.core.ShapedArray(shape, dtype, weak_type, sharding=...)` as libraries build types
+    (flax's scan): the sharding as user code sees it (`typeof(x).sharding`)."""
+    if manual_axis_type is not None and manual_axis_type != ManualAxisType():
+        raise NotImplementedError("ShapedArray(manual_axis_type=...): meshsim's types take "
+                                  "their manual axes from the shard_map that makes them")
+    if memory_space is not None and getattr(memory_space, "name", "Device") != "Device":
+        raise NotImplementedError(f"ShapedArray(memory_space={memory_space}): meshsim's "
+                                  "arrays live in device memory")
+    _core_shaped_array_init(self, shape, dtype, weak_type, _aval_core_sharding(sharding))
+
+
 def install() -> None:
     Array = _core.Array
     Array.sharding = property(_sharding)
@@ -128,4 +162,5 @@ def install() -> None:
     Array.is_fully_addressable = property(lambda self: True)
     Array.committed = property(_committed)
     _core.ShapedArray.sharding = property(_type_sharding)
+    _core.ShapedArray.__init__ = _shaped_array_init
     _core.ShapedArray.manual_axis_type = property(_manual_axis_type)
