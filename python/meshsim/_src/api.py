@@ -378,8 +378,10 @@ class JitWrapped:
 
     def _name_layouts(self, outs, origin, out_tree) -> None:
         """The results' shardings as JAX names them: an out_sharding as given, a layout
-        propagation chose over Auto axes after the first argument (auto_names)."""
+        propagation chose over Auto axes after the first argument, one over Explicit axes
+        by the result's type (auto_names)."""
         auto_names.remember_origin(outs, origin)
+        auto_names.name_typed_results(outs)
         if self._out_shardings is not None:
             jit_shardings.name_outputs(tree_util.tree_unflatten(out_tree, outs), self._out_shardings)
 

@@ -36,6 +36,8 @@ def _sharding(self):
         sharding = sharding_from_core(self.sharding_core, aval.unreduced, aval.reduced)
         if isinstance(sharding, NamedSharding):  # a layout chosen over Auto axes: JAX's name
             sharding = auto_names.jax_name(sharding, self.__dict__.get("_auto_origin"), self.ndim)
+            if self.__dict__.get("_typed_result"):  # a jitted result over Explicit axes
+                sharding = auto_names.typed_name(sharding, self.ndim)
         self._sharding = sharding
     return sharding
 

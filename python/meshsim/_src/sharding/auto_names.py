@@ -38,6 +38,27 @@ def remember_origin(outs, origin) -> None:
             o._auto_origin = origin
 
 
+def name_typed_results(outs) -> None:
+    """Notes on a jitted computation's results that their sharding is named by their type when
+    laid out over Explicit axes only (typed_name; read when asked, so nothing waits here)."""
+    for o in outs:
+        if type(o) is _Array and "_sharding" not in o.__dict__:
+            o._typed_result = True
+
+
+def typed_name(sharding: NamedSharding, ndim: int) -> NamedSharding:
+    """A jitted result's layout over Explicit axes only, named by its type: one entry per
+    dimension (JAX's `P('sp', None)` for a shard_map's out_specs `P('sp')`); a layout over
+    Auto axes keeps its own name."""
+    mesh = sharding.mesh
+    explicit = {n for n, t in zip(mesh.axis_names, mesh.axis_types) if t == AxisType.Explicit}
+    spec = sharding.spec
+    if not explicit or len(spec) >= ndim or not all(a in explicit for d in range(len(spec))
+                                                    for a in spec.axes_of(d)):
+        return sharding
+    return sharding.update(spec=spec.padded(ndim))
+
+
 def jax_name(sharding: NamedSharding, origin, ndim: int) -> NamedSharding:
     """`sharding` (a layout over an all-Auto mesh) as JAX names it, given the origin
     remember_origin noted (or None)."""
