@@ -42,7 +42,7 @@ _GAPS = {
     "batch": {n: _PER_EXAMPLE for n in (
         "all_gather", "all_gather_invariant", "all_to_all", "axis_index", "ragged_all_to_all",
         "reduce_scatter", "cond", "scan", "while", "iota", "ragged_dot_general", "random_bits",
-        "debug_callback", "pure_callback")},
+        "debug_callback")},
     "cost": {n: _DATA_MOVEMENT for n in (
         "broadcast_in_dim", "concatenate", "gather", "iota",
         "pad", *_MANUAL_CASTS, "reshape", "rev", "scatter", "scatter_add", "scatter_max", "scatter_min",

@@ -53,9 +53,12 @@ void init_callbacks(py::module_& m) {
         py::list arrays;
         for (const Tensor& t : args) arrays.append(py_convert::tensor_to_numpy(t));
         py::object coords = site.device < 0 ? py::object(py::none()) : py::object(py::tuple(py::cast(site.coords)));
-        py::list dtypes;
-        for (const Aval& a : out) dtypes.append(py_convert::to_numpy_dtype(a.dtype));
-        py::object results = (*held)(callback, arrays, site.device, coords, dtypes);
+        py::list dtypes, shapes;
+        for (const Aval& a : out) {
+          dtypes.append(py_convert::to_numpy_dtype(a.dtype));
+          shapes.append(py::tuple(py::cast(a.shape)));
+        }
+        py::object results = (*held)(callback, arrays, site.device, coords, dtypes, shapes);
         Tensors tensors;
         for (const py::handle& r : results)
           tensors.push_back(py_convert::tensor_from_numpy(py::reinterpret_borrow<py::array>(r)));

@@ -63,6 +63,38 @@ Primitive callback_primitive(const std::string& name) {
   return p;
 }
 
+// JAX's batching of pure_callback, by its `vmap_method`: "sequential" (and
+// "sequential_unrolled") call the function once per example; the others once
+// with each batched operand's batch at dimension 0 and each unbatched one given
+// a leading dimension of 1 ("expand_dims"), of the batch's size
+// ("broadcast_all") or left as it is ("legacy_vectorized"). The results carry
+// the batch at dimension 0.
+Batched batch_pure_callback(const BatchArgs& a) {
+  const std::string method = a.params.is_none("vmap_method") ? "" : a.params.get<std::string>("vmap_method");
+  if (method == "sequential" || method == "sequential_unrolled") return batch_per_example(a);
+  if (method != "expand_dims" && method != "broadcast_all" && method != "legacy_vectorized")
+    fail<NotImplementedError>("vmap is only supported for the pure_callback primitive when vmap_method is one "
+                              "of 'sequential', 'sequential_unrolled', 'expand_dims', 'broadcast_all', or "
+                              "'legacy_vectorized'. Got vmap_method=",
+                              method.empty() ? "None" : "'" + method + "'", ".");
+  Values in;
+  for (size_t i = 0; i < a.in.size(); ++i) {
+    if (a.dims[i] != kNotBatched || method == "broadcast_all") {
+      in.push_back(batch_at(a.in[i], a.dims[i], 0, a.size));
+    } else if (method == "expand_dims") {
+      in.push_back(batch_at(a.in[i], kNotBatched, 0, 1));
+    } else {
+      in.push_back(a.in[i]);
+    }
+  }
+  IntLists shapes = a.params.get<IntLists>("result_shapes");
+  for (IntList& s : shapes) s.insert(s.begin(), a.size);
+  Params params = a.params;
+  params.set("result_shapes", shapes);
+  Values out = meshsim::bind(a.prim, in, params);
+  return Batched{out, BatchDims(out.size(), 0)};
+}
+
 }  // namespace
 
 void set_host_caller(HostCaller caller) { host_caller() = std::move(caller); }
@@ -99,6 +131,7 @@ void register_callback_primitives() {
   };
   Primitive pure = callback_primitive("pure_callback");
   pure.abstract_eval = results_of;
+  pure.batch = batch_pure_callback;
   pure.vjp = [](const VjpArgs&) -> Cotangents {
     fail<ValueError>("Pure callbacks do not support JVP. Please use `jax.custom_jvp` to use callbacks "
                      "while taking gradients.");

@@ -20,10 +20,11 @@ _functions: dict[int, Callable] = {}
 _ids = itertools.count()
 
 
-def _host_call(callback: int, args: list, device: int, coords, dtypes: list) -> list:
+def _host_call(callback: int, args: list, device: int, coords, dtypes: list, shapes: list) -> list:
     """What the core calls: the function gets arrays (as JAX passes its own arrays), and its
-    results go back as contiguous NumPy arrays of the types asked."""
-    results = _functions[callback]([_committed(core.asarray_value(a), False) for a in args])
+    results, which must have `shapes` (a batch of them under vmap), go back as contiguous
+    NumPy arrays of the types asked."""
+    results = _functions[callback]([_committed(core.asarray_value(a), False) for a in args], shapes)
     return [np.ascontiguousarray(np.asarray(r, dtype)) for r, dtype in zip(results, dtypes)]
 
 
@@ -58,7 +59,7 @@ def debug_callback(callback: Callable[..., Any], *args, ordered: bool = False,
         raise TypeError(f"first argument to jax.debug.callback must be a callable, got {callback!r}")
     leaves, tree = _flat_operands(args, kwargs)
 
-    def call(values):
+    def call(values, shapes=()):
         a, k = tree_util.tree_unflatten(tree, values)
         callback(*a, **k)
         return []
@@ -82,8 +83,18 @@ def pure_callback(callback: Callable[..., Any], result_shape_dtypes: Any, *args,
     """`callback(*args, **kwargs)` computed on the host with the arrays' values; its results must
     have the shapes and dtypes of `result_shape_dtypes` (a pytree of objects with `.shape` and
     `.dtype`)."""
+    if vmap_method not in _VMAP_METHODS:
+        raise ValueError(f"vmap_method must be on of the allowed methods {_VMAP_METHODS}, "
+                         f"but got: {vmap_method}")
     return _result_callback("pure_callback", callback, result_shape_dtypes, args,
-                            kwargs, {})
+                            kwargs, {"vmap_method": vmap_method})
+
+
+# How a vmapped pure_callback calls the function (its batching rule, callback.cpp): once per
+# example, or once with the batch at dimension 0 of each batched operand and the others given
+# a dimension of 1 (expand_dims), of the batch's size (broadcast_all) or left alone.
+_VMAP_METHODS = ["sequential", "sequential_unrolled", "expand_dims", "broadcast_all",
+                 "legacy_vectorized", None]
 
 
 def io_callback(callback: Callable[..., Any], result_shape_dtypes: Any, *args,
@@ -101,7 +112,7 @@ def _result_callback(primitive: str, callback, result_shape_dtypes, args, kwargs
     shapes = tuple(tuple(int(d) for d in s.shape) for s in specs)
     dtypes = tuple(np.dtype(core.canonicalize_dtype(s.dtype)) for s in specs)
 
-    def call(values):
+    def call(values, shapes=shapes):
         a, k = tree_util.tree_unflatten(tree, values)
         results = tree_util.tree_leaves(callback(*a, **k))
         if len(results) != len(specs):
@@ -110,7 +121,7 @@ def _result_callback(primitive: str, callback, result_shape_dtypes, args, kwargs
         results = [np.asarray(r) for r in results]
         results = [r.astype(core.canonicalize_dtype(r.dtype), copy=False) for r in results]
         for i, (r, shape, dtype) in enumerate(zip(results, shapes, dtypes)):
-            if r.shape != shape:
+            if r.shape != tuple(shape):
                 raise RuntimeError(f"Incorrect output shape for return value #{i}: "
                                    f"Expected: {shape}, Actual: {r.shape}")
             if r.dtype != dtype:
