@@ -1,0 +1,187 @@
+"""Small programs in the style of third-party JAX parallelism code, each run under meshsim and
+JAX 0.10.2 (8 CPU devices) with the same source, comparing what they print and raise:
+per-example clipped gradients with a vmap axis name, a sharded data loader built with
+make_array_from_callback, a pjit-era program over a mesh_utils device mesh, and a transformer
+block under jax.checkpoint policies."""
+import contextlib
+import io
+import warnings
+from functools import partial
+
+import numpy as np
+import pytest
+
+import meshsim
+
+
+@pytest.fixture(scope="module")
+def libs(real_jax):
+    return meshsim, real_jax
+
+
+def _run(program, jax):
+    """What `program(jax)` prints, then the class and first line of what it raises, if anything."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        try:
+            program(jax)
+        except Exception as e:  # noqa: BLE001 - the class name and text are compared
+            print(type(e).__name__, str(e).splitlines()[0])
+    return out.getvalue()
+
+
+def per_example_clipping(jax):
+    jnp = jax.numpy
+
+    def init(key, sizes):
+        params = []
+        for k, (a, b) in zip(jax.random.split(key, len(sizes) - 1), zip(sizes[:-1], sizes[1:])):
+            params.append((jax.random.normal(k, (a, b)) / jnp.sqrt(a), jnp.zeros(b)))
+        return params
+
+    def predict(params, x):
+        for w, b in params[:-1]:
+            x = jax.nn.relu(x @ w + b)
+        w, b = params[-1]
+        return x @ w + b
+
+    def loss(params, x, y):
+        return jnp.mean((predict(params, x[None]) - y[None]) ** 2)
+
+    @partial(jax.vmap, in_axes=(None, 0, 0), axis_name="batch")
+    def clipped_grad(params, x, y):
+        g = jax.grad(loss)(params, x, y)
+        norm = jnp.sqrt(sum(jnp.sum(t ** 2) for t in jax.tree.leaves(g)))
+        g = jax.tree.map(lambda t: t / jnp.maximum(1.0, norm / 0.5), g)
+        return jax.lax.pmean(g, "batch"), jax.lax.psum(norm > 0.5, "batch")
+
+    params = init(jax.random.key(0), [6, 16, 3])
+    x = jax.random.normal(jax.random.key(1), (8, 6))
+    y = jax.random.normal(jax.random.key(2), (8, 3))
+    g, clipped = jax.jit(clipped_grad)(params, x, y)
+    print("clipped examples:", clipped[0], clipped.dtype)
+    print("grad shapes:", jax.tree.map(jnp.shape, g))
+    print("w0 row sum: %.4f" % float(jnp.sum(g[0][0][0])))
+    step = jax.jit(lambda p, x, y: jax.tree.map(lambda a, b: a - 0.1 * b[0], p, clipped_grad(p, x, y)[0]))
+    for i in range(3):
+        params = step(params, x, y)
+        print(i, "loss %.4f" % float(jnp.mean(jax.vmap(loss, (None, 0, 0))(params, x, y))))
+
+
+def sharded_loader(jax):
+    jnp = jax.numpy
+    NamedSharding, P = jax.sharding.NamedSharding, jax.sharding.PartitionSpec
+    mesh = jax.make_mesh((4, 2), ("data", "model"), axis_types=(jax.sharding.AxisType.Explicit,) * 2)
+    dataset = np.arange(64 * 5, dtype=np.float32).reshape(64, 5)
+    sharding = NamedSharding(mesh, P("data"))
+    w = jax.device_put(jnp.ones((5, 4)), NamedSharding(mesh, P(None, "model")))
+
+    @jax.jit
+    def step(w, batch):
+        h = batch @ w
+        grad = jnp.einsum("bi,bj->ij", batch, h, out_sharding=NamedSharding(mesh, P(None, "model"))) / batch.shape[0]
+        return w - 1e-3 * grad, jnp.sum(h)
+
+    for start in range(0, 32, 16):
+        seen = []
+
+        def read(index, start=start):
+            seen.append(index)
+            return dataset[start:start + 16][index]
+
+        batch = jax.make_array_from_callback((16, 5), sharding, read)
+        print(batch.shape, batch.sharding.spec, jax.typeof(batch), "reads:", len(seen))
+        print([(s.index, s.device.id) for s in batch.addressable_shards][:3])
+        w, total = step(w, batch)
+        print("total %.6g" % float(total), jax.typeof(w), w.sharding.spec)
+    blocks = [(np.asarray(s.data), s.device) for s in batch.addressable_shards]
+    rebuilt = jax.make_array_from_single_device_arrays(
+        (16, 5), sharding, [jax.device_put(b, d) for b, d in blocks])
+    print(bool(jnp.array_equal(rebuilt, batch)), rebuilt.sharding.spec)
+    with jax.set_mesh(mesh):
+        jnp.einsum("bi,bj->ij", batch, batch)  # contracting a sharded batch: JAX's error
+
+
+def pjit_program(jax):
+    # `from jax.experimental import mesh_utils, multihost_utils`, for either library
+    mesh_utils = __import__(f"{jax.__name__}.experimental.mesh_utils").experimental.mesh_utils
+    multihost_utils = __import__(f"{jax.__name__}.experimental.multihost_utils").experimental.multihost_utils
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        pjit = __import__(f"{jax.__name__}.experimental.pjit").experimental.pjit.pjit
+    print([(w.category.__name__, str(w.message)) for w in caught])
+    jnp = jax.numpy
+    Mesh, NamedSharding, P = jax.sharding.Mesh, jax.sharding.NamedSharding, jax.sharding.PartitionSpec
+    devices = mesh_utils.create_device_mesh((4, 2))
+    print(devices.shape, [d.id for d in devices.flat])
+    mesh = Mesh(devices, axis_names=("x", "y"))
+    print(mesh)
+
+    def layer(w, x):
+        return jnp.tanh(x @ w)
+
+    f = pjit(layer, in_shardings=(NamedSharding(mesh, P(None, "y")), NamedSharding(mesh, P("x", None))),
+             out_shardings=NamedSharding(mesh, P("x", "y")))
+    w = np.random.default_rng(0).normal(size=(6, 4)).astype(np.float32)
+    x = np.random.default_rng(1).normal(size=(8, 6)).astype(np.float32)
+    with mesh:
+        out = f(w, x)
+    print(out.shape, out.sharding.spec, round(float(out.sum()), 4))
+    print(np.allclose(out, np.tanh(x @ w), atol=1e-5))
+    print(pjit(lambda a: a * 2)(x).sharding)
+    print(jax.jit(layer, in_shardings=(None, NamedSharding(mesh, P("x"))))(w, x).sharding)
+    print(multihost_utils.process_allgather(out).shape)
+    print(mesh_utils.create_device_mesh((2, 2, 2)).shape)
+    mesh_utils.create_device_mesh((3, 3))
+
+
+def checkpointed_block(jax):
+    jnp = jax.numpy
+    ad_checkpoint = __import__(f"{jax.__name__}.ad_checkpoint").ad_checkpoint
+
+    def attention(q, k, v):
+        s = jnp.einsum("td,sd->ts", q, k) / jnp.sqrt(q.shape[-1])
+        return jax.nn.softmax(s, axis=-1) @ v
+
+    def block(params, x):
+        h = jax.nn.standardize(x, axis=-1)
+        q, k, v = (h @ params[n] for n in ("wq", "wk", "wv"))
+        x = x + ad_checkpoint.checkpoint_name(attention(q, k, v) @ params["wo"], "attn_out")
+        h = jax.nn.standardize(x, axis=-1)
+        return x + jax.nn.gelu(h @ params["w1"]) @ params["w2"]
+
+    d = 8
+    keys = jax.random.split(jax.random.key(0), 6)
+    params = {n: jax.random.normal(k, s) * 0.1 for n, k, s in zip(
+        ("wq", "wk", "wv", "wo", "w1", "w2"), keys, [(d, d)] * 4 + [(d, 4 * d), (4 * d, d)])}
+    x = jax.random.normal(jax.random.key(7), (5, d))
+
+    def loss(block_fn, params, x):
+        return jnp.sum(jnp.tanh(block_fn(params, x)) * x)
+
+    cp = jax.checkpoint_policies
+    policies = {"none": None, "dots": cp.dots_saveable, "nothing": cp.nothing_saveable,
+                "dots_no_batch": cp.dots_with_no_batch_dims_saveable,
+                "names": cp.save_only_these_names("attn_out"), "everything": cp.everything_saveable,
+                "offload": cp.save_and_offload_only_these_names(
+                    names_which_can_be_saved=["attn_out"], names_which_can_be_offloaded=[],
+                    offload_src="device", offload_dst="pinned_host")}
+    reference = jax.grad(partial(loss, block))(params, x)
+    for name, policy in policies.items():
+        fn = block if policy is None else jax.checkpoint(block, policy=policy)
+        g = jax.jit(jax.grad(partial(loss, fn)))(params, x)
+        same = all(np.allclose(a, b, atol=1e-5) for a, b in zip(jax.tree.leaves(g), jax.tree.leaves(reference)))
+        print(name, same, "%.4f" % float(jnp.sum(jnp.abs(g["wq"]))))
+    step = jax.checkpoint(lambda c, _: (block(params, c), None), prevent_cse=False)
+    out, _ = jax.lax.scan(step, x, None, length=3)
+    print("scan %.4f" % float(jnp.sum(jnp.abs(out))))
+
+
+PROGRAMS = [per_example_clipping, sharded_loader, pjit_program, checkpointed_block]
+
+
+@pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.__name__)
+def test_program_prints_what_jax_prints(libs, program):
+    ours, theirs = (_run(program, lib) for lib in libs)
+    assert "Error" not in theirs.splitlines()[0]  # the program itself runs under JAX
+    assert ours == theirs
