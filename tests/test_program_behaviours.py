@@ -463,3 +463,23 @@ def test_key_arrays_are_numpy_ndarrays_as_jax_arrays_are(libs):
                 isinstance(jax.numpy.ones(2), jax.numpy.ndarray), isinstance(1.0, jax.numpy.ndarray))
 
     _both(libs, case)
+
+
+def test_array_wrappers_promote_by_the_array_they_hold(libs):
+    """An object with `__jax_array__` (flax's Variable) combines with traced arrays by the type
+    of the array it holds."""
+    def case(jax):
+        class Wrapped:
+            def __init__(self, value):
+                self.value = value
+
+            def __jax_array__(self):
+                return self.value
+
+        def f(x, w):
+            return x + Wrapped(w), x * Wrapped(w.astype(jax.numpy.float16))
+
+        outs = jax.jit(f)(jax.numpy.ones(3, jax.numpy.float16), jax.numpy.arange(3.0))
+        return [(str(o.dtype), np.asarray(o).tolist()) for o in outs]
+
+    assert _both(libs, case)[0] == "ok"

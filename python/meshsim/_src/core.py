@@ -175,6 +175,9 @@ def result_type(*args) -> tuple[np.dtype, bool]:
             d, w = python_scalar_dtype(a), not isinstance(a, bool)  # bools are not weak in JAX
         elif isinstance(a, (np.dtype, type, str)):
             d, w = canonicalize_dtype(a), False
+        elif hasattr(a, "__jax_array__"):  # an array wrapper (flax's Variable): its array's type
+            a = a.__jax_array__()
+            d, w = (a.dtype, a.weak_type) if is_value(a) else (canonicalize_dtype(np.asarray(a).dtype), False)
         else:
             d, w = canonicalize_dtype(np.asarray(a).dtype), False
         if dtype is None:
