@@ -99,6 +99,26 @@ record("jit_train_out", jitted_train_forward(block, x))
 record("jit_bn_running_mean", block.bn.mean[...])
 
 
+# Lifted transforms: a stack of layers made with nnx.vmap, run with nnx.scan, one of them
+# through nnx.remat, and differentiated.
+@nnx.vmap(in_axes=0, out_axes=0)
+def make_stack(rngs):
+    return nnx.Linear(5, 5, rngs=rngs)
+
+
+stack = make_stack(nnx.Rngs(4).split(3))
+record("stack_kernel_shape", str(stack.kernel[...].shape))
+
+
+@nnx.scan(in_axes=(0, nnx.Carry), out_axes=nnx.Carry)
+def run_stack(layer, h):
+    return nnx.tanh(nnx.remat(lambda lyr, v: lyr(v))(layer, h))
+
+
+record("scan_stack_out", run_stack(stack, x))
+stack_grads = nnx.grad(lambda s: jnp.sum(run_stack(s, x) ** 2))(stack)
+record("scan_stack_grad_bias", stack_grads["bias"][...])
+
 # A Variable made outside a transform cannot be set from inside one (flax compares the trace
 # it was made in with the current one).
 outside = nnx.Param(jnp.ones(3))
