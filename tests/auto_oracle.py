@@ -9,7 +9,8 @@ from collections import Counter
 import numpy as np
 
 # meshsim's record names -> XLA's collective kinds
-KIND = {"psum": "all-reduce", "pmax": "all-reduce", "pmin": "all-reduce",
+KIND = {"psum": "all-reduce", "pmax": "all-reduce", "pmin": "all-reduce", "unreduced_psum": "all-reduce",
+        "unreduced_reduce_scatter": "reduce-scatter",
         "all_gather": "all-gather", "reduce_scatter": "reduce-scatter",
         "all_to_all": "all-to-all", "ppermute": "collective-permute"}
 _ITEMSIZE = {"f32": 4, "s32": 4, "u32": 4, "f64": 8, "s64": 8, "bf16": 2, "f16": 2, "pred": 1,

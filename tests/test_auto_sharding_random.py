@@ -49,7 +49,7 @@ REASONS = {
 # seed -> kind
 KNOWN = {
     1001: "halo", 1003: "collectives", 1005: "halo", 1010: "halo", 1012: "collectives",
-    1014: "collectives", 1022: "halo", 1027: "collectives", 1030: "collectives",
+    1014: "collectives", 1022: "halo", 
     1031: "collectives", 1033: "halo", 1034: "halo", 1035: "halo", 1039: "halo", 1040: "retile",
     1041: "halo", 1043: "halo", 1044: "collectives", 1045: "collectives", 1048: "retile",
     1060: "halo", 1063: "xla_values",

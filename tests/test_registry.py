@@ -41,8 +41,8 @@ _GAPS = {
             | {"eig": "no derivative yet (JAX differentiates the eigenvalues and right eigenvectors)"}),
     "batch": {n: _PER_EXAMPLE for n in (
         "all_gather", "all_gather_invariant", "all_to_all", "axis_index", "ragged_all_to_all",
-        "reduce_scatter", "cond", "scan", "while", "iota", "ragged_dot_general", "random_bits",
-        "debug_callback")},
+        "reduce_scatter", "unreduced_reduce_scatter", "cond", "scan", "while", "iota",
+        "ragged_dot_general", "random_bits", "debug_callback")},
     "cost": {n: _DATA_MOVEMENT for n in (
         "broadcast_in_dim", "concatenate", "gather", "iota",
         "pad", *_MANUAL_CASTS, "reshape", "rev", "scatter", "scatter_add", "scatter_max", "scatter_min",
@@ -257,7 +257,7 @@ def test_collectives_declare_the_instruction_they_lower_to():
     want = {"psum": "all-reduce", "psum_invariant": "all-reduce", "pmax": "all-reduce",
             "pmin": "all-reduce", "unreduced_psum": "all-reduce", "all_gather": "all-gather",
             "all_gather_invariant": "all-gather", "reduce_scatter": "reduce-scatter",
-            "all_to_all": "all-to-all", "ragged_all_to_all": "ragged-all-to-all",
+            "unreduced_reduce_scatter": "reduce-scatter", "all_to_all": "all-to-all", "ragged_all_to_all": "ragged-all-to-all",
             "ppermute": "collective-permute", "pbroadcast": "collective-broadcast"}
     for name, info in INFO.items():
         if info["kind"] != "collective":

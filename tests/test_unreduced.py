@@ -114,6 +114,14 @@ CASES = {
                                                        out_sharding=m.P(None, "X")),
     "doc_dot_unreduced": lambda m: m.jnp.dot(m.arr((8, 4), None, "X"), m.arr((4, 16), "X", None),
                                              out_sharding=m.P(None, None, unreduced={"X"})),
+    # reduced axes in a contraction's out_sharding are dropped (the result is not reduced)
+    "dot_out_reduced_dropped": lambda m: m.jnp.dot(m.arr((8, 4), None, "X"), m.arr((4, 16), "X", None),
+                                                   out_sharding=m.P(None, None, reduced={"Y"})),
+    "dot_out_sharded_reduced_dropped": lambda m: m.jnp.dot(
+        m.arr((8, 4), None, "X"), m.arr((4, 16), "X", None), out_sharding=m.P("Y", None, reduced={"X"})),
+    "dot_out_unreduced_and_reduced": lambda m: m.jnp.dot(
+        m.arr((8, 4), None, "X"), m.arr((4, 16), "X", None),
+        out_sharding=m.P(None, None, unreduced={"X"}, reduced={"Y"})),
     "dot_general_out_unreduced": lambda m: m.lax.dot_general(
         m.arr((8, 4), None, "X"), m.arr((4, 16), "X", None), (((1,), (0,)), ((), ())),
         out_sharding=m.P(None, None, unreduced={"X"})),
@@ -282,6 +290,14 @@ PROGRAMS = {
     "two_dots_added_then_reduced": lambda m, a, b: m.jax.reshard(
         m.jnp.dot(a, b, out_sharding=m.P(None, None, unreduced={"X"}))
         + m.jnp.dot(a, b * 2, out_sharding=m.P(None, None, unreduced={"X"})), m.P(None, "Y")),
+    "dot_out_reduced_dropped": lambda m, a, b: m.jnp.dot(a, b, out_sharding=m.P("Y", None, reduced={"X"})),
+    "dot_out_split_over_other_axis": lambda m, a, b: m.jnp.dot(a, b, out_sharding=m.P(None, "Y")),
+    "psum_scatter_of_unreduced": lambda m, a, b: _sm(
+        m, lambda v: m.lax.psum_scatter(v, "X", tiled=True), _U, m.P("X", None),
+        m.jnp.dot(a, b, out_sharding=m.P(None, None, unreduced={"X"}))),
+    "psum_scatter_of_unreduced_dim1": lambda m, a, b: _sm(
+        m, lambda v: m.lax.psum_scatter(v, "X", scatter_dimension=1, tiled=True), _U, m.P(None, "X"),
+        m.jnp.dot(a, b, out_sharding=m.P(None, None, unreduced={"X"}))),
     "sum_of_unreduced": lambda m, a, b: m.jax.reshard(
         m.jnp.dot(a, b, out_sharding=m.P(None, None, unreduced={"X"})).sum(0), m.P()),
 }
@@ -439,3 +455,24 @@ def _run_doc(lib, src: str) -> str:
 def test_documentation_examples_print_as_jax(real_jax, name):
     ours, theirs = (_run_doc(lib, DOC_PROGRAMS[name]) for lib in (meshsim, real_jax))
     assert ours.replace("TFRT_CPU_", "cpu:") == theirs.replace("TFRT_CPU_", "cpu:")
+
+
+def test_grad_through_psum_scatter_of_unreduced(libs):
+    """psum_scatter of a pending sum (JAX's unreduced_reduce_scatter) transposes to a gather
+    typed reduced: the gradients are JAX's in value and type."""
+    outs = []
+    for lib in libs:
+        with lib.jax.set_mesh(lib.mesh):
+            a, b = lib.arr((8, 16), None, "X"), lib.arr((16, 8), "X", None)
+
+            def loss(a, b, lib=lib):
+                c = lib.jnp.dot(a, b, out_sharding=lib.P(None, None, unreduced={"X"}))
+                d = _sm(lib, lambda v: lib.lax.psum_scatter(v, "X", tiled=True), _U, lib.P("X", None), c)
+                return (d ** 2).sum()
+
+            ga, gb = lib.jax.grad(loss, argnums=(0, 1))(a, b)
+            outs.append((np.asarray(ga), np.asarray(gb), str(lib.jax.typeof(ga)), str(lib.jax.typeof(gb))))
+    (ours, theirs) = outs
+    for x, y in zip(ours[:2], theirs[:2]):
+        np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-4)
+    assert ours[2:] == theirs[2:]

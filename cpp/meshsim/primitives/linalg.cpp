@@ -809,7 +809,10 @@ UrAxes dot_general_ur_rule(const Avals& in, const Params& p) {
 // Each device multiplies its blocks: a contracting dimension sharded on one
 // side only is all-gathered there (FSDP); sharded alike on both sides it
 // yields partial sums, all-reduced; the result is then resharded to the type.
-std::optional<LocalPlan> dot_general_plan(const Avals& in, const Params& p, const Avals&) {
+// A free dim the result's type splits over axes the plan leaves unused is
+// split in its operand first (a local slice), so the partial sums are
+// all-reduced block by block, as XLA's program does.
+std::optional<LocalPlan> dot_general_plan(const Avals& in, const Params& p, const Avals& out) {
   const DotSpecDims d = dot_spec_dims(p, in[0], in[1]);
   Spec ls = spec_of(in[0]), rs = spec_of(in[1]);
   LocalPlan plan;
@@ -834,6 +837,19 @@ std::optional<LocalPlan> dot_general_plan(const Avals& in, const Params& p, cons
     if (clash) rs[f].clear();  // an axis cannot shard two result dimensions: gather this one
     for (const auto& a : rs[f]) used.insert(a);
     o.push_back(rs[f]);
+  }
+  if (!plan.reduce_axes.empty() && out.size() == 1 && out[0].mesh) {
+    const Spec want = pad_spec(out[0].spec, o.size());
+    const size_t nb = d.lb.size(), nl = d.lf.size();
+    for (size_t k = nb; k < o.size(); ++k) {
+      if (!o[k].empty() || want[k].empty()) continue;
+      bool free_axes = true;
+      for (const auto& a : want[k]) free_axes &= used.count(a) == 0 && std::find(out[0].unreduced.begin(), out[0].unreduced.end(), a) == out[0].unreduced.end();
+      if (!free_axes) continue;
+      (k < nb + nl ? ls[d.lf[k - nb]] : rs[d.rf[k - nb - nl]]) = want[k];
+      o[k] = want[k];
+      used.insert(want[k].begin(), want[k].end());
+    }
   }
   plan.in_specs = {ls, rs};
   plan.params = p;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <mutex>
+#include <set>
 #include <unordered_map>
 
 #include "meshsim/core/cancel.h"
@@ -283,6 +284,23 @@ ArrayPtr moved_to(const ArrayPtr& x, const Aval& use) {
   return reshard_array(x, use.mesh, use.spec, typed);
 }
 
+// Whether a value laid out as `from` becomes laid out as `to` by local slices
+// alone: every dim keeps its axes and may add ones `from` does not use.
+bool slices_to(const Spec& from, const Spec& to) {
+  std::set<std::string> used;
+  for (const AxisNames& e : from) used.insert(e.begin(), e.end());
+  for (size_t d = 0; d < to.size(); ++d) {
+    const AxisNames none;
+    const AxisNames& f = d < from.size() ? from[d] : none;
+    if (f.size() > to[d].size() || !std::equal(f.begin(), f.end(), to[d].begin())) return false;
+    for (size_t k = f.size(); k < to[d].size(); ++k)
+      if (used.count(to[d][k])) return false;
+  }
+  for (size_t d = to.size(); d < from.size(); ++d)
+    if (!from[d].empty()) return false;
+  return true;
+}
+
 // A program over a mesh with Auto axes, partitioned as propagation says:
 // every equation computes on its operands laid out as the plan says (moving
 // what must move), and its results are laid out as their values' layouts.
@@ -290,6 +308,9 @@ std::vector<ArrayPtr> run_partitioned(const Program& program, const std::vector<
                                       const MeshPtr& mesh) {
   const std::shared_ptr<const ShardingPlan> plan = plan_for(program, *mesh, args);
   std::vector<ArrayPtr> env = initial_env(program, args);
+  // Results computed with more of their dims whole than their layouts (the
+  // plan's `computed`): uses laid out with fewer axes slice these.
+  std::vector<ArrayPtr> fuller(program.avals.size());
   const std::vector<int> last = last_uses(program);
   auto laid_out = [&](int v, const Spec& spec) {
     Aval a = program.avals[v];
@@ -328,9 +349,14 @@ std::vector<ArrayPtr> run_partitioned(const Program& program, const std::vector<
     for (size_t i = 0; i < e.inputs.size(); ++i) {
       const int v = e.inputs[i];
       ins.push_back(own_layout ? program.avals[v] : laid_out(v, plan->operand[k][i]));
-      arrays.push_back(own_layout ? env[v] : moved_to(env[v], ins.back()));
+      const bool from_fuller = !own_layout && fuller[v] && slices_to(fuller[v]->sharding()->spec, ins.back().spec);
+      arrays.push_back(own_layout ? env[v] : moved_to(from_fuller ? fuller[v] : env[v], ins.back()));
     }
-    for (int v : e.outputs) outs.push_back(own_layout ? program.avals[v] : laid_out(v, plan->value[v]));
+    const std::vector<Spec>& computed = plan->computed[k];
+    for (size_t j = 0; j < e.outputs.size(); ++j) {
+      const int v = e.outputs[j];
+      outs.push_back(own_layout ? program.avals[v] : laid_out(v, computed.empty() ? plan->value[v] : computed[j]));
+    }
     bool dependent = false;
     for (int v : e.inputs) dependent = dependent || after_held[v];
     combiner.set_dependent(dependent);
@@ -339,11 +365,16 @@ std::vector<ArrayPtr> run_partitioned(const Program& program, const std::vector<
     if (combiner.flushes() != flushes) std::fill(after_held.begin(), after_held.end(), false);
     const bool waits = combiner.holds() != holds || (dependent && combiner.flushes() == flushes);
     for (size_t i = 0; i < res.size(); ++i) {
-      env[e.outputs[i]] = own_layout ? std::move(res[i]) : retyped(res[i], program.avals[e.outputs[i]]);
-      after_held[e.outputs[i]] = waits;
+      const int v = e.outputs[i];
+      if (!own_layout && !computed.empty()) {
+        fuller[v] = res[i];
+        res[i] = moved_to(res[i], laid_out(v, plan->value[v]));  // local slices
+      }
+      env[v] = own_layout ? std::move(res[i]) : retyped(res[i], program.avals[v]);
+      after_held[v] = waits;
     }
     for (int v : e.inputs)
-      if (last[v] == static_cast<int>(k)) env[v] = nullptr;
+      if (last[v] == static_cast<int>(k)) env[v] = fuller[v] = nullptr;
   }
   std::vector<ArrayPtr> results;
   for (int v : program.outvars) results.push_back(env[v]);
@@ -375,6 +406,9 @@ std::vector<ArrayPtr> run_global_program(const Program& program, const std::vect
   }
   if (MeshPtr mesh = auto_mesh_of(program)) return run_partitioned(program, args, mesh);
   std::vector<ArrayPtr> env = initial_env(program, args);
+  // Results computed with more of their dims whole than their layouts (the
+  // plan's `computed`): uses laid out with fewer axes slice these.
+  std::vector<ArrayPtr> fuller(program.avals.size());
   const std::vector<int> last = last_uses(program);
 
   std::vector<ArrayPtr> arrays;

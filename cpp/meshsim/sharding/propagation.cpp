@@ -94,7 +94,9 @@ void add_reshape_parts(const Equation& e, const Avals& in, const Avals& out, Sit
 // locally to the propagated layout, as XLA partitions a concatenate.
 void add_permutation_factors(const Equation& e, const Avals& in, const Avals& out, Site& s) {
   s.permutation.assign(s.map.num_factors, false);
-  if (e.prim->name != "concatenate" || out.size() != 1) return;
+  static const std::set<std::string> kPermuting = {"concatenate", "cumsum", "cumprod", "cummax",
+                                                    "cummin", "cumlogsumexp"};
+  if (!kPermuting.count(e.prim->name) || out.size() != 1) return;
   const size_t rank = out[0].shape.size();
   for (size_t d = 0; d < rank; ++d) {
     if (s.map.out[0][d] != kNoFactor) continue;
@@ -179,11 +181,32 @@ class Propagator {
         }
       }
       p.operand.push_back(std::move(ops));
+      p.computed.push_back(computed_layouts(s));
     }
     return p;
   }
 
  private:
+  // The layouts `s`'s results are computed in: their values' with the dims
+  // of permutation factors whole; empty when nothing differs.
+  std::vector<Spec> computed_layouts(const Site& s) const {
+    std::vector<Spec> layouts;
+    bool differs = false;
+    const size_t num_in = s.eqn->inputs.size();
+    for (size_t t = num_in; t < s.vars.size(); ++t) {
+      Spec spec = spec_[s.vars[t]];
+      const std::vector<int>& dims = *s.dims[t];
+      for (size_t d = 0; d < dims.size() && d < spec.size(); ++d)
+        if (dims[d] != kNoFactor && s.permutation[dims[d]] && !spec[d].empty()) {
+          spec[d].clear();
+          differs = true;
+        }
+      layouts.push_back(std::move(spec));
+    }
+    if (!differs) layouts.clear();
+    return layouts;
+  }
+
   // Results whose layout the primitive itself decides.
   void fix_results(const Equation& e) {
     const std::string& name = e.prim->name;

@@ -27,6 +27,12 @@ namespace meshsim {
 struct ShardingPlan {
   std::vector<Spec> value;                 // per variable: its layout over the mesh (all axes)
   std::vector<std::vector<Spec>> operand;  // per equation: the layouts its operands are used in
+  // Per equation: the layouts its results are computed in before they are
+  // sliced locally to their values' layouts (a concatenate's or cumulative
+  // scan's permuted dims are computed whole); empty when they are the same.
+  // A later use needing fewer axes slices that whole result instead of
+  // gathering, as XLA's simplifier folds a gather of a local slice.
+  std::vector<std::vector<Spec>> computed;
 };
 
 // The mesh with Auto axes and more than one device that `program`'s values

@@ -8,6 +8,7 @@
 #include "meshsim/kernels/integer_wrap.h"
 #include "meshsim/kernels/strided.h"
 #include "meshsim/ir/axis_env.h"
+#include "meshsim/ir/unreduced.h"
 #include "meshsim/primitives/collectives/common.h"
 #include "meshsim/primitives/families.h"
 
@@ -240,9 +241,49 @@ Value transpose_all_gather_invariant(const Value& ct, const Params& p) {
   return tiled ? slice : ops::squeeze(slice, {dim});
 }
 
+// The cotangent of an unreduced_reduce_scatter: the varying chunks gathered
+// whole on every device, typed reduced over the axes (JAX's all_gather to
+// 'reduced'), as the cotangent of a pending sum is.
+Value transpose_unreduced_reduce_scatter(const Value& ct, const Params& p) {
+  const Value whole = ops::bind1("all_gather_invariant", {ct},
+                                 {{"all_gather_dimension", p.get<int64_t>("scatter_dimension")},
+                                  {"axis_index_groups", ParamValue{}},
+                                  {"axis_name", axis_names_param(p)},
+                                  {"axis_size", p.get<int64_t>("axis_size")},
+                                  {"tiled", p.get<bool>("tiled")}});
+  return ops::bind1("preduced", {whole}, {{"axes", axis_names_param(p)}});
+}
+
+// psum_scatter of a value unreduced over the axes (Unreduced -> Varying):
+// each device's partial sum is its block, so the pending sum is performed as
+// a reduce-scatter, as XLA runs it.
+Primitive unreduced_reduce_scatter_primitive() {
+  Primitive p;
+  p.name = "unreduced_reduce_scatter";
+  p.kind = Kind::Collective;
+  with_ring_comm(p, axis_names_param, true, [](int64_t, int64_t out, int64_t n) { return out * (n - 1); },
+                 [](int64_t n) { return n - 1; });
+  lowers_to(p, "reduce-scatter");
+  p.abstract_eval = [](const Avals& in, const Params& params) {
+    const Aval& x = in.at(0);
+    for (const auto& a : axis_names_param(params))
+      if (!contains(x.unreduced, a))
+        fail<ValueError>("unreduced_reduce_scatter only accepts inputs unreduced over its axes. Got ",
+                         x.str_short(true));
+    return reduce_scatter_eval(in, params);
+  };
+  p.vma_rule = [](const Avals& in, const Params& params) { return vma_plus(in[0].vma, axis_names_param(params)); };
+  p.ur_rule = [](const Avals& in, const Params& params) -> UrAxes {
+    return {vma_minus(in[0].unreduced, axis_names_param(params)), in[0].reduced};
+  };
+  p.mesh_kernel = reduce_scatter_kernel;
+  return with_linear_vjp(p, transpose_unreduced_reduce_scatter);
+}
+
 }  // namespace
 
 void register_gather_scatter_primitives() {
+  register_primitive(unreduced_reduce_scatter_primitive());
   Primitive all_gather = all_gather_primitive("all_gather", false);
   register_primitive(with_linear_vjp(all_gather, transpose_all_gather));
   Primitive all_gather_invariant = all_gather_primitive("all_gather_invariant", true);

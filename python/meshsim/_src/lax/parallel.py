@@ -361,17 +361,14 @@ def psum_scatter(x, axis_name, *, scatter_dimension=0, axis_index_groups=None, t
 
 
 def _unreduced_psum_scatter(v, axes: tuple, env, dim: int, size: int, tiled: bool):
-    """Unreduced -> varying (JAX's unreduced_psum_scatter): the pending sum performed, then
-    each device keeps its chunk along `dim` (the dim dropped unless `tiled`)."""
-    from meshsim._src.lax.indexing import dynamic_slice_in_dim
+    """Unreduced -> varying (JAX's unreduced_reduce_scatter): the pending sum performed as a
+    reduce-scatter, each device keeping its chunk along `dim` (the dim dropped unless
+    `tiled`)."""
     if v.shape[dim] % size if tiled else v.shape[dim] != size:
         raise ValueError(f"psum_scatter: dimension {dim} of size {v.shape[dim]} does not split "
                          f"over {size} devices")
-    total = core.bind1("pvary", core.bind1("unreduced_psum", v, axes=_in_mesh_order(env, axes)),
-                       axes=_in_mesh_order(env, axes))
-    chunk = v.shape[dim] // size
-    out = dynamic_slice_in_dim(total, axis_index(axes) * chunk, chunk, dim)
-    return out if tiled else core.bind1("squeeze", out, dimensions=(dim,))
+    return core.bind1("unreduced_reduce_scatter", v, axis_name=_in_mesh_order(env, axes),
+                      axis_size=size, scatter_dimension=dim, tiled=bool(tiled))
 
 
 _PPERMUTE_SORT_DIFF = (

@@ -406,10 +406,9 @@ def out_sharding_param(out_sharding, ndim: int, pending_ok: bool = False):
 
 def out_unreduced_param(out_sharding) -> dict:
     """The unreduced axes of `out_sharding=` as the `out_unreduced` parameter of a
-    contraction (none: no parameter). Reduced axes there are not taken."""
+    contraction (none: no parameter). Reduced axes there are dropped, as JAX's dot_general
+    drops them: the result is typed without them."""
     if out_sharding is None:
         return {}
     mesh, spec = resolve(out_sharding, "out_sharding")
-    if spec.reduced:
-        check_no_reduction_axes(spec, "out_sharding")
     return dict(out_unreduced=pending_axes(mesh, spec.unreduced)) if spec.unreduced else {}
