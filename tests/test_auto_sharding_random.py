@@ -38,9 +38,9 @@ REASONS = {
             "(collective-permute); meshsim gathers that dim whole",
     "retile": "XLA moves an operand laid out over conflicting axes with all-to-alls; meshsim "
               "gathers it",
-    "layout": "XLA lays a result out otherwise: a reshape splitting a dim sharded over several "
-              "axes gives each part some of them (Shardy's sub-factors; meshsim's factor maps "
-              "have one factor per dim), or another choice among near-equal costs",
+    "layout": "XLA lays a result out otherwise, another choice among near-equal costs",
+    "sub_axes": "a reshape part that a mesh axis does not divide: Shardy splits the axis into "
+                "sub-axes and XLA gathers it in steps; meshsim's layouts name whole axes",
     "collectives": "XLA's partitioner picks other collectives for equal or near-equal costs (an "
                    "all-reduce of a gathered operand, where a reshard happens)",
     "xla_values": "XLA's partitioned convolution computes other values than its unpartitioned "
@@ -49,15 +49,13 @@ REASONS = {
 # seed -> kind
 KNOWN = {
     1001: "halo", 1003: "collectives", 1005: "halo", 1010: "halo", 1012: "collectives",
-    1014: "collectives", 1022: "halo", 
-    1031: "collectives", 1033: "halo", 1034: "halo", 1035: "halo", 1039: "halo", 1040: "retile",
-    1041: "halo", 1043: "halo", 1044: "collectives", 1045: "collectives", 1048: "retile",
-    1060: "halo", 1063: "xla_values",
-    1065: "halo", 1068: "retile", 1069: "halo", 1074: "layout", 1075: "halo",
-    1076: "halo", 1077: "layout", 1081: "halo", 1083: "halo", 1085: "layout",
-    1086: "retile", 1087: "retile", 1090: "collectives", 1091: "collectives", 1093: "halo",
-    1105: "halo", 1107: "halo", 1110: "retile", 1111: "halo", 1113: "halo",
-    1114: "collectives", 1117: "halo",
+    1014: "collectives", 1022: "halo", 1031: "collectives", 1033: "halo", 1034: "halo",
+    1035: "halo", 1039: "halo", 1040: "retile", 1041: "halo", 1043: "halo", 1044: "collectives",
+    1045: "collectives", 1048: "retile", 1060: "halo", 1063: "xla_values", 1065: "halo",
+    1068: "retile", 1069: "halo", 1074: "layout", 1075: "halo", 1076: "halo", 1077: "layout",
+    1081: "halo", 1083: "halo", 1085: "layout", 1086: "retile", 1087: "retile",
+    1090: "collectives", 1091: "sub_axes", 1093: "halo", 1105: "halo", 1107: "halo",
+    1110: "retile", 1111: "halo", 1113: "halo", 1114: "sub_axes", 1117: "halo",
 }
 
 
