@@ -37,8 +37,8 @@ _GAPS = {
         "argmin", "bitcast_convert_type", "clz", "population_count", "shift_left",
         "shift_right_arithmetic", "shift_right_logical", "reduce_and", "reduce_or", "reduce_xor",
         "searchsorted", "iota", "random_bits", "threefry2x32", "axis_index", "nextafter")}
-            | {n: _NO_JAX_RULE for n in ("pmax", "pmin", "pbroadcast")}
-            | {"eig": "no derivative yet (JAX differentiates the eigenvalues and right eigenvectors)"}),
+            | {n: _NO_JAX_RULE for n in ("pmax", "pmin", "pbroadcast", "schur", "hessenberg",
+                                         "householder_product")}),
     "batch": {n: _PER_EXAMPLE for n in (
         "all_gather", "all_gather_invariant", "all_to_all", "axis_index", "ragged_all_to_all",
         "reduce_scatter", "unreduced_reduce_scatter", "cond", "scan", "while", "iota",
@@ -54,7 +54,8 @@ _GAPS = {
     "sharding_rule": ({n: _NO_SHARDED_OPERANDS for n in ("iota", *_MANUAL_CASTS)}
                       | {n: _NOT_IN_JAX for n in ("ragged_dot_general", "random_bits", "searchsorted")}
                       | {n: _NO_RULE_YET for n in ("cholesky", "lu", "qr", "eigh", "svd",
-                                                    "triangular_solve", "eig")}),
+                                                    "triangular_solve", "eig", "schur", "hessenberg",
+                                                    "householder_product")}),
     "factors": ({n: _CREATED for n in ("iota", "random_bits")}
                 | {n: "used inside shard_map bodies only, where propagation over Auto axes never runs"
                    for n in _MANUAL_CASTS}
@@ -62,7 +63,7 @@ _GAPS = {
                                            "the batch dimension, which have their factor maps"}
                 | {n: _NO_FACTORS_YET for n in (
                     "searchsorted", "ragged_dot_general", "cholesky", "lu", "qr", "eigh", "svd",
-                    "triangular_solve", "eig")}),
+                    "triangular_solve", "eig", "schur", "hessenberg", "householder_product")}),
 }
 EXEMPT: dict[str, dict[str, str]] = {}
 for _rule, _names in _GAPS.items():

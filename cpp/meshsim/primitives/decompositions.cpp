@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <complex>
 #include <limits>
 #include <vector>
 
@@ -19,91 +20,24 @@
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/primitives/families.h"
 #include "meshsim/primitives/lapack.h"
+#include "meshsim/primitives/lapack_routines.h"
+#include "meshsim/primitives/matrix_ops.h"
 #include "meshsim/transforms/batching.h"
 #include "meshsim/ir/kernel_results.h"
-
-extern "C" {
-void spotrf_(const char* uplo, const int* n, float* a, const int* lda, int* info);
-void dpotrf_(const char* uplo, const int* n, double* a, const int* lda, int* info);
-void sgetrf_(const int* m, const int* n, float* a, const int* lda, int* ipiv, int* info);
-void dgetrf_(const int* m, const int* n, double* a, const int* lda, int* ipiv, int* info);
-void sgeqrf_(const int* m, const int* n, float* a, const int* lda, float* tau, float* work, const int* lwork,
-             int* info);
-void dgeqrf_(const int* m, const int* n, double* a, const int* lda, double* tau, double* work,
-             const int* lwork, int* info);
-void sorgqr_(const int* m, const int* n, const int* k, float* a, const int* lda, const float* tau, float* work,
-             const int* lwork, int* info);
-void dorgqr_(const int* m, const int* n, const int* k, double* a, const int* lda, const double* tau,
-             double* work, const int* lwork, int* info);
-void ssyevd_(const char* jobz, const char* uplo, const int* n, float* a, const int* lda, float* w, float* work,
-             const int* lwork, int* iwork, const int* liwork, int* info);
-void dsyevd_(const char* jobz, const char* uplo, const int* n, double* a, const int* lda, double* w,
-             double* work, const int* lwork, int* iwork, const int* liwork, int* info);
-void sgesdd_(const char* jobz, const int* m, const int* n, float* a, const int* lda, float* s, float* u,
-             const int* ldu, float* vt, const int* ldvt, float* work, const int* lwork, int* iwork, int* info);
-void dgesdd_(const char* jobz, const int* m, const int* n, double* a, const int* lda, double* s, double* u,
-             const int* ldu, double* vt, const int* ldvt, double* work, const int* lwork, int* iwork,
-             int* info);
-}
 
 namespace meshsim {
 namespace {
 
-// ---- LAPACK by element type ----------------------------------------------------
-
-struct Lapack32 {
-  static void potrf(const char* u, const int* n, float* a, const int* l, int* i) { spotrf_(u, n, a, l, i); }
-  static void getrf(const int* m, const int* n, float* a, const int* l, int* p, int* i) {
-    sgetrf_(m, n, a, l, p, i);
-  }
-  static void geqrf(const int* m, const int* n, float* a, const int* l, float* t, float* w, const int* lw,
-                    int* i) {
-    sgeqrf_(m, n, a, l, t, w, lw, i);
-  }
-  static void orgqr(const int* m, const int* n, const int* k, float* a, const int* l, const float* t, float* w,
-                    const int* lw, int* i) {
-    sorgqr_(m, n, k, a, l, t, w, lw, i);
-  }
-  static void syevd(const char* j, const char* u, const int* n, float* a, const int* l, float* w, float* wk,
-                    const int* lw, int* iw, const int* liw, int* i) {
-    ssyevd_(j, u, n, a, l, w, wk, lw, iw, liw, i);
-  }
-  static void gesdd(const char* j, const int* m, const int* n, float* a, const int* l, float* s, float* u,
-                    const int* lu, float* vt, const int* lvt, float* w, const int* lw, int* iw, int* i) {
-    sgesdd_(j, m, n, a, l, s, u, lu, vt, lvt, w, lw, iw, i);
-  }
-};
-struct Lapack64 {
-  static void potrf(const char* u, const int* n, double* a, const int* l, int* i) { dpotrf_(u, n, a, l, i); }
-  static void getrf(const int* m, const int* n, double* a, const int* l, int* p, int* i) {
-    dgetrf_(m, n, a, l, p, i);
-  }
-  static void geqrf(const int* m, const int* n, double* a, const int* l, double* t, double* w, const int* lw,
-                    int* i) {
-    dgeqrf_(m, n, a, l, t, w, lw, i);
-  }
-  static void orgqr(const int* m, const int* n, const int* k, double* a, const int* l, const double* t,
-                    double* w, const int* lw, int* i) {
-    dorgqr_(m, n, k, a, l, t, w, lw, i);
-  }
-  static void syevd(const char* j, const char* u, const int* n, double* a, const int* l, double* w, double* wk,
-                    const int* lw, int* iw, const int* liw, int* i) {
-    dsyevd_(j, u, n, a, l, w, wk, lw, iw, liw, i);
-  }
-  static void gesdd(const char* j, const int* m, const int* n, double* a, const int* l, double* s, double* u,
-                    const int* lu, double* vt, const int* lvt, double* w, const int* lw, int* iw, int* i) {
-    dgesdd_(j, m, n, a, l, s, u, lu, vt, lvt, w, lw, iw, i);
-  }
-};
-template <class T> struct LapackOf;
-template <> struct LapackOf<float> : Lapack32 {};
-template <> struct LapackOf<double> : Lapack64 {};
+template <class T>
+T nan_of() {
+  return T(std::numeric_limits<lapack::real_of<T>>::quiet_NaN());
+}
 
 void check_matrix(const char* prim, const Aval& x, bool square) {
   if (x.ndim() < 2)
     fail<TypeError>("Input 0 to ", prim, " must have rank at least 2, but got shape=", shape_str(x.shape));
-  if (!is_floating(x.dtype))
-    fail<TypeError>(prim, " requires a floating-point operand, got ", dtype_name(x.dtype));
+  if (!is_inexact(x.dtype))
+    fail<TypeError>(prim, " requires a floating-point or complex operand, got ", dtype_name(x.dtype));
   if (square && x.shape[x.ndim() - 1] != x.shape[x.ndim() - 2])
     fail<ValueError>("The last two dimensions of the input to ", prim, " must be equal, got ",
                      shape_str(x.shape));
@@ -127,10 +61,10 @@ Tensor cholesky_kernel(const Tensor& x) {
     T* dst = out.data<T>() + b * n * n;
     to_colmajor(src, n, n, a.data(), n);
     int info = 0;
-    if (n > 0) LapackOf<T>::potrf("L", &n, a.data(), &n, &info);
+    if (n > 0) lapack::potrf(&n, a.data(), &info);
     for (int i = 0; i < n; ++i)
       for (int j = 0; j < n; ++j)
-        dst[i * n + j] = info != 0 ? (j <= i ? std::numeric_limits<T>::quiet_NaN() : T(0))
+        dst[i * n + j] = info != 0 ? (j <= i ? nan_of<T>() : T(0))
                                    : (j <= i ? a[i + j * n] : T(0));
   }
   return out;
@@ -152,7 +86,7 @@ Tensors lu_kernel(const Tensor& x) {
     to_colmajor(in.data<T>() + b * m * n, m, n, a.data(), m);
     int info = 0;
     const int ld = std::max(m, 1);
-    if (m > 0 && n > 0) LapackOf<T>::getrf(&m, &n, a.data(), &ld, ipiv.data(), &info);
+    if (m > 0 && n > 0) lapack::getrf(&m, &n, a.data(), &ld, ipiv.data(), &info);
     from_colmajor(a.data(), m, m, n, lu.data<T>() + b * m * n);
     int32_t* piv = pivots.data<int32_t>() + b * k;
     int32_t* p = perm.data<int32_t>() + b * m;
@@ -182,10 +116,10 @@ Tensors qr_kernel(const Tensor& x, bool full_matrices) {
     int info = 0, lwork = -1;
     T query{};
     if (m > 0 && n > 0) {
-      LapackOf<T>::geqrf(&m, &n, a.data(), &ld, tau.data(), &query, &lwork, &info);
-      lwork = workspace(query);
+      lapack::geqrf(&m, &n, a.data(), &ld, tau.data(), &query, &lwork, &info);
+      lwork = workspace(std::real(query));
       std::vector<T> work(lwork);
-      LapackOf<T>::geqrf(&m, &n, a.data(), &ld, tau.data(), work.data(), &lwork, &info);
+      lapack::geqrf(&m, &n, a.data(), &ld, tau.data(), work.data(), &lwork, &info);
     }
     T* rb = r.data<T>() + b * rrows * n;
     for (int i = 0; i < rrows; ++i)
@@ -196,10 +130,10 @@ Tensors qr_kernel(const Tensor& x, bool full_matrices) {
         for (int i = 0; i < std::min(m, qcols); ++i) a[i + i * ld] = T(1);
       } else {
         lwork = -1;
-        LapackOf<T>::orgqr(&m, &qcols, &k, a.data(), &ld, tau.data(), &query, &lwork, &info);
-        lwork = workspace(query);
+        lapack::ungqr(&m, &qcols, &k, a.data(), &ld, tau.data(), &query, &lwork, &info);
+        lwork = workspace(std::real(query));
         std::vector<T> work(lwork);
-        LapackOf<T>::orgqr(&m, &qcols, &k, a.data(), &ld, tau.data(), work.data(), &lwork, &info);
+        lapack::ungqr(&m, &qcols, &k, a.data(), &ld, tau.data(), work.data(), &lwork, &info);
       }
     }
     from_colmajor(a.data(), ld, m, qcols, q.data<T>() + b * m * qcols);
@@ -207,36 +141,25 @@ Tensors qr_kernel(const Tensor& x, bool full_matrices) {
   return {q, r};
 }
 
-// Symmetric eigendecomposition from one triangle (divide and conquer):
-// eigenvectors as columns, eigenvalues ascending. A failed decomposition
-// gives NaNs.
+// Hermitian (symmetric) eigendecomposition from one triangle (divide and
+// conquer): eigenvectors as columns, real eigenvalues ascending. A failed
+// decomposition gives NaNs.
 template <class T>
 Tensors eigh_kernel(const Tensor& x, bool lower) {
+  using R = lapack::real_of<T>;
   const Tensor in = x.contiguous();
   const Stack s = stack_of(in.shape());
   const int n = lapack_int(s.rows, "eigh"), ld = std::max(n, 1);
   Tensor v = Tensor::empty(in.dtype(), in.shape());
-  Tensor w = Tensor::empty(in.dtype(), with_last(in.shape(), {n}));
+  Tensor w = Tensor::empty(real_dtype(in.dtype()), with_last(in.shape(), {n}));
   std::vector<T> a(static_cast<size_t>(ld) * std::max(n, 1));
   for (int64_t b = 0; b < s.count; ++b) {
     to_colmajor(in.data<T>() + b * n * n, n, n, a.data(), ld);
-    T* wb = w.data<T>() + b * n;
-    int info = 0;
-    if (n > 0) {
-      int lwork = -1, liwork = -1, iquery = 0;
-      T query{};
-      LapackOf<T>::syevd("V", lower ? "L" : "U", &n, a.data(), &ld, wb, &query, &lwork, &iquery, &liwork,
-                         &info);
-      lwork = workspace(query);
-      liwork = std::max(1, iquery);
-      std::vector<T> work(lwork);
-      std::vector<int> iwork(liwork);
-      LapackOf<T>::syevd("V", lower ? "L" : "U", &n, a.data(), &ld, wb, work.data(), &lwork, iwork.data(),
-                         &liwork, &info);
-    }
+    R* wb = w.data<R>() + b * n;
+    const int info = n > 0 ? lapack::heevd(lower, n, a.data(), wb) : 0;
     if (info != 0) {
-      std::fill(a.begin(), a.end(), std::numeric_limits<T>::quiet_NaN());
-      std::fill(wb, wb + n, std::numeric_limits<T>::quiet_NaN());
+      std::fill(a.begin(), a.end(), nan_of<T>());
+      std::fill(wb, wb + n, nan_of<R>());
     }
     from_colmajor(a.data(), ld, n, n, v.data<T>() + b * n * n);
   }
@@ -246,11 +169,12 @@ Tensors eigh_kernel(const Tensor& x, bool lower) {
 // A = U diag(s) Vt (divide and conquer), singular values descending.
 template <class T>
 Tensors svd_kernel(const Tensor& x, bool full_matrices, bool compute_uv) {
+  using R = lapack::real_of<T>;
   const Tensor in = x.contiguous();
   const Stack st = stack_of(in.shape());
   const int m = lapack_int(st.rows, "svd"), n = lapack_int(st.cols, "svd"), k = std::min(m, n);
   const int ucols = full_matrices ? m : k, vtrows = full_matrices ? n : k;
-  Tensor s = Tensor::empty(in.dtype(), with_last(in.shape(), {k}));
+  Tensor s = Tensor::empty(real_dtype(in.dtype()), with_last(in.shape(), {k}));
   Tensor u, vt;
   if (compute_uv) {
     u = Tensor::empty(in.dtype(), with_last(in.shape(), {m, ucols}));
@@ -260,21 +184,13 @@ Tensors svd_kernel(const Tensor& x, bool full_matrices, bool compute_uv) {
   std::vector<T> a(static_cast<size_t>(lda) * std::max(n, 1));
   std::vector<T> ub(compute_uv ? static_cast<size_t>(ldu) * std::max(ucols, 1) : 1);
   std::vector<T> vb(compute_uv ? static_cast<size_t>(ldvt) * std::max(n, 1) : 1);
-  std::vector<int> iwork(8 * std::max(k, 1));
   const char* job = !compute_uv ? "N" : full_matrices ? "A" : "S";
   for (int64_t b = 0; b < st.count; ++b) {
     to_colmajor(in.data<T>() + b * m * n, m, n, a.data(), lda);
-    T* sb = s.data<T>() + b * k;
+    R* sb = s.data<R>() + b * k;
     int info = 0;
     if (k > 0) {
-      int lwork = -1;
-      T query{};
-      LapackOf<T>::gesdd(job, &m, &n, a.data(), &lda, sb, ub.data(), &ldu, vb.data(), &ldvt, &query, &lwork,
-                         iwork.data(), &info);
-      lwork = workspace(query);
-      std::vector<T> work(lwork);
-      LapackOf<T>::gesdd(job, &m, &n, a.data(), &lda, sb, ub.data(), &ldu, vb.data(), &ldvt, work.data(),
-                         &lwork, iwork.data(), &info);
+      info = lapack::gesdd(job, m, n, a.data(), lda, sb, ub.data(), ldu, vb.data(), ldvt);
     } else if (compute_uv) {  // an empty matrix: identities of the kept sizes
       std::fill(ub.begin(), ub.end(), T(0));
       std::fill(vb.begin(), vb.end(), T(0));
@@ -282,9 +198,9 @@ Tensors svd_kernel(const Tensor& x, bool full_matrices, bool compute_uv) {
       for (int i = 0; i < std::min(vtrows, n); ++i) vb[i + i * ldvt] = T(1);
     }
     if (info != 0) {
-      std::fill(sb, sb + k, std::numeric_limits<T>::quiet_NaN());
-      std::fill(ub.begin(), ub.end(), std::numeric_limits<T>::quiet_NaN());
-      std::fill(vb.begin(), vb.end(), std::numeric_limits<T>::quiet_NaN());
+      std::fill(sb, sb + k, nan_of<R>());
+      std::fill(ub.begin(), ub.end(), nan_of<T>());
+      std::fill(vb.begin(), vb.end(), nan_of<T>());
     }
     if (compute_uv) {
       from_colmajor(ub.data(), ldu, m, ucols, u.data<T>() + b * m * ucols);
@@ -296,150 +212,94 @@ Tensors svd_kernel(const Tensor& x, bool full_matrices, bool compute_uv) {
 }
 
 // op(a) x = b (left_side) or x op(a) = b, a triangular; op transposes when
-// transpose_a. cblas reads row-major directly.
+// transpose_a and conjugates when conjugate_a (complex a). cblas reads
+// row-major directly; it has no conjugate-without-transpose, so that case
+// solves with a conjugated copy of a.
 template <class T>
 Tensor triangular_solve_kernel(const Tensor& a_in, const Tensor& b_in, const Params& p) {
-  const Tensor a = a_in.contiguous();
+  Tensor a = a_in.contiguous();
   Tensor x = b_in.copy();
   const Stack sa = stack_of(a.shape()), sb = stack_of(x.shape());
   const bool left = p.get<bool>("left_side"), lower = p.get<bool>("lower");
   const bool trans = p.get<bool>("transpose_a"), unit = p.get<bool>("unit_diagonal");
+  const bool conj = !std::is_same_v<T, lapack::real_of<T>> && p.get_or<bool>("conjugate_a", false);
   const int64_t n = sa.rows, rows = sb.rows, cols = sb.cols;
   if (rows == 0 || cols == 0) return x;
+  if constexpr (!std::is_same_v<T, lapack::real_of<T>>) {
+    if (conj && !trans) {
+      a = a.copy();
+      T* d = a.data<T>();
+      for (int64_t i = 0; i < sa.count * n * n; ++i) d[i] = std::conj(d[i]);
+    }
+  }
+  const auto side = left ? CblasLeft : CblasRight;
+  const auto uplo = lower ? CblasLower : CblasUpper;
+  const auto op = !trans ? CblasNoTrans : conj ? CblasConjTrans : CblasTrans;
+  const auto diag = unit ? CblasUnit : CblasNonUnit;
   for (int64_t b = 0; b < sb.count; ++b) {
     const T* ab = a.data<T>() + b * n * n;
     T* xb = x.data<T>() + b * rows * cols;
-    const auto side = left ? CblasLeft : CblasRight;
-    const auto uplo = lower ? CblasLower : CblasUpper;
-    const auto op = trans ? CblasTrans : CblasNoTrans;
-    const auto diag = unit ? CblasUnit : CblasNonUnit;
-    if constexpr (std::is_same_v<T, float>)
+    if constexpr (std::is_same_v<T, float>) {
       cblas_strsm(CblasRowMajor, side, uplo, op, diag, rows, cols, 1.0f, ab, n, xb, cols);
-    else
+    } else if constexpr (std::is_same_v<T, double>) {
       cblas_dtrsm(CblasRowMajor, side, uplo, op, diag, rows, cols, 1.0, ab, n, xb, cols);
+    } else {
+      const T one(1);
+      if constexpr (std::is_same_v<T, complex64>)
+        cblas_ctrsm(CblasRowMajor, side, uplo, op, diag, rows, cols, &one, ab, n, xb, cols);
+      else
+        cblas_ztrsm(CblasRowMajor, side, uplo, op, diag, rows, cols, &one, ab, n, xb, cols);
+    }
   }
   return x;
 }
 
-// ---- ops used by the rules --------------------------------------------------------------
-
-int64_t rank_of(const Value& v) { return aval_of(v).ndim(); }
-
-// Batched matrix product over the last two dimensions.
-Value matmul(const Value& x, const Value& y) {
-  const int64_t r = rank_of(x);
-  IntList batch;
-  for (int64_t d = 0; d + 2 < r; ++d) batch.push_back(d);
-  return ops::dot_general(x, y, {{r - 1}, {r - 2}, batch, batch});
-}
-
-// The last two dimensions swapped.
-Value mT(const Value& x) {
-  const int64_t r = rank_of(x);
-  IntList perm;
-  for (int64_t d = 0; d < r; ++d) perm.push_back(d);
-  std::swap(perm[r - 1], perm[r - 2]);
-  return ops::transpose(x, perm);
-}
-
-// A mask of a matrix stack's shape: element (i, j) with j - i <= k (lower) or >= k (upper).
-Value band_mask(const Aval& like, int64_t k, bool lower) {
-  const int64_t r = like.ndim();
-  const Value i = ops::iota(DType::Int32, like.shape, r - 2);
-  const Value j = ops::iota(DType::Int32, like.shape, r - 1);
-  const Value diff = ops::sub(j, i);
-  const Value kk = ops::full(like.shape, DType::Int32, static_cast<double>(k));
-  return lower ? ops::le(diff, kk) : ops::ge(diff, kk);
-}
-Value tril(const Value& x, int64_t k = 0) {
-  const Aval a = aval_of(x);
-  return ops::select(band_mask(a, k, true), x, ops::zeros_like(x));
-}
-Value triu(const Value& x, int64_t k = 0) {
-  const Aval a = aval_of(x);
-  return ops::select(band_mask(a, k, false), x, ops::zeros_like(x));
-}
-
-Value solve_triangular(const Value& a, const Value& b, bool left, bool lower, bool transpose_a,
-                       bool unit_diagonal = false) {
-  return ops::bind1("triangular_solve", {a, b},
-                    {{"left_side", left}, {"lower", lower}, {"transpose_a", transpose_a},
-                     {"conjugate_a", false}, {"unit_diagonal", unit_diagonal}});
-}
-
-// True on the diagonal of each matrix of a stack shaped like `a`.
-Value identity_mask(const Aval& a) {
-  const int64_t r = a.ndim();
-  return ops::eq(ops::iota(DType::Int32, a.shape, r - 2), ops::iota(DType::Int32, a.shape, r - 1));
-}
-
-// Vector (..., n) as the diagonal of a (..., n, n) stack.
-Value diag_embed(const Value& v) {
-  const Aval a = aval_of(v);
-  Shape shape = a.shape;
-  shape.push_back(a.shape.back());
-  IntList dims;
-  for (int64_t d = 0; d < a.ndim(); ++d) dims.push_back(d);
-  const Value row = ops::broadcast_in_dim(v, shape, dims);
-  return ops::select(identity_mask(aval_of(row)), row, ops::zeros_like(row));
-}
-// (..., n) broadcast along rows: element (i, j) is v[j].
-Value along_rows(const Value& v, int64_t rows) {
-  const Aval a = aval_of(v);
-  Shape shape(a.shape.begin(), a.shape.end() - 1);
-  shape.push_back(rows);
-  shape.push_back(a.shape.back());
-  IntList dims;
-  for (int64_t d = 0; d + 1 < a.ndim(); ++d) dims.push_back(d);
-  dims.push_back(a.ndim());
-  return ops::broadcast_in_dim(v, shape, dims);
-}
-// F[i, j] = 1 / (d[j] - d[i]) off the diagonal, 0 on it (JAX's eigh/svd JVP matrix).
-Value inverse_gaps(const Value& d) {
-  const int64_t n = aval_of(d).shape.back();
-  const Value dj = along_rows(d, n);
-  const Value gaps = ops::sub(dj, mT(dj));
-  const Value eye = identity_mask(aval_of(gaps));
-  const Value one = ops::full_like(gaps, 1.0);
-  return ops::select(eye, ops::zeros_like(gaps), ops::div(one, ops::select(eye, one, gaps)));
-}
+using namespace matrix_ops;  // NOLINT: the rules below are written in these ops
 
 // ---- VJP rules ---------------------------------------------------------------------------
+//
+// For complex operands a VJP is the transpose of the JVP (JAX's convention,
+// no conjugation), which is conj(adjoint(conj(cotangent))) with the adjoint
+// taken for the real inner product Re tr(X^H Y): the rules below are written
+// as adjoints (with ^H, which is ^T for real values) between two conj calls.
 
-// L = chol(A) reads A as symmetric: dL = L Phi(L^-1 dA L^-T), Phi = lower
-// triangle with half the diagonal. Adjoint: sym(L^-T Phi(L^T Lbar) L^-1).
+// L = chol(A): dL = L Phi(L^-1 dA L^-H), Phi = lower triangle with half the
+// diagonal, over the whole of dA as JAX's rule (lax.linalg.cholesky makes the
+// operand Hermitian before, when asked). Adjoint: L^-H Phi(L^H Lbar) L^-1.
 Cotangents cholesky_vjp(const VjpArgs& a) {
   const Value& L = a.out[0];
-  const Value P = tril(matmul(mT(L), *a.ct[0]));
+  const Value P = tril(matmul(mH(L), conj(*a.ct[0])));
   const Value phi = ops::select(identity_mask(aval_of(P)), ops::mul(P, ops::full_like(P, 0.5)), P);
-  const Value left = solve_triangular(L, phi, true, true, true);
-  const Value s = mT(solve_triangular(L, mT(left), true, true, true));
-  return {ops::mul(ops::add(s, mT(s)), ops::full_like(s, 0.5))};
+  const Value left = solve_adjoint(L, phi, true, true);
+  return {conj(mH(solve_adjoint(L, mH(left), true, true)))};
 }
 
-// Left: op(A) X = B; right: X op(A) = B. G solves the transposed system on
-// the cotangent; A's cotangent is -G X^T (or its variants) on A's triangle.
+// Left: op(A) X = B; right: X op(A) = B, op transposing and/or conjugating.
+// The JVP is linear in (dA, dB) without conjugation, so its transpose is
+// direct: G solves the transposed system on the cotangent; A's cotangent is
+// op applied to -G X^T (left) or -X^T G (right), on A's triangle.
 Cotangents triangular_solve_vjp(const VjpArgs& a) {
   const Params& p = a.params;
   const bool left = p.get<bool>("left_side"), lower = p.get<bool>("lower");
   const bool trans = p.get<bool>("transpose_a"), unit = p.get<bool>("unit_diagonal");
+  const bool conjugated = p.get_or<bool>("conjugate_a", false);
   const Value& A = a.in[0];
-  const Value g = solve_triangular(A, *a.ct[0], left, lower, !trans, unit);
+  const Value g = solve_triangular(A, *a.ct[0], left, lower, !trans, unit, conjugated);
   Cotangents ct(2);
   if (a.wants[1]) ct[1] = g;
   if (a.wants[0]) {
     const Value& x = a.out[0];
-    Value abar = left ? (trans ? matmul(x, mT(g)) : matmul(g, mT(x)))
-                      : (trans ? matmul(mT(g), x) : matmul(mT(x), g));
-    abar = ops::neg(abar);
-    abar = lower ? tril(abar, unit ? -1 : 0) : triu(abar, unit ? 1 : 0);
-    ct[0] = abar;
+    Value abar = ops::neg(left ? matmul(g, mT(x)) : matmul(mT(x), g));
+    if (trans) abar = mT(abar);
+    if (conjugated) abar = conj(abar);
+    ct[0] = lower ? tril(abar, unit ? -1 : 0) : triu(abar, unit ? 1 : 0);
   }
   return ct;
 }
 
 // A = P L U: with M = tril(L^T Lbar, -1) + triu(Ubar U^T),
-// Abar = P L^-T M U^-T (square matrices).
+// Abar = P L^-T M U^-T (square matrices; the JVP has no conjugation, so
+// complex matrices take the same transposes).
 Cotangents lu_vjp(const VjpArgs& a) {
   const Aval x = aval_of(a.in[0]);
   const int64_t r = x.ndim();
@@ -455,44 +315,41 @@ Cotangents lu_vjp(const VjpArgs& a) {
   const Value U = triu(lu);
   const Value M = ops::add(tril(matmul(mT(L), ct), -1), triu(matmul(ct, mT(U))));
   const Value y = solve_triangular(U, solve_triangular(L, M, true, true, true, true), false, false, true);
-  // P[r, i] = (perm[i] == r): row i of L U is row perm[i] of A.
-  const Aval pa = aval_of(a.out[2]);
-  IntList dims;
-  for (int64_t d = 0; d + 1 < pa.ndim(); ++d) dims.push_back(d);
-  dims.push_back(r - 1);
-  const Value perm = ops::broadcast_in_dim(a.out[2], x.shape, dims);
-  const Value P = ops::convert(ops::eq(perm, ops::iota(DType::Int32, x.shape, r - 2)), x.dtype);
-  return {matmul(P, y)};
+  return {matmul(permutation_matrix(a.out[2], x), y)};
 }
 
-// Reduced QR with m >= n. With M = Rbar R^T - Q^T Qbar and
-// N = M - tril(M - M^T, -1): Abar = (Q N + Qbar) R^-T.
+// Reduced QR with m >= n. With M = Rbar R^H - Q^H Qbar and
+// N = M - tril(M - M^H, -1) - i Im(diag M): Abar = (Q N + Qbar) R^-H (the
+// imaginary diagonal is the adjoint of JAX's correction for complex inputs).
 Cotangents qr_vjp(const VjpArgs& a) {
   const Aval x = aval_of(a.in[0]);
   const int64_t m = x.shape[x.ndim() - 2], n = x.shape[x.ndim() - 1];
   if (m < n || (a.params.get<bool>("full_matrices") && m != n))
     fail<NotImplementedError>("Unimplemented case of QR decomposition derivative");
   const Value &Q = a.out[0], &R = a.out[1];
-  const Value qbar = ops::instantiate(a.ct[0], aval_of(Q));
-  const Value rbar = ops::instantiate(a.ct[1], aval_of(R));
-  const Value M = ops::sub(matmul(rbar, mT(R)), matmul(mT(Q), qbar));
-  const Value N = ops::sub(M, tril(ops::sub(M, mT(M)), -1));
-  return {solve_triangular(R, ops::add(matmul(Q, N), qbar), false, false, true)};
+  const Value qbar = conj(ops::instantiate(a.ct[0], aval_of(Q)));
+  const Value rbar = conj(ops::instantiate(a.ct[1], aval_of(R)));
+  const Value M = ops::sub(matmul(rbar, mH(R)), matmul(mH(Q), qbar));
+  Value N = ops::sub(M, tril(ops::sub(M, mH(M)), -1));
+  if (complex_valued(M)) N = ops::sub(N, imaginary_diagonal(M));
+  return {conj(solve_adjoint(R, ops::add(matmul(Q, N), qbar), false, false))};
 }
 
-// A = V diag(w) V^T: Abar = V (diag(wbar) + F o (V^T Vbar)) V^T.
+// A = V diag(w) V^H, w real: Abar = V (diag(wbar) + F o (V^H Vbar)) V^H.
 Cotangents eigh_vjp(const VjpArgs& a) {
   const Value &V = a.out[0], &w = a.out[1];
   Value inner = ops::zeros(aval_of(V));
-  if (a.ct[0]) inner = ops::mul(inverse_gaps(w), matmul(mT(V), *a.ct[0]));
-  if (a.ct[1]) inner = ops::add(inner, diag_embed(*a.ct[1]));
-  return {matmul(V, matmul(inner, mT(V)))};
+  if (a.ct[0]) inner = ops::mul(as_dtype_of(inverse_gaps(w), V), matmul(mH(V), conj(*a.ct[0])));
+  if (a.ct[1]) inner = ops::add(inner, as_dtype_of(diag_embed(*a.ct[1]), V));
+  return {conj(matmul(V, matmul(inner, mH(V))))};
 }
 
-// Reduced SVD A = U S Vt (see docs/architecture.md for the derivation):
-// Abar = U C V^T + (I - U U^T) Ubar S^-1 V^T + U S^-1 Vbar^T (I - V V^T),
-// C = diag(sbar) + (Gu + Gu^T) S + S (Gv + Gv^T), Gu = F o U^T Ubar, Gv = F o V^T Vbar,
-// F[i, j] = 1 / (s_j^2 - s_i^2).
+// Reduced SVD A = U S V^H, s real (see docs/architecture.md for the derivation):
+// Abar = U C V^H + (I - U U^H) Ubar S^-1 V^H + U S^-1 Vbar^H (I - V V^H),
+// C = diag(sbar) + (Gu + Gu^H) S + S (Gv + Gv^H) + i Im(diag(U^H Ubar)) S^-1,
+// Gu = F o U^H Ubar, Gv = F o V^H Vbar, F[i, j] = 1 / (s_j^2 - s_i^2); the
+// imaginary diagonal (zero for real matrices) is the adjoint of the phase JAX
+// gives U's columns.
 Cotangents svd_vjp(const VjpArgs& a) {
   const Params& p = a.params;
   const bool compute_uv = p.get<bool>("compute_uv");
@@ -505,13 +362,13 @@ Cotangents svd_vjp(const VjpArgs& a) {
     q.set("full_matrices", false);
     usv = meshsim::bind(primitive("svd"), {a.in[0]}, q);
   }
-  const Value &s = usv[0], &U = usv[1], V = mT(usv[2]);
-  const Value S = diag_embed(s);
-  Value C = a.ct[0] ? diag_embed(*a.ct[0]) : ops::zeros(aval_of(S));
+  const Value &s = usv[0], &U = usv[1], V = mH(usv[2]);
+  const Value S = as_dtype_of(diag_embed(s), U);
+  Value C = a.ct[0] ? as_dtype_of(diag_embed(*a.ct[0]), U) : ops::zeros(aval_of(S));
   const bool ubar = compute_uv && a.ct[1], vbar = compute_uv && a.ct[2];
-  if (!ubar && !vbar) return {matmul(U, matmul(C, mT(V)))};
-  const Value F = inverse_gaps(ops::mul(s, s));
-  const Value s_inv = ops::div(ops::full_like(s, 1.0), s);
+  if (!ubar && !vbar) return {conj(matmul(U, matmul(C, mH(V))))};
+  const Value F = as_dtype_of(inverse_gaps(ops::mul(s, s)), U);
+  const Value s_inv = as_dtype_of(ops::div(ops::full_like(s, 1.0), s), U);
   // x S^-1 for a stack x whose last dimension runs over the singular values.
   auto times_s_inv = [&](const Value& x) {
     const Aval xa = aval_of(x);
@@ -519,22 +376,25 @@ Cotangents svd_vjp(const VjpArgs& a) {
   };
   Values extra;
   if (ubar) {
-    const Value& g = *a.ct[1];
-    const Value Gu = ops::mul(F, matmul(mT(U), g));
-    C = ops::add(C, matmul(ops::add(Gu, mT(Gu)), S));
-    const Value outside = ops::sub(g, matmul(U, matmul(mT(U), g)));  // (I - U U^T) Ubar
-    extra.push_back(matmul(times_s_inv(outside), mT(V)));
+    const Value g = conj(*a.ct[1]);
+    const Value UHg = matmul(mH(U), g);
+    const Value Gu = ops::mul(F, UHg);
+    C = ops::add(C, matmul(ops::add(Gu, mH(Gu)), S));
+    if (complex_valued(U)) C = ops::add(C, times_s_inv(imaginary_diagonal(UHg)));
+    const Value outside = ops::sub(g, matmul(U, UHg));  // (I - U U^H) Ubar
+    extra.push_back(matmul(times_s_inv(outside), mH(V)));
   }
   if (vbar) {
-    const Value g = mT(*a.ct[2]);
-    const Value Gv = ops::mul(F, matmul(mT(V), g));
-    C = ops::add(C, matmul(S, ops::add(Gv, mT(Gv))));
-    const Value outside = ops::sub(g, matmul(V, matmul(mT(V), g)));  // (I - V V^T) Vbar
-    extra.push_back(matmul(U, mT(times_s_inv(outside))));
+    const Value g = mT(*a.ct[2]);  // (conj Vtbar)^H
+    const Value VHg = matmul(mH(V), g);
+    const Value Gv = ops::mul(F, VHg);
+    C = ops::add(C, matmul(S, ops::add(Gv, mH(Gv))));
+    const Value outside = ops::sub(g, matmul(V, VHg));  // (I - V V^H) Vbar
+    extra.push_back(matmul(U, mH(times_s_inv(outside))));
   }
-  Value abar = matmul(U, matmul(C, mT(V)));
+  Value abar = matmul(U, matmul(C, mH(V)));
   for (const Value& e : extra) abar = ops::add(abar, e);
-  return {abar};
+  return {conj(abar)};
 }
 
 // ---- registration -------------------------------------------------------------------------
@@ -565,7 +425,7 @@ void register_decomposition_primitives() {
       return Avals{matrix_aval(in[0], in[0].shape, in[0].dtype)};
     };
     p.kernel = [](const Tensors& in, const Params&, const Avals&) {
-      return as_tensors(dispatch_wide_float(in[0].dtype(), [&](auto t) { return cholesky_kernel<decltype(t)>(in[0]); }));
+      return as_tensors(dispatch_wide_inexact(in[0].dtype(), [&](auto t) { return cholesky_kernel<decltype(t)>(in[0]); }));
     };
     p.vjp = cholesky_vjp;
     p.cost = [](const Avals& in, const Params&, const Avals& out) {
@@ -585,7 +445,7 @@ void register_decomposition_primitives() {
                    matrix_aval(x, with_last(x.shape, {m}), DType::Int32)};
     };
     p.kernel = [](const Tensors& in, const Params&, const Avals&) {
-      return dispatch_wide_float(in[0].dtype(), [&](auto t) { return lu_kernel<decltype(t)>(in[0]); });
+      return dispatch_wide_inexact(in[0].dtype(), [&](auto t) { return lu_kernel<decltype(t)>(in[0]); });
     };
     p.vjp = lu_vjp;
     p.cost = [](const Avals& in, const Params&, const Avals& out) {
@@ -609,7 +469,7 @@ void register_decomposition_primitives() {
                    matrix_aval(x, with_last(x.shape, {full ? m : k, n}), x.dtype)};
     };
     p.kernel = [](const Tensors& in, const Params& params, const Avals&) {
-      return dispatch_wide_float(in[0].dtype(), [&](auto t) {
+      return dispatch_wide_inexact(in[0].dtype(), [&](auto t) {
         return qr_kernel<decltype(t)>(in[0], params.get<bool>("full_matrices"));
       });
     };
@@ -629,10 +489,11 @@ void register_decomposition_primitives() {
       if (!params.is_none("subset_by_index"))
         fail<NotImplementedError>("eigh with subset_by_index is not implemented");
       const Aval& x = in[0];
-      return Avals{matrix_aval(x, x.shape, x.dtype), matrix_aval(x, with_last(x.shape, {x.shape.back()}), x.dtype)};
+      return Avals{matrix_aval(x, x.shape, x.dtype),
+                   matrix_aval(x, with_last(x.shape, {x.shape.back()}), real_dtype(x.dtype))};
     };
     p.kernel = [](const Tensors& in, const Params& params, const Avals&) {
-      return dispatch_wide_float(in[0].dtype(), [&](auto t) {
+      return dispatch_wide_inexact(in[0].dtype(), [&](auto t) {
         return eigh_kernel<decltype(t)>(in[0], params.get<bool>("lower"));
       });
     };
@@ -652,7 +513,7 @@ void register_decomposition_primitives() {
       const Aval& x = in[0];
       const int64_t m = x.shape[x.ndim() - 2], n = x.shape[x.ndim() - 1], k = std::min(m, n);
       const bool full = params.get<bool>("full_matrices");
-      Avals out{matrix_aval(x, with_last(x.shape, {k}), x.dtype)};
+      Avals out{matrix_aval(x, with_last(x.shape, {k}), real_dtype(x.dtype))};
       if (params.get<bool>("compute_uv")) {
         out.push_back(matrix_aval(x, with_last(x.shape, {m, full ? m : k}), x.dtype));
         out.push_back(matrix_aval(x, with_last(x.shape, {full ? n : k, n}), x.dtype));
@@ -660,7 +521,7 @@ void register_decomposition_primitives() {
       return out;
     };
     p.kernel = [](const Tensors& in, const Params& params, const Avals&) {
-      return dispatch_wide_float(in[0].dtype(), [&](auto t) {
+      return dispatch_wide_inexact(in[0].dtype(), [&](auto t) {
         return svd_kernel<decltype(t)>(in[0], params.get<bool>("full_matrices"), params.get<bool>("compute_uv"));
       });
     };
@@ -692,13 +553,13 @@ void register_decomposition_primitives() {
       if (common != n)
         fail<ValueError>("Incompatible shapes for arguments to triangular_solve: ", shape_str(a.shape), " and ",
                          shape_str(b.shape), ".");
-      if (a.dtype != b.dtype || !is_floating(a.dtype))
-        fail<TypeError>("triangular_solve requires floating-point operands of one dtype, got ",
+      if (a.dtype != b.dtype || !is_inexact(a.dtype))
+        fail<TypeError>("triangular_solve requires floating-point or complex operands of one dtype, got ",
                         dtype_name(a.dtype), " and ", dtype_name(b.dtype));
       return Avals{like(b, b.shape, b.dtype)};
     };
     p.kernel = [](const Tensors& in, const Params& params, const Avals&) {
-      return as_tensors(dispatch_wide_float(in[0].dtype(), [&](auto t) {
+      return as_tensors(dispatch_wide_inexact(in[0].dtype(), [&](auto t) {
         return triangular_solve_kernel<decltype(t)>(in[0], in[1], params);
       }));
     };
@@ -710,6 +571,7 @@ void register_decomposition_primitives() {
     add(std::move(p));
   }
   register_eig_primitive();
+  register_schur_primitives();
 }
 
 }  // namespace meshsim

@@ -2,14 +2,18 @@
 // matrices by LAPACK's ?geev, as JAX computes them on CPU. Real operands give
 // complex results (complex64 for float32); each eigenvector has unit
 // Euclidean norm with its largest component real (LAPACK's normalisation).
-// Not differentiable here (JAX's eig JVP is not modelled).
+// The VJP is the transpose of JAX's JVP: eigenvalues always; eigenvectors
+// only when enable_eigvec_derivs opts in to differentiating through that
+// normalisation, as JAX asks.
 #include <algorithm>
 #include <complex>
 #include <limits>
 #include <vector>
 
 #include "meshsim/kernels/dispatch.h"
+#include "meshsim/ir/ops.h"
 #include "meshsim/primitives/lapack.h"
+#include "meshsim/primitives/matrix_ops.h"
 #include "meshsim/transforms/batching.h"
 
 extern "C" {
@@ -133,6 +137,78 @@ Tensors eig_kernel(const Tensor& x, const Avals& out, bool left, bool right) {
   return results;
 }
 
+
+// ---- VJP -----------------------------------------------------------------------------------
+
+using namespace matrix_ops;  // NOLINT: the rule is written in these ops
+
+// V^-T x for square V, by V's LU factors: V = P L U, so V^-T = P L^-T U^-T.
+Value solve_transposed(const Value& v, const Value& x) {
+  const Values lu = meshsim::bind(primitive("lu"), {v}, {});
+  const Value y = solve_triangular(lu[0], solve_triangular(lu[0], x, true, false, true), true, true, true, true);
+  return matmul(permutation_matrix(lu[2], aval_of(v)), y);
+}
+
+// Sum over the rows of a stack: (..., m, n) -> (..., n).
+Value column_sums(const Value& x) { return ops::reduce_sum(x, {rank_of(x) - 2}); }
+// (..., n) along the rows of a (..., m, n) stack shaped like `like`.
+Value down_columns(const Value& v, const Value& like) { return along_rows(v, aval_of(like).shape[rank_of(like) - 2]); }
+Value real_of(const Value& x) { return ops::bind1("real", {x}); }
+Value imag_of(const Value& x) { return ops::bind1("imag", {x}); }
+Value complex_of(const Value& re, const Value& im) { return ops::bind1("complex", {re, im}); }
+
+// JAX's JVP: with P = V^-1 dA V, dw = diag(P) and (eigenvectors) dV = U + V diag(c),
+// U = V (F o P), F[i, j] = 1 / (w_j - w_i) off the diagonal, and c fixing LAPACK's
+// normalisation (unit norm, largest component k_j real):
+// c_j = -Re(v_j^H u_j) - i Im(u_{k_j j}) / Re(v_{k_j j}). The VJP is that map's
+// adjoint between two conj calls (see decompositions.cpp); a real A takes the real part.
+Cotangents eig_vjp(const VjpArgs& a) {
+  const Params& p = a.params;
+  const bool left = p.get_or<bool>("compute_left_eigenvectors", true);
+  const bool right = p.get_or<bool>("compute_right_eigenvectors", true);
+  if ((left || right) && !p.get_or<bool>("enable_eigvec_derivs", false))
+    fail<NotImplementedError>(
+        "Derivatives of non-symmetric eigenvectors are only valid under assumptions on the input that JAX "
+        "cannot check (see the enable_eigvec_derivs argument to jax.lax.linalg.eig). Pass "
+        "enable_eigvec_derivs=True to jax.lax.linalg.eig to opt in. See "
+        "https://github.com/jax-ml/jax/issues/2748 for discussion.");
+  if (left && a.ct[1])
+    fail<NotImplementedError>("Derivatives of left eigenvectors of eig are not implemented");
+  Values outs = a.out;
+  if (!right) {
+    Params q = p;
+    q.set("compute_left_eigenvectors", false);
+    q.set("compute_right_eigenvectors", true);
+    outs = meshsim::bind(primitive("eig"), {a.in[0]}, q);
+  }
+  const Value &w = outs[0], &V = outs.back();
+  Value pbar = ops::zeros(aval_of(V));  // the adjoint's P cotangent
+  if (a.ct[0]) pbar = diag_embed(conj(*a.ct[0]));
+  const Cotangent& vbar = right ? a.ct.back() : Cotangent{};
+  if (vbar) {
+    const Value g = conj(*vbar);
+    const Value cbar = column_sums(ops::mul(conj(V), g));  // c's cotangent: diag(V^H g)
+    // k_j = argmax_i |v_ij|, as a mask.
+    const int64_t r = rank_of(V);
+    const Value k = ops::bind1("argmax", {ops::abs(V)}, {{"axes", IntList{r - 2}}, {"index_dtype", DType::Int32}});
+    const Aval va = aval_of(V);
+    const Value mask = ops::eq(ops::iota(DType::Int32, va.shape, r - 2), down_columns(k, V));
+    const Value M = ops::convert(mask, va.dtype);
+    const Value d = real_of(column_sums(ops::mul(M, V)));
+    // c_j = -Re(s1_j) - i Im(s2_j) / d_j with s1 = sum_i conj(v) u, s2 = sum_i M u.
+    const Value s1bar = as_dtype_of(ops::neg(real_of(cbar)), V);
+    const Value zero = ops::zeros_like(d);
+    const Value s2bar = complex_of(zero, ops::neg(ops::div(imag_of(cbar), d)));
+    const Value ubar = ops::add(g, ops::add(ops::mul(V, down_columns(s1bar, V)), ops::mul(M, down_columns(s2bar, V))));
+    // F[i, j] = 1 / (w_j - w_i) off the diagonal: inverse_gaps(w).
+    pbar = ops::add(pbar, ops::mul(conj(inverse_gaps(w)), matmul(mH(V), ubar)));
+  }
+  // dA's cotangent: V^-H pbar V^H, conjugated: V^-T conj(pbar) V^T.
+  Value abar = solve_transposed(V, matmul(conj(pbar), mT(V)));
+  if (!complex_valued(a.in[0])) abar = real_of(abar);
+  return {abar};
+}
+
 }  // namespace
 
 void register_eig_primitive() {
@@ -166,6 +242,7 @@ void register_eig_primitive() {
     return c;
   };
   p.batch = [](const BatchArgs& a) { return bind_at_front(a, a.params); };
+  p.vjp = eig_vjp;
   register_primitive(std::move(p));
 }
 

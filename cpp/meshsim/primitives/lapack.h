@@ -1,4 +1,4 @@
-// Pieces shared by the LAPACK-backed primitives (decompositions.cpp, eig.cpp):
+// Pieces shared by the LAPACK-backed primitives (decompositions.cpp, eig.cpp, schur.cpp):
 // stacks of matrices in the last two dimensions, and the column-major scratch
 // copies LAPACK works on.
 #pragma once
@@ -54,5 +54,6 @@ int workspace(T reported) {
 
 // Registered by register_decomposition_primitives (families.h).
 void register_eig_primitive();
+void register_schur_primitives();  // schur.cpp: schur, hessenberg, householder_product
 
 }  // namespace meshsim

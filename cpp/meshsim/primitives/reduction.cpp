@@ -103,7 +103,9 @@ constexpr bool kComplexSum = std::is_same_v<Op<float>, Sum<float>>;
 template <template <class> class Op>
 constexpr bool kComplexChooser = std::is_same_v<Op<float>, Max<float>> || std::is_same_v<Op<float>, Min<float>>;
 template <template <class> class Op>
-constexpr bool kComplexReduce = kComplexSum<Op> || kComplexChooser<Op> || std::is_same_v<Op<float>, Prod<float>>;
+constexpr bool kComplexProduct = std::is_same_v<Op<float>, Prod<float>>;
+template <template <class> class Op>
+constexpr bool kComplexReduce = kComplexSum<Op> || kComplexChooser<Op> || kComplexProduct<Op>;
 
 // The reduced elements of each output folded one by one in row-major order
 // from the identity, as XLA's CPU loop runs a reduction it cannot vectorise:
@@ -483,7 +485,7 @@ void cumulative(const std::string& name, std::function<Cotangents(const VjpArgs&
   p.abstract_eval = [name](const Avals& in, const Params& params) {
     const Aval& x = in[0];
     check_dtype(name, Accepts::Number, x.dtype);
-    check_complex_supported(name, x.dtype, kComplexSum<Op> || kComplexChooser<Op>);
+    check_complex_supported(name, x.dtype, kComplexSum<Op> || kComplexChooser<Op> || kComplexProduct<Op>);
     const int64_t axis = params.get<int64_t>("axis");
     if (axis < 0 && x.ndim() > 0) fail<ValueError>("XLA operations do not allow negative axes");
     if (axis < 0 || axis >= x.ndim())
@@ -500,6 +502,17 @@ void cumulative(const std::string& name, std::function<Cotangents(const VjpArgs&
           scan(pairs.data<T>(), b, params.get_or<bool>("reverse", false), Op<T>{});
         });
         return as_tensors(from_real_pairs(pairs));
+      }
+    }
+    if constexpr (kComplexProduct<Op>) {
+      if (is_complex(in[0].dtype())) {  // complex products, one after another along the axis
+        Tensor result = in[0].copy();
+        const Blocks b = blocks_around(result.shape(), params.get<int64_t>("axis"));
+        dispatch_complex(result.dtype(), [&](auto tag) {
+          using T = decltype(tag);
+          scan(result.data<T>(), b, params.get_or<bool>("reverse", false), Op<T>{});
+        });
+        return as_tensors(std::move(result));
       }
     }
     if constexpr (kComplexChooser<Op>) {

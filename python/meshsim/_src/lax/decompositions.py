@@ -12,7 +12,7 @@ from meshsim._src.lax import elementwise as lax_elementwise
 from meshsim._src.lax import structural as lax_structural
 
 __all__ = ["cholesky", "lu", "lu_pivots_to_permutation", "qr", "eig", "eigh", "svd", "triangular_solve",
-           "symmetrize"]
+           "symmetrize", "schur", "hessenberg", "householder_product"]
 
 
 def _matrix_stack(x):
@@ -27,9 +27,12 @@ def _transpose_last(x):
 
 
 def symmetrize(x):
-    """(x + x^T) / 2 over the last two dimensions, as JAX symmetrizes inputs."""
+    """(x + x^H) / 2 over the last two dimensions, as JAX symmetrizes inputs."""
     x = _matrix_stack(x)
-    return lax_elementwise.div(lax_elementwise.add(x, _transpose_last(x)), np.array(2, x.dtype))
+    xt = _transpose_last(x)
+    if np.issubdtype(x.dtype, np.complexfloating):
+        xt = lax_elementwise.conj(xt)
+    return lax_elementwise.div(lax_elementwise.add(x, xt), np.array(2, x.dtype))
 
 
 def _lower_mask(shape, k: int = 0):
@@ -113,3 +116,24 @@ def triangular_solve(a, b, *, left_side: bool = False, lower: bool = False, tran
                                             tuple(range(b.ndim - a.ndim, b.ndim)))
     return core.bind1("triangular_solve", a, b, conjugate_a=bool(conjugate_a), left_side=bool(left_side),
                       lower=bool(lower), transpose_a=bool(transpose_a), unit_diagonal=bool(unit_diagonal))
+
+
+def schur(x, *, compute_schur_vectors: bool = True, sort_eig_vals: bool = False, select_callable=None):
+    """(T, Z) with x = Z T Z^H, T (quasi-)upper triangular (2x2 blocks for a real operand's
+    complex pairs), by LAPACK's gees as JAX on CPU; only (T,) without the vectors."""
+    del select_callable  # JAX's CPU lowering ignores it too
+    out = core.bind("schur", _matrix_stack(x), compute_schur_vectors=bool(compute_schur_vectors),
+                    sort_eig_vals=bool(sort_eig_vals))
+    return list(out)
+
+
+def hessenberg(a):
+    """(a_out, taus): LAPACK gehrd's packed Hessenberg reduction, the Hessenberg form on and
+    above the first subdiagonal and the Householder vectors below it, with their n - 1 factors."""
+    return list(core.bind("hessenberg", _matrix_stack(a)))
+
+
+def householder_product(a, taus):
+    """The first n columns of the product of the Householder reflectors packed in a's columns
+    (below the diagonal) with factors taus: LAPACK's orgqr/ungqr."""
+    return core.bind1("householder_product", _matrix_stack(a), core.asarray_value(taus))

@@ -57,11 +57,16 @@ def _mT(x):
     return jnp.swapaxes(x, -1, -2)
 
 
+def _mH(x):
+    """The conjugate transpose of a matrix stack."""
+    return jnp.conj(_mT(x)) if jnp.iscomplexobj(x) else _mT(x)
+
+
 def cholesky(a, *, upper: bool = False, symmetrize_input: bool = True):
     """The Cholesky factor (lower, or upper with upper=True) of Hermitian positive-definite matrices."""
     (a,) = _inexact("jnp.linalg.cholesky", a)
     factor = lax_linalg.cholesky(a, symmetrize_input=symmetrize_input)
-    return _mT(factor) if upper else factor
+    return _mH(factor) if upper else factor
 
 
 def qr(a, mode: str = "reduced"):
@@ -121,7 +126,7 @@ def svd(a, full_matrices: bool = True, compute_uv: bool = True, hermitian: bool 
             return s
         u = jnp.take_along_axis(v, order[..., None, :], axis=-1)
         signs = jnp.take_along_axis(jnp.sign(w), order, axis=-1)
-        return SVDResult(u, s, _mT(u * signs[..., None, :]))
+        return SVDResult(u, s, _mH(u * signs[..., None, :].astype(u.dtype)))
     out = lax_linalg.svd(a, full_matrices=full_matrices, compute_uv=compute_uv,
                          subset_by_index=subset_by_index)
     return SVDResult(*out) if compute_uv else out
@@ -214,7 +219,7 @@ def pinv(a, rtol=None, hermitian: bool = False, *, rcond=None):
         rtol = _default_rtol(a, s.dtype)
     cutoff = jnp.asarray(rtol)[..., None] * s[..., :1]
     s_inv = jnp.where(s > cutoff, 1 / s, 0).astype(u.dtype)
-    return jnp.matmul(_mT(vh) * s_inv[..., None, :], _mT(u))
+    return jnp.matmul(_mH(vh) * s_inv[..., None, :], _mH(u))
 
 
 def matrix_rank(M, rtol=None, *, tol=None):
@@ -229,7 +234,12 @@ def matrix_rank(M, rtol=None, *, tol=None):
         if rtol is None:
             rtol = _default_rtol(M, s.dtype)
         threshold = jnp.asarray(rtol)[..., None] * jnp.max(s, axis=-1, keepdims=True)
-    return jnp.sum(s > threshold, axis=-1).astype(np.int32)
+    return jnp.sum(s > threshold, axis=-1)
+
+
+def _squared_residuals(a, x, b):
+    r = jnp.matmul(a, x) - b
+    return jnp.sum(jnp.square(jnp.abs(r) if jnp.iscomplexobj(r) else r), axis=0)
 
 
 def lstsq(a, b, rcond=None, *, numpy_resid: bool = False):
@@ -251,16 +261,16 @@ def lstsq(a, b, rcond=None, *, numpy_resid: bool = False):
     elif rcond < 0:
         rcond = np.finfo(s.dtype).eps
     mask = s >= jnp.asarray(rcond, s.dtype) * s[0] if s.shape[0] else s > 0
-    rank = jnp.sum(mask).astype(np.int32)
+    rank = jnp.sum(mask)
     s_inv = jnp.where(mask, 1 / jnp.where(mask, s, 1), 0)
-    x = jnp.matmul(_mT(vh), s_inv[:, None] * jnp.matmul(_mT(u), b))
+    x = jnp.matmul(_mH(vh), s_inv[:, None].astype(u.dtype) * jnp.matmul(_mH(u), b))
     if numpy_resid:
         if rank.item() == n and m > n:
-            resid = jnp.sum(jnp.square(jnp.matmul(a, x) - b), axis=0)
+            resid = _squared_residuals(a, x, b)
         else:
             resid = jnp.empty((0,), s.dtype)
     else:
-        resid = jnp.sum(jnp.square(jnp.matmul(a, x) - b), axis=0)
+        resid = _squared_residuals(a, x, b)
     if b_vector:
         x = x[:, 0]
         resid = resid[..., 0] if not numpy_resid or resid.shape[0] else resid

@@ -25,7 +25,9 @@ def _array(name: str, x):
 
 
 def _sum_of_squares(x, axis, keepdims):
-    return jnp.sqrt(jnp.sum(x * x, axis=axis, keepdims=keepdims))
+    """The 2-norm: sqrt(sum |x|^2), a real result for complex x."""
+    squares = jnp.real(x * jnp.conj(x)) if jnp.iscomplexobj(x) else x * x
+    return jnp.sqrt(jnp.sum(squares, axis=axis, keepdims=keepdims))
 
 
 def norm(x, ord=None, axis=None, keepdims: bool = False):  # noqa: A002 (NumPy's name)

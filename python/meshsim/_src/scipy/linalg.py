@@ -12,6 +12,7 @@ from meshsim._src import core
 from meshsim._src.lax import decompositions as lax_linalg
 from meshsim._src.lax.control_flow import fori_loop
 from meshsim._src.numpy import decompositions as np_linalg
+from meshsim._src.numpy.decompositions import _mH, _mT
 from meshsim._src.numpy.promotion import promote_dtypes_inexact
 
 __all__ = ["block_diag", "cho_factor", "cho_solve", "cholesky", "det", "eigh", "expm", "inv", "lu",
@@ -28,15 +29,14 @@ def _inexact(*xs):
     return promote_dtypes_inexact(*(core.asarray_value(x) for x in xs))
 
 
-def _mT(x):
-    return jnp.swapaxes(x, -1, -2)
 
 
 def cholesky(a, lower: bool = False, overwrite_a: bool = False, check_finite: bool = True):
     """The Cholesky factor, upper by default as in SciPy."""
     (a,) = _inexact(a)
-    factor = lax_linalg.cholesky(a)
-    return factor if lower else _mT(factor)
+    # As SciPy, one triangle of a is read (the upper one by default), not a symmetrised a.
+    factor = lax_linalg.cholesky(a if lower else _mH(a), symmetrize_input=False)
+    return factor if lower else _mH(factor)
 
 
 def cho_factor(a, lower: bool = False, overwrite_a: bool = False, check_finite: bool = True):
@@ -51,8 +51,10 @@ def cho_solve(c_and_lower, b, overwrite_b: bool = False, check_finite: bool = Tr
     vector = b.ndim == c.ndim - 1
     if vector:
         b = b[..., None]
-    y = lax_linalg.triangular_solve(c, b, left_side=True, lower=lower, transpose_a=not lower)
-    x = lax_linalg.triangular_solve(c, y, left_side=True, lower=lower, transpose_a=lower)
+    # A = L L^H (lower) or U^H U: solve with the factor's conjugate transpose first or second.
+    y = lax_linalg.triangular_solve(c, b, left_side=True, lower=lower, transpose_a=not lower,
+                                    conjugate_a=not lower)
+    x = lax_linalg.triangular_solve(c, y, left_side=True, lower=lower, transpose_a=lower, conjugate_a=lower)
     return x[..., 0] if vector else x
 
 
@@ -89,7 +91,7 @@ def lu_factor(a, overwrite_a: bool = False, check_finite: bool = True):
 
 
 def lu_solve(lu_and_piv, b, trans: int = 0, overwrite_b: bool = False, check_finite: bool = True):
-    """x with A x = b (trans=0) or A^T x = b (trans=1, 2) from lu_factor's result."""
+    """x with A x = b (trans=0), A^T x = b (trans=1) or A^H x = b (trans=2) from lu_factor's result."""
     packed, pivots = lu_and_piv
     packed, b = _inexact(packed, b)
     m = packed.shape[-1]
@@ -100,9 +102,11 @@ def lu_solve(lu_and_piv, b, trans: int = 0, overwrite_b: bool = False, check_fin
     if trans == 0:
         x = np_linalg._lu_solve(packed, perm, b)
     elif trans in (1, 2):
-        z = lax_linalg.triangular_solve(packed, b, left_side=True, lower=False, transpose_a=True)
+        conjugate = trans == 2
+        z = lax_linalg.triangular_solve(packed, b, left_side=True, lower=False, transpose_a=True,
+                                        conjugate_a=conjugate)
         z = lax_linalg.triangular_solve(packed, z, left_side=True, lower=True, transpose_a=True,
-                                        unit_diagonal=True)
+                                        conjugate_a=conjugate, unit_diagonal=True)
         inverse = jnp.argsort(perm, axis=-1)
         x = jnp.take_along_axis(z, jnp.broadcast_to(inverse[..., None], inverse.shape + z.shape[-1:]), axis=-2)
     else:
@@ -151,7 +155,7 @@ def solve_triangular(a, b, trans=0, lower: bool = False, unit_diagonal: bool = F
     if vector:
         b = b[..., None]
     x = lax_linalg.triangular_solve(a, b, left_side=True, lower=lower, transpose_a=transpose_a,
-                                    unit_diagonal=unit_diagonal)
+                                    conjugate_a=trans in (2, "C"), unit_diagonal=unit_diagonal)
     return x[..., 0] if vector else x
 
 
@@ -188,7 +192,7 @@ def expm(A, *, upper_triangular: bool = False, max_squarings: int = 16):
     if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
         raise ValueError(f"expected A to be a (batched) square matrix, got A.shape={A.shape}")
     norm = jnp.max(jnp.sum(jnp.abs(A), axis=-2), axis=-1)
-    theta = _THETA13[np.dtype(A.dtype)]
+    theta = _THETA13[np.finfo(A.dtype).dtype]  # by the precision of A's parts
     needed = jnp.where(norm > theta, jnp.ceil(jnp.log2(jnp.maximum(norm, theta) / theta)), 0)
     squarings = jnp.minimum(needed, max_squarings)
     scaled = A / (2.0 ** squarings)[..., None, None].astype(A.dtype)
@@ -218,9 +222,9 @@ def polar(a, side: str = "right", *, method: str = "qdwh", eps=None, max_iterati
     w, s, vh = np_linalg.svd(a, full_matrices=False)
     u = w @ vh
     if side == "right":
-        p = (_mT(vh) * s[..., None, :]) @ vh
+        p = (_mH(vh) * s[..., None, :].astype(vh.dtype)) @ vh
     else:
-        p = (w * s[..., None, :]) @ _mT(w)
+        p = (w * s[..., None, :].astype(w.dtype)) @ _mH(w)
     return u, p
 
 
