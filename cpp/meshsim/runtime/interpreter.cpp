@@ -9,6 +9,7 @@
 #include "meshsim/core/cancel.h"
 
 #include "meshsim/runtime/mesh_executor.h"
+#include "meshsim/runtime/scratch.h"
 #include "meshsim/sharding/propagation.h"
 #include "meshsim/sharding/rules.h"
 #include "meshsim/runtime/sharded.h"
@@ -137,40 +138,15 @@ std::shared_ptr<const Schedule> schedule_of(const ProgramPtr& program) {
 
 namespace {
 
-// The variables of the programs a thread is running (sub-programs nest):
-// one vector per depth, kept with its capacity, so a sub-program called once
-// per loop iteration or branch does not allocate and clear its variables per call.
-class ScratchEnv {
- public:
-  explicit ScratchEnv(size_t num_vars) : env_(acquire()) { env_.resize(num_vars); }
-  ~ScratchEnv() {
-    for (Tensor& t : env_) t = Tensor();  // values outliving the call were copied out
-    --depth();
-  }
-  std::vector<Tensor>& get() { return env_; }
-
- private:
-  static size_t& depth() {
-    thread_local size_t d = 0;
-    return d;
-  }
-  static std::vector<Tensor>& acquire() {
-    thread_local std::vector<std::unique_ptr<std::vector<Tensor>>> levels;
-    if (levels.size() <= depth()) levels.push_back(std::make_unique<std::vector<Tensor>>());
-    return *levels[depth()++];
-  }
-  std::vector<Tensor>& env_;
-};
-
 Tensors run_scheduled(const Program& program, const Schedule& schedule, Tensors args) {
   if (args.size() != program.invars.size())
     fail<TypeError>("program expects ", program.invars.size(), " arguments, got ", args.size());
-  ScratchEnv scratch(program.avals.size());
-  std::vector<Tensor>& env = scratch.get();
+  ScratchFrame scratch(program.avals.size());
+  std::vector<Tensor>& env = scratch.values();
   for (size_t i = 0; i < program.constvars.size(); ++i) env[program.constvars[i]] = program.consts[i];
   for (size_t i = 0; i < args.size(); ++i) env[program.invars[i]] = std::move(args[i]);
 
-  Tensors ins;
+  Tensors& ins = scratch.operands();
   auto value = [&](int v) -> Tensor& { return env[v]; };
   for (size_t k = 0; k < program.eqns.size(); ++k)
     run_equation(program.eqns[k], schedule.out_avals[k], schedule.moved[k], schedule.freed[k], ins, value);

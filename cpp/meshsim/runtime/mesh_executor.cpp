@@ -11,6 +11,7 @@
 
 #include "meshsim/core/cancel.h"
 #include "meshsim/runtime/interpreter.h"
+#include "meshsim/runtime/scratch.h"
 #include "meshsim/runtime/sharded.h"
 #include "meshsim/runtime/timeline.h"
 
@@ -275,6 +276,31 @@ double equation_weight(const Program& body, const Equation& e) {
   return 1 + elements / 2048;
 }
 
+// Adds to each device's equations of the run [begin, end) (`runs[d]`, one
+// flag per equation) those computing operands of its equations. Devices that
+// own the same equations need the same ones, so the walk over operands is
+// done once per distinct set (a few per run: the owners of each partition).
+void close_over_operands(const Program& body, const std::vector<int>& producer, size_t begin,
+                         std::vector<std::vector<char>>& runs) {
+  std::vector<size_t> done;  // devices whose sets are closed, each with a distinct owned set
+  std::vector<std::vector<char>> owned;  // their sets before closing
+  for (size_t d = 0; d < runs.size(); ++d) {
+    std::vector<char>& mine = runs[d];
+    if (std::find(mine.begin(), mine.end(), 0) == mine.end()) continue;  // runs them all
+    auto same = std::find(owned.begin(), owned.end(), mine);
+    if (same != owned.end()) {
+      mine = runs[done[same - owned.begin()]];
+      continue;
+    }
+    owned.push_back(mine);
+    done.push_back(d);
+    for (size_t j = begin + mine.size(); j-- > begin;)
+      if (mine[j - begin])
+        for (int v : body.eqns[j].inputs)
+          if (producer[v] >= static_cast<int>(begin)) mine[producer[v] - begin] = 1;
+  }
+}
+
 // Plans by body, valid while the body lives (bodies are immutable once traced).
 std::shared_ptr<const ExecutionPlan> plan_for(const ProgramPtr& body) {
   static std::mutex mutex;
@@ -372,21 +398,17 @@ std::vector<Tensors> run_on_mesh(const ProgramPtr& body_ptr, const Mesh& mesh, s
         runs[d][j - begin] = eq.outputs.empty() || sharing.owner(d, eq.outputs[0]) == d;
     }
     for (int v : run.outlive) env[v].resize(n);
-    for (int64_t d = 0; d < n; ++d)
-      for (size_t j = end; j-- > begin;)
-        if (runs[d][j - begin])
-          for (int v : body.eqns[j].inputs)
-            if (producer[v] >= static_cast<int>(begin)) runs[d][producer[v] - begin] = 1;
+    close_over_operands(body, producer, begin, runs);
     auto device_task = [&](int64_t d) {
       timeline::DeviceScope on_device(mesh.device_ids[d]);
-      std::vector<Tensor> local;
+      if (std::find(runs[d].begin(), runs[d].end(), 1) == runs[d].end()) return;
+      ScratchFrame scratch(run.temporaries.size());
+      std::vector<Tensor>& local = scratch.values();
       auto value = [&](int v) -> Tensor& { return slot[v] >= 0 ? local[slot[v]] : env[v][d]; };
-      Tensors ins;
-      for (size_t j = begin; j < end; ++j) {
-        if (!runs[d][j - begin]) continue;
-        if (local.empty()) local.resize(run.temporaries.size());
-        run_equation(body.eqns[j], schedule.out_avals[j], schedule.moved[j], schedule.freed[j], ins, value);
-      }
+      for (size_t j = begin; j < end; ++j)
+        if (runs[d][j - begin])
+          run_equation(body.eqns[j], schedule.out_avals[j], schedule.moved[j], schedule.freed[j],
+                       scratch.operands(), value);
     };
     int64_t computing = 0;  // devices that own some equation of the run
     for (int64_t d = 0; d < n; ++d)
