@@ -178,6 +178,35 @@ inline T from_compute(compute_type_t<T> y) {
     return static_cast<T>(y);
 }
 
+// One batch of map_unary_simd: `vec_op` on the lanes at `src`, and
+// `scalar_op` on those with |x| >= `vec_limit`.
+template <class C, class VecOp, class ScalarOp>
+inline void unary_simd_batch(const C* src, C* dst, VecOp& vec_op, ScalarOp& scalar_op, C vec_limit) {
+  using Batch = xsimd::batch<C>;
+  const Batch v = Batch::load_unaligned(src);
+  vec_op(v).store_unaligned(dst);
+  if (xsimd::any(xsimd::abs(v) >= Batch(vec_limit)))
+    for (size_t k = 0; k < Batch::size; ++k)
+      if (std::abs(src[k]) >= vec_limit) dst[k] = scalar_op(src[k]);
+}
+
+// map_unary_simd on `n` contiguous elements of a wide float type C: whole
+// batches from `a` on, the last partial batch padded with zeros. (A caller
+// running a longer array in pieces starting at multiples of the batch size
+// computes what one call on the whole array does.)
+template <class C, class VecOp, class ScalarOp>
+void unary_simd_row(const C* a, C* o, int64_t n, VecOp& vec_op, ScalarOp& scalar_op, C vec_limit) {
+  constexpr int64_t lanes = xsimd::batch<C>::size;
+  int64_t i = 0;
+  for (; i + lanes <= n; i += lanes) unary_simd_batch(a + i, o + i, vec_op, scalar_op, vec_limit);
+  if (i < n) {
+    C src[lanes] = {}, dst[lanes];
+    std::copy(a + i, a + n, src);
+    unary_simd_batch(src, dst, vec_op, scalar_op, vec_limit);
+    std::copy(dst, dst + (n - i), o + i);
+  }
+}
+
 // A floating-point map in SIMD batches (xsimd, for the ISA the build targets):
 // `vec_op` maps an xsimd::batch<C>, `scalar_op` a C, where C is the compute
 // type of the element type T (float32 for the narrow floats, which are
@@ -188,19 +217,11 @@ inline T from_compute(compute_type_t<T> y) {
 template <class T, class VecOp, class ScalarOp>
 Tensor map_unary_simd(const Tensor& x, VecOp vec_op, ScalarOp scalar_op, compute_type_t<T> vec_limit) {
   using C = compute_type_t<T>;
-  using Batch = xsimd::batch<C>;
-  constexpr int64_t lanes = Batch::size;
+  constexpr int64_t lanes = xsimd::batch<C>::size;
   const Tensor in = x.contiguous();
   Tensor out = Tensor::empty(x.dtype(), x.shape());
   const T* a = in.data<T>();
   T* o = out.data<T>();
-  auto run = [&](const C* src, C* dst) {
-    const Batch v = Batch::load_unaligned(src);
-    vec_op(v).store_unaligned(dst);
-    if (xsimd::any(xsimd::abs(v) >= Batch(vec_limit)))
-      for (int64_t k = 0; k < lanes; ++k)
-        if (std::abs(src[k]) >= vec_limit) dst[k] = scalar_op(src[k]);
-  };
   const int64_t n = in.size();
   if constexpr (is_small_float_v<T>) {
     constexpr int64_t kBlock = 64 * lanes;  // stays in L1 between the three passes
@@ -209,18 +230,11 @@ Tensor map_unary_simd(const Tensor& x, VecOp vec_op, ScalarOp scalar_op, compute
       const int64_t m = std::min(kBlock, n - i), padded = (m + lanes - 1) / lanes * lanes;
       for (int64_t k = 0; k < m; ++k) src[k] = to_compute(a[i + k]);
       std::fill(src + m, src + padded, C(0));
-      for (int64_t k = 0; k < padded; k += lanes) run(src + k, dst + k);
+      for (int64_t k = 0; k < padded; k += lanes) unary_simd_batch(src + k, dst + k, vec_op, scalar_op, vec_limit);
       for (int64_t k = 0; k < m; ++k) o[i + k] = from_compute<T>(dst[k]);
     }
   } else {
-    int64_t i = 0;
-    for (; i + lanes <= n; i += lanes) run(a + i, o + i);
-    if (i < n) {
-      C src[lanes] = {}, dst[lanes];
-      std::copy(a + i, a + n, src);
-      run(src, dst);
-      std::copy(dst, dst + (n - i), o + i);
-    }
+    unary_simd_row(a, o, n, vec_op, scalar_op, vec_limit);
   }
   return out;
 }

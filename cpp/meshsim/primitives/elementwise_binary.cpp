@@ -61,6 +61,7 @@ void div_primitive() {
     return quotient(in, params, out);
   };
   register_primitive(std::move(p));
+  mark_float_tile_dense_only("div");  // a stride-0 divisor divides by its reciprocal
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/kernels/elementwise.h"
 #include "meshsim/ir/kernel_results.h"
+#include "meshsim/runtime/fusion.h"
 
 namespace meshsim::elementwise {
 
@@ -168,6 +169,30 @@ inline Avals same_type_as_input(const std::string& name, Accepts a, const Avals&
   return Avals{like(in[0], in[0].shape, in[0].dtype, in[0].weak_type)};
 }
 
+// Whether a family accepting `a` has float32 kernels (and so a fusion tile).
+constexpr bool accepts_float32(Accepts a) { return a != Accepts::Integer && a != Accepts::Bitwise; }
+
+// An element of a unary / binary family's map on T: computed in T's compute
+// type, denormals flushed where the op is float arithmetic (kFlush). The
+// kernels and their fusion tiles (runtime/fusion.h) share these.
+template <class T, bool kFlush, class Op>
+auto unary_element(const Op& op) {
+  return [&op](T x) {
+    using C = compute_type_t<T>;
+    if constexpr (kFlush) return from_compute<T>(static_cast<C>(op(to_compute(x))));
+    else return static_cast<T>(op(C(x)));
+  };
+}
+
+template <class T, bool kFlush, class Op>
+auto binary_element(const Op& op) {
+  return [&op](T x, T y) {
+    using C = compute_type_t<T>;
+    if constexpr (kFlush) return from_compute<T>(static_cast<C>(op(to_compute(x), to_compute(y))));
+    else return static_cast<T>(op(C(x), C(y)));
+  };
+}
+
 // Op is a generic functor: template <class T> T operator()(T) const.
 // kFlush: the op is float arithmetic, which XLA runs with denormals flushed
 // (see to_compute); sign and rounding operations are not.
@@ -194,16 +219,17 @@ void unary(const std::string& name, Op op, VjpRule vjp = nullptr, Nibble nibble 
     auto run = [&](const Tensors& in, const Avals& out) {
       return dispatch_accepted<A>(in[0].dtype(), [&](auto tag) {
         using T = decltype(tag);
-        using C = compute_type_t<T>;
-        return as_tensors(map_unary<T, T>(in[0], out[0].dtype, [&](T x) {
-          if constexpr (kFlush) return from_compute<T>(static_cast<C>(op(to_compute(x))));
-          else return static_cast<T>(op(C(x)));
-        }));
+        return as_tensors(map_unary<T, T>(in[0], out[0].dtype, unary_element<T, kFlush>(op)));
       });
     };
     if (is_int4(in_[0].dtype())) return widened_int4(in_, out_, run);
     return run(in_, out_);
   };
+  if constexpr (accepts_float32(A))
+    register_float_tile(name, 1, [op](const float* const* in, float* out, int64_t n) {
+      auto element = unary_element<float, kFlush>(op);
+      for (int64_t i = 0; i < n; ++i) out[i] = element(in[0][i]);  // map_unary's contiguous loop
+    });
   register_primitive(std::move(p));
 }
 
@@ -243,6 +269,10 @@ void unary_simd(const std::string& name, VecOp vec_op, ScalarOp scalar_op, doubl
                                                    static_cast<C>(vec_limit)));
     });
   };
+  register_float_tile(name, 1, [vec_op, scalar_op, vec_limit](const float* const* in, float* out, int64_t n) {
+    auto scalar = [&](float x) { return static_cast<float>(scalar_op(x)); };
+    unary_simd_row(in[0], out, n, vec_op, scalar, static_cast<float>(vec_limit));
+  });
   register_primitive(std::move(p));
 }
 
@@ -306,16 +336,17 @@ Primitive binary_primitive(const std::string& name, Op op, VjpRule vjp = nullptr
     auto run = [&](const Tensors& in, const Avals& out) {
       return dispatch_accepted<A>(in[0].dtype(), [&](auto tag) {
         using T = decltype(tag);
-        using C = compute_type_t<T>;
-        return as_tensors(map_binary<T, T>(in[0], in[1], out[0].dtype, [&](T x, T y) {
-          if constexpr (kFlush) return from_compute<T>(static_cast<C>(op(to_compute(x), to_compute(y))));
-          else return static_cast<T>(op(C(x), C(y)));
-        }));
+        return as_tensors(map_binary<T, T>(in[0], in[1], out[0].dtype, binary_element<T, kFlush>(op)));
       });
     };
     if (is_int4(in_[0].dtype())) return widened_int4(in_, out_, run);
     return run(in_, out_);
   };
+  if constexpr (accepts_float32(A))
+    register_float_tile(name, 2, [op](const float* const* in, float* out, int64_t n) {
+      auto element = binary_element<float, kFlush>(op);
+      binary_row(in[0], 1, in[1], 1, out, n, element);  // map_binary's contiguous path
+    });
   return p;
 }
 

@@ -82,7 +82,7 @@ std::vector<int> last_uses(const Program& program) {
   return last;
 }
 
-Schedule::Schedule(const Program& program) : last(last_uses(program)) {
+Schedule::Schedule(const Program& program) : last(last_uses(program)), fusion(program, last) {
   const size_t n = program.eqns.size();
   out_avals.resize(n);
   moved.resize(n);
@@ -148,8 +148,16 @@ Tensors run_scheduled(const Program& program, const Schedule& schedule, Tensors 
 
   Tensors& ins = scratch.operands();
   auto value = [&](int v) -> Tensor& { return env[v]; };
-  for (size_t k = 0; k < program.eqns.size(); ++k)
+  const bool fuse = !schedule.fusion.empty() && fusion_enabled();
+  for (size_t k = 0; k < program.eqns.size();) {
+    if (const FusedGroup* g = fuse ? schedule.fusion.at(k) : nullptr)
+      if (run_fused(*g, schedule.freed, value)) {
+        k = g->end;
+        continue;
+      }
     run_equation(program.eqns[k], schedule.out_avals[k], schedule.moved[k], schedule.freed[k], ins, value);
+    ++k;
+  }
   Tensors results;
   results.reserve(program.outvars.size());
   const std::vector<int>& out = program.outvars;

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "meshsim/ir/program.h"
+#include "meshsim/runtime/fusion.h"
 
 namespace meshsim {
 
@@ -76,6 +77,7 @@ struct Schedule {
   std::vector<Avals> out_avals;          // per equation: its results' types
   std::vector<std::vector<char>> moved;  // per equation and input: its last read (passed by move)
   std::vector<std::vector<int>> freed;   // per equation: the variables it reads last
+  FusionPlan fusion;                     // runs of elementwise equations computed as one loop
   explicit Schedule(const Program& program);
 };
 // The schedule of `program`, made once and kept while the program lives

@@ -1,0 +1,86 @@
+// Elementwise fusion inside a program: a run of consecutive float32
+// elementwise equations on one shape executes as one loop over tiles, each
+// tile going through the whole chain while it is in cache. Values read only
+// inside the run never get a buffer of their own; the others are written
+// tile by tile into their buffers. Each equation's tile is computed by the
+// loop its own kernel runs on contiguous operands (registered with the
+// primitive), so a fused run gives the same bits as the equations one by one.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "meshsim/ir/program.h"
+
+namespace meshsim {
+
+// A float32 elementwise primitive on `n` contiguous elements: in[i] points at
+// its operand i, out at its result. `n` may be any count; a tile starts at a
+// multiple of kFusionTile elements of the value.
+using FloatTile = std::function<void(const float* const* in, float* out, int64_t n)>;
+constexpr int64_t kFusionTile = 512;
+
+// Registers primitive `name`'s tile (arity operands of the result's shape).
+void register_float_tile(const std::string& name, int arity, FloatTile tile);
+// For a primitive whose kernel depends on an operand's layout (div by a
+// stride-0 divisor): its operands from outside the run must be contiguous
+// buffers, or the run goes equation by equation.
+void mark_float_tile_dense_only(const std::string& name);
+
+struct FusedGroup {
+  struct Step {
+    const FloatTile* tile;
+    int arity;
+    int operand[2];  // value ids: [0, inputs.size()) the run's inputs, then the results in order
+    bool dense_only;
+  };
+  size_t begin, end;                 // equations [begin, end)
+  Shape shape;
+  int64_t size;
+  std::vector<int> inputs;           // variables read from outside the run
+  std::vector<int> results;          // per step: the variable it computes
+  std::vector<char> kept;            // per step: its result is read after the run
+  std::vector<Step> steps;
+};
+
+// The fusable runs of a program (at least two equations each).
+class FusionPlan {
+ public:
+  FusionPlan(const Program& program, const std::vector<int>& last);
+  // The run starting at equation k, or nullptr.
+  const FusedGroup* at(size_t k) const { return k < start_.size() && start_[k] >= 0 ? &groups_[start_[k]] : nullptr; }
+  bool empty() const { return groups_.empty(); }
+
+ private:
+  std::vector<FusedGroup> groups_;
+  std::vector<int> start_;  // per equation: index of the group starting there, -1 for none
+};
+
+// Computes `g` from its inputs' tensors into `results` (one per kept step,
+// in step order); false, having computed nothing, when an operand's layout
+// rules the fused loop out (the caller then runs the equations one by one).
+bool run_fused_group(const FusedGroup& g, const Tensor* const* inputs, Tensor* results);
+
+// Whether fusion applies now (not while a profiler records each equation).
+bool fusion_enabled();
+
+// Runs group `g` on the slots `value(var)` of one device's values and frees
+// what its equations read last (`freed`: the schedule's lists); false when
+// the caller must run the equations one by one.
+template <class Slot>
+bool run_fused(const FusedGroup& g, const std::vector<std::vector<int>>& freed, Slot&& value) {
+  thread_local std::vector<const Tensor*> inputs;
+  thread_local std::vector<Tensor> results;
+  inputs.clear();
+  for (int v : g.inputs) inputs.push_back(&value(v));
+  results.resize(g.steps.size());
+  if (!run_fused_group(g, inputs.data(), results.data())) return false;
+  for (size_t s = 0; s < g.steps.size(); ++s)
+    if (g.kept[s]) value(g.results[s]) = std::move(results[s]);
+  for (size_t k = g.begin; k < g.end; ++k)
+    for (int v : freed[k]) value(v) = Tensor();
+  return true;
+}
+
+}  // namespace meshsim
