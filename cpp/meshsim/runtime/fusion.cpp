@@ -36,15 +36,20 @@ const RegisteredTile* tile_of(const std::string& name) {
 }
 
 // The shape of an equation that can join a run: one float32 result, every
-// operand float32 of that shape; nullptr otherwise.
+// operand float32 of that shape or a scalar beside it (read as a tile of
+// copies of it: the kernels' loops compute each element alike whatever the
+// operand's stride, except a div's, which is dense-only); nullptr otherwise.
 const Shape* fusable_shape(const Program& program, const Equation& e, const RegisteredTile* t) {
   if (!t || e.prim->passes_through || e.outputs.size() != 1 ||
       e.inputs.size() != static_cast<size_t>(t->arity))
     return nullptr;
   const Aval& out = program.avals[e.outputs[0]];
   if (out.dtype != DType::Float32) return nullptr;
-  for (int v : e.inputs)
-    if (program.avals[v].dtype != DType::Float32 || program.avals[v].shape != out.shape) return nullptr;
+  for (int v : e.inputs) {
+    const Aval& in = program.avals[v];
+    const bool scalar_beside = in.shape.empty() && !out.shape.empty() && !t->dense_only;
+    if (in.dtype != DType::Float32 || (in.shape != out.shape && !scalar_beside)) return nullptr;
+  }
   return &out.shape;
 }
 
@@ -62,55 +67,80 @@ void mark_float_tile_dense_only(const std::string& name) {
 
 bool fusion_enabled() { return !timeline::active(); }
 
+// How far past a run's first equation its other equations are looked for.
+constexpr size_t kFusionWindow = 256;
+
 FusionPlan::FusionPlan(const Program& program, const std::vector<int>& last) {
   const size_t n = program.eqns.size();
-  start_.assign(n, -1);
-  size_t k = 0;
-  while (k < n) {
-    const RegisteredTile* first = tile_of(program.eqns[k].prim->name);
-    const Shape* shape = fusable_shape(program, program.eqns[k], first);
-    if (!shape) {
-      ++k;
-      continue;
-    }
-    size_t end = k + 1;
-    while (end < n) {
-      const Shape* next = fusable_shape(program, program.eqns[end], tile_of(program.eqns[end].prim->name));
-      if (!next || *next != *shape) break;
-      ++end;
-    }
-    if (end - k >= 2) {
-      FusedGroup g;
-      g.begin = k;
-      g.end = end;
-      g.shape = *shape;
-      g.size = num_elements(*shape);
-      std::map<int, int> id;  // variable -> value id, inputs first
-      for (size_t j = k; j < end; ++j)
-        for (int v : program.eqns[j].inputs)
-          if (!id.count(v)) {
-            bool produced_here = false;
-            for (size_t i = k; i < j && !produced_here; ++i) produced_here = program.eqns[i].outputs[0] == v;
-            if (!produced_here) {
-              id[v] = static_cast<int>(g.inputs.size());
-              g.inputs.push_back(v);
-            }
-          }
-      for (size_t j = k; j < end; ++j) {
-        const Equation& e = program.eqns[j];
-        const RegisteredTile* t = tile_of(e.prim->name);
-        FusedGroup::Step s{&t->tile, t->arity, {0, 0}, t->dense_only};
-        for (int i = 0; i < t->arity; ++i) s.operand[i] = id.at(e.inputs[i]);
-        const int v = e.outputs[0];
-        id[v] = static_cast<int>(g.inputs.size() + g.steps.size());
-        g.steps.push_back(s);
-        g.results.push_back(v);
-        g.kept.push_back(last[v] >= static_cast<int>(end));
+  role_.assign(n, -1);
+  std::vector<const Shape*> shape(n);
+  for (size_t k = 0; k < n; ++k)
+    shape[k] = fusable_shape(program, program.eqns[k], tile_of(program.eqns[k].prim->name));
+  // A run gathers the equations of its first one's shape that follow it, up
+  // to an equation that is not its own but reads one of its values (which
+  // would then not be computed yet), or one that may run mesh-wide (runs
+  // live inside one run of local equations of the mesh executor).
+  std::vector<char> in_run(program.avals.size(), 0);
+  for (size_t k = 0; k < n; ++k) {
+    if (!shape[k] || role_[k] >= 0) continue;
+    std::vector<size_t> members{k};
+    in_run[program.eqns[k].outputs[0]] = 1;
+    for (size_t j = k + 1; j < n && j < k + kFusionWindow; ++j) {
+      const Equation& e = program.eqns[j];
+      if (e.prim->is_collective() || (e.prim->mesh_call && calls_collective(e))) break;
+      if (role_[j] < 0 && shape[j] && *shape[j] == *shape[k]) {
+        members.push_back(j);
+        in_run[e.outputs[0]] = 1;
+        continue;
       }
-      start_[k] = static_cast<int>(groups_.size());
-      groups_.push_back(std::move(g));
+      bool reads_run = false;
+      for (int v : e.inputs) reads_run = reads_run || in_run[v];
+      if (reads_run) break;
     }
-    k = end;
+    for (size_t j : members) in_run[program.eqns[j].outputs[0]] = 0;
+    // Every operand must still be there where the run executes: not read
+    // last (and so freed or moved away) by an equation between its members.
+    auto operands_live = [&] {
+      for (size_t j : members)
+        for (int v : program.eqns[j].inputs)
+          if (last[v] < static_cast<int>(members.back()) &&
+              std::find(members.begin(), members.end(), static_cast<size_t>(last[v])) == members.end())
+            return false;
+      return true;
+    };
+    while (members.size() >= 2 && !operands_live()) members.pop_back();
+    if (members.size() < 2) continue;
+
+    FusedGroup g;
+    g.members = members;
+    g.shape = *shape[k];
+    g.size = num_elements(g.shape);
+    std::map<int, int> id;  // variable -> value id: the run's inputs first, then its results
+    for (size_t j : members) {
+      const Equation& e = program.eqns[j];
+      for (int v : e.inputs)
+        if (!id.count(v)) {
+          id[v] = -1 - static_cast<int>(g.inputs.size());  // an input; renumbered below
+          g.inputs.push_back(v);
+          g.scalar_input.push_back(program.avals[v].shape.empty() && !g.shape.empty());
+        }
+      id[e.outputs[0]] = static_cast<int>(g.results.size());
+      g.results.push_back(e.outputs[0]);
+    }
+    for (size_t s = 0; s < members.size(); ++s) {
+      const Equation& e = program.eqns[members[s]];
+      const RegisteredTile* t = tile_of(e.prim->name);
+      FusedGroup::Step step{&t->tile, t->arity, {0, 0}, t->dense_only};
+      for (int i = 0; i < t->arity; ++i) {
+        const int v = id.at(e.inputs[i]);
+        step.operand[i] = v < 0 ? -1 - v : static_cast<int>(g.inputs.size()) + v;
+      }
+      g.steps.push_back(step);
+      g.kept.push_back(last[e.outputs[0]] > static_cast<int>(members.back()));
+    }
+    const int index = static_cast<int>(groups_.size());
+    for (size_t j : members) role_[j] = index;
+    groups_.push_back(std::move(g));
   }
 }
 
@@ -122,10 +152,19 @@ bool run_fused_group(const FusedGroup& g, const Tensor* const* inputs, Tensor* r
   thread_local std::vector<const float*> base;
   packed.assign(num_in, Tensor());
   base.assign(num_in + num_steps, nullptr);
-  for (size_t i = 0; i < num_in; ++i) {
+  // Scalars beside the shape read as a tile of copies.
+  thread_local std::vector<float> repeated;
+  size_t scalars = 0;
+  for (size_t i = 0; i < num_in; ++i) scalars += g.scalar_input[i];
+  repeated.resize(scalars * kFusionTile);
+  for (size_t i = 0, r = 0; i < num_in; ++i) {
     const Tensor& t = *inputs[i];
     if (!t.defined()) return false;
-    if (!t.is_contiguous()) {
+    if (g.scalar_input[i]) {
+      float* tile = repeated.data() + (r++) * kFusionTile;
+      std::fill(tile, tile + kFusionTile, *t.data<float>());
+      base[i] = tile;
+    } else if (!t.is_contiguous()) {
       for (const FusedGroup::Step& s : g.steps)
         for (int o = 0; o < s.arity; ++o)
           if (s.dense_only && s.operand[o] == static_cast<int>(i)) return false;
@@ -148,14 +187,15 @@ bool run_fused_group(const FusedGroup& g, const Tensor* const* inputs, Tensor* r
     }
   }
   scratch.resize(temporaries * kFusionTile);
-  std::vector<float*> out(num_steps);
+  thread_local std::vector<float*> out;
+  out.resize(num_steps);
   for (size_t s = 0, t = 0; s < num_steps; ++s)
     out[s] = g.kept[s] ? const_cast<float*>(base[num_in + s]) : scratch.data() + (t++) * kFusionTile;
   const float* operands[2];
   for (int64_t start = 0; start < g.size; start += kFusionTile) {
     const int64_t n = std::min(kFusionTile, g.size - start);
     auto at = [&](int id) -> const float* {
-      if (id < static_cast<int>(num_in)) return base[id] + start;
+      if (id < static_cast<int>(num_in)) return g.scalar_input[id] ? base[id] : base[id] + start;
       const size_t s = id - num_in;
       return g.kept[s] ? base[id] + start : out[s];
     };
@@ -165,6 +205,7 @@ bool run_fused_group(const FusedGroup& g, const Tensor* const* inputs, Tensor* r
       (*step.tile)(operands, g.kept[s] ? out[s] + start : out[s], n);
     }
   }
+  for (Tensor& t : packed) t = Tensor();
   return true;
 }
 

@@ -148,15 +148,14 @@ Tensors run_scheduled(const Program& program, const Schedule& schedule, Tensors 
 
   Tensors& ins = scratch.operands();
   auto value = [&](int v) -> Tensor& { return env[v]; };
-  const bool fuse = !schedule.fusion.empty() && fusion_enabled();
-  for (size_t k = 0; k < program.eqns.size();) {
-    if (const FusedGroup* g = fuse ? schedule.fusion.at(k) : nullptr)
-      if (run_fused(*g, schedule.freed, value)) {
-        k = g->end;
-        continue;
-      }
+  auto one = [&](size_t k) {
     run_equation(program.eqns[k], schedule.out_avals[k], schedule.moved[k], schedule.freed[k], ins, value);
-    ++k;
+  };
+  if (!schedule.fusion.empty() && fusion_enabled()) {
+    auto fused = [&](const FusedGroup& g) { return run_fused(g, schedule.freed, value); };
+    for (size_t k = 0; k < program.eqns.size(); ++k) run_in_plan(schedule.fusion, k, one, fused);
+  } else {
+    for (size_t k = 0; k < program.eqns.size(); ++k) one(k);
   }
   Tensors results;
   results.reserve(program.outvars.size());

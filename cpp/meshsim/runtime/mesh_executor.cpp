@@ -405,23 +405,22 @@ std::vector<Tensors> run_on_mesh(const ProgramPtr& body_ptr, const Mesh& mesh, s
       ScratchFrame scratch(run.temporaries.size());
       std::vector<Tensor>& local = scratch.values();
       auto value = [&](int v) -> Tensor& { return slot[v] >= 0 ? local[slot[v]] : env[v][d]; };
-      const bool fuse = !schedule.fusion.empty() && fusion_enabled();
-      for (size_t j = begin; j < end;) {
-        if (!runs[d][j - begin]) {
-          ++j;
-          continue;
-        }
-        // A fused run whose equations this device all computes.
-        if (const FusedGroup* g = fuse ? schedule.fusion.at(j) : nullptr)
-          if (std::find(runs[d].begin() + (j - begin), runs[d].begin() + (g->end - begin), 0) ==
-                  runs[d].begin() + (g->end - begin) &&
-              run_fused(*g, schedule.freed, value)) {
-            j = g->end;
-            continue;
-          }
-        run_equation(body.eqns[j], schedule.out_avals[j], schedule.moved[j], schedule.freed[j],
-                     scratch.operands(), value);
-        ++j;
+      const std::vector<char>& mine = runs[d];
+      auto one = [&](size_t j) {
+        if (mine[j - begin])
+          run_equation(body.eqns[j], schedule.out_avals[j], schedule.moved[j], schedule.freed[j],
+                       scratch.operands(), value);
+      };
+      if (!schedule.fusion.empty() && fusion_enabled()) {
+        // Fused where this device computes every equation of the run.
+        auto fused = [&](const FusedGroup& g) {
+          for (size_t j : g.members)
+            if (!mine[j - begin]) return false;
+          return run_fused(g, schedule.freed, value);
+        };
+        for (size_t j = begin; j < end; ++j) run_in_plan(schedule.fusion, j, one, fused);
+      } else {
+        for (size_t j = begin; j < end; ++j) one(j);
       }
     };
     int64_t computing = 0;  // devices that own some equation of the run

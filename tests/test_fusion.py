@@ -1,0 +1,155 @@
+"""Elementwise fusion: runs of float32 elementwise equations inside jit and
+shard_map bodies execute as one tiled loop. The results must be the bits the
+equations give one by one (while a profiler records equations, programs run
+unfused: the reference here), and agree with NumPy and with real JAX."""
+import numpy as np
+import pytest
+
+import meshsim as jax
+import meshsim.numpy as jnp
+from meshsim.sharding import Mesh, PartitionSpec as P
+
+RNG = np.random.default_rng(0)
+
+UNARY = ["exp", "tanh", "negative", "sin", "log1p_abs", "sqrt_abs"]
+BINARY = ["add", "subtract", "multiply", "div", "maximum", "minimum"]
+
+
+def op(lib, name):
+    """Operation `name` of a NumPy-like module (numpy, meshsim.numpy, jax.numpy)."""
+    if name == "log1p_abs":
+        return lambda x: lib.log1p(lib.abs(x))
+    if name == "sqrt_abs":
+        return lambda x: lib.sqrt(lib.abs(x))
+    if name == "div":
+        return lambda x, y: x / (lib.abs(y) + 1.0)
+    return getattr(lib, name)
+
+
+def random_chain(rng, length):
+    """A chain of `length` elementwise steps over the three inputs and the
+    results so far, some with a scalar operand."""
+    steps = []
+    for _ in range(length):
+        if rng.random() < 0.35:
+            steps.append((UNARY[rng.integers(len(UNARY))], int(rng.integers(3 + len(steps))), None, None))
+        else:
+            a, b = (int(rng.integers(3 + len(steps))) for _ in range(2))
+            scalar = float(np.float32(rng.uniform(-2, 2))) if rng.random() < 0.3 else None
+            steps.append((BINARY[rng.integers(len(BINARY))], a, b, scalar))
+    return steps
+
+
+def evaluate(lib, steps, inputs):
+    """Every third value and the last: some outlive the run, others do not."""
+    values = list(inputs)
+    for name, a, b, scalar in steps:
+        if b is None:
+            values.append(op(lib, name)(values[a]))
+        else:
+            values.append(op(lib, name)(values[a], values[b] if scalar is None else np.float32(scalar)))
+    return tuple(values[3::3]) + (values[-1],)
+
+
+def magnitude(lib_values):
+    finite = [np.abs(v[np.isfinite(v)]).max() for v in lib_values if v.size and np.isfinite(v).any()]
+    return max([1.0, *finite])
+
+
+def unfused(f, *args, tmp_path):
+    jax.profiler.start_trace(str(tmp_path))
+    try:
+        return [np.asarray(v) for v in jax.tree.leaves(f(*args))]
+    finally:
+        jax.profiler.stop_trace()
+
+
+def assert_same_bits(fused, plain):
+    assert len(fused) == len(plain)
+    for a, b in zip(fused, plain):
+        assert a.dtype == b.dtype == np.float32 and a.shape == b.shape
+        np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+def assert_close(got, want, scale):
+    """Ulp-level differences of the transcendental functions, carried along
+    the chain: relative to the largest value it computes."""
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, np.asarray(w), rtol=1e-4, atol=1e-5 * scale)
+
+
+@pytest.mark.parametrize("shape", [(), (1,), (15,), (17,), (3, 700), (2, 513), (4, 8, 33), (0, 5)])
+@pytest.mark.parametrize("case", range(3))
+def test_jit_chain_bit_identical_to_unfused(shape, case, tmp_path, real_jax):
+    steps = random_chain(RNG, int(RNG.integers(3, 12)))
+    inputs = [RNG.standard_normal(shape).astype(np.float32) * 3 for _ in range(3)]
+    f = jax.jit(lambda *xs: evaluate(jnp, steps, xs))
+    fused = [np.asarray(v) for v in f(*inputs)]
+    assert_same_bits(fused, unfused(f, *inputs, tmp_path=tmp_path))
+    with np.errstate(all="ignore"):
+        expected = evaluate(np, steps, inputs)
+        scale = magnitude(evaluate(np, [*steps], inputs) + tuple(inputs))
+    assert_close(fused, expected, scale)
+    assert_close(fused, real_jax.jit(lambda *xs: evaluate(real_jax.numpy, steps, xs))(*inputs), scale)
+
+
+def views_and_divisors(lib, x, y, w):
+    a = x * y + w.T  # a transposed operand
+    b = a / y.sum(axis=0, keepdims=True)  # a divisor broadcast along rows
+    c = lib.exp(b * 0.25) - a / 3.0
+    return c * x + lib.tanh(c), b
+
+
+def test_views_and_broadcast_divisors_inside_a_run(tmp_path, real_jax):
+    """Operands that are views are packed once; a division by a broadcast
+    divides by its reciprocal, as unfused."""
+    x, y = (RNG.standard_normal((37, 41)).astype(np.float32) for _ in range(2))
+    w = RNG.standard_normal((41, 37)).astype(np.float32)
+    f = jax.jit(lambda *xs: views_and_divisors(jnp, *xs))
+    fused = [np.asarray(v) for v in f(x, y, w)]
+    assert_same_bits(fused, unfused(f, x, y, w, tmp_path=tmp_path))
+    theirs = [np.asarray(v) for v in real_jax.jit(lambda *xs: views_and_divisors(real_jax.numpy, *xs))(x, y, w)]
+    assert_close(fused, theirs, magnitude(fused))  # XLA sums the divisor in its own order
+
+
+@pytest.mark.parametrize("case", range(3))
+def test_shard_map_body_chain_bit_identical_to_unfused(case, tmp_path):
+    mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("a", "b"))
+    steps = random_chain(RNG, int(RNG.integers(3, 10)))
+    inputs = [RNG.standard_normal((8, 1100)).astype(np.float32) for _ in range(3)]
+    with np.errstate(all="ignore"):
+        blocks = [evaluate(np, steps, [np.split(a, 4, axis=1)[j] for a in inputs]) for j in range(4)]
+    n_out = len(blocks[0])
+
+    def body(x, y, z):
+        return tuple(jax.lax.psum(v, "b") for v in evaluate(jnp, steps, (x, y, z)))
+
+    f = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=(P("a", "b"),) * 3, out_specs=(P("a"),) * n_out))
+    fused = [np.asarray(v) for v in f(*inputs)]
+    assert_same_bits(fused, unfused(f, *inputs, tmp_path=tmp_path))
+    want = [np.sum([blk[k] for blk in blocks], axis=0) for k in range(n_out)]
+    assert_close(fused, want, 4 * magnitude([v for blk in blocks for v in blk]))
+
+
+def interleaved(lib, x, y, w):
+    """Elementwise steps with reductions, products and reshapes between them:
+    runs gather equations past the ones that do not read their values."""
+    a = x * y - 1.5
+    s = a.sum(axis=1, keepdims=True)  # reads the run: ends it
+    b = lib.tanh(x) + y * y
+    m = x @ w  # reads neither run
+    c = b * 2.0 - lib.exp(-b)
+    r = (m.reshape(-1) * 0.5).reshape(m.shape)
+    d = c / (a * a + 1.0) + s
+    return d, r, lib.maximum(d, 0.0) * b
+
+
+@pytest.mark.parametrize("shape", [(6, 6), (24, 24), (40, 40)])
+def test_runs_gather_equations_past_unrelated_ones(shape, tmp_path, real_jax):
+    x, y, w = (RNG.standard_normal(shape).astype(np.float32) for _ in range(3))
+    f = jax.jit(lambda *xs: interleaved(jnp, *xs))
+    fused = [np.asarray(v) for v in f(x, y, w)]
+    assert_same_bits(fused, unfused(f, x, y, w, tmp_path=tmp_path))
+    want = interleaved(np, x, y, w)
+    assert_close(fused, want, magnitude(list(want)))
+    assert_close(fused, real_jax.jit(lambda *xs: interleaved(real_jax.numpy, *xs))(x, y, w), magnitude(list(want)))
