@@ -195,9 +195,8 @@ def _xfail(name, bad, reason):
             for n in name]
 
 
-@pytest.mark.parametrize("name", _xfail(NARROW, ("bfloat16", "float8_e3m4"),
-                                        "sign() of bfloat16 subnormals (XLA reads them as zero) and sqrt "
-                                        "in float8_e3m4 differ from XLA on CPU"))
+@pytest.mark.parametrize("name", _xfail(NARROW, ("float8_e3m4",),
+                                        "sqrt in float8_e3m4 differs from XLA on CPU"))
 def test_exact_unary_ops_bit_for_bit(name):
     x = edge_values(name)
     for op in EXACT_UNARY:
@@ -222,8 +221,7 @@ def test_transcendental_ops(name):
         assert np.mean(diff == 0) >= 0.97, (name, op, np.mean(diff == 0))
 
 
-@pytest.mark.parametrize("name", _xfail(NARROW, ("bfloat16",), "max/min of bfloat16 subnormals: XLA reads "
-                                        "them as zero"))
+@pytest.mark.parametrize("name", NARROW)
 def test_binary_ops_and_comparisons_bit_for_bit(name):
     x = edge_values(name)
     y = np.random.default_rng(3).permutation(x)
@@ -551,8 +549,7 @@ def test_logistic_rounds_each_step_as_xla_expands_it(name):
         assert diff.max() <= 1 and not np.any(diff[~exp_differs]), np.asarray(x)[diff > 0]
 
 
-@pytest.mark.xfail(strict=True, reason="XLA flushes the float32 subnormal quotient to 0; "
-                                       "float32 subnormal flushing in elementwise ops is not matched yet")
 def test_logistic_of_bfloat16_with_a_float32_subnormal_quotient():
+    """XLA flushes the float32 subnormal quotient to 0 (tests/test_subnormals.py)."""
     x = np.arange(-89, -87, 0.5).astype(ml_dtypes.bfloat16)  # -88.5, -88 and -87.5 give one
     assert same_bits(mlax.logistic(mnp.asarray(x)), jax.lax.logistic(jnp.asarray(x)))

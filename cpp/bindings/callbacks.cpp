@@ -2,6 +2,7 @@
 // jax.pure_callback): the core calls the installed caller with the function's id, the
 // operands as NumPy views and where the call runs.
 #include "convert.h"
+#include "meshsim/core/denormals.h"
 #include "meshsim/core/runtime_error.h"
 #include "meshsim/ir/host_callback.h"
 
@@ -16,6 +17,7 @@ void init_callbacks(py::module_& m) {
     auto* held_vjp = new py::function(vjp);
     HostRules rules;
     rules.batch = [held_batch](int64_t rule, const Values& in, const BatchDims& dims, int64_t size) {
+      const DenormalsKept python_numerics;
       py::gil_scoped_acquire gil;
       py::list values;
       for (const Value& v : in) values.append(py_convert::from_value(v));
@@ -28,6 +30,7 @@ void init_callbacks(py::module_& m) {
       return out;
     };
     rules.vjp = [held_vjp](int64_t rule, const Values& in, const Cotangents& ct) {
+      const DenormalsKept python_numerics;
       py::gil_scoped_acquire gil;
       py::list values, cts;
       for (const Value& v : in) values.append(py_convert::from_value(v));
@@ -48,6 +51,7 @@ void init_callbacks(py::module_& m) {
     auto* held = new py::function(caller);
     set_host_caller([held](int64_t callback, const Tensors& args, const HostCallSite& site,
                            const Avals& out) {
+      const DenormalsKept python_numerics;
       py::gil_scoped_acquire gil;
       try {
         py::list arrays;

@@ -153,16 +153,14 @@ Tensor map_ternary(const Tensor& x, const Tensor& y, const Tensor& z, Op op) {
   return out;
 }
 
-// Element values as kernels compute with them. XLA on CPU computes float32
-// with denormals flushed to zero (inputs and results); of the narrow floats
-// only bfloat16 shares float32's exponent range, so only its arithmetic can
-// meet float32 subnormals: to_compute / from_compute flush them for it.
+// Element values as kernels compute with them. XLA on CPU computes with
+// denormals flushed to zero (inputs and results), which the kernels' thread
+// does too (core/denormals.h); a bfloat16 subnormal widens to a float32
+// subnormal, so it is flushed the same way. Complex parts are flushed
+// explicitly, as the complex formulas (complex_math.h) need.
 template <class T>
 inline compute_type_t<T> to_compute(T x) {
-  if constexpr (std::is_same_v<T, bfloat16>) {
-    const float f = x;
-    return std::fabs(f) < std::numeric_limits<float>::min() ? f * 0.0f : f;  // keeps the sign
-  } else if constexpr (is_complex_v<T>) {
+  if constexpr (is_complex_v<T>) {
     return flush_subnormal(x);
   } else {
     return static_cast<compute_type_t<T>>(x);
@@ -170,9 +168,7 @@ inline compute_type_t<T> to_compute(T x) {
 }
 template <class T>
 inline T from_compute(compute_type_t<T> y) {
-  if constexpr (std::is_same_v<T, bfloat16>)
-    return T(std::fabs(y) < std::numeric_limits<float>::min() ? y * 0.0f : y);
-  else if constexpr (is_complex_v<T>)
+  if constexpr (is_complex_v<T>)
     return flush_subnormal(y);
   else
     return static_cast<T>(y);

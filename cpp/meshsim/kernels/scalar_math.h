@@ -32,12 +32,13 @@ template <class T> T rem_op(T x, T y) {
 }
 
 // max/min propagate NaN and order -0 below +0, as XLA does; written as
-// selects so that the loops vectorise.
+// selects so that the loops vectorise. XLA's maxps/minps read a subnormal
+// operand as zero (core/denormals.h), so a subnormal result is flushed.
 template <class T> T max_op(T x, T y) {
   if constexpr (std::is_floating_point_v<T>) {
     T larger = x > y ? x : y;
     larger = x == y ? (std::signbit(x) ? y : x) : larger;
-    return x != x ? x : y != y ? y : larger;
+    return x != x ? x : y != y ? y : flush_subnormal(larger);
   }
   return x > y ? x : y;
 }
@@ -45,13 +46,14 @@ template <class T> T min_op(T x, T y) {
   if constexpr (std::is_floating_point_v<T>) {
     T smaller = x < y ? x : y;
     smaller = x == y ? (std::signbit(x) ? x : y) : smaller;
-    return x != x ? x : y != y ? y : smaller;
+    return x != x ? x : y != y ? y : flush_subnormal(smaller);
   }
   return x < y ? x : y;
 }
 
 template <class T> T sign_op(T x) {
-  if constexpr (std::is_floating_point_v<T>) return x > 0 ? T(1) : x < 0 ? T(-1) : x;  // keeps ±0, NaN
+  // ±0 and NaN as they are; a subnormal reads as zero of its sign (x * 0 flushes it).
+  if constexpr (std::is_floating_point_v<T>) return x > 0 ? T(1) : x < 0 ? T(-1) : x * T(0);
   else if constexpr (std::is_signed_v<T>) return T((x > 0) - (x < 0));
   else return T(x != 0);
 }

@@ -13,18 +13,25 @@ namespace meshsim {
 namespace {
 using namespace elementwise;
 // nextafter steps by one unit of the operands' own format, so narrow floats
-// move along their bit patterns rather than float32's.
+// move along their bit patterns rather than float32's. As XLA's (and libm's
+// for float32/float64): x == y is a float comparison, where a subnormal
+// equals zero (core/denormals.h); the zero test and the direction read the
+// bits, where it does not.
 template <class T>
 T nextafter_bits(T x, T y) {
+  using Bits = decltype(x.bits);
+  constexpr Bits kSign = Bits(1) << (8 * sizeof(Bits) - 1);
   const float fx = float(x), fy = float(y);
   if (std::isnan(fx) || std::isnan(fy)) return T(std::nanf(""));
   if (fx == fy) return y;
+  const Bits x_mag = x.bits & Bits(~kSign), y_mag = y.bits & Bits(~kSign);
   T r;
-  if (fx == 0) {
+  if (x_mag == 0) {
     r.bits = 1;  // the smallest subnormal, signed as y
-    return fy < 0 ? T(-float(r)) : r;
+    return std::signbit(fy) ? T(-float(r)) : r;
   }
-  r.bits = (fx < fy) == (fx > 0) ? x.bits + 1 : x.bits - 1;
+  const bool toward_zero = x_mag > y_mag || ((x.bits ^ y.bits) & kSign);
+  r.bits = toward_zero ? Bits(x.bits - 1) : Bits(x.bits + 1);
   return r;
 }
 

@@ -32,6 +32,26 @@ std::complex<F> positive_zero_imag(std::complex<F> z) {
   return z.imag() == 0 ? std::complex<F>(z.real(), F(0)) : z;
 }
 
+// libm's sinh, asin, asinh and atanh return a tiny real argument itself; XLA's
+// expansions multiply it, so a subnormal result is flushed (core/denormals.h).
+template <class F>
+auto flushing(F f) {
+  return [f](auto x) {
+    const auto y = f(x);
+    if constexpr (std::is_floating_point_v<decltype(y)>) return flush_subnormal(y);
+    else return y;
+  };
+}
+
+// XLA's expm1 (and float32 tanh) return a tiny argument as it is, selected
+// by a comparison under which a subnormal reads as zero: the subnormal
+// survives where the function's own arithmetic would flush it.
+template <class Batch>
+Batch keeping_subnormal(Batch x, Batch y) {
+  using C = typename Batch::value_type;
+  return xsimd::select(xsimd::abs(x) < Batch(std::numeric_limits<C>::min()), x, y);
+}
+
 void round_primitive() {
   Primitive p;
   p.name = "round";
@@ -136,10 +156,10 @@ void elementwise::register_unary_elementwise_primitives() {
                         d1([](auto& g, auto&, auto& y) { return op::mul(op::mul(c(y, kLn2), g), y); }));
   unary_simd("log", [](auto x) { return xsimd::log(x); }, [](auto x) { return std::log(x); }, kInf,
              d1([](auto& g, auto& x, auto&) { return op::div(g, x); }));
-  // xsimd's log1p returns +0 for -0; XLA keeps the zero's sign.
-  unary_simd("log1p", [](auto x) { return xsimd::select(x == decltype(x)(0), x, xsimd::log1p(x)); }, [](auto x) { return log1p_op(x); }, kInf,
+  // xsimd's log1p returns +0 for -0; XLA keeps the zero's sign and flushes a subnormal (x * 0).
+  unary_simd("log1p", [](auto x) { return xsimd::select(x == decltype(x)(0), x * decltype(x)(0), xsimd::log1p(x)); }, [](auto x) { return log1p_op(x); }, kInf,
              d1([](auto& g, auto& x, auto&) { return op::div(g, op::add(x, c(x, 1.0))); }));
-  unary_simd("expm1", [](auto x) { return xsimd::expm1(x); }, [](auto x) { return expm1_op(x); }, 87.0,
+  unary_simd("expm1", [](auto x) { return keeping_subnormal(x, xsimd::expm1(x)); }, [](auto x) { return expm1_op(x); }, 87.0,
              d1([](auto& g, auto&, auto& y) { return op::mul(g, op::add(y, c(y, 1.0))); }));
   unary<Accepts::Inexact>("sqrt", [](auto x) { return sqrt_op(positive_zero_imag(x)); },
                         d1([](auto& g, auto&, auto& y) { return op::mul(g, op::div(c(y, 0.5), y)); }));
@@ -151,7 +171,11 @@ void elementwise::register_unary_elementwise_primitives() {
                         d1([](auto& g, auto& x, auto& y) {
                           return op::mul(g, op::mul(c(x, 1.0 / 3.0), op::integer_pow(y, -2)));
                         }));
-  unary_simd("tanh", [](auto x) { return xsimd::tanh(x); }, [](auto x) { return std::tanh(x); }, kInf,
+  unary_simd("tanh", [](auto x) {
+               if constexpr (std::is_same_v<typename decltype(x)::value_type, float>)
+                 return keeping_subnormal(x, xsimd::tanh(x));
+               else return xsimd::tanh(x);
+             }, [](auto x) { return std::tanh(x); }, kInf,
              d1([](auto& g, auto&, auto& y) {
                // JAX differentiates tanh as (g + g*y)(1 - y); its transpose rounds in this order.
                const Value m = op::mul(g, op::sub(c(y, 1.0), y));
@@ -165,7 +189,7 @@ void elementwise::register_unary_elementwise_primitives() {
                         d1([](auto& g, auto& x, auto&) { return op::neg(op::mul(g, op::sin(x))); }));
   unary<Accepts::Inexact>("tan", [](auto x) { return std::tan(x); },
                         d1([](auto& g, auto&, auto& y) { return op::mul(g, op::add(c(y, 1.0), op::square(y))); }));
-  unary<Accepts::Inexact>("asin", [](auto x) { return std::asin(x); },
+  unary<Accepts::Inexact>("asin", flushing([](auto x) { return std::asin(x); }),
                         d1([](auto& g, auto& x, auto&) {
                           return op::mul(g, op::rsqrt(op::sub(c(x, 1.0), op::square(x))));
                         }));
@@ -175,11 +199,11 @@ void elementwise::register_unary_elementwise_primitives() {
                         }));
   unary<Accepts::Inexact>("atan", [](auto x) { return std::atan(x); },
                         d1([](auto& g, auto& x, auto&) { return op::div(g, op::add(c(x, 1.0), op::square(x))); }));
-  unary<Accepts::Inexact>("sinh", [](auto x) { return std::sinh(x); },
+  unary<Accepts::Inexact>("sinh", flushing([](auto x) { return std::sinh(x); }),
                         d1([](auto& g, auto& x, auto&) { return op::mul(g, op::cosh(x)); }));
   unary<Accepts::Inexact>("cosh", [](auto x) { return std::cosh(x); },
                         d1([](auto& g, auto& x, auto&) { return op::mul(g, op::sinh(x)); }));
-  unary<Accepts::Inexact>("asinh", [](auto x) { return std::asinh(x); },
+  unary<Accepts::Inexact>("asinh", flushing([](auto x) { return std::asinh(x); }),
                         d1([](auto& g, auto& x, auto&) {
                           return op::mul(g, op::rsqrt(op::add(op::square(x), c(x, 1.0))));
                         }));
@@ -187,7 +211,7 @@ void elementwise::register_unary_elementwise_primitives() {
                         d1([](auto& g, auto& x, auto&) {
                           return op::mul(g, op::rsqrt(op::sub(op::square(x), c(x, 1.0))));
                         }));
-  unary<Accepts::Inexact>("atanh", [](auto x) { return std::atanh(x); },
+  unary<Accepts::Inexact>("atanh", flushing([](auto x) { return std::atanh(x); }),
                         d1([](auto& g, auto& x, auto&) {
                           return op::div(op::mul(g, op::integer_pow(op::add(c(x, 1.0), x), -1)), op::sub(c(x, 1.0), x));
                         }));

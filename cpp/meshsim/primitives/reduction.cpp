@@ -47,16 +47,43 @@ template <class T> struct Prod {
     else return a * b;
   }
 };
+// Equal operands of different bits (+0 and -0, or a subnormal and a zero,
+// equal as XLA's CPU code compares) go to the one with a clear sign bit for
+// max and a set one for min, as XLA's maximum/minimum: on the bits, a & b for
+// max and a | b for min (which max/min of floats flush afterwards).
+template <bool kMax, class V>
+V tie_break(V a, V b) {
+  if constexpr (std::is_floating_point_v<V>) {
+    return std::signbit(a) == kMax ? b : a;
+  } else if constexpr (std::is_arithmetic_v<V>) {
+    return a;
+  } else {
+    using E = std::remove_cv_t<std::remove_reference_t<decltype(a[0])>>;
+    if constexpr (std::is_floating_point_v<E>) {
+      using Bits = typename Simd<std::conditional_t<sizeof(E) == 4, int32_t, int64_t>>::type;
+      return kMax ? (V)((Bits)a & (Bits)b) : (V)((Bits)a | (Bits)b);
+    } else {
+      return a;
+    }
+  }
+}
+
 // max/min propagate NaN, as XLA does (a != a only for NaN).
 template <class T> struct Max {
   T identity = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
                                                     : std::numeric_limits<T>::lowest();
-  template <class V> V operator()(V a, V b) const { return (a > b) | (a != a) ? a : b; }
+  template <class V> V operator()(V a, V b) const {
+    const V chosen = (a > b) | (a != a) ? a : b;
+    return a == b ? tie_break<true>(a, b) : chosen;
+  }
 };
 template <class T> struct Min {
   T identity = std::numeric_limits<T>::has_infinity ? std::numeric_limits<T>::infinity()
                                                     : std::numeric_limits<T>::max();
-  template <class V> V operator()(V a, V b) const { return (a < b) | (a != a) ? a : b; }
+  template <class V> V operator()(V a, V b) const {
+    const V chosen = (a < b) | (a != a) ? a : b;
+    return a == b ? tie_break<false>(a, b) : chosen;
+  }
 };
 // Complex max/min: JAX's lexicographic select (complex_math.h) from -inf+0j / inf+0j.
 template <class F> struct Max<std::complex<F>> {
@@ -102,6 +129,19 @@ template <template <class> class Op>
 constexpr bool kComplexSum = std::is_same_v<Op<float>, Sum<float>>;
 template <template <class> class Op>
 constexpr bool kComplexChooser = std::is_same_v<Op<float>, Max<float>> || std::is_same_v<Op<float>, Min<float>>;
+// Max and min select an operand, which XLA's maxps/minps read as zero when
+// subnormal (core/denormals.h): their float32/float64 results are flushed.
+template <template <class> class Op>
+void flush_chosen(Tensor& t) {
+  if constexpr (kComplexChooser<Op>)
+    if (t.dtype() == DType::Float32 || t.dtype() == DType::Float64)
+      dispatch_wide_float(t.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        T* v = t.data<T>();
+        for (int64_t i = 0; i < t.size(); ++i) v[i] = flush_subnormal(v[i]);
+      });
+}
+
 template <template <class> class Op>
 constexpr bool kComplexProduct = std::is_same_v<Op<float>, Prod<float>>;
 template <template <class> class Op>
@@ -290,7 +330,10 @@ void reduce(const std::string& name, const char* partials,
   };
   p.kernel = [](const Tensors& in, const Params& params, const Avals& out) {
     const IntList& axes = params.get<IntList>("axes");
-    if (axes.empty()) return as_tensors(in[0]);
+    int64_t reduced = 1;
+    for (int64_t ax : axes) reduced *= in[0].shape()[ax];
+    // XLA drops a reduction over one element: no identity is folded in, nothing is flushed.
+    if (reduced == 1 && in[0].size() > 0) return as_tensors(in[0].reshape(out[0].shape));
     std::vector<bool> mask(in[0].ndim(), false);
     for (int64_t ax : axes) mask[ax] = true;
     if constexpr (kComplexSum<Op>) {
@@ -325,6 +368,7 @@ void reduce(const std::string& name, const char* partials,
         return as_tensors(std::move(result));
       }
     dispatch_accepted<kAccepts>(x.dtype(), run);
+    flush_chosen<Op>(result);
     return as_tensors(cast(std::move(result), out[0].dtype));
   };
   register_primitive(std::move(p));
@@ -434,11 +478,16 @@ void arg_reduce_primitive(const std::string& name) {
 // ---- cumulative scans ------------------------------------------------------
 
 // In-place inclusive scan of x viewed as [outer, n, inner] along n.
+// The first element is folded from the identity too, as XLA's reduce_window
+// does (-0 + 0 is +0; a subnormal is flushed).
 template <class T, class Op>
 void scan(T* x, const Blocks& b, bool reverse, const Op& op) {
   const int64_t step = reverse ? -b.inner : b.inner;
   for (int64_t o = 0; o < b.outer; ++o) {
     T* first = x + o * b.n * b.inner + (reverse ? (b.n - 1) * b.inner : 0);
+    if constexpr (std::is_floating_point_v<T>)
+      for (int64_t j = 0; j < b.inner; ++j)  // flushed explicitly: 1 * x folds away at compile time
+        first[j] = flush_subnormal(op(op.identity, first[j]));
     if (b.inner == 1) {
       T acc = first[0];  // carried in a register, not reloaded from the store
       for (int64_t r = 1; r < b.n; ++r) first[r * step] = acc = op(acc, first[r * step]);
@@ -532,6 +581,7 @@ void cumulative(const std::string& name, std::function<Cotangents(const VjpArgs&
       using T = decltype(tag);
       scan(result.data<T>(), b, params.get_or<bool>("reverse", false), Op<T>{});
     });
+    flush_chosen<Op>(result);
     return as_tensors(cast(std::move(result), in[0].dtype()));
   };
   register_primitive(std::move(p));

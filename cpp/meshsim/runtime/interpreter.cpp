@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "meshsim/core/cancel.h"
+#include "meshsim/core/denormals.h"
 
 #include "meshsim/runtime/mesh_executor.h"
 #include "meshsim/runtime/scratch.h"
@@ -62,6 +63,7 @@ Tensors run_primitive(const Primitive& prim, const Tensors& args, const Params& 
     fail<NotImplementedError>("primitive '", prim.name, "' has no kernel");
   }
   check_cancelled();  // every equation is a check point of an interrupted program
+  const DenormalsFlushed as_xla_runs;  // see core/denormals.h
   Tensors out = timeline::active() ? run_kernel_on_timeline(prim, args, params, out_avals)
                                    : prim.kernel(args, params, out_avals);
   if (out.size() != out_avals.size())
