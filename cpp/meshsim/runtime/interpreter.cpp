@@ -154,7 +154,10 @@ Tensors run_scheduled(const Program& program, const Schedule& schedule, Tensors 
     run_equation(program.eqns[k], schedule.out_avals[k], schedule.moved[k], schedule.freed[k], ins, value);
   };
   if (!schedule.fusion.empty() && fusion_enabled()) {
-    auto fused = [&](const FusedGroup& g) { return run_fused(g, schedule.freed, value); };
+    auto fused = [&](const FusedGroup& g) {
+      const DenormalsFlushed as_xla_runs;  // as run_primitive (core/denormals.h)
+      return run_fused(g, schedule.freed, value);
+    };
     for (size_t k = 0; k < program.eqns.size(); ++k) run_in_plan(schedule.fusion, k, one, fused);
   } else {
     for (size_t k = 0; k < program.eqns.size(); ++k) one(k);
