@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "meshsim/core/error.h"
-#include "meshsim/kernels/strided.h"
+#include "meshsim/core/strided.h"
 
 namespace meshsim {
 

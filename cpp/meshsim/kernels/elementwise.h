@@ -13,7 +13,7 @@
 
 #include "meshsim/core/tensor.h"
 #include "meshsim/kernels/complex_math.h"
-#include "meshsim/kernels/strided.h"
+#include "meshsim/core/strided.h"
 
 namespace meshsim {
 

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "meshsim/core/tensor.h"
-#include "meshsim/kernels/strided.h"
+#include "meshsim/core/strided.h"
 
 namespace meshsim {
 

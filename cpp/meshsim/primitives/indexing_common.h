@@ -36,8 +36,8 @@
 #include <utility>
 #include <vector>
 
+#include "meshsim/core/strided.h"
 #include "meshsim/ir/primitive.h"
-#include "meshsim/kernels/strided.h"
 #include "meshsim/sharding/factors.h"
 #include "meshsim/sharding/rules.h"
 #include "meshsim/transforms/batching.h"

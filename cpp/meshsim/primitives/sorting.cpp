@@ -13,7 +13,7 @@
 #include "meshsim/ir/ops.h"
 #include "meshsim/ir/primitive.h"
 #include "meshsim/kernels/dispatch.h"
-#include "meshsim/kernels/strided.h"
+#include "meshsim/core/strided.h"
 #include "meshsim/primitives/families.h"
 #include "meshsim/sharding/factors.h"
 #include "meshsim/sharding/rules.h"

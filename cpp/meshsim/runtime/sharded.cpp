@@ -7,7 +7,7 @@
 #include <set>
 
 #include "meshsim/kernels/dispatch.h"
-#include "meshsim/kernels/strided.h"
+#include "meshsim/core/strided.h"
 #include "meshsim/runtime/interpreter.h"
 #include "meshsim/runtime/mesh_executor.h"
 #include "meshsim/runtime/timeline.h"

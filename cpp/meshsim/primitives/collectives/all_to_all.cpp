@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "meshsim/kernels/dispatch.h"
-#include "meshsim/kernels/strided.h"
+#include "meshsim/core/strided.h"
 #include "meshsim/ir/axis_env.h"
 #include "meshsim/primitives/collectives/common.h"
 #include "meshsim/primitives/families.h"

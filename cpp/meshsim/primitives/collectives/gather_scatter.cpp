@@ -6,7 +6,7 @@
 
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/kernels/integer_wrap.h"
-#include "meshsim/kernels/strided.h"
+#include "meshsim/core/strided.h"
 #include "meshsim/ir/axis_env.h"
 #include "meshsim/ir/unreduced.h"
 #include "meshsim/primitives/collectives/common.h"

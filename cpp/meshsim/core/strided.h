@@ -1,4 +1,5 @@
-// Iteration over strided N-d views: the one loop every generic kernel uses.
+// Iteration over strided N-d views: the one loop of core's strided copy (tensor.cpp)
+// and of every generic kernel.
 #pragma once
 #include <array>
 #include <cstdint>
