@@ -62,6 +62,9 @@ void Primitive::validate() const {
     bad("only collectives have a communication model");
   if (vjp && vjp_split) bad("sets both `vjp` and `vjp_split`");
   if (elementwise && kind != Kind::Local) bad("only local primitives are elementwise");
+  if (layout_only && kind != Kind::Global) bad("only global primitives change the layout alone");
+  if (!xla_instruction.empty() && kind != Kind::Collective)
+    bad("only collectives lower to a collective instruction");
 }
 
 void register_primitive(Primitive prim) {

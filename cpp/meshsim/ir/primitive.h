@@ -148,6 +148,17 @@ struct Primitive {
   // through as the result, with no copy and no kernel call. One result per
   // operand, of the operand's shape and dtype.
   bool passes_through = false;
+  // A Global primitive that changes where a value lives, not what it is
+  // (reshard, sharding_constraint, mesh_cast): on a whole value (a
+  // sub-program run on assembled operands) the executors pass it through.
+  bool layout_only = false;
+  // A collective's XLA instruction ("all-reduce", "all-gather", "reduce-scatter",
+  // "all-to-all", "ragged-all-to-all", "collective-permute",
+  // "collective-broadcast"); empty for a collective that moves no data
+  // (axis_index, host callbacks) and every other kind. Compiled text names the
+  // collective by it and the step-time model picks a platform's algorithm by it
+  // (set with `lowers_to`, ir/xla_instruction.h).
+  std::string xla_instruction;
   std::function<Avals(const Avals& in, const Params& params)> abstract_eval;
   std::function<Tensors(const Tensors& in, const Params& params, const Avals& out)> kernel;
 

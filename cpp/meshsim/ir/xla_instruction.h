@@ -1,7 +1,7 @@
 // The XLA instruction a collective lowers to ("all-reduce", "all-gather",
 // "reduce-scatter", "all-to-all", "ragged-all-to-all", "collective-permute",
-// "collective-broadcast"), declared where the collective is registered, next
-// to its communication model. Compiled text names collectives by it, and the
+// "collective-broadcast"), a field of the collective's Primitive set where it
+// is registered, next to its communication model. Compiled text names collectives by it, and the
 // step-time model picks a platform's algorithm by it (NCCL's tree for an
 // all-reduce, direct exchanges for an all-to-all), so neither keeps a list of
 // primitive names.
@@ -13,8 +13,9 @@
 
 namespace meshsim {
 
-// Declares that `prim` lowers to `instruction`; returns `prim` so that the
-// declaration chains into register_primitive. Only collectives lower to one.
+// Declares that `prim` lowers to `instruction` (Primitive::xla_instruction);
+// returns `prim` so that the declaration chains into register_primitive, whose
+// validate() refuses an instruction on anything but a collective.
 Primitive& lowers_to(Primitive& prim, std::string instruction);
 // The instruction `primitive_name` declared, or nullopt (not a collective that
 // moves data: axis_index, host callbacks, every local primitive).

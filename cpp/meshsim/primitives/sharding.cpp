@@ -53,6 +53,7 @@ Primitive reshard_primitive(const std::string& name) {
   Primitive p;
   p.name = name;
   p.kind = Kind::Global;
+  p.layout_only = true;
   p.abstract_eval = [](const Avals& in, const Params& params) {
     const MeshPtr& mesh = params.get<MeshPtr>("mesh");
     const Spec spec = spec_param(params, "spec").value_or(Spec{});
@@ -99,6 +100,7 @@ Primitive mesh_cast_primitive() {
     return keep_dims_factors(in, out, {}, {}, false);
   };
   p.kind = Kind::Global;
+  p.layout_only = true;
   p.abstract_eval = [](const Avals& in, const Params& params) {
     const MeshPtr& mesh = params.get<MeshPtr>("mesh");
     Aval out = in.at(0);

@@ -45,18 +45,11 @@ Tensors run_kernel_on_timeline(const Primitive& prim, const Tensors& args, const
   return out;
 }
 
-// The sharding primitives (primitives/sharding.cpp) change where a value lives, not what
-// it is: on a whole value (a sub-program run on assembled operands) they pass it through.
-bool changes_layout_only(const Primitive& prim) {
-  return prim.kind == Kind::Global &&
-         (prim.name == "reshard" || prim.name == "sharding_constraint" || prim.name == "mesh_cast");
-}
-
 }  // namespace
 
 Tensors run_primitive(const Primitive& prim, const Tensors& args, const Params& params,
                       const Avals& out_avals) {
-  if (prim.passes_through || changes_layout_only(prim)) return args;
+  if (prim.passes_through || prim.layout_only) return args;
   if (!prim.kernel) {
     if (prim.is_collective())
       fail<NameError>("'", prim.name, "' must be called inside a shard_map body");
