@@ -63,25 +63,21 @@ D join(const D& sep, const std::vector<D>& docs) {
 enum class Mode { Flat, Break };
 struct State { int indent; Mode mode; const Doc* doc; };
 
-bool fits(int width, std::vector<State> agenda) {
+// Whether `doc` printed flat (every break as its text) takes at most `width` columns.
+bool fits(int width, const Doc* doc) {
+  std::vector<const Doc*> agenda{doc};
   while (width >= 0 && !agenda.empty()) {
-    State s = agenda.back();
+    const Doc& d = *agenda.back();
     agenda.pop_back();
-    const Doc& d = *s.doc;
     switch (d.kind) {
       case Doc::Nil: break;
-      case Doc::Text: width -= static_cast<int>(d.text.size()); break;
+      case Doc::Text:
+      case Doc::Brk: width -= static_cast<int>(d.text.size()); break;
       case Doc::Concat:
-        for (auto it = d.children.rbegin(); it != d.children.rend(); ++it)
-          agenda.push_back({s.indent, s.mode, it->get()});
+        for (auto it = d.children.rbegin(); it != d.children.rend(); ++it) agenda.push_back(it->get());
         break;
-      case Doc::Brk:
-        if (s.mode == Mode::Break) return true;
-        width -= static_cast<int>(d.text.size());
-        break;
-      case Doc::Nest: agenda.push_back({s.indent + d.n, s.mode, d.children[0].get()}); break;
-      // A group after the one being fitted, still undecided, may break: its first break ends the line.
-      case Doc::Group: agenda.push_back({s.indent, s.mode, d.children[0].get()}); break;
+      case Doc::Nest:
+      case Doc::Group: agenda.push_back(d.children[0].get()); break;
     }
   }
   return width >= 0;
@@ -113,10 +109,9 @@ std::string format(const D& doc, int width = 80) {
         break;
       case Doc::Nest: agenda.push_back({s.indent + d.n, s.mode, d.children[0].get()}); break;
       case Doc::Group: {
-        // As jaxlib's printer: the group and the text after it up to the next break must fit.
-        std::vector<State> rest = agenda;
-        rest.push_back({s.indent, Mode::Flat, d.children[0].get()});
-        Mode m = fits(width - k, std::move(rest)) ? Mode::Flat : Mode::Break;
+        // As jaxlib's printer: only the group itself, every break in it flat, must fit in the
+        // rest of the line; the text after it may run past the width.
+        Mode m = fits(width - k, d.children[0].get()) ? Mode::Flat : Mode::Break;
         agenda.push_back({s.indent, m, d.children[0].get()});
         break;
       }
@@ -368,12 +363,13 @@ pp::D pp_program(const Program& p, Context& ctx) {
   pp::D body = pp::join(pp::brk("; "), eqns);
   pp::D outvars = pp::concat({pp::text("("), pp_vars(p, p.outvars, ctx, false, ","),
                               pp::text(p.outvars.size() != 1 ? ")" : ",)")});
-  return pp::concat(
-      {pp::group(pp::nest(
-           2, pp::concat({pp::text("{ "), pp::text("lambda "), constvars, pp::text("; "), invars,
-                          pp::text(". "), pp::text("let"), pp::nest(2, pp::concat({pp::brk(), body})),
-                          pp::brk(), pp::text("in "), outvars}))),
-       pp::text(" }")});
+  // The closing brace is part of the group, so it counts when the group is fitted.
+  return pp::group(pp::concat(
+      {pp::nest(2, pp::concat({pp::text("{ "), pp::text("lambda "), constvars, pp::text("; "),
+                               invars, pp::text(". "), pp::text("let"),
+                               pp::nest(2, pp::concat({pp::brk(), body})), pp::brk(),
+                               pp::text("in "), outvars})),
+       pp::text(" }")}));
 }
 
 }  // namespace
