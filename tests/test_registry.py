@@ -269,3 +269,31 @@ def test_collectives_declare_the_instruction_they_lower_to():
     with pytest.raises(ValueError, match="'add' is not a collective"):
         _core.collective_instruction("add")
 
+
+
+def test_partial_results_are_combined_by_the_declared_all_reduce():
+    """A local plan's partial sums, maxes and mins are all-reduced by the collective that
+    declares it combines them where it is registered (ir/xla_instruction.h's
+    combines_partials), an all-reduce; the sharded executor runs and records that one and
+    the all-reduce combiner merges its records, neither by a list of names."""
+    import numpy as np
+
+    import meshsim as jax
+    from meshsim.sharding import NamedSharding, PartitionSpec as P
+
+    declared = {r: _core.partials_all_reduce(r) for r in ("sum", "max", "min")}
+    assert declared == {"sum": "psum", "max": "pmax", "min": "pmin"}
+    assert {_core.collective_instruction(n) for n in declared.values()} == {"all-reduce"}
+    with pytest.raises(ValueError, match="unknown reduction 'prod'"):
+        _core.partials_all_reduce("prod")
+
+    mesh = jax.make_mesh((4, 2), ("x", "y"), axis_types=(jax.sharding.AxisType.Explicit,) * 2)
+    a = np.random.default_rng(7).standard_normal((8, 6)).astype(np.float32)
+    with jax.set_mesh(mesh):
+        x = jax.device_put(a, NamedSharding(mesh, P("x", "y")))
+        for reduction, f, want in (("sum", lambda v: v.sum(0), a.sum(0)), ("max", lambda v: v.max(0), a.max(0)),
+                                   ("min", lambda v: v.min(0), a.min(0))):
+            with jax.debug.record_collectives() as log:
+                got = f(x)
+            np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6)
+            assert [(r.name, r.axes) for r in log] == [(declared[reduction], ("x",))]

@@ -148,6 +148,13 @@ void init_tracing(py::module_& m) {
     if (!primitive(name).is_collective()) fail<ValueError>("'", name, "' is not a collective");
     return xla_instruction(name);
   });
+  // The collective that combines a local plan's partial results by `reduction`
+  // ("sum", "max", "min"), as its registration declares (combines_partials).
+  m.def("partials_all_reduce", [](const std::string& reduction) {
+    if (reduction != "sum" && reduction != "max" && reduction != "min")
+      fail<ValueError>("unknown reduction '", reduction, "': expected 'sum', 'max' or 'min'");
+    return partials_all_reduce(reduction).name;
+  });
   m.def("push_trace", &push_trace);
   m.def("pop_trace", &pop_trace);
   m.def("current_trace", &current_trace);

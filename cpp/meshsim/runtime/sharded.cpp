@@ -8,6 +8,7 @@
 
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/core/strided.h"
+#include "meshsim/ir/xla_instruction.h"
 #include "meshsim/runtime/interpreter.h"
 #include "meshsim/runtime/mesh_executor.h"
 #include "meshsim/runtime/timeline.h"
@@ -109,7 +110,7 @@ AllReduceCombiner::~AllReduceCombiner() {
 }
 
 bool AllReduceCombiner::hold(CollectiveRecord& record) {
-  if (record.name != "psum" && record.name != "pmax" && record.name != "pmin") return false;
+  if (!is_partials_all_reduce(record.name)) return false;
   if (dependent_) flush();
   ++holds_;
   for (CollectiveRecord& h : held_)
@@ -372,11 +373,11 @@ ArrayPtr relayout(const ArrayPtr& x, const MeshPtr& mesh, const Spec& spec_in, c
 // ---- all-reduce of partial results -------------------------------------------------------
 
 // The partial results of each group of devices along `axes`, all-reduced by
-// the collective's own kernel (psum/pmax/pmin, as in a shard_map body) and
-// recorded with its ring bytes.
+// the kernel of the collective declared to combine partials by `op`
+// (combines_partials: psum/pmax/pmin, as in a shard_map body) and recorded
+// with its ring bytes.
 void all_reduce(const Mesh& mesh, std::vector<Tensor>& per_device, const AxisNames& axes,
                 const std::string& op) {
-  const std::string name = op == "sum" ? "psum" : op == "max" ? "pmax" : "pmin";
   const AxisNames ordered = mesh.in_mesh_order(axes);
   std::vector<Tensors> in(per_device.size());
   for (size_t pos = 0; pos < per_device.size(); ++pos) in[pos] = {per_device[pos]};
@@ -384,7 +385,7 @@ void all_reduce(const Mesh& mesh, std::vector<Tensor>& per_device, const AxisNam
   block.shape = per_device[0].shape();
   block.dtype = per_device[0].dtype();
   MeshContext ctx(mesh);
-  std::vector<Tensors> out = run_collective(primitive(name), ctx, in, Params{{"axes", StrList(ordered)}}, {block});
+  std::vector<Tensors> out = run_collective(partials_all_reduce(op), ctx, in, Params{{"axes", StrList(ordered)}}, {block});
   for (size_t pos = 0; pos < per_device.size(); ++pos) per_device[pos] = std::move(out[pos][0]);
 }
 

@@ -312,12 +312,14 @@ void register_all_reduce_primitives() {
   // invariant), plain psum without, as JAX names them.
   Primitive psum_invariant = all_reduce_primitive("psum_invariant", Reduce::Sum);
   register_primitive(with_ring_all_reduce(with_linear_vjp(psum_invariant, transpose_psum)));
+  // psum, pmax and pmin also combine the partial results of sharded
+  // reductions and dots outside shard_map (XLA's all-reduces there).
   Primitive psum = all_reduce_primitive("psum", Reduce::Sum);
-  register_primitive(with_ring_all_reduce(with_linear_vjp(psum, transpose_plain_psum)));
+  register_primitive(combines_partials(with_ring_all_reduce(with_linear_vjp(psum, transpose_plain_psum)), "sum"));
   Primitive pmax = all_reduce_primitive("pmax", Reduce::Max);
-  register_primitive(with_ring_all_reduce(pmax));
+  register_primitive(combines_partials(with_ring_all_reduce(pmax), "max"));
   Primitive pmin = all_reduce_primitive("pmin", Reduce::Min);
-  register_primitive(with_ring_all_reduce(pmin));
+  register_primitive(combines_partials(with_ring_all_reduce(pmin), "min"));
   // pvary: invariant -> varying. Only the type changes; at run time its operands
   // pass through (the devices along the axes already hold equal values).
   Primitive pvary;
