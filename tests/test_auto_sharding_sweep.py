@@ -130,10 +130,6 @@ CASES = [(name, rank, i) for name in PROGRAMS for rank in (1, 2, 3)
 KNOWN = {
     ("add", 3): ("XLA moves the operand sharded over a conflicting axis by an all-to-all and a "
                  "collective-permute; meshsim all-gathers it"),
-    ("slice", 2): "a slice of a sharded dimension keeps it sharded under XLA (a halo exchange); "
-                  "meshsim computes it whole",
-    ("slice", 3): "a slice of a sharded dimension keeps it sharded under XLA (a halo exchange); "
-                  "meshsim computes it whole",
 }
 
 

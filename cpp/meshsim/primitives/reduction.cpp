@@ -526,7 +526,11 @@ void cumulative(const std::string& name, std::function<Cotangents(const VjpArgs&
   Primitive p;
   p.name = name;
   p.sharding_rule = unsharded_dim_rule("axis", false);
-  p.local_plan = as_is_plan(nullptr);
+  // On blocks only with the scanned dim whole (each device's scan would
+  // start from zero otherwise).
+  p.local_plan = as_is_plan([](const Avals& in, const Params& p, const Avals&) {
+    return spec_of(in[0])[p.get<int64_t>("axis")].empty();
+  });
   p.factors = whole_dims_factors("axis", true);
   p.cost = one_flop_per_input;
   p.batch = batch_along_axis;

@@ -11,6 +11,7 @@
 #include "meshsim/ir/unreduced.h"
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/primitives/families.h"
+#include "meshsim/runtime/timeline.h"
 #include "meshsim/sharding/factors.h"
 #include "meshsim/sharding/rules.h"
 #include "meshsim/transforms/batching.h"
@@ -565,8 +566,14 @@ void slice() {
   p.sharding_rule = [](const Avals& in, const Params&, const Avals& out) {
     return varying_shape_rule("slicing", in[0], out[0].shape);
   };
+  // A sliced dim split over the same axes in operand and result runs on
+  // blocks when each device's result block lies within its own operand block
+  // (XLA's partitioner slices each block at its own offset then, moving
+  // nothing): param `block_slices` lists per device its id and its local
+  // start and limit indices.
   p.local_plan = [](const Avals& in, const Params& p, const Avals& out) -> std::optional<LocalPlan> {
     const Spec s = spec_of(in[0]);
+    const Spec r = out[0].mesh ? spec_of(out[0]) : Spec(s.size());
     const IntList& start = p.get<IntList>("start_indices");
     IntList limit = p.get<IntList>("limit_indices");
     const IntList strides = p.get_or<IntList>("strides", IntList(start.size(), 1));
@@ -574,13 +581,39 @@ void slice() {
     sh.mesh = in[0].mesh;
     sh.spec = s;
     const Shape local = sh.local_shape(in[0].shape);
+    IntList moved;  // sliced dims kept split: each block slices at its own offset
     for (size_t d = 0; d < s.size(); ++d) {
       if (s[d].empty()) continue;
-      if (start[d] != 0 || limit[d] != in[0].shape[d] || strides[d] != 1) return std::nullopt;
-      limit[d] = local[d];
+      if (start[d] == 0 && limit[d] == in[0].shape[d] && strides[d] == 1) {
+        limit[d] = local[d];
+        continue;
+      }
+      const int64_t n = entry_size(*in[0].mesh, s[d]), m = out[0].shape[d];
+      if (r[d] != s[d] || m % n != 0) return std::nullopt;
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t first = start[d] + i * (m / n) * strides[d];
+        const int64_t last = first + (m / n - 1) * strides[d];
+        if (m / n > 0 && (first < i * local[d] || last >= (i + 1) * local[d])) return std::nullopt;
+      }
+      moved.push_back(static_cast<int64_t>(d));
     }
     LocalPlan plan = *as_is_plan(nullptr)(in, p, out);
     plan.params.set("limit_indices", limit);
+    if (moved.empty()) return plan;
+    IntList blocks;
+    for (int64_t pos = 0; pos < sh.mesh->size(); ++pos) {
+      const std::vector<int64_t> index = sh.block_index(pos, static_cast<int64_t>(s.size()));
+      IntList lo = start, hi = limit;
+      for (int64_t d : moved) {
+        const int64_t m = out[0].shape[d] / entry_size(*in[0].mesh, s[d]);
+        lo[d] = start[d] + index[d] * m * strides[d] - index[d] * local[d];
+        hi[d] = m == 0 ? lo[d] : lo[d] + (m - 1) * strides[d] + 1;
+      }
+      blocks.push_back(sh.mesh->device_ids[pos]);
+      blocks.insert(blocks.end(), lo.begin(), lo.end());
+      blocks.insert(blocks.end(), hi.begin(), hi.end());
+    }
+    plan.params.set("block_slices", blocks);
     return plan;
   };
   p.batch = [](const BatchArgs& a) {
@@ -651,6 +684,17 @@ void slice() {
   p.kernel = [](const Tensors& in, const Params& params, const Avals&) {
     const IntList& start = params.get<IntList>("start_indices");
     IntList strides = params.get_or<IntList>("strides", IntList(start.size(), 1));
+    if (params.has("block_slices")) {  // this device's block, at its own offsets (local_plan)
+      const IntList& blocks = params.get<IntList>("block_slices");
+      const size_t ndim = start.size();
+      const int64_t device = timeline::current_device();
+      for (size_t k = 0; k + 2 * ndim < blocks.size(); k += 2 * ndim + 1)
+        if (blocks[k] == device)
+          return as_tensors(in[0].slice(IntList(blocks.begin() + k + 1, blocks.begin() + k + 1 + ndim),
+                                        IntList(blocks.begin() + k + 1 + ndim, blocks.begin() + k + 1 + 2 * ndim),
+                                        strides));
+      fail<std::runtime_error>("a partitioned slice runs on device ", device, ", which holds no block");
+    }
     return as_tensors(in[0].slice(start, params.get<IntList>("limit_indices"), strides));
   };
   register_primitive(std::move(p));

@@ -88,14 +88,16 @@ void add_reshape_parts(const Equation& e, const Avals& in, const Avals& out, Sit
   }
 }
 
-// Shardy's permutation factors: a dimension that concatenate or pad changes
+// Shardy's permutation factors: a dimension that concatenate or slice changes
 // in size keeps its sharding from operand to result, but the operation
 // needs it whole in the operands (gathered), and its result is sliced
-// locally to the propagated layout, as XLA partitions a concatenate.
+// locally to the propagated layout, as XLA partitions a concatenate; unless
+// the primitive's local plan runs on the blocks laid out so (a slice whose
+// result blocks lie within the devices' own operand blocks).
 void add_permutation_factors(const Equation& e, const Avals& in, const Avals& out, Site& s) {
   s.permutation.assign(s.map.num_factors, false);
   static const std::set<std::string> kPermuting = {"concatenate", "cumsum", "cumprod", "cummax",
-                                                    "cummin", "cumlogsumexp"};
+                                                    "cummin", "cumlogsumexp", "slice"};
   if (!kPermuting.count(e.prim->name) || out.size() != 1) return;
   const size_t rank = out[0].shape.size();
   for (size_t d = 0; d < rank; ++d) {
@@ -168,25 +170,62 @@ class Propagator {
     for (const Site& s : sites_) {
       const Equation& e = *s.eqn;
       std::vector<Spec> ops;
+      bool on_blocks = false;
       if (s.vars.empty()) {
         for (int v : e.inputs) ops.push_back(spec_[v]);
       } else {
         const std::vector<AxisNames> fs = resolve(s);
-        for (size_t i = 0; i < e.inputs.size(); ++i) {
-          const std::vector<int>& dims = *s.dims[i];
-          Spec o(dims.size());
-          for (size_t d = 0; d < dims.size(); ++d)
-            if (dims[d] != kNoFactor && !s.permutation[dims[d]]) o[d] = joined(s, i, d, fs);
-          ops.push_back(std::move(o));
-        }
+        auto operands = [&](bool permuted_split) {
+          std::vector<Spec> specs;
+          for (size_t i = 0; i < e.inputs.size(); ++i) {
+            const std::vector<int>& dims = *s.dims[i];
+            Spec o(dims.size());
+            for (size_t d = 0; d < dims.size(); ++d)
+              if (dims[d] != kNoFactor && (permuted_split || !s.permutation[dims[d]])) o[d] = joined(s, i, d, fs);
+            specs.push_back(std::move(o));
+          }
+          return specs;
+        };
+        ops = operands(false);
+        const std::vector<Spec> split = operands(true);
+        on_blocks = split != ops && runs_on_blocks(s, split);
+        if (on_blocks) ops = split;
       }
       p.operand.push_back(std::move(ops));
-      p.computed.push_back(computed_layouts(s));
+      p.computed.push_back(on_blocks ? std::vector<Spec>{} : computed_layouts(s));
     }
     return p;
   }
 
  private:
+  // Whether `s`'s primitive runs on blocks with its operands laid out as
+  // `operands` and its results as their values: its local plan takes them
+  // as they are and combines nothing.
+  bool runs_on_blocks(const Site& s, const std::vector<Spec>& operands) const {
+    const Equation& e = *s.eqn;
+    auto mesh = std::make_shared<Mesh>(mesh_);
+    auto laid_out = [&](int v, const Spec& spec) {
+      Aval a = program_.avals[v];
+      a.mesh = mesh;
+      a.spec = pad_spec(spec, a.shape.size());
+      return a;
+    };
+    Avals in, out;
+    for (size_t i = 0; i < e.inputs.size(); ++i) in.push_back(laid_out(e.inputs[i], operands[i]));
+    for (int v : e.outputs) out.push_back(laid_out(v, spec_[v]));
+    try {
+      const std::optional<LocalPlan> lp = local_plan_for(*e.prim, in, e.params, out);
+      if (!lp || !lp->reduce_axes.empty()) return false;
+      for (size_t i = 0; i < in.size(); ++i)
+        if (pad_spec(lp->in_specs[i], in[i].shape.size()) != in[i].spec) return false;
+      for (size_t j = 0; j < out.size(); ++j)
+        if (pad_spec(lp->out_specs[j], out[j].shape.size()) != out[j].spec) return false;
+      return true;
+    } catch (const std::exception&) {
+      return false;
+    }
+  }
+
   // The layouts `s`'s results are computed in: their values' with the dims
   // of permutation factors whole; empty when nothing differs.
   std::vector<Spec> computed_layouts(const Site& s) const {
