@@ -217,10 +217,38 @@ std::map<std::string, std::pair<size_t, size_t>> axis_places(const Spec& spec) {
 
 // Which collective a reshard from `from` to `to` is: all-gather when axes
 // only leave the spec, all-to-all when some move to another place.
+// Devices along each dimension's entry: how many blocks a spec cuts it into.
+std::vector<int64_t> blocks_per_dim(const Mesh& mesh, const Spec& spec) {
+  std::vector<int64_t> n;
+  for (const AxisNames& entry : spec) {
+    int64_t k = 1;
+    for (const std::string& a : entry) k *= mesh.axis_size(a);
+    n.push_back(k);
+  }
+  return n;
+}
+
 void record_reshard(const Mesh& mesh, const Spec& from, const Spec& to, std::vector<int64_t> sent,
                     std::vector<int64_t> received, int64_t started, int64_t src_block_bytes) {
   int64_t most = *std::max_element(received.begin(), received.end());
   if (most == 0) return;
+  if (blocks_per_dim(mesh, from) == blocks_per_dim(mesh, to)) {
+    // The same blocks on other devices: as XLA's partitioner moves them, one
+    // collective-permute of whole blocks over every device (those keeping
+    // their block send it to themselves).
+    AxisNames all;
+    for (size_t k = 0; k < mesh.axis_names.size(); ++k)
+      if (mesh.axis_sizes[k] > 1) all.push_back(mesh.axis_names[k]);
+    std::vector<std::vector<int64_t>> everyone(1);
+    for (int64_t pos = 0; pos < mesh.size(); ++pos) everyone[0].push_back(pos);
+    CollectiveRecord r = symmetric_collective("ppermute", mesh, all, src_block_bytes, std::move(everyone));
+    r.sent = std::move(sent);
+    r.received = std::move(received);
+    r.steps = 1;
+    r.start_ns = started;
+    record_collective(std::move(r));
+    return;
+  }
   const auto src = axis_places(from), dst = axis_places(to);
   AxisNames gathered, moved;
   for (const auto& [a, place] : src) {
