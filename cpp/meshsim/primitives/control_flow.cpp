@@ -11,6 +11,7 @@
 #include <map>
 #include <set>
 
+#include "meshsim/ir/donated_operands.h"
 #include "meshsim/ir/ops.h"
 #include "meshsim/primitives/families.h"
 #include "meshsim/runtime/interpreter.h"
@@ -39,12 +40,14 @@ Runner mesh_runner(const MeshContext& ctx) {
 }
 
 // A primitive's kernel and mesh_call from one implementation over devices,
-// which takes its operands by value (they are a copy either way: the
-// implementation moves them on into the sub-programs).
+// which takes its operands by value and moves them on into the sub-programs
+// (the kernel's donated operands are moved in, the others copied).
 template <class F>
 void set_runners(Primitive& p, F run) {
   p.kernel = [run](const Tensors& in, const Params& params, const Avals& out) {
-    return run(local_runner(), std::vector<Tensors>{in}, params, out)[0];
+    std::vector<Tensors> device(1);
+    device[0] = operands_passed_on(in);
+    return std::move(run(local_runner(), std::move(device), params, out)[0]);
   };
   p.mesh_call = [run](const MeshContext& ctx, const std::vector<Tensors>& in, const Params& params,
                       const Avals& out) { return run(mesh_runner(ctx), in, params, out); };

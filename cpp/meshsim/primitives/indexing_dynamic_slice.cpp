@@ -4,6 +4,7 @@
 // rule and kernel.
 #include <algorithm>
 
+#include "meshsim/ir/donated_operands.h"
 #include "meshsim/ir/kernel_results.h"
 #include "meshsim/ir/ops.h"
 #include "meshsim/kernels/dispatch.h"
@@ -205,7 +206,7 @@ void dynamic_update_slice() {
   };
   p.kernel = [](const Tensors& in, const Params&, const Avals&) {
     const Tensor& upd = in[1];
-    Tensor res = in[0].copy();
+    Tensor res = updatable_copy(in, 0);  // the operand itself when it is read for the last time
     Tensor window = res.view(upd.shape(), res.strides(), window_offset(res, &in[2], upd.shape()));
     dispatch_any_dtype(res.dtype(), [&](auto tag) {
       using T = decltype(tag);

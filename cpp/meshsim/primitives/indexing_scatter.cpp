@@ -5,6 +5,7 @@
 #include <cmath>
 #include <functional>
 
+#include "meshsim/ir/donated_operands.h"
 #include "meshsim/ir/kernel_results.h"
 #include "meshsim/ir/ops.h"
 #include "meshsim/kernels/dispatch.h"
@@ -199,13 +200,13 @@ void scatter(const std::string& name, Combine combine,
     return Avals{like(x, x.shape, x.dtype, x.weak_type)};
   };
   p.kernel = [combine](const Tensors& in, const Params& params, const Avals&) {
-    const Tensor &x = in[0], &upd = in[1];
-    Layout l = layout_of(params, in[2].shape(), x.ndim());
-    Tensor res = x.copy();
+    const Tensor& upd = in[1];
+    Layout l = layout_of(params, in[2].shape(), in[0].ndim());
+    Tensor res = updatable_copy(in, 0);  // the operand itself when it is read for the last time
     auto boff = batch_offsets(res, &in[2], l, parse_mode("scatter", params, true), params);
     auto dispatch = [&](auto&& f) {
-      if (is_complex(x.dtype())) dispatch_complex(x.dtype(), f);
-      else dispatch_dtype(x.dtype(), f);
+      if (is_complex(res.dtype())) dispatch_complex(res.dtype(), f);
+      else dispatch_dtype(res.dtype(), f);
     };
     dispatch([&](auto tag) {
       using T = decltype(tag);

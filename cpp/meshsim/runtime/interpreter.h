@@ -10,6 +10,7 @@
 #include <optional>
 #include <utility>
 
+#include "meshsim/ir/donated_operands.h"
 #include "meshsim/ir/program.h"
 #include "meshsim/runtime/fusion.h"
 
@@ -36,8 +37,9 @@ void pass_through(const Equation& e, const std::vector<char>& moved, Slot&& valu
 // Runs equation `e` on the slots `value(var)` of one device's values. An
 // operand read for the last time is moved into the kernel; any other is lent
 // to it and given back after, not copied (a Tensor copy allocates its shape
-// and strides, which costs as much as a small kernel; kernels never write
-// into their operands). The results go to their slots and the values `e`
+// and strides, which costs as much as a small kernel). Kernels never write
+// into their operands, except into a moved one no other view shares
+// (ir/donated_operands.h). The results go to their slots and the values `e`
 // reads last are freed. `moved` and `freed` are the equation's entries of
 // the program's Schedule; `ins` is scratch space kept across equations.
 template <class Slot>
@@ -57,7 +59,11 @@ void run_equation(const Equation& e, const Avals& out_avals, const std::vector<c
       if (f < i) ins.push_back(ins[f]);
       else ins.push_back(std::move(value(e.inputs[i])));
     }
-    Tensors res = run_primitive(*e.prim, ins, e.params, out_avals);
+    Tensors res;
+    {
+      const DonatedOperands last_reads(ins, moved);  // a kernel may update these in place
+      res = run_primitive(*e.prim, ins, e.params, out_avals);
+    }
     for (size_t i = 0; i < e.inputs.size(); ++i)
       if (!moved[i] && first_read(i) == i) value(e.inputs[i]) = std::move(ins[i]);
     for (size_t i = 0; i < res.size(); ++i) value(e.outputs[i]) = std::move(res[i]);
