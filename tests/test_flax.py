@@ -67,7 +67,7 @@ def _compare(program):
 
 
 @pytest.mark.parametrize("program", ["flax_nnx_basics.py", "flax_nnx_sharded.py",
-                                     "flax_linen_basics.py"])
+                                     "flax_linen_basics.py", "flax_linen_logical.py"])
 def test_flax_program_matches_jax(real_jax, program):
     pytest.importorskip("flax")
     pytest.importorskip("optax")

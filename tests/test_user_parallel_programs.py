@@ -177,7 +177,94 @@ def checkpointed_block(jax):
     print("scan %.4f" % float(jnp.sum(jnp.abs(out))))
 
 
-PROGRAMS = [per_example_clipping, sharded_loader, pjit_program, checkpointed_block]
+def collective_matmul(jax):
+    # The legacy import path and signature: `from jax.experimental.shard_map import shard_map`
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        shmap = __import__(f"{jax.__name__}.experimental.shard_map").experimental.shard_map.shard_map
+    print([(w.category.__name__, str(w.message)) for w in caught])
+    jnp, lax = jax.numpy, jax.lax
+    P = jax.sharding.PartitionSpec
+    mesh = jax.make_mesh((2, 4), ("X", "Y"))
+    A = jax.device_put(jnp.arange(16 * 32).reshape(16, 32), jax.NamedSharding(mesh, P("X", "Y")))
+    W = jax.device_put(jnp.arange(32 * 24).reshape(32, 24) % 7, jax.NamedSharding(mesh, P(None, "Y")))
+
+    def collective(lhs, rhs, varying_accumulator=True):
+        axis_size = lax.psum(1, axis_name="Y")  # a Python int, usable in range()
+        constants = (lax.psum(2.5, ("X", "Y")), lax.psum(np.float32(2), "Y"), lax.psum(np.ones(2, np.int32), "X"))
+        print("axis_size", type(axis_size).__name__, axis_size, [(type(c).__name__, c.dtype.name if
+                                                                   hasattr(c, "dtype") else c) for c in constants])
+        chunk = lhs.shape[1]
+
+        def step(i, carry):
+            accum, lhs = carry
+            accum = accum + lhs @ lax.dynamic_slice_in_dim(rhs, i * chunk, chunk)
+            return accum, lax.ppermute(lhs, "Y", perm=[(j, (j - 1) % axis_size) for j in range(axis_size)])
+
+        accum = jnp.zeros((lhs.shape[0], rhs.shape[1]), lhs.dtype)
+        if varying_accumulator:
+            accum = lax.pcast(accum, ("X", "Y"), to="varying")
+        accum, lhs = lax.fori_loop(0, axis_size - 1, step, (accum, lhs), unroll=True)
+        return accum + lhs @ lax.dynamic_slice_in_dim(rhs, (axis_size - 1) * chunk, chunk)
+
+    f = jax.jit(shmap(collective, mesh, in_specs=(P("X", "Y"), P(None, "Y")), out_specs=P("X", "Y")))
+    out = f(A, W)
+    print(out.dtype, out.sharding.spec, int(out.sum()), int(out[3, 5]))
+    shmap(partial(collective, varying_accumulator=False), mesh, in_specs=(P("X", "Y"), P(None, "Y")),
+          out_specs=P("X", "Y"))(A, W)
+
+
+def compiled_out_shardings(jax):
+    jnp = jax.numpy
+    NamedSharding, P = jax.sharding.NamedSharding, jax.sharding.PartitionSpec
+    mesh = jax.make_mesh((2, 2), ("X", "Y"), devices=jax.devices()[:4],
+                         axis_types=(jax.sharding.AxisType.Auto,) * 2)
+    a = jnp.ones((8, 16), dtype=jnp.bfloat16, device=NamedSharding(mesh, P("X", "Y")))
+    b = jnp.ones((16, 12), dtype=jnp.bfloat16, device=NamedSharding(mesh, P("Y", None)))
+
+    def matmul_square(a, b):
+        return jnp.einsum("bd,df->bf", jnp.square(a), b)
+
+    for spec in (P("X", None), P("X"), P(None, "Y"), P(), None):
+        jitted = jax.jit(matmul_square, out_shardings=None if spec is None else NamedSharding(mesh, spec))
+        compiled = jitted.lower(a, b).compile()
+        out = compiled(a, b)
+        print(spec, out.sharding.spec, compiled.output_shardings.spec, jitted(a, b).sharding.spec,
+              [s.spec for s in compiled.input_shardings[0]], float(out[0, 0]))
+    pinned = jax.jit(lambda x: x * 2, in_shardings=NamedSharding(mesh, P("X")))
+    compiled = pinned.lower(jax.ShapeDtypeStruct((8, 4), jnp.float32)).compile()
+    print(compiled.input_shardings[0][0].spec, compiled(np.ones((8, 4), np.float32)).sharding.spec)
+
+
+def tied_embedding_grads(jax):
+    # An embedding looked up by token (a gather) and used elsewhere whole: its gradient
+    # scatter-adds into rows split over a mesh axis (the broadcast zeros it starts from are
+    # one buffer on every device).
+    jnp = jax.numpy
+    NamedSharding, P = jax.sharding.NamedSharding, jax.sharding.PartitionSpec
+    mesh = jax.make_mesh((2, 2, 2), ("data", "fsdp", "tensor"), axis_types=(jax.sharding.AxisType.Auto,) * 3)
+    table = np.random.default_rng(1).normal(size=(64, 16)).astype(np.float32)
+    tokens = np.random.default_rng(0).integers(0, 64, size=(8, 4)).astype(np.int32)
+
+    def loss(e, t):
+        x = jnp.take(e, t, axis=0)
+        return jnp.sum(jnp.sin(x)) + jnp.sum(jnp.cos(e))
+
+    def scatter_into_zeros(z, t, u):
+        return jnp.zeros(z.shape).at[t].add(u) * z
+
+    updates = np.random.default_rng(2).normal(size=(10, 16)).astype(np.float32)
+    for spec in (P(), P("tensor"), P(None, "fsdp"), P("tensor", "fsdp"), P(("data", "fsdp"))):
+        e = jax.device_put(table, NamedSharding(mesh, spec))
+        eager, jitted = jax.grad(loss)(e, tokens), jax.jit(jax.grad(loss))(e, tokens)
+        scattered = jax.jit(scatter_into_zeros)(e, tokens[:, 0].repeat(2)[:10], updates)
+        print(spec, "%.3f %.3f" % (float(jnp.abs(eager).sum()), float(jnp.abs(jitted).sum())),
+              bool(np.allclose(eager, jitted, atol=1e-5)), jitted.sharding.spec,
+              "%.3f" % float(jnp.abs(scattered).sum()))
+
+
+PROGRAMS = [per_example_clipping, sharded_loader, pjit_program, checkpointed_block, collective_matmul,
+            compiled_out_shardings, tied_embedding_grads]
 
 
 @pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.__name__)

@@ -545,11 +545,16 @@ std::vector<ArrayPtr> run_local(const Primitive& prim, const LocalPlan& plan,
     a.spec = explicit_part(plan.in_specs[i], *mesh, a.shape.size());
     ins.push_back(reshard_array(args[i], mesh, plan.in_specs[i], a));
   }
-  // Devices holding the same input blocks compute once.
+  // Devices holding the same input blocks compute once, unless the plan places each
+  // device's block by its position (`index_blocks`: a gather or scatter over split indexed
+  // dims reads the running device): blocks of a broadcast constant share one buffer
+  // whatever their position, so equal buffers do not mean equal work there.
+  const bool per_device = plan.params.has("index_blocks");
   std::map<std::vector<const void*>, int64_t> rep_id;
   std::vector<int64_t> rep_of(n), reps;
   for (int64_t pos = 0; pos < n; ++pos) {
     std::vector<const void*> key;
+    if (per_device) key.push_back(reinterpret_cast<const void*>(static_cast<intptr_t>(pos) + 1));
     for (const ArrayPtr& a : ins) key.push_back(a->shards()[pos].raw());
     auto [it, fresh] = rep_id.emplace(key, static_cast<int64_t>(reps.size()));
     if (fresh) reps.push_back(pos);

@@ -364,9 +364,15 @@ class JitWrapped:
         if self._in_shardings is not None:
             args = jit_shardings.place_arguments(self._in_shardings, args, list(self._sig.params))
         (program, out_tree, donated), leaves = self._lookup(args, kwargs)
+        return self.run_program(program, out_tree, donated, leaves,
+                                self._sig.describe_leaf(args, kwargs))
+
+    def run_program(self, program, out_tree, donated, leaves, describe):
+        """Runs a program traced from this function on the array `leaves` (donating those
+        `donated` marks) and places and names its results as a call does."""
         if self._unplaced:
             self._check_placement(program)
-        device = placement.committed_device(leaves, self._sig.describe_leaf(args, kwargs))
+        device = placement.committed_device(leaves, describe)
         origin = auto_names.origin_of(leaves) if device is None else None
         # Donated arguments are deleted by the call (their values now belong to the program).
         outs = program.run(leaves) if donated is None else program.run(leaves, donated)

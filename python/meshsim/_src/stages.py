@@ -114,8 +114,10 @@ def planning_struct(aval) -> ShapeDtypeStruct:
 class Traced(Stage):
     """`jit(f).trace(*args)`: the traced program; `.jaxpr`, `.lower()`."""
 
-    def __init__(self, program, out_tree, in_tree, args_info, arg_shardings, fun_name, jitted):
+    def __init__(self, program, out_tree, in_tree, args_info, arg_shardings, fun_name, jitted,
+                 arg_values=None):
         self._program = program
+        self._arg_values = arg_values  # the arrays traced with (None: some were abstract)
         self.out_tree = out_tree
         self.in_tree = in_tree
         self.args_info = args_info
@@ -222,14 +224,53 @@ class Compiled(Stage):
 
     @property
     def output_shardings(self):
-        return tree_util.tree_unflatten(self.out_tree, [_sharding_of(a, None) for a in
-                                                        self._program.out_avals])
+        """The results' shardings as JAX reports them: jit's out_shardings as given; over
+        Explicit axes the results' types; over Auto axes the layouts propagation gives the
+        arrays traced with, named as a call's results are (auto_names)."""
+        from meshsim._src.sharding import auto_names, jit_shardings
+        avals = list(self._program.out_avals)
+        given = [None] * len(avals)
+        out_shardings = self._traced._jitted._out_shardings
+        if out_shardings is not None:
+            example = tree_util.tree_unflatten(self.out_tree, avals)
+            given = [s if s is None else jit_shardings._resolved(s, "out_shardings")
+                     for s in jit_shardings._broadcast(out_shardings, example, "out_shardings")]
+        layouts = self._auto_layouts()
+        shardings = []
+        for i, (aval, sharding) in enumerate(zip(avals, given)):
+            if sharding is None and layouts is not None and layouts[i] is not None:
+                sharding = auto_names.jax_name(layouts[i], self._origin, len(aval.shape))
+            shardings.append(_sharding_of(aval, sharding))
+        return tree_util.tree_unflatten(self.out_tree, shardings)
+
+    def _auto_layouts(self) -> list | None:
+        """Per result, the NamedSharding propagation lays it out as over a mesh with Auto
+        axes, for the arrays traced with (None without such a mesh or arrays)."""
+        from meshsim._src.debug import _compiled_sharding
+        from meshsim._src.sharding.mesh import Mesh
+        values = self._traced._arg_values
+        self._origin = None
+        if values is None:
+            return None
+        from meshsim._src.sharding import auto_names
+        self._origin = auto_names.origin_of(values)
+        found = self._program.auto_layouts(list(values))
+        if found is None:
+            return None
+        mesh, specs = Mesh.from_core(found[0]), found[1]
+        return [_compiled_sharding(mesh, specs[v]) if 0 <= v < len(specs) else None
+                for v in self._program.outvars]
 
     def __call__(self, *args, **kwargs):
         if self.topology is not None:
             raise ValueError(f"{self.fun_name} was compiled for {self.topology.name}, whose "
                              "devices describe hardware and cannot run programs; compile it "
                              "for a mesh of jax.devices() to run it")
+        jitted = self._traced._jitted
+        if jitted._in_shardings is not None:
+            from meshsim._src.sharding import jit_shardings
+            args = jit_shardings.place_arguments(jitted._in_shardings, args,
+                                                 list(jitted._sig.params))
         leaves, in_tree = tree_util.tree_flatten((args, kwargs))
         if in_tree != self.in_tree:
             raise TypeError(f"Function compiled with input pytree does not match the input "
@@ -240,8 +281,12 @@ class Compiled(Stage):
                 raise TypeError(
                     f"Argument types differ from the types for which this computation was "
                     f"compiled. Expected {info._aval.str_short()}, got {x.aval.str_short()}")
-        outs = self._program.run(leaves)
-        return tree_util.tree_unflatten(self.out_tree, outs)
+        donated = [a.donated for a in tree_util.tree_leaves(self.args_info)]
+        usable = _usable_donations(self._program, donated) if any(donated) else None
+        paths = [tree_util.keystr(p) for p, _ in tree_util.tree_flatten_with_path((args, kwargs))[0]]
+        return jitted.run_program(
+            self._program, self.out_tree, usable, leaves,
+            lambda i: f"{self.fun_name}{paths[i]}" if i < len(paths) else f"args[{i}]")
 
 
 Wrapped = None  # set by `meshsim.stages` to the jit wrapper's class
@@ -252,6 +297,10 @@ def trace(jitted, args: tuple, kwargs: dict) -> Traced:
     from meshsim._src.api import trace_to_program
     sig = jitted._sig
     static, dyn_args, dyn_kwargs = sig.split(args, kwargs)
+    if jitted._in_shardings is not None:
+        from meshsim._src.sharding import jit_shardings
+        names = [n for i, n in enumerate(sig.params) if i not in sig.static_argnums]
+        dyn_args = jit_shardings.place_arguments(jitted._in_shardings, tuple(dyn_args), names)
     program, out_tree = trace_to_program(jitted._traced_fun, dyn_args, dyn_kwargs, static)
     leaves, in_tree = tree_util.tree_flatten((list(dyn_args), dyn_kwargs))
     in_tree = tree_util.tree_structure((tuple(dyn_args), dyn_kwargs))
@@ -260,7 +309,32 @@ def trace(jitted, args: tuple, kwargs: dict) -> Traced:
     infos = [ArgInfo(a, d) for a, d in zip(program.in_avals, donated)]
     args_info = tree_util.tree_unflatten(in_tree, infos)
     name = getattr(jitted._fun, "__name__", "")
-    return Traced(program, out_tree, in_tree, args_info, shardings, name, jitted)
+    values = _stand_ins(leaves)
+    return Traced(program, out_tree, in_tree, args_info, shardings, name, jitted, values)
+
+
+def _stand_ins(leaves: list) -> list | None:
+    """Arrays laid out as the traced arguments, to ask propagation for the results' layouts:
+    the arrays themselves, a ShapeDtypeStruct's zeros (a broadcast: one element's buffer)
+    where its sharding is over simulated devices; None when some argument has no stand-in."""
+    from meshsim._src.sharding.named_sharding import NamedSharding
+    out = []
+    for x in leaves:
+        if isinstance(x, _core.Array):
+            out.append(x)
+            continue
+        sharding = getattr(x, "sharding", None)
+        if not isinstance(x, ShapeDtypeStruct) or not (
+                sharding is None or isinstance(sharding, NamedSharding)):
+            return None
+        if sharding is not None:
+            devices = getattr(sharding.mesh, "devices", None)  # None: an abstract mesh
+            if devices is None or devices.size == 0 or \
+                    getattr(devices.flat[0], "topology", None) is not None:
+                return None
+        from meshsim._src.numpy.creation import zeros
+        out.append(zeros(x.shape, x.dtype, device=sharding))
+    return out
 
 
 def _usable_donations(program, donated: list) -> list:

@@ -587,8 +587,8 @@ def fori_loop(lower, upper, body_fun: Callable, init_val, *, unroll: int | bool 
             unroll = False
         length = max(upper_ - lower_, 0)
 
-        def scanned(carry, _):
-            i, x = carry
+        def scanned(loop_carry, _):  # JAX's name: carry errors say "loop_carry[1]..."
+            i, x = loop_carry
             return (i + 1, body_fun(i, x)), None
 
         (_, result), _ = scan(scanned, (lower_, init_val), None, length=length, unroll=unroll)
@@ -603,8 +603,8 @@ def fori_loop(lower, upper, body_fun: Callable, init_val, *, unroll: int | bool 
         i, stop, _ = carry
         return i < stop
 
-    def body(carry):
-        i, stop, x = carry
+    def body(loop_carry):
+        i, stop, x = loop_carry
         return i + np.array(1, i.dtype), stop, body_fun(i, x)
 
     _, _, result = while_loop(cond_fun, body, (lower, upper, init_val))

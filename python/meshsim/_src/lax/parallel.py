@@ -123,6 +123,19 @@ _POSITIONAL = {"psum": reduction.reduce_sum, "pmax": reduction.reduce_max,
                "pmin": reduction.reduce_min}
 
 
+def _scaled_constant(v, n: int):
+    """psum of a constant: it is invariant everywhere, so summing its copies scales it. As in
+    JAX, a Python number stays a Python number (`psum(1, 'i')` is the axis size, usable in
+    `range`) and a NumPy value stays NumPy; booleans count as int32."""
+    if isinstance(v, (bool, np.bool_)) or getattr(v, "dtype", None) == np.bool_:
+        return core.convert_element_type(core.asarray_value(v), np.int32) * n
+    if isinstance(v, (int, float, complex)):
+        return type(v)(n) * v
+    if isinstance(v, (np.ndarray, np.generic)):
+        return np.asarray(n, v.dtype) * v
+    return core.asarray_value(v) * n
+
+
 def _all_reduce(name: str, x, axis_name, axis_index_groups):
     frame, mapped, rest = vmap_collectives.split_names(axis_name)
     if frame is not None:
@@ -151,8 +164,7 @@ def _all_reduce(name: str, x, axis_name, axis_index_groups):
             if not axes:
                 return v
         if not isinstance(v, core.Tracer) and name == "psum":
-            # A constant is invariant everywhere: summing its copies scales it.
-            return core.asarray_value(v) * axis_size(axes)
+            return _scaled_constant(v, axis_size(axes))
         v = _operand(v)
         if name == "psum" and v.dtype == np.bool_:
             v = core.convert_element_type(v, np.int32)

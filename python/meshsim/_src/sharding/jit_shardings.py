@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 
 from meshsim._src import core, tree_util
+from meshsim._src.abstract import ShapeDtypeStruct
 from meshsim._src.sharding.mesh import AxisType, context_mesh
 from meshsim._src.sharding.named_sharding import NamedSharding, Sharding
 from meshsim._src.sharding.partition_spec import PartitionSpec
@@ -74,6 +75,10 @@ def place_arguments(in_shardings, args: tuple, arg_names: list[str]) -> tuple:
             sharding = _resolved(sharding, "in_shardings")
             if sharding is None:
                 new.append(leaf)
+                continue
+            if isinstance(leaf, ShapeDtypeStruct):  # jit(f).lower(...): the abstract argument's layout
+                new.append(leaf if leaf.sharding is not None else ShapeDtypeStruct(
+                    leaf.shape, leaf.dtype, sharding=sharding, weak_type=leaf.weak_type, vma=leaf.vma))
                 continue
             x = core.asarray_value(leaf)
             _check_rank(sharding, x, name + tree_util.keystr(path))
