@@ -263,8 +263,90 @@ def tied_embedding_grads(jax):
               "%.3f" % float(jnp.abs(scattered).sum()))
 
 
+def pjit_context_meshes(jax):
+    # jit takes the mesh jax.set_mesh sets, the deprecated pjit the one `with mesh:` enters
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pjit = __import__(f"{jax.__name__}.experimental.pjit").experimental.pjit.pjit
+    Mesh, P = jax.sharding.Mesh, jax.sharding.PartitionSpec
+    mesh = Mesh(np.array(jax.devices()).reshape(4, 2), ("dp", "mp"))
+    x = np.arange(32, dtype=np.float32).reshape(8, 4)
+
+    def constrained(a):
+        return jax.lax.with_sharding_constraint(a * 2, P("dp"))
+
+    for name, api in (("jit", jax.jit), ("pjit", pjit)):
+        for context in ("set_mesh", "with mesh", "none"):
+            for fn in (api(lambda a: a * 2, in_shardings=P("dp"), out_shardings=P(None, "mp")), api(constrained)):
+                scope = {"with mesh": lambda: mesh, "set_mesh": lambda: jax.set_mesh(mesh),
+                         "none": contextlib.nullcontext}[context]
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore", DeprecationWarning)
+                        with scope():
+                            out = fn(x)
+                    print(name, context, out.sharding.spec, float(out.sum()))
+                except Exception as e:  # noqa: BLE001 - the class name and text are compared
+                    print(name, context, type(e).__name__, str(e))
+    scaled = jax.jit(lambda a, n, b: a * n + b, static_argnums=1,
+                     in_shardings=(jax.NamedSharding(mesh, P("dp")), jax.NamedSharding(mesh, P(None, "mp"))))
+    out = scaled(x, 3, x)
+    print(out.sharding.spec, float(out.sum()))
+    compiled = scaled.lower(x, 3, x).compile()
+    print([s.spec for s in compiled.input_shardings[0]], compiled(x, x).sharding.spec)
+    for bad in ("in_axis_resources", "out_axis_resources"):
+        for api in (jax.jit, pjit):
+            try:
+                api(lambda a: a, **{bad: P("dp")})
+            except TypeError as e:
+                print(type(e).__name__, e)
+
+
+def ring_attention(jax):
+    jnp, lax = jax.numpy, jax.lax
+    P = jax.sharding.PartitionSpec
+    mesh = jax.make_mesh((4, 2), ("sp", "dp"))
+    B, T, H, D = 2, 16, 2, 4
+
+    def reference(q, k, v):
+        s = jnp.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(D)
+        s = jnp.where(jnp.tril(jnp.ones((T, T), bool)), s, -jnp.inf)
+        return jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(s, -1), v)
+
+    def ring(q, k, v):
+        n, me, tq = lax.axis_size("sp"), lax.axis_index("sp"), q.shape[1]
+        carry = (jnp.zeros(q.shape), jnp.full((q.shape[0], H, tq), -jnp.inf), jnp.zeros((q.shape[0], H, tq)))
+        carry = tuple(lax.pcast(a, ("sp", "dp"), to="varying") for a in carry)
+
+        def body(i, c):
+            o, m, l, k, v = c
+            s = jnp.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(D)
+            visible = (me * tq + jnp.arange(tq))[:, None] >= (((me - i) % n) * tq + jnp.arange(tq))[None, :]
+            s = jnp.where(visible, s, -jnp.inf)
+            m_new = jnp.maximum(m, s.max(-1))
+            safe = jnp.where(jnp.isfinite(m_new), m_new, 0.0)
+            p = jnp.exp(s - safe[..., None])
+            scale = jnp.exp(jnp.where(jnp.isfinite(m), m - safe, -jnp.inf))
+            o = o * scale.transpose(0, 2, 1)[..., None] + jnp.einsum("bhqk,bkhd->bqhd", p, v)
+            k, v = lax.ppermute((k, v), "sp", [(j, (j + 1) % n) for j in range(n)])
+            return o, m_new, l * scale + p.sum(-1), k, v
+
+        o, _, l, _, _ = lax.fori_loop(0, n, body, (*carry, k, v))
+        return o / l.transpose(0, 2, 1)[..., None]
+
+    rng = np.random.default_rng(0)
+    qkv = [rng.normal(size=(B, T, H, D)).astype(np.float32) for _ in range(3)]
+    sharded = [jax.device_put(a, jax.NamedSharding(mesh, P("dp", "sp"))) for a in qkv]
+    attn = jax.jit(jax.shard_map(ring, mesh=mesh, in_specs=P("dp", "sp"), out_specs=P("dp", "sp")))
+    out = attn(*sharded)
+    print(jax.typeof(out), np.allclose(out, reference(*qkv), atol=1e-5))
+    grads = jax.jit(jax.grad(lambda *a: jnp.sum(attn(*a) ** 2), argnums=(0, 1, 2)))(*sharded)
+    expected = jax.grad(lambda *a: jnp.sum(reference(*a) ** 2), argnums=(0, 1, 2))(*qkv)
+    print([str(jax.typeof(g)) for g in grads], [bool(np.allclose(g, e, atol=1e-4)) for g, e in zip(grads, expected)])
+
+
 PROGRAMS = [per_example_clipping, sharded_loader, pjit_program, checkpointed_block, collective_matmul,
-            compiled_out_shardings, tied_embedding_grads]
+            compiled_out_shardings, tied_embedding_grads, pjit_context_meshes, ring_attention]
 
 
 @pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.__name__)

@@ -237,14 +237,15 @@ class JitWrapped:
     """The result of `jit(fun)`: callable, cached per input signature."""
 
     def __init__(self, fun, static_argnums=None, static_argnames=None, donate_argnums=None,
-                 donate_argnames=None, in_shardings=None, out_shardings=None):
+                 donate_argnames=None, in_shardings=None, out_shardings=None, api: str = "jit"):
         functools.update_wrapper(self, fun)
         _ALL_JITTED.add(self)
         self._fun = fun
+        self._api = api  # "pjit": the deprecated jax.experimental.pjit (its context mesh, its name)
         self._in_shardings = in_shardings
         self._out_shardings = out_shardings
         if out_shardings is not None:  # results constrained at the end of the program
-            fun = jit_shardings.constrain_outputs(fun, out_shardings)
+            fun = jit_shardings.constrain_outputs(fun, out_shardings, api)
         self._traced_fun = fun
         self._sig = _Signature(fun, static_argnums, static_argnames, donate_argnums, donate_argnames)
         self._cache: dict[Any, tuple] = {}
@@ -362,7 +363,8 @@ class JitWrapped:
             if with_refs is not None:
                 return with_refs[0]
         if self._in_shardings is not None:
-            args = jit_shardings.place_arguments(self._in_shardings, args, list(self._sig.params))
+            args = jit_shardings.place_arguments(self._in_shardings, args, list(self._sig.params),
+                                                 self._sig.static_argnums, self._api)
         (program, out_tree, donated), leaves = self._lookup(args, kwargs)
         return self.run_program(program, out_tree, donated, leaves,
                                 self._sig.describe_leaf(args, kwargs))
@@ -389,7 +391,8 @@ class JitWrapped:
         auto_names.remember_origin(outs, origin)
         auto_names.name_typed_results(outs)
         if self._out_shardings is not None:
-            jit_shardings.name_outputs(tree_util.tree_unflatten(out_tree, outs), self._out_shardings)
+            jit_shardings.name_outputs(tree_util.tree_unflatten(out_tree, outs), self._out_shardings,
+                                       self._api)
 
     def clear_cache(self) -> None:
         """Forgets every traced signature: the next call traces again."""
@@ -424,9 +427,15 @@ def jit(fun: Callable | None = None, *, in_shardings=None, out_shardings=None,
     `compiler_options` (XLA's flags; meshsim has no XLA). `device` and `backend`
     (JAX's older placement arguments, passed as None by libraries such as flax)
     are accepted when they ask for nothing."""
-    if unsupported:
-        bad = ", ".join(sorted(unsupported))
-        raise TypeError(f"jit() got unexpected keyword argument(s): {bad}")
+    if unsupported:  # Python's own text, as for JAX's jit (which takes no **kwargs)
+        raise TypeError(f"jit() got an unexpected keyword argument {next(iter(unsupported))!r}")
+    return _jit(fun, in_shardings, out_shardings, static_argnums, static_argnames, donate_argnums,
+                donate_argnames, device, backend)
+
+
+def _jit(fun, in_shardings, out_shardings, static_argnums, static_argnames, donate_argnums,
+         donate_argnames, device, backend, api: str = "jit"):
+    """jit's (and the deprecated pjit's) wrapper of `fun`; `api` names it in errors."""
     if device is not None or backend not in (None, "cpu"):
         raise NotImplementedError(
             f"jit(device={device!r}, backend={backend!r}): place the inputs with "
@@ -438,7 +447,7 @@ def jit(fun: Callable | None = None, *, in_shardings=None, out_shardings=None,
     if not callable(fun):
         raise TypeError(f"Expected a callable value, got {fun!r}")
     return JitWrapped(fun, static_argnums, static_argnames, donate_argnums, donate_argnames,
-                      in_shardings, out_shardings)
+                      in_shardings, out_shardings, api)
 
 
 class ClosedJaxpr:

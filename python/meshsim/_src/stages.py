@@ -233,7 +233,8 @@ class Compiled(Stage):
         out_shardings = self._traced._jitted._out_shardings
         if out_shardings is not None:
             example = tree_util.tree_unflatten(self.out_tree, avals)
-            given = [s if s is None else jit_shardings._resolved(s, "out_shardings")
+            given = [s if s is None else jit_shardings._resolved(s, "out_shardings",
+                                                                 self._traced._jitted._api)
                      for s in jit_shardings._broadcast(out_shardings, example, "out_shardings")]
         layouts = self._auto_layouts()
         shardings = []
@@ -270,7 +271,7 @@ class Compiled(Stage):
         if jitted._in_shardings is not None:
             from meshsim._src.sharding import jit_shardings
             args = jit_shardings.place_arguments(jitted._in_shardings, args,
-                                                 list(jitted._sig.params))
+                                                 _dynamic_names(jitted._sig), api=jitted._api)
         leaves, in_tree = tree_util.tree_flatten((args, kwargs))
         if in_tree != self.in_tree:
             raise TypeError(f"Function compiled with input pytree does not match the input "
@@ -299,8 +300,8 @@ def trace(jitted, args: tuple, kwargs: dict) -> Traced:
     static, dyn_args, dyn_kwargs = sig.split(args, kwargs)
     if jitted._in_shardings is not None:
         from meshsim._src.sharding import jit_shardings
-        names = [n for i, n in enumerate(sig.params) if i not in sig.static_argnums]
-        dyn_args = jit_shardings.place_arguments(jitted._in_shardings, tuple(dyn_args), names)
+        dyn_args = jit_shardings.place_arguments(jitted._in_shardings, tuple(dyn_args),
+                                                 _dynamic_names(sig), api=jitted._api)
     program, out_tree = trace_to_program(jitted._traced_fun, dyn_args, dyn_kwargs, static)
     leaves, in_tree = tree_util.tree_flatten((list(dyn_args), dyn_kwargs))
     in_tree = tree_util.tree_structure((tuple(dyn_args), dyn_kwargs))
@@ -311,6 +312,11 @@ def trace(jitted, args: tuple, kwargs: dict) -> Traced:
     name = getattr(jitted._fun, "__name__", "")
     values = _stand_ins(leaves)
     return Traced(program, out_tree, in_tree, args_info, shardings, name, jitted, values)
+
+
+def _dynamic_names(sig) -> list[str]:
+    """The names of the positional parameters that are not static (a Compiled's arguments)."""
+    return [n for i, n in enumerate(sig.params) if i not in sig.static_argnums]
 
 
 def _stand_ins(leaves: list) -> list | None:
