@@ -6,6 +6,8 @@ import zlib
 import numpy as np
 import pytest
 
+import x64_mode
+
 try:
     from hypothesis import settings
 except ImportError:  # only the property tests need it; they skip without it
@@ -20,6 +22,24 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 def real_jax():
     """The installed JAX, to compare against (skips the test if it is missing)."""
     return pytest.importorskip("jax")
+
+
+@pytest.fixture
+def x64():
+    """meshsim in 64-bit mode for the test (tests/x64_mode.py)."""
+    import meshsim
+
+    with x64_mode.x64(meshsim):
+        yield
+
+
+@pytest.fixture
+def x64_with_jax(real_jax):
+    """meshsim and real JAX both in 64-bit mode for the test."""
+    import meshsim
+
+    with x64_mode.x64(meshsim, real_jax):
+        yield
 
 
 @pytest.fixture(autouse=True)

@@ -18,13 +18,6 @@ from meshsim import nn as mnn
 MS = types.SimpleNamespace(np=mnp, lax=mlax, nn=mnn)
 
 
-@pytest.fixture
-def x64():
-    meshsim.config.update("jax_enable_x64", True)
-    yield
-    meshsim.config.update("jax_enable_x64", False)
-
-
 @pytest.fixture(scope="module")
 def jx(real_jax):
     import jax.numpy as jnp

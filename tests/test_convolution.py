@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import meshsim
+from x64_mode import x64
 import meshsim.numpy as jnp
 from meshsim import lax
 
@@ -95,8 +96,7 @@ def test_random_convolution_gradients_match_jax(seed):
 
 
 def test_gradients_by_finite_differences_in_float64():
-    meshsim.config.update("jax_enable_x64", True)
-    try:
+    with x64(meshsim):
         rng = np.random.default_rng(5)
         for _ in range(3):
             lhs_shape, rhs_shape, kw = random_case(rng)
@@ -112,8 +112,6 @@ def test_gradients_by_finite_differences_in_float64():
                 args_m[arg] = args_m[arg] - eps * direction
                 numeric = (float(f(*args_p)) - float(f(*args_m))) / (2 * eps)
                 np.testing.assert_allclose(np.sum(np.asarray(g) * direction), numeric, rtol=1e-6, atol=1e-8)
-    finally:
-        meshsim.config.update("jax_enable_x64", False)
 
 
 def test_second_derivative_matches_jax():
@@ -154,9 +152,7 @@ def test_vmap_uses_the_batching_rule_not_a_loop():
                                              ("bfloat16", np.float32), (np.float16, np.float32),
                                              (np.int32, None), (np.int8, np.int32), (np.int8, np.float32)])
 def test_dtypes_and_preferred_element_type_match_jax(dtype, preferred):
-    meshsim.config.update("jax_enable_x64", True)
-    jax.config.update("jax_enable_x64", True)
-    try:
+    with x64(meshsim, jax):
         dt = jnp.dtype(dtype)
         x = (RNG.integers(-3, 4, (2, 3, 5, 5))).astype(dt)
         w = (RNG.integers(-3, 4, (4, 3, 2, 2))).astype(dt)
@@ -165,9 +161,6 @@ def test_dtypes_and_preferred_element_type_match_jax(dtype, preferred):
         got = lax.conv_general_dilated(x, w, **kw)
         assert got.dtype == expected.dtype
         np.testing.assert_allclose(np.asarray(got, np.float64), np.asarray(expected, np.float64), rtol=1e-2)
-    finally:
-        meshsim.config.update("jax_enable_x64", False)
-        jax.config.update("jax_enable_x64", False)
 
 
 @pytest.mark.parametrize("layout", [("NCHW", "OIHW", "NCHW"), ("NHWC", "HWIO", "NHWC"), ("NWHC", "WHIO", "CNHW")])

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import meshsim
+from x64_mode import x64
 import meshsim.numpy as jnp
 from meshsim import lax
 
@@ -30,10 +31,7 @@ def tol(dtype):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("batch,n", [((), 1), ((), 5), ((3,), 4), ((2, 2), 3), ((), 0)])
 def test_cholesky_reconstructs_and_matches_jax(dtype, batch, n):
-    if dtype == np.float64:
-        meshsim.config.update("jax_enable_x64", True)
-        jax.config.update("jax_enable_x64", True)
-    try:
+    with x64(meshsim, jax, enabled=dtype == np.float64):
         a = spd(n, batch, dtype)
         L = np.asarray(jnp.linalg.cholesky(a))
         assert L.dtype == dtype and L.shape == a.shape
@@ -42,9 +40,6 @@ def test_cholesky_reconstructs_and_matches_jax(dtype, batch, n):
         np.testing.assert_allclose(L, np.asarray(jjnp.linalg.cholesky(a)), **tol(dtype))
         U = np.asarray(jnp.linalg.cholesky(a, upper=True))
         np.testing.assert_allclose(U, np.swapaxes(L, -1, -2))
-    finally:
-        meshsim.config.update("jax_enable_x64", False)
-        jax.config.update("jax_enable_x64", False)
 
 
 def test_cholesky_of_a_matrix_that_is_not_positive_definite_is_nan_as_in_jax():

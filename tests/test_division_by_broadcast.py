@@ -75,12 +75,6 @@ def cases(name, count=6):
         yield rng, rows, cols
 
 
-@pytest.fixture
-def x64(request):
-    with jax.enable_x64(True), ms.enable_x64(True):
-        yield
-
-
 def _compare(fn, *args, jit=True):
     got_eager, want_eager = fn(mnp, *[mnp.asarray(a) for a in args]), fn(jnp, *[jnp.asarray(a) for a in args])
     if not jit:
@@ -105,7 +99,7 @@ DIVISIONS = {
 
 
 @pytest.mark.parametrize("name", DTYPES)
-def test_quotients_by_broadcasts_multiply_by_the_reciprocal(name, x64):
+def test_quotients_by_broadcasts_multiply_by_the_reciprocal(name, x64_with_jax):
     compared = 0
     for rng, rows, cols in cases(name):
         x, y = values(rng, (rows, cols), name), values(rng, (rows,), name)
@@ -121,7 +115,7 @@ def test_quotients_by_broadcasts_multiply_by_the_reciprocal(name, x64):
 
 
 @pytest.mark.parametrize("name", ["float32", "float64", "bfloat16", "float16", "complex64"])
-def test_means_divide_by_the_count_as_jax_does(name, x64):
+def test_means_divide_by_the_count_as_jax_does(name, x64_with_jax):
     """The count is a constant: XLA multiplies by its reciprocal, also for a
     scalar mean. (Sums over several axes at once, and sums of ten or more
     elements along a leading axis, still fold in an order other than XLA's, so

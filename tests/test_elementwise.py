@@ -519,13 +519,6 @@ def test_erf_inv_is_bit_exact_with_jax(real_jax):
     assert same.all(), x[~same][:5]
 
 
-@pytest.fixture
-def x64():
-    meshsim.config.update("jax_enable_x64", True)
-    yield
-    meshsim.config.update("jax_enable_x64", False)
-
-
 def test_erf_inv_float64_inverts_erf(x64):
     y = np.linspace(-0.999, 0.999, 101)
     out = lax.erf_inv(jnp.asarray(y))

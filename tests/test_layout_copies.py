@@ -52,10 +52,7 @@ def _sized(shape, dtype):
     return tuple(w if d == "W" else 2 * w if d == "2W" else d for d in shape)
 
 
-@pytest.fixture(autouse=True)
-def _x64():
-    with jax.enable_x64(True):
-        yield
+pytestmark = pytest.mark.usefixtures("x64")
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)

@@ -55,13 +55,6 @@ def _random_dot_problem():
     return ([lhs_logical[i] for i in lperm], [rhs_logical[i] for i in rperm], lc, rc, lb, rb)
 
 
-@pytest.fixture
-def x64():
-    jax.config.update("jax_enable_x64", True)
-    yield
-    jax.config.update("jax_enable_x64", False)
-
-
 @pytest.mark.parametrize("dtype", [np.float32, np.int32, np.int8, np.uint8, np.bool_],
                          ids=lambda d: np.dtype(d).name)
 def test_dot_general_random_dimension_numbers(dtype):

@@ -2,7 +2,6 @@
 JAX 0.10.2 and by the decompositions' defining identities over random (batched) shapes, gradients
 against JAX's (the transpose of its JVP, no conjugation) and finite differences, vmap, and eig's
 VJP (eigenvalues; eigenvectors under enable_eigvec_derivs)."""
-import contextlib
 import zlib
 
 import numpy as np
@@ -11,23 +10,13 @@ import pytest
 import meshsim
 import meshsim.numpy as jnp
 import meshsim.scipy.linalg as msl
+from x64_mode import x64
 
 jax = pytest.importorskip("jax")
 import jax.numpy as jjnp  # noqa: E402
 import jax.scipy.linalg as jsl  # noqa: E402
 
 COMPLEX = [np.complex64, np.complex128]
-
-
-@contextlib.contextmanager
-def x64():
-    meshsim.config.update("jax_enable_x64", True)
-    jax.config.update("jax_enable_x64", True)
-    try:
-        yield
-    finally:
-        meshsim.config.update("jax_enable_x64", False)
-        jax.config.update("jax_enable_x64", False)
 
 
 def rng_for(name):
@@ -104,7 +93,7 @@ CASES = _cases()
 def test_values_match_jax(name, dtype):
     make, f = CASES[name]
     rng = rng_for(name + np.dtype(dtype).name)
-    with x64():
+    with x64(meshsim, jax):
         for batch in [(), (2,), (3, 1)][:1 if name == "sqrtm" else 3]:
             x = make(rng, batch, dtype)
             close(f(jnp, msl, x), f(jjnp, jsl, x), dtype, scale=50)
@@ -114,7 +103,7 @@ def test_values_match_jax(name, dtype):
 def test_decompositions_satisfy_their_identities(dtype):
     rng = rng_for("identities" + np.dtype(dtype).name)
     t = tol(dtype) * 50
-    with x64():
+    with x64(meshsim, jax):
         for batch in [(), (3,), (2, 2)]:
             h = hermitian_pd(rng, batch, 4, dtype)
             lo = np.asarray(jnp.linalg.cholesky(h))
@@ -176,7 +165,7 @@ def test_gradients_match_jax(name, real_operand):
     ours = _grad_cases(meshsim.lax.linalg, jnp, msl)[name]
     theirs = _grad_cases(jax.lax.linalg, jjnp, jsl)[name]
     rng = rng_for("grad" + name + str(real_operand))
-    with x64():
+    with x64(meshsim, jax):
         kind = GRAD_OPERANDS.get(name, "square")
         x = {"pd": lambda: hermitian_pd(rng, (), 4, np.complex128), "tall": lambda: rand(rng, (5, 3), np.complex128),
              "shifted": lambda: rand(rng, (4, 4), np.complex128) + 4 * np.eye(4),

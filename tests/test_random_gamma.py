@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import meshsim
+from x64_mode import x64
 
 jax = pytest.importorskip("jax")
 
@@ -39,16 +40,11 @@ def test_legacy_keys_and_jit_match_jax():
 
 
 def test_float64_draws_match_jax():
-    meshsim.config.update("jax_enable_x64", True)
-    jax.config.update("jax_enable_x64", True)
-    try:
+    with x64(meshsim, jax):
         ours = np.asarray(meshsim.random.gamma(meshsim.random.key(1), 0.8, (5,), dtype=np.float64))
         theirs = np.asarray(jax.random.gamma(jax.random.key(1), 0.8, (5,), dtype=np.float64))
         assert ours.dtype == np.float64
         np.testing.assert_allclose(ours, theirs, rtol=1e-12)
-    finally:
-        meshsim.config.update("jax_enable_x64", False)
-        jax.config.update("jax_enable_x64", False)
 
 
 def test_moments():

@@ -2,7 +2,6 @@
 householder_product, sqrtm, rsf2csf, funm, solve_sylvester, expm_frechet, qr_multiply,
 eigh_tridiagonal, dft) against JAX 0.10.2 and by their defining identities, over random shapes
 and the four LAPACK dtypes; vmap, jit and errors."""
-import contextlib
 
 import numpy as np
 import pytest
@@ -10,23 +9,13 @@ import pytest
 import meshsim
 import meshsim.numpy as jnp
 import meshsim.scipy.linalg as msl
+from x64_mode import x64
 
 jax = pytest.importorskip("jax")
 import jax.scipy.linalg as jsl  # noqa: E402
 
 RNG = np.random.default_rng(23)
 DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
-
-
-@contextlib.contextmanager
-def x64():
-    meshsim.config.update("jax_enable_x64", True)
-    jax.config.update("jax_enable_x64", True)
-    try:
-        yield
-    finally:
-        meshsim.config.update("jax_enable_x64", False)
-        jax.config.update("jax_enable_x64", False)
 
 
 def rand(shape, dtype):
@@ -46,7 +35,7 @@ def ct(x):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_schur_is_a_unitary_similarity_to_quasi_triangular_form(dtype):
-    with x64():
+    with x64(meshsim, jax):
         for shape in [(1, 1), (4, 4), (2, 3, 6, 6), (0, 0)]:
             a = rand(shape, dtype)
             t, z = (np.asarray(v) for v in msl.schur(a))
@@ -75,7 +64,7 @@ def test_schur_complex_output_and_lax_form_match_jax():
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_hessenberg_matches_jax_and_its_identity(dtype):
-    with x64():
+    with x64(meshsim, jax):
         for shape in [(5, 5), (3, 4, 4), (1, 1), (0, 0)]:
             a = rand(shape, dtype)
             h, q = (np.asarray(v) for v in msl.hessenberg(a, calc_q=True))
@@ -91,7 +80,7 @@ def test_hessenberg_matches_jax_and_its_identity(dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_householder_product_matches_jax(dtype):
-    with x64():
+    with x64(meshsim, jax):
         a, taus = rand((2, 6, 4), dtype), rand((2, 3), dtype)
         np.testing.assert_allclose(np.asarray(meshsim.lax.linalg.householder_product(a, taus)),
                                    np.asarray(jax.lax.linalg.householder_product(a, taus)), atol=tol(dtype) * 10)
@@ -99,7 +88,7 @@ def test_householder_product_matches_jax(dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_sqrtm_squares_back_and_matches_jax(dtype):
-    with x64():
+    with x64(meshsim, jax):
         for n in (1, 3, 6):
             a = rand((n, n), dtype) + n * np.eye(n, dtype=dtype)
             ours = np.asarray(msl.sqrtm(a))
@@ -142,7 +131,7 @@ def test_funm_matches_jax_and_closed_forms(func):
 @pytest.mark.parametrize("method", ["schur", "eigen"])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_solve_sylvester_solves_and_matches_jax(method, dtype):
-    with x64():
+    with x64(meshsim, jax):
         m, n = 4, 3
         a = rand((2, m, m), dtype) + 3 * np.eye(m, dtype=dtype)
         b = rand((n, n), dtype) + 3 * np.eye(n, dtype=dtype)
@@ -159,7 +148,7 @@ def test_solve_sylvester_solves_and_matches_jax(method, dtype):
 
 
 def test_expm_frechet_matches_jax_and_finite_differences():
-    with x64():
+    with x64(meshsim, jax):
         a, e = rand((2, 4, 4), np.float64), rand((2, 4, 4), np.float64)
         expm_a, d = msl.expm_frechet(a, e)
         j_expm, jd = jsl.expm_frechet(a, e)
@@ -195,7 +184,7 @@ def test_qr_multiply_matches_jax(mode, shape):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_eigh_tridiagonal_matches_jax_and_diagonalises(dtype):
-    with x64():
+    with x64(meshsim, jax):
         n = 7
         d = rand((n,), dtype)
         d = d.real.astype(dtype) if np.iscomplexobj(d) else d
@@ -212,7 +201,7 @@ def test_eigh_tridiagonal_matches_jax_and_diagonalises(dtype):
     with pytest.raises(NotImplementedError, match="select='v'"):
         msl.eigh_tridiagonal(np.ones(3, np.float32), np.ones(2, np.float32), eigvals_only=True, select="v",
                              select_range=(0, 1))
-    with x64(), pytest.raises(TypeError, match="must have same dtype"):
+    with x64(meshsim, jax), pytest.raises(TypeError, match="must have same dtype"):
         msl.eigh_tridiagonal(np.ones(3, np.float32), np.ones(2, np.float64))
 
 

@@ -3,26 +3,15 @@ sici, spence, wofz, owens_t, hyp1f1, hyp2f1, bessel_jn) against JAX 0.10.2: valu
 arguments in float32 and float64 (with the ranges' boundaries and the special cases), dtypes for
 the half-precision types, derivatives against JAX and finite differences, jit and vmap, and the
 errors JAX raises."""
-import contextlib
 
 import numpy as np
 import pytest
 
 import meshsim
 import meshsim.scipy.special as msp
+from x64_mode import x64
 
 RNG = np.random.default_rng(17)
-
-
-@contextlib.contextmanager
-def x64(jax):
-    meshsim.config.update("jax_enable_x64", True)
-    jax.config.update("jax_enable_x64", True)
-    try:
-        yield
-    finally:
-        meshsim.config.update("jax_enable_x64", False)
-        jax.config.update("jax_enable_x64", False)
 
 
 def _real_line(dtype, n=120):
@@ -91,7 +80,7 @@ def _compare(ours, theirs, rtol):
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_values_match_jax(real_jax, case, dtype):
     import jax.scipy.special as jsp
-    with x64(real_jax):
+    with x64(meshsim, real_jax):
         ours = _draw(case, msp, dtype)
         theirs = _draw(case, jsp, dtype)
     default = 2e-6 if dtype == np.float32 else 1e-13
@@ -117,7 +106,7 @@ GRADS = {
 def test_derivatives_match_jax_and_finite_differences(real_jax, name):
     import jax.scipy.special as jsp
     args, argnums = GRADS[name]
-    with x64(real_jax):
+    with x64(meshsim, real_jax):
         def scalar(sp):
             def f(*a):
                 out = getattr(sp, name)(*a)

@@ -4,7 +4,6 @@ results are flushed in arithmetic, comparisons, math functions, reductions,
 scans, dot and conversions, while negation, abs, selects and moves keep them;
 float16 subnormals are normal float32 numbers and are never flushed. Eager and
 jitted, over random shapes, bit for bit."""
-import contextlib
 import zlib
 
 import ml_dtypes
@@ -14,6 +13,7 @@ import pytest
 import meshsim as ms
 import meshsim.numpy as mnp
 from meshsim import lax as mlax
+from x64_mode import x64
 
 jax = pytest.importorskip("jax")
 jnp = jax.numpy
@@ -25,10 +25,8 @@ def dt(name):
     return np.dtype(getattr(ml_dtypes, name, None) or name)
 
 
-@contextlib.contextmanager
 def x64_for(name):
-    with jax.enable_x64(name == "float64"), ms.enable_x64(name == "float64"):
-        yield
+    return x64(jax, ms, enabled=name == "float64")
 
 
 def rng_for(*parts):
