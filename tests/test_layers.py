@@ -75,3 +75,21 @@ def test_an_include_of_a_higher_layer_is_reported(tmp_path):
     line = _append(cpp / "meshsim/core/shape.cpp", '#include "meshsim/runtime/dispatch.h"')
     assert check.violations(cpp) == [
         f"cpp/meshsim/core/shape.cpp:{line}: core includes meshsim/runtime/dispatch.h (runtime is a higher layer)"]
+
+
+def test_nothing_core_imports_imports_core_back():
+    """meshsim._src.core (bind, values) sits under every transformation: no module it
+    imports, directly or through others, imports it back, also not inside a function."""
+    check = _checker()
+    root = ROOT / "python"
+    modules = {check.py_module_name(p, root): p for p in (root / "meshsim").rglob("*.py")}
+    graph = {m: {t for _, t in check.py_imports(p, root) if t in modules} for m, p in modules.items()}
+    start = "meshsim._src.core"
+    reached, todo = set(), [start]
+    while todo:
+        for t in graph[todo.pop()]:
+            if t not in reached:
+                reached.add(t)
+                todo.append(t)
+    assert start not in reached, "a module core.py imports imports it back"
+    assert "meshsim._src.float_checks" in graph[start]  # the check sees core's own imports

@@ -130,6 +130,17 @@ class Config:
 config = Config()
 
 
+@contextlib.contextmanager
+def disable_jit(disable: bool = True):
+    """Within the block, jitted functions run op by op (for debugging)."""
+    old = config.read("jax_disable_jit")
+    config.update("jax_disable_jit", bool(disable))
+    try:
+        yield
+    finally:
+        config.update("jax_disable_jit", old)
+
+
 _NO_DEFAULT = object()
 _FLAGS: dict[str, "Flag"] = {}
 

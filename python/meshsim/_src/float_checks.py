@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from meshsim import _core
-from meshsim._src.config import config
+from meshsim._src import tree_util
+from meshsim._src.config import config, disable_jit
 
 
 def _invalid_kind(outs) -> str | None:
@@ -37,8 +38,6 @@ def check_operation(name: str, outs) -> None:
 def checked_jit_call(call, fun, name: str, args, kwargs):
     """`call(*args, **kwargs)`; an invalid value in its results runs `fun` op by op,
     which raises at the operation that produced it."""
-    from meshsim._src import tree_util
-    from meshsim._src.runtime_control import disable_jit
     out = call(*args, **kwargs)
     kind = _invalid_kind(tree_util.tree_leaves(out))
     if kind is None:

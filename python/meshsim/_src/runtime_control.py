@@ -1,26 +1,14 @@
-"""Process-wide controls JAX programs use: the flags that are context
-managers (`disable_jit`; the others are in flags.py),
+"""Process-wide controls JAX programs use: `disable_jit` (config.py's, re-exported; the
+other flags that are context managers are in flags.py),
 `clear_caches`, `live_arrays`, `linear_transpose`, and process queries."""
 from __future__ import annotations
 
-import contextlib
 import gc
 from typing import Callable
 
 from meshsim import _core
 from meshsim._src import api, tree_util
-from meshsim._src.config import config
-
-
-@contextlib.contextmanager
-def disable_jit(disable: bool = True):
-    """Within the block, jitted functions run op by op (for debugging)."""
-    old = config.read("jax_disable_jit")
-    config.update("jax_disable_jit", bool(disable))
-    try:
-        yield
-    finally:
-        config.update("jax_disable_jit", old)
+from meshsim._src.config import disable_jit  # noqa: F401 - re-exported
 
 
 def effects_barrier() -> None:
