@@ -5,18 +5,12 @@ import numpy as np
 import pytest
 
 import meshsim
+from outcomes import outcome
 
 
 @pytest.fixture(scope="module")
 def libs(real_jax):
     return meshsim, real_jax
-
-
-def _run(case, lib):
-    try:
-        return "ok", case(lib)
-    except Exception as e:  # noqa: BLE001 - the class name and text are compared
-        return type(e).__name__, str(e)
 
 
 REPR_VALUES = {
@@ -86,7 +80,7 @@ def test_constraint_on_explicit_mesh_matches_jax(libs, name, in_context):
             y = f(x)
         return str(jax.typeof(y)), str(y.sharding.spec), np.asarray(y).tolist()
 
-    ours, theirs = (_run(case, lib) for lib in libs)
+    ours, theirs = (outcome(case, lib) for lib in libs)
     assert ours == theirs
 
 
@@ -101,7 +95,7 @@ def test_constraint_on_mixed_mesh_keeps_explicit_dims(libs, spec):
             v * 2, jax.sharding.NamedSharding(mesh, P(*spec))))(x)
         return str(jax.typeof(y)), np.asarray(y).tolist()
 
-    ours, theirs = (_run(case, lib) for lib in libs)
+    ours, theirs = (outcome(case, lib) for lib in libs)
     assert ours == theirs
 
 
@@ -114,7 +108,7 @@ def test_eager_constraint_lays_out_as_asked(libs):
         y = jax.lax.with_sharding_constraint(x, jax.sharding.NamedSharding(mesh, P()))
         return str(jax.typeof(y)), np.asarray(y).tolist()
 
-    ours, theirs = (_run(case, lib) for lib in libs)
+    ours, theirs = (outcome(case, lib) for lib in libs)
     assert ours == theirs
 
 
@@ -131,7 +125,7 @@ def test_make_array_from_process_local_data_takes_pytrees(libs, name):
                                                          GLOBAL_SHAPES[name])
             return {k: (str(jax.typeof(v)), np.asarray(v).tolist()) for k, v in out.items()}
 
-    ours, theirs = (_run(case, lib) for lib in libs)
+    ours, theirs = (outcome(case, lib) for lib in libs)
     assert ours == theirs
 
 
@@ -154,7 +148,7 @@ def test_ref_namespace_matches_jax(libs):
         seen.append(np.asarray(params["w"][...]).tolist())
         return seen
 
-    ours, theirs = (_run(case, lib) for lib in libs)
+    ours, theirs = (outcome(case, lib) for lib in libs)
     assert ours == theirs and ours[0] == "ok"
 
 
@@ -178,7 +172,7 @@ def test_gather_with_out_sharding_matches_jax(libs, index_dtype, mode):
                 y = jax.jit(jax.grad(lambda t, i: (lookup(t, i) ** 2).sum()))(table, ids)
             return str(jax.typeof(y)), np.round(np.asarray(y), 5).tolist()
 
-    ours, theirs = (_run(case, lib) for lib in libs)
+    ours, theirs = (outcome(case, lib) for lib in libs)
     assert ours == theirs and ours[0] == "ok"
 
 
@@ -214,7 +208,7 @@ def test_ref_keeps_weak_type_through_writes(libs):
         count[...] = 5
         return seen, str(jax.typeof(count[...])), np.asarray(mu[...], np.float32).tolist()
 
-    ours, theirs = (_run(case, lib) for lib in libs)
+    ours, theirs = (outcome(case, lib) for lib in libs)
     assert ours == theirs and ours[0] == "ok"
 
 
@@ -263,7 +257,7 @@ def test_reshard_under_another_abstract_mesh_inside_jit(libs):
             z = f(x)
             return seen, str(jax.typeof(z)), repr(z.sharding), np.asarray(z).tolist()
 
-    ours, theirs = (_run(case, lib) for lib in libs)
+    ours, theirs = (outcome(case, lib) for lib in libs)
     assert ours == theirs and ours[0] == "ok"
 
 
@@ -288,5 +282,5 @@ def test_arrays_on_meshes_with_other_devices_cannot_meet(libs, name, jitted):
         out = jax.jit(lambda a, b: a * b)(y, z) if jitted else y + z
         return np.asarray(out).tolist(), np.asarray(y + jax.numpy.ones_like(y)).sum().item()
 
-    ours, theirs = (_run(case, lib) for lib in libs)
+    ours, theirs = (outcome(case, lib) for lib in libs)
     assert ours == theirs

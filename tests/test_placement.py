@@ -6,14 +6,7 @@ import numpy as np
 import pytest
 
 import meshsim
-
-
-def _run(lib, case):
-    """The case's result (a printable summary), or the error's class name and message."""
-    try:
-        return "ok", case(lib)
-    except Exception as e:  # noqa: BLE001 - the class name is compared
-        return type(e).__name__, str(e)
+from outcomes import outcome
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +59,7 @@ def test_committed_device_is_kept_or_mixing_fails_as_in_jax(libs, name):
         z = _put(jax, [1.0, 1.0, 2.0, 2.0], 5)
         return _summary(PLACED[name](jax, x, z))
 
-    ours, theirs = (_run(lib, case) for lib in libs)
+    ours, theirs = (outcome(case, lib) for lib in libs)
     if ours[0] == theirs[0] == "ok":
         assert ours[1][:4] == theirs[1][:4]
         np.testing.assert_allclose(ours[1][4], theirs[1][4], rtol=1e-6)
@@ -82,7 +75,7 @@ def test_mixing_a_device_with_a_mesh_fails_as_in_jax(libs):
         x = _put(jax, np.ones(4), 3)
         return float(jax.jit(lambda p, q: p.sum() + q.sum())(x, a))
 
-    ours, theirs = (_run(lib, case) for lib in libs)
+    ours, theirs = (outcome(case, lib) for lib in libs)
     assert ours == theirs and ours[0] == "ValueError"
 
 
@@ -122,7 +115,7 @@ def test_with_sharding_constraint_on_explicit_mesh_matches_jax(libs, name):
             y = CONSTRAINTS[name](m, a)
             return str(jax.typeof(y)), np.asarray(y).tolist()
 
-    ours, theirs = (_run(lib, case) for lib in libs)
+    ours, theirs = (outcome(case, lib) for lib in libs)
     assert ours == theirs
 
 
@@ -131,7 +124,7 @@ def test_with_sharding_constraint_without_a_mesh_matches_jax(libs):
         return str(jax.typeof(jax.lax.with_sharding_constraint(jax.numpy.ones(4),
                                                                jax.sharding.PartitionSpec())))
 
-    ours, theirs = (_run(lib, case) for lib in libs)
+    ours, theirs = (outcome(case, lib) for lib in libs)
     assert ours == theirs and ours[0] == "RuntimeError"
 
 
@@ -155,7 +148,7 @@ def test_manual_axis_type_matches_jax(libs):
         seen.append(hash(empty) == hash(jax.sharding.ManualAxisType()))
         return seen
 
-    ours, theirs = (_run(lib, case) for lib in libs)
+    ours, theirs = (outcome(case, lib) for lib in libs)
     assert ours == theirs
 
 
@@ -174,5 +167,5 @@ def test_use_abstract_mesh_inside_jit_matches_jax(libs):
             y = jax.jit(f)(a)
         return str(jax.typeof(y)), np.asarray(y).tolist()
 
-    ours, theirs = (_run(lib, case) for lib in libs)
+    ours, theirs = (outcome(case, lib) for lib in libs)
     assert ours == theirs and ours[0] == "ok"

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import meshsim
+from outcomes import outcome
 
 
 @pytest.fixture(scope="module")
@@ -14,15 +15,8 @@ def libs(real_jax):
     return meshsim, real_jax
 
 
-def _outcome(case, lib):
-    try:
-        return "ok", case(lib)
-    except Exception as e:  # noqa: BLE001 - the class name and text are compared
-        return type(e).__name__, str(e)
-
-
 def _both(libs, case):
-    ours, theirs = (_outcome(case, lib) for lib in libs)
+    ours, theirs = (outcome(case, lib) for lib in libs)
     assert ours == theirs
     return ours
 
@@ -120,7 +114,7 @@ def test_grad_and_vjp_of_python_control_flow_on_primal_values(libs, name, x):
         return np.asarray(g).tolist(), np.asarray(y).tolist(), \
             [np.asarray(c).tolist() for c in pullback(jax.numpy.ones_like(y))]
 
-    ours, theirs = (_outcome(case, lib) for lib in libs)
+    ours, theirs = (outcome(case, lib) for lib in libs)
     assert ours[0] == theirs[0]
     if ours[0] == "ok":
         np.testing.assert_allclose(np.asarray(ours[1][0]), np.asarray(theirs[1][0]), rtol=1e-6)
@@ -216,7 +210,7 @@ def test_control_flow_over_explicit_shardings_matches_jax(libs, name, context):
         leaves = jax.tree_util.tree_leaves(out)
         return [(str(jax.typeof(v)), np.asarray(v)) for v in leaves]
 
-    ours, theirs = (_outcome(case, lib) for lib in libs)
+    ours, theirs = (outcome(case, lib) for lib in libs)
     assert ours[0] == theirs[0], (ours, theirs)
     if ours[0] != "ok":
         assert ours == theirs

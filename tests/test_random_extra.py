@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import meshsim.random as mr
+from test_random import ulps
 
 F32 = np.float32
 
@@ -13,12 +14,6 @@ F32 = np.float32
 @pytest.fixture(scope="module")
 def jr(real_jax):
     return real_jax.random
-
-
-def ulps(a, b) -> np.ndarray:
-    a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
-    assert a.shape == b.shape
-    return np.abs(a.view(np.int32).astype(np.int64) - b.view(np.int32).astype(np.int64))
 
 
 # name, positional parameters, worst ulp distance to JAX
