@@ -16,14 +16,7 @@ PROGRAMS = os.path.join(ROOT, "tests", "programs")
 
 # Results that differ from JAX for a reason outside flax, each with the reason. The test
 # checks they still differ, so that a fix shows up here.
-KNOWN_DEVIATIONS = {
-    "flax_nnx_sharded.py": {
-        # nnx.Optimizer makes its step counter eagerly (`jnp.array(0, uint32)`) under
-        # `jax.set_mesh`: JAX commits it to the mesh (P()), meshsim leaves it uncommitted on
-        # one device, and after a step over an Explicit mesh it is still there.
-        "explicit_trained_opt_state_shardings": "['step'].value",
-    },
-}
+KNOWN_DEVIATIONS: dict[str, dict[str, str]] = {}
 
 
 def _env():

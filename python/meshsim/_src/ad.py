@@ -26,7 +26,7 @@ from meshsim import _core
 from meshsim._src import ad_refs, core, ref, tracing, tree_util
 from meshsim._src.remat import (Offloadable, Recompute, Saveable, _evaluate_policy,  # noqa: F401
                                  checkpoint, checkpoint_policies, remat)
-from meshsim._src.sharding import device_assignment, placement
+from meshsim._src.sharding import auto_names, device_assignment, placement
 from meshsim._src import dtype_kinds
 
 __all__ = [
@@ -63,7 +63,11 @@ class _Linearized:
         self.fun_name = getattr(fun, "__name__", repr(fun))
         raw, self.in_tree = tree_util.tree_flatten(primals)
         values, self.ref_primals = ad_refs.unref_primals(raw)
-        leaves = self.in_leaves = [core.asarray_value(x) for x in values]
+        leaves = [core.asarray_value(x) for x in values]
+        self.mesh = placement.eager_mesh()  # under jax.set_mesh: computed over the mesh
+        if self.mesh is not None:
+            leaves = placement.onto_mesh(leaves, self.mesh, as_operands=True)
+        self.in_leaves = leaves
         if has_aux:
             def traced(*args):
                 result = fun(*args)
@@ -101,6 +105,10 @@ class _Linearized:
         if self.device is not None:
             results = placement.place(results, self.device)
         n = n_out + n_aux
+        if self.device is None and self.mesh is not None:  # what the caller sees (not residuals)
+            seen = placement.onto_mesh(results[:n], self.mesh, as_operands=False)
+            auto_names.name_typed_results(seen)
+            results = [*seen, *results[n:]]
         self.out_leaves = list(results[:n_out])
         self.aux_leaves = list(results[n_out:n])
         ref.write_back(refs, results[n:n + len(refs)])
@@ -161,7 +169,12 @@ class _Linearized:
         if _core.current_trace() is None:  # eager: each operation placed by its own operands
             device_assignment.check_pullback(bwd, [*cts, *self.residuals])
         grads = _core.eval_program(bwd, [*cts, *self.residuals])
-        grads = iter(grads if self.device is None else placement.place(grads, self.device))
+        if self.device is not None:
+            grads = placement.place(grads, self.device)
+        elif self.mesh is not None and _core.current_trace() is None:
+            grads = placement.onto_mesh(grads, self.mesh, as_operands=False)
+            auto_names.name_typed_results(grads)
+        grads = iter(grads)
         return [None if not w else next(grads) if takes else np.zeros(x.shape, float0)
                 for x, takes, w in zip(self.in_leaves, self.ct_out, wanted)]
 

@@ -269,6 +269,12 @@ class JitWrapped:
             leaves = [core.asarray_value(x) for x in leaves]
         except OverflowError:
             raise self._sig.overflow_error(args, kwargs) from None
+        mesh = placement.eager_mesh()
+        if mesh is not None:  # traced with the types the arguments have on the mesh
+            placed = placement.onto_mesh(leaves, mesh, as_operands=True)
+            if placed is not leaves:
+                leaves = placed
+                dyn_args, dyn_kwargs = tree_util.tree_unflatten(in_tree, leaves)
         key = (static, in_tree, tuple(_leaf_key(x) for x in leaves), flags.trace_context())
         entry = self._cache.get(key)
         if entry is None:
@@ -338,7 +344,10 @@ class JitWrapped:
             return ref.call_with_closed_refs(self, self._traced_fun, self._closed_refs, args, kwargs)
 
     def _call_program(self, *args, **kwargs):
+        mesh = placement.eager_mesh()  # under jax.set_mesh the call is compiled for the mesh
         if self._fast and not kwargs:
+            if mesh is not None:
+                args = placement.onto_mesh(args, mesh, as_operands=True)
             key = tuple([x.signature for x in args if type(x) is _Array])
             if len(key) == len(args):
                 if flags.USER_CONTEXTS:
@@ -353,6 +362,8 @@ class JitWrapped:
                     self._check_placement(program)
                 device = placement.committed_device(args, self._sig.describe_leaf(args, kwargs))
                 outs = program.run(args)
+                if mesh is not None:
+                    outs = placement.onto_mesh(outs, mesh, as_operands=False)
                 if device is not None:
                     outs = placement.place(outs, device)
                 else:
@@ -378,6 +389,8 @@ class JitWrapped:
         origin = auto_names.origin_of(leaves) if device is None else None
         # Donated arguments are deleted by the call (their values now belong to the program).
         outs = program.run(leaves) if donated is None else program.run(leaves, donated)
+        if mesh is not None:
+            outs = placement.onto_mesh(outs, mesh, as_operands=False)
         if device is not None:
             outs = placement.place(outs, device)
         else:

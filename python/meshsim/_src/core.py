@@ -56,7 +56,10 @@ def _bind_now(name: str, args, params) -> tuple:
 
 def bind(name: str, *args, **params):
     """Applies primitive `name`; returns its outputs as a tuple. Applied eagerly to arrays
-    committed to a device, its results stay on that device."""
+    committed to a device, its results stay on that device; under `jax.set_mesh`, on the mesh."""
+    mesh = placement.eager_mesh()
+    if mesh is not None:
+        args = placement.onto_mesh(args, mesh, as_operands=True)
     device = placement.committed_device(args, placement.describe_operand(name, len(args)))
     if (_eval_context.depth and _core.current_trace() is not None
             and not any(isinstance(a, Tracer) for a in args)):
@@ -68,6 +71,9 @@ def bind(name: str, *args, **params):
             float_checks.check_operation(name, outs)
         if device is None and _core.current_trace() is None:
             auto_names.remember_origin(outs, auto_names.origin_of(args))
+    if mesh is not None:  # named as a jitted computation's results are
+        outs = tuple(placement.onto_mesh(outs, mesh, as_operands=False))
+        auto_names.name_typed_results(outs)
     return outs if device is None else tuple(placement.place(outs, device))
 
 

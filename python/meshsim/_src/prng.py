@@ -140,6 +140,21 @@ class PRNGKeyArray:
                         "Use jax.random.key_data(arr) if you wish to extract the underlying "
                         "integer array.")
 
+    @property
+    def sharding(self):
+        """The key data's sharding without its trailing key dimension, named by the keys'
+        type (`P(None,)` for two keys replicated over a mesh, as JAX names it)."""
+        from meshsim._src.sharding.named_sharding import NamedSharding, sharding_from_core
+        data = sharding_from_core(self._base.sharding_core)
+        if not isinstance(data, NamedSharding):
+            return data
+        spec = data.spec.update(partitions=data.spec.partitions[:self.ndim])
+        return data.update(spec=spec.padded(self.ndim))
+
+    @property
+    def committed(self) -> bool:
+        return self._base.committed
+
     def block_until_ready(self):
         self._base.block_until_ready()
         return self

@@ -20,6 +20,7 @@ from meshsim import _core
 from meshsim._src import core, tree_util, vmap_collectives
 from meshsim._src import ref as ref_lib
 from meshsim._src.tracing import trace_flat
+from meshsim._src.sharding import placement
 from meshsim._src.prng import PRNGKeyArray
 
 __all__ = ["vmap"]
@@ -226,6 +227,9 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name=None, axi
             return (*(o._base if _is_key(o) else o for o in out_leaves),
                     *(ref_lib.freeze(v) for v in views))
 
+        mesh = placement.eager_mesh()
+        if mesh is not None:  # under jax.set_mesh, computed over the mesh
+            data = placement.onto_mesh(data, mesh, as_operands=True)
         flat_tree = tree_util.tree_structure(tuple(range(len(data))))
         # Inside a shard_map body, a batch split over manual axes varies over them; its
         # examples do not, and the results vary over them again.

@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 
 from meshsim._src import core
-from meshsim._src.sharding import explicit
+from meshsim._src.sharding import explicit, placement
 from meshsim._src.lax import elementwise as lax_ew
 from meshsim._src.lax import structural as lax
 from meshsim._src.numpy import promotion
@@ -74,14 +74,22 @@ def _array(object, dtype, copy: bool, order: str | None, ndmin: int):  # noqa: A
     if core.is_value(object):
         out = object if dtype is None else core.convert_element_type(object, dtype)
         if copy and out is object:
-            out = lax.copy(out)
+            placed = _transferred(out)
+            out = placed if placed is not out else lax.copy(out)
     elif isinstance(object, (list, tuple)) and any(core.is_value(e) for e in _leaves(object)):
         out = _stack_nested(object, dtype or promotion.result_type(*_leaves(object))[0])
     else:
-        out = core.asarray_value(object, dtype)
+        out = _transferred(core.asarray_value(object, dtype))
     if ndmin > out.ndim:
         out = lax.expand_dims(out, range(ndmin - out.ndim))
     return out
+
+
+def _transferred(out):
+    """Host data or an uncommitted array made into a new array: under `jax.set_mesh` it is
+    transferred to the mesh, replicated (`P()`), as JAX places what jnp.array makes."""
+    mesh = placement.eager_mesh()
+    return out if mesh is None else placement.onto_mesh([out], mesh, as_operands=True)[0]
 
 
 def on_device(out, device):
@@ -141,6 +149,9 @@ def _like_sharding(a, shape, out_sharding, out, api: str):
     shape sharded in its type, as `a` is (JAX's *_like keep the sharding)."""
     if out_sharding is not None:
         return explicit.with_out_sharding(out, out_sharding, api)
+    if (type(a) is core.Array and a.committed and a.sharding_core.mesh is not None
+            and (shape is None or tuple(shape) == a.shape)):
+        return on_device(out, a.sharding)  # a concrete array's sharding, as it is named
     aval = getattr(a, "aval", None)
     if (aval is not None and aval.mesh is not None and any(aval.spec)
             and (shape is None or tuple(shape) == aval.shape)):

@@ -124,8 +124,19 @@ def _where(condition, x, y):
         shape = broadcast_shapes(x.shape, y.shape)
     else:
         shape = broadcast_shapes(condition.shape, x.shape, y.shape)
-        condition = broadcast_to_shape(condition, shape)
-    return lax.select(condition, broadcast_to_shape(x, shape), broadcast_to_shape(y, shape))
+    # A replicated operand is broadcast to the sharding of one sharded in its type (as JAX's
+    # jitted `where` types its broadcasts), since select needs its cases laid out alike.
+    like = next((v.aval for v in (condition, x, y)
+                 if v.shape == shape and v.aval.mesh is not None and any(v.aval.spec)), None)
+
+    def broadcast(v):
+        out = broadcast_to_shape(v, shape)
+        if like is None or out is v or any(v.aval.spec) or out.aval.spec == like.spec:
+            return out
+        return core.bind1("reshard", out, mesh=like.mesh, spec=[list(e) for e in like.spec])
+    if condition.ndim:
+        condition = broadcast(condition)
+    return lax.select(condition, broadcast(x), broadcast(y))
 
 
 # --- arithmetic ----------------------------------------------------------------

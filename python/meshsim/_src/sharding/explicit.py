@@ -389,7 +389,8 @@ def with_out_sharding(x, out_sharding, api: str = "reshard"):
         check_explicit_axes(out_sharding, api)
         return reshard(x, out_sharding)
     mesh = context_mesh()
-    if (not mesh.empty and mesh.explicit_axes and _core.current_axis_env() is None
+    if (not mesh.empty and not _context.legacy and mesh.explicit_axes
+            and _core.current_axis_env() is None
             and core.asarray_value(x).aval.mesh is None):
         return reshard(x, NamedSharding(mesh, PartitionSpec()))
     return x

@@ -61,6 +61,44 @@ def _check_context_devices(x, ids: list[int], described: str) -> None:
             f"CPU and jit's context mesh with device ids {mesh_ids} on platform CPU")
 
 
+def eager_mesh():
+    """The mesh an eager computation runs on, as JAX places it: `jax.set_mesh`'s (not the
+    legacy `with mesh:`), outside traces and shard_map bodies; None otherwise."""
+    from meshsim._src.sharding.mesh import _context
+    mesh = _context.mesh
+    if (mesh is None or _context.legacy or mesh.empty or _core.current_trace() is not None
+            or _core.current_axis_env() is not None):
+        return None
+    return mesh
+
+
+def _unplaced(x) -> bool:
+    return (type(x) is _Array and x.sharding_core.mesh is None
+            and not x.__dict__.get("_committed", False))
+
+
+def onto_mesh(values, mesh, as_operands: bool):
+    """`values` (a sequence) with each uncommitted single-device array replicated over `mesh`
+    and committed there: JAX compiles every eager operation and jitted call under
+    `jax.set_mesh` for the context mesh. Operands are named `P()` (what a transfer to the mesh
+    names them); results keep the name their type gives (`P(None,)` over Explicit axes)."""
+    if not any(_unplaced(x) for x in values):
+        return values
+    from meshsim._src.sharding.named_sharding import NamedSharding
+    from meshsim._src.sharding.partition_spec import PartitionSpec
+    replicated = NamedSharding(mesh, PartitionSpec())
+    placed = []
+    for x in values:
+        if _unplaced(x):
+            if as_operands:
+                x = x.reshard(replicated.core_sharding)
+                x._sharding = replicated
+            else:  # typed as a result: one entry per dimension
+                x = x.reshard(NamedSharding(mesh, PartitionSpec(*[None] * x.ndim)).core_sharding)
+        placed.append(x)
+    return placed
+
+
 _jit_arguments = threading.local()
 
 
