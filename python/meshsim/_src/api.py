@@ -389,6 +389,7 @@ class JitWrapped:
         origin = auto_names.origin_of(leaves) if device is None else None
         # Donated arguments are deleted by the call (their values now belong to the program).
         outs = program.run(leaves) if donated is None else program.run(leaves, donated)
+        mesh = placement.eager_mesh()
         if mesh is not None:
             outs = placement.onto_mesh(outs, mesh, as_operands=False)
         if device is not None:
