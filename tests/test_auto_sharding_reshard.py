@@ -1,7 +1,9 @@
 """Reshards that move whole blocks between devices, against XLA's compiled programs: where
 the old and new layouts cut every dimension into the same number of blocks (only the devices
 holding them differ), XLA's partitioner sends each block with one collective-permute over
-every device, those keeping theirs included; meshsim records the same (kind, axes, bytes)."""
+every device, those keeping theirs included; where one dim's blocks move to another dim
+(other dims perhaps gathered whole), an all-to-all re-tiles them and a collective-permute
+takes them to the new devices. meshsim records the same (kind, axes, bytes)."""
 import numpy as np
 import pytest
 
@@ -17,7 +19,16 @@ CASES = {
     "other_axis_dim1": ((2, 2, 2), ("X", "Y", "Z"), (4, 8, 2), (None, "X"), (None, "Z")),
     "three_axes": ((2, 2, 2), ("X", "Y", "Z"), (8, 4), (("X", "Y", "Z"),), (("Z", "Y", "X"),)),
     "stays_put": ((4, 2), ("X", "Y"), (8, 8), ("X", None), (None, "X")),  # an all-to-all
+    # one dim's blocks move to another dim over other devices: an all-to-all, then a permute
+    "retile": ((2, 2, 2), ("X", "Y", "Z"), (8, 8), ("X",), (None, "Y")),
+    "retile_tuple": ((4, 2), ("X", "Y"), (8, 8), (("X", "Y"),), (None, ("Y", "X"))),
+    "retile_and_move": ((2, 2, 2), ("X", "Y", "Z"), (8, 8, 4), ("X", None, "Z"), ("Y", "X")),
+    # ... after gathering the other dims that lose their blocks
+    "gather_then_retile": ((2, 2, 2), ("X", "Y", "Z"), (8, 4, 8), ("X", "Z"), (None, None, "Y")),
+    "gather_then_move": ((2, 2, 2), ("X", "Y", "Z"), (8, 4, 8), ("X", "Z"), (None, None, "Z")),
+    "too_few_blocks": ((2, 4), ("X", "Y"), (8, 8), ("X",), (None, "Y")),  # an all-gather
 }
+NO_PERMUTE = {"stays_put", "gather_then_move", "too_few_blocks"}
 
 
 def _run(runner, mod, name, explicit):
@@ -41,4 +52,4 @@ def test_reshard_collectives_match_xla(name, explicit):
     assert [normalized(s) for s in m_specs] == [normalized(s) for s in j_specs]
     assert m_coll == j_coll
     permutes = [k for k in j_coll if k[0] == "collective-permute"]
-    assert bool(permutes) == (name != "stays_put")
+    assert bool(permutes) == (name not in NO_PERMUTE)

@@ -127,10 +127,7 @@ CASES = [(name, rank, i) for name in PROGRAMS for rank in (1, 2, 3)
          for i in range(len(SPECS[name][rank - 1]) and 1)]
 
 # Differences from XLA that remain (docs/auto_sharding.md says why).
-KNOWN = {
-    ("add", 3): ("XLA moves the operand sharded over a conflicting axis by an all-to-all and a "
-                 "collective-permute; meshsim all-gathers it"),
-}
+KNOWN: dict = {}
 
 
 class Lib:

@@ -232,22 +232,74 @@ void record_reshard(const Mesh& mesh, const Spec& from, const Spec& to, std::vec
                     std::vector<int64_t> received, int64_t started, int64_t src_block_bytes) {
   int64_t most = *std::max_element(received.begin(), received.end());
   if (most == 0) return;
-  if (blocks_per_dim(mesh, from) == blocks_per_dim(mesh, to)) {
-    // The same blocks on other devices: as XLA's partitioner moves them, one
-    // collective-permute of whole blocks over every device (those keeping
-    // their block send it to themselves).
+  // The same blocks on other devices: as XLA's partitioner moves them, one
+  // collective-permute of whole blocks over every device (those keeping
+  // their block send it to themselves).
+  auto record_permute = [&](std::vector<int64_t> sent, std::vector<int64_t> received, int64_t start,
+                            int64_t block_bytes) {
     AxisNames all;
     for (size_t k = 0; k < mesh.axis_names.size(); ++k)
       if (mesh.axis_sizes[k] > 1) all.push_back(mesh.axis_names[k]);
     std::vector<std::vector<int64_t>> everyone(1);
     for (int64_t pos = 0; pos < mesh.size(); ++pos) everyone[0].push_back(pos);
-    CollectiveRecord r = symmetric_collective("ppermute", mesh, all, src_block_bytes, std::move(everyone));
+    CollectiveRecord r = symmetric_collective("ppermute", mesh, all, block_bytes, std::move(everyone));
     r.sent = std::move(sent);
     r.received = std::move(received);
     r.steps = 1;
-    r.start_ns = started;
+    r.start_ns = start;
     record_collective(std::move(r));
-    return;
+  };
+  const std::vector<int64_t> from_blocks = blocks_per_dim(mesh, from), to_blocks = blocks_per_dim(mesh, to);
+  if (from_blocks == to_blocks)
+    return record_permute(std::move(sent), std::move(received), started, src_block_bytes);
+  // One dim's blocks move to another, unsplit dim (as many blocks, over
+  // other devices), other dims perhaps gathered whole: XLA all-gathers those,
+  // re-tiles with an all-to-all over the moving axes (their blocks move to
+  // the other dim) and then permutes the blocks to the devices of the new
+  // layout when they differ.
+  std::vector<size_t> losing, gaining;
+  bool other_counts_kept = true;
+  for (size_t d = 0; d < from_blocks.size() && d < to_blocks.size(); ++d) {
+    if (from_blocks[d] == to_blocks[d]) continue;
+    if (to_blocks[d] == 1) losing.push_back(d);
+    else if (from_blocks[d] == 1) gaining.push_back(d);
+    else other_counts_kept = false;
+  }
+  if (other_counts_kept && gaining.size() == 1 && !losing.empty()) {
+    const size_t b = gaining[0];
+    size_t a = losing.size();
+    for (size_t k = 0; k < losing.size(); ++k)
+      if (from_blocks[losing[k]] == to_blocks[b]) a = k;
+    if (a < losing.size() && (losing.size() > 1 || [&] {
+          Spec retiled = from;
+          retiled[b] = from[losing[a]];
+          retiled[losing[a]].clear();
+          return retiled != to;
+        }())) {
+      AxisNames gathered_axes;
+      int64_t m = 1;
+      for (size_t k = 0; k < losing.size(); ++k)
+        if (k != a) {
+          gathered_axes.insert(gathered_axes.end(), from[losing[k]].begin(), from[losing[k]].end());
+          m *= from_blocks[losing[k]];
+        }
+      if (m > 1) {
+        CollectiveRecord g = symmetric_collective("all_gather", mesh, gathered_axes, src_block_bytes * (m - 1));
+        g.start_ns = started;
+        record_collective(std::move(g));
+      }
+      const int64_t block = src_block_bytes * m, n = from_blocks[losing[a]];
+      CollectiveRecord r = symmetric_collective("all_to_all", mesh, from[losing[a]], block * (n - 1) / n);
+      r.start_ns = started;
+      record_collective(std::move(r));
+      Spec retiled = from;
+      for (size_t d : losing) retiled[d].clear();
+      retiled[b] = from[losing[a]];
+      if (retiled != to)
+        record_permute(std::vector<int64_t>(sent.size(), block), std::vector<int64_t>(received.size(), block),
+                       started, block);
+      return;
+    }
   }
   const auto src = axis_places(from), dst = axis_places(to);
   AxisNames gathered, moved;
