@@ -198,6 +198,9 @@ struct Context {
   std::map<std::pair<const Program*, int>, std::string> names;
   std::map<std::pair<const Program*, int>, std::string> literals;
   int next = 0;
+  // Programs made for printing only (a scatter's update_jaxpr), kept alive so
+  // that no later one takes the address their names are keyed by.
+  std::vector<std::shared_ptr<Program>> printed_only;
   std::string name(const Program& p, int v) {
     if (auto lit = literals.find({&p, v}); lit != literals.end()) return lit->second;
     auto [it, fresh] = names.try_emplace({&p, v});
@@ -229,9 +232,33 @@ std::string list_str(const IntList& l) {  // Python list: [1, 2]
   return s + "]";
 }
 
+bool is_scatter(const std::string& prim) {
+  return prim == "scatter" || prim == "scatter_add" || prim == "scatter_mul" || prim == "scatter_min" ||
+         prim == "scatter_max";
+}
+
+// JAX spells the combining scatters with a dash: scatter-add.
+std::string printed_name(const std::string& prim) {
+  if (is_scatter(prim) && prim != "scatter") return "scatter-" + prim.substr(8);
+  return prim;
+}
+
+// A JAX-form scatter's update_jaxpr (JAX's scatter_add etc. carry the
+// combining function as a program of two scalars; plain scatter has none).
+std::shared_ptr<Program> update_program(const std::string& prim, DType dtype) {
+  auto p = std::make_shared<Program>();
+  Aval scalar;
+  scalar.dtype = dtype;
+  const int x = p->new_var(scalar), y = p->new_var(scalar), z = p->new_var(scalar);
+  p->invars = {x, y};
+  p->outvars = {z};
+  p->eqns.push_back(Equation{&primitive(prim.substr(8)), {}, {x, y}, {z}});
+  return p;
+}
+
 // How JAX prints a parameter value when it differs from param_value_str.
 pp::D pp_param(const std::string& prim, const std::string& key, const ParamValue& v,
-               Context& ctx) {
+               Context& ctx, bool jax_form = false) {
   if (auto* p = std::get_if<ProgramPtr>(&v); p && *p) return pp_program(**p, ctx);
   if (auto* l = std::get_if<ProgramList>(&v)) {  // a tuple of jaxprs, one per line when long
     std::vector<pp::D> items;
@@ -262,6 +289,31 @@ pp::D pp_param(const std::string& prim, const std::string& key, const ParamValue
       const IntLists& d = *l;
       return pp::text("ConvDimensionNumbers(lhs_spec=" + param_value_str(d[0]) + ", rhs_spec=" +
                       param_value_str(d[1]) + ", out_spec=" + param_value_str(d[2]) + ")");
+    }
+  }
+  if ((prim == "gather" || is_scatter(prim)) && key == "dimension_numbers") {
+    if (auto* l = std::get_if<IntLists>(&v); l && l->size() == 5) {
+      static const char* const gather_names[] = {"offset_dims", "collapsed_slice_dims", "start_index_map",
+                                                 "operand_batching_dims", "start_indices_batching_dims"};
+      static const char* const scatter_names[] = {"update_window_dims", "inserted_window_dims",
+                                                  "scatter_dims_to_operand_dims", "operand_batching_dims",
+                                                  "scatter_indices_batching_dims"};
+      const bool gather = prim == "gather";
+      std::string s = gather ? "GatherDimensionNumbers(" : "ScatterDimensionNumbers(";
+      for (size_t i = 0; i < 5; ++i)
+        s += std::string(i ? ", " : "") + (gather ? gather_names[i] : scatter_names[i]) + "=" +
+             param_value_str((*l)[i]);
+      return pp::text(s + ")");
+    }
+  }
+  if (prim == "gather" && key == "fill_value") {
+    if (auto* d = std::get_if<double>(&v)) return pp::text(python_float_repr(*d));
+  }
+  if (jax_form && key == "mode") {
+    if (auto* m = std::get_if<std::string>(&v)) {
+      std::string upper = *m;
+      for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      return pp::text("GatherScatterMode." + upper);
     }
   }
   if (prim == "ragged_dot_general" && key == "ragged_dot_dimension_numbers") {
@@ -320,6 +372,17 @@ pp::D pp_eqn(const Program& p, const Equation& e, Context& ctx, const std::vecto
   if (extra != jax_only_params().end())
     for (const std::string& k : extra->second)
       if (!e.params.has(k)) kv.emplace_back(k, &none);
+  // JAX's scatters also show their update program (held by the primitive's name here).
+  static const ParamValue no_consts{IntList{}};
+  ParamValue update = ParamValue{};
+  if (is_scatter(prim) && e.params.has("dimension_numbers")) {
+    if (prim != "scatter") {
+      ctx.printed_only.push_back(update_program(prim, p.avals[e.inputs[0]].dtype));
+      update = ProgramPtr(ctx.printed_only.back());
+    }
+    kv.emplace_back("update_consts", &no_consts);
+    kv.emplace_back("update_jaxpr", &update);
+  }
   std::sort(kv.begin(), kv.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
 
   pp::D lhs = pp_vars(p, e.outputs, ctx, /*shapes=*/true, "", &used);
@@ -328,17 +391,19 @@ pp::D pp_eqn(const Program& p, const Equation& e, Context& ctx, const std::vecto
     std::vector<pp::D> items;
     // A shard_map of the context mesh holds that mesh's abstract form in JAX.
     const bool abstract_mesh = e.params.has("mesh_from_context");
+    // A gather or scatter in JAX's form (indexing_jax_form.h) spells its mode as JAX's enum.
+    const bool jax_form = (prim == "gather" || is_scatter(prim)) && e.params.has("dimension_numbers");
     for (const auto& [k, v] : kv) {
       const auto* mesh = std::get_if<MeshPtr>(v);
       items.push_back(pp::concat(
           {pp::text(k + "="), abstract_mesh && mesh && *mesh ? pp::text(abstract_mesh_str(**mesh))
-                                                             : pp_param(prim, k, *v, ctx)}));
+                                                             : pp_param(prim, k, *v, ctx, jax_form)}));
     }
     params = pp::group(pp::concat(
         {pp::nest(2, pp::concat({pp::text("["), pp::brk(""), pp::join(pp::brk(), items)})),
          pp::brk(""), pp::text("]")}));
   }
-  std::vector<pp::D> rhs{pp::text(prim), params,
+  std::vector<pp::D> rhs{pp::text(printed_name(prim)), params,
                          pp::concat({pp::text(" "), pp_vars(p, e.inputs, ctx, false)})};
   if (e.outputs.empty()) return pp::concat(rhs);
   std::vector<pp::D> all{lhs, pp::text(" = ")};

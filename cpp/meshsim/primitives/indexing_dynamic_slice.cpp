@@ -31,7 +31,7 @@ Cotangents dynamic_update_slice_vjp(const VjpArgs& a) {
 
 // Batched start indices: the window of each example as indices of every
 // element, [batch, *window] per operand dimension, started where
-// dynamic_slice starts it (negative from the end, clamped to fit).
+// dynamic_slice starts it (clamped to fit).
 Values window_indices(const BatchArgs& a, size_t first, const Shape& window) {
   const Shape& operand = aval_of(a.in[0]).shape;
   Shape shape{a.size};
@@ -42,7 +42,6 @@ Values window_indices(const BatchArgs& a, size_t first, const Shape& window) {
     const int64_t d = a.dims[first + k];
     Value s = ops::convert(a.in[first + k], DType::Int32);
     auto c = [&](double v) { return ops::full(aval_of(s).shape, DType::Int32, v); };
-    s = ops::select(ops::lt(s, c(0)), ops::add(s, c(static_cast<double>(n))), s);
     s = ops::max(ops::min(s, c(static_cast<double>(n - window[k]))), c(0));
     s = ops::broadcast_in_dim(s, shape, d == kNotBatched ? IntList{} : IntList{0});
     idx.push_back(ops::add(s, ops::iota(DType::Int32, shape, static_cast<int64_t>(k) + 1)));
@@ -62,8 +61,9 @@ std::vector<Spec> dynamic_update_slice_rule(const Avals& in, const Params&, cons
   return {spec_of(x)};
 }
 
-// Start indices of a dynamic slice: negative ones count from the end, then
-// each is clamped so the window of `sizes` fits (XLA's rule).
+// Start indices of a dynamic slice, each clamped so the window of `sizes` fits
+// (XLA's rule: a negative start is 0; meshsim.lax.dynamic_slice counts
+// negative starts from the end before it binds, with equations, as JAX does).
 int64_t window_offset(const Tensor& operand, const Tensor* starts, const Shape& sizes) {
   int64_t off = 0;
   for (int64_t d = 0; d < operand.ndim(); ++d) {
@@ -71,7 +71,6 @@ int64_t window_offset(const Tensor& operand, const Tensor* starts, const Shape& 
       return static_cast<int64_t>(*starts[d].data<decltype(tag)>());
     });
     const int64_t n = operand.shape()[d];
-    if (s < 0) s += n;
     off += std::clamp<int64_t>(s, 0, n - sizes[d]) * operand.strides()[d];
   }
   return off;

@@ -8,6 +8,7 @@
 #include "meshsim/ir/ops.h"
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/primitives/indexing_common.h"
+#include "meshsim/primitives/indexing_jax_form.h"
 
 namespace meshsim::indexing {
 namespace {
@@ -183,6 +184,7 @@ void gather() {
     });
     return as_tensors(std::move(res));
   };
+  accept_jax_form(p, /*scatter=*/false);
   register_primitive(std::move(p));
 }
 

@@ -11,6 +11,7 @@
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/kernels/scalar_math.h"
 #include "meshsim/primitives/indexing_common.h"
+#include "meshsim/primitives/indexing_jax_form.h"
 
 namespace meshsim::indexing {
 namespace {
@@ -224,6 +225,7 @@ void scatter(const std::string& name, Combine combine,
     });
     return as_tensors(std::move(res));
   };
+  accept_jax_form(p, /*scatter=*/true);
   register_primitive(std::move(p));
 }
 

@@ -143,6 +143,26 @@ def _point_indices(operand_shape, indices, starts_of, batching_of, window, drop:
     return axes, arrays, window_dims, whole
 
 
+def _takes_points(shape, num_batch, index_map, collapsed, op_batching, idx_batching, window_dims, partial):
+    """Whether the numbers index single elements of whole dims, as the primitives' JAX form
+    takes them (indexing_jax_form.h): every indexed dim collapsed, other dims whole (`partial[d]`
+    is None), operand and index batching dims alike, the index dims adjacent in the result."""
+    indexed = set(index_map) | set(op_batching)
+    if not indexed or sorted(index_map) != sorted(collapsed) or tuple(op_batching) != tuple(idx_batching):
+        return False
+    if any(partial[d] is not None and d not in indexed for d in range(len(shape))):
+        return False
+    if any(partial[d] not in (None, 1) for d in indexed):
+        return False
+    rank = num_batch + len(window_dims)
+    batch_at = [d for d in range(rank) if d not in window_dims]
+    if batch_at and batch_at[-1] - batch_at[0] + 1 != len(batch_at):
+        return False
+    if op_batching and (batch_at[:1] != [0] or any(d >= num_batch for d in op_batching)):
+        return False
+    return True
+
+
 def _check_sorted(op: str, dims, name: str):
     if list(dims) != sorted(dims):
         raise TypeError(f"{name} in {op} op must be sorted; got {tuple(dims)}")
@@ -160,7 +180,6 @@ def gather(operand, start_indices, dimension_numbers: GatherDimensionNumbers, sl
            unique_indices: bool = False, indices_are_sorted: bool = False, mode=None, fill_value=None):
     """XLA's gather: for each index vector in `start_indices` (its last dim), the slice of
     `operand` of size `slice_sizes` starting there."""
-    del unique_indices, indices_are_sorted  # hints for XLA's code generation
     lax = _lax()
     parsed = GatherScatterMode.from_any(mode) if mode is not None else GatherScatterMode.PROMISE_IN_BOUNDS
     if parsed is GatherScatterMode.ONE_HOT:
@@ -205,6 +224,12 @@ def gather(operand, start_indices, dimension_numbers: GatherDimensionNumbers, sl
                         f"operand_batching_dims={op_batching}.")
     out_rank = indices.ndim - 1 + len(offset_dims)
     _check_dims("Gather op", offset_dims, out_rank, "offset_dims")
+    if _takes_points(shape, indices.ndim - 1, start_map, collapsed, op_batching, idx_batching, offset_dims,
+                     [n if n != d_size else None for n, d_size in zip(slice_sizes, shape)]):
+        from meshsim._src.lax import indexing
+        return indexing.gather_in_jax_form(operand, core.asarray_value(start_indices), (
+            offset_dims, collapsed, start_map, op_batching, idx_batching), slice_sizes,
+            parsed.name.lower(), fill_value, indices_are_sorted, unique_indices)
     window = [None if d in collapsed else slice_sizes[d] for d in range(rank)]
     axes, points, window_dims, whole = _point_indices(
         shape, indices, {d: k for k, d in enumerate(start_map)}, dict(zip(op_batching, idx_batching)), window,
@@ -230,7 +255,8 @@ def gather(operand, start_indices, dimension_numbers: GatherDimensionNumbers, sl
     return out if perm == tuple(range(out_rank)) else lax.transpose(out, perm)
 
 
-def _scatter(kind: str, operand, scatter_indices, updates, dimension_numbers, mode):
+def _scatter(kind: str, operand, scatter_indices, updates, dimension_numbers, mode, indices_are_sorted=False,
+             unique_indices=False):
     lax = _lax()
     parsed = GatherScatterMode.from_any(mode)
     if parsed is GatherScatterMode.ONE_HOT:
@@ -280,6 +306,12 @@ def _scatter(kind: str, operand, scatter_indices, updates, dimension_numbers, mo
     window = [None] * rank
     for u, d in zip(window_update_dims, kept):
         window[d] = updates.shape[u]
+    if _takes_points(shape, nb, to_operand, inserted, op_batching, idx_batching, window_update_dims,
+                     [None if w is None or w == n else w for w, n in zip(window, shape)]):
+        from meshsim._src.lax import indexing
+        return indexing.scatter_in_jax_form(kind, operand, core.asarray_value(scatter_indices), updates, (
+            window_update_dims, inserted, to_operand, op_batching, idx_batching), parsed.name.lower(),
+            indices_are_sorted, unique_indices)
     axes, points, window_dims, whole = _point_indices(
         shape, indices, {d: k for k, d in enumerate(to_operand)}, dict(zip(op_batching, idx_batching)), window,
         drop=parsed is not GatherScatterMode.CLIP)
@@ -310,13 +342,15 @@ def _scatter_scalar(kind: str, operand, updates):
 def scatter(operand, scatter_indices, updates, dimension_numbers: ScatterDimensionNumbers, *,
             indices_are_sorted: bool = False, unique_indices: bool = False, mode=None):
     """XLA's scatter: `updates`' windows replace the operand's at the index vectors."""
-    return _scatter("scatter", operand, scatter_indices, updates, dimension_numbers, mode)
+    return _scatter("scatter", operand, scatter_indices, updates, dimension_numbers, mode, indices_are_sorted,
+                    unique_indices)
 
 
 def scatter_add(operand, scatter_indices, updates, dimension_numbers: ScatterDimensionNumbers, *,
                 indices_are_sorted: bool = False, unique_indices: bool = False, mode=None):
     """XLA's scatter with addition: duplicate indices accumulate."""
-    return _scatter("scatter_add", operand, scatter_indices, updates, dimension_numbers, mode)
+    return _scatter("scatter_add", operand, scatter_indices, updates, dimension_numbers, mode, indices_are_sorted,
+                    unique_indices)
 
 
 def scatter_sub(operand, scatter_indices, updates, dimension_numbers: ScatterDimensionNumbers, *,
@@ -329,19 +363,22 @@ def scatter_sub(operand, scatter_indices, updates, dimension_numbers: ScatterDim
 def scatter_mul(operand, scatter_indices, updates, dimension_numbers: ScatterDimensionNumbers, *,
                 indices_are_sorted: bool = False, unique_indices: bool = False, mode=None):
     """XLA's scatter with multiplication."""
-    return _scatter("scatter_mul", operand, scatter_indices, updates, dimension_numbers, mode)
+    return _scatter("scatter_mul", operand, scatter_indices, updates, dimension_numbers, mode, indices_are_sorted,
+                    unique_indices)
 
 
 def scatter_min(operand, scatter_indices, updates, dimension_numbers: ScatterDimensionNumbers, *,
                 indices_are_sorted: bool = False, unique_indices: bool = False, mode=None):
     """XLA's scatter keeping the minimum."""
-    return _scatter("scatter_min", operand, scatter_indices, updates, dimension_numbers, mode)
+    return _scatter("scatter_min", operand, scatter_indices, updates, dimension_numbers, mode, indices_are_sorted,
+                    unique_indices)
 
 
 def scatter_max(operand, scatter_indices, updates, dimension_numbers: ScatterDimensionNumbers, *,
                 indices_are_sorted: bool = False, unique_indices: bool = False, mode=None):
     """XLA's scatter keeping the maximum."""
-    return _scatter("scatter_max", operand, scatter_indices, updates, dimension_numbers, mode)
+    return _scatter("scatter_max", operand, scatter_indices, updates, dimension_numbers, mode, indices_are_sorted,
+                    unique_indices)
 
 
 def scatter_apply(operand, scatter_indices, func: Callable, dimension_numbers: ScatterDimensionNumbers, *,

@@ -64,7 +64,8 @@ def _classify(item):
 
 
 def _classify_array(item):
-    if isinstance(item, (list, tuple)):
+    from_list = isinstance(item, (list, tuple))
+    if from_list:
         item = np.asarray(item) if len(item) else np.zeros(0, np.int32)
         if item.dtype == object:
             raise TypeError("Indexer must be an array of integers or booleans")
@@ -78,7 +79,10 @@ def _classify_array(item):
     if not dtype_kinds.issubdtype(dtype, np.integer):
         raise TypeError(f"Indexer must have integer or boolean type, got indexer with type {dtype}")
     if isinstance(item, np.ndarray):
-        return ("int", int(item), 1) if item.ndim == 0 else ("array", [core.asarray_value(item)], 1)
+        if item.ndim == 0:
+            return "int", int(item), 1
+        # A NumPy array stays one (JAX tests its signs without equations); a list is an array.
+        return "array", [core.asarray_value(item) if from_list else item.astype(core.canonicalize_dtype(dtype))], 1
     return ("dyn" if item.ndim == 0 else "array"), item if item.ndim == 0 else [item], 1
 
 
@@ -128,7 +132,7 @@ def _entry(kind, value, axes, shape, position) -> _Entry:
         if value.shape != expected:
             raise IndexError(f"boolean index did not match shape of indexed array in index {position}: "
                              f"got {value.shape}, expected {list(expected)}")
-        return _Entry("array", axes, [_int32(i) for i in np.nonzero(value)])
+        return _Entry("array", axes, [np.asarray(i, np.int32) for i in np.nonzero(value)])
     if kind == "int":
         n = shape[axes[0]]
         index_dtype = core.canonicalize_dtype(np.int64)  # int32 with x64 off
@@ -164,11 +168,11 @@ def _getitem(x, idx):
     return _rewriting_take(core.asarray_value(x), idx, mode=None, fill_value=None)
 
 
-def _rewriting_take(x, idx, mode, fill_value, out_sharding=None):
+def _rewriting_take(x, idx, mode, fill_value, out_sharding=None, indices_are_sorted=False, unique_indices=False):
     if mode not in _GATHER_MODES:
         raise ValueError(f"Invalid mode {mode!r} for indexing; expected one of 'clip', 'fill', "
                          "'drop', 'promise_in_bounds'")
-    mode = _GATHER_MODES[mode]
+    raw_mode, mode = mode, _GATHER_MODES[mode]
     entries = _parse_index(x.shape, idx)
     has_arrays = any(e.kind in ("array", "bool") for e in entries)
     if not has_arrays and out_sharding is None:
@@ -181,6 +185,19 @@ def _rewriting_take(x, idx, mode, fill_value, out_sharding=None):
             return has_arrays or mode != "clip"
         return e.kind in ("array", "bool")
 
+    if out_sharding is None and not has_arrays and mode == "clip" and any(e.kind == "dyn" for e in entries):
+        y = _jax_dynamic_slice(x, entries)
+        if y is not None:
+            return y
+    if out_sharding is None and any(is_advanced(e) for e in entries):
+        plan = _jax_gather_plan(x, entries)
+        if plan is not None:
+            y = lax_indexing.gather_in_jax_form(
+                x, plan.indices, plan.dnums, plan.slice_sizes, _JAX_GATHER_MODES[raw_mode], fill_value,
+                indices_are_sorted=indices_are_sorted or plan.sorted, unique_indices=unique_indices or plan.sorted)
+            if plan.reversed_dims:
+                y = core.bind1("rev", y, dimensions=plan.reversed_dims)
+            return _expand_dims(y, plan.newaxis_dims)
     y, ydims = _basic_indexing(x, entries, is_advanced)
     if not any(is_advanced(e) for e in entries):
         return y
@@ -193,6 +210,178 @@ def _rewriting_take(x, idx, mode, fill_value, out_sharding=None):
     arrays = [broadcast_to_shape(a, shape) for a in arrays]
     at = _advanced_position(entries, is_advanced, lambda i: ydims[i][0] if ydims[i] else 0)
     return lax_indexing.gather(y, arrays, axes, at, mode, fill_value, out_sharding=out_sharding)
+
+
+# ---------------------------------------------------------------- JAX's gather for an index
+
+_JAX_GATHER_MODES = {None: "promise_in_bounds", "promise_in_bounds": "promise_in_bounds", "clip": "clip",
+                     "fill": "fill_or_drop", "drop": "fill_or_drop"}
+_JAX_SCATTER_MODES = {None: "fill_or_drop", "drop": "fill_or_drop", "fill": "fill_or_drop",
+                      "promise_in_bounds": "promise_in_bounds", "clip": "clip"}
+
+
+@dataclass
+class _JaxGather:
+    """An index as JAX's one gather (or scatter): its indices array (index vectors last), the
+    five tuples of its dimension numbers, slice sizes, the shape x[idx] has (new axes
+    included), where the new axes go, the result dims to reverse (negative steps) and whether
+    the indices are known sorted and unique (no advanced index)."""
+    indices: object
+    dnums: tuple
+    slice_sizes: tuple
+    slice_shape: tuple
+    newaxis_dims: tuple
+    reversed_dims: tuple
+    sorted: bool
+
+
+def _jax_gather_plan(x, entries):
+    """JAX's gather for indices of integer arrays, integers, whole slices and new axes (as JAX's
+    _index_to_gather builds it, equation for equation); None for other indices (partial or
+    strided slices, scalar booleans, empty shapes), which meshsim's own lowering takes."""
+    atoms = []  # (kind, operand axis, value), a boolean mask as one integer array per dim
+    for e in entries:
+        if e.kind == "none":
+            atoms.append(("none", None, None))
+        elif e.kind == "slice":
+            r = e.value
+            if r.step != 1 and len(r):  # JAX's point indices start + step * iota
+                atoms.append(("strided", e.axes[0], r))
+            elif r != range(x.shape[e.axes[0]]):
+                return None
+            else:
+                atoms.append(("slice", e.axes[0], None))
+        elif e.kind == "array":
+            atoms += [("array", a, v) for a, v in zip(e.axes, e.value)]
+        elif e.kind in ("int", "dyn"):
+            atoms.append((e.kind, e.axes[0], e.value))
+        else:
+            return None
+    if 0 in x.shape:
+        return None
+    advanced = any(kind == "array" for kind, _, _ in atoms)
+    normed = {p: lax_indexing.normalize_index(v, x.shape[a]) for p, (kind, a, v) in enumerate(atoms)
+              if kind in ("array", "int", "dyn")}
+    positions = [p for p in normed] if advanced else []
+    contiguous = all(b - a == 1 for a, b in zip(positions, positions[1:]))
+    offset_dims, collapsed, start_index_map, slice_sizes, slice_shape, newaxis_dims = [], [], [], [], [], []
+    reversed_dims = []
+    gather_indices, gather_shape = [], []
+    y_axis = collapsed_y_axis = 0
+    for p, (kind, axis, _) in enumerate(atoms):
+        if positions and p == (positions[0] if contiguous else 0):
+            arrays = _broadcast_arrays([normed[q] for q in positions])
+            shape = tuple(arrays[0].shape)
+            gather_indices += [(core.convert_element_type(a, np.int32), len(gather_shape)) for a in arrays]
+            gather_shape += shape
+            axes = [atoms[q][1] for q in positions]
+            start_index_map += axes
+            collapsed += axes
+            slice_shape += shape
+            y_axis += len(shape)
+            collapsed_y_axis += len(shape)
+        if p in positions:
+            slice_sizes.append(1)
+        elif kind in ("int", "dyn"):
+            gather_indices.append((core.convert_element_type(normed[p], np.int32), len(gather_shape)))
+            collapsed.append(axis)
+            slice_sizes.append(1)
+            start_index_map.append(axis)
+        elif kind == "none":
+            slice_shape.append(1)
+            newaxis_dims.append(y_axis)
+            y_axis += 1
+        elif kind == "strided":
+            r = atoms[p][2]
+            iota = core.bind1("iota", dtype=np.dtype(np.int32), shape=(len(r),), dimension=0)
+            steps = core.bind1("mul", _int32(r.step), iota)
+            points = core.bind1("add", _int32(r.start), steps)
+            if r.step < 0:
+                reversed_dims.append(collapsed_y_axis)
+                points = core.bind1("rev", points, dimensions=(0,))
+            slice_sizes.append(1)
+            gather_indices.append((points, len(gather_shape)))
+            start_index_map.append(axis)
+            gather_shape.append(len(r))
+            collapsed.append(axis)
+            slice_shape.append(len(r))
+            collapsed_y_axis += 1
+            y_axis += 1
+        else:
+            slice_shape.append(x.shape[axis])
+            slice_sizes.append(x.shape[axis])
+            offset_dims.append(collapsed_y_axis)
+            collapsed_y_axis += 1
+            y_axis += 1
+    if not gather_indices or 0 in slice_shape:
+        return None
+    batch_at = [d for d in range(collapsed_y_axis) if d not in offset_dims]
+    if batch_at and batch_at[-1] - batch_at[0] + 1 != len(batch_at):
+        return None  # index dims apart in the result: not one block of our form
+    if len(gather_indices) == 1:
+        g = gather_indices[0][0]
+        indices = _broadcast_in_dim(g, g.shape + (1,), range(g.ndim))
+    else:
+        full = tuple(gather_shape) + (1,)
+        indices = core.bind1("concatenate", *(_broadcast_in_dim(g, full, range(i, i + g.ndim))
+                                              for g, i in gather_indices), dimension=len(gather_shape))
+    dnums = (tuple(offset_dims), tuple(sorted(collapsed)), tuple(start_index_map), (), ())
+    return _JaxGather(indices, dnums, tuple(slice_sizes), tuple(slice_shape), tuple(newaxis_dims),
+                      tuple(reversed_dims), not advanced)
+
+
+def _jax_dynamic_slice(x, entries):
+    """x[idx] for integers (one of them traced), unit-step slices and new axes as JAX's one
+    dynamic_slice (every start an array, normalised by equations), then rev, squeeze and new
+    axes; None for other indices."""
+    starts, sizes, rev_axes, squeeze_axes, newaxis_dims = [], [], [], [], []
+    for e in entries:
+        if e.kind == "none":
+            newaxis_dims.append(len(starts) - len(squeeze_axes) + len(newaxis_dims))
+        elif e.kind in ("int", "dyn"):
+            starts.append(core.asarray_value(e.value))
+            sizes.append(1)
+            squeeze_axes.append(e.axes[0])
+        elif e.kind == "slice" and abs(e.value.step) == 1:
+            r = e.value
+            if r.step < 0:
+                start = r.stop + 1
+                starts.append(start)
+                sizes.append(max(0, r.start + 1 - start))
+                rev_axes.append(e.axes[0])
+            else:
+                starts.append(r.start)
+                sizes.append(max(0, r.stop - r.start))
+        else:
+            return None
+    if len(starts) > 1:
+        starts = [core.convert_element_type(s, np.int32) for s in starts]
+    y = lax_indexing.dynamic_slice(x, starts, sizes)
+    if rev_axes:
+        y = core.bind1("rev", y, dimensions=tuple(rev_axes))
+    if squeeze_axes:
+        y = core.bind1("squeeze", y, dimensions=tuple(squeeze_axes))
+    return _expand_dims(y, newaxis_dims)
+
+
+def _broadcast_arrays(arrays):
+    """JAX's broadcast of index arrays to their common shape (unchanged when all agree)."""
+    arrays = [core.asarray_value(a) for a in arrays]
+    shape = broadcast_shapes(*(a.shape for a in arrays))
+    if all(a.shape == shape for a in arrays):
+        return arrays
+    return [broadcast_to_shape(a, shape) for a in arrays]
+
+
+def _expand_dims(y, dims):
+    """lax.expand_dims: new axes of size 1 at `dims` of the result."""
+    if not dims:
+        return y
+    ndim = y.ndim + len(dims)
+    shape, it = [], iter(y.shape)
+    for d in range(ndim):
+        shape.append(1 if d in dims else next(it))
+    return _broadcast_in_dim(y, shape, [d for d in range(ndim) if d not in dims])
 
 
 def _check_sharded_partial_index(x, entries):
@@ -229,7 +418,7 @@ def _index_arrays(e: _Entry):
         return [e.value]
     if e.kind == "bool":
         return [_int32([0] if e.value else [])]
-    return list(e.value)
+    return [core.asarray_value(v) for v in e.value]
 
 
 def _basic_indexing(x, entries, is_advanced):
@@ -291,14 +480,13 @@ def _insert_new_axes(y, entries, is_advanced):
 _SCATTER_MODES = {None: "drop", "drop": "drop", "fill": "drop", "promise_in_bounds": "drop", "clip": "clip"}
 
 
-def _scatter_update(x, idx, values, kind: str, mode=None):
+def _scatter_update(x, idx, values, kind: str, mode=None, indices_are_sorted=False, unique_indices=False):
     """x with x[idx] combined with `values` by the primitive `kind`; out-of-range indices are
     dropped (mode 'clip' clamps them)."""
     if mode not in _SCATTER_MODES:
         raise ValueError(f"Invalid mode {mode!r} for scatter; expected one of 'drop', 'fill', 'clip', "
                          "'promise_in_bounds'")
     x = core.asarray_value(x)
-    values = core.convert_element_type(core.asarray_value(values), x.dtype, x.weak_type)
     entries = _parse_index(x.shape, idx)
     if any(e.kind == "bool" and not e.value for e in entries):
         return x  # x[..., False, ...] selects nothing
@@ -307,6 +495,23 @@ def _scatter_update(x, idx, values, kind: str, mode=None):
         flat = core.bind1("reshape", x, new_sizes=(1,), dimensions=None)
         out = _scatter_update(flat, (0,) + (None,) * len(entries), values, kind, mode)
         return core.bind1("reshape", out, new_sizes=(), dimensions=None)
+    explicit = x.aval.mesh is not None and core.typeof(x).sharding.mesh.explicit_axes
+    plan = None if explicit else _jax_gather_plan(x, entries)
+    if plan is not None:  # JAX's scatter, as its _scatter_impl writes it
+        if core.is_value(values):
+            values = core.convert_element_type(values, x.dtype, values.weak_type and x.weak_type)
+        else:
+            values = np.asarray(values, x.dtype)
+        values = broadcast_to_shape(core.asarray_value(values), plan.slice_shape)
+        if plan.newaxis_dims:
+            values = core.bind1("squeeze", values, dimensions=plan.newaxis_dims)
+        if plan.reversed_dims:
+            values = core.bind1("rev", values, dimensions=plan.reversed_dims)
+        dnums = plan.dnums[:3] + ((), ())
+        return lax_indexing.scatter_in_jax_form(
+            kind, x, plan.indices, values, dnums, _JAX_SCATTER_MODES[mode],
+            indices_are_sorted=indices_are_sorted or plan.sorted, unique_indices=unique_indices or plan.sorted)
+    values = core.convert_element_type(core.asarray_value(values), x.dtype, x.weak_type)
     arrays, axes, batch, result_shape, slice_spec = _open_mesh(x, entries)
     if x.aval.mesh is None or not core.typeof(x).sharding.mesh.explicit_axes:
         # No Explicit axis types x (an Auto mesh, in or out of `set_mesh`): nothing to lay out.
@@ -392,28 +597,32 @@ class _IndexUpdateRef:
     def get(self, *, indices_are_sorted=False, unique_indices=False, mode=None, fill_value=None,
             out_sharding=None):
         return _rewriting_take(core.asarray_value(self.array), self.index, mode, fill_value,
-                               out_sharding)
+                               out_sharding, indices_are_sorted, unique_indices)
 
     def set(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        return _scatter_update(self.array, self.index, values, "scatter", mode)
+        return _scatter_update(self.array, self.index, values, "scatter", mode, indices_are_sorted, unique_indices)
 
     def add(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        return _scatter_update(self.array, self.index, values, "scatter_add", mode)
+        return _scatter_update(self.array, self.index, values, "scatter_add", mode, indices_are_sorted,
+                               unique_indices)
 
     def subtract(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
         dtype = core.asarray_value(self.array).dtype
         return self.add(core.bind1("neg", core.convert_element_type(values, dtype)), mode=mode)
 
     def multiply(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        return _scatter_update(self.array, self.index, values, "scatter_mul", mode)
+        return _scatter_update(self.array, self.index, values, "scatter_mul", mode, indices_are_sorted,
+                               unique_indices)
 
     mul = multiply
 
     def min(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        return _scatter_update(self.array, self.index, values, "scatter_min", mode)
+        return _scatter_update(self.array, self.index, values, "scatter_min", mode, indices_are_sorted,
+                               unique_indices)
 
     def max(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        return _scatter_update(self.array, self.index, values, "scatter_max", mode)
+        return _scatter_update(self.array, self.index, values, "scatter_max", mode, indices_are_sorted,
+                               unique_indices)
 
 
 core.Array.at = property(_IndexUpdateHelper)

@@ -1,0 +1,256 @@
+// JAX's gather/scatter form (indexing_jax_form.h): each rule translates the
+// equation to our form and runs that form's rule, mapping what comes back
+// (operand specs, factors, cotangents) to JAX's operands.
+#include "meshsim/primitives/indexing_jax_form.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "meshsim/ir/donated_operands.h"
+#include "meshsim/ir/ops.h"
+#include "meshsim/kernels/cast.h"
+#include "meshsim/primitives/indexing_common.h"
+#include "meshsim/transforms/batching.h"
+
+namespace meshsim::indexing {
+namespace {
+
+constexpr const char* kJaxKeys[] = {"dimension_numbers", "slice_sizes", "indices_are_sorted",
+                                    "unique_indices", "mode"};
+
+// One JAX-form equation in our form. Our index array i reads column
+// columns[i] of JAX's indices, or is B's dim -1 - columns[i] (a batching
+// dim: an iota, not read). A negative index becomes negative_as[i]: 0 where
+// out-of-range indices are clamped, past the end where they are filled or
+// dropped.
+struct Translation {
+  Params params;
+  IntList columns;
+  IntList negative_as;
+  Shape batch;
+};
+
+// `whole_operand`: `operand` is the shape the equation was typed with (not a
+// device's block, whose dims are smaller than the slice sizes).
+Translation translate(const std::string& prim, const Shape& operand, const Shape& indices,
+                      const Params& p, bool scatter, bool whole_operand = true) {
+  const IntLists& dn = p.get<IntLists>("dimension_numbers");
+  if (dn.size() != 5) fail<TypeError>(prim, " dimension_numbers must hold five tuples, got ", dn.size());
+  const IntList &window = dn[0], &collapsed = dn[1], &index_map = dn[2], &obatch = dn[3], &ibatch = dn[4];
+  if (indices.empty())
+    fail<TypeError>(prim, " indices must have at least one dimension, the index vectors' (got shape ())");
+  const int64_t k = indices.back();
+  if (k != static_cast<int64_t>(index_map.size()))
+    fail<TypeError>(prim, " ", scatter ? "scatter_dims_to_operand_dims" : "start_index_map",
+                    " length (", index_map.size(), ") must equal the index vector dimension size (", k, ")");
+  Translation t;
+  t.batch.assign(indices.begin(), indices.end() - 1);
+  const int64_t ndim = static_cast<int64_t>(operand.size());
+  const int64_t nb = static_cast<int64_t>(t.batch.size());
+  auto refuse = [&](const char* why) {
+    fail<NotImplementedError>(prim, " with dimension numbers ", param_value_str(dn), " on an operand of shape ",
+                              shape_str(operand), ": ", why);
+  };
+  if (obatch != ibatch) refuse("operand and indices batching dims must be the same dims");
+  IntList axes = obatch;
+  axes.insert(axes.end(), index_map.begin(), index_map.end());
+  for (int64_t a : axes)
+    if (a < 0 || a >= ndim) fail<ValueError>(prim, " dimension ", a, " is out of range for an operand of rank ", ndim);
+  IntList sorted_map = index_map, sorted_collapsed = collapsed;
+  std::sort(sorted_map.begin(), sorted_map.end());
+  std::sort(sorted_collapsed.begin(), sorted_collapsed.end());
+  if (sorted_map != sorted_collapsed) refuse("every indexed dim must be collapsed");
+  if (!scatter && whole_operand) {
+    const IntList& sizes = p.get<IntList>("slice_sizes");
+    if (static_cast<int64_t>(sizes.size()) != ndim)
+      fail<TypeError>(prim, " slice_sizes must have the operand's rank ", ndim, ", got ", param_value_str(sizes));
+    for (int64_t d = 0; d < ndim; ++d)
+      if (sizes[d] != (in_list(axes, d) ? 1 : operand[d])) refuse("slices must be whole dims or one element");
+  }
+  // The result's (updates') dims that are not window dims hold B, together.
+  const int64_t rank = nb + ndim - static_cast<int64_t>(axes.size());
+  if (static_cast<int64_t>(window.size()) + nb != rank || !std::is_sorted(window.begin(), window.end()))
+    refuse("the window dims must be the operand's other dims, in order");
+  IntList batch_at;
+  for (int64_t d = 0; d < rank; ++d)
+    if (!in_list(window, d)) batch_at.push_back(d);
+  const int64_t at = batch_at.empty() ? 0 : batch_at.front();
+  if (!batch_at.empty() && batch_at.back() - at + 1 != nb) refuse("the index dims must be adjacent in the result");
+  const std::string& mode = p.get<std::string>("mode");
+  if (mode != "promise_in_bounds" && mode != "clip" && mode != "fill_or_drop")
+    fail<ValueError>(prim, ": unknown mode '", mode, "'");
+  const bool clamps = mode == "clip" || (!scatter && mode == "promise_in_bounds");
+  for (const auto& [key, value] : p.items())
+    if (std::find(std::begin(kJaxKeys), std::end(kJaxKeys), key) == std::end(kJaxKeys)) t.params.set(key, value);
+  t.params.set("axes", axes);
+  t.params.set("index_dims_at", at);
+  t.params.set("mode", std::string(clamps ? "clip" : scatter ? "drop" : "fill"));
+  if (!obatch.empty()) t.params.set("batch_axes", obatch);
+  for (int64_t d : obatch) t.columns.push_back(-1 - d), t.negative_as.push_back(0);
+  for (size_t j = 0; j < index_map.size(); ++j) {
+    t.columns.push_back(static_cast<int64_t>(j));
+    t.negative_as.push_back(clamps ? 0 : operand[index_map[j]]);
+  }
+  return t;
+}
+
+// Our operands from JAX's: (operand, indices) -> (operand, *split) for a
+// gather; (operand, indices, updates) -> (operand, updates, *split) for a scatter.
+template <class V>
+std::vector<V> ours(const std::vector<V>& in, std::vector<V> split, bool scatter) {
+  std::vector<V> out{in[0]};
+  if (scatter) out.push_back(in[2]);
+  out.insert(out.end(), split.begin(), split.end());
+  return out;
+}
+
+Avals split_avals(const Aval& indices, const Translation& t) {
+  Aval a = indices;
+  a.shape = t.batch;
+  if (a.spec.size() > a.shape.size()) a.spec.resize(a.shape.size());
+  return Avals(t.columns.size(), a);
+}
+
+Tensors split_tensors(const Tensor& indices, const Translation& t) {
+  const Tensor all = cast(indices, DType::Int64).contiguous();
+  const int64_t* src = all.data<int64_t>();
+  const int64_t k = indices.shape().back(), n = num_elements(t.batch);
+  Tensors out;
+  for (size_t i = 0; i < t.columns.size(); ++i) {
+    if (t.columns[i] < 0) {  // a batching dim: our kernels do not read it
+      out.push_back(Tensor::zeros(DType::Int64, t.batch));
+      continue;
+    }
+    Tensor col = Tensor::empty(DType::Int64, t.batch);
+    int64_t* dst = col.data<int64_t>();
+    const int64_t c = t.columns[i];
+    const int64_t negative = t.negative_as[i] ? std::numeric_limits<int64_t>::max() : 0;
+    for (int64_t b = 0; b < n; ++b) dst[b] = src[b * k + c] < 0 ? negative : src[b * k + c];
+    out.push_back(std::move(col));
+  }
+  return out;
+}
+
+// The split as traced values (`indices` may carry a batch dim at 0).
+Values split_values(const Value& indices, const Translation& t) {
+  const Aval a = aval_of(indices);
+  const int64_t last = static_cast<int64_t>(a.shape.size()) - 1;
+  const Shape shape(a.shape.begin(), a.shape.end() - 1);
+  Values out;
+  for (size_t i = 0; i < t.columns.size(); ++i) {
+    if (t.columns[i] < 0) {
+      out.push_back(ops::iota(a.dtype, t.batch, -1 - t.columns[i]));
+      continue;
+    }
+    const Value col = ops::reshape(ops::slice_in_dim(indices, t.columns[i], t.columns[i] + 1, last), shape);
+    const Value zero = ops::full_like(col, 0.0);
+    out.push_back(ops::select(ops::lt(col, zero), ops::full_like(col, static_cast<double>(t.negative_as[i])), col));
+  }
+  return out;
+}
+
+Shape without(Shape s, int64_t dim) {
+  if (dim != kNotBatched) s.erase(s.begin() + dim);
+  return s;
+}
+
+}  // namespace
+
+bool is_jax_form(const Params& params) { return params.has("dimension_numbers"); }
+
+void accept_jax_form(Primitive& p, bool scatter) {
+  const std::string name = p.name;
+  const size_t first = scatter ? 2 : 1;
+  auto of_avals = [name, scatter](const Avals& in, const Params& params) {
+    return translate(name, in[0].shape, in[1].shape, params, scatter);
+  };
+  p.abstract_eval = [inner = p.abstract_eval, of_avals, scatter](const Avals& in, const Params& params) {
+    if (!is_jax_form(params)) return inner(in, params);
+    const Translation t = of_avals(in, params);
+    return inner(ours(in, split_avals(in[1], t), scatter), t.params);
+  };
+  p.kernel = [inner = p.kernel, name, scatter](const Tensors& in, const Params& params, const Avals& out) {
+    if (!is_jax_form(params)) return inner(in, params, out);
+    const Translation t = translate(name, in[0].shape(), in[1].shape(), params, scatter, /*whole_operand=*/false);
+    Tensors split = split_tensors(in[1], t);
+    // The operand our kernel gets is given up as the caller gave it up, so that a scatter
+    // may still update it in place (ir/donated_operands.h).
+    const bool given_up = donated(in, 0);
+    Tensors operands{given_up ? std::move(const_cast<Tensor&>(in[0])) : in[0]};
+    if (scatter) operands.push_back(in[2]);
+    for (Tensor& s : split) operands.push_back(std::move(s));
+    std::vector<char> last_read(operands.size(), 0);
+    last_read[0] = given_up;
+    const DonatedOperands note(operands, last_read);
+    return inner(operands, t.params, out);
+  };
+  p.sharding_rule = [inner = p.sharding_rule, of_avals, scatter](const Avals& in, const Params& params,
+                                                                 const Avals& out) {
+    if (!is_jax_form(params)) return inner(in, params, out);
+    const Translation t = of_avals(in, params);
+    return inner(ours(in, split_avals(in[1], t), scatter), t.params, out);
+  };
+  p.local_plan = [inner = p.local_plan, of_avals, scatter, first](
+                     const Avals& in, const Params& params, const Avals& out) -> std::optional<LocalPlan> {
+    if (!is_jax_form(params)) return inner(in, params, out);
+    const Translation t = of_avals(in, params);
+    std::optional<LocalPlan> plan = inner(ours(in, split_avals(in[1], t), scatter), t.params, out);
+    if (!plan) return plan;
+    Spec indices = plan->in_specs[first];
+    indices.push_back(AxisNames{});
+    std::vector<Spec> specs{plan->in_specs[0], indices};
+    if (scatter) specs.push_back(plan->in_specs[1]);
+    Params kept = params;  // JAX's params, and what the plan added (partitioned blocks)
+    for (const auto& [key, value] : plan->params.items())
+      if (!t.params.has(key)) kept.set(key, value);
+    plan->in_specs = std::move(specs);
+    plan->params = std::move(kept);
+    return plan;
+  };
+  p.factors = [inner = p.factors, of_avals, scatter, first](const Avals& in, const Params& params,
+                                                            const Avals& out) -> std::optional<FactorMap> {
+    if (!is_jax_form(params)) return inner(in, params, out);
+    const Translation t = of_avals(in, params);
+    std::optional<FactorMap> m = inner(ours(in, split_avals(in[1], t), scatter), t.params, out);
+    if (!m) return m;
+    std::vector<int> indices = m->in[first];
+    indices.push_back(kNoFactor);
+    std::vector<std::vector<int>> mapped{m->in[0], indices};
+    if (scatter) mapped.push_back(m->in[1]);
+    m->in = std::move(mapped);
+    return m;
+  };
+  p.batch = [inner = p.batch, name, scatter](const BatchArgs& a) -> Batched {
+    if (!is_jax_form(a.params)) return inner(a);
+    const Translation t = translate(name, without(aval_of(a.in[0]).shape, a.dims[0]),
+                                    without(aval_of(a.in[1]).shape, a.dims[1]), a.params, scatter);
+    Value indices = a.in[1];
+    const bool batched = a.dims[1] != kNotBatched;
+    if (batched) indices = batch_at(indices, a.dims[1], 0, a.size);
+    const Values split = split_values(indices, t);
+    BatchDims split_dims;
+    for (int64_t c : t.columns) split_dims.push_back(c < 0 || !batched ? kNotBatched : 0);
+    const Values in = ours(a.in, split, scatter);
+    const BatchDims dims = ours(a.dims, split_dims, scatter);
+    return inner(BatchArgs{a.prim, in, dims, t.params, a.size});
+  };
+  if (p.vjp)
+    p.vjp = [inner = p.vjp, name, scatter](const VjpArgs& a) -> Cotangents {
+      if (!is_jax_form(a.params)) return inner(a);
+      // A PROMISE_IN_BOUNDS gather reads clamped indices, but its transpose, a scatter-add of
+      // the same mode, drops what falls outside (XLA's scatter), as FILL_OR_DROP's does.
+      Params params = a.params;
+      if (!scatter && params.get<std::string>("mode") == "promise_in_bounds")
+        params.set("mode", std::string("fill_or_drop"));
+      const Translation t = translate(name, aval_of(a.in[0]).shape, aval_of(a.in[1]).shape, params, scatter);
+      const Values in = ours(a.in, split_values(a.in[1], t), scatter);
+      const std::vector<bool> wants = ours(a.wants, std::vector<bool>(t.columns.size(), false), scatter);
+      const Cotangents ct = inner(VjpArgs{in, a.out, a.ct, t.params, wants});
+      Cotangents out(a.in.size());
+      out[0] = ct[0];
+      if (scatter) out[2] = ct[1];
+      return out;
+    };
+}
+
+}  // namespace meshsim::indexing
