@@ -284,3 +284,40 @@ def test_arrays_on_meshes_with_other_devices_cannot_meet(libs, name, jitted):
 
     ours, theirs = (outcome(case, lib) for lib in libs)
     assert ours == theirs
+
+
+REF_STEPS = {
+    # how the jitted step reaches the Refs
+    "arguments": lambda jax, step, refs: jax.jit(step)(*refs),
+    "pytree_argument": lambda jax, step, refs: jax.jit(lambda d: step(d["count"], d["mu"]))(
+        {"count": refs[0], "mu": refs[1]}),
+    "closed_over": lambda jax, step, refs: jax.jit(lambda: step(*refs))(),
+}
+
+
+@pytest.mark.parametrize("steps", [2, 3])
+@pytest.mark.parametrize("how", sorted(REF_STEPS))
+def test_ref_weak_type_survives_repeated_jitted_steps(libs, how, steps):
+    """Each jitted call writes its results back into the Refs; the next call must see the Refs'
+    own (weak) types again, not the written values', or a bfloat16 moment divided by a bias
+    correction becomes float32 and the write raises."""
+    def case(jax):
+        jnp = jax.numpy
+        made = jax.jit(lambda: (jnp.array(0), jnp.ones(4, jnp.bfloat16)))()
+        refs = [jax.ref.new_ref(v) for v in made]
+        seen = []
+
+        def step(count, mu):
+            count[...] += 1
+            mu[...] = mu[...] / (1 - 0.9 ** count[...])
+            seen.append(str(jax.typeof(count[...])))
+
+        for _ in range(steps):
+            REF_STEPS[how](jax, step, refs)
+        if how == "closed_over":  # meshsim finds closed-over Refs by tracing twice on a first call
+            seen = sorted(set(seen))
+        return (seen, str(jax.typeof(refs[0][...])), str(jax.typeof(jax.ref.freeze(refs[0]))),
+                np.asarray(refs[1][...], np.float32).tolist())
+
+    ours, theirs = (outcome(case, lib) for lib in libs)
+    assert ours == theirs and ours[0] == "ok"

@@ -29,7 +29,7 @@ def aval_text(value) -> str:
 def unref_primals(leaves: list) -> tuple[list, list[int]]:
     """The leaves with each Ref replaced by its value, and the Refs' positions."""
     where = [i for i, x in enumerate(leaves) if isinstance(x, ref.Ref)]
-    return [x._value if isinstance(x, ref.Ref) else x for x in leaves], where
+    return [x._typed_value() if isinstance(x, ref.Ref) else x for x in leaves], where
 
 
 def with_ref_arguments(fun, in_tree, where: list[int]):

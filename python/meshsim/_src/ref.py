@@ -166,9 +166,7 @@ class Ref:
 
     def __getitem__(self, idx):
         self._note_read()
-        value = self._value
-        if core.typeof(value).weak_type != self._weak:
-            value = core.convert_element_type(value, value.dtype, self._weak)
+        value = self._typed_value()
         if _is_whole(idx):
             return value
         plain = _plain_index(idx)
@@ -177,6 +175,13 @@ class Ref:
         from meshsim._src.lax.indexing import dynamic_slice
         starts, sizes = _dynamic_starts(idx, self.ndim)
         return dynamic_slice(value, starts, [d if n is None else n for n, d in zip(sizes, self.shape)])
+
+    def _typed_value(self):
+        """The stored value with the Ref's own weak type."""
+        value = self._value
+        if core.typeof(value).weak_type != self._weak:
+            value = core.convert_element_type(value, value.dtype, self._weak)
+        return value
 
     def __setitem__(self, idx, value):
         self._update("swap", idx, value, lambda old, v: v)
@@ -293,7 +298,7 @@ def new_ref(init_val: Any, *, memory_space: Any = None, kind: str | None = None)
 def freeze(ref: Ref):
     """The referenced array's final value."""
     ref._note_read()
-    return ref._value
+    return ref._typed_value()
 
 
 def free_ref(ref: Ref) -> None:
@@ -400,7 +405,9 @@ def call_with_refs(jitted, fun, args: tuple, kwargs: dict):
             _refuse_returned_refs(fun, result, refs, paths)
             return result, [r._value for r in refs]
         inner = jitted._ref_variants[key] = type(jitted)(with_refs)
-    out, values = inner(*[x._value if isinstance(x, Ref) else x for x in leaves])
+    # A Ref's value goes in with the Ref's weak type, so the inner Ref (and the trace made for
+    # it) has the caller's type even after a write stored a strongly typed value.
+    out, values = inner(*[x._typed_value() if isinstance(x, Ref) else x for x in leaves])
     for i, path in zip(where, paths):
         if any(leaves[i] is r for r in inner._closed_refs):
             raise ValueError(f"when tracing {_sourceinfo(fun)} for jit, a mutable array reference of type "
@@ -500,6 +507,6 @@ def call_with_closed_refs(jitted, fun, refs: list, args: tuple, kwargs: dict):
         inner = jitted._ref_variants[key] = type(jitted)(
             with_refs, static_argnums=tuple(i + 1 for i in sig.static_argnums) or None,
             static_argnames=tuple(sig.static_argnames) or None)
-    out, values = inner([r._value for r in refs], *args, **kwargs)
+    out, values = inner([r._typed_value() for r in refs], *args, **kwargs)
     write_back(refs, values)
     return out
