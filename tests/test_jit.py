@@ -175,3 +175,37 @@ def test_deleted_array_argument_is_an_error_on_the_cached_path():
     jax.jit(lambda x: x * 2, donate_argnums=0)(x)
     with pytest.raises(ValueError, match="Buffer has been deleted or donated"):
         jf(x)
+
+
+JIT_VARIANTS = {
+    # each: the jits made from one function, called in turn on the arguments given
+    "same_options": lambda jit, f: [jit(f), jit(f), jit(f, static_argnums=())],
+    "new_shape": lambda jit, f: [jit(f), jit(f), "wider"],
+    "donation_only": lambda jit, f: [jit(f), jit(f, donate_argnums=0)],
+    "static_argument": lambda jit, f: [jit(f), jit(f, static_argnums=1)],
+    "static_by_name": lambda jit, f: [jit(f, static_argnames="scale"), jit(f, static_argnames=("scale",))],
+    "wrapper_per_call": lambda jit, f: [jit(lambda x, scale: f(x, scale)),
+                                        jit(lambda x, scale: f(x, scale))],
+}
+
+
+@pytest.mark.parametrize("name", sorted(JIT_VARIANTS))
+def test_jits_of_one_function_share_traces_as_in_jax(name, real_jax):
+    """`jit(f)` made again (as notebooks do cell after cell) traces `f` again only when JAX
+    does: the count of Python side effects during tracing is JAX's."""
+    def run(lib):
+        traced = []
+
+        def f(x, scale=2):
+            traced.append(str(lib.typeof(x)))
+            return x * scale
+
+        x = lib.numpy.ones(3)
+        outs = []
+        for j in JIT_VARIANTS[name](lib.jit, f):
+            if j == "wider":
+                j, x = lib.jit(f), lib.numpy.ones(5)
+            outs.append(np.asarray(j(x, 3)).tolist())
+        return traced, outs
+
+    assert run(jax) == run(real_jax)

@@ -249,6 +249,7 @@ class JitWrapped:
         self._traced_fun = fun
         self._sig = _Signature(fun, static_argnums, static_argnames, donate_argnums, donate_argnames)
         self._cache: dict[Any, tuple] = {}
+        self._traces: dict[Any, tuple] = {}  # the traced (program, out_tree) of each key
         # Calls whose arguments are all positional Arrays skip splitting and
         # flattening: their key is the tuple of the arrays' signatures alone.
         sig = self._sig
@@ -278,12 +279,16 @@ class JitWrapped:
         key = (static, in_tree, tuple(_leaf_key(x) for x in leaves), flags.trace_context())
         entry = self._cache.get(key)
         if entry is None:
-            self._before_tracing(key, leaves)
-            with placement.jit_arguments(leaves, self._sig.describe_leaf(args, kwargs)), \
-                    device_assignment.recording_placements() as placements:
-                program, out_tree = trace_to_program(self._traced_fun, dyn_args, dyn_kwargs,
-                                                     static, discharge_refs=True)
-            self._note_placement(program, leaves, placements.count)
+            traced = self._traces.get(key)
+            if traced is None:
+                self._before_tracing(key, leaves)
+                with placement.jit_arguments(leaves, self._sig.describe_leaf(args, kwargs)), \
+                        device_assignment.recording_placements() as placements:
+                    traced = trace_to_program(self._traced_fun, dyn_args, dyn_kwargs,
+                                              static, discharge_refs=True)
+                self._note_placement(traced[0], leaves, placements.count)
+                self._traces[key] = traced
+            program, out_tree = traced
             donated = None
             if self._sig.donate_argnums or self._sig.donate_argnames:
                 donated = usable_donations(program, self._sig.donated_leaf_mask(args, kwargs))
@@ -316,9 +321,9 @@ class JitWrapped:
             where = f" at {code.co_filename}:{code.co_firstlineno}" if code else ""
             raise RuntimeError(f"re-tracing function {name}{where} for `jit`, but 'no_tracing' is set")
         if values["jax_explain_cache_misses"]:
-            why = ("never seen function" if not self._cache else
+            why = ("never seen function" if not self._traces else
                    "the arguments' types, static values or tracing context differ from the "
-                   f"{len(self._cache)} traced before")
+                   f"{len(self._traces)} traced before")
             flags.logger.warning("TRACING CACHE MISS for %s because: %s", name, why)
         if values["jax_log_compiles"]:
             types = ", ".join(str(x.aval).lstrip("~") for x in leaves)
@@ -411,12 +416,13 @@ class JitWrapped:
     def clear_cache(self) -> None:
         """Forgets every traced signature: the next call traces again."""
         self._cache.clear()
+        self._traces.clear()
         self._fast_cache.clear()
         self._unplaced.clear()
 
     def trace_count(self) -> int:
         """How many signatures have been traced so far."""
-        return len(self._cache)
+        return len(self._traces)
 
     # --- The staging API (jax.stages): implemented in _src/stages.py ---------
     def trace(self, *args, **kwargs):
@@ -460,8 +466,32 @@ def _jit(fun, in_shardings, out_shardings, static_argnums, static_argnames, dona
                                  donate_argnums=donate_argnums, donate_argnames=donate_argnames)
     if not callable(fun):
         raise TypeError(f"Expected a callable value, got {fun!r}")
-    return JitWrapped(fun, static_argnums, static_argnames, donate_argnums, donate_argnames,
-                      in_shardings, out_shardings, api)
+    wrapped = JitWrapped(fun, static_argnums, static_argnames, donate_argnums, donate_argnames,
+                         in_shardings, out_shardings, api)
+    _share_traces(wrapped, fun, in_shardings, out_shardings, api)
+    return wrapped
+
+
+# The traces of every `jit(fun, ...)` made from one function with the same static arguments and
+# shardings: as in JAX, `jit(f)(x)` twice traces `f` once (its Python side effects happen once),
+# and donation, which only changes how the program runs, does not trace again.
+_SHARED_TRACES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _share_traces(wrapped: JitWrapped, fun, in_shardings, out_shardings, api: str) -> None:
+    sig = wrapped._sig
+    tracing = (tuple(sorted(sig.static_argnums)), tuple(sorted(sig.static_argnames)),
+               in_shardings, out_shardings, api)
+    donation = (tuple(sorted(sig.donate_argnums)), tuple(sorted(sig.donate_argnames)))
+    try:
+        by_options = _SHARED_TRACES.setdefault(fun, {})
+        traces = by_options.setdefault(tracing, (wrapped._traces, wrapped._ref_variants,
+                                                 wrapped._unplaced))
+        calls = by_options.setdefault((tracing, donation), (wrapped._cache, wrapped._fast_cache))
+    except TypeError:  # an unhashable or unreferenceable callable or option: its own caches
+        return
+    wrapped._traces, wrapped._ref_variants, wrapped._unplaced = traces
+    wrapped._cache, wrapped._fast_cache = calls
 
 
 class ClosedJaxpr:
