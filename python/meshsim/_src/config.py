@@ -19,6 +19,18 @@ def _default_num_devices() -> int:
     return int(os.environ.get("MESHSIM_NUM_DEVICES", "8"))
 
 
+def _xla_flags_device_count() -> int | None:
+    """The device count `XLA_FLAGS=--xla_force_host_platform_device_count=N` asks for (the
+    last mention wins, as for any XLA flag), read when the devices are first built, as XLA
+    reads it when JAX's CPU backend starts; None without one."""
+    count = None
+    for flag in os.environ.get("XLA_FLAGS", "").split():
+        name, _, value = flag.partition("=")
+        if name.lstrip("-") == "xla_force_host_platform_device_count" and value.strip().isdigit():
+            count = int(value)
+    return count if count else None
+
+
 def _env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
@@ -49,6 +61,9 @@ class Config:
             "jax_numpy_dtype_promotion": self._set_dtype_promotion,
         }
         self._devices_in_use = False
+        # A count given to meshsim itself outranks XLA_FLAGS, as JAX's
+        # `jax_num_cpu_devices` outranks the XLA flag.
+        self._num_devices_chosen = "MESHSIM_NUM_DEVICES" in os.environ
         if _env_flag("JAX_ENABLE_X64"):
             self.update("jax_enable_x64", True)
         if os.environ.get("JAX_CPU_ENABLE_ASYNC_DISPATCH", "").strip():
@@ -92,10 +107,13 @@ class Config:
                 "jax_num_cpu_devices config should be updated before backends are initialized "
                 "i.e. before any JAX operation is executed. You should initialize this config "
                 "immediately after `import jax`.")
+        self._num_devices_chosen = True
         return n
 
     def _mark_devices_in_use(self) -> int:
         """Freezes the device count (called when the device list is first built)."""
+        if not self._devices_in_use and not self._num_devices_chosen:
+            self._values["jax_num_cpu_devices"] = _xla_flags_device_count() or _default_num_devices()
         self._devices_in_use = True
         return self._values["jax_num_cpu_devices"]
 
