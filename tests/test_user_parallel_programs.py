@@ -345,8 +345,31 @@ def ring_attention(jax):
     print([str(jax.typeof(g)) for g in grads], [bool(np.allclose(g, e, atol=1e-4)) for g, e in zip(grads, expected)])
 
 
+def eager_constraints(jax):
+    # eqx.filter_shard-style code: with_sharding_constraint on concrete arrays, outside jit
+    jnp = jax.numpy
+    NamedSharding, P, AxisType = jax.sharding.NamedSharding, jax.sharding.PartitionSpec, jax.sharding.AxisType
+    for axis_type in (AxisType.Auto, AxisType.Explicit):
+        mesh = jax.make_mesh((8,), ("batch",), axis_types=(axis_type,))
+        for value in (jnp.ones((16, 3)), jnp.zeros(()), np.ones((8, 2), np.float32)):
+            for spec in (P(), P("batch")):
+                try:
+                    out = jax.lax.with_sharding_constraint(value, NamedSharding(mesh, spec))
+                    print(axis_type, spec, out.sharding.spec, jax.typeof(out), float(out.sum()))
+                except Exception as e:  # noqa: BLE001 - the class name and text are compared
+                    print(axis_type, spec, type(e).__name__, e)
+
+    @jax.jit
+    def shape_of_closure(x):
+        struct = jax.eval_shape(lambda: x * 2)  # closes over the tracer x
+        return jnp.zeros(struct.shape, struct.dtype) + x
+
+    print(shape_of_closure(jnp.arange(3.0)))
+
+
 PROGRAMS = [per_example_clipping, sharded_loader, pjit_program, checkpointed_block, collective_matmul,
-            compiled_out_shardings, tied_embedding_grads, pjit_context_meshes, ring_attention]
+            compiled_out_shardings, tied_embedding_grads, pjit_context_meshes, ring_attention,
+            eager_constraints]
 
 
 @pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.__name__)

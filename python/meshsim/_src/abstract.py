@@ -61,5 +61,5 @@ def eval_shape(fun: Callable, *args, **kwargs) -> Any:
     """The pytree of `ShapeDtypeStruct`s `fun(*args, **kwargs)` would return;
     arguments may be arrays, array-likes or `ShapeDtypeStruct`s. Nothing runs."""
     from meshsim._src.api import trace_to_program
-    program, out_tree = trace_to_program(fun, args, kwargs)
+    program, out_tree = trace_to_program(fun, args, kwargs, captures_ok=True)
     return tree_util.tree_unflatten(out_tree, [_struct_of(a) for a in program.out_avals])

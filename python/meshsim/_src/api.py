@@ -195,11 +195,13 @@ def _leaf_key(x):
 
 
 def trace_to_program(fun: Callable, args: Sequence, kwargs: dict, static: tuple = (),
-                     discharge_refs: bool = False):
+                     discharge_refs: bool = False, captures_ok: bool = False):
     """Traces `fun(*args, **kwargs)` (array leaves become inputs) into a Program.
 
     Returns (program, output treedef). With `discharge_refs`, raises ref.ClosedOverRefs when
-    the function touches Refs made outside it (the caller traces it again binding them)."""
+    the function touches Refs made outside it (the caller traces it again binding them).
+    With `captures_ok`, `fun` may close over tracers of enclosing traces (only the program's
+    types are wanted: eval_shape)."""
     leaves, in_tree = tree_util.tree_flatten((list(args), kwargs))
     # ShapeDtypeStructs stand in for arrays of their type.
     leaves = [x if isinstance(x, ShapeDtypeStruct) else core.asarray_value(x) for x in leaves]
@@ -216,7 +218,8 @@ def trace_to_program(fun: Callable, args: Sequence, kwargs: dict, static: tuple 
             if refs.refs:
                 raise ref.ClosedOverRefs(refs.refs)
             out_leaves, out_tree = tree_util.tree_flatten(out)
-            program = trace.finish([core.asarray_value(x) for x in out_leaves])
+            results = [core.asarray_value(x) for x in out_leaves]
+            program = trace.finish_capturing(results)[0] if captures_ok else trace.finish(results)
             program.name = getattr(fun, "__name__", "")  # the profiler's PjitFunction(name)
             inspections.resolve(trace, program, leaves)
     return program, out_tree

@@ -14,7 +14,7 @@ from meshsim._src.sharding import device_assignment
 from meshsim._src.sharding.mesh import (AbstractMesh, AxisType, Mesh, _context, context_mesh,
                                         get_abstract_mesh)
 from meshsim._src.sharding.named_sharding import (DuplicateSpecError, NamedSharding,
-                                                   SingleDeviceSharding, check_spec)
+                                                   SingleDeviceSharding, check_spec, rank_error)
 from meshsim._src.sharding.partition_spec import UNCONSTRAINED, PartitionSpec
 
 __all__ = ["ShardingTypeError", "reshard", "with_sharding_constraint", "auto_axes",
@@ -222,11 +222,7 @@ def _check_constraint(x, sharding, cur) -> PartitionSpec:
     _check_duplicates(spec)
     check_spec(cur, spec)
     if len(spec) > x.ndim:
-        annotation = NamedSharding(cur, spec)
-        raise ValueError(
-            "One of with_sharding_constraint arguments is incompatible with its sharding annotation "
-            f"{annotation}: Sharding {annotation} is only valid for values of rank at least "
-            f"{len(spec)}, but was applied to a value of rank {x.ndim}.")
+        raise rank_error("One of with_sharding_constraint arguments", NamedSharding(cur, spec), x.ndim)
     return spec
 
 
@@ -248,6 +244,8 @@ def _constrain(x, sharding):
                 "you want.")
         return x
     mesh, spec = resolve(sharding, "with_sharding_constraint")
+    if len(spec) > x.ndim:
+        raise rank_error("One of with_sharding_constraint arguments", NamedSharding(mesh, spec), x.ndim)
     explicit = [a for d in range(len(spec)) for a in spec.axes_of(d) if a in mesh.explicit_axes]
     if explicit:
         raise ValueError(
@@ -255,8 +253,7 @@ def _constrain(x, sharding):
             f"axes of the mesh. Got spec={spec} and mesh={mesh.abstract_mesh}. You probably meant "
             "to use `reshard` API?")
     _check_duplicates(spec)
-    if len(spec) <= x.ndim:  # JAX's IndivisibleError for a dimension the Auto axes do not divide
-        NamedSharding(mesh, spec).shard_shape(x.shape)
+    NamedSharding(mesh, spec).shard_shape(x.shape)  # JAX's IndivisibleError for an undivided dim
     have = type_spec(x.aval)
     # Traced, dims typed over Explicit axes keep them and only the others are constrained;
     # eagerly, JAX lays the array out as the sharding says.
@@ -266,7 +263,10 @@ def _constrain(x, sharding):
         if merged == have:
             return x
         sharding = NamedSharding(mesh, merged)
-    return _reshard_one(x, sharding, "sharding_constraint")
+    out = _reshard_one(x, sharding, "sharding_constraint")
+    if type(out) is _core.Array:  # eagerly, the result is named by the sharding given (`P()`)
+        out._sharding = NamedSharding(mesh, spec)
+    return out
 
 
 def with_sharding_constraint(x, shardings):

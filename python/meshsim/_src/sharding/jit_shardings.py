@@ -13,7 +13,7 @@ from meshsim._src import core, tree_util
 from meshsim._src.abstract import ShapeDtypeStruct
 from meshsim._src.sharding.mesh import AxisType, context_mesh
 from meshsim._src.sharding.mesh import _context as _mesh_context
-from meshsim._src.sharding.named_sharding import NamedSharding, Sharding
+from meshsim._src.sharding.named_sharding import NamedSharding, Sharding, rank_error
 from meshsim._src.sharding.partition_spec import PartitionSpec
 
 
@@ -54,10 +54,7 @@ def _broadcast(shardings, tree, what: str, args_len: int | None = None):
 
 def _check_rank(sharding, x, path: str) -> None:
     if isinstance(sharding, NamedSharding) and len(sharding.spec) > x.ndim:
-        raise ValueError(
-            f"One of pjit arguments with pytree key path {path} is incompatible with its sharding "
-            f"annotation {sharding}: Sharding {sharding} is only valid for values of rank at "
-            f"least {len(sharding.spec)}, but was applied to a value of rank {x.ndim}.")
+        raise rank_error(f"One of pjit arguments with pytree key path {path}", sharding, x.ndim)
 
 
 def place_arguments(in_shardings, args: tuple, arg_names: list[str], static=(), api: str = "jit") -> tuple:

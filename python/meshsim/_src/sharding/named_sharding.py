@@ -259,6 +259,16 @@ class NamedSharding(Sharding):
                                   [list(_entry_axes(e)) for e in self.spec.partitions])
 
 
+def rank_error(what: str, sharding, ndim: int) -> ValueError:
+    """JAX's error for a sharding whose spec is longer than the rank of the value given it;
+    `what` names the value ("One of with_sharding_constraint arguments")."""
+    scalar = " For scalars the PartitionSpec should be P()" if ndim == 0 else ""
+    return ValueError(
+        f"{what} is incompatible with its sharding annotation {sharding}: Sharding {sharding} is "
+        f"only valid for values of rank at least {len(sharding.spec)}, but was applied to a "
+        f"value of rank {ndim}.{scalar}")
+
+
 def sharding_from_core(core: _core.ShardingCore, unreduced=(), reduced=()) -> Sharding:
     """The Python sharding for a C++ `ShardingCore` (and the pending reductions of the
     array's type, which the layout alone does not show)."""
