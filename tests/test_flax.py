@@ -65,3 +65,9 @@ def test_flax_program_matches_jax(real_jax, program):
     pytest.importorskip("flax")
     pytest.importorskip("optax")
     _compare(program)
+
+
+def test_equinox_program_matches_jax(real_jax):
+    pytest.importorskip("equinox")
+    pytest.importorskip("optax")
+    _compare("equinox_sharded.py")

@@ -7,7 +7,7 @@ import numpy as np
 
 from meshsim._src.core import canonicalize_dtype  # noqa: F401
 from meshsim._src.numpy.dtypes import (  # noqa: F401
-    extended, finfo, iinfo, issubdtype, prng_key, result_type)
+    TypePromotionError, extended, finfo, iinfo, issubdtype, prng_key, result_type)
 
 DType = np.dtype
 

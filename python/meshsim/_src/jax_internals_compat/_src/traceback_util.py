@@ -16,3 +16,14 @@ def api_boundary(fun=None, **_options):
     if fun is None:
         return api_boundary
     return fun
+
+
+def include_filename(filename: str) -> bool:
+    """Whether a frame of `filename` would be shown: not under a registered path."""
+    import os
+    return not any(os.path.commonpath([os.path.abspath(filename), os.path.abspath(path)]) ==
+                   os.path.abspath(path) for path in _exclude_paths)
+
+
+def include_frame(frame) -> bool:
+    return include_filename(frame.f_code.co_filename)

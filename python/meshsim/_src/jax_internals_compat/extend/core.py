@@ -41,3 +41,43 @@ def get_opaque_trace_state(convention=None) -> OpaqueTraceState:
     """The identity of the innermost open trace (jit, grad, vmap, control flow, ...)."""
     del convention  # JAX asks callers to name themselves; the answer does not depend on it
     return OpaqueTraceState(_core.current_trace())
+
+
+from meshsim._src.api import ClosedJaxpr  # noqa: E402,F401
+from meshsim._src.jax_internals_compat.user_primitives import Primitive  # noqa: E402,F401
+
+
+class Jaxpr:
+    """The type of a program's inner form; meshsim's programs are ClosedJaxprs, so values of
+    this class never occur (names used in annotations and isinstance tests)."""
+
+
+class Var:
+    """A program variable's type, for annotations and isinstance tests (see Jaxpr)."""
+
+
+class Literal:
+    """A program literal's type, for annotations and isinstance tests (see Jaxpr)."""
+
+
+def find_top_trace(xs):
+    """The innermost trace any of `xs` belongs to (None: all concrete)."""
+    return _core.current_trace() if any(isinstance(x, _core.Tracer) for x in xs) else None
+
+
+def mapped_aval(size, axis, aval):
+    """`aval` with the mapped `axis` (of `size`) removed; unchanged when `axis` is None."""
+    if axis is None:
+        return aval
+    shape = list(aval.shape)
+    del shape[axis]
+    return _core.ShapedArray(tuple(shape), aval.dtype, weak_type=aval.weak_type)
+
+
+def unmapped_aval(size, axis, aval, explicit_mesh_axis=None):
+    """`aval` with an axis of `size` inserted at `axis`; unchanged when `axis` is None."""
+    if axis is None:
+        return aval
+    shape = list(aval.shape)
+    shape.insert(axis, size)
+    return _core.ShapedArray(tuple(shape), aval.dtype, weak_type=aval.weak_type)
