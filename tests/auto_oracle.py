@@ -124,3 +124,19 @@ def normalized(spec: tuple) -> tuple:
     while entries and entries[-1] is None:
         entries.pop()
     return tuple(entries)
+
+
+def assert_like_jax(run, collectives=True, rtol=1e-5, atol=1e-5):
+    """`run(runner, module)` under JAX (`run_jax`) and meshsim (`run_meshsim`): meshsim must give
+    JAX's values and result specs and, when `collectives`, the collectives of XLA's program.
+    Returns XLA's collectives."""
+    import jax
+    import meshsim
+    j_specs, j_coll, j_out = run(run_jax, jax)
+    m_specs, m_coll, m_out = run(run_meshsim, meshsim)
+    for a, b in zip(jax.tree.leaves(j_out), meshsim.tree.leaves(m_out)):
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=rtol, atol=atol)
+    assert [normalized(s) for s in m_specs] == [normalized(s) for s in j_specs]
+    if collectives:
+        assert m_coll == j_coll
+    return j_coll

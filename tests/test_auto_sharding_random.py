@@ -53,8 +53,7 @@ KNOWN = {
     1035: "halo", 1039: "halo", 1040: "retile", 1041: "halo", 1043: "halo", 1044: "collectives",
     1045: "collectives", 1048: "retile", 1060: "halo", 1063: "xla_values", 1065: "halo",
     1068: "retile", 1069: "halo", 1074: "layout", 1075: "halo", 1076: "halo", 1077: "layout",
-    1081: "halo", 1083: "halo", 1085: "layout", 1086: "retile", 1087: "retile",
-    1090: "collectives", 1091: "sub_axes", 1093: "halo", 1105: "halo", 1107: "halo",
+    1081: "halo", 1083: "halo", 1085: "layout", 1090: "collectives", 1091: "sub_axes", 1093: "halo", 1105: "halo", 1107: "halo",
     1110: "retile", 1111: "halo", 1113: "halo", 1114: "sub_axes", 1117: "halo",
 }
 

@@ -191,13 +191,42 @@ class Propagator {
         on_blocks = split != ops && runs_on_blocks(s, split);
         if (on_blocks) ops = split;
       }
+      std::vector<Spec> computed = on_blocks ? std::vector<Spec>{} : computed_layouts(s);
+      if (!computed.empty() && e.prim->name == "concatenate") retile_concatenated(s, ops, computed[0]);
       p.operand.push_back(std::move(ops));
-      p.computed.push_back(on_blocks ? std::vector<Spec>{} : computed_layouts(s));
+      p.computed.push_back(std::move(computed));
     }
     return p;
   }
 
  private:
+  // XLA concatenates along a split dim by moving its axes to another dim
+  // whose blocks they divide (an all-to-all of each operand), concatenating
+  // the blocks and moving the axes back (an all-to-all of the result), rather
+  // than gathering the operands: `operands` and the `result` computed get
+  // the concatenated dim's axes on the first such dim.
+  void retile_concatenated(const Site& s, std::vector<Spec>& operands, Spec& result) const {
+    const int out = s.eqn->outputs[0];
+    const Spec& value = spec_[out];
+    const Shape& shape = program_.avals[out].shape;
+    for (size_t d = 0; d < shape.size() && d < value.size(); ++d) {
+      if (value[d].empty() || !result[d].empty()) continue;
+      const int64_t n = entry_size(value[d]);
+      for (size_t e = 0; e < shape.size(); ++e) {
+        if (e == d) continue;
+        bool divides = (shape[e] / entry_size(result[e])) % n == 0;
+        for (size_t i = 0; i < operands.size() && divides; ++i) {
+          const Shape& in = program_.avals[s.eqn->inputs[i]].shape;
+          divides = operands[i][e] == result[e] && (in[e] / entry_size(operands[i][e])) % n == 0;
+        }
+        if (!divides) continue;
+        for (Spec& o : operands) o[e].insert(o[e].end(), value[d].begin(), value[d].end());
+        result[e].insert(result[e].end(), value[d].begin(), value[d].end());
+        return;
+      }
+    }
+  }
+
   // Whether `s`'s primitive runs on blocks with its operands laid out as
   // `operands` and its results as their values: its local plan takes them
   // as they are and combines nothing.
