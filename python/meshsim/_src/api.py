@@ -21,6 +21,7 @@ from meshsim._src.config import config as _config
 from meshsim._src import float_checks as flags_check
 from meshsim._src.sharding import auto_names, device_assignment, placement
 from meshsim._src.sharding import jit_shardings
+from meshsim._src.sharding.mesh import _context as _mesh_context
 
 
 def _as_tuple(x) -> tuple:
@@ -232,6 +233,12 @@ def _reinsert_static(dyn_args: list, static: tuple) -> list:
     return args
 
 
+def _context_meshes() -> tuple:
+    """The context mesh a trace resolves PartitionSpecs against, and how it was entered (jit
+    takes set_mesh's, pjit a `with mesh:` block's): part of what selects a traced program."""
+    return _mesh_context.mesh, _mesh_context.legacy
+
+
 # Every jitted function, so `clear_caches()` can empty their caches.
 _ALL_JITTED: weakref.WeakSet = weakref.WeakSet()
 
@@ -279,7 +286,8 @@ class JitWrapped:
             if placed is not leaves:
                 leaves = placed
                 dyn_args, dyn_kwargs = tree_util.tree_unflatten(in_tree, leaves)
-        key = (static, in_tree, tuple(_leaf_key(x) for x in leaves), flags.trace_context())
+        key = (static, in_tree, tuple(_leaf_key(x) for x in leaves), flags.trace_context(),
+               _context_meshes())
         entry = self._cache.get(key)
         if entry is None:
             traced = self._traces.get(key)
@@ -358,6 +366,7 @@ class JitWrapped:
                 args = placement.onto_mesh(args, mesh, as_operands=True)
             key = tuple([x.signature for x in args if type(x) is _Array])
             if len(key) == len(args):
+                key += (_mesh_context.mesh, _mesh_context.legacy)
                 if flags.USER_CONTEXTS:
                     key += (flags.trace_context(),)
                 entry = self._fast_cache.get(key)
