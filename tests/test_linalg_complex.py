@@ -151,6 +151,9 @@ def _grad_cases(lax_linalg, np_, sl):
         "cho_solve": lambda x: [sl.cho_solve(sl.cho_factor(x), np_.ones((x.shape[0], 2), x.dtype))],
         "eigvals": lambda x: [np_.sort(np_.linalg.eigvals(x))],
         "eig_vectors": lambda x: list(lax_linalg.eig(x, compute_left_eigenvectors=False, enable_eigvec_derivs=True)),
+        "eig_left_vectors": lambda x: list(lax_linalg.eig(x, compute_right_eigenvectors=False,
+                                                          enable_eigvec_derivs=True)),
+        "eig_both_vectors": lambda x: list(lax_linalg.eig(x, enable_eigvec_derivs=True)),
         "expm": lambda x: [sl.expm(x)],
     }
 

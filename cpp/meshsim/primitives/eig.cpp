@@ -161,30 +161,11 @@ Value complex_of(const Value& re, const Value& im) { return ops::bind1("complex"
 // U = V (F o P), F[i, j] = 1 / (w_j - w_i) off the diagonal, and c fixing LAPACK's
 // normalisation (unit norm, largest component k_j real):
 // c_j = -Re(v_j^H u_j) - i Im(u_{k_j j}) / Re(v_{k_j j}). The VJP is that map's
-// adjoint between two conj calls (see decompositions.cpp); a real A takes the real part.
-Cotangents eig_vjp(const VjpArgs& a) {
-  const Params& p = a.params;
-  const bool left = p.get_or<bool>("compute_left_eigenvectors", true);
-  const bool right = p.get_or<bool>("compute_right_eigenvectors", true);
-  if ((left || right) && !p.get_or<bool>("enable_eigvec_derivs", false))
-    fail<NotImplementedError>(
-        "Derivatives of non-symmetric eigenvectors are only valid under assumptions on the input that JAX "
-        "cannot check (see the enable_eigvec_derivs argument to jax.lax.linalg.eig). Pass "
-        "enable_eigvec_derivs=True to jax.lax.linalg.eig to opt in. See "
-        "https://github.com/jax-ml/jax/issues/2748 for discussion.");
-  if (left && a.ct[1])
-    fail<NotImplementedError>("Derivatives of left eigenvectors of eig are not implemented");
-  Values outs = a.out;
-  if (!right) {
-    Params q = p;
-    q.set("compute_left_eigenvectors", false);
-    q.set("compute_right_eigenvectors", true);
-    outs = meshsim::bind(primitive("eig"), {a.in[0]}, q);
-  }
-  const Value &w = outs[0], &V = outs.back();
+// adjoint between two conj calls (see decompositions.cpp), for eigenvalues w, right
+// eigenvectors V and the cotangents of w and V (either may be absent).
+Value eigvec_vjp(const Value& w, const Value& V, const Cotangent& wbar, const Cotangent& vbar) {
   Value pbar = ops::zeros(aval_of(V));  // the adjoint's P cotangent
-  if (a.ct[0]) pbar = diag_embed(conj(*a.ct[0]));
-  const Cotangent& vbar = right ? a.ct.back() : Cotangent{};
+  if (wbar) pbar = diag_embed(conj(*wbar));
   if (vbar) {
     const Value g = conj(*vbar);
     const Value cbar = column_sums(ops::mul(conj(V), g));  // c's cotangent: diag(V^H g)
@@ -204,9 +185,43 @@ Cotangents eig_vjp(const VjpArgs& a) {
     pbar = ops::add(pbar, ops::mul(conj(inverse_gaps(w)), matmul(mH(V), ubar)));
   }
   // dA's cotangent: V^-H pbar V^H, conjugated: V^-T conj(pbar) V^T.
-  Value abar = solve_transposed(V, matmul(conj(pbar), mT(V)));
-  if (!complex_valued(a.in[0])) abar = real_of(abar);
-  return {abar};
+  return solve_transposed(V, matmul(conj(pbar), mT(V)));
+}
+
+// Left eigenvectors are A^H's right ones, for eigenvalues conj(w) (JAX's JVP runs the right
+// eigenvectors' rule on conj(w), VL and dA^H): their part of dA's cotangent is the adjoint of
+// that rule's, conjugate-transposed.
+Cotangents eig_vjp(const VjpArgs& a) {
+  const Params& p = a.params;
+  const bool left = p.get_or<bool>("compute_left_eigenvectors", true);
+  const bool right = p.get_or<bool>("compute_right_eigenvectors", true);
+  if ((left || right) && !p.get_or<bool>("enable_eigvec_derivs", false))
+    fail<NotImplementedError>(
+        "Derivatives of non-symmetric eigenvectors are only valid under assumptions on the input that JAX "
+        "cannot check (see the enable_eigvec_derivs argument to jax.lax.linalg.eig). Pass "
+        "enable_eigvec_derivs=True to jax.lax.linalg.eig to opt in. See "
+        "https://github.com/jax-ml/jax/issues/2748 for discussion.");
+  const Value& w = a.out[0];
+  const Cotangent vlbar = left ? a.ct[1] : Cotangent{};
+  const Cotangent vrbar = right ? a.ct.back() : Cotangent{};
+  std::optional<Value> abar;
+  if (a.ct[0] || vrbar) {
+    Value V = a.out.back();
+    if (!right) {
+      Params q = p;
+      q.set("compute_left_eigenvectors", false);
+      q.set("compute_right_eigenvectors", true);
+      V = meshsim::bind(primitive("eig"), {a.in[0]}, q).back();
+    }
+    abar = eigvec_vjp(w, V, a.ct[0], vrbar);
+  }
+  if (vlbar) {
+    const Value from_left = mH(eigvec_vjp(conj(w), a.out[1], Cotangent{}, vlbar));
+    abar = abar ? ops::add(*abar, from_left) : from_left;
+  }
+  if (!abar) return {Cotangent{}};
+  if (!complex_valued(a.in[0])) abar = real_of(*abar);
+  return {*abar};
 }
 
 }  // namespace
