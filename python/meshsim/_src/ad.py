@@ -101,6 +101,7 @@ class _Linearized:
                                                                       _evaluate_policy)
         # Computed from arrays committed to a device, values and cotangents stay there.
         self.device = placement.committed_device([*leaves, *captures], lambda i: f"args[{i}] of {self.fun_name}")
+        self.forward_committed = any(type(x) is core.Array and x.committed for x in leaves)
         results = _core.eval_program(fwd, [*leaves, *(r._value for r in closed), *captures])
         if self.device is not None:
             results = placement.place(results, self.device)
@@ -146,6 +147,13 @@ class _Linearized:
     def aux(self):
         return tree_util.tree_unflatten(self.aux_tree, self.aux_leaves)
 
+    def check_batched_pullback(self, batch: int) -> None:
+        """JAX's device-assignment error for an eager pullback vmapped over `batch` uncommitted
+        cotangents (jacrev's basis), raised before the pass runs."""
+        cts = [object() for takes in self.ct_in if takes]  # uncommitted, whatever their values
+        device_assignment.check_pullback(self.bwd, [*cts, *self.residuals], self.forward_committed,
+                                         batch)
+
     def pullback_flat(self, ct_leaves: Sequence, wanted: Sequence[bool] | None = None) -> list:
         """Input cotangents (one per input leaf; float0 zeros for non-inexact ones). With
         `wanted`, only those inputs' cotangents are computed (None for the others)."""
@@ -167,7 +175,7 @@ class _Linearized:
         if not all(w for w, takes in zip(wanted, self.ct_out) if takes):
             bwd = _core.keep_outputs(bwd, [w for w, takes in zip(wanted, self.ct_out) if takes])
         if _core.current_trace() is None:  # eager: each operation placed by its own operands
-            device_assignment.check_pullback(bwd, [*cts, *self.residuals])
+            device_assignment.check_pullback(bwd, [*cts, *self.residuals], self.forward_committed)
         grads = _core.eval_program(bwd, [*cts, *self.residuals])
         if self.device is not None:
             grads = placement.place(grads, self.device)
@@ -605,7 +613,10 @@ def jacrev(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = 
         tree_util.tree_map(functools.partial(_check_jacrev_input, holomorphic, allow_int), dyn_args)
         y, pullback, *aux = vjp(f_partial, *dyn_args, has_aux=has_aux)
         tree_util.tree_map(functools.partial(_check_jacrev_output, holomorphic), y)
-        jac = vmap(pullback)(_std_basis(y))
+        basis = _std_basis(y)
+        if _core.current_trace() is None:
+            pullback._lin.check_batched_pullback(tree_util.tree_leaves(basis)[0].shape[0])
+        jac = vmap(pullback)(basis)
         jac = jac[0] if isinstance(argnums, int) else jac
         example = dyn_args[0] if isinstance(argnums, int) else dyn_args
         jac_tree = tree_util.tree_map(lambda leaf, j: _unravel(y, 0, leaf, j), example, jac)

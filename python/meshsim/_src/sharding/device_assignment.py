@@ -26,9 +26,15 @@ def _explicit_mesh_size(aval) -> int | None:
     return mesh.size
 
 
-def _describe(aval) -> str:
+def _describe(aval, batch: int | None = None) -> str:
+    """`f32[8@x]({Explicit: ('x',)})`; with `batch`, as vmap's batched type shows it
+    (`f32[1,8@x]`)."""
     names = tuple(aval.sharding.mesh.axis_names)
-    return f"{aval.str_short(True)}({{Explicit: {names!r}}})"
+    text = aval.str_short(True)
+    if batch is not None:
+        head, dims = text.split("[", 1)
+        text = f"{head}[{batch}{',' if dims != ']' else ''}{dims}"
+    return f"{text}({{Explicit: {names!r}}})"
 
 
 def _error(device_count: int, mesh_size: int, described: str) -> ValueError:
@@ -38,8 +44,8 @@ def _error(device_count: int, mesh_size: int, described: str) -> ValueError:
         "`jax.set_mesh`.")
 
 
-def mismatch_error(aval, device_count: int) -> ValueError:
-    return _error(device_count, aval.sharding.mesh.size, _describe(aval))
+def mismatch_error(aval, device_count: int, batch: int | None = None) -> ValueError:
+    return _error(device_count, aval.sharding.mesh.size, _describe(aval, batch))
 
 
 def check_abstract_placement(x, sharding) -> None:
@@ -168,10 +174,15 @@ def note_device_put(device_count: int) -> None:
         recorder.count = device_count
 
 
-def check_pullback(program, inputs) -> None:
+def check_pullback(program, inputs, consts_committed: bool = False,
+                   batch: int | None = None) -> None:
     """An eager backward pass, as JAX runs it one operation at a time: an operation none of
     whose operands is committed (computed from uncommitted cotangents alone) runs on the
-    context's devices, so a result it types over an all-Explicit mesh needs that mesh."""
+    context's devices, so a result it types over an all-Explicit mesh needs that mesh.
+    `consts_committed`: the forward pass ran on committed arrays, so the array constants the
+    backward program holds are residuals JAX's forward operations left committed (scalar
+    ones may be a transpose rule's own literals, which are not).
+    `batch`: the pass runs under vmap over that many cotangents (jacrev), as errors show."""
     device_count = context_device_count()
     committed = {}
     for var, x in zip(program.invars, inputs):
@@ -179,18 +190,33 @@ def check_pullback(program, inputs) -> None:
     avals = program.avals
     for var in program.constvars:  # a constant typed over a mesh was an array laid out there
         mesh = getattr(avals[var].sharding, "mesh", None)
-        committed[var] = mesh is not None and not mesh.empty
+        committed[var] = (consts_committed and avals[var].ndim > 0) or (
+            mesh is not None and not mesh.empty)
+    # Values computed from the cotangents: the rest (constants and what is computed from
+    # them alone) JAX computes in the forward pass, as committed residuals.
+    from_cts = {var for var, x in zip(program.invars, inputs) if not committed[var]}
     equations = program.equations()
     for i, (_, ins, outs, *_) in enumerate(equations):
-        if ins and any(committed.get(v, False) for v in ins):
+        derived = any(v in from_cts for v in ins)
+        if derived:
+            from_cts.update(outs)
+        if (ins and any(committed.get(v, False) for v in ins)) or (consts_committed and not derived):
             for v in outs:
                 committed[v] = True
             continue
+        named = {a for v in ins for a in _axes_named(avals[v])}
         for v in outs:
             committed[v] = False
             size = _explicit_mesh_size(avals[v])
-            if size is not None and size != device_count:
-                raise mismatch_error(avals[_through_reshards(equations[i + 1:], v)], device_count)
+            # A layout its operands' types already name follows them (a transpose, a reshape of
+            # the cotangent); one the operation adds (a transpose rule's out_sharding) is placed.
+            if size is not None and size != device_count and not _axes_named(avals[v]) <= named:
+                raise mismatch_error(avals[_through_reshards(equations[i + 1:], v)], device_count,
+                                     batch)
+
+
+def _axes_named(aval) -> set:
+    return {a for axes in aval.spec for a in axes}
 
 
 def _through_reshards(following, var: int) -> int:
