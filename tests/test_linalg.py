@@ -100,6 +100,25 @@ def test_dot_general_reads_transposed_operands_in_place(layout, m, k, n):
            np.einsum("bmk,bkn->bmn", batched_a.astype(np.float64), batched_b))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("spec", ["bqhd,bkhd->bhqk", "bhqk,bkhd->bhqd", "qbhd,hkbd->bhqk"])
+def test_dot_general_batch_dims_apart_in_memory(real_jax, dtype, spec):
+    """Batch dims that do not merge into one stride (attention's batch and head
+    dims around the sequence dim) are read in place, each matrix at its own
+    offset: the same bits as JAX's dot of packed copies, within rounding."""
+    sizes = dict(b=2, h=3, q=5, k=4, d=6)
+    xs, ys = spec.split("->")[0].split(",")
+    x = _random(tuple(sizes[c] for c in xs), dtype)
+    y = _random(tuple(sizes[c] for c in ys), dtype)
+    with jax.enable_x64(dtype == np.float64):
+        got = np.asarray(jax.jit(lambda x, y: jnp.einsum(spec, x, y))(x, y))
+    want = np.einsum(spec, x.astype(np.float64), y.astype(np.float64))
+    assert got.dtype == dtype
+    _close(got, want)
+    real = real_jax.numpy.einsum(spec, x.astype(np.float32), y.astype(np.float32))
+    _close(got, np.asarray(real), rtol=1e-5, atol=1e-5)
+
+
 def test_dot_general_broadcast_operand():
     row = jnp.broadcast_to(jnp.asarray(_random((1, 6))), (4, 6))
     w = _random((6, 3))

@@ -466,11 +466,22 @@ Avals scan_eval(const Avals& in, const Params& params) {
   return out;
 }
 
-Tensor row(const Tensor& x, int64_t i) {
-  const Shape& sh = x.shape();
-  const Strides& st = x.strides();
-  return x.view(Shape(sh.begin() + 1, sh.end()), Strides(st.begin() + 1, st.end()), i * st[0]);
-}
+// The rows x[i] of a scanned operand or stacked result: their shape and
+// strides are worked out once per loop, not per iteration (a Tensor's shape
+// and strides are heap vectors; building them per row per iteration cost as
+// much as the loop's small equations).
+class Rows {
+ public:
+  explicit Rows(const Tensor& x)
+      : x_(x), shape_(x.shape().begin() + 1, x.shape().end()),
+        strides_(x.strides().begin() + 1, x.strides().end()) {}
+  Tensor operator[](int64_t i) const { return x_.view(shape_, strides_, i * x_.strides()[0]); }
+
+ private:
+  const Tensor& x_;
+  Shape shape_;
+  Strides strides_;
+};
 
 std::vector<Tensors> scan_run(const Runner& run, std::vector<Tensors> in, const Params& params,
                               const Avals& out_avals) {
@@ -482,6 +493,13 @@ std::vector<Tensors> scan_run(const Runner& run, std::vector<Tensors> in, const 
   for (size_t d = 0; d < n; ++d)
     for (size_t j = 0; j < num_ys; ++j)
       ys[d].push_back(Tensor::empty(out_avals[s.num_carry + j].dtype, out_avals[s.num_carry + j].shape));
+  std::vector<std::vector<Rows>> x_rows(n), y_rows(n);
+  for (size_t d = 0; d < n; ++d) {
+    x_rows[d].reserve(num_xs);
+    for (size_t k = 0; k < num_xs; ++k) x_rows[d].emplace_back(in[d][s.num_consts + s.num_carry + k]);
+    y_rows[d].reserve(num_ys);
+    for (size_t j = 0; j < num_ys; ++j) y_rows[d].emplace_back(ys[d][j]);
+  }
   for (int64_t t = 0; t < s.length; ++t) {
     const int64_t i = s.reverse ? s.length - 1 - t : t;
     std::vector<Tensors> args(n);
@@ -495,12 +513,12 @@ std::vector<Tensors> scan_run(const Runner& run, std::vector<Tensors> in, const 
       else
         a.insert(a.end(), in[d].begin(), in[d].begin() + s.num_consts);
       for (Tensor& c : carry[d]) a.push_back(std::move(c));
-      for (size_t k = 0; k < num_xs; ++k) a.push_back(row(in[d][s.num_consts + s.num_carry + k], i));
+      for (size_t k = 0; k < num_xs; ++k) a.push_back(x_rows[d][k][i]);
     }
     std::vector<Tensors> res = run(s.body, std::move(args));
     for (size_t d = 0; d < n; ++d) {
       for (size_t j = 0; j < s.num_carry; ++j) carry[d][j] = std::move(res[d][j]);
-      for (size_t j = 0; j < num_ys; ++j) copy_into(res[d][s.num_carry + j], row(ys[d][j], i));
+      for (size_t j = 0; j < num_ys; ++j) copy_into(res[d][s.num_carry + j], y_rows[d][j][i]);
     }
   }
   append_devices(carry, ys);

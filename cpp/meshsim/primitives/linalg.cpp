@@ -145,9 +145,13 @@ Avals dot_general_eval(const Avals& in, const Params& params) {
 
 // An operand seen as a batch of matrices: element (b, r, c) at
 // data + b * batch_stride + r * row_stride + c * col_stride.
+// Batch dims whose strides do not merge into one (attention's batch and head
+// dims around the sequence dim) list each matrix's offset instead.
 struct Matrices {
   int64_t batch, rows, cols;
   int64_t batch_stride, row_stride, col_stride;
+  std::vector<int64_t> batch_offsets;  // empty when batch_stride applies
+  int64_t offset(int64_t i) const { return batch_offsets.empty() ? i * batch_stride : batch_offsets[i]; }
 };
 
 // Size and stride of `dims` of t taken as one dimension, if its strides allow
@@ -169,8 +173,19 @@ std::optional<std::pair<int64_t, int64_t>> merged(const Tensor& t, const IntList
 std::optional<Matrices> as_matrices(const Tensor& t, const IntList& batch, const IntList& rows,
                                     const IntList& cols) {
   auto b = merged(t, batch), r = merged(t, rows), c = merged(t, cols);
-  if (!b || !r || !c) return std::nullopt;
-  return Matrices{b->first, r->first, c->first, b->second, r->second, c->second};
+  if (!r || !c) return std::nullopt;
+  if (b) return Matrices{b->first, r->first, c->first, b->second, r->second, c->second, {}};
+  // Each matrix's offset, the batch dims walked row-major in the order given.
+  std::vector<int64_t> offsets{0};
+  for (int64_t d : batch) {
+    std::vector<int64_t> next;
+    next.reserve(offsets.size() * t.shape()[d]);
+    for (int64_t o : offsets)
+      for (int64_t k = 0; k < t.shape()[d]; ++k) next.push_back(o + k * t.strides()[d]);
+    offsets = std::move(next);
+  }
+  const int64_t count = static_cast<int64_t>(offsets.size());
+  return Matrices{count, r->first, c->first, 0, r->second, c->second, std::move(offsets)};
 }
 
 // A packed [batch, rows, cols] copy, for layouts neither BLAS nor the loops take.
@@ -188,7 +203,7 @@ Tensor packed(const Tensor& t, const IntList& batch, const IntList& rows, const 
 
 Matrices packed_matrices(const Tensor& p) {
   const int64_t r = p.shape()[1], c = p.shape()[2];
-  return {p.shape()[0], r, c, r * c, c, 1};
+  return {p.shape()[0], r, c, r * c, c, 1, {}};
 }
 
 // How BLAS reads one matrix: row-major with leading dimension `ld`, possibly
@@ -273,8 +288,8 @@ void blas_batched(const Matrices& a, const Matrices& b, const T* pa, const T* pb
   const int64_t M = a.rows, K = a.cols, N = b.cols;
   for (int64_t i = 0; i < a.batch; ++i) {
     check_cancelled();
-    const T* ai = pa + i * a.batch_stride;
-    const T* bi = pb + i * b.batch_stride;
+    const T* ai = pa + a.offset(i);
+    const T* bi = pb + b.offset(i);
     T* ci = c + i * M * N;
     // Matrix-vector products: gemv streams the matrix once, gemm would pack it.
     if (N == 1 && b.row_stride > 0) blas_gemv(la, M, K, ai, bi, b.row_stride, ci);
