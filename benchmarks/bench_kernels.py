@@ -24,6 +24,8 @@ def cases(rng):
     square, cube = f32(2048, 2048), f32(64, 256, 256)
     bytes_ = rng.integers(0, 255, (4096, 4096), dtype=np.uint8)
     acts, weights = f32(1024, 4096), f32(4096, 256) / np.float32(64)
+    small = f32(64, 63)  # under 4096 elements: XLA's own loops, not YNNPACK
+    c64 = (f32(1024, 1024) + 1j * f32(1024, 1024)).astype(np.complex64)
 
     def chain(m, _, a, b):
         return m.tanh(a * np.float32(1.5) + b) * m.exp(-(a * a)) + m.sin(b) - m.sqrt(m.abs(a))
@@ -42,6 +44,10 @@ def cases(rng):
         "elementwise chain (8 ops) f32[1024,1024]": ((x, y), chain),
         "sum axis 0 f32[2048,2048]": ((square,), lambda m, _, a: m.sum(a, axis=0)),
         "sum axis 1 f32[2048,2048]": ((square,), lambda m, _, a: m.sum(a, axis=1)),
+        "sum axis 0 f32[64,63]": ((small,), lambda m, _, a: m.sum(a, axis=0)),
+        "sum axis 1 f32[64,63]": ((small,), lambda m, _, a: m.sum(a, axis=1)),
+        "sum axis 0 c64[1024,1024]": ((c64,), lambda m, _, a: m.sum(a, axis=0)),
+        "sum axis 1 c64[1024,1024]": ((c64,), lambda m, _, a: m.sum(a, axis=1)),
         "max axis 1 f32[2048,2048]": ((square,), lambda m, _, a: m.max(a, axis=1)),
         "mean all f32[2048,2048]": ((square,), lambda m, _, a: m.mean(a)),
         "transpose f32[2048,2048]": ((square,), transpose((1, 0))),
@@ -54,6 +60,7 @@ def cases(rng):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--only", default="", help="run only the cases whose name contains this")
     args = parser.parse_args()
 
     import meshsim
@@ -70,6 +77,8 @@ def main():
     rng = np.random.default_rng(0)
     rows = []
     for name, (operands, fn) in cases(rng).items():
+        if args.only not in name:
+            continue
         want = fn(np, None, *operands)
         contenders = {"numpy": lambda: fn(np, None, *operands)}
         ms_program = meshsim.jit(lambda *xs, fn=fn: fn(mnp, mlax, *xs))

@@ -11,7 +11,7 @@
 #include "meshsim/kernels/complex_math.h"
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/kernels/integer_wrap.h"
-#include "meshsim/kernels/narrow_reduce.h"
+#include "meshsim/kernels/ordered_reduce.h"
 #include "meshsim/kernels/reduce.h"
 #include "meshsim/primitives/families.h"
 #include "meshsim/primitives/windows.h"
@@ -223,7 +223,7 @@ Tensor in_compute_dtype(const Tensor& x) {
 // ---- reduce_* --------------------------------------------------------------
 
 // Sums and products of narrow floats depend on XLA's order and per-step
-// rounding (kernels/narrow_reduce.h); max and min do not.
+// rounding (kernels/ordered_reduce.h); max and min do not.
 template <template <class> class Op>
 constexpr bool kNarrowOrdered = std::is_same_v<Op<float>, Sum<float>> || std::is_same_v<Op<float>, Prod<float>>;
 
@@ -234,12 +234,30 @@ Tensor narrow_fold(const Tensor& narrow, const std::vector<bool>& mask, const Av
   dispatch_float(narrow.dtype(), [&](auto tag) {
     using T = decltype(tag);
     if constexpr (is_small_float_v<T>)
-      folded = narrow_reduce(x.data<float>(), x.shape(), x.strides(), mask, Op<float>{},
-                             Op<float>{}.identity, [](float v) { return float(T(v)); });
+      folded = ordered_reduce(x.data<float>(), x.shape(), x.strides(), mask, Op<float>{},
+                              Op<float>{}.identity, [](float v) { return float(T(v)); });
   });
   Tensor result = Tensor::empty(DType::Float32, out.shape);
   std::copy(folded.begin(), folded.end(), result.data<float>());
   return cast(result, out.dtype);
+}
+
+// XLA on CPU hands float32/float64 sums of this many elements or more to
+// YNNPACK, whose blocked order (rows of 16-lane accumulators, tiled over the
+// reduced elements) is not reproduced here: those keep the pairwise loops of
+// kernels/reduce.h. Smaller sums, and complex sums of any size, run XLA's own
+// loops, whose order ordered_reduce follows.
+constexpr int64_t kYnnpackSumElements = 4096;
+
+// The sum of float32/float64 elements (any strides) over `mask`, folded in
+// XLA's loop order.
+template <class T>
+Tensor ordered_sum(const Tensor& x, const std::vector<bool>& mask, const Shape& out_shape) {
+  const std::vector<T> folded =
+      ordered_reduce(x.data<T>(), x.shape(), x.strides(), mask, Sum<T>{}, T(0), [](T v) { return v; });
+  Tensor result = Tensor::empty(x.dtype(), out_shape);
+  std::copy(folded.begin(), folded.end(), result.data<T>());
+  return result;
 }
 
 std::vector<bool> reduced_mask(const Aval& x, const IntList& axes) {
@@ -341,10 +359,8 @@ void reduce(const std::string& name, const char* partials,
         Shape pair_shape = out[0].shape;
         pair_shape.push_back(2);
         mask.push_back(false);
-        Tensor pairs = Tensor::empty(real_dtype(in[0].dtype()), pair_shape);
-        dispatch_wide_float(pairs.dtype(), [&](auto tag) {
-          using T = decltype(tag);
-          reduce_into<T>(as_real_pairs(in[0]), mask, pairs, Op<T>{});
+        Tensor pairs = dispatch_wide_float(real_dtype(in[0].dtype()), [&](auto tag) {
+          return ordered_sum<decltype(tag)>(as_real_pairs(in[0]), mask, pair_shape);
         });
         return as_tensors(from_real_pairs(pairs));
       }
@@ -356,6 +372,13 @@ void reduce(const std::string& name, const char* partials,
         }));
     if constexpr (kNarrowOrdered<Op>)
       if (is_narrow_float(in[0].dtype())) return as_tensors(narrow_fold<Op>(in[0], mask, out[0]));
+    if constexpr (kComplexSum<Op>) {
+      const DType dt = in[0].dtype();
+      if ((dt == DType::Float32 || dt == DType::Float64) && in[0].size() < kYnnpackSumElements)
+        return as_tensors(dispatch_wide_float(dt, [&](auto tag) {
+          return ordered_sum<decltype(tag)>(in[0], mask, out[0].shape);
+        }));
+    }
     const Tensor x = in_compute_dtype(in[0]);
     Tensor result = Tensor::empty(x.dtype(), out[0].shape);
     auto run = [&](auto tag) {

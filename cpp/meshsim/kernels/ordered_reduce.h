@@ -1,11 +1,13 @@
-// Sums and products of narrow floats (bfloat16, float16, float8) in the order
-// and precision of XLA on CPU: each step is computed in float32 and rounded
-// back to the narrow type, folding the reduced elements one by one in
-// row-major order. A reduced dimension longer than 32 is first cut into
-// windows of 32 (XLA's tree reduction), the padding split evenly before and
-// after, the lower half rounded down; each window is folded, and the window
-// results are reduced again the same way. A float32 pairwise sum rounded once
-// differs from this by many units when the terms cancel.
+// Reductions in the order of the loops XLA on CPU emits for them: each output
+// folds its reduced elements one by one from the identity, in row-major order
+// over the reduced dimensions. A reduced dimension longer than 32 is first cut
+// into windows of 32 (XLA's tree reduction), the padding split evenly before
+// and after, the lower half rounded down; each window is folded, and the
+// window results are reduced again the same way. For narrow floats (bfloat16,
+// float16, float8) every step is computed in float32 and rounded back to the
+// narrow type (`round`); float32/float64/complex sums round in their own type
+// (`round` is the identity). A pairwise sum differs from this by many units
+// when the terms cancel.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -15,7 +17,7 @@
 
 namespace meshsim {
 
-namespace narrow_reduce_detail {
+namespace ordered_reduce_detail {
 
 constexpr int64_t kWindow = 32;
 
@@ -45,16 +47,16 @@ void for_each_point(const std::vector<int64_t>& lo, const std::vector<int64_t>& 
   }
 }
 
-}  // namespace narrow_reduce_detail
+}  // namespace ordered_reduce_detail
 
-// x: float32 values of narrow-float elements (any strides); reduced: the
-// dimensions folded; round: float32 -> nearest narrow value, as float32.
-// Returns the contiguous float32 result over the kept dimensions.
-template <class Op, class Round>
-std::vector<float> narrow_reduce(const float* x, const Shape& shape, const Strides& strides,
-                                 const std::vector<bool>& reduced, const Op& op, float identity,
-                                 const Round& round) {
-  using namespace narrow_reduce_detail;
+// x: the elements (any strides); reduced: the dimensions folded; round: the
+// rounding after each step (T -> T). Returns the contiguous result over the
+// kept dimensions.
+template <class T, class Op, class Round>
+std::vector<T> ordered_reduce(const T* x, const Shape& shape, const Strides& strides,
+                              const std::vector<bool>& reduced, const Op& op, T identity,
+                              const Round& round) {
+  using namespace ordered_reduce_detail;
   std::vector<int64_t> kept_size, kept_stride, red_size, red_stride;
   for (size_t d = 0; d < shape.size(); ++d) {
     (reduced[d] ? red_size : kept_size).push_back(shape[d]);
@@ -62,10 +64,10 @@ std::vector<float> narrow_reduce(const float* x, const Shape& shape, const Strid
   }
   const bool tree = std::any_of(red_size.begin(), red_size.end(), [](int64_t n) { return n > kWindow; });
   if (!tree) {
-    std::vector<float> out;
+    std::vector<T> out;
     const std::vector<int64_t> zeros_k(kept_size.size(), 0), zeros_r(red_size.size(), 0);
     for_each_point(zeros_k, kept_size, kept_stride, 0, [&](int64_t base) {
-      float acc = identity;
+      T acc = identity;
       for_each_point(zeros_r, red_size, red_stride, base,
                      [&](int64_t off) { acc = round(op(acc, x[off])); });
       out.push_back(acc);
@@ -89,7 +91,7 @@ std::vector<float> narrow_reduce(const float* x, const Shape& shape, const Strid
     wstrides[d] = total;
     total *= wshape[d];
   }
-  std::vector<float> windows(static_cast<size_t>(total));
+  std::vector<T> windows(static_cast<size_t>(total));
   for (int64_t flat = 0; flat < total; ++flat) {
     int64_t rest = flat, base = 0;
     std::vector<int64_t> lo(red_size.size()), hi(red_size.size());
@@ -106,11 +108,11 @@ std::vector<float> narrow_reduce(const float* x, const Shape& shape, const Strid
       lo[r] = std::max<int64_t>(start, 0);
       hi[r] = std::min<int64_t>(start + kWindow, shape[d]);
     }
-    float acc = identity;
+    T acc = identity;
     for_each_point(lo, hi, red_stride, base, [&](int64_t off) { acc = round(op(acc, x[off])); });
     windows[flat] = acc;
   }
-  return narrow_reduce(windows.data(), wshape, wstrides, reduced, op, identity, round);
+  return ordered_reduce(windows.data(), wshape, wstrides, reduced, op, identity, round);
 }
 
 }  // namespace meshsim
