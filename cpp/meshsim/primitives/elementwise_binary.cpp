@@ -64,6 +64,40 @@ void div_primitive() {
   mark_float_tile_dense_only("div");  // a stride-0 divisor divides by its reciprocal
 }
 
+// A complex product's imaginary part is one fused multiply-add; which of its
+// two products XLA's code rounds first depends on the operands. Between two
+// arrays it is fma(x.im, y.re, x.re * y.im) (mul_op); when y is a broadcast
+// (a scalar beside a larger operand, or a stride-0 view) the product with
+// y's real part is rounded: fma(x.re, y.im, x.im * y.re), on either side.
+Tensor multiply_by_broadcast(const Tensor& x, const Tensor& y, DType out_dtype) {
+  return dispatch_complex(x.dtype(), [&](auto tag) {
+    using C = decltype(tag);
+    return map_binary<C, C>(x, y, out_dtype, [](C x_in, C y_in) {
+      const C u = flush_subnormal(x_in), v = flush_subnormal(y_in);
+      return flush_subnormal(C(std::fma(u.real(), v.real(), -(u.imag() * v.imag())),
+                               std::fma(u.real(), v.imag(), u.imag() * v.real())));
+    });
+  });
+}
+
+void mul_primitive() {
+  Primitive p = binary_primitive<Accepts::Number>(
+      "mul", [](auto x, auto y) { return mul_op(x, y); },
+      d2([](auto& g, auto&, auto& y, auto&) { return op::mul(g, y); },
+         [](auto& g, auto& x, auto&, auto&) { return op::mul(x, g); }),
+      mul_ur_rule);
+  p.kernel = [product = p.kernel](const Tensors& in, const Params& params, const Avals& out) {
+    if (is_complex(in[0].dtype())) {
+      if (is_broadcast_divisor(in[0], in[1]))
+        return Tensors{multiply_by_broadcast(in[0], in[1], out[0].dtype)};
+      if (is_broadcast_divisor(in[1], in[0]))
+        return Tensors{multiply_by_broadcast(in[1], in[0], out[0].dtype)};
+    }
+    return product(in, params, out);
+  };
+  register_primitive(std::move(p));
+}
+
 }  // namespace
 
 void elementwise::register_binary_elementwise_primitives() {
@@ -75,10 +109,7 @@ void elementwise::register_binary_elementwise_primitives() {
                           add_ur_rule);
   binary<Accepts::Number>("sub", [](auto x, auto y) { return sub_op(x, y); },
                            d2(pass, [](auto& g, auto&, auto&, auto&) { return op::neg(g); }));
-  binary<Accepts::Number>("mul", [](auto x, auto y) { return mul_op(x, y); },
-                           d2([](auto& g, auto&, auto& y, auto&) { return op::mul(g, y); },
-                              [](auto& g, auto& x, auto&, auto&) { return op::mul(x, g); }),
-                           mul_ur_rule);
+  mul_primitive();
   div_primitive();
   binary<Accepts::Numeric>("rem", [](auto x, auto y) { return rem_op(x, y); },
                            d2(pass, [](auto& g, auto& x, auto& y, auto&) {

@@ -1,4 +1,5 @@
 #include "meshsim/runtime/interpreter.h"
+#include "meshsim/runtime/xla_rewrites.h"
 
 #include <algorithm>
 #include <array>
@@ -364,10 +365,15 @@ std::vector<ArrayPtr> run_partitioned(const Program& program, const std::vector<
 
 }  // namespace
 
-std::vector<ArrayPtr> run_global_program(const Program& program, const std::vector<ArrayPtr>& args) {
-  timeline::HostSpan span("PjitFunction", program.name);
-  if (args.size() != program.invars.size())
-    fail<TypeError>("program expects ", program.invars.size(), " arguments, got ", args.size());
+std::vector<ArrayPtr> run_global_program(const Program& traced, const std::vector<ArrayPtr>& args) {
+  timeline::HostSpan span("PjitFunction", traced.name);
+  if (args.size() != traced.invars.size())
+    fail<TypeError>("program expects ", traced.invars.size(), " arguments, got ", args.size());
+  // A program partitioned over an Auto mesh runs as traced: its layouts are
+  // planned once per program, and a rewritten copy would plan them per call.
+  const bool partitioned = !single_device(traced, args) && auto_mesh_of(traced);
+  const std::optional<Program> rewritten = partitioned ? std::nullopt : as_xla_compiles(traced);
+  const Program& program = rewritten ? *rewritten : traced;
   if (single_device(program, args)) {
     const std::vector<int> last = last_uses(program);
     Tensors in(args.size());

@@ -172,6 +172,20 @@ def broadcast_to(array, shape, *, out_sharding=None):
     return out if out_sharding is None else explicit.reshard(out, out_sharding)
 
 
+def broadcast_to_eagerly_materialized(array, shape, *, out_sharding=None):
+    """`jnp.broadcast_to` as programs call it: outside a trace JAX's result is a
+    fresh buffer, so a later `lax.div(x, it)` divides rather than multiplying by
+    a reciprocal (XLA's rewrite of x / broadcast(y)); meshsim's own functions,
+    which JAX runs inside its jitted code, use the view (`broadcast_to`)."""
+    out = broadcast_to(array, shape, out_sharding=out_sharding)
+    if out is array or core._core.current_trace() is not None:
+        return out
+    return lax.copy(out)
+
+
+broadcast_to_eagerly_materialized.__name__ = broadcast_to_eagerly_materialized.__qualname__ = "broadcast_to"
+
+
 def _type_str(dtype, shape, spec) -> str:
     """float32[8@dp,4@(tp,x)]: a type as JAX's str_short shows it."""
     def dim(n, axes):
