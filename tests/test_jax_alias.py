@@ -138,6 +138,18 @@ def test_alias_refuses_when_real_jax_is_loaded(tmp_path):
     assert out.stdout.strip() == "refused True", out.stderr
 
 
+def test_meshsim_imported_after_real_jax_keeps_its_own_modules(tmp_path):
+    # Benchmarks and tests import real JAX first: meshsim's own modules must not resolve to
+    # JAX's internals of the same name, or arrays lose their methods.
+    script = tmp_path / "both.py"
+    script.write_text("import jax\nimport meshsim\nimport meshsim.numpy as jnp\n"
+                      "k = meshsim.random.split(meshsim.random.key(0), 3)\n"
+                      "x = jnp.arange(6.0).reshape(2, 3)\n"
+                      "print(k[1].shape, x[1].tolist(), (x + 1)[0, 2].item())\n")
+    out = _run([str(script)])
+    assert out.stdout.strip() == "() [3.0, 4.0, 5.0] 3.0", out.stderr
+
+
 def test_ipython_extension_installs_and_removes_the_alias():
     pytest.importorskip("IPython")
     code = ("from IPython.testing.globalipapp import start_ipython\n"
