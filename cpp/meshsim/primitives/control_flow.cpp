@@ -19,6 +19,7 @@
 #include "meshsim/sharding/factors.h"
 #include "meshsim/sharding/propagation.h"
 #include "meshsim/sharding/rules.h"
+#include "meshsim/transforms/batching.h"
 #include "meshsim/transforms/partial_eval.h"
 #include "meshsim/transforms/vjp.h"
 
@@ -754,6 +755,32 @@ VjpSplit scan_vjp(const Values& in, const std::vector<bool>& active, const Param
 
 }  // namespace
 
+// vmap of a scan is one scan over batched values, as JAX batches it: batched
+// constants and carries hold the batch at dimension 0 and batched xs at
+// dimension 1 (0 is the scanned one), so each row x[i] is batched at 0 in
+// the body; the stacked ys come out batched at 1. Every carry is batched once
+// any operand is (the batched body returns each output batched), where JAX
+// keeps a carry the body never mixes with batched values unbatched: the
+// values are the same, the batched program does more work only for such
+// carries.
+Batched scan_batch(const BatchArgs& a) {
+  const ScanParams s(a.params);
+  const size_t first_x = s.num_consts + s.num_carry;
+  std::vector<bool> batched(a.in.size());
+  Values in;
+  for (size_t i = 0; i < a.in.size(); ++i) {
+    const bool carry = i >= s.num_consts && i < first_x;
+    batched[i] = carry || a.dims[i] != kNotBatched;
+    in.push_back(batched[i] ? batch_at(a.in[i], a.dims[i], i < first_x ? 0 : 1, a.size) : a.in[i]);
+  }
+  Params params = a.params;
+  params.set("jaxpr", batch_program(*s.body, batched, a.size));
+  Values out = meshsim::bind(a.prim, in, params);
+  BatchDims dims(out.size(), 1);
+  std::fill(dims.begin(), dims.begin() + s.num_carry, 0);
+  return Batched{out, dims};
+}
+
 void register_control_flow_primitives() {
   Primitive cond;
   cond.name = "cond";
@@ -793,6 +820,7 @@ void register_control_flow_primitives() {
   scan.factors = scan_factors;
   scan.local_plan = scan_plan;
   scan.sharding_rule = sub_program_specs;
+  scan.batch = scan_batch;
   register_primitive(std::move(scan));
 }
 
