@@ -384,9 +384,9 @@ std::vector<ArrayPtr> dispatch_program(const ProgramPtr& program_ptr, std::vecto
   if (!async || runs_inline(program, devices)) {
     for (const EventPtr& e : dispatcher().pending_on(devices)) e->wait();
     for (const ArrayPtr& a : args) a->wait();
-    if (!async) return run_global_program(program, args);
+    if (!async) return run_global_program(program_ptr, args);
     try {
-      return run_global_program(program, args);
+      return run_global_program(program_ptr, args);
     } catch (...) {
       return failed(program, std::current_exception());
     }
@@ -423,7 +423,7 @@ std::vector<ArrayPtr> dispatch_program(const ProgramPtr& program_ptr, std::vecto
     try {
       CancelScope scope(token.get());
       check_cancelled();
-      std::vector<ArrayPtr> results = run_global_program(*program_ptr, args);
+      std::vector<ArrayPtr> results = run_global_program(program_ptr, args);
       r.end = now();  // before any reader can start
       if (learn) remember_placement(program_ptr, args, results);
       for (size_t i = 0; i < results.size(); ++i)

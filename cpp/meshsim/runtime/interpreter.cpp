@@ -100,12 +100,33 @@ Schedule::Schedule(const Program& program) : last(last_uses(program)), fusion(pr
 
 namespace {
 
-struct CachedSchedule {
+// A value worked out from one live program (not a new program at a freed
+// one's address): programs are immutable once traced.
+template <class T>
+struct PerProgram {
   std::weak_ptr<Program> program;
-  std::shared_ptr<const Schedule> schedule;
-  // The same live program (not a new one at a freed one's address).
+  std::shared_ptr<T> value;
   bool holds(const ProgramPtr& p) const { return !program.owner_before(p) && !p.owner_before(program); }
 };
+
+// `make(*program)`, computed once per live program; `Tag` names the table.
+template <class Tag, class T, class Make>
+PerProgram<T> once_per_program(const ProgramPtr& program, Make make) {
+  static std::mutex mutex;
+  static std::unordered_map<const Program*, PerProgram<T>> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(program.get());
+  if (it == cache.end() || !it->second.holds(program)) {
+    if (cache.size() >= 1024)
+      for (auto i = cache.begin(); i != cache.end();)
+        i = i->second.program.expired() ? cache.erase(i) : std::next(i);
+    it = cache.insert_or_assign(program.get(), PerProgram<T>{program, make(*program)}).first;
+  }
+  return it->second;
+}
+
+struct ScheduleTable;
+struct RewriteTable;
 
 }  // namespace
 
@@ -113,23 +134,12 @@ std::shared_ptr<const Schedule> schedule_of(const ProgramPtr& program) {
   // A few per thread in front of the shared table: device tasks look their
   // sub-programs up once per call, and should not queue on one mutex for it.
   constexpr size_t kLocal = 64;
-  thread_local std::array<CachedSchedule, kLocal> local;
-  CachedSchedule& slot = local[(reinterpret_cast<uintptr_t>(program.get()) >> 4) % kLocal];
-  if (slot.schedule && slot.holds(program)) return slot.schedule;
-
-  static std::mutex mutex;
-  static std::unordered_map<const Program*, CachedSchedule> cache;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = cache.find(program.get());
-  if (it == cache.end() || !it->second.holds(program)) {
-    if (cache.size() >= 1024)
-      for (auto i = cache.begin(); i != cache.end();)
-        i = i->second.program.expired() ? cache.erase(i) : std::next(i);
-    it = cache.insert_or_assign(program.get(), CachedSchedule{program, std::make_shared<const Schedule>(*program)})
-             .first;
-  }
-  slot = it->second;
-  return slot.schedule;
+  thread_local std::array<PerProgram<const Schedule>, kLocal> local;
+  PerProgram<const Schedule>& slot = local[(reinterpret_cast<uintptr_t>(program.get()) >> 4) % kLocal];
+  if (slot.value && slot.holds(program)) return slot.value;
+  slot = once_per_program<ScheduleTable, const Schedule>(
+      program, [](const Program& p) { return std::make_shared<const Schedule>(p); });
+  return slot.value;
 }
 
 namespace {
@@ -365,23 +375,38 @@ std::vector<ArrayPtr> run_partitioned(const Program& program, const std::vector<
 
 }  // namespace
 
-std::vector<ArrayPtr> run_global_program(const Program& traced, const std::vector<ArrayPtr>& args) {
+namespace {
+
+// The program run for `traced`: it as XLA compiles it (runtime/xla_rewrites.h),
+// rewritten once per traced program rather than per call.
+ProgramPtr as_run(const ProgramPtr& traced) {
+  const PerProgram<Program> rewritten = once_per_program<RewriteTable, Program>(traced, [](const Program& p) {
+    std::optional<Program> r = as_xla_compiles(p);
+    return r ? std::make_shared<Program>(std::move(*r)) : nullptr;
+  });
+  return rewritten.value ? rewritten.value : traced;
+}
+
+}  // namespace
+
+std::vector<ArrayPtr> run_global_program(const ProgramPtr& traced_ptr, const std::vector<ArrayPtr>& args) {
+  const Program& traced = *traced_ptr;
   timeline::HostSpan span("PjitFunction", traced.name);
   if (args.size() != traced.invars.size())
     fail<TypeError>("program expects ", traced.invars.size(), " arguments, got ", args.size());
   // A program partitioned over an Auto mesh runs as traced: its layouts are
   // planned once per program, and a rewritten copy would plan them per call.
   const bool partitioned = !single_device(traced, args) && auto_mesh_of(traced);
-  const std::optional<Program> rewritten = partitioned ? std::nullopt : as_xla_compiles(traced);
-  const Program& program = rewritten ? *rewritten : traced;
+  const ProgramPtr program_ptr = partitioned ? traced_ptr : as_run(traced_ptr);
+  const Program& program = *program_ptr;
   if (single_device(program, args)) {
     const std::vector<int> last = last_uses(program);
     Tensors in(args.size());
     for (size_t i = 0; i < args.size(); ++i)  // unread (e.g. donated) arguments stay untouched
       if (last[program.invars[i]] >= 0) in[i] = args[i]->global();
     Tensors res;
-    if (small_products(program)) with_one_blas_thread([&] { res = run_program(program, in); });
-    else res = run_program(program, in);
+    if (small_products(program)) with_one_blas_thread([&] { res = run_program(program_ptr, std::move(in)); });
+    else res = run_program(program_ptr, std::move(in));
     std::vector<ArrayPtr> results;
     for (size_t i = 0; i < program.outvars.size(); ++i) {
       const int v = program.outvars[i];

@@ -95,7 +95,9 @@ Tensors run_program(const Program& program, const Tensors& args);
 Tensors run_program(const ProgramPtr& program, Tensors args);  // by its cached schedule
 
 // Runs a top-level program over global arrays.
-std::vector<ArrayPtr> run_global_program(const Program& program, const std::vector<ArrayPtr>& args);
+// Its bit-visible XLA rewrites (runtime/xla_rewrites.h) and its schedule are
+// worked out once per program.
+std::vector<ArrayPtr> run_global_program(const ProgramPtr& program, const std::vector<ArrayPtr>& args);
 
 // The mesh with Auto axes `program`'s values live on and the layout
 // propagation gives each of its variables when it runs on `args` (what JAX's

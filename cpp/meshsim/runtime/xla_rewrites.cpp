@@ -21,21 +21,20 @@ bool widened_once(const Primitive& prim) {
   return prim.elementwise && !excluded.count(prim.name);
 }
 
-int producer_index(const Program& p, int var, std::vector<int>& cache) {
-  if (cache.empty()) {
-    cache.assign(p.avals.size(), -1);
-    for (size_t k = 0; k < p.eqns.size(); ++k)
-      for (int v : p.eqns[k].outputs) cache[v] = static_cast<int>(k);
-  }
-  return cache[var];
+// Per variable: the equation computing it, -1 for inputs and constants.
+std::vector<int> producers_of(const Program& p) {
+  std::vector<int> producer(p.avals.size(), -1);
+  for (size_t k = 0; k < p.eqns.size(); ++k)
+    for (int v : p.eqns[k].outputs) producer[v] = static_cast<int>(k);
+  return producer;
 }
 
 // The float32 value a convert to float32 of a bfloat16 op's result reads.
-bool reads_unrounded(const Program& p, const Equation& e, std::vector<int>& producers) {
+bool reads_unrounded(const Program& p, const Equation& e, const std::vector<int>& producers) {
   if (e.prim->name != "convert_element_type" || e.inputs.size() != 1) return false;
   if (p.avals[e.outputs[0]].dtype != DType::Float32 || p.avals[e.inputs[0]].dtype != DType::BFloat16)
     return false;
-  const int k = producer_index(p, e.inputs[0], producers);
+  const int k = producers[e.inputs[0]];
   if (k < 0) return false;
   const Equation& op = p.eqns[k];
   if (op.outputs.size() != 1 || !widened_once(*op.prim)) return false;
@@ -70,7 +69,7 @@ Tensor reciprocal_of(const Tensor& c) {
 }  // namespace
 
 std::optional<Program> as_xla_compiles(const Program& program) {
-  std::vector<int> producers;
+  const std::vector<int> producers = producers_of(program);
   bool any = false;
   for (const Equation& e : program.eqns)
     any = any || divides_by_complex_constant(program, e) || reads_unrounded(program, e, producers);
@@ -91,7 +90,7 @@ std::optional<Program> as_xla_compiles(const Program& program) {
     }
     if (reads_unrounded(program, e, producers)) {
       // The op again, on its operands widened to float32, straight into the convert's result.
-      const Equation& op = program.eqns[producer_index(program, e.inputs[0], producers)];
+      const Equation& op = program.eqns[producers[e.inputs[0]]];
       std::vector<int> widened;
       for (int v : op.inputs) {
         Aval aval = program.avals[v];
