@@ -52,7 +52,7 @@ def main(repeats: int = 15, number: int = 200):
     import meshsim.numpy as mnp
     mx, my = mnp.asarray(x), mnp.asarray(y)
     f = meshsim.jit(twenty_ops(mnp))
-    program = f.lower(mx, my)
+    program = f.lower(mx, my).compiler_ir()  # the C++ program, run without jit's Python side
     contenders = {
         "meshsim jit": lambda: f(mx, my),
         "meshsim program.run": lambda: program.run([mx, my]),
