@@ -215,8 +215,6 @@ std::map<std::string, std::pair<size_t, size_t>> axis_places(const Spec& spec) {
   return out;
 }
 
-// Which collective a reshard from `from` to `to` is: all-gather when axes
-// only leave the spec, all-to-all when some move to another place.
 // Devices along each dimension's entry: how many blocks a spec cuts it into.
 std::vector<int64_t> blocks_per_dim(const Mesh& mesh, const Spec& spec) {
   std::vector<int64_t> n;
@@ -228,6 +226,8 @@ std::vector<int64_t> blocks_per_dim(const Mesh& mesh, const Spec& spec) {
   return n;
 }
 
+// Which collective a reshard from `from` to `to` is: all-gather when axes
+// only leave the spec, all-to-all when some move to another place.
 void record_reshard(const Mesh& mesh, const Spec& from, const Spec& to, std::vector<int64_t> sent,
                     std::vector<int64_t> received, int64_t started, int64_t src_block_bytes) {
   int64_t most = *std::max_element(received.begin(), received.end());
@@ -270,12 +270,15 @@ void record_reshard(const Mesh& mesh, const Spec& from, const Spec& to, std::vec
     size_t a = losing.size();
     for (size_t k = 0; k < losing.size(); ++k)
       if (from_blocks[losing[k]] == to_blocks[b]) a = k;
-    if (a < losing.size() && (losing.size() > 1 || [&] {
-          Spec retiled = from;
-          retiled[b] = from[losing[a]];
-          retiled[losing[a]].clear();
-          return retiled != to;
-        }())) {
+    // The moved blocks land on other devices, or other dims are gathered too
+    // (a move onto the same devices alone is the all-to-all the code below handles).
+    auto moves_elsewhere = [&] {
+      Spec retiled = from;
+      retiled[b] = from[losing[a]];
+      retiled[losing[a]].clear();
+      return retiled != to;
+    };
+    if (a < losing.size() && (losing.size() > 1 || moves_elsewhere())) {
       AxisNames gathered_axes;
       int64_t m = 1;
       for (size_t k = 0; k < losing.size(); ++k)
