@@ -434,7 +434,7 @@ def _triu_size(n: int, m: int, k: int) -> int:
 
 
 def _triangle_indices(name: str, n, k, m, lower: bool):
-    from meshsim._src.numpy.indexing import nonzero
+    from meshsim._src.numpy.selection import nonzero
     n, k = operator.index(n), operator.index(k)
     m = n if m is None else operator.index(m)
     size = _triu_size(m, n, -k) if lower else _triu_size(n, m, k)

@@ -15,7 +15,7 @@ from meshsim._src.lax import linalg as lax_linalg
 from meshsim._src.lax import reduction as lax_reduction
 from meshsim._src.lax import structural as lax_structural
 from meshsim._src.lax.structural import canonicalize_axis
-from meshsim._src.numpy import indexing, ufuncs
+from meshsim._src.numpy import selection, ufuncs
 from meshsim._src.numpy.creation import user_dtype
 from meshsim._src.numpy.promotion import promote_dtypes, result_type
 
@@ -242,7 +242,7 @@ def _take_diagonals(x, term: str, operand: int):
         if x.shape[p] != x.shape[q]:
             raise ValueError(f"Size of label '{c}' for operand {operand} ({x.shape[q]}) does not match "
                              f"previous terms ({x.shape[p]}).")
-        x = indexing.diagonal(x, 0, p, q)
+        x = selection.diagonal(x, 0, p, q)
         term = term[:p] + term[p + 1:q] + term[q + 1:] + c
     return x, term
 

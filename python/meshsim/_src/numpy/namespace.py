@@ -10,6 +10,7 @@ from meshsim._src.numpy.reductions import *  # noqa: F401,F403
 from meshsim._src.numpy.structural import *  # noqa: F401,F403
 from meshsim._src.numpy.linalg import *  # noqa: F401,F403
 from meshsim._src.numpy.indexing import *  # noqa: F401,F403
+from meshsim._src.numpy.selection import *  # noqa: F401,F403
 from meshsim._src.numpy.sorting import *  # noqa: F401,F403
 from meshsim._src.numpy.setops import *  # noqa: F401,F403
 from meshsim._src.numpy.polynomial import *  # noqa: F401,F403

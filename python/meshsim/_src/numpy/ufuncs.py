@@ -522,8 +522,8 @@ logical_not = _unary("logical_not", lambda x: lax.bitwise_not(_to_bool(x)), prom
 def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
     """x where condition else y; with one argument, the indices of nonzero elements."""
     if x is None and y is None:
-        from meshsim._src.numpy import indexing
-        return indexing.nonzero(condition, size=size, fill_value=fill_value)
+        from meshsim._src.numpy import selection
+        return selection.nonzero(condition, size=size, fill_value=fill_value)
     if size is not None or fill_value is not None:
         raise ValueError("size and fill_value arguments cannot be used in three-term where function.")
     if x is None or y is None:
