@@ -1,0 +1,391 @@
+// The structural primitives that change a dimension's size: slice (a
+// zero-copy view), concatenate and pad (one fresh buffer each, a memcpy per
+// contiguous run). The others are in structural.cpp.
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "meshsim/ir/ops.h"
+#include "meshsim/ir/primitive.h"
+#include "meshsim/ir/unreduced.h"
+#include "meshsim/kernels/dispatch.h"
+#include "meshsim/primitives/families.h"
+#include "meshsim/primitives/structural_resizing.h"
+#include "meshsim/runtime/timeline.h"
+#include "meshsim/sharding/factors.h"
+#include "meshsim/sharding/rules.h"
+#include "meshsim/transforms/batching.h"
+#include "meshsim/ir/kernel_results.h"
+
+namespace meshsim {
+namespace {
+
+std::vector<Spec> concatenate_rule(const Avals& in, const Params&, const Avals&) {
+  const Aval* first = nullptr;
+  for (const Aval& a : in) {
+    if (!a.mesh) continue;
+    if (!first) first = &a;
+    else if (!same_abstract_mesh(*a.mesh, *first->mesh) || spec_of(a) != spec_of(*first))
+      fail<ShardingTypeError>("All operands should have the same sharding. Got shardings ", sharding_list(in));
+  }
+  return {spec_of(*first)};
+}
+
+
+
+// Fills contiguous `out` with the value of the 0-d tensor `scalar`.
+void fill(Tensor& out, const Tensor& scalar) {
+  dispatch_word(itemsize(out.dtype()), [&](auto word) {
+    using W = decltype(word);
+    W value;
+    std::memcpy(&value, scalar.raw(), sizeof(W));
+    std::fill_n(out.data<W>(), out.size(), value);
+  });
+}
+
+// lax.slice(x, start_indices, limit_indices, strides): a strided view.
+void slice() {
+  Primitive p;
+  p.name = "slice";
+  p.ur_rule = keep_operand_ur();  // a part of each partial sum is a partial sum of the part
+  p.factors = same_size_factors;
+  p.sharding_rule = [](const Avals& in, const Params&, const Avals& out) {
+    return varying_shape_rule("slicing", in[0], out[0].shape);
+  };
+  // A sliced dim split over the same axes in operand and result runs on
+  // blocks when each device's result block lies within its own operand block
+  // (XLA's partitioner slices each block at its own offset then, moving
+  // nothing): param `block_slices` lists per device its id and its local
+  // start and limit indices.
+  p.local_plan = [](const Avals& in, const Params& p, const Avals& out) -> std::optional<LocalPlan> {
+    const Spec s = spec_of(in[0]);
+    const Spec r = out[0].mesh ? spec_of(out[0]) : Spec(s.size());
+    const IntList& start = p.get<IntList>("start_indices");
+    IntList limit = p.get<IntList>("limit_indices");
+    const IntList strides = p.get_or<IntList>("strides", IntList(start.size(), 1));
+    Sharding sh;
+    sh.mesh = in[0].mesh;
+    sh.spec = s;
+    const Shape local = sh.local_shape(in[0].shape);
+    IntList moved;  // sliced dims kept split: each block slices at its own offset
+    for (size_t d = 0; d < s.size(); ++d) {
+      if (s[d].empty()) continue;
+      if (start[d] == 0 && limit[d] == in[0].shape[d] && strides[d] == 1) {
+        limit[d] = local[d];
+        continue;
+      }
+      const int64_t n = entry_size(*in[0].mesh, s[d]), m = out[0].shape[d];
+      if (r[d] != s[d] || m % n != 0) return std::nullopt;
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t first = start[d] + i * (m / n) * strides[d];
+        const int64_t last = first + (m / n - 1) * strides[d];
+        if (m / n > 0 && (first < i * local[d] || last >= (i + 1) * local[d])) return std::nullopt;
+      }
+      moved.push_back(static_cast<int64_t>(d));
+    }
+    LocalPlan plan = *as_is_plan(nullptr)(in, p, out);
+    plan.params.set("limit_indices", limit);
+    if (moved.empty()) return plan;
+    IntList blocks;
+    for (int64_t pos = 0; pos < sh.mesh->size(); ++pos) {
+      const std::vector<int64_t> index = sh.block_index(pos, static_cast<int64_t>(s.size()));
+      IntList lo = start, hi = limit;
+      for (int64_t d : moved) {
+        const int64_t m = out[0].shape[d] / entry_size(*in[0].mesh, s[d]);
+        lo[d] = start[d] + index[d] * m * strides[d] - index[d] * local[d];
+        hi[d] = m == 0 ? lo[d] : lo[d] + (m - 1) * strides[d] + 1;
+      }
+      blocks.push_back(sh.mesh->device_ids[pos]);
+      blocks.insert(blocks.end(), lo.begin(), lo.end());
+      blocks.insert(blocks.end(), hi.begin(), hi.end());
+    }
+    plan.params.set("block_slices", blocks);
+    return plan;
+  };
+  p.batch = [](const BatchArgs& a) {
+    const IntList& start = a.params.get<IntList>("start_indices");
+    IntList lo{0}, hi{a.size}, step{1};
+    const IntList strides = a.params.get_or<IntList>("strides", IntList(start.size(), 1));
+    for (size_t d = 0; d < start.size(); ++d) {
+      lo.push_back(start[d]);
+      hi.push_back(a.params.get<IntList>("limit_indices")[d]);
+      step.push_back(strides[d]);
+    }
+    Params params = a.params;
+    params.set("start_indices", lo);
+    params.set("limit_indices", hi);
+    params.set("strides", step);
+    return bind_at_front(a, params);
+  };
+  // The cotangent padded back into place, with zeros between strided elements.
+  p.vjp = [](const VjpArgs& a) {
+    const Shape& in = aval_of(a.in[0]).shape;
+    const Shape& out = aval_of(a.out[0]).shape;
+    const IntList& start = a.params.get<IntList>("start_indices");
+    const IntList strides = a.params.get_or<IntList>("strides", IntList(start.size(), 1));
+    IntLists config;
+    for (size_t d = 0; d < in.size(); ++d) {
+      const int64_t m = out[d], covered = m == 0 ? 0 : m + (m - 1) * (strides[d] - 1);
+      config.push_back({m == 0 ? 0 : start[d], in[d] - (m == 0 ? 0 : start[d]) - covered, strides[d] - 1});
+    }
+    const Value& g = *a.ct[0];
+    return Cotangents{ops::pad(g, ops::full({}, aval_of(g).dtype, 0.0), config)};
+  };
+  p.abstract_eval = [](const Avals& in, const Params& params) {
+    const IntList& start = params.get<IntList>("start_indices");
+    const IntList& limit = params.get<IntList>("limit_indices");
+    const Aval& x = in[0];
+    if (static_cast<int64_t>(start.size()) != x.ndim())
+      fail<TypeError>("slice start_indices must have length equal to the number of dimensions of "
+                      "the operand, got indices ", param_value_str(start), " for operand shape ",
+                      shape_str(x.shape), ".");
+    if (limit.size() != start.size())
+      fail<TypeError>("slice limit_indices must have the same length as start_indices, got "
+                      "start_indices ", param_value_str(start), " and limit_indices ",
+                      param_value_str(limit), ".");
+    IntList strides = params.get_or<IntList>("strides", IntList(start.size(), 1));
+    if (strides.size() != start.size())
+      fail<TypeError>("slice strides must have length equal to the number of dimensions of the "
+                      "operand, got strides ", param_value_str(strides), " for operand shape ",
+                      shape_str(x.shape), ".");
+    Shape s;
+    for (size_t i = 0; i < start.size(); ++i) {
+      if (limit[i] > x.shape[i])
+        fail<TypeError>("slice limit_indices must be less than or equal to operand shape, got "
+                        "limit_indices ", param_value_str(limit), " for operand shape ",
+                        shape_str(x.shape), ".");
+      if (start[i] < 0)
+        fail<TypeError>("slice start_indices must be greater than or equal to zero, got "
+                        "start_indices of ", param_value_str(start), ".");
+      if (limit[i] < start[i])
+        fail<TypeError>("slice limit_indices must be greater than or equal to start_indices, got "
+                        "start_indices ", param_value_str(start), " and limit_indices ",
+                        param_value_str(limit), ".");
+      if (strides[i] <= 0)
+        fail<TypeError>("slice strides must be positive, got ", param_value_str(strides));
+      s.push_back((limit[i] - start[i] + strides[i] - 1) / strides[i]);
+    }
+    return Avals{like(x, s, x.dtype, x.weak_type)};
+  };
+  p.kernel = [](const Tensors& in, const Params& params, const Avals&) {
+    const IntList& start = params.get<IntList>("start_indices");
+    IntList strides = params.get_or<IntList>("strides", IntList(start.size(), 1));
+    if (params.has("block_slices")) {  // this device's block, at its own offsets (local_plan)
+      const IntList& blocks = params.get<IntList>("block_slices");
+      const size_t ndim = start.size();
+      const int64_t device = timeline::current_device();
+      for (size_t k = 0; k + 2 * ndim < blocks.size(); k += 2 * ndim + 1)
+        if (blocks[k] == device)
+          return as_tensors(in[0].slice(IntList(blocks.begin() + k + 1, blocks.begin() + k + 1 + ndim),
+                                        IntList(blocks.begin() + k + 1 + ndim, blocks.begin() + k + 1 + 2 * ndim),
+                                        strides));
+      fail<std::runtime_error>("a partitioned slice runs on device ", device, ", which holds no block");
+    }
+    return as_tensors(in[0].slice(start, params.get<IntList>("limit_indices"), strides));
+  };
+  register_primitive(std::move(p));
+}
+
+void check_same_dtypes(const char* prim, const Avals& in) {
+  for (const Aval& a : in)
+    if (a.dtype != in[0].dtype) {
+      std::string names;
+      for (size_t i = 0; i < in.size(); ++i) names += (i ? ", " : "") + std::string(dtype_name(in[i].dtype));
+      fail<TypeError>(prim, " requires arguments to have the same dtypes, got ", names, ".");
+    }
+}
+
+std::string shapes_str(const Avals& in) {
+  std::string s;
+  for (size_t i = 0; i < in.size(); ++i) s += (i ? ", " : "") + shape_str(in[i].shape);
+  return s;
+}
+
+// lax.concatenate(operands, dimension): one output buffer, each operand
+// copied into its band along `dimension`.
+void concatenate() {
+  Primitive p;
+  p.name = "concatenate";
+  p.factors = same_size_factors;
+  p.sharding_rule = concatenate_rule;
+  p.local_plan = as_is_plan([](const Avals& in, const Params& p, const Avals&) {
+    const int64_t d = p.get<int64_t>("dimension");
+    for (const Aval& a : in)
+      if (!spec_of(a)[d].empty()) return false;
+    return true;
+  });
+  p.batch = [](const BatchArgs& a) {
+    Params params = a.params;
+    params.set("dimension", a.params.get<int64_t>("dimension") + 1);
+    return bind_at_front(a, params);
+  };
+  p.vjp = [](const VjpArgs& a) {
+    const int64_t dim = a.params.get<int64_t>("dimension");
+    Cotangents ct;
+    int64_t begin = 0;
+    for (size_t i = 0; i < a.in.size(); ++i) {
+      const int64_t end = begin + aval_of(a.in[i]).shape[dim];
+      ct.push_back(a.wants[i] ? Cotangent(ops::slice_in_dim(*a.ct[0], begin, end, dim)) : std::nullopt);
+      begin = end;
+    }
+    return ct;
+  };
+  p.abstract_eval = [](const Avals& in, const Params& params) {
+    const int64_t dim = params.get<int64_t>("dimension");
+    if (in.empty()) fail<TypeError>("concatenate expects at least one operand, got 0.");
+    for (const Aval& a : in)
+      if (a.ndim() != in[0].ndim())
+        fail<TypeError>("Cannot concatenate arrays with different numbers of dimensions: got ",
+                        shapes_str(in), ".");
+    if (dim < 0 || dim >= in[0].ndim())
+      fail<TypeError>("concatenate dimension out of bounds: dimension ", dim, " for shapes ",
+                      shapes_str(in), ".");
+    check_same_dtypes("lax.concatenate", in);
+    Shape s = in[0].shape;
+    s[dim] = 0;
+    bool weak = true;
+    for (const Aval& a : in) {
+      for (int64_t d = 0; d < a.ndim(); ++d)
+        if (d != dim && a.shape[d] != s[d])
+          fail<TypeError>("Cannot concatenate arrays with shapes that differ in dimensions other "
+                          "than the one being concatenated: concatenating along dimension ", dim,
+                          " for shapes ", shapes_str(in), ".");
+      s[dim] += a.shape[dim];
+      weak = weak && a.weak_type;
+    }
+    return Avals{like(in[0], s, in[0].dtype, weak)};
+  };
+  p.kernel = [](const Tensors& in, const Params& params, const Avals& out) {
+    const int64_t dim = params.get<int64_t>("dimension");
+    Tensor result = Tensor::empty(out[0].dtype, out[0].shape);
+    IntList begin(result.ndim(), 0), end = result.shape(), step(result.ndim(), 1);
+    for (const Tensor& x : in) {
+      end[dim] = begin[dim] + x.shape()[dim];
+      copy_into(x, result.slice(begin, end, step));
+      begin[dim] = end[dim];
+    }
+    return as_tensors(std::move(result));
+  };
+  register_primitive(std::move(p));
+}
+
+// lax.pad(x, padding_value, padding_config): per dimension (low, high,
+// interior); negative low/high crop. The output is filled with the padding
+// value, then the operand elements that land inside are copied over it.
+void pad() {
+  Primitive p;
+  p.name = "pad";
+  p.factors = same_size_factors;
+  p.sharding_rule = [](const Avals& in, const Params&, const Avals& out) {
+    return varying_shape_rule("padding", in[0], out[0].shape);
+  };
+  p.local_plan = as_is_plan([](const Avals& in, const Params&, const Avals& out) {
+    return sharded_dims_whole(in[0], out[0].shape);
+  });
+  p.batch = [](const BatchArgs& a) {
+    if (a.dims[1] != kNotBatched) return batch_per_example(a);  // a batched padding value: rare
+    IntLists config{{0, 0, 0}};
+    for (const IntList& c : a.params.get<IntLists>("padding_config")) config.push_back(c);
+    Params params = a.params;
+    params.set("padding_config", config);
+    return bind_at_front(a, params, {true, false});
+  };
+  // As JAX: the operand's cotangent is the unpadded, de-interleaved
+  // cotangent; the padding value's is everything else.
+  p.vjp = [](const VjpArgs& a) {
+    const Value& g = *a.ct[0];
+    const Aval& x = aval_of(a.in[0]);
+    Value operand_ct = g;
+    if (x.ndim() > 0) {
+      const IntLists& config = a.params.get<IntLists>("padding_config");
+      IntLists unpad;
+      IntList zeros(x.ndim(), 0), steps;
+      for (const IntList& c : config) {
+        unpad.push_back({-c[0], -c[1], 0});
+        steps.push_back(c[2] + 1);
+      }
+      const Value unpadded = ops::pad(g, ops::full({}, aval_of(g).dtype, 0.0), unpad);
+      operand_ct = ops::slice(unpadded, zeros, aval_of(unpadded).shape, steps);
+    }
+    Cotangents ct(2);
+    if (a.wants[0]) ct[0] = operand_ct;
+    if (a.wants[1]) {
+      IntList all(x.ndim());
+      for (int64_t d = 0; d < x.ndim(); ++d) all[d] = d;
+      ct[1] = ops::sub(ops::reduce_sum(g, all), ops::reduce_sum(operand_ct, all));
+    }
+    return ct;
+  };
+  p.abstract_eval = [](const Avals& in, const Params& params) {
+    const Aval &x = in[0], &value = in[1];
+    if (x.dtype != value.dtype)
+      fail<TypeError>("pad operand and padding_value must be same dtype: got ", dtype_name(x.dtype),
+                      " and ", dtype_name(value.dtype), ".");
+    if (value.ndim() != 0)
+      fail<ValueError>("padding_value must be a scalar; got np.shape(padding_value)=",
+                       shape_str(value.shape));
+    // A 0-d operand's empty config arrives as an empty list of ints.
+    const IntLists config = x.ndim() ? params.get<IntLists>("padding_config") : IntLists{};
+    const std::string config_str = x.ndim() ? param_value_str(config) : "()";
+    if (static_cast<int64_t>(config.size()) != x.ndim())
+      fail<ValueError>("length of padding_config must equal the number of axes of operand, got "
+                       "padding_config ", config_str, " for operand shape ", shape_str(x.shape));
+    Shape s;
+    for (size_t d = 0; d < config.size(); ++d) {
+      if (config[d].size() != 3)
+        fail<ValueError>("padding_config must hold (low, high, interior) triples, got ", config_str);
+      const int64_t lo = config[d][0], hi = config[d][1], interior = config[d][2];
+      if (interior < 0)
+        fail<ValueError>("interior padding in padding_config must be nonnegative, got "
+                         "padding_config ", config_str);
+      const int64_t n = x.shape[d];
+      s.push_back(lo + hi + (n == 0 ? 0 : n + (n - 1) * interior));
+    }
+    for (int64_t d : s)
+      if (d < 0)
+        fail<ValueError>("Dimension size after padding is not at least 0, got result shape ",
+                         shape_str(s), ", for padding_config ", config_str, " and operand shape ",
+                         shape_str(x.shape));
+    return Avals{like(x, s, x.dtype, x.weak_type && value.weak_type)};
+  };
+  p.kernel = [](const Tensors& in, const Params& params, const Avals& out) {
+    const Tensor& x = in[0];
+    Tensor result = Tensor::empty(out[0].dtype, out[0].shape);
+    fill(result, in[1]);
+    if (x.ndim() == 0) {
+      copy_into(x, result);
+      return as_tensors(std::move(result));
+    }
+    const IntLists& config = params.get<IntLists>("padding_config");
+    // Per dimension, the operand indices [first, last) whose positions
+    // lo + i * (interior + 1) fall inside the output.
+    IntList first, last, step(x.ndim(), 1), dst_strides;
+    Shape kept;
+    int64_t dst_offset = 0;
+    for (int64_t d = 0; d < x.ndim(); ++d) {
+      const int64_t lo = config[d][0], gap = config[d][2] + 1, out_n = out[0].shape[d];
+      const int64_t i0 = lo >= 0 ? 0 : (-lo + gap - 1) / gap;
+      const int64_t i1 = std::clamp<int64_t>(out_n - lo <= 0 ? 0 : (out_n - lo + gap - 1) / gap,
+                                             i0, std::max(i0, x.shape()[d]));
+      first.push_back(i0);
+      last.push_back(i1);
+      kept.push_back(i1 - i0);
+      dst_strides.push_back(result.strides()[d] * gap);
+      dst_offset += (lo + i0 * gap) * result.strides()[d];
+    }
+    if (num_elements(kept) > 0)
+      copy_into(x.slice(first, last, step), result.view(kept, dst_strides, dst_offset));
+    return as_tensors(std::move(result));
+  };
+  register_primitive(std::move(p));
+}
+
+}  // namespace
+
+void register_resizing_primitives() {
+  slice();
+  concatenate();
+  pad();
+}
+
+}  // namespace meshsim
