@@ -140,3 +140,30 @@ def assert_like_jax(run, collectives=True, rtol=1e-5, atol=1e-5):
     if collectives:
         assert m_coll == j_coll
     return j_coll
+
+
+MESHES = {1: ((8,), ("X",)), 2: ((4, 2), ("X", "Y")), 3: ((2, 2, 2), ("X", "Y", "Z"))}
+
+
+class Lib:
+    """`jax` or `meshsim` on an all-Auto mesh of 1, 2 or 3 axes (`MESHES`), for programs written
+    once as functions of it."""
+
+    def __init__(self, mod, rank):
+        self.jax = mod
+        self.jnp = mod.numpy
+        shape, names = MESHES[rank]
+        self.mesh_axes = names
+        self.mesh = mod.make_mesh(shape, names, axis_types=(mod.sharding.AxisType.Auto,) * len(names))
+
+    def spec(self, entries):
+        names = self.mesh_axes
+        conv = [None if e is None else names[e] if isinstance(e, int) else tuple(names[k] for k in e)
+                for e in entries]
+        return self.jax.sharding.PartitionSpec(*conv)
+
+    def args(self, shapes, specs):
+        rng = np.random.default_rng(0)
+        return [self.jax.device_put(rng.standard_normal(s).astype(np.float32),
+                                    self.jax.sharding.NamedSharding(self.mesh, self.spec(sp)))
+                for s, sp in zip(shapes, specs)]

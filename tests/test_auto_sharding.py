@@ -148,11 +148,6 @@ def _scan_case(m, mesh, name):
         return f(init(m, mesh), xs(m, mesh), *consts(m, mesh))
 
 
-# Scans whose bodies need communication on every iteration (docs/auto_sharding.md).
-_SCAN_GAPS = {n: "the body needs an all-reduce per iteration: XLA keeps the scan sharded, "
-                 "meshsim runs it on whole operands" for n in ("carry_2d", "body_reduces")}
-
-
 @pytest.mark.parametrize("name", SCANS)
 def test_scan_like_jax(name):
     """Scans on Auto axes: JAX's values, and results laid out as XLA lays them out."""
@@ -164,9 +159,6 @@ def test_scan_like_jax(name):
     (j_sh, j_val), (m_sh, m_val) = results
     for a, b in zip(m_val, j_val):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
-    if name in _SCAN_GAPS:
-        assert m_sh != j_sh, "the documented difference is gone: drop it from _SCAN_GAPS"
-        pytest.xfail(_SCAN_GAPS[name])
     assert m_sh == j_sh
 
 

@@ -8,10 +8,7 @@ import pytest
 
 import jax
 import meshsim
-from auto_oracle import normalized, run_jax, run_meshsim
-
-MESHES = {1: ((8,), ("X",)), 2: ((4, 2), ("X", "Y")), 3: ((2, 2, 2), ("X", "Y", "Z"))}
-
+from auto_oracle import Lib, normalized, run_jax, run_meshsim
 
 def _mlp_loss(m, w1, w2, x):
     h = m.jax.nn.relu(x @ w1)
@@ -128,27 +125,6 @@ CASES = [(name, rank, i) for name in PROGRAMS for rank in (1, 2, 3)
 
 # Differences from XLA that remain (docs/auto_sharding.md says why).
 KNOWN: dict = {}
-
-
-class Lib:
-    def __init__(self, mod, rank):
-        self.jax = mod
-        self.jnp = mod.numpy
-        shape, names = MESHES[rank]
-        self.mesh_axes = names
-        self.mesh = mod.make_mesh(shape, names, axis_types=(mod.sharding.AxisType.Auto,) * len(names))
-
-    def spec(self, entries):
-        names = self.mesh_axes
-        conv = [None if e is None else names[e] if isinstance(e, int) else tuple(names[k] for k in e)
-                for e in entries]
-        return self.jax.sharding.PartitionSpec(*conv)
-
-    def args(self, shapes, specs):
-        rng = np.random.default_rng(0)
-        return [self.jax.device_put(rng.standard_normal(s).astype(np.float32),
-                                    self.jax.sharding.NamedSharding(self.mesh, self.spec(sp)))
-                for s, sp in zip(shapes, specs)]
 
 
 def _run(runner, mod, name, rank):

@@ -187,6 +187,19 @@ std::optional<FactorMap> cond_factors(const Avals& in, const Params& params, con
   return m;
 }
 
+// Shardy's propagation through the branches: each takes the operands after
+// the index and gives the results.
+std::optional<ControlFlowLinks> cond_links(const Params& params) {
+  ControlFlowLinks links;
+  for (const ProgramPtr& b : params.get<ProgramList>("branches")) {
+    SubProgramLinks l{b, {}, std::vector<int>(b->invars.size(), -1), {}};
+    for (size_t i = 0; i < b->invars.size(); ++i) l.in_operand.push_back(static_cast<int>(i) + 1);
+    for (size_t j = 0; j < b->outvars.size(); ++j) l.out_result.push_back(static_cast<int>(j));
+    links.programs.push_back(std::move(l));
+  }
+  return links;
+}
+
 // Each device runs the chosen branch on its own blocks when every branch,
 // made local for the operands' layouts, needs no communication and lays its
 // results out alike (the index is replicated: every device takes one branch).
@@ -376,6 +389,24 @@ std::optional<FactorMap> while_factors(const Avals& in, const Params& params, co
   return m;
 }
 
+// Shardy's propagation through the loop: the predicate and the body take
+// their constants and the carries, the body gives the carries back.
+std::optional<ControlFlowLinks> while_links(const Params& params) {
+  const WhileParams w(params);
+  const size_t first = w.cond_nconsts + w.body_nconsts, num_carry = w.body->outvars.size();
+  auto links_of = [&](const ProgramPtr& p, size_t consts_at, size_t num_consts, bool gives_carries) {
+    SubProgramLinks l{p, {}, {}, {}};
+    for (size_t i = 0; i < num_consts; ++i) l.in_operand.push_back(consts_at + i), l.in_result.push_back(-1);
+    for (size_t j = 0; j < num_carry; ++j) l.in_operand.push_back(first + j), l.in_result.push_back(j);
+    for (size_t j = 0; j < p->outvars.size(); ++j) l.out_result.push_back(gives_carries ? static_cast<int>(j) : -1);
+    return l;
+  };
+  ControlFlowLinks links;
+  links.programs.push_back(links_of(w.cond, 0, w.cond_nconsts, false));
+  links.programs.push_back(links_of(w.body, w.cond_nconsts, w.body_nconsts, true));
+  return links;
+}
+
 // Each device loops on its own blocks when the predicate and the body, made
 // local for the operands' layouts, need no communication (so every device
 // computes the same predicate) and the body gives the carries back laid out
@@ -543,6 +574,24 @@ std::optional<FactorMap> scan_factors(const Avals& in, const Params& params, con
     for (size_t d = 0; d < body.out[j].size(); ++d)
       m.out[j][j < s.num_carry ? d : d + 1] = keep(body.out[j][d]);
   return m;
+}
+
+// Shardy's propagation through the loop: the body takes the constants, the
+// carries and a row of each xs, and gives the carries back and a row of each ys.
+std::optional<ControlFlowLinks> scan_links(const Params& params) {
+  const ScanParams s(params);
+  SubProgramLinks l{s.body, {}, {}, {}};
+  for (size_t i = 0; i < s.body->invars.size(); ++i) {
+    l.in_operand.push_back(static_cast<int>(i));
+    const bool carried = i >= s.num_consts && i < s.num_consts + s.num_carry;
+    l.in_result.push_back(carried ? static_cast<int>(i - s.num_consts) : -1);
+  }
+  for (size_t j = 0; j < s.body->outvars.size(); ++j) l.out_result.push_back(static_cast<int>(j));
+  ControlFlowLinks links;
+  links.programs.push_back(std::move(l));
+  links.stacked_operands = s.num_consts + s.num_carry;
+  links.stacked_results = s.num_carry;
+  return links;
 }
 
 // Each device scans its own blocks when the body needs no communication laid
@@ -793,6 +842,7 @@ void register_control_flow_primitives() {
   cond.local_plan = cond_plan;
   cond.sharding_rule = sub_program_specs;
   register_primitive(std::move(cond));
+  set_sub_program_links(primitive("cond"), cond_links);
 
   Primitive loop;
   loop.name = "while";
@@ -809,6 +859,7 @@ void register_control_flow_primitives() {
                      "static start/stop.");
   };
   register_primitive(std::move(loop));
+  set_sub_program_links(primitive("while"), while_links);
 
   Primitive scan;
   scan.name = "scan";
@@ -822,6 +873,7 @@ void register_control_flow_primitives() {
   scan.sharding_rule = sub_program_specs;
   scan.batch = scan_batch;
   register_primitive(std::move(scan));
+  set_sub_program_links(primitive("scan"), scan_links);
 }
 
 }  // namespace meshsim

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
 #include <mutex>
 #include <set>
 #include <unordered_map>
@@ -15,6 +16,7 @@
 #include "meshsim/sharding/propagation.h"
 #include "meshsim/sharding/rules.h"
 #include "meshsim/runtime/sharded.h"
+#include "meshsim/runtime/sub_program_calls.h"
 #include "meshsim/runtime/timeline.h"
 
 namespace meshsim {
@@ -293,12 +295,96 @@ bool slices_to(const Spec& from, const Spec& to) {
   return true;
 }
 
+std::vector<ArrayPtr> run_with_plan(const Program& program, const std::vector<ArrayPtr>& args,
+                                    const MeshPtr& mesh, const std::shared_ptr<const ShardingPlan>& plan);
+
+// `value`'s type laid out over `mesh` as `spec` (its Explicit axes in the type).
+Aval laid_out_over(Aval value, const MeshPtr& mesh, const Spec& spec) {
+  const size_t ndim = value.shape.size();
+  value.mesh = mesh;
+  value.spec = explicit_part(pad_spec(spec, ndim), *mesh, ndim);
+  return value;
+}
+
+// The global array whose block on the device at mesh position `pos` is `blocks[pos]`.
+ArrayPtr from_blocks(const Aval& type, const MeshPtr& mesh, const Spec& spec, std::vector<Tensor> blocks) {
+  auto s = std::make_shared<Sharding>();
+  s->mesh = mesh;
+  s->spec = pad_spec(spec, type.shape.size());
+  return std::make_shared<Array>(laid_out_over(type, mesh, spec), std::move(s), std::move(blocks));
+}
+
+// A control-flow equation whose sub-programs run partitioned (the plan's
+// `sub`): its own loop runs over every device's blocks (`mesh_call`), and
+// each sub-program call runs partitioned on global arrays, its inputs
+// arriving and its outputs leaving in the layouts the plan gives them.
+// Collectives inside are recorded once per sub-program, as XLA's program
+// text holds a loop body's once.
+std::vector<ArrayPtr> run_call_partitioned(const Equation& e, const std::vector<ArrayPtr>& args,
+                                           const Avals& outs, const MeshPtr& mesh,
+                                           const std::vector<SubProgramPlan>& subs) {
+  const int64_t n = mesh->size();
+  SubProgramRecords records;
+  std::map<const Program*, SubProgramCall> calls;
+  for (const SubProgramPlan& sp : subs) {
+    calls[sp.program.get()] = [&records, &sp, &mesh, n](std::vector<Tensors> in) {
+      records.begin_call(sp.program.get());
+      const Program& p = *sp.program;
+      std::vector<ArrayPtr> arrays;
+      for (size_t i = 0; i < p.invars.size(); ++i) {
+        std::vector<Tensor> blocks(n);
+        for (int64_t pos = 0; pos < n; ++pos) blocks[pos] = std::move(in[pos][i]);
+        arrays.push_back(from_blocks(p.avals[p.invars[i]], mesh, sp.in[i], std::move(blocks)));
+      }
+      const std::vector<ArrayPtr> res = run_with_plan(p, arrays, mesh, sp.plan);
+      std::vector<Tensors> out(n);
+      for (size_t j = 0; j < res.size(); ++j) {
+        Aval use = p.avals[p.outvars[j]];
+        use.mesh = mesh;
+        use.spec = pad_spec(sp.out[j], use.shape.size());
+        const ArrayPtr blocks = moved_to(res[j], use);
+        for (int64_t pos = 0; pos < n; ++pos) out[pos].push_back(blocks->shards()[pos]);
+      }
+      return out;
+    };
+  }
+  PartitionedSubPrograms partitioned(std::move(calls));
+  std::vector<Tensors> in(n);
+  for (const ArrayPtr& a : args) {
+    // An array off the mesh (a literal) is every device's block.
+    const bool whole = !a->sharding()->mesh;
+    for (int64_t pos = 0; pos < n; ++pos) in[pos].push_back(whole ? a->global() : a->shards()[pos]);
+  }
+  Avals local = outs;
+  for (Aval& a : local) {
+    Sharding blocks;
+    blocks.mesh = mesh;
+    blocks.spec = a.spec;
+    a.shape = blocks.local_shape(a.shape);
+    a.mesh = nullptr;
+    a.spec.clear();
+  }
+  MeshContext ctx(*mesh);
+  std::vector<Tensors> res = e.prim->mesh_call(ctx, in, e.params, local);
+  std::vector<ArrayPtr> results;
+  for (size_t j = 0; j < outs.size(); ++j) {
+    std::vector<Tensor> blocks(n);
+    for (int64_t pos = 0; pos < n; ++pos) blocks[pos] = std::move(res[pos][j]);
+    results.push_back(from_blocks(outs[j], mesh, outs[j].spec, std::move(blocks)));
+  }
+  return results;
+}
+
 // A program over a mesh with Auto axes, partitioned as propagation says:
 // every equation computes on its operands laid out as the plan says (moving
 // what must move), and its results are laid out as their values' layouts.
 std::vector<ArrayPtr> run_partitioned(const Program& program, const std::vector<ArrayPtr>& args,
                                       const MeshPtr& mesh) {
-  const std::shared_ptr<const ShardingPlan> plan = plan_for(program, *mesh, args);
+  return run_with_plan(program, args, mesh, plan_for(program, *mesh, args));
+}
+
+std::vector<ArrayPtr> run_with_plan(const Program& program, const std::vector<ArrayPtr>& args,
+                                    const MeshPtr& mesh, const std::shared_ptr<const ShardingPlan>& plan) {
   std::vector<ArrayPtr> env = initial_env(program, args);
   // Results computed with more of their dims whole than their layouts (the
   // plan's `computed`): uses laid out with fewer axes slice these.
@@ -353,7 +439,8 @@ std::vector<ArrayPtr> run_partitioned(const Program& program, const std::vector<
     for (int v : e.inputs) dependent = dependent || after_held[v];
     combiner.set_dependent(dependent);
     const int64_t holds = combiner.holds(), flushes = combiner.flushes();
-    std::vector<ArrayPtr> res = apply_primitive(*e.prim, arrays, ins, e.params, outs);
+    std::vector<ArrayPtr> res = plan->sub[k].empty() ? apply_primitive(*e.prim, arrays, ins, e.params, outs)
+                                                     : run_call_partitioned(e, arrays, outs, mesh, plan->sub[k]);
     if (combiner.flushes() != flushes) std::fill(after_held.begin(), after_held.end(), false);
     const bool waits = combiner.holds() != holds || (dependent && combiner.flushes() == flushes);
     for (size_t i = 0; i < res.size(); ++i) {

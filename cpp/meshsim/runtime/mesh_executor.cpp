@@ -13,6 +13,7 @@
 #include "meshsim/runtime/interpreter.h"
 #include "meshsim/runtime/scratch.h"
 #include "meshsim/runtime/sharded.h"
+#include "meshsim/runtime/sub_program_calls.h"
 #include "meshsim/runtime/timeline.h"
 
 extern "C" void openblas_set_num_threads(int);
@@ -320,6 +321,8 @@ std::shared_ptr<const ExecutionPlan> plan_for(const ProgramPtr& body) {
 
 std::vector<Tensors> run_on_mesh(const ProgramPtr& body_ptr, const Mesh& mesh, std::vector<Tensors> args,
                                  bool vma_checked) {
+  if (const SubProgramCall* partitioned = PartitionedSubPrograms::find(body_ptr.get()))
+    return (*partitioned)(std::move(args));
   const Program& body = *body_ptr;
   const std::shared_ptr<const ExecutionPlan> plan_ptr = plan_for(body_ptr);
   const ExecutionPlan& plan = *plan_ptr;

@@ -11,6 +11,7 @@
 #include "meshsim/ir/xla_instruction.h"
 #include "meshsim/runtime/interpreter.h"
 #include "meshsim/runtime/mesh_executor.h"
+#include "meshsim/runtime/sub_program_calls.h"
 #include "meshsim/runtime/timeline.h"
 #include "meshsim/sharding/rules.h"
 
@@ -95,12 +96,28 @@ void add_to_timeline(const CollectiveRecord& r) {
 namespace {
 thread_local AllReduceCombiner* t_combiner = nullptr;
 
-void record_now(CollectiveRecord record) {
-  if (timeline::active()) add_to_timeline(record);
+thread_local SubProgramRecords* t_sub_program_records = nullptr;
+
+void log_record(const CollectiveRecord& record) {
+  if (t_sub_program_records) return t_sub_program_records->take(record);
   std::lock_guard<std::mutex> lock(g_log_mutex);
   for (auto& r : g_recorders) r.push_back(record);
 }
+
+void record_now(CollectiveRecord record) {
+  if (timeline::active()) add_to_timeline(record);
+  log_record(record);
+}
 }  // namespace
+
+SubProgramRecords::SubProgramRecords() : outer_(t_sub_program_records) { t_sub_program_records = this; }
+
+SubProgramRecords::~SubProgramRecords() {
+  t_sub_program_records = outer_;
+  for (const CollectiveRecord& r : kept_) log_record(r);
+}
+
+SubProgramRecords* SubProgramRecords::current() { return t_sub_program_records; }
 
 AllReduceCombiner::AllReduceCombiner() : outer_(t_combiner) { t_combiner = this; }
 
@@ -135,9 +152,7 @@ void AllReduceCombiner::flush() {
 
 void record_collective(CollectiveRecord record) {
   if (t_combiner && t_combiner->hold(record)) return;
-  if (timeline::active()) add_to_timeline(record);
-  std::lock_guard<std::mutex> lock(g_log_mutex);
-  for (auto& r : g_recorders) r.push_back(record);
+  record_now(std::move(record));
 }
 
 namespace {

@@ -40,9 +40,11 @@ int64_t elements(const Aval& a) { return num_elements(a.shape); }
 // One equation seen by propagation: its factor map and, for each operand and
 // result, the variable it is.
 struct Site {
-  const Equation* eqn;
+  const Equation* eqn;  // null: a link between a control-flow value and its sub-program's
   FactorMap map;
-  std::vector<int> vars;                    // operands, then results
+  size_t num_in;                            // operands (then results)
+  std::vector<int> in_vars, out_vars;       // the equation's operands and results
+  std::vector<int> vars;                    // operands, then results, when the map applies
   std::vector<const std::vector<int>*> dims;  // their factor per dimension
   std::vector<bool> permutation;            // per factor: see add_permutation_factors
   // Dims made of several factors, major first (see add_reshape_parts): per
@@ -115,32 +117,12 @@ void add_permutation_factors(const Equation& e, const Avals& in, const Avals& ou
 
 class Propagator {
  public:
-  Propagator(const Program& program, const Mesh& mesh) : program_(program), mesh_(mesh) {
-    const size_t n = program.avals.size();
-    spec_.resize(n);
-    fixed_.assign(n, false);
-    for (size_t v = 0; v < n; ++v) spec_[v] = pad_spec(program.avals[v].spec, program.avals[v].shape.size());
-    for (const Equation& e : program.eqns) {
-      Avals in, out;
-      for (int v : e.inputs) in.push_back(program.avals[v]);
-      for (int v : e.outputs) out.push_back(program.avals[v]);
-      std::optional<FactorMap> map;
-      try {
-        map = factors_of(*e.prim, in, e.params, out);
-      } catch (const std::exception&) {
-        map.reset();
-      }
-      Site s{&e, map ? std::move(*map) : FactorMap{}, {}, {}, {}};
-      if (map) add_permutation_factors(e, in, out, s);
-      if (map) add_reshape_parts(e, in, out, s);
-      s.permutation.resize(s.map.num_factors, false);
-      if (map) {
-        for (size_t i = 0; i < e.inputs.size(); ++i) s.vars.push_back(e.inputs[i]), s.dims.push_back(&s.map.in[i]);
-        for (size_t j = 0; j < e.outputs.size(); ++j) s.vars.push_back(e.outputs[j]), s.dims.push_back(&s.map.out[j]);
-      }
-      sites_.push_back(std::move(s));
-      fix_results(e);
-    }
+  // Control-flow equations' sub-programs join the one propagation (Shardy
+  // propagates through a while's body and a conditional's branches): their
+  // values get ids after the program's, and link sites tie each to the
+  // operand or result it is.
+  Propagator(const Program& program, const Mesh& mesh) : mesh_(mesh) {
+    add_scope(program);
     // The pointers into each site's own map stay valid: sites_ no longer grows.
     for (Site& s : sites_) {
       s.dims.clear();
@@ -151,7 +133,7 @@ class Propagator {
   }
 
   void fix(int v, const Spec& spec) {
-    spec_[v] = pad_spec(spec, program_.avals[v].shape.size());
+    spec_[v] = pad_spec(spec, avals_[v].shape.size());
     fixed_[v] = true;
   }
 
@@ -164,20 +146,121 @@ class Propagator {
     }
   }
 
-  ShardingPlan plan() const {
+  ShardingPlan plan() const { return plan_of(0); }
+
+ private:
+  // One program among those propagated together: its values are ids
+  // [offset, offset + its avals).
+  struct Scope {
+    const Program* program;
+    int offset;
+    std::vector<size_t> sites;  // per equation
+    // Per control-flow equation: how it calls its sub-programs, and their scopes.
+    std::map<size_t, std::pair<ControlFlowLinks, std::vector<size_t>>> calls;
+  };
+
+  size_t add_scope(const Program& program) {
+    const size_t id = scopes_.size();
+    const int offset = static_cast<int>(avals_.size());
+    scopes_.push_back({&program, offset, {}, {}});
+    for (const Aval& a : program.avals) {
+      avals_.push_back(a);
+      spec_.push_back(pad_spec(a.spec, a.shape.size()));
+      fixed_.push_back(false);
+    }
+    for (int v : program.constvars) fix(offset + v, {});
+    for (size_t k = 0; k < program.eqns.size(); ++k) {
+      const Equation& e = program.eqns[k];
+      std::vector<int> in_vars, out_vars;
+      Avals in, out;
+      for (int v : e.inputs) in_vars.push_back(offset + v), in.push_back(program.avals[v]);
+      for (int v : e.outputs) out_vars.push_back(offset + v), out.push_back(program.avals[v]);
+      std::optional<ControlFlowLinks> links;
+      std::optional<FactorMap> map;
+      try {
+        links = sub_program_links(*e.prim, e.params);
+        if (!links) map = factors_of(*e.prim, in, e.params, out);
+      } catch (const std::exception&) {
+        map.reset();
+      }
+      Site s{&e, map ? std::move(*map) : FactorMap{}, e.inputs.size(), in_vars, out_vars, {}, {}, {}, {}};
+      if (map) add_permutation_factors(e, in, out, s);
+      if (map) add_reshape_parts(e, in, out, s);
+      s.permutation.resize(s.map.num_factors, false);
+      if (map) {
+        s.vars = in_vars;
+        s.vars.insert(s.vars.end(), out_vars.begin(), out_vars.end());
+      }
+      scopes_[id].sites.push_back(sites_.size());
+      sites_.push_back(std::move(s));
+      fix_results(e, out_vars);
+      if (links) add_call(id, k, std::move(*links), in_vars, out_vars);
+    }
+    return id;
+  }
+
+  // The sub-programs of equation `k` of scope `id` join the propagation, each
+  // of their inputs and outputs linked to the operand or result it is.
+  void add_call(size_t id, size_t k, ControlFlowLinks links, const std::vector<int>& in_vars,
+                const std::vector<int>& out_vars) {
+    std::vector<size_t> scopes;
+    for (const SubProgramLinks& l : links.programs) {
+      const size_t sub = add_scope(*l.program);
+      scopes.push_back(sub);
+      const Program& p = *l.program;
+      const int offset = scopes_[sub].offset;
+      for (size_t i = 0; i < p.invars.size() && i < l.in_operand.size(); ++i) {
+        const int o = l.in_operand[i], r = l.in_result[i];
+        if (o >= 0) add_link(in_vars[o], offset + p.invars[i], static_cast<size_t>(o) >= links.stacked_operands);
+        if (r >= 0) add_link(out_vars[r], offset + p.invars[i], static_cast<size_t>(r) >= links.stacked_results);
+      }
+      for (size_t j = 0; j < p.outvars.size() && j < l.out_result.size(); ++j) {
+        const int r = l.out_result[j];
+        if (r >= 0) add_link(offset + p.outvars[j], out_vars[r], false, static_cast<size_t>(r) >= links.stacked_results);
+      }
+    }
+    scopes_[id].calls[k] = {std::move(links), std::move(scopes)};
+  }
+
+  // A site tying value `a` to value `b` dim by dim; a stacked one has a
+  // leading dim more, which the other does not have.
+  void add_link(int a, int b, bool a_stacked, bool b_stacked = false) {
+    const size_t ra = avals_[a].shape.size() - (a_stacked ? 1 : 0);
+    const size_t rb = avals_[b].shape.size() - (b_stacked ? 1 : 0);
+    if (ra != rb) return;
+    auto dims = [&](bool stacked) {
+      std::vector<int> d(stacked ? 1 : 0, kNoFactor);
+      for (size_t i = 0; i < ra; ++i) d.push_back(static_cast<int>(i));
+      return d;
+    };
+    Site s{nullptr, FactorMap{}, 1, {a}, {b}, {a, b}, {}, {}, {}};
+    s.map.num_factors = static_cast<int>(ra);
+    s.map.in = {dims(a_stacked)};
+    s.map.out = {dims(b_stacked)};
+    s.permutation.assign(ra, false);
+    sites_.push_back(std::move(s));
+  }
+
+  // The plan of scope `id`'s program.
+  ShardingPlan plan_of(size_t id) const {
+    const Scope& scope = scopes_[id];
+    const Program& program = *scope.program;
     ShardingPlan p;
-    p.value = spec_;
-    for (const Site& s : sites_) {
-      const Equation& e = *s.eqn;
-      std::vector<Spec> ops;
-      bool on_blocks = false;
-      if (s.vars.empty()) {
-        for (int v : e.inputs) ops.push_back(spec_[v]);
+    p.value.assign(spec_.begin() + scope.offset, spec_.begin() + scope.offset + program.avals.size());
+    for (size_t k = 0; k < program.eqns.size(); ++k) {
+      const Site& s = sites_[scope.sites[k]];
+      std::vector<Spec> ops, computed;
+      std::vector<SubProgramPlan> sub;
+      const auto call = scope.calls.find(k);
+      if (call != scope.calls.end()) {
+        plan_call(s, call->second.first, call->second.second, ops, computed, sub);
+      } else if (s.vars.empty()) {
+        for (int v : s.in_vars) ops.push_back(spec_[v]);
       } else {
         const std::vector<AxisNames> fs = resolve(s);
         auto operands = [&](bool permuted_split) {
           std::vector<Spec> specs;
-          for (size_t i = 0; i < e.inputs.size(); ++i) {
+          for (size_t i = 0; i < s.num_in; ++i) {
             const std::vector<int>& dims = *s.dims[i];
             Spec o(dims.size());
             for (size_t d = 0; d < dims.size(); ++d)
@@ -188,27 +271,98 @@ class Propagator {
         };
         ops = operands(false);
         const std::vector<Spec> split = operands(true);
-        on_blocks = split != ops && runs_on_blocks(s, split);
+        const bool on_blocks = split != ops && runs_on_blocks(s, split, values(s.out_vars));
         if (on_blocks) ops = split;
+        if (!on_blocks) computed = computed_layouts(s);
+        if (!computed.empty() && s.eqn->prim->name == "concatenate") retile_concatenated(s, ops, computed[0]);
       }
-      std::vector<Spec> computed = on_blocks ? std::vector<Spec>{} : computed_layouts(s);
-      if (!computed.empty() && e.prim->name == "concatenate") retile_concatenated(s, ops, computed[0]);
       p.operand.push_back(std::move(ops));
       p.computed.push_back(std::move(computed));
+      p.sub.push_back(std::move(sub));
     }
     return p;
   }
 
- private:
+  std::vector<Spec> values(const std::vector<int>& vars) const {
+    std::vector<Spec> specs;
+    for (int v : vars) specs.push_back(spec_[v]);
+    return specs;
+  }
+
+  // A control-flow equation: its operands are used laid out as the
+  // sub-programs' inputs they become (a carry as the body's input, which
+  // the body's result is brought back to on every iteration); its results
+  // come out as the carries or the sub-programs' outputs. When its local
+  // plan takes them so, it runs as one primitive on each device's blocks;
+  // otherwise its sub-programs run partitioned (`sub`).
+  void plan_call(const Site& s, const ControlFlowLinks& links, const std::vector<size_t>& scopes,
+                 std::vector<Spec>& ops, std::vector<Spec>& made, std::vector<SubProgramPlan>& sub) const {
+    auto stack = [](Spec spec) {
+      spec.insert(spec.begin(), AxisNames{});
+      return spec;
+    };
+    auto unstack = [](Spec spec, bool stacked) {
+      if (stacked && !spec.empty()) spec.erase(spec.begin());
+      return spec;
+    };
+    ops = values(s.in_vars);
+    made = values(s.out_vars);
+    std::vector<int> carried(s.out_vars.size(), -1);  // per result: the input carrying it
+    for (size_t q = 0; q < links.programs.size(); ++q) {
+      const SubProgramLinks& l = links.programs[q];
+      const int offset = scopes_[scopes[q]].offset;
+      for (size_t i = 0; i < l.program->invars.size() && i < l.in_operand.size(); ++i) {
+        const int v = offset + l.program->invars[i];
+        if (l.in_operand[i] >= 0) {
+          const size_t o = l.in_operand[i];
+          ops[o] = o >= links.stacked_operands ? stack(spec_[v]) : spec_[v];
+        }
+        if (l.in_result[i] >= 0) carried[l.in_result[i]] = v;
+      }
+    }
+    for (size_t q = 0; q < links.programs.size(); ++q) {
+      const SubProgramLinks& l = links.programs[q];
+      const int offset = scopes_[scopes[q]].offset;
+      for (size_t j = 0; j < l.program->outvars.size() && j < l.out_result.size(); ++j) {
+        const int r = l.out_result[j];
+        if (r >= 0 && carried[r] < 0)
+          made[r] = static_cast<size_t>(r) >= links.stacked_results ? stack(spec_[offset + l.program->outvars[j]])
+                                                                    : spec_[offset + l.program->outvars[j]];
+      }
+    }
+    for (size_t r = 0; r < made.size(); ++r)
+      if (carried[r] >= 0) made[r] = spec_[carried[r]];
+    if (runs_on_blocks(s, ops, made)) {
+      made.clear();
+    } else {
+      for (size_t q = 0; q < links.programs.size(); ++q) {
+        const SubProgramLinks& l = links.programs[q];
+        SubProgramPlan sp{l.program, std::make_shared<const ShardingPlan>(plan_of(scopes[q])), {}, {}};
+        for (size_t i = 0; i < l.program->invars.size(); ++i) {
+          const int o = i < l.in_operand.size() ? l.in_operand[i] : -1;
+          sp.in.push_back(o >= 0 ? unstack(ops[o], static_cast<size_t>(o) >= links.stacked_operands)
+                                 : sp.plan->value[l.program->invars[i]]);
+        }
+        for (size_t j = 0; j < l.program->outvars.size(); ++j) {
+          const int r = j < l.out_result.size() ? l.out_result[j] : -1;
+          sp.out.push_back(r >= 0 ? unstack(made[r], static_cast<size_t>(r) >= links.stacked_results)
+                                  : Spec(l.program->avals[l.program->outvars[j]].shape.size()));
+        }
+        sub.push_back(std::move(sp));
+      }
+    }
+    if (made == values(s.out_vars)) made.clear();
+  }
+
   // XLA concatenates along a split dim by moving its axes to another dim
   // whose blocks they divide (an all-to-all of each operand), concatenating
   // the blocks and moving the axes back (an all-to-all of the result), rather
   // than gathering the operands: `operands` and the `result` computed get
   // the concatenated dim's axes on the first such dim.
   void retile_concatenated(const Site& s, std::vector<Spec>& operands, Spec& result) const {
-    const int out = s.eqn->outputs[0];
+    const int out = s.out_vars[0];
     const Spec& value = spec_[out];
-    const Shape& shape = program_.avals[out].shape;
+    const Shape& shape = avals_[out].shape;
     for (size_t d = 0; d < shape.size() && d < value.size(); ++d) {
       if (value[d].empty() || !result[d].empty()) continue;
       const int64_t n = entry_size(value[d]);
@@ -216,7 +370,7 @@ class Propagator {
         if (e == d) continue;
         bool divides = (shape[e] / entry_size(result[e])) % n == 0;
         for (size_t i = 0; i < operands.size() && divides; ++i) {
-          const Shape& in = program_.avals[s.eqn->inputs[i]].shape;
+          const Shape& in = avals_[s.in_vars[i]].shape;
           divides = operands[i][e] == result[e] && (in[e] / entry_size(operands[i][e])) % n == 0;
         }
         if (!divides) continue;
@@ -228,20 +382,20 @@ class Propagator {
   }
 
   // Whether `s`'s primitive runs on blocks with its operands laid out as
-  // `operands` and its results as their values: its local plan takes them
-  // as they are and combines nothing.
-  bool runs_on_blocks(const Site& s, const std::vector<Spec>& operands) const {
+  // `operands` and its results as `results`: its local plan takes them as
+  // they are and combines nothing.
+  bool runs_on_blocks(const Site& s, const std::vector<Spec>& operands, const std::vector<Spec>& results) const {
     const Equation& e = *s.eqn;
     auto mesh = std::make_shared<Mesh>(mesh_);
     auto laid_out = [&](int v, const Spec& spec) {
-      Aval a = program_.avals[v];
+      Aval a = avals_[v];
       a.mesh = mesh;
       a.spec = pad_spec(spec, a.shape.size());
       return a;
     };
     Avals in, out;
-    for (size_t i = 0; i < e.inputs.size(); ++i) in.push_back(laid_out(e.inputs[i], operands[i]));
-    for (int v : e.outputs) out.push_back(laid_out(v, spec_[v]));
+    for (size_t i = 0; i < s.in_vars.size(); ++i) in.push_back(laid_out(s.in_vars[i], operands[i]));
+    for (size_t j = 0; j < s.out_vars.size(); ++j) out.push_back(laid_out(s.out_vars[j], results[j]));
     try {
       const std::optional<LocalPlan> lp = local_plan_for(*e.prim, in, e.params, out);
       if (!lp || !lp->reduce_axes.empty()) return false;
@@ -260,7 +414,7 @@ class Propagator {
   std::vector<Spec> computed_layouts(const Site& s) const {
     std::vector<Spec> layouts;
     bool differs = false;
-    const size_t num_in = s.eqn->inputs.size();
+    const size_t num_in = s.num_in;
     for (size_t t = num_in; t < s.vars.size(); ++t) {
       Spec spec = spec_[s.vars[t]];
       const std::vector<int>& dims = *s.dims[t];
@@ -276,13 +430,13 @@ class Propagator {
   }
 
   // Results whose layout the primitive itself decides.
-  void fix_results(const Equation& e) {
+  void fix_results(const Equation& e, const std::vector<int>& outputs) {
     const std::string& name = e.prim->name;
     if (name == "reshard" || name == "sharding_constraint") {
-      fix(e.outputs[0], spec_param(e.params, "spec").value_or(Spec{}));
+      fix(outputs[0], spec_param(e.params, "spec").value_or(Spec{}));
     } else if (name == "shard_map") {
       const auto& out_specs = e.params.get<SpecList>("out_specs");
-      for (size_t j = 0; j < e.outputs.size() && j < out_specs.size(); ++j) fix(e.outputs[j], out_specs[j]);
+      for (size_t j = 0; j < outputs.size() && j < out_specs.size(); ++j) fix(outputs[j], out_specs[j]);
     }
   }
 
@@ -303,7 +457,7 @@ class Propagator {
   // part's only once it is split whole.
   std::vector<DimPart> parts_of(const Site& s, size_t t, size_t d, const AxisNames& layout) const {
     const auto it = s.compound.find({t, d});
-    if (it == s.compound.end()) return {{(*s.dims[t])[d], program_.avals[s.vars[t]].shape[d], layout}};
+    if (it == s.compound.end()) return {{(*s.dims[t])[d], avals_[s.vars[t]].shape[d], layout}};
     const auto& [factors, sizes] = it->second;
     std::vector<DimPart> parts;
     for (size_t k = 0; k < factors.size(); ++k) parts.push_back({factors[k], sizes[k], {}});
@@ -341,14 +495,14 @@ class Propagator {
     std::vector<AxisNames> fs(nf);
     std::vector<int64_t> weight(nf, -1), size(nf, 0);
     std::vector<bool> in_result(nf, false);
-    const size_t num_in = s.eqn->inputs.size();
+    const size_t num_in = s.num_in;
     // The values' axes for each factor (unsharded ones say nothing): the
     // longest when all are prefixes of it, their common prefix otherwise.
-    std::vector<bool> any(nf, false);
+    std::vector<bool> any(nf, false), from_operand(nf, false);
     for (size_t t = 0; t < s.vars.size(); ++t) {
       const std::vector<int>& dims = *s.dims[t];
       const int v = s.vars[t];
-      const Aval& a = program_.avals[v];
+      const Aval& a = avals_[v];
       for (size_t d = 0; d < dims.size(); ++d) {
         if (dims[d] == kNoFactor) continue;
         for (const DimPart& part : parts_of(s, t, d, spec_[v][d])) {
@@ -358,6 +512,7 @@ class Propagator {
           const AxisNames& axes = part.axes;
           if (axes.empty()) continue;
           weight[f] = std::max(weight[f], elements(a));
+          from_operand[f] = from_operand[f] || t < num_in;
           if (!any[f]) {
             fs[f] = axes;
             any[f] = true;
@@ -375,7 +530,12 @@ class Propagator {
     // factor only (the one of the largest value, then the first).
     std::vector<int> order(nf);
     for (int f = 0; f < nf; ++f) order[f] = f;
-    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return weight[a] > weight[b]; });
+    // On equal weights, a factor the operands lay out so wins over one only a
+    // result does (XLA partitions by the operands and reshards the result).
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+      if (weight[a] != weight[b]) return weight[a] > weight[b];
+      return from_operand[a] && !from_operand[b];
+    });
     std::set<std::string> used;
     for (int f : order) {
       AxisNames kept;
@@ -397,7 +557,7 @@ class Propagator {
   // Bytes of value `v`'s block were its dims laid out as the factors say
   // (`t`: its place in the site).
   int64_t block_bytes(const Site& s, size_t t, const std::vector<AxisNames>& fs) const {
-    const Aval& a = program_.avals[s.vars[t]];
+    const Aval& a = avals_[s.vars[t]];
     const std::vector<int>& dims = *s.dims[t];
     int64_t n = static_cast<int64_t>(itemsize(a.dtype));
     for (size_t d = 0; d < dims.size(); ++d)
@@ -412,7 +572,7 @@ class Propagator {
   // operands' layouts leave devices computing the same blocks (some axis
   // splits none of them); otherwise whichever moves fewer bytes.
   AxisNames contracted_layout(const Site& s, int f, const std::vector<AxisNames>& fs) const {
-    const size_t num_in = s.eqn->inputs.size();
+    const size_t num_in = s.num_in;
     bool differs = false;
     int64_t gather = 0;
     std::set<std::string> operand_axes;
@@ -475,21 +635,39 @@ class Propagator {
     return changed;
   }
 
-  const Program& program_;
   const Mesh& mesh_;
+  Avals avals_;  // every value's type, the sub-programs' after the program's
   std::vector<Spec> spec_;
   std::vector<bool> fixed_;
   std::vector<Site> sites_;
+  std::vector<Scope> scopes_;
 };
 
 }  // namespace
 
+namespace {
+std::map<const Primitive*, LinkRule>& link_rules() {
+  static std::map<const Primitive*, LinkRule> rules;
+  return rules;
+}
+}  // namespace
+
+void set_sub_program_links(const Primitive& prim, LinkRule rule) { link_rules()[&prim] = std::move(rule); }
+
+std::optional<ControlFlowLinks> sub_program_links(const Primitive& prim, const Params& params) {
+  const auto it = link_rules().find(&prim);
+  if (it == link_rules().end()) return std::nullopt;
+  return it->second(params);
+}
+
 ShardingPlan propagate_shardings(const Program& program, const Mesh& mesh,
-                                 const std::vector<std::optional<Spec>>& args) {
+                                 const std::vector<std::optional<Spec>>& args,
+                                 const std::vector<std::optional<Spec>>& results) {
   Propagator p(program, mesh);
   for (size_t i = 0; i < program.invars.size() && i < args.size(); ++i)
     p.fix(program.invars[i], args[i].value_or(Spec{}));
-  for (int v : program.constvars) p.fix(v, {});
+  for (size_t j = 0; j < program.outvars.size() && j < results.size(); ++j)
+    if (results[j]) p.fix(program.outvars[j], *results[j]);
   p.run();
   return p.plan();
 }

@@ -14,6 +14,9 @@
 // Shardy's aggressive propagation resolves conflicts; a mesh axis shards at
 // most one factor of an equation.
 #pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,6 +27,18 @@
 
 namespace meshsim {
 
+struct ShardingPlan;
+
+// A sub-program of a control-flow equation (scan's body, while's predicate
+// and body, cond's branches) that runs partitioned over the mesh: its own
+// plan, and the layouts its inputs arrive in and its outputs must leave in on
+// every call (a loop's carries come back laid out as they came).
+struct SubProgramPlan {
+  ProgramPtr program;
+  std::shared_ptr<const ShardingPlan> plan;
+  std::vector<Spec> in, out;
+};
+
 struct ShardingPlan {
   std::vector<Spec> value;                 // per variable: its layout over the mesh (all axes)
   std::vector<std::vector<Spec>> operand;  // per equation: the layouts its operands are used in
@@ -33,7 +48,32 @@ struct ShardingPlan {
   // A later use needing fewer axes slices that whole result instead of
   // gathering, as XLA's simplifier folds a gather of a local slice.
   std::vector<std::vector<Spec>> computed;
+  // Per equation: its sub-programs' plans when it is a control-flow equation
+  // whose sub-programs run partitioned (communicating inside); empty when it
+  // runs as one primitive (on blocks, or whole).
+  std::vector<std::vector<SubProgramPlan>> sub;
 };
+
+// How a control-flow primitive's operands and results are its sub-programs'
+// inputs and outputs, which Shardy propagates through as one program: a
+// loop's carry is laid out alike as operand, sub-program input and output and
+// result (the fixed point of its initial value and the body's result).
+struct SubProgramLinks {
+  ProgramPtr program;
+  std::vector<int> in_operand;  // per input: the operand it receives (-1: none)
+  std::vector<int> in_result;   // per input: the result it is carried into (-1: not carried)
+  std::vector<int> out_result;  // per output: the result it becomes (-1: none, e.g. a predicate)
+};
+struct ControlFlowLinks {
+  std::vector<SubProgramLinks> programs;
+  // Operands and results from these indices on are stacked along a leading
+  // dim the sub-programs see one row of (scan's xs and ys).
+  size_t stacked_operands = SIZE_MAX, stacked_results = SIZE_MAX;
+};
+using LinkRule = std::function<std::optional<ControlFlowLinks>(const Params& params)>;
+// Declared where the primitive is registered (primitives/control_flow.cpp).
+void set_sub_program_links(const Primitive& prim, LinkRule rule);
+std::optional<ControlFlowLinks> sub_program_links(const Primitive& prim, const Params& params);
 
 // The mesh with Auto axes and more than one device that `program`'s values
 // live on; null when there is none (or values live on several meshes).
@@ -41,8 +81,10 @@ MeshPtr auto_mesh_of(const Program& program);
 
 // `args`: each argument's layout over `mesh` (nullopt: the argument is not
 // on `mesh`; it is used replicated).
+// `results`: layouts the outputs must have (a sub-program's), when given.
 ShardingPlan propagate_shardings(const Program& program, const Mesh& mesh,
-                                 const std::vector<std::optional<Spec>>& args);
+                                 const std::vector<std::optional<Spec>>& args,
+                                 const std::vector<std::optional<Spec>>& results = {});
 
 // The factor map propagation uses for `prim`: its own, or the elementwise
 // family's identity; nullopt when nothing flows through it.
