@@ -367,9 +367,42 @@ def eager_constraints(jax):
     print(shape_of_closure(jnp.arange(3.0)))
 
 
+def uneven_parameter_constraints(jax):
+    # FSDP-style initialisation inside jit: each parameter constrained by logical rules that do not
+    # divide every dimension (a [32,1] head over a 4-way 'model' axis), then drawn
+    jnp, P = jax.numpy, jax.sharding.PartitionSpec
+    mesh = jax.make_mesh((2, 4), ("data", "model"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+    shapes = {"w_in": (1, 32), "head": (32, 1), "odd": (6, 32), "tiny": (3, 8), "wide": (8, 64)}
+    specs = [P("data", "model"), P("model", "data"), P(("data", "model")), P(None, "model")]
+
+    def init(key):
+        keys = jax.random.split(key, len(shapes) * len(specs))
+        out, i = {}, 0
+        for name, shape in shapes.items():
+            for spec in specs:
+                w = jax.random.normal(keys[i], shape) * 0.1
+                w = jax.lax.with_sharding_constraint(w, jax.NamedSharding(mesh, spec))
+                out[f"{name} {spec}"] = (w, jnp.tanh(w).sum(1))
+                i += 1
+        return out
+
+    for name, (w, s) in jax.jit(init)(jax.random.key(0)).items():
+        print(name, w.sharding.spec, s.sharding.spec, f"{float(jnp.abs(w).sum()):.4f}")
+    with jax.set_mesh(mesh):
+        w = jax.jit(lambda: jax.lax.with_sharding_constraint(jnp.ones((32, 1)), P(None, "model")))()
+        print(w.sharding.spec, jax.typeof(w))
+    for shape, spec in [((1, 32), P(None, "model")), ((8, 64), P("data", "model")),
+                        ((2, 8), P("model", "data")), ((4, 128), P(None, "data")), ((64, 8), P("model"))]:
+        jax.debug.visualize_array_sharding(jax.device_put(jnp.ones(shape), jax.NamedSharding(mesh, spec)))
+    try:
+        jax.lax.with_sharding_constraint(jnp.ones((32, 1)), jax.NamedSharding(mesh, P(None, "model")))
+    except Exception as e:  # noqa: BLE001 - the class name and text are compared
+        print(type(e).__name__, e)
+
+
 PROGRAMS = [per_example_clipping, sharded_loader, pjit_program, checkpointed_block, collective_matmul,
             compiled_out_shardings, tied_embedding_grads, pjit_context_meshes, ring_attention,
-            eager_constraints]
+            eager_constraints, uneven_parameter_constraints]
 
 
 @pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.__name__)

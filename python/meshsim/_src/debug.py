@@ -245,7 +245,29 @@ def visualize_sharding(shape, sharding: Sharding, *, use_color: bool = True, sca
                           base_height, base_width, min_width, max_width)
               for (r, c), (ids, height, width) in sorted(cells.items()) if r == row]
              for row in range(max(r for r, _ in cells) + 1)]
-    print(_render(table, max_width))
+    try:
+        import rich.console  # what JAX draws the table with; meshsim draws its own without it
+    except ModuleNotFoundError:
+        print(_render(table, max_width))
+        return
+    _print_with_rich(table, max_width)
+
+
+def _print_with_rich(table: list[list[tuple]], max_width: int) -> None:
+    """Prints the cells through rich's table layout, which narrows, wraps and crops labels of
+    columns wider than the console the way JAX's output shows them (without colours)."""
+    import rich.align
+    import rich.box
+    import rich.console
+    import rich.padding
+    import rich.table
+    grid = rich.table.Table(show_header=False, show_lines=True, padding=0, highlight=True,
+                            pad_edge=False, box=rich.box.SQUARE)
+    for row in table:
+        grid.add_row(*(rich.padding.Padding(rich.align.Align(label, "center", vertical="middle"),
+                                            (top, right, bottom, left))
+                       for top, right, bottom, left, label in row))
+    rich.console.Console(width=max_width).print(grid, end="\n\n")
 
 
 def _cell_layout(label: str, height: float | None, width: float, base_height: int,

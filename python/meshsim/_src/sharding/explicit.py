@@ -226,6 +226,26 @@ def _check_constraint(x, sharding, cur) -> PartitionSpec:
     return spec
 
 
+def _divisible_part(spec: PartitionSpec, shape, mesh) -> PartitionSpec:
+    """Inside jit, XLA pads a dimension its constraint does not divide, and the value comes out
+    split only over the leading axes of that dimension whose product divides its size (JAX 0.10.2
+    types `f32[6,32]` constrained to `P(('data', 'model'))` on a 2x4 mesh as `P('data',)`); the
+    simulator, which does not pad, constrains it to those axes."""
+    entries = []
+    for dim, size in enumerate(shape[:len(spec)]):
+        kept, factor = [], 1
+        for axis in spec.axes_of(dim):
+            if size % (factor * mesh.shape[axis]):
+                break
+            factor *= mesh.shape[axis]
+            kept.append(axis)
+        if spec[dim] is UNCONSTRAINED or len(kept) == len(spec.axes_of(dim)):
+            entries.append(spec[dim])
+        else:
+            entries.append(None if not kept else kept[0] if len(kept) == 1 else tuple(kept))
+    return spec.update(partitions=entries)
+
+
 def _constrain(x, sharding):
     x = core.asarray_value(x)
     # Only an all-Explicit *context* mesh makes the constraint an assert; without one, a
@@ -253,6 +273,9 @@ def _constrain(x, sharding):
             f"axes of the mesh. Got spec={spec} and mesh={mesh.abstract_mesh}. You probably meant "
             "to use `reshard` API?")
     _check_duplicates(spec)
+    if isinstance(x, core.Tracer):
+        spec = _divisible_part(spec, x.shape, mesh)
+        sharding = NamedSharding(mesh, spec)
     NamedSharding(mesh, spec).shard_shape(x.shape)  # JAX's IndivisibleError for an undivided dim
     have = type_spec(x.aval)
     # Traced, dims typed over Explicit axes keep them and only the others are constrained;
