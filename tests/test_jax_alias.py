@@ -39,13 +39,13 @@ def test_alias_binds_modules_not_copies(tmp_path):
         "assert type(jnp.ones(2)).__module__.startswith('meshsim')\n"
         "print(sys.argv[1:], __name__)\n"
         "try:\n"
-        "    import jax.interpreters.pxla\n"
+        "    import jax.interpreters.xla\n"
         "except ModuleNotFoundError as e:\n"
         "    print(type(e).__name__, e.name)\n")
     out = _run(["-m", "meshsim", str(script), "a", "--b"])
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["['a', '--b'] __main__",
-                                       "ModuleNotFoundError jax.interpreters.pxla"]
+                                       "ModuleNotFoundError jax.interpreters.xla"]
 
 
 def test_jax_internals_resolve_to_the_compat_modules(tmp_path):
@@ -165,7 +165,8 @@ def test_ipython_extension_installs_and_removes_the_alias():
 
 
 @pytest.mark.parametrize("program,library", [("optax_fit.py", "optax"),
-                                             ("jaxtyping_check.py", "jaxtyping")])
+                                             ("jaxtyping_check.py", "jaxtyping"),
+                                             ("checkpoint_libraries.py", "orbax.checkpoint")])
 def test_library_program_prints_what_jax_prints(real_jax, program, library):
     pytest.importorskip(library)
     path = os.path.join(PROGRAMS, program)

@@ -48,7 +48,8 @@ from meshsim._src.ad_staging import fwd_and_bwd  # noqa: E402,F401
 from meshsim._src.core import ensure_compile_time_eval  # noqa: E402,F401
 from meshsim import (numpy, lax, tree_util, tree, sharding, debug, random, ops, nn, image,  # noqa: E402,F401
                      ad_checkpoint, dtypes, errors, profiler, stages, experimental, typing,
-                     core, flatten_util, custom_derivatives, distributed, ref, ad, version)
+                     core, flatten_util, custom_derivatives, distributed, ref, ad, version,
+                     monitoring)
 from meshsim._src import xla_bridge as _xla_bridge  # noqa: E402,F401  (jax._src.xla_bridge)
 
 # `__version_info__` is the JAX version whose API meshsim implements (libraries choose code

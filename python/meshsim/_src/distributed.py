@@ -14,6 +14,21 @@ from meshsim._src import tree_util
 _initialized = False
 
 
+class _State:
+    """What `jax._src.distributed.global_state` tells libraries (orbax reads `client` and
+    `process_id` to choose between single- and multi-process paths): process 0 of 1, with
+    no coordination client or service."""
+    client = None
+    service = None
+    preemption_sync_manager = None
+    coordinator_address = None
+    process_id = 0
+    num_processes = 1
+
+
+global_state = _State()
+
+
 def initialize(coordinator_address: str | None = None, num_processes: int | None = None,
                process_id: int | None = None, local_device_ids=None,
                cluster_detection_method: str | None = None, initialization_timeout: int = 300,

@@ -130,18 +130,32 @@ def full(shape, fill_value, dtype=None, *, device=None, out_sharding=None):
     return on_device(explicit.with_out_sharding(out, out_sharding, "full"), device)
 
 
+def _check_not_a_shape(name: str, shape, dtype) -> None:
+    """`jnp.zeros(4, 4)`: JAX's error guesses the second size was meant as part of the shape."""
+    if isinstance(shape, int) and isinstance(dtype, int):
+        raise TypeError(
+            f"Cannot interpret '{dtype}' as a data type.\n\nDid you accidentally write "
+            f"`jax.numpy.{name}({shape}, {dtype})` when you meant `jax.numpy.{name}(({shape}, "
+            f"{dtype}))`, i.e. with a single tuple argument for the shape?")
+
+
 def zeros(shape, dtype=None, *, device=None, out_sharding=None):
+    _check_not_a_shape("zeros", shape, dtype)
     out = lax.full(shape, 0, _default_float(dtype))
     return on_device(explicit.with_out_sharding(out, out_sharding, "jnp.zeros"), device)
 
 
 def ones(shape, dtype=None, *, device=None, out_sharding=None):
+    _check_not_a_shape("ones", shape, dtype)
     out = lax.full(shape, 1, _default_float(dtype))
     return on_device(explicit.with_out_sharding(out, out_sharding, "jnp.ones"), device)
 
 
-# Arrays are immutable: an "uninitialised" array is a zero one.
-empty = zeros
+def empty(shape, dtype=None, *, device=None, out_sharding=None):
+    """Arrays are immutable: an "uninitialised" array is a zero one."""
+    _check_not_a_shape("empty", shape, dtype)
+    out = lax.full(shape, 0, _default_float(dtype))
+    return on_device(explicit.with_out_sharding(out, out_sharding, "jnp.empty"), device)
 
 
 def _like_sharding(a, shape, out_sharding, out, api: str):

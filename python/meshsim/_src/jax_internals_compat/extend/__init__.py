@@ -1,2 +1,2 @@
 """`jax.extend` under meshsim: the submodules a library was seen to use."""
-from . import core, linear_util, source_info_util  # noqa: F401
+from . import core, ifrt_programs, linear_util, source_info_util  # noqa: F401
