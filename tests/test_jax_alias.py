@@ -166,7 +166,8 @@ def test_ipython_extension_installs_and_removes_the_alias():
 
 @pytest.mark.parametrize("program,library", [("optax_fit.py", "optax"),
                                              ("jaxtyping_check.py", "jaxtyping"),
-                                             ("checkpoint_libraries.py", "orbax.checkpoint")])
+                                             ("checkpoint_libraries.py", "orbax.checkpoint"),
+                                             ("pmap_data_parallel.py", "flax")])
 def test_library_program_prints_what_jax_prints(real_jax, program, library):
     pytest.importorskip(library)
     path = os.path.join(PROGRAMS, program)

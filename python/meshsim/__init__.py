@@ -66,3 +66,15 @@ def load_ipython_extension(ipython) -> None:
 def unload_ipython_extension(ipython) -> None:
     from meshsim._src import jax_alias
     jax_alias.uninstall()
+
+# Names JAX 0.10 removed, kept (as JAX keeps them) only to say what replaces them.
+_REMOVED = {name: (f"jax.{name} is deprecated; use jax.device_put instead. See "
+                   "https://docs.jax.dev/en/latest/migrate_pmap.html#drop-in-replacements for a "
+                   "drop-in replacement.")
+            for name in ("device_put_replicated", "device_put_sharded")}
+
+
+def __getattr__(name):
+    if name in _REMOVED:
+        raise AttributeError(_REMOVED[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
