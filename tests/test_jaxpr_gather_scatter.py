@@ -90,6 +90,19 @@ def _text_cases(J, jnp):
         "lax_scatter_min": (lambda x, i, u: lax.scatter_min(x, i, u, row_scatter), (M, IDX[:, None], U)),
         "lax_scatter_max": (lambda x, i, u: lax.scatter_max(x, i, u, row_scatter, indices_are_sorted=True),
                             (M, IDX[:, None], U)),
+        "subtract": (lambda x, i: x.at[i].subtract(1.0), (M, IDX)),
+        "lax_scatter_sub": (lambda x, i, u: lax.scatter_sub(x, i, u, row_scatter), (M, IDX[:, None], U)),
+        "x[:2]": (lambda x: x[:2], (M,)),
+        # Transformed: JAX's gather/scatter batching rules (np.int64 dims) and transposes.
+        "vmap_x[idx]": (lambda x, i: J.vmap(lambda a: a[i])(x), (M, IDX)),
+        "vmap_x[:,idx]": (lambda x, i: J.vmap(lambda a: a[:, i], in_axes=1)(x), (X3, IDX)),
+        "vmap_at_add_both": (lambda x, i: J.vmap(lambda a, b: a.at[b].add(1.0))(x, i), (M[:2], IDX)),
+        "vmap_at_add_x": (lambda x, i: J.vmap(lambda a: a.at[i].add(a[0]))(x), (X3, IDX)),
+        "grad_x[idx]": (lambda x, i: J.grad(lambda a: jnp.sum(a[i]))(x), (M, IDX)),
+        "grad_x[:,idx]": (lambda x, i: J.grad(lambda a: jnp.sum(a[:, i]))(x), (M, IDX)),
+        "grad_get_fill": (lambda x, i: J.grad(lambda a: jnp.sum(a.at[i].get(mode="fill", fill_value=0.0)))(x),
+                          (M, IDX)),
+        "grad_vmap_x[idx]": (lambda x, i: J.grad(lambda a: jnp.sum(J.vmap(lambda r: r[i])(a)))(x), (M, IDX)),
     }
 
 
@@ -128,6 +141,8 @@ def _value_cases(J):
         "add": lambda x, i: x.at[:, i].add(x[:, :1] * 3),
         "add_pairs": lambda x, i: x.at[i, i].add(1.5),
         "add_clip": lambda x, i: x.at[i].add(x[1], mode="clip"),
+        "subtract": lambda x, i: x.at[:, i].subtract(x[:, :1] * 3),
+        "lax_scatter_sub": lambda x, i: lax.scatter_sub(x, i[:, None], x[:, :i.shape[0]], cols_scatter),
         "mul": lambda x, i: x.at[i].multiply(x[1] + 2),
         "min": lambda x, i: x.at[i].min(x[2]),
         "max": lambda x, i: x.at[:, i].max(x[:, 1:2]),

@@ -46,7 +46,7 @@ _GAPS = {
     "cost": {n: _DATA_MOVEMENT for n in (
         "broadcast_in_dim", "concatenate", "gather", "iota",
         "pad", *_MANUAL_CASTS, "reshape", "rev", "scatter", "scatter_add", "scatter_max", "scatter_min",
-        "scatter_mul", "slice", "squeeze", "transpose", "random_bits")}
+        "scatter_mul", "scatter_sub", "slice", "squeeze", "transpose", "random_bits")}
             | {n: _COMPARISONS for n in ("sort", "top_k", "searchsorted")}
             | {"ragged_dot_general": "no cost rule yet: counted as data movement (its flops are missing)"}
             | {"host_rule_collective": "never runs: vmap's batching replaces it with ops along the "

@@ -233,8 +233,8 @@ std::string list_str(const IntList& l) {  // Python list: [1, 2]
 }
 
 bool is_scatter(const std::string& prim) {
-  return prim == "scatter" || prim == "scatter_add" || prim == "scatter_mul" || prim == "scatter_min" ||
-         prim == "scatter_max";
+  return prim == "scatter" || prim == "scatter_add" || prim == "scatter_sub" || prim == "scatter_mul" ||
+         prim == "scatter_min" || prim == "scatter_max";
 }
 
 // JAX spells the combining scatters with a dash: scatter-add.
@@ -254,6 +254,33 @@ std::shared_ptr<Program> update_program(const std::string& prim, DType dtype) {
   p->outvars = {z};
   p->eqns.push_back(Equation{&primitive(prim.substr(8)), {}, {x, y}, {z}});
   return p;
+}
+
+// A tuple of dims as Python prints it, the entries flagged in `numpy` as
+// np.int64(d) (JAX's batching rules shift dims with np.add).
+std::string numpy_tuple_str(const IntList& d, const IntList* numpy) {
+  std::string t = "(";
+  for (size_t j = 0; j < d.size(); ++j) {
+    const std::string n = std::to_string(d[j]);
+    t += (j ? ", " : "") + (numpy && j < numpy->size() && (*numpy)[j] ? "np.int64(" + n + ")" : n);
+  }
+  return t + (d.size() == 1 ? ",)" : ")");
+}
+
+// GatherDimensionNumbers(...) / ScatterDimensionNumbers(...); `numpy` flags
+// the entries JAX holds as np.int64 (shifted by its batching rules).
+std::string jax_dims_str(const std::string& prim, const IntLists& d, const IntLists* numpy) {
+  static const char* const gather_names[] = {"offset_dims", "collapsed_slice_dims", "start_index_map",
+                                             "operand_batching_dims", "start_indices_batching_dims"};
+  static const char* const scatter_names[] = {"update_window_dims", "inserted_window_dims",
+                                              "scatter_dims_to_operand_dims", "operand_batching_dims",
+                                              "scatter_indices_batching_dims"};
+  const bool gather = prim == "gather";
+  std::string s = gather ? "GatherDimensionNumbers(" : "ScatterDimensionNumbers(";
+  for (size_t i = 0; i < 5; ++i)
+    s += std::string(i ? ", " : "") + (gather ? gather_names[i] : scatter_names[i]) + "=" +
+         numpy_tuple_str(d[i], numpy && i < numpy->size() ? &(*numpy)[i] : nullptr);
+  return s + ")";
 }
 
 // How JAX prints a parameter value when it differs from param_value_str.
@@ -292,19 +319,7 @@ pp::D pp_param(const std::string& prim, const std::string& key, const ParamValue
     }
   }
   if ((prim == "gather" || is_scatter(prim)) && key == "dimension_numbers") {
-    if (auto* l = std::get_if<IntLists>(&v); l && l->size() == 5) {
-      static const char* const gather_names[] = {"offset_dims", "collapsed_slice_dims", "start_index_map",
-                                                 "operand_batching_dims", "start_indices_batching_dims"};
-      static const char* const scatter_names[] = {"update_window_dims", "inserted_window_dims",
-                                                  "scatter_dims_to_operand_dims", "operand_batching_dims",
-                                                  "scatter_indices_batching_dims"};
-      const bool gather = prim == "gather";
-      std::string s = gather ? "GatherDimensionNumbers(" : "ScatterDimensionNumbers(";
-      for (size_t i = 0; i < 5; ++i)
-        s += std::string(i ? ", " : "") + (gather ? gather_names[i] : scatter_names[i]) + "=" +
-             param_value_str((*l)[i]);
-      return pp::text(s + ")");
-    }
+    if (auto* l = std::get_if<IntLists>(&v); l && l->size() == 5) return pp::text(jax_dims_str(prim, *l, nullptr));
   }
   if (prim == "gather" && key == "fill_value") {
     if (auto* d = std::get_if<double>(&v)) return pp::text(python_float_repr(*d));
@@ -340,6 +355,7 @@ bool hidden(const std::string& prim, const std::string& key, const ParamValue& v
   static const std::set<std::string> accuracy_ops = {
       "exp", "exp2", "log", "expm1", "log1p", "tanh", "logistic", "sin", "cos", "tan",
       "sqrt", "rsqrt", "cbrt"};
+  if (key == "numpy_dims") return true;  // shown inside the dims it flags
   if (key == "accuracy" && accuracy_ops.count(prim)) return is_none(v);
   if (key == "out_dtype") return is_none(v);
   if (prim == "dot_general") return is_none(v) || key == "out_sharding";
@@ -395,6 +411,16 @@ pp::D pp_eqn(const Program& p, const Equation& e, Context& ctx, const std::vecto
     const bool jax_form = (prim == "gather" || is_scatter(prim)) && e.params.has("dimension_numbers");
     for (const auto& [k, v] : kv) {
       const auto* mesh = std::get_if<MeshPtr>(v);
+      if (prim == "broadcast_in_dim" && k == "broadcast_dimensions" && e.params.has("numpy_dims")) {
+        items.push_back(pp::text(k + "=" + numpy_tuple_str(std::get<IntList>(*v),
+                                                           &e.params.get<IntList>("numpy_dims"))));
+        continue;
+      }
+      const auto* dims = std::get_if<IntLists>(v);
+      if (jax_form && k == "dimension_numbers" && dims && dims->size() == 5 && e.params.has("numpy_dims")) {
+        items.push_back(pp::text(k + "=" + jax_dims_str(prim, *dims, &e.params.get<IntLists>("numpy_dims"))));
+        continue;
+      }
       items.push_back(pp::concat(
           {pp::text(k + "="), abstract_mesh && mesh && *mesh ? pp::text(abstract_mesh_str(**mesh))
                                                              : pp_param(prim, k, *v, ctx, jax_form)}));

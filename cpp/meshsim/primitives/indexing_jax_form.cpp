@@ -16,7 +16,7 @@ namespace meshsim::indexing {
 namespace {
 
 constexpr const char* kJaxKeys[] = {"dimension_numbers", "slice_sizes", "indices_are_sorted",
-                                    "unique_indices", "mode"};
+                                    "unique_indices", "mode", "numpy_dims"};
 
 // One JAX-form equation in our form. Our index array i reads column
 // columns[i] of JAX's indices, or is B's dim -1 - columns[i] (a batching
@@ -154,6 +154,160 @@ Shape without(Shape s, int64_t dim) {
   return s;
 }
 
+Shape batched_front(const Shape& s, int64_t dim, int64_t size) {
+  Shape out = without(s, dim);
+  out.insert(out.begin(), size);
+  return out;
+}
+
+// Dimension numbers with, per entry, whether JAX holds it as an np.int64 (its
+// batching rules shift dims with np.add, and the printed jaxpr shows them so).
+struct JaxDims {
+  IntLists dims;
+  IntLists numpy;
+
+  explicit JaxDims(const Params& p) : dims(p.get<IntLists>("dimension_numbers")) {
+    if (p.has("numpy_dims")) numpy = p.get<IntLists>("numpy_dims");
+    numpy.resize(dims.size());
+    for (size_t i = 0; i < dims.size(); ++i) numpy[i].resize(dims[i].size(), 0);
+  }
+  // Field i as np.add(1, field): every entry one higher, all np.int64.
+  void shift(size_t i) {
+    for (int64_t& d : dims[i]) ++d;
+    numpy[i].assign(dims[i].size(), 1);
+  }
+  // (0,) + field i, the 0 a Python int.
+  void lead_with_zero(size_t i) {
+    dims[i].insert(dims[i].begin(), 0);
+    numpy[i].insert(numpy[i].begin(), 0);
+  }
+  void store(Params& p) const {
+    p.set("dimension_numbers", dims);
+    bool any = false;
+    for (const IntList& l : numpy)
+      for (int64_t f : l) any |= f != 0;
+    Params kept;  // without a stale numpy_dims
+    for (const auto& [key, value] : p.items())
+      if (key != "numpy_dims") kept.set(key, value);
+    if (any) kept.set("numpy_dims", numpy);
+    p = std::move(kept);
+  }
+};
+
+// The fields of GatherDimensionNumbers and ScatterDimensionNumbers, by position.
+enum Field : size_t { kWindow = 0, kCollapsed = 1, kIndexMap = 2, kOperandBatch = 3, kIndexBatch = 4 };
+
+bool expressible(const std::string& prim, const Shape& operand, const Shape& indices, const Params& p,
+                 bool scatter) {
+  try {
+    translate(prim, operand, indices, p, scatter);
+    return true;
+  } catch (const NotImplementedError&) {
+    return false;
+  }
+}
+
+// JAX's _gather_transpose_rule: a scatter-add of the cotangent into zeros,
+// with the gather's dimension numbers, mode and flags.
+Cotangents jax_gather_transpose(const VjpArgs& a) {
+  Cotangents ct(a.in.size());
+  if (!a.wants[0]) return ct;
+  Params p;
+  JaxDims(a.params).store(p);
+  for (const auto& [key, value] : a.params.items())
+    if (key == "indices_are_sorted" || key == "unique_indices" || key == "mode") p.set(key, value);
+  ct[0] = ops::bind1("scatter_add", {ops::zeros_like(a.in[0]), a.in[1], *a.ct[0]}, p);
+  return ct;
+}
+
+// JAX's _scatter_addsub_transpose_rule: the operand's cotangent passes
+// through; the updates' is the gather (fill 0) of it, negated for scatter_sub.
+Cotangents jax_scatter_addsub_transpose(const VjpArgs& a, bool sub) {
+  Cotangents ct(a.in.size());
+  const Value& g = *a.ct[0];
+  if (a.wants[0]) ct[0] = g;
+  if (!a.wants[2]) return ct;
+  const JaxDims jd(a.params);
+  const IntLists& dn = jd.dims;
+  const Shape& updates = aval_of(a.in[2]).shape;
+  IntList sizes;
+  size_t pos = 0;
+  for (int64_t d = 0; d < static_cast<int64_t>(aval_of(g).shape.size()); ++d) {
+    if (in_list(dn[kCollapsed], d) || in_list(dn[kOperandBatch], d)) sizes.push_back(1);
+    else sizes.push_back(updates[dn[kWindow][pos++]]);
+  }
+  Params p;
+  jd.store(p);
+  const std::string& mode = a.params.get<std::string>("mode");
+  p.set("slice_sizes", sizes);
+  p.set("mode", mode);
+  if (mode == "fill_or_drop") p.set("fill_value", int64_t{0});
+  else p.set("fill_value", ParamValue{});
+  p.set("indices_are_sorted", false);
+  p.set("unique_indices", false);
+  Value u = ops::bind1("gather", {g, a.in[1]}, p);
+  ct[2] = sub ? ops::neg(u) : u;
+  return ct;
+}
+
+// JAX's _gather_batching_rule (its three cases); nullopt when our form cannot
+// take the batched dimension numbers (the caller then batches our form).
+std::optional<Batched> jax_gather_batch(const BatchArgs& a, const std::string& name) {
+  const bool xb = a.dims[0] != kNotBatched, ib = a.dims[1] != kNotBatched;
+  JaxDims jd(a.params);
+  Params p = a.params;
+  IntList sizes = p.get<IntList>("slice_sizes");
+  Shape xs = aval_of(a.in[0]).shape, is = aval_of(a.in[1]).shape;
+  if (xb) xs = batched_front(xs, a.dims[0], a.size);
+  if (ib) is = batched_front(is, a.dims[1], a.size);
+  if (xb && !ib) {
+    sizes.insert(sizes.begin(), a.size);
+    for (size_t f : {kWindow, kCollapsed, kOperandBatch, kIndexMap}) jd.shift(f);
+    jd.lead_with_zero(kWindow);
+  } else if (!xb) {
+    for (int64_t& d : jd.dims[kWindow]) ++d;  // 1 + d keeps each entry's type
+    jd.shift(kIndexBatch);
+    p.set("unique_indices", false);
+    p.set("indices_are_sorted", false);
+  } else {
+    sizes.insert(sizes.begin(), a.size == 0 ? 0 : 1);
+    for (size_t f : {kWindow, kCollapsed, kIndexMap, kOperandBatch, kIndexBatch}) jd.shift(f);
+    jd.lead_with_zero(kOperandBatch);
+    jd.lead_with_zero(kIndexBatch);
+  }
+  p.set("slice_sizes", sizes);
+  jd.store(p);
+  if (!expressible(name, xs, is, p, false)) return std::nullopt;
+  const Value x = xb ? batch_at(a.in[0], a.dims[0], 0, a.size) : a.in[0];
+  const Value i = ib ? batch_at(a.in[1], a.dims[1], 0, a.size) : a.in[1];
+  return Batched{{ops::bind1(name, {x, i}, p)}, {0}};
+}
+
+// JAX's _scatter_batching_rule: operand and updates batched at the front
+// (broadcast when they are not), the indices too when they are batched.
+std::optional<Batched> jax_scatter_batch(const BatchArgs& a, const std::string& name) {
+  const bool ib = a.dims[1] != kNotBatched;
+  JaxDims jd(a.params);
+  Params p = a.params;
+  const Shape xs = batched_front(aval_of(a.in[0]).shape, a.dims[0], a.size);
+  Shape is = aval_of(a.in[1]).shape;
+  if (ib) is = batched_front(is, a.dims[1], a.size);
+  for (size_t f : {kWindow, kCollapsed, kOperandBatch, kIndexMap}) jd.shift(f);
+  if (!ib) {
+    jd.lead_with_zero(kWindow);
+  } else {
+    jd.shift(kIndexBatch);
+    jd.lead_with_zero(kOperandBatch);
+    jd.lead_with_zero(kIndexBatch);
+  }
+  jd.store(p);
+  if (!expressible(name, xs, is, p, true)) return std::nullopt;
+  const Value x = batch_at(a.in[0], a.dims[0], 0, a.size);
+  const Value u = batch_at(a.in[2], a.dims[2], 0, a.size);
+  const Value i = ib ? batch_at(a.in[1], a.dims[1], 0, a.size) : a.in[1];
+  return Batched{{ops::bind1(name, {x, i, u}, p)}, {0}};
+}
+
 }  // namespace
 
 bool is_jax_form(const Params& params) { return params.has("dimension_numbers"); }
@@ -222,6 +376,7 @@ void accept_jax_form(Primitive& p, bool scatter) {
   };
   p.batch = [inner = p.batch, name, scatter](const BatchArgs& a) -> Batched {
     if (!is_jax_form(a.params)) return inner(a);
+    if (auto b = scatter ? jax_scatter_batch(a, name) : jax_gather_batch(a, name)) return *b;
     const Translation t = translate(name, without(aval_of(a.in[0]).shape, a.dims[0]),
                                     without(aval_of(a.in[1]).shape, a.dims[1]), a.params, scatter);
     Value indices = a.in[1];
@@ -237,6 +392,8 @@ void accept_jax_form(Primitive& p, bool scatter) {
   if (p.vjp)
     p.vjp = [inner = p.vjp, name, scatter](const VjpArgs& a) -> Cotangents {
       if (!is_jax_form(a.params)) return inner(a);
+      if (name == "gather") return jax_gather_transpose(a);
+      if (name == "scatter_add" || name == "scatter_sub") return jax_scatter_addsub_transpose(a, name == "scatter_sub");
       // A PROMISE_IN_BOUNDS gather reads clamped indices, but its transpose, a scatter-add of
       // the same mode, drops what falls outside (XLA's scatter), as FILL_OR_DROP's does.
       Params params = a.params;

@@ -1,4 +1,4 @@
-// scatter[_add|_mul|_min|_max](operand, updates, *indices; axes,
+// scatter[_add|_sub|_mul|_min|_max](operand, updates, *indices; axes,
 // index_dims_at, mode): the form is described in indexing_common.h; here the
 // VJPs (gathers reading back what was written), batching, sharding rule and
 // the kernel template, instantiated once per combining function.
@@ -28,6 +28,13 @@ Cotangents scatter_add_vjp(const VjpArgs& a) {
   Cotangents ct(a.in.size());
   if (a.wants[0]) ct[0] = *a.ct[0];
   if (a.wants[1]) ct[1] = gather_back(*a.ct[0], ix, a.params.get<std::string>("mode"));
+  return ct;
+}
+
+// scatter_sub: the updates' cotangent is the negated read-back.
+Cotangents scatter_sub_vjp(const VjpArgs& a) {
+  Cotangents ct = scatter_add_vjp(a);
+  if (a.wants[1]) ct[1] = ops::neg(*ct[1]);
   return ct;
 }
 
@@ -257,6 +264,11 @@ void register_scatters() {
     else if constexpr (is_complex_v<decltype(a)>) return add_op(a, u);
     else return static_cast<decltype(a)>(a + u);
   }, scatter_add_vjp);
+  scatter("scatter_sub", [](auto a, auto u) {
+    if constexpr (std::is_same_v<decltype(a), bool>) return a != u;
+    else if constexpr (is_complex_v<decltype(a)>) return sub_op(a, u);
+    else return static_cast<decltype(a)>(a - u);
+  }, scatter_sub_vjp);
   scatter("scatter_mul", [](auto a, auto u) {
     if constexpr (std::is_same_v<decltype(a), bool>) return a && u;
     else if constexpr (is_complex_v<decltype(a)>) return mul_op(u, a);  // XLA's fused products, update first

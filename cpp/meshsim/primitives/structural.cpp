@@ -344,6 +344,10 @@ void broadcast_in_dim() {
     for (int64_t d : a.params.get<IntList>("broadcast_dimensions")) dims.push_back(d + 1);
     params.set("shape", shape);
     params.set("broadcast_dimensions", dims);
+    // JAX shifts the dims with np.add: its jaxprs print them as np.int64 (ir/program.cpp).
+    IntList numpy(dims.size(), 1);
+    numpy[0] = 0;
+    params.set("numpy_dims", numpy);
     return bind_at_front(a, params);
   };
   p.vjp = [](const VjpArgs& a) {

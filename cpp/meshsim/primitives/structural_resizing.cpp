@@ -114,7 +114,7 @@ void slice() {
     Params params = a.params;
     params.set("start_indices", lo);
     params.set("limit_indices", hi);
-    params.set("strides", step);
+    if (!a.params.is_none("strides")) params.set("strides", step);  // None stays None, as JAX's rule keeps it
     return bind_at_front(a, params);
   };
   // The cotangent padded back into place, with zeros between strided elements.

@@ -95,7 +95,9 @@ Batched batch_elementwise(const BatchArgs& a) {
   Values in;
   for (size_t i = 0; i < n; ++i) {
     const int64_t r = shapes[i].size();
-    if (r == rank) {
+    if (r == 0 && a.dims[i] == kNotBatched && a.prim.name != "select_n") {
+      in.push_back(a.in[i]);  // an unbatched scalar operand stays one, as JAX's broadcast_batcher leaves it
+    } else if (r == rank) {
       in.push_back(batch_at(a.in[i], a.dims[i], bd, a.size));
     } else if (a.dims[i] == kNotBatched) {
       in.push_back(a.in[i]);  // a scalar operand the primitive broadcasts itself

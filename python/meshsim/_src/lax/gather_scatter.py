@@ -334,7 +334,8 @@ def _scatter_scalar(kind: str, operand, updates):
         return operand
     if kind == "scatter":
         return lax.reshape(updates, (updates.size,))[updates.size - 1]
-    reducer, combine = {"scatter_add": (lax.reduce_sum, lax.add), "scatter_mul": (lax.reduce_prod, lax.mul),
+    reducer, combine = {"scatter_add": (lax.reduce_sum, lax.add), "scatter_sub": (lax.reduce_sum, lax.sub),
+                        "scatter_mul": (lax.reduce_prod, lax.mul),
                         "scatter_min": (lax.reduce_min, lax.min), "scatter_max": (lax.reduce_max, lax.max)}[kind]
     return combine(operand, reducer(updates, dims))
 
@@ -356,8 +357,8 @@ def scatter_add(operand, scatter_indices, updates, dimension_numbers: ScatterDim
 def scatter_sub(operand, scatter_indices, updates, dimension_numbers: ScatterDimensionNumbers, *,
                 indices_are_sorted: bool = False, unique_indices: bool = False, mode=None):
     """XLA's scatter with subtraction."""
-    return _scatter("scatter_add", operand, scatter_indices, _lax().neg(core.asarray_value(updates)),
-                    dimension_numbers, mode)
+    return _scatter("scatter_sub", operand, scatter_indices, updates, dimension_numbers, mode, indices_are_sorted,
+                    unique_indices)
 
 
 def scatter_mul(operand, scatter_indices, updates, dimension_numbers: ScatterDimensionNumbers, *,

@@ -444,7 +444,7 @@ def _basic_indexing(x, entries, is_advanced):
     y = x
     if (starts, limits, strides) != ([0] * x.ndim, list(x.shape), [1] * x.ndim):
         y = core.bind1("slice", y, start_indices=tuple(starts), limit_indices=tuple(limits),
-                       strides=tuple(strides))
+                       strides=None if all(k == 1 for k in strides) else tuple(strides))  # as JAX's static slice
     if reversed_dims:
         y = core.bind1("rev", y, dimensions=tuple(reversed_dims))
     if dynamic:
@@ -607,8 +607,8 @@ class _IndexUpdateRef:
                                unique_indices)
 
     def subtract(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        dtype = core.asarray_value(self.array).dtype
-        return self.add(core.bind1("neg", core.convert_element_type(values, dtype)), mode=mode)
+        return _scatter_update(self.array, self.index, values, "scatter_sub", mode, indices_are_sorted,
+                               unique_indices)
 
     def multiply(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
         return _scatter_update(self.array, self.index, values, "scatter_mul", mode, indices_are_sorted,
