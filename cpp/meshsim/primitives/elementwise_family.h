@@ -17,6 +17,7 @@
 #include "meshsim/kernels/elementwise.h"
 #include "meshsim/ir/kernel_results.h"
 #include "meshsim/runtime/fusion.h"
+#include "meshsim/runtime/scalar_runs.h"
 
 namespace meshsim::elementwise {
 
@@ -171,6 +172,8 @@ inline Avals same_type_as_input(const std::string& name, Accepts a, const Avals&
 
 // Whether a family accepting `a` has float32 kernels (and so a fusion tile).
 constexpr bool accepts_float32(Accepts a) { return a != Accepts::Integer && a != Accepts::Bitwise; }
+// Whether it has int32 kernels (and so a scalar op for runs of 0-d equations, runtime/scalar_runs.h).
+constexpr bool accepts_int32(Accepts a) { return a != Accepts::Float && a != Accepts::Inexact; }
 
 // An element of a unary / binary family's map on T: computed in T's compute
 // type, denormals flushed where the op is float arithmetic (kFlush). The
@@ -347,6 +350,10 @@ Primitive binary_primitive(const std::string& name, Op op, VjpRule vjp = nullptr
       auto element = binary_element<float, kFlush>(op);
       binary_row(in[0], 1, in[1], 1, out, n, element);  // map_binary's contiguous path
     });
+  if constexpr (accepts_int32(A))
+    register_int_scalar_op(name, 2, ScalarOperands::Int32, [op](const int32_t* in, int) {
+      return binary_element<int32_t, kFlush>(op)(in[0], in[1]);  // map_binary's element on int32
+    });
   return p;
 }
 
@@ -381,6 +388,10 @@ void comparison(const std::string& name, Op op) {
     if (is_int4(in_[0].dtype())) return widened_int4(in_, out_, run);
     return run(in_, out_);
   };
+  register_int_scalar_op(name, 2, ScalarOperands::Int32, [op](const int32_t* in, int) {
+    using C = compute_type_t<int32_t>;
+    return int32_t(bool(op(C(in[0]), C(in[1]))));  // the kernel's element on int32
+  });
   register_primitive(std::move(p));
 }
 

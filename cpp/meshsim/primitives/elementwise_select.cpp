@@ -48,16 +48,20 @@ struct CaseSource {
   int64_t step;
 };
 
+// The case `w` picks among last + 1 cases (an out-of-range index picks the nearest).
+template <class W>
+int64_t select_case_index(W w, int64_t last) {
+  if constexpr (std::is_same_v<W, bool>) {
+    return w ? std::min<int64_t>(1, last) : 0;
+  } else {
+    if (w <= 0) return 0;
+    return static_cast<uint64_t>(w) > static_cast<uint64_t>(last) ? last : static_cast<int64_t>(w);
+  }
+}
+
 Tensor select_n_kernel(const Tensors& in, const Avals& out) {
   const int64_t last = static_cast<int64_t>(in.size()) - 2;
-  auto clamp_index = [last](auto w) -> int64_t {
-    if constexpr (std::is_same_v<decltype(w), bool>) {
-      return w ? std::min<int64_t>(1, last) : 0;
-    } else {
-      if (w <= 0) return 0;
-      return static_cast<uint64_t>(w) > static_cast<uint64_t>(last) ? last : static_cast<int64_t>(w);
-    }
-  };
+  auto clamp_index = [last](auto w) -> int64_t { return select_case_index(w, last); };
   const Tensor& which = in[0];
   if (which.ndim() == 0) {  // one case wins everywhere: return it as is
     const int64_t w = dispatch_bitwise(which.dtype(), [&](auto tag) {
@@ -147,6 +151,10 @@ void select_n_primitive() {
   p.kernel = [](const Tensors& in, const Params&, const Avals& out) {
     return as_tensors(select_n_kernel(in, out));
   };
+  // On 0-d operands (a bool `which` reads as 0 or 1, which picks the same case).
+  register_int_scalar_op("select_n", -1, ScalarOperands::Selection, [](const int32_t* in, int arity) {
+    return in[1 + select_case_index(in[0], int64_t{arity} - 2)];
+  });
   register_primitive(std::move(p));
 }
 

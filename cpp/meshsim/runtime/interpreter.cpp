@@ -80,7 +80,8 @@ std::vector<int> last_uses(const Program& program) {
   return last;
 }
 
-Schedule::Schedule(const Program& program) : last(last_uses(program)), fusion(program, last) {
+Schedule::Schedule(const Program& program)
+    : last(last_uses(program)), fusion(program, last), scalars(program, last) {
   const size_t n = program.eqns.size();
   out_avals.resize(n);
   moved.resize(n);
@@ -159,12 +160,13 @@ Tensors run_scheduled(const Program& program, const Schedule& schedule, Tensors 
   auto one = [&](size_t k) {
     run_equation(program.eqns[k], schedule.out_avals[k], schedule.moved[k], schedule.freed[k], ins, value);
   };
-  if (!schedule.fusion.empty() && fusion_enabled()) {
+  if ((!schedule.fusion.empty() || !schedule.scalars.empty()) && fusion_enabled()) {
     auto fused = [&](const FusedGroup& g) {
       const DenormalsFlushed as_xla_runs;  // as run_primitive (core/denormals.h)
       return run_fused(g, schedule.freed, value);
     };
-    for (size_t k = 0; k < program.eqns.size(); ++k) run_in_plan(schedule.fusion, k, one, fused);
+    auto scalar = [&](const ScalarRun& r) { return run_scalar_run(r, schedule.freed, value); };
+    for (size_t k = 0; k < program.eqns.size(); ++k) run_in_schedule(schedule, k, one, fused, scalar);
   } else {
     for (size_t k = 0; k < program.eqns.size(); ++k) one(k);
   }

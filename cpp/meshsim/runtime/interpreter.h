@@ -13,6 +13,7 @@
 #include "meshsim/ir/donated_operands.h"
 #include "meshsim/ir/program.h"
 #include "meshsim/runtime/fusion.h"
+#include "meshsim/runtime/scalar_runs.h"
 
 namespace meshsim {
 
@@ -84,8 +85,25 @@ struct Schedule {
   std::vector<std::vector<char>> moved;  // per equation and input: its last read (passed by move)
   std::vector<std::vector<int>> freed;   // per equation: the variables it reads last
   FusionPlan fusion;                     // runs of elementwise equations computed as one loop
+  ScalarPlan scalars;                    // runs of 0-d integer equations computed in registers
   explicit Schedule(const Program& program);
 };
+
+// Runs equation k of a program where the executor's loop reaches it, by the
+// schedule's plans: a scalar run at its first equation (its equations are
+// consecutive), a fused run at its last. `one(j)` runs equation j alone;
+// `fused(g)` and `scalar(r)` try the run and return false when its equations
+// must run one by one. Only while fusion_enabled() (a profiler records each
+// equation otherwise).
+template <class One, class Fused, class Scalar>
+void run_in_schedule(const Schedule& s, size_t k, One&& one, Fused&& fused, Scalar&& scalar) {
+  if (const ScalarRun* r = s.scalars.run_of(k)) {
+    if (k == r->first && !scalar(*r))
+      for (size_t j = r->first; j <= r->last; ++j) one(j);
+    return;
+  }
+  run_in_plan(s.fusion, k, one, fused);
+}
 // The schedule of `program`, made once and kept while the program lives
 // (programs are immutable once traced).
 std::shared_ptr<const Schedule> schedule_of(const ProgramPtr& program);

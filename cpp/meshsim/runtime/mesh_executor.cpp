@@ -414,14 +414,22 @@ std::vector<Tensors> run_on_mesh(const ProgramPtr& body_ptr, const Mesh& mesh, s
           run_equation(body.eqns[j], schedule.out_avals[j], schedule.moved[j], schedule.freed[j],
                        scratch.operands(), value);
       };
-      if (!schedule.fusion.empty() && fusion_enabled()) {
+      if ((!schedule.fusion.empty() || !schedule.scalars.empty()) && fusion_enabled()) {
         // Fused where this device computes every equation of the run.
         auto fused = [&](const FusedGroup& g) {
           for (size_t j : g.members)
             if (!mine[j - begin]) return false;
           return run_fused(g, schedule.freed, value);
         };
-        for (size_t j = begin; j < end; ++j) run_in_plan(schedule.fusion, j, one, fused);
+        // A scalar run where this device computes every equation of it that
+        // was not folded when planned (writing the folded values it holds is
+        // harmless: they are equal on every device).
+        auto scalar = [&](const ScalarRun& r) {
+          for (size_t j = r.first; j <= r.last; ++j)
+            if (r.computed[j - r.first] && !mine[j - begin]) return false;
+          return run_scalar_run(r, schedule.freed, value);
+        };
+        for (size_t j = begin; j < end; ++j) run_in_schedule(schedule, j, one, fused, scalar);
       } else {
         for (size_t j = begin; j < end; ++j) one(j);
       }

@@ -1,0 +1,187 @@
+#include "meshsim/runtime/scalar_runs.h"
+
+#include <map>
+#include <mutex>
+
+#include "meshsim/core/cancel.h"
+
+namespace meshsim {
+
+namespace {
+
+struct RegisteredScalarOp {
+  int arity;
+  ScalarOperands operands;
+  IntScalarOp op;
+};
+
+// Filled while primitives register (at import), read by plans after; the
+// map's nodes do not move, so steps keep pointers to the ops.
+std::map<std::string, RegisteredScalarOp>& scalar_ops() {
+  static std::map<std::string, RegisteredScalarOp> registry;
+  return registry;
+}
+
+std::mutex& scalar_ops_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+const RegisteredScalarOp* scalar_op_of(const std::string& name) {
+  std::lock_guard<std::mutex> lock(scalar_ops_mutex());
+  auto it = scalar_ops().find(name);
+  return it == scalar_ops().end() ? nullptr : &it->second;
+}
+
+bool register_dtype(const Aval& a) {
+  return a.shape.empty() && (a.dtype == DType::Int32 || a.dtype == DType::Bool);
+}
+
+// The registered op equation `e` computes in registers, or nullptr when it
+// cannot join a run; `*pass` is set for a pass-through equation.
+const RegisteredScalarOp* scalar_step_of(const Program& program, const Equation& e, bool* pass) {
+  *pass = false;
+  if (e.prim->is_collective() || e.prim->mesh_call || !sub_programs(e).empty()) return nullptr;
+  for (const std::vector<int>* vars : {&e.inputs, &e.outputs})
+    for (int v : *vars)
+      if (!register_dtype(program.avals[v])) return nullptr;
+  if (e.prim->passes_through) {
+    if (e.inputs.size() != e.outputs.size() || e.inputs.empty()) return nullptr;
+    for (size_t i = 0; i < e.inputs.size(); ++i)
+      if (program.avals[e.inputs[i]].dtype != program.avals[e.outputs[i]].dtype) return nullptr;
+    *pass = true;
+    return nullptr;
+  }
+  const RegisteredScalarOp* op = scalar_op_of(e.prim->name);
+  if (!op || e.outputs.size() != 1 || e.inputs.empty() ||
+      (op->arity >= 0 && static_cast<size_t>(op->arity) != e.inputs.size()))
+    return nullptr;
+  const DType out = program.avals[e.outputs[0]].dtype;
+  for (size_t i = 0; i < e.inputs.size(); ++i) {
+    const DType in = program.avals[e.inputs[i]].dtype;
+    const bool ok = op->operands == ScalarOperands::Int32 ? in == DType::Int32
+                                                          : (i == 0 || in == out);
+    if (!ok) return nullptr;
+  }
+  if (op->operands == ScalarOperands::Selection && e.inputs.size() < 2) return nullptr;
+  return op;
+}
+
+}  // namespace
+
+void register_int_scalar_op(const std::string& name, int arity, ScalarOperands operands, IntScalarOp op) {
+  std::lock_guard<std::mutex> lock(scalar_ops_mutex());
+  scalar_ops()[name] = RegisteredScalarOp{arity, operands, std::move(op)};
+}
+
+Tensor scalar_tensor(int32_t value, DType dtype) {
+  return dtype == DType::Bool ? Tensor::scalar<bool>(value != 0) : Tensor::scalar<int32_t>(value);
+}
+
+void compute_scalar_steps(const ScalarRun& r, int32_t* registers) {
+  thread_local std::vector<int32_t> operands;
+  for (const ScalarRun::Step& s : r.steps) {
+    operands.resize(s.arity);
+    for (int i = 0; i < s.arity; ++i) operands[i] = registers[r.operand_registers[s.first_operand + i]];
+    registers[s.result] = s.op ? (*s.op)(operands.data(), s.arity) : operands[0];
+  }
+}
+
+ScalarPlan::ScalarPlan(const Program& program, const std::vector<int>& last) {
+  const size_t n = program.eqns.size();
+  role_.assign(n, -1);
+  std::vector<const RegisteredScalarOp*> op(n);
+  std::vector<char> eligible(n), pass(n);
+  for (size_t k = 0; k < n; ++k) {
+    bool p = false;
+    op[k] = scalar_step_of(program, program.eqns[k], &p);
+    pass[k] = p;
+    eligible[k] = op[k] || p;
+  }
+  std::vector<int> literal(program.avals.size(), -1);  // per constant variable: its index in consts
+  for (size_t i = 0; i < program.constvars.size(); ++i)
+    if (register_dtype(program.avals[program.constvars[i]])) literal[program.constvars[i]] = static_cast<int>(i);
+
+  for (size_t k = 0; k < n;) {
+    if (!eligible[k]) {
+      ++k;
+      continue;
+    }
+    size_t end = k;
+    bool computes = false;
+    for (; end < n && eligible[end]; ++end) computes = computes || !pass[end];
+    if (!computes) {  // pass-throughs alone: nothing to save
+      k = end;
+      continue;
+    }
+    ScalarRun r;
+    r.first = k;
+    r.last = end - 1;
+    std::map<int, int> reg;  // variable -> register
+    std::vector<char> known;  // per register: value known when planned
+    // Registers: the run's non-literal inputs first, then literals and results.
+    for (size_t j = k; j < end; ++j)
+      for (int v : program.eqns[j].inputs)
+        if (!reg.count(v) && literal[v] < 0) {
+          bool produced_here = false;
+          for (size_t i = k; i < j && !produced_here; ++i)
+            for (int o : program.eqns[i].outputs) produced_here = produced_here || o == v;
+          if (produced_here) continue;
+          reg[v] = static_cast<int>(r.inputs.size());
+          r.inputs.push_back(v);
+        }
+    r.initial.assign(r.inputs.size(), 0);
+    known.assign(r.inputs.size(), 0);
+    auto new_register = [&](int v, bool is_known, int32_t value) {
+      reg[v] = static_cast<int>(r.initial.size());
+      r.initial.push_back(value);
+      known.push_back(is_known);
+      return reg[v];
+    };
+    for (size_t j = k; j < end; ++j) {
+      const Equation& e = program.eqns[j];
+      std::vector<int> operands;
+      bool all_known = true;
+      for (int v : e.inputs) {
+        if (!reg.count(v)) new_register(v, true, scalar_register(program.consts[literal[v]]));
+        operands.push_back(reg.at(v));
+        all_known = all_known && known[reg.at(v)];
+      }
+      r.computed.push_back(!all_known);
+      if (pass[j]) {
+        // Each result is its operand's register.
+        for (size_t i = 0; i < e.outputs.size(); ++i) {
+          const int s = operands[i];
+          const int out = new_register(e.outputs[i], known[s], r.initial[s]);
+          if (!all_known) {
+            r.steps.push_back({nullptr, out, static_cast<int>(r.operand_registers.size()), 1});
+            r.operand_registers.push_back(s);
+          }
+        }
+        continue;
+      }
+      std::vector<int32_t> values;
+      for (int s : operands) values.push_back(r.initial[s]);
+      const int32_t folded = all_known ? op[j]->op(values.data(), static_cast<int>(values.size())) : 0;
+      const int out = new_register(e.outputs[0], all_known, folded);
+      if (!all_known) {
+        r.steps.push_back({&op[j]->op, out, static_cast<int>(r.operand_registers.size()),
+                           static_cast<int>(operands.size())});
+        r.operand_registers.insert(r.operand_registers.end(), operands.begin(), operands.end());
+      }
+    }
+    for (size_t j = k; j < end; ++j)
+      for (int v : program.eqns[j].outputs)
+        if (last[v] > static_cast<int>(r.last)) {
+          const int s = reg.at(v);
+          const DType dtype = program.avals[v].dtype;
+          r.kept.push_back({v, s, dtype, known[s] ? scalar_tensor(r.initial[s], dtype) : Tensor()});
+        }
+    const int index = static_cast<int>(runs_.size());
+    for (size_t j = k; j < end; ++j) role_[j] = index;
+    runs_.push_back(std::move(r));
+    k = end;
+  }
+}
+
+}  // namespace meshsim
