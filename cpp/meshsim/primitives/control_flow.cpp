@@ -587,6 +587,8 @@ std::optional<ControlFlowLinks> scan_links(const Params& params) {
     l.in_result.push_back(carried ? static_cast<int>(i - s.num_consts) : -1);
   }
   for (size_t j = 0; j < s.body->outvars.size(); ++j) l.out_result.push_back(static_cast<int>(j));
+  const int64_t unroll = params.has("unroll") ? std::max<int64_t>(params.get<int64_t>("unroll"), 1) : 1;
+  l.copies = unroll >= s.length ? s.length : unroll + s.length % unroll;
   ControlFlowLinks links;
   links.programs.push_back(std::move(l));
   links.stacked_operands = s.num_consts + s.num_carry;

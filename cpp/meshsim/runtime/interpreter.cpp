@@ -330,7 +330,7 @@ std::vector<ArrayPtr> run_call_partitioned(const Equation& e, const std::vector<
   std::map<const Program*, SubProgramCall> calls;
   for (const SubProgramPlan& sp : subs) {
     calls[sp.program.get()] = [&records, &sp, &mesh, n](std::vector<Tensors> in) {
-      records.begin_call(sp.program.get());
+      records.begin_call(sp.program.get(), sp.copies);
       const Program& p = *sp.program;
       std::vector<ArrayPtr> arrays;
       for (size_t i = 0; i < p.invars.size(); ++i) {

@@ -604,6 +604,27 @@ std::vector<ArrayPtr> run_whole(const Primitive& prim, const std::vector<ArrayPt
   return outs;
 }
 
+// The all-reduces combining partial results over `axes`: XLA's partitioner
+// all-reduces once per operand dim whose split is reduced or contracted (a
+// sum over dims split over X and over Y is two all-reduces), a dim's axes
+// together; axes no operand dim names (partial operands) form one more.
+std::vector<AxisNames> reduction_groups(const std::vector<Spec>& operands, const AxisNames& axes) {
+  std::vector<AxisNames> groups;
+  std::set<std::string> left(axes.begin(), axes.end());
+  for (const Spec& spec : operands)
+    for (const AxisNames& entry : spec) {
+      AxisNames group;
+      for (const std::string& a : entry)
+        if (left.erase(a)) group.push_back(a);
+      if (!group.empty()) groups.push_back(std::move(group));
+    }
+  AxisNames rest;
+  for (const std::string& a : axes)
+    if (left.count(a)) rest.push_back(a);
+  if (!rest.empty()) groups.push_back(std::move(rest));
+  return groups;
+}
+
 std::vector<ArrayPtr> run_local(const Primitive& prim, const LocalPlan& plan,
                                 const std::vector<ArrayPtr>& args, const Avals& in, const Avals& out,
                                 const MeshPtr& mesh) {
@@ -653,7 +674,8 @@ std::vector<ArrayPtr> run_local(const Primitive& prim, const LocalPlan& plan,
     for (int64_t pos = 0; pos < n; ++pos) per_device[pos] = results[rep_of[pos]][j];
     // Partial sums the result's type keeps unreduced stay as they are (no all-reduce).
     const AxisNames reduce_axes = without(plan.reduce_axes, out[j].unreduced);
-    if (!reduce_axes.empty()) all_reduce(*mesh, per_device, reduce_axes, plan.reduce_op);
+    for (const AxisNames& group : reduction_groups(plan.in_specs, reduce_axes))
+      all_reduce(*mesh, per_device, group, plan.reduce_op);
     const Spec natural = pad_spec(plan.out_specs[j], out[j].shape.size());
     Aval a = out[j];
     a.spec = explicit_part(natural, *mesh, a.shape.size());

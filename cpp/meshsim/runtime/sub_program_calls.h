@@ -35,9 +35,10 @@ class PartitionedSubPrograms {
 
 // While one is open on a thread, the collectives recorded there are those of
 // sub-program calls (`begin_call` says which program each call runs), and
-// only the first call of each sub-program has its collectives recorded,
-// when the scope closes: a loop's collectives as XLA's program text holds
-// them, once in the loop's body whatever the iteration count. The profiler's
+// only the first `copies` calls of each sub-program have their collectives
+// recorded, when the scope closes: a loop's collectives as XLA's program
+// text holds them, once in the loop's body (or once per unrolled copy)
+// whatever the iteration count. The profiler's
 // timeline still shows every execution.
 class SubProgramRecords {
  public:
@@ -45,17 +46,17 @@ class SubProgramRecords {
   ~SubProgramRecords();  // records what it kept (runtime/sharded.cpp)
   SubProgramRecords(const SubProgramRecords&) = delete;
   SubProgramRecords& operator=(const SubProgramRecords&) = delete;
-  void begin_call(const Program* program) { first_call_ = ++calls_[program] == 1; }
+  void begin_call(const Program* program, int64_t copies) { kept_call_ = ++calls_[program] <= copies; }
   // The innermost open scope on this thread; null when none.
   static SubProgramRecords* current();
-  // Takes `record`: kept when it comes from a sub-program's first call.
+  // Takes `record`: kept when it comes from one of a sub-program's first calls.
   void take(const CollectiveRecord& record) {
-    if (first_call_) kept_.push_back(record);
+    if (kept_call_) kept_.push_back(record);
   }
 
  private:
-  std::map<const Program*, int> calls_;
-  bool first_call_ = true;
+  std::map<const Program*, int64_t> calls_;
+  bool kept_call_ = true;
   std::vector<CollectiveRecord> kept_;
   SubProgramRecords* outer_;
 };

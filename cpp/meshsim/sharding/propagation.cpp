@@ -337,7 +337,7 @@ class Propagator {
     } else {
       for (size_t q = 0; q < links.programs.size(); ++q) {
         const SubProgramLinks& l = links.programs[q];
-        SubProgramPlan sp{l.program, std::make_shared<const ShardingPlan>(plan_of(scopes[q])), {}, {}};
+        SubProgramPlan sp{l.program, std::make_shared<const ShardingPlan>(plan_of(scopes[q])), {}, {}, l.copies};
         for (size_t i = 0; i < l.program->invars.size(); ++i) {
           const int o = i < l.in_operand.size() ? l.in_operand[i] : -1;
           sp.in.push_back(o >= 0 ? unstack(ops[o], static_cast<size_t>(o) >= links.stacked_operands)
@@ -499,6 +499,7 @@ class Propagator {
     // The values' axes for each factor (unsharded ones say nothing): the
     // longest when all are prefixes of it, their common prefix otherwise.
     std::vector<bool> any(nf, false), from_operand(nf, false);
+    std::vector<std::vector<AxisNames>> candidates(nf);  // per factor: the operands' axes, in order
     for (size_t t = 0; t < s.vars.size(); ++t) {
       const std::vector<int>& dims = *s.dims[t];
       const int v = s.vars[t];
@@ -513,6 +514,7 @@ class Propagator {
           if (axes.empty()) continue;
           weight[f] = std::max(weight[f], elements(a));
           from_operand[f] = from_operand[f] || t < num_in;
+          if (t < num_in) candidates[f].push_back(axes);
           if (!any[f]) {
             fs[f] = axes;
             any[f] = true;
@@ -548,6 +550,25 @@ class Propagator {
       }
       used.insert(kept.begin(), kept.end());
       fs[f] = std::move(kept);
+    }
+    // A contracted factor its operands split over different axes into as
+    // many blocks takes the axes of the last such operand that other factors
+    // leave free: XLA moves the other operands' blocks to them (a
+    // collective-permute) rather than gathering them all.
+    for (int f = 0; f < nf; ++f) {
+      if (in_result[f] || !fs[f].empty() || candidates[f].size() < 2) continue;
+      const int64_t blocks = entry_size(candidates[f][0]);
+      bool alike = true;
+      for (const AxisNames& axes : candidates[f]) alike = alike && entry_size(axes) == blocks;
+      if (!alike || size[f] % blocks != 0) continue;
+      for (auto it = candidates[f].rbegin(); it != candidates[f].rend(); ++it) {
+        bool free = true;
+        for (const std::string& a : *it) free = free && !used.count(a);
+        if (!free) continue;
+        fs[f] = *it;
+        used.insert(it->begin(), it->end());
+        break;
+      }
     }
     for (int f = 0; f < nf; ++f)
       if (!in_result[f] && !fs[f].empty()) fs[f] = contracted_layout(s, f, fs);

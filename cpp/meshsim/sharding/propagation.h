@@ -37,6 +37,7 @@ struct SubProgramPlan {
   ProgramPtr program;
   std::shared_ptr<const ShardingPlan> plan;
   std::vector<Spec> in, out;
+  int64_t copies = 1;  // SubProgramLinks::copies
 };
 
 struct ShardingPlan {
@@ -63,6 +64,9 @@ struct SubProgramLinks {
   std::vector<int> in_operand;  // per input: the operand it receives (-1: none)
   std::vector<int> in_result;   // per input: the result it is carried into (-1: not carried)
   std::vector<int> out_result;  // per output: the result it becomes (-1: none, e.g. a predicate)
+  // How many copies of it XLA's program text holds (a scan unrolled u times
+  // of a longer length holds u in its loop body and the remainder's after).
+  int64_t copies = 1;
 };
 struct ControlFlowLinks {
   std::vector<SubProgramLinks> programs;
