@@ -41,7 +41,7 @@ _GAPS = {
                                          "householder_product")}),
     "batch": {n: _PER_EXAMPLE for n in (
         "all_gather", "all_gather_invariant", "all_to_all", "axis_index", "ragged_all_to_all",
-        "reduce_scatter", "unreduced_reduce_scatter", "cond", "while", "iota",
+        "reduce_scatter", "unreduced_reduce_scatter", "iota",
         "ragged_dot_general", "random_bits", "debug_callback")},
     "cost": {n: _DATA_MOVEMENT for n in (
         "broadcast_in_dim", "concatenate", "gather", "iota",

@@ -8,18 +8,19 @@
 // hold collectives runs by `mesh_call`: every sub-program call (one loop
 // iteration, one branch) is a run of the mesh executor over all devices.
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <set>
 
 #include "meshsim/ir/donated_operands.h"
 #include "meshsim/ir/ops.h"
+#include "meshsim/primitives/control_flow.h"
 #include "meshsim/primitives/families.h"
 #include "meshsim/runtime/interpreter.h"
 #include "meshsim/runtime/mesh_executor.h"
 #include "meshsim/sharding/factors.h"
 #include "meshsim/sharding/propagation.h"
 #include "meshsim/sharding/rules.h"
-#include "meshsim/transforms/batching.h"
 #include "meshsim/transforms/partial_eval.h"
 #include "meshsim/transforms/vjp.h"
 
@@ -313,15 +314,6 @@ VjpSplit cond_vjp(const Values& in, const std::vector<bool>& active, const Param
 // while(*cond_consts, *body_consts, *carry; body_jaxpr, body_nconsts,
 // cond_jaxpr, cond_nconsts).
 
-struct WhileParams {
-  ProgramPtr cond, body;
-  size_t cond_nconsts, body_nconsts;
-  explicit WhileParams(const Params& p)
-      : cond(p.get<ProgramPtr>("cond_jaxpr")),
-        body(p.get<ProgramPtr>("body_jaxpr")),
-        cond_nconsts(p.get<int64_t>("cond_nconsts")),
-        body_nconsts(p.get<int64_t>("body_nconsts")) {}
-};
 
 Avals while_eval(const Avals& in, const Params& params) {
   const WhileParams w(params);
@@ -332,8 +324,15 @@ Avals while_eval(const Avals& in, const Params& params) {
   cond_in.insert(cond_in.end(), in.begin() + first, in.end());
   check_call("while", "cond_jaxpr", *w.cond, cond_in, 0, cond_in.size());
   check_call("while", "body_jaxpr", *w.body, in, w.cond_nconsts, w.body_nconsts + num_carry);
+  // A batched predicate (vmap of a loop whose predicate depends on the
+  // example) has the batch dims that lead every carry's shape.
   const Avals pred = w.cond->out_avals();
-  if (pred.size() != 1 || pred[0].dtype != DType::Bool || !pred[0].shape.empty())
+  const auto leads = [&](const Aval& carry) {
+    const Shape& p = pred[0].shape;
+    return carry.shape.size() >= p.size() && std::equal(p.begin(), p.end(), carry.shape.begin());
+  };
+  if (pred.size() != 1 || pred[0].dtype != DType::Bool ||
+      !std::all_of(in.begin() + first, in.end(), leads))
     fail<TypeError>("cond_fun must return a boolean scalar, but got output type(s) [",
                     pred.empty() ? "" : pred[0].str_short(), "]");
   const Avals out = w.body->out_avals();
@@ -347,9 +346,24 @@ Avals while_eval(const Avals& in, const Params& params) {
   return out;
 }
 
-// Inside a shard_map the predicate may differ across devices: the loop runs
-// while it holds on any device, and a device whose predicate is false keeps
-// its carry (as a vmapped while_loop does).
+// `next` where `pred` holds and `carry` elsewhere: `pred`'s shape leads the
+// carry's, each of its elements choosing a contiguous block.
+Tensor select_leading(const Tensor& pred, Tensor next, const Tensor& carry) {
+  const Tensor p = pred.contiguous();
+  const bool* take = p.data<bool>();
+  const int64_t m = p.size();
+  if (std::all_of(take, take + m, [](bool b) { return b; })) return next;
+  Tensor out = carry.copy();
+  const Tensor n = next.contiguous();
+  const size_t block = m ? out.nbytes() / m : 0;
+  for (int64_t i = 0; i < m; ++i)
+    if (take[i]) std::memcpy(static_cast<char*>(out.raw()) + i * block, static_cast<const char*>(n.raw()) + i * block, block);
+  return out;
+}
+
+// Inside a shard_map the predicate may differ across devices, and a batched
+// predicate (vmap) across examples: the loop runs while it holds anywhere, and
+// a device or example whose predicate is false keeps its carry.
 std::vector<Tensors> while_run(const Runner& run, std::vector<Tensors> in, const Params& params,
                                const Avals&) {
   const WhileParams w(params);
@@ -363,13 +377,23 @@ std::vector<Tensors> while_run(const Runner& run, std::vector<Tensors> in, const
     const std::vector<Tensors> pred = run(w.cond, std::move(cond_in));
     std::vector<bool> going(n);
     bool any = false;
-    for (size_t d = 0; d < n; ++d) any |= going[d] = scalar_value(pred[d][0]) != 0;
+    for (size_t d = 0; d < n; ++d) {
+      const Tensor p = pred[d][0].contiguous();
+      any |= going[d] = std::any_of(p.data<bool>(), p.data<bool>() + p.size(), [](bool b) { return b; });
+    }
     if (!any) return carry;
     std::vector<Tensors> body_in = body_consts;
     append_devices(body_in, carry);
     std::vector<Tensors> next = run(w.body, std::move(body_in));
-    for (size_t d = 0; d < n; ++d)
-      if (going[d]) carry[d] = std::move(next[d]);
+    for (size_t d = 0; d < n; ++d) {
+      if (!going[d]) continue;
+      if (pred[d][0].ndim() == 0) {
+        carry[d] = std::move(next[d]);
+        continue;
+      }
+      for (size_t j = 0; j < carry[d].size(); ++j)
+        carry[d][j] = select_leading(pred[d][0], std::move(next[d][j]), carry[d][j]);
+    }
   }
 }
 
@@ -440,18 +464,6 @@ std::optional<LocalPlan> while_plan(const Avals& in, const Params& params, const
 // unroll): the body maps (consts, carry, x[i]) to (carry, y[i]); results are
 // the final carry and the stacked ys.
 
-struct ScanParams {
-  ProgramPtr body;
-  int64_t length;
-  size_t num_consts, num_carry;
-  bool reverse;
-  explicit ScanParams(const Params& p)
-      : body(p.get<ProgramPtr>("jaxpr")),
-        length(p.get<int64_t>("length")),
-        num_consts(p.get<int64_t>("num_consts")),
-        num_carry(p.get<int64_t>("num_carry")),
-        reverse(p.get<bool>("reverse")) {}
-};
 
 Aval stacked(Aval a, int64_t length) {
   a.shape.insert(a.shape.begin(), length);
@@ -806,32 +818,6 @@ VjpSplit scan_vjp(const Values& in, const std::vector<bool>& active, const Param
 
 }  // namespace
 
-// vmap of a scan is one scan over batched values, as JAX batches it: batched
-// constants and carries hold the batch at dimension 0 and batched xs at
-// dimension 1 (0 is the scanned one), so each row x[i] is batched at 0 in
-// the body; the stacked ys come out batched at 1. Every carry is batched once
-// any operand is (the batched body returns each output batched), where JAX
-// keeps a carry the body never mixes with batched values unbatched: the
-// values are the same, the batched program does more work only for such
-// carries.
-Batched scan_batch(const BatchArgs& a) {
-  const ScanParams s(a.params);
-  const size_t first_x = s.num_consts + s.num_carry;
-  std::vector<bool> batched(a.in.size());
-  Values in;
-  for (size_t i = 0; i < a.in.size(); ++i) {
-    const bool carry = i >= s.num_consts && i < first_x;
-    batched[i] = carry || a.dims[i] != kNotBatched;
-    in.push_back(batched[i] ? batch_at(a.in[i], a.dims[i], i < first_x ? 0 : 1, a.size) : a.in[i]);
-  }
-  Params params = a.params;
-  params.set("jaxpr", batch_program(*s.body, batched, a.size));
-  Values out = meshsim::bind(a.prim, in, params);
-  BatchDims dims(out.size(), 1);
-  std::fill(dims.begin(), dims.begin() + s.num_carry, 0);
-  return Batched{out, dims};
-}
-
 void register_control_flow_primitives() {
   Primitive cond;
   cond.name = "cond";
@@ -843,6 +829,7 @@ void register_control_flow_primitives() {
   cond.factors = cond_factors;
   cond.local_plan = cond_plan;
   cond.sharding_rule = sub_program_specs;
+  cond.batch = cond_batch;
   register_primitive(std::move(cond));
   set_sub_program_links(primitive("cond"), cond_links);
 
@@ -855,6 +842,7 @@ void register_control_flow_primitives() {
   loop.factors = while_factors;
   loop.local_plan = while_plan;
   loop.sharding_rule = sub_program_specs;
+  loop.batch = while_batch;
   loop.vjp = [](const VjpArgs&) -> Cotangents {
     fail<ValueError>("Reverse-mode differentiation does not work for lax.while_loop or lax.fori_loop "
                      "with dynamic start/stop values. Try using lax.scan, or using fori_loop with "

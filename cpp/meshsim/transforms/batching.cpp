@@ -207,30 +207,40 @@ Batched batch_eval(const Program& p, const Values& args, const BatchDims& dims, 
   return result;
 }
 
-ProgramPtr batch_program(const Program& program, const std::vector<bool>& batched, int64_t size) {
+BatchedProgram batch_program(const Program& program, const BatchDims& in_dims, int64_t size,
+                             const std::vector<bool>& instantiate) {
   TracePtr trace = push_trace();
   try {
     Values args;
-    BatchDims dims;
     for (size_t i = 0; i < program.invars.size(); ++i) {
       Aval a = program.avals[program.invars[i]];
-      if (batched[i]) {
-        a.shape = with(a.shape, 0, size);
-        if (!a.spec.empty()) a.spec.insert(a.spec.begin(), AxisNames{});
+      if (const int64_t d = in_dims[i]; d != kNotBatched) {
+        a.shape = with(a.shape, d, size);
+        if (!a.spec.empty()) a.spec.insert(a.spec.begin() + std::min<int64_t>(d, a.spec.size()), AxisNames{});
       }
       args.push_back(trace->new_input(a));
-      dims.push_back(batched[i] ? 0 : kNotBatched);
     }
-    Batched r = batch_eval(program, args, dims, size);
+    Batched r = batch_eval(program, args, in_dims, size);
+    BatchedProgram result;
     Values outs;
-    for (size_t j = 0; j < r.out.size(); ++j) outs.push_back(batch_at(r.out[j], r.dims[j], 0, size));
-    ProgramPtr result = trace->finish(outs);
+    for (size_t j = 0; j < r.out.size(); ++j) {
+      const bool batched = instantiate[j] || r.dims[j] != kNotBatched;
+      outs.push_back(batched ? batch_at(r.out[j], r.dims[j], 0, size) : r.out[j]);
+      result.out_batched.push_back(batched);
+    }
+    result.program = trace->finish(outs);
     pop_trace(trace);
     return result;
   } catch (...) {
     pop_trace(trace);
     throw;
   }
+}
+
+ProgramPtr batch_program(const Program& program, const std::vector<bool>& batched, int64_t size) {
+  BatchDims dims;
+  for (bool b : batched) dims.push_back(b ? 0 : kNotBatched);
+  return batch_program(program, dims, size, std::vector<bool>(program.outvars.size(), true)).program;
 }
 
 }  // namespace meshsim

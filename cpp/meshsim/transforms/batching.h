@@ -25,6 +25,17 @@ Batched batch_eval(const Program& program, const Values& args, const BatchDims& 
 // every output carries the batch at dimension 0.
 ProgramPtr batch_program(const Program& program, const std::vector<bool>& batched, int64_t size);
 
+// The general form (JAX's batch_jaxpr_axes): input i batched at `in_dims[i]`
+// (kNotBatched: not batched); output j comes out batched at 0 when
+// `instantiate[j]` or when the batched computation makes it batched, and
+// unbatched otherwise; `out_batched` says which.
+struct BatchedProgram {
+  ProgramPtr program;
+  std::vector<bool> out_batched;
+};
+BatchedProgram batch_program(const Program& program, const BatchDims& in_dims, int64_t size,
+                             const std::vector<bool>& instantiate);
+
 // --- helpers for rules --------------------------------------------------------
 
 // `x` with its batch dimension `dim` moved to `to`; an unbatched `x` is

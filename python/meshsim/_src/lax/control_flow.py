@@ -601,11 +601,11 @@ def fori_loop(lower, upper, body_fun: Callable, init_val, *, unroll: int | bool 
 
     def cond_fun(carry):
         i, stop, _ = carry
-        return i < stop
+        return core.bind1("lt", i, stop)  # lax.lt: no promotion
 
     def body(loop_carry):
         i, stop, x = loop_carry
-        return i + np.array(1, i.dtype), stop, body_fun(i, x)
+        return core.bind1("add", i, core.asarray_value(np.array(1, i.dtype))), stop, body_fun(i, x)  # lax.add: no promotion
 
     _, _, result = while_loop(cond_fun, body, (lower, upper, init_val))
     return result
