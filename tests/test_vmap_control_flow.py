@@ -212,3 +212,47 @@ def test_fori_loop_with_batched_trip_count_is_one_while(real_jax):
     text = str(meshsim.make_jaxpr(meshsim.vmap(fn(meshsim)))(*args))
     batch = args[0].shape[0]
     assert text.count("while[") == 1 and f"bool[{batch}] = lt" in text
+
+
+def _constrained_loop(jax, kind, axis):
+    """A per-example function whose control-flow body constrains its carry to P(axis)."""
+    jnp, lax = jax.numpy, jax.lax
+    mesh = jax.make_mesh((2, 4), ("x", "y"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+    spec = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(axis))
+
+    def constrain(c):
+        return lax.with_sharding_constraint(c, spec)
+
+    def f(c0, xs):
+        if kind == "scan":
+            return lax.scan(lambda c, x: (constrain(c + x), c.sum()), c0, xs)[0]
+        if kind == "while":
+            return lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, constrain(c[1] * 2.0)), (0, c0))[1]
+        return lax.cond(xs.sum() > 0, lambda c: constrain(c * 2.0), lambda c: c - 1.0, c0)
+    return mesh, f
+
+
+@pytest.mark.parametrize("axis", ["y", "x"])
+@pytest.mark.parametrize("kind", ["scan", "while", "cond"])
+@pytest.mark.parametrize("jit", [False, True])
+def test_spmd_axis_constraint_inside_vmapped_control_flow(real_jax, kind, axis, jit):
+    # A constraint over another mesh axis composes with the spmd axis; one naming the
+    # spmd axis itself is refused, as JAX refuses it.
+    rng = np.random.default_rng(_seed(kind, axis, jit))
+    c0, xs = rng.standard_normal((2, 8)).astype(np.float32), rng.standard_normal((2, 3, 8)).astype(np.float32)
+    results = []
+    for lib in (meshsim, real_jax):
+        mesh, f = _constrained_loop(lib, kind, axis)
+        g = lib.vmap(f, spmd_axis_name="x")
+        try:
+            with lib.set_mesh(mesh):
+                out = (lib.jit(g) if jit else g)(c0, xs)
+            results.append((np.asarray(out), out.sharding.spec))
+        except Exception as e:  # noqa: BLE001 - the error is the result compared
+            results.append((type(e).__name__, str(e)))
+    ours, theirs = results
+    if axis == "x":
+        assert theirs[0] == "ValueError" and ours == theirs
+    else:
+        np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-5, atol=1e-5)
+        assert tuple(ours[1]) == tuple(theirs[1])
