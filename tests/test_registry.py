@@ -154,6 +154,13 @@ def test_collectives_and_kinds_are_declared():
     ("scan", ["mesh_call"], "needs `mesh_call`"),
     ("ppermute", ["kind=local"], "runs by `kernel`"),
     ("reshape", ["abstract_eval"], "no abstract_eval"),
+    # Declared traits that contradict the rest of the definition.
+    ("reshape", ["factors"], "declares how dimensions propagate without a factor map"),
+    ("cumsum", ["factors"], "declares how dimensions propagate without a factor map"),
+    ("concatenate", ["unmapped_dims_keep_sharding"], "retiles a dimension whose sharding it does not keep"),
+    ("shard_map", ["kind=local"], "only global primitives fix their results' layouts"),
+    ("psum", ["xla_instruction"], "combines partial results but does not lower to an all-reduce"),
+    ("logistic", ["elementwise"], "only elementwise primitives declare how bfloat16 is computed"),
 ])
 def test_validate_rejects_inconsistent_definitions(name, drop, message):
     _core.validate_primitive_without(name, [])  # the registered definition is valid
@@ -273,8 +280,8 @@ def test_collectives_declare_the_instruction_they_lower_to():
 
 def test_partial_results_are_combined_by_the_declared_all_reduce():
     """A local plan's partial sums, maxes and mins are all-reduced by the collective that
-    declares it combines them where it is registered (ir/xla_instruction.h's
-    combines_partials), an all-reduce; the sharded executor runs and records that one and
+    declares it combines them where it is registered (Primitive::partials_reduction),
+    an all-reduce; the sharded executor runs and records that one and
     the all-reduce combiner merges its records, neither by a list of names."""
     import numpy as np
 
@@ -297,3 +304,48 @@ def test_partial_results_are_combined_by_the_declared_all_reduce():
                 got = f(x)
             np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6)
             assert [(r.name, r.axes) for r in log] == [(declared[reduction], ("x",))]
+
+
+# What each primitive declares where it registers, instead of passes keeping
+# lists of names (ir/primitive.h). A declaration removed, or one added without
+# updating this table, fails `test_declared_traits`.
+_DECLARED = {
+    # Sharding propagation over Auto axes (sharding/propagation.cpp).
+    "regroups_dims": {"reshape"},
+    "unmapped_dims_keep_sharding": {"concatenate", "slice", "cumsum", "cumprod", "cummax", "cummin"},
+    "retiles_through_other_dim": {"concatenate"},
+    "fixed_result_specs": {"reshard", "sharding_constraint", "shard_map"},
+    # XLA's buffer assignment (planning.py's memory model).
+    "fused_into_readers": {"broadcast_in_dim", "iota", "transpose", "reshape", "squeeze", "pvary", "rev",
+                           "slice", "pad"},
+    "fuses_operands": {"reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and", "reduce_or",
+                       "reduce_xor", "argmax", "argmin", "concatenate", "pad", "dynamic_slice", "cumsum",
+                       "cumprod", "cummax", "cummin", "gather", "scatter", "scatter_add", "scatter_sub", "scatter_mul",
+                       "scatter_min", "scatter_max"},
+    "result_is_operand_view": {"reshape", "squeeze", "pvary", "stop_gradient", "sharding_constraint",
+                               "mesh_cast", "name", "pbroadcast", "optimization_barrier"},
+    "has_effects": {"debug_callback", "io_callback"},
+}
+# Elementwise primitives XLA does not compute in bfloat16 as their float32
+# function rounded once (runtime/xla_rewrites.cpp reads the others' results unrounded).
+_NOT_WIDENED = {"integer_pow", "logistic", "nextafter", "bitcast_convert_type", "convert_element_type",
+                "select_n", "clamp", "copy"}
+_PARTIALS = {"psum": "sum", "pmax": "max", "pmin": "min", "reduce_sum": "sum", "reduce_max": "max",
+             "reduce_min": "min", "reduce_prod": "prod", "reduce_and": "min", "reduce_or": "max",
+             "argmax": "max", "argmin": "min"}
+_SUB_PROGRAMS = {"scan": ("jaxpr",), "while": ("cond_jaxpr", "body_jaxpr"), "remat2": ("jaxpr",),
+                 "custom_vjp_call": ("call_jaxpr",), "shard_map": ("jaxpr",)}
+
+
+@pytest.mark.parametrize("trait", sorted(_DECLARED))
+def test_declared_traits(trait):
+    assert {name for name, info in INFO.items() if info[trait]} == _DECLARED[trait]
+
+
+def test_declared_reductions_widening_and_sub_programs():
+    assert {n: i["partials_reduction"] for n, i in INFO.items() if i["partials_reduction"]} == _PARTIALS
+    assert {n for n, i in INFO.items() if i["elementwise"] and not i["bf16_widened_once"]} == _NOT_WIDENED
+    assert all(i["bf16_widened_once"] for i in INFO.values() if not i["elementwise"])
+    assert {n: i["sub_program_params"] for n, i in INFO.items() if i["sub_program_params"]} == _SUB_PROGRAMS
+    # Layout-only primitives fix their results' layouts, except mesh_cast (laid out as its operand).
+    assert {n for n, i in INFO.items() if i["layout_only"]} == {"reshard", "sharding_constraint", "mesh_cast"}

@@ -149,7 +149,7 @@ void init_tracing(py::module_& m) {
     return xla_instruction(name);
   });
   // The collective that combines a local plan's partial results by `reduction`
-  // ("sum", "max", "min"), as its registration declares (combines_partials).
+  // ("sum", "max", "min"), as its registration declares (Primitive::partials_reduction).
   m.def("partials_all_reduce", [](const std::string& reduction) {
     if (reduction != "sum" && reduction != "max" && reduction != "min")
       fail<ValueError>("unknown reduction '", reduction, "': expected 'sum', 'max' or 'min'");
@@ -208,6 +208,19 @@ void init_tracing(py::module_& m) {
     d["comm"] = bool(p.comm);
     d["comm_steps"] = bool(p.comm_steps);
     d["vma_rule"] = bool(p.vma_rule);
+    // Declared traits the passes read instead of names (ir/primitive.h).
+    d["layout_only"] = p.layout_only;
+    d["partials_reduction"] = p.partials_reduction;
+    d["bf16_widened_once"] = p.bf16_widened_once;
+    d["regroups_dims"] = p.regroups_dims;
+    d["unmapped_dims_keep_sharding"] = p.unmapped_dims_keep_sharding;
+    d["retiles_through_other_dim"] = p.retiles_through_other_dim;
+    d["fixed_result_specs"] = bool(p.fixed_result_specs);
+    d["fused_into_readers"] = p.fused_into_readers;
+    d["fuses_operands"] = p.fuses_operands;
+    d["result_is_operand_view"] = p.result_is_operand_view;
+    d["has_effects"] = p.has_effects;
+    d["sub_program_params"] = py::tuple(py::cast(p.sub_program_params));
     return d;
   });
   // Runs Primitive::validate on a copy of a registered primitive with some of
@@ -226,6 +239,10 @@ void init_tracing(py::module_& m) {
       else if (h == "kernel=identity") p.kernel = [](const Tensors& in, const Params&, const Avals&) { return in; };
       else if (h == "abstract_eval") p.abstract_eval = nullptr;
       else if (h == "kind=local") p.kind = Kind::Local;
+      else if (h == "factors") p.factors = nullptr;
+      else if (h == "elementwise") p.elementwise = false;
+      else if (h == "xla_instruction") p.xla_instruction.clear();
+      else if (h == "unmapped_dims_keep_sharding") p.unmapped_dims_keep_sharding = false;
       else throw ValueError("unknown hook '" + h + "'");
     }
     p.validate();

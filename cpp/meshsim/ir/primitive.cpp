@@ -40,6 +40,7 @@ void Primitive::validate() const {
   };
   if (name.empty()) throw std::logic_error("a primitive needs a name");
   if (!abstract_eval) bad("no abstract_eval");
+  if (fixed_result_specs && kind != Kind::Global) bad("only global primitives fix their results' layouts");
   // A collective may also have a `kernel` for calls outside shard_map (host callbacks).
   const int hooks = bool(kernel) + bool(mesh_kernel) + bool(array_kernel) -
                     (kind == Kind::Collective && kernel && mesh_kernel);
@@ -65,10 +66,27 @@ void Primitive::validate() const {
   if (layout_only && kind != Kind::Global) bad("only global primitives change the layout alone");
   if (!xla_instruction.empty() && kind != Kind::Collective)
     bad("only collectives lower to a collective instruction");
+  if (!partials_reduction.empty()) {
+    const std::string& r = partials_reduction;
+    if (r != "sum" && r != "max" && r != "min" && r != "prod") bad("unknown reduction '" + r + "'");
+    if (kind == Kind::Collective && (xla_instruction != "all-reduce" || r == "prod"))
+      bad("combines partial results but does not lower to an all-reduce by sum, max or min");
+    if (kind != Kind::Collective && kind != Kind::Local) bad("only reductions and all-reduces combine partial results");
+  }
+  if (!bf16_widened_once && !elementwise) bad("only elementwise primitives declare how bfloat16 is computed");
+  if ((regroups_dims || unmapped_dims_keep_sharding) && !factors)
+    bad("declares how dimensions propagate without a factor map");
+  if (retiles_through_other_dim && !unmapped_dims_keep_sharding)
+    bad("retiles a dimension whose sharding it does not keep");
 }
 
 void register_primitive(Primitive prim) {
   prim.validate();
+  if (prim.is_collective() && !prim.partials_reduction.empty())
+    for (const auto& [other, p] : table())
+      if (p.is_collective() && p.partials_reduction == prim.partials_reduction)
+        throw std::logic_error("primitive '" + prim.name + "' and '" + other + "' both combine partial " +
+                               prim.partials_reduction + "s");
   std::string name = prim.name;
   if (!table().emplace(name, std::move(prim)).second)
     throw std::logic_error("primitive '" + name + "' is registered twice");

@@ -159,6 +159,54 @@ struct Primitive {
   // collective by it and the step-time model picks a platform's algorithm by it
   // (set with `lowers_to`, ir/xla_instruction.h).
   std::string xla_instruction;
+  // How partial results combine across devices ("sum", "max", "min" or "prod").
+  // On an all-reduce collective (psum, pmax, pmin): the one that combines a local
+  // plan's partial results by that reduction (the sharded executor runs and
+  // records it for them; one collective per reduction). On a reduction over axes
+  // (reduce_sum, argmax, ...): how XLA all-reduces the partial results of blocks
+  // split along a reduced dimension (the memory and step-time model's implicit
+  // collective). Empty on everything else.
+  std::string partials_reduction;
+  // Elementwise only: XLA computes its bfloat16 result as the float32 function
+  // rounded once, so a convert of that result back to float32 reads the
+  // unrounded value (runtime/xla_rewrites.h). False where XLA works in the narrow
+  // type (integer_pow squares in bfloat16, logistic expands step by step),
+  // on the bits (nextafter, bitcast_convert_type) or moves values as they are
+  // (conversions, select_n, clamp, copy).
+  bool bf16_widened_once = true;
+
+  // Sharding propagation over Auto mesh axes (sharding/propagation.h), beyond
+  // the factor map. `regroups_dims`: a dimension whose factor is shared with a
+  // dimension of another size is split into (or merged from) parts, one factor
+  // per part, major first (Shardy's reshape rule: reshape).
+  bool regroups_dims = false;
+  // Dimensions its factor map leaves without a factor, at one position in every
+  // operand and the result, keep their sharding from operands to result but
+  // are computed whole: gathered in the operands, the result sliced locally
+  // (Shardy's permutation factors: concatenate, slice, the cumulative scans).
+  bool unmapped_dims_keep_sharding = false;
+  // Computes such a split dimension by moving its axes to another dimension
+  // whose blocks they divide, around the local operation (all-to-alls), rather
+  // than gathering it: XLA's concatenate.
+  bool retiles_through_other_dim = false;
+  // Results whose layout the primitive decides from its params, whatever its
+  // operands' (reshard and sharding_constraint: `spec`; shard_map:
+  // `out_specs`): propagation takes them as fixed. Unset: none.
+  std::function<std::vector<Spec>(const Params& params)> fixed_result_specs;
+
+  // XLA's buffer assignment (the memory model of planning.py). `fused_into_readers`:
+  // XLA recomputes its result inside readers that fuse it, so it needs no
+  // buffer of its own (elementwise primitives always are). `fuses_operands`: a
+  // reader that does (every fused and elementwise primitive, reductions, ...).
+  // `result_is_operand_view`: its result is its (first) operand's buffer viewed anew.
+  bool fused_into_readers = false;
+  bool fuses_operands = false;
+  bool result_is_operand_view = false;
+  // Runs for its effects (host callbacks): kept when nothing reads its results.
+  bool has_effects = false;
+  // The params holding its sub-programs (scan: "jaxpr"; while: "cond_jaxpr",
+  // "body_jaxpr"), for passes that walk into them.
+  std::vector<std::string> sub_program_params;
   std::function<Avals(const Avals& in, const Params& params)> abstract_eval;
   std::function<Tensors(const Tensors& in, const Params& params, const Avals& out)> kernel;
 

@@ -18,38 +18,19 @@ std::optional<std::string> xla_instruction(const std::string& primitive_name) {
   return declared;
 }
 
-namespace {
-// reduction -> the collective that combines partial results with it. Filled
-// while the registry is (at import, before any program runs), read after.
-std::map<std::string, std::string>& partials_table() {
-  static std::map<std::string, std::string> t;
-  return t;
-}
-}  // namespace
-
-Primitive& combines_partials(Primitive& prim, std::string reduction) {
-  if (prim.xla_instruction != "all-reduce")
-    throw std::logic_error("primitive '" + prim.name + "' combines partial results but does not lower to an all-reduce");
-  if (reduction != "sum" && reduction != "max" && reduction != "min")
-    throw std::logic_error("primitive '" + prim.name + "': unknown reduction '" + reduction + "'");
-  auto [it, fresh] = partials_table().emplace(std::move(reduction), prim.name);
-  if (!fresh)
-    throw std::logic_error("primitive '" + prim.name + "' and '" + it->second + "' both combine partial " +
-                           it->first + "s");
-  return prim;
-}
-
 const Primitive& partials_all_reduce(const std::string& reduction) {
-  const auto it = partials_table().find(reduction);
-  if (it == partials_table().end())
-    throw std::logic_error("no collective combines partial results by '" + reduction + "'");
-  return primitive(it->second);
-}
-
-bool is_partials_all_reduce(const std::string& primitive_name) {
-  for (const auto& [reduction, name] : partials_table())
-    if (name == primitive_name) return true;
-  return false;
+  // Read after the registry is filled (at import, before any program runs).
+  static const std::map<std::string, const Primitive*> declared = [] {
+    std::map<std::string, const Primitive*> m;
+    for (const std::string& name : primitive_names()) {
+      const Primitive& p = primitive(name);
+      if (p.is_collective() && !p.partials_reduction.empty()) m[p.partials_reduction] = &p;
+    }
+    return m;
+  }();
+  const auto it = declared.find(reduction);
+  if (it == declared.end()) throw std::logic_error("no collective combines partial results by '" + reduction + "'");
+  return *it->second;
 }
 
 }  // namespace meshsim

@@ -21,18 +21,10 @@ Primitive& lowers_to(Primitive& prim, std::string instruction);
 // moves data: axis_index, host callbacks, every local primitive).
 std::optional<std::string> xla_instruction(const std::string& primitive_name);
 
-// An all-reduce's reduction ("sum", "max" or "min", as LocalPlan::reduce_op
-// spells them; XLA's `to_apply`). `combines_partials` declares, where the
-// collective is registered, that `prim` (an "all-reduce") is the one that
-// combines the partial results a local plan leaves over mesh axes with that
-// reduction: the sharded executor runs and records it for them, and an open
-// AllReduceCombiner merges its records (runtime/sharded.h), so neither names a
-// primitive. One collective per reduction; returns `prim` to chain into
-// register_primitive.
-Primitive& combines_partials(Primitive& prim, std::string reduction);
-// The collective declared for `reduction`; raises std::logic_error when none is.
+// The all-reduce collective declared to combine a local plan's partial results
+// by `reduction` ("sum", "max" or "min": Primitive::partials_reduction, set
+// where it is registered), so that neither the sharded executor nor the
+// all-reduce combiner names a primitive. Raises std::logic_error when none is.
 const Primitive& partials_all_reduce(const std::string& reduction);
-// Whether `primitive_name` was declared to combine partial results.
-bool is_partials_all_reduce(const std::string& primitive_name);
 
 }  // namespace meshsim

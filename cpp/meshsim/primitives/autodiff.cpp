@@ -47,6 +47,7 @@ Values at_front(const BatchArgs& a, const std::vector<bool>& batched) {
 void remat() {
   Primitive p;
   p.name = "remat2";
+  p.sub_program_params = {"jaxpr"};
   p.factors = call_factors("jaxpr");
   p.local_plan = call_plan("jaxpr");
   p.sharding_rule = sub_program_specs;
@@ -100,6 +101,7 @@ struct CustomVjp {
 void custom_vjp_call() {
   Primitive p;
   p.name = "custom_vjp_call";
+  p.sub_program_params = {"call_jaxpr"};
   p.factors = call_factors("call_jaxpr");
   p.local_plan = call_plan("call_jaxpr");
   p.sharding_rule = sub_program_specs;
@@ -175,6 +177,7 @@ void identity(const std::string& name, std::function<Cotangents(const VjpArgs&)>
   p.elementwise = true;
   p.abstract_eval = [](const Avals& in, const Params&) { return Avals{in[0]}; };
   p.passes_through = true;
+  p.result_is_operand_view = true;
   p.vjp = std::move(vjp);
   p.batch = batch_elementwise;
   register_primitive(std::move(p));
@@ -187,6 +190,7 @@ void identity(const std::string& name, std::function<Cotangents(const VjpArgs&)>
 void optimization_barrier() {
   Primitive p;
   p.name = "optimization_barrier";
+  p.result_is_operand_view = true;
   p.vma_from_abstract_eval = true;
   p.abstract_eval = [](const Avals& in, const Params&) { return in; };
   p.kernel = [](const Tensors& in, const Params&, const Avals&) { return in; };

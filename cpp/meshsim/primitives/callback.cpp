@@ -110,6 +110,7 @@ void set_host_rules(HostRules rules) { host_rules() = std::move(rules); }
 
 void register_callback_primitives() {
   Primitive debug = callback_primitive("debug_callback");
+  debug.has_effects = true;
   debug.abstract_eval = [](const Avals&, const Params&) { return Avals{}; };
   // A debug callback has no derivative: its operands' cotangents are zero.
   debug.vjp = [](const VjpArgs& a) { return Cotangents(a.in.size()); };
@@ -139,6 +140,7 @@ void register_callback_primitives() {
   register_primitive(std::move(pure));
 
   Primitive io = callback_primitive("io_callback");
+  io.has_effects = true;
   io.abstract_eval = results_of;
   io.vjp = [](const VjpArgs&) -> Cotangents { fail<ValueError>("IO callbacks do not support JVP."); };
   io.batch = [](const BatchArgs& a) -> Batched {

@@ -835,6 +835,7 @@ void register_control_flow_primitives() {
 
   Primitive loop;
   loop.name = "while";
+  loop.sub_program_params = {"cond_jaxpr", "body_jaxpr"};
   loop.kind = Kind::ControlFlow;
   loop.vma_from_abstract_eval = true;
   loop.abstract_eval = while_eval;
@@ -853,6 +854,7 @@ void register_control_flow_primitives() {
 
   Primitive scan;
   scan.name = "scan";
+  scan.sub_program_params = {"jaxpr"};
   scan.kind = Kind::ControlFlow;
   scan.vma_from_abstract_eval = true;
   scan.abstract_eval = scan_eval;

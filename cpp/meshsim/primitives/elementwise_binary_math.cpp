@@ -39,6 +39,7 @@ void nextafter_primitive() {
   Primitive p;
   p.name = "nextafter";
   p.elementwise = true;
+  p.bf16_widened_once = false;  // works on the bits
   p.abstract_eval = [](const Avals& in, const Params&) {
     return Avals{binary_aval("nextafter", Accepts::Float, in, in[0].dtype)};
   };

@@ -247,6 +247,7 @@ void unary_simd(const std::string& name, VecOp vec_op, ScalarOp scalar_op, doubl
   Primitive p;
   p.name = name;
   p.elementwise = true;
+  p.bf16_widened_once = std::is_same_v<NarrowOp, std::nullptr_t>;
   p.vjp = std::move(vjp);
   p.abstract_eval = [name](const Avals& in, const Params&) {
     return same_type_as_input(name, Accepts::Inexact, in);

@@ -131,6 +131,7 @@ std::vector<Spec> clamp_rule(const Avals& in, const Params&, const Avals&) { ret
 void select_n_primitive() {
   Primitive p;
   p.name = "select_n";
+  p.bf16_widened_once = false;  // moves values as they are
   p.ur_rule = keep_operand_ur(1);  // as the cases
   p.sharding_rule = select_n_rule;
   p.local_plan = elementwise_like();
@@ -162,6 +163,7 @@ void select_n_primitive() {
 void clamp_primitive() {
   Primitive p;
   p.name = "clamp";
+  p.bf16_widened_once = false;  // moves values as they are
   p.sharding_rule = clamp_rule;
   p.local_plan = elementwise_like();
   p.elementwise = true;
@@ -211,6 +213,7 @@ void convert_element_type_primitive() {
   Primitive p;
   p.name = "convert_element_type";
   p.elementwise = true;
+  p.bf16_widened_once = false;  // a conversion, read by the rewrite itself
   p.ur_rule = keep_operand_ur();  // linear: a cast of partial sums
   p.vjp = [](const VjpArgs& a) {
     const Aval& x = aval_of(a.in[0]);
@@ -253,6 +256,7 @@ void bitcast_convert_type_primitive() {
   Primitive p;
   p.name = "bitcast_convert_type";
   p.elementwise = true;
+  p.bf16_widened_once = false;  // works on the bits
   p.abstract_eval = [](const Avals& in, const Params& params) {
     const DType to = params.get<DType>("new_dtype");
     return Avals{like(in[0], bitcast_shape(in[0], to), to)};

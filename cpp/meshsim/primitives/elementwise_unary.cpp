@@ -103,6 +103,7 @@ void integer_pow_primitive() {
   Primitive p;
   p.name = "integer_pow";
   p.elementwise = true;
+  p.bf16_widened_once = false;  // XLA multiplies by squaring in bfloat16
   p.vjp = [](const VjpArgs& a) {
     const int64_t y = a.params.get<int64_t>("y");
     const Value &g = *a.ct[0], &x = a.in[0];

@@ -97,6 +97,7 @@ void check_window(const std::string& prim, const Shape& window, const Shape& ope
 void dynamic_slice() {
   Primitive p;
   p.name = "dynamic_slice";
+  p.fuses_operands = true;  // XLA fuses the operand it slices
   p.factors = same_size_factors;
   p.sharding_rule = [](const Avals& in, const Params&, const Avals& out) {
     return varying_shape_rule("dynamic_slice", in[0], out[0].shape);

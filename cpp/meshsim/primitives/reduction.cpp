@@ -323,19 +323,24 @@ PlanRule reduce_plan(
 
 template <template <class> class Op, Accepts kAccepts>
 // `partials`: how blocks' partial results combine across a sharded reduced
-// dimension ("" when not associative here: the dimension is gathered first).
-void reduce(const std::string& name, const char* partials,
+// dimension, as XLA all-reduces them ("" when not associative here). No
+// collective multiplies (JAX has no pprod), so a product's reduced dimension
+// is gathered first here.
+void reduce(const std::string& name, const std::string& partials,
             std::function<Cotangents(const VjpArgs&)> vjp = nullptr) {
   Primitive p;
   p.name = name;
+  p.partials_reduction = partials;
+  p.fuses_operands = true;  // XLA fuses the operand it reduces
+  const std::string combined = partials == "prod" ? "" : partials;
   p.sharding_rule = reduce_rule;
-  p.local_plan = reduce_plan(partials);
-  p.factors = reduced_axes_factors(partials[0] != '\0');
+  p.local_plan = reduce_plan(combined);
+  p.factors = reduced_axes_factors(!combined.empty());
   p.cost = one_flop_per_input;
   p.batch = batch_over_axes;
   p.vjp = std::move(vjp);
   // A sum of partial sums is the partial sum of the sum: the result stays unreduced.
-  if (std::string(partials) == "sum") p.ur_rule = keep_operand_ur();
+  if (partials == "sum") p.ur_rule = keep_operand_ur();
   p.abstract_eval = [name](const Avals& in, const Params& params) {
     const Aval& x = in[0];
     check_dtype(name, kAccepts, x.dtype);
@@ -458,6 +463,8 @@ void arg_reduce_primitive(const std::string& name) {
     return gather_dims_plan(in, p, out, p.get<IntList>("axes"));
   };
   p.factors = reduced_axes_factors(false);
+  p.partials_reduction = kMax ? "max" : "min";  // XLA all-reduces (value, index) pairs
+  p.fuses_operands = true;
   p.cost = one_flop_per_input;
   p.batch = batch_over_axes;
   p.abstract_eval = [](const Avals& in, const Params& params) {
@@ -555,6 +562,8 @@ void cumulative(const std::string& name, std::function<Cotangents(const VjpArgs&
     return spec_of(in[0])[p.get<int64_t>("axis")].empty();
   });
   p.factors = whole_dims_factors("axis", true);
+  p.unmapped_dims_keep_sharding = true;  // the scanned dim keeps its sharding, scanned whole
+  p.fuses_operands = true;  // XLA fuses the operand it scans
   p.cost = one_flop_per_input;
   p.batch = batch_along_axis;
   p.vjp = std::move(vjp);
@@ -711,7 +720,7 @@ std::function<Cotangents(const VjpArgs&)> scan_vjp(Value (*combine)(const Value&
 
 void register_reduction_primitives() {
   reduce<Sum, Accepts::Number>("reduce_sum", "sum", reduce_sum_vjp);
-  reduce<Prod, Accepts::Number>("reduce_prod", "", reduce_prod_vjp);
+  reduce<Prod, Accepts::Number>("reduce_prod", "prod", reduce_prod_vjp);
   reduce<Max, Accepts::Any>("reduce_max", "max", reduce_chooser_vjp);
   reduce<Min, Accepts::Any>("reduce_min", "min", reduce_chooser_vjp);
   reduce<And, Accepts::Logical>("reduce_and", "min");

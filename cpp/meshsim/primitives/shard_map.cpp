@@ -384,10 +384,15 @@ Batched shard_map_batch(const BatchArgs& a) {
 void register_shard_map_primitive() {
   Primitive p;
   p.name = "shard_map";
+  p.sub_program_params = {"jaxpr"};
   p.kind = Kind::Global;
   p.abstract_eval = shard_map_eval;
   p.vma_rule = [](const Avals&, const Params&) { return AxisNames{}; };
   p.array_kernel = shard_map_run;
+  p.fixed_result_specs = [](const Params& params) {
+    const SpecList& out_specs = params.get<SpecList>("out_specs");
+    return std::vector<Spec>(out_specs.begin(), out_specs.end());
+  };
   p.vjp_split = shard_map_vjp;
   p.batch = shard_map_batch;
   register_primitive(std::move(p));

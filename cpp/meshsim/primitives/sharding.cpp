@@ -54,6 +54,9 @@ Primitive reshard_primitive(const std::string& name) {
   p.name = name;
   p.kind = Kind::Global;
   p.layout_only = true;
+  p.fixed_result_specs = [](const Params& params) {
+    return std::vector<Spec>{spec_param(params, "spec").value_or(Spec{})};
+  };
   p.abstract_eval = [](const Avals& in, const Params& params) {
     const MeshPtr& mesh = params.get<MeshPtr>("mesh");
     const Spec spec = spec_param(params, "spec").value_or(Spec{});
@@ -94,6 +97,7 @@ Primitive reshard_primitive(const std::string& name) {
 Primitive mesh_cast_primitive() {
   Primitive p;
   p.name = "mesh_cast";
+  p.result_is_operand_view = true;
   // Propagation: the result is laid out as the operand (XLA computes the
   // operand as before and reshards it where the types differ).
   p.factors = [](const Avals& in, const Params&, const Avals& out) -> std::optional<FactorMap> {
@@ -131,7 +135,9 @@ Primitive mesh_cast_primitive() {
 
 void register_sharding_primitives() {
   register_primitive(reshard_primitive("reshard"));
-  register_primitive(reshard_primitive("sharding_constraint"));
+  Primitive constraint = reshard_primitive("sharding_constraint");
+  constraint.result_is_operand_view = true;  // a layout for the partitioner, no copy
+  register_primitive(std::move(constraint));
   register_primitive(mesh_cast_primitive());
 }
 

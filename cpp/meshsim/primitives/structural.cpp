@@ -334,6 +334,7 @@ void check_dimensions(const char* prim, const IntList& dims, int64_t ndim) {
 void broadcast_in_dim() {
   Primitive p;
   p.name = "broadcast_in_dim";
+  p.fused_into_readers = true;  // XLA recomputes it inside the readers that fuse it
   p.sharding_rule = broadcast_in_dim_rule;
   p.local_plan = local_shape_plan("shape");
   p.factors = broadcast_in_dim_factors;
@@ -394,6 +395,9 @@ void reshape() {
   p.sharding_rule = reshape_rule;
   p.local_plan = reshape_plan;
   p.factors = reshape_factors;
+  p.regroups_dims = true;
+  p.fused_into_readers = true;  // XLA recomputes it inside the readers that fuse it
+  p.result_is_operand_view = true;
   p.batch = [](const BatchArgs& a) {
     Params params = a.params;
     IntList shape{a.size};
@@ -419,6 +423,7 @@ void reshape() {
 void transpose() {
   Primitive p;
   p.name = "transpose";
+  p.fused_into_readers = true;  // XLA recomputes it inside the readers that fuse it
   p.ur_rule = keep_operand_ur();
   p.sharding_rule = transpose_rule;
   p.local_plan = [](const Avals& in, const Params& p, const Avals& out) -> std::optional<LocalPlan> {
@@ -462,6 +467,8 @@ void transpose() {
 void squeeze() {
   Primitive p;
   p.name = "squeeze";
+  p.fused_into_readers = true;  // XLA recomputes it inside the readers that fuse it
+  p.result_is_operand_view = true;
   p.ur_rule = keep_operand_ur();
   p.sharding_rule = squeeze_rule;
   p.local_plan = as_is_plan(nullptr);
@@ -501,6 +508,7 @@ void squeeze() {
 void rev() {
   Primitive p;
   p.name = "rev";
+  p.fused_into_readers = true;  // XLA recomputes it inside the readers that fuse it
   p.factors = whole_dims_factors("dimensions", false);
   p.sharding_rule = same_as_operand;
   p.local_plan = as_is_plan([](const Avals& in, const Params& p, const Avals&) {
@@ -545,6 +553,7 @@ void copy() {
   Primitive p;
   p.name = "copy";
   p.elementwise = true;
+  p.bf16_widened_once = false;  // moves values as they are
   p.batch = batch_elementwise;
   p.vjp = [](const VjpArgs& a) { return Cotangents{*a.ct[0]}; };
   p.ur_rule = keep_operand_ur();  // the same partial sums, in a fresh buffer

@@ -47,8 +47,10 @@ void fill(Tensor& out, const Tensor& scalar) {
 void slice() {
   Primitive p;
   p.name = "slice";
+  p.fused_into_readers = true;  // XLA recomputes it inside the readers that fuse it
   p.ur_rule = keep_operand_ur();  // a part of each partial sum is a partial sum of the part
   p.factors = same_size_factors;
+  p.unmapped_dims_keep_sharding = true;  // a sliced dim keeps its sharding
   p.sharding_rule = [](const Avals& in, const Params&, const Avals& out) {
     return varying_shape_rule("slicing", in[0], out[0].shape);
   };
@@ -207,6 +209,10 @@ void concatenate() {
   Primitive p;
   p.name = "concatenate";
   p.factors = same_size_factors;
+  // The concatenated dim keeps its sharding, computed by moving its axes to another dim.
+  p.unmapped_dims_keep_sharding = true;
+  p.retiles_through_other_dim = true;
+  p.fuses_operands = true;  // XLA fuses what it concatenates
   p.sharding_rule = concatenate_rule;
   p.local_plan = as_is_plan([](const Avals& in, const Params& p, const Avals&) {
     const int64_t d = p.get<int64_t>("dimension");
@@ -275,6 +281,8 @@ void concatenate() {
 void pad() {
   Primitive p;
   p.name = "pad";
+  p.fused_into_readers = true;  // XLA recomputes it inside the readers that fuse it
+  p.fuses_operands = true;
   p.factors = same_size_factors;
   p.sharding_rule = [](const Avals& in, const Params&, const Avals& out) {
     return varying_shape_rule("padding", in[0], out[0].shape);

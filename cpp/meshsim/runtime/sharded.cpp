@@ -127,7 +127,8 @@ AllReduceCombiner::~AllReduceCombiner() {
 }
 
 bool AllReduceCombiner::hold(CollectiveRecord& record) {
-  if (!is_partials_all_reduce(record.name)) return false;
+  const Primitive& collective = primitive(record.name);
+  if (!collective.is_collective() || collective.partials_reduction.empty()) return false;
   if (dependent_) flush();
   ++holds_;
   for (CollectiveRecord& h : held_)
@@ -472,7 +473,7 @@ ArrayPtr relayout(const ArrayPtr& x, const MeshPtr& mesh, const Spec& spec_in, c
 
 // The partial results of each group of devices along `axes`, all-reduced by
 // the kernel of the collective declared to combine partials by `op`
-// (combines_partials: psum/pmax/pmin, as in a shard_map body) and recorded
+// (Primitive::partials_reduction: psum/pmax/pmin, as in a shard_map body) and recorded
 // with its ring bytes.
 void all_reduce(const Mesh& mesh, std::vector<Tensor>& per_device, const AxisNames& axes,
                 const std::string& op) {

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <complex>
-#include <set>
 #include <string>
 
 #include "meshsim/kernels/dispatch.h"
@@ -11,15 +10,8 @@ namespace meshsim {
 namespace {
 
 // Elementwise primitives whose bfloat16 kernel is the float32 one rounded
-// once. Excluded: integer_pow (XLA multiplies by squaring in bfloat16, so
-// only its last product is read unrounded: not modelled), logistic (expanded
-// in the narrow type), nextafter (on the bits), and data movement.
-bool widened_once(const Primitive& prim) {
-  static const std::set<std::string> excluded = {
-      "integer_pow", "logistic", "nextafter", "convert_element_type", "select_n", "copy",
-      "copy_p", "reduce_precision", "bitcast_convert_type", "clamp"};
-  return prim.elementwise && !excluded.count(prim.name);
-}
+// once, as each declares where it is registered (Primitive::bf16_widened_once).
+bool widened_once(const Primitive& prim) { return prim.elementwise && prim.bf16_widened_once; }
 
 // Per variable: the equation computing it, -1 for inputs and constants.
 std::vector<int> producers_of(const Program& p) {

@@ -57,9 +57,9 @@ struct Site {
 // takes the axes of the whole dim that fall to it (`(4,)` over ('Y', 'Z')
 // split to `(2, 2)` is ('Y', 'Z') on the parts, a local reshape). The factor
 // map links the whole dim with its group's first part; the later parts get
-// factors of their own here.
+// factors of their own here. For primitives that regroup dims (Primitive::regroups_dims).
 void add_reshape_parts(const Equation& e, const Avals& in, const Avals& out, Site& s) {
-  if (e.prim->name != "reshape" || in.size() != 1 || out.size() != 1) return;
+  if (!e.prim->regroups_dims || in.size() != 1 || out.size() != 1) return;
   const Shape &a = in[0].shape, &b = out[0].shape;
   std::vector<int>&ma = s.map.in[0], &mb = s.map.out[0];
   for (size_t i = 0; i < a.size(); ++i) {
@@ -95,12 +95,11 @@ void add_reshape_parts(const Equation& e, const Avals& in, const Avals& out, Sit
 // needs it whole in the operands (gathered), and its result is sliced
 // locally to the propagated layout, as XLA partitions a concatenate; unless
 // the primitive's local plan runs on the blocks laid out so (a slice whose
-// result blocks lie within the devices' own operand blocks).
+// result blocks lie within the devices' own operand blocks). For primitives
+// declaring it (Primitive::unmapped_dims_keep_sharding).
 void add_permutation_factors(const Equation& e, const Avals& in, const Avals& out, Site& s) {
   s.permutation.assign(s.map.num_factors, false);
-  static const std::set<std::string> kPermuting = {"concatenate", "cumsum", "cumprod", "cummax",
-                                                    "cummin", "cumlogsumexp", "slice"};
-  if (!kPermuting.count(e.prim->name) || out.size() != 1) return;
+  if (!e.prim->unmapped_dims_keep_sharding || out.size() != 1) return;
   const size_t rank = out[0].shape.size();
   for (size_t d = 0; d < rank; ++d) {
     if (s.map.out[0][d] != kNoFactor) continue;
@@ -274,7 +273,7 @@ class Propagator {
         const bool on_blocks = split != ops && runs_on_blocks(s, split, values(s.out_vars));
         if (on_blocks) ops = split;
         if (!on_blocks) computed = computed_layouts(s);
-        if (!computed.empty() && s.eqn->prim->name == "concatenate") retile_concatenated(s, ops, computed[0]);
+        if (!computed.empty() && s.eqn->prim->retiles_through_other_dim) retile_concatenated(s, ops, computed[0]);
       }
       p.operand.push_back(std::move(ops));
       p.computed.push_back(std::move(computed));
@@ -429,15 +428,11 @@ class Propagator {
     return layouts;
   }
 
-  // Results whose layout the primitive itself decides.
+  // Results whose layout the primitive itself decides (Primitive::fixed_result_specs).
   void fix_results(const Equation& e, const std::vector<int>& outputs) {
-    const std::string& name = e.prim->name;
-    if (name == "reshard" || name == "sharding_constraint") {
-      fix(outputs[0], spec_param(e.params, "spec").value_or(Spec{}));
-    } else if (name == "shard_map") {
-      const auto& out_specs = e.params.get<SpecList>("out_specs");
-      for (size_t j = 0; j < outputs.size() && j < out_specs.size(); ++j) fix(outputs[j], out_specs[j]);
-    }
+    if (!e.prim->fixed_result_specs) return;
+    const std::vector<Spec> specs = e.prim->fixed_result_specs(e.params);
+    for (size_t j = 0; j < outputs.size() && j < specs.size(); ++j) fix(outputs[j], specs[j]);
   }
 
   int64_t entry_size(const AxisNames& axes) const {

@@ -315,15 +315,20 @@ void register_all_reduce_primitives() {
   // psum, pmax and pmin also combine the partial results of sharded
   // reductions and dots outside shard_map (XLA's all-reduces there).
   Primitive psum = all_reduce_primitive("psum", Reduce::Sum);
-  register_primitive(combines_partials(with_ring_all_reduce(with_linear_vjp(psum, transpose_plain_psum)), "sum"));
+  psum.partials_reduction = "sum";
+  register_primitive(with_ring_all_reduce(with_linear_vjp(psum, transpose_plain_psum)));
   Primitive pmax = all_reduce_primitive("pmax", Reduce::Max);
-  register_primitive(combines_partials(with_ring_all_reduce(pmax), "max"));
+  pmax.partials_reduction = "max";
+  register_primitive(with_ring_all_reduce(pmax));
   Primitive pmin = all_reduce_primitive("pmin", Reduce::Min);
-  register_primitive(combines_partials(with_ring_all_reduce(pmin), "min"));
+  pmin.partials_reduction = "min";
+  register_primitive(with_ring_all_reduce(pmin));
   // pvary: invariant -> varying. Only the type changes; at run time its operands
   // pass through (the devices along the axes already hold equal values).
   Primitive pvary;
   pvary.name = "pvary";
+  pvary.fused_into_readers = true;
+  pvary.result_is_operand_view = true;
   pvary.abstract_eval = [](const Avals& in, const Params& p) {
     const AxisNames& axes = axes_param(p);
     bound_axis_size(axes, "pvary");

@@ -137,6 +137,7 @@ void register_permute_primitives() {
   // pbroadcast: every member gets member `source`'s block (typed varying, as JAX).
   Primitive pbroadcast;
   pbroadcast.name = "pbroadcast";
+  pbroadcast.result_is_operand_view = true;
   pbroadcast.kind = Kind::Collective;
   // Counted as every member receiving the source's block in one step.
   with_ring_comm(pbroadcast, axis_names_param, false, [](int64_t in, int64_t, int64_t) { return in; },
