@@ -400,9 +400,82 @@ def uneven_parameter_constraints(jax):
         print(type(e).__name__, e)
 
 
+def non_array_arguments(jax):
+    # the mistakes of a first jitted method: an object, a string or a config passed where
+    # arrays go, to jit, make_jaxpr, eval_shape, grad, jvp and vmap
+    jnp = jax.numpy
+
+    class Config:
+        def __repr__(self):
+            return "Config()"
+
+    class Model:
+        def __init__(self):
+            self.w = jnp.ones(3)
+
+        @partial(jax.jit, static_argnums=0)
+        def ok(self, x):
+            return self.w * x
+
+        @jax.jit
+        def forward(self, x):
+            return self.w * x
+
+    def f(x, y):
+        return x
+
+    calls = [lambda: Model().ok(2.0), lambda: Model().forward(2.0),
+             lambda: jax.jit(f)(1.0, {"a": [Config()]}), lambda: jax.jit(f)(1.0, y="s"),
+             lambda: jax.jit(lambda *a: a[0])(1.0, "x"), lambda: jax.jit(f)(1.0, (2, None)),
+             lambda: jax.jit(f, static_argnums=0)(Config(), [1, object()]),
+             lambda: jax.make_jaxpr(f)(1.0, Config()), lambda: jax.eval_shape(f, 1.0, Config()),
+             lambda: jax.grad(f, argnums=1)(1.0, Config()), lambda: jax.grad(f)("a", 1.0),
+             lambda: jax.vmap(f)(jnp.ones(2), Config()), lambda: jax.jvp(f, (1.0, Config()), (1.0, 1.0)),
+             lambda: jnp.zeros(4, 4)]
+    for call in calls:
+        try:
+            print(call())
+        except TypeError as e:
+            print(str(e).split(" at 0x")[0], "|", str(e).split("as an abstract array.")[-1])
+
+
+def host_callbacks(jax):
+    # a host-side metric and logging: scalar results of pure_callback (np scalars as the
+    # result type), an io_callback with no result inside jit and under grad, and
+    # ShapeDtypeStruct.like of host, committed, uncommitted and traced values
+    jnp, np_ = jax.numpy, np
+    mesh = jax.make_mesh((8,), ("x",), axis_types=(jax.sharding.AxisType.Explicit,))
+    x = jax.device_put(jnp.arange(8.0), jax.NamedSharding(mesh, jax.P("x")))
+
+    def host_norm(v):
+        return np_.float32(np_.linalg.norm(v))
+
+    @jax.jit
+    def step(v):
+        norm = jax.pure_callback(host_norm, jax.ShapeDtypeStruct((), jnp.float32), v)
+        count = jax.pure_callback(lambda: np_.int32(3), np_.int32(0))
+        jax.experimental.io_callback(lambda: print("logged"), None)
+        print(jax.ShapeDtypeStruct.like(v))
+        try:
+            v.sharding
+        except AttributeError as e:
+            print(e)
+        return v * norm + count
+
+    print(step(x))
+    print(step(jnp.ones(3)))
+    try:
+        jax.grad(lambda v: jax.pure_callback(host_norm, jax.ShapeDtypeStruct((), jnp.float32), v))(x)
+    except ValueError as e:
+        print(e)
+    for v in (jnp.arange(3.0), np_.ones((2, 3), np_.int32), 3.0, x, jax.device_put(jnp.ones(2), jax.devices()[2])):
+        like = jax.ShapeDtypeStruct.like(v)
+        print(like.shape, like.dtype, like.sharding, like.weak_type)
+
+
 PROGRAMS = [per_example_clipping, sharded_loader, pjit_program, checkpointed_block, collective_matmul,
             compiled_out_shardings, tied_embedding_grads, pjit_context_meshes, ring_attention,
-            eager_constraints, uneven_parameter_constraints]
+            eager_constraints, uneven_parameter_constraints, non_array_arguments, host_callbacks]
 
 
 @pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.__name__)

@@ -87,7 +87,7 @@ Batched batch_pure_callback(const BatchArgs& a) {
       in.push_back(a.in[i]);
     }
   }
-  IntLists shapes = a.params.get<IntLists>("result_shapes");
+  IntLists shapes = a.params.get_or<IntLists>("result_shapes", {});
   for (IntList& s : shapes) s.insert(s.begin(), a.size);
   Params params = a.params;
   params.set("result_shapes", shapes);
@@ -119,8 +119,9 @@ void register_callback_primitives() {
   // pure_callback and io_callback: results of the types given. io_callback has effects, so
   // it is neither differentiated nor (when ordered) batched; unordered, it runs per example.
   auto results_of = [](const Avals&, const Params& params) {
-    const IntLists& shapes = params.get<IntLists>("result_shapes");
-    const StrList& dtypes = params.get<StrList>("result_dtypes");
+    // A callback of no results has None for both (an empty tuple has no element type).
+    const IntLists shapes = params.get_or<IntLists>("result_shapes", {});
+    const StrList dtypes = params.get_or<StrList>("result_dtypes", {});
     Avals out;
     for (size_t i = 0; i < shapes.size(); ++i) {
       Aval a;

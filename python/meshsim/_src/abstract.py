@@ -25,6 +25,19 @@ class ShapeDtypeStruct:
         self.weak_type = bool(weak_type)
         self.vma = vma
 
+    @classmethod
+    def like(cls, x) -> "ShapeDtypeStruct":
+        """The stand-in for `x`'s type: its shape, dtype and weak type, and the sharding of a
+        committed array (of a traced value, the one its type names over a mesh)."""
+        aval = core.typeof(x)
+        sharding = None
+        if isinstance(x, core.Tracer):
+            typed = core.typeof(x).sharding
+            sharding = None if typed.mesh.empty else typed
+        elif getattr(x, "committed", False):
+            sharding = x.sharding
+        return cls(aval.shape, aval.dtype, sharding=sharding, weak_type=aval.weak_type)
+
     @property
     def ndim(self) -> int:
         return len(self.shape)

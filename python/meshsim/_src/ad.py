@@ -322,7 +322,20 @@ def _argnums_tuple(argnums) -> tuple[int, ...]:
     return tuple(operator.index(a) for a in argnums)
 
 
+def _check_valid_jax_types(leaves, type_quoted: bool) -> None:
+    """JAX's error for a leaf that is not an array or scalar: grad's text ends with a period
+    and leaves the type bare; jvp's quotes the type."""
+    for x in leaves:
+        try:
+            core.asarray_value(x)
+        except TypeError:
+            if type_quoted:
+                raise TypeError(f"Argument '{x}' of type '{type(x)}' is not a valid JAX type") from None
+            raise TypeError(f"Argument '{x}' of type {type(x)} is not a valid JAX type.") from None
+
+
 def _check_grad_inputs(leaves, allow_int: bool, holomorphic: bool = False):
+    _check_valid_jax_types(leaves, type_quoted=False)
     for x in leaves:
         dtype = core.typeof(x).dtype
         _check_holomorphic("grad", "inputs", holomorphic, dtype)
@@ -416,6 +429,7 @@ def _check_jvp_args(primals, tangents):
     if p_tree != t_tree:
         raise TypeError("primal and tangent arguments to jax.jvp must have the same tree structure; primals "
                         f"have tree structure {p_tree} whereas tangents have tree structure {t_tree}.")
+    _check_valid_jax_types(tree_util.tree_leaves(tuple(primals)), type_quoted=True)
 
 
 class _Pushforward:

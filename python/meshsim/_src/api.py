@@ -137,24 +137,41 @@ class _Signature:
         return OverflowError("An overflow was encountered while parsing an argument to a jitted "
                              "computation")
 
+    def _leaf_paths(self, args, kwargs) -> list[tuple[str, object]]:
+        """Each dynamic leaf of a call with its path as JAX's messages write it (`p['a']`)."""
+        names = list(self.params)
+        named = []
+        for k, a in enumerate(args):
+            if k in self.static_argnums:
+                continue
+            param = self.params.get(names[k]) if k < len(names) else None
+            if param is not None and param.kind == param.VAR_POSITIONAL:
+                named += [(f"{names[k]}[{j}]", b) for j, b in enumerate(args[k:])]
+                break
+            named.append((names[k] if k < len(names) else f"args[{k}]", a))
+        named += [(k, v) for k, v in kwargs.items() if k not in self.static_argnames]
+        return [(name + tree_util.keystr(path), leaf) for name, arg in named
+                for path, leaf in tree_util.tree_flatten_with_path(arg)[0]]
+
     def describe_leaf(self, args, kwargs):
         """Names array leaf i of a call as JAX's messages do: "p['a'] of f"."""
         def describe(i: int) -> str:
-            names = list(self.params)
-            named = []
-            for k, a in enumerate(args):
-                if k in self.static_argnums:
-                    continue
-                param = self.params.get(names[k]) if k < len(names) else None
-                if param is not None and param.kind == param.VAR_POSITIONAL:
-                    named += [(f"{names[k]}[{j}]", b) for j, b in enumerate(args[k:])]
-                    break
-                named.append((names[k] if k < len(names) else f"args[{k}]", a))
-            named += [(k, v) for k, v in kwargs.items() if k not in self.static_argnames]
-            paths = [name + tree_util.keystr(path) for name, arg in named
-                     for path, _ in tree_util.tree_flatten_with_path(arg)[0]]
-            return f"{paths[i]} of {self.fun_name}"
+            return f"{self._leaf_paths(args, kwargs)[i][0]} of {self.fun_name}"
         return describe
+
+    def not_an_array_error(self, fun, args, kwargs) -> TypeError:
+        """JAX's error for an argument that is neither an array nor marked static."""
+        for path, leaf in self._leaf_paths(args, kwargs):
+            try:
+                core.asarray_value(leaf)
+            except TypeError:
+                return TypeError(
+                    f"Error interpreting argument to {fun} as an abstract array. The problematic "
+                    f"value is of type {type(leaf)} and was passed to the function at path {path}.\n"
+                    "This typically means that a jit-wrapped function was called with a non-array "
+                    "argument, and this argument was not marked as static using the static_argnums "
+                    "or static_argnames parameters of jax.jit.")
+        return TypeError(f"Error interpreting an argument to {fun} as an abstract array.")
 
     def donated_leaf_mask(self, args, kwargs) -> list[bool]:
         """Per array leaf: whether it was donated."""
@@ -205,7 +222,12 @@ def trace_to_program(fun: Callable, args: Sequence, kwargs: dict, static: tuple 
     types are wanted: eval_shape)."""
     leaves, in_tree = tree_util.tree_flatten((list(args), kwargs))
     # ShapeDtypeStructs stand in for arrays of their type.
-    leaves = [x if isinstance(x, ShapeDtypeStruct) else core.asarray_value(x) for x in leaves]
+    try:
+        leaves = [x if isinstance(x, ShapeDtypeStruct) else core.asarray_value(x) for x in leaves]
+    except TypeError:
+        if static:
+            raise
+        raise _Signature(fun, (), (), (), ()).not_an_array_error(fun, args, kwargs) from None
     with tracing.open_trace() as trace:
         with debug.deferred_inspections() as inspections:  # their callbacks run once the program is complete
             tracers = [trace.new_input(x.aval) for x in leaves]
@@ -280,6 +302,8 @@ class JitWrapped:
             leaves = [core.asarray_value(x) for x in leaves]
         except OverflowError:
             raise self._sig.overflow_error(args, kwargs) from None
+        except TypeError:
+            raise self._sig.not_an_array_error(self._fun, args, kwargs) from None
         mesh = placement.eager_mesh()
         if mesh is not None:  # traced with the types the arguments have on the mesh
             placed = placement.onto_mesh(leaves, mesh, as_operands=True)

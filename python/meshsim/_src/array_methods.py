@@ -123,6 +123,12 @@ def _array_repr(self):
     return f"{prefix}{body},{sep}{dtype_str})"
 
 
+def _tracer_sharding(self):
+    raise AttributeError(
+        f"The 'sharding' attribute is not available on traced array with shape "
+        f"{self.aval.str_short()}. To query sharding information on tracers, use `jax.typeof(x)`.")
+
+
 def _tracer_repr(self):
     text = eager_shard_map.block_text(self)
     if text is not None:
@@ -196,3 +202,4 @@ def install():
         setattr(core.Tracer, conversion, _concrete_error(conversion))
     core.Tracer.__repr__ = _tracer_repr
     core.Tracer.__str__ = _tracer_repr
+    core.Tracer.sharding = property(_tracer_sharding)

@@ -25,7 +25,8 @@ def _host_call(callback: int, args: list, device: int, coords, dtypes: list, sha
     results, which must have `shapes` (a batch of them under vmap), go back as contiguous
     NumPy arrays of the types asked."""
     results = _functions[callback]([_committed(core.asarray_value(a), False) for a in args], shapes)
-    return [np.ascontiguousarray(np.asarray(r, dtype)) for r, dtype in zip(results, dtypes)]
+    # (np.ascontiguousarray would make a 0-d result 1-d)
+    return [np.asarray(r, dtype, order="C") for r, dtype in zip(results, dtypes)]
 
 
 _core.set_host_caller(_host_call)
@@ -131,8 +132,8 @@ def _result_callback(primitive: str, callback, result_shape_dtypes, args, kwargs
 
     key = _keep(call)
     try:
-        outs = core.bind(primitive, *leaves, callback=key, result_shapes=shapes,
-                         result_dtypes=tuple(d.name for d in dtypes), **params)
+        outs = core.bind(primitive, *leaves, callback=key, result_shapes=shapes or None,
+                         result_dtypes=tuple(d.name for d in dtypes) or None, **params)
     finally:
         if _core.current_trace() is None:  # eagerly no program keeps the function: drop it once run
             _core.wait_all_dispatched()

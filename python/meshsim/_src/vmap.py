@@ -187,7 +187,7 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name=None, axi
                 refs.append((i, x, d % x.ndim))
                 continue
             if not _is_array_like(x):
-                raise TypeError(f"Argument '{x}' of type {type(x)} is not a valid JAX type")
+                raise TypeError(f"Argument '{x}' of type '{type(x)}' is not a valid JAX type")
             mapped.append(i)
             data.append(x._base if _is_key(x) else core.asarray_value(x))
             dims.append(d % len(_shape(x)))
