@@ -44,6 +44,7 @@ test_stages.py measures by how much); arguments and results are exact."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any
 
@@ -51,21 +52,37 @@ import numpy as np
 
 from meshsim import _core
 
-# Results recomputed inside their readers (no buffer) when every reader fuses.
-_FUSIBLE = {"broadcast_in_dim", "convert_element_type", "iota", "transpose", "select_n", "clamp",
-            "reshape", "squeeze", "pvary", "copy", "stop_gradient", "integer_pow", "rev", "slice",
-            "pad"}
-_FUSING_READERS = _FUSIBLE | {"reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "argmax",
-                              "argmin", "reduce_and", "reduce_or", "concatenate", "pad",
-                              "dynamic_slice", "cumsum", "cummax", "cummin", "gather",
-                              "scatter_add", "scatter"}
-# Results that are their operand's buffer viewed anew.
-_BITCASTS = {"reshape", "squeeze", "pvary", "stop_gradient", "sharding_constraint", "mesh_cast",
-             "name", "pbroadcast", "optimization_barrier"}
-_REDUCTIONS = {"reduce_sum": "psum", "reduce_max": "pmax", "reduce_min": "pmin",
-               "reduce_prod": "psum", "argmax": "pmax", "argmin": "pmin"}
-_SUB_PROGRAM_PARAMS = {"scan": ("jaxpr",), "remat2": ("jaxpr",), "custom_vjp_call": ("call_jaxpr",),
-                       "shard_map": ("jaxpr",), "while": ("cond_jaxpr", "body_jaxpr")}
+# How XLA's buffer assignment treats each primitive, as the primitive declares
+# where it is registered (ir/primitive.h: fused_into_readers, fuses_operands,
+# result_is_operand_view, partials_reduction, has_effects, sub_program_params).
+@functools.cache
+def _declared(name: str) -> dict:
+    return _core.primitive_info(name)
+
+
+def _fused(name: str, elementwise: bool) -> bool:
+    """Its result is recomputed inside its readers (no buffer) when every reader fuses."""
+    return elementwise or _declared(name)["fused_into_readers"]
+
+
+def _fusing_reader(name: str, elementwise: bool) -> bool:
+    """It fuses the fusible results it reads."""
+    return _fused(name, elementwise) or _declared(name)["fuses_operands"]
+
+
+def _bitcast(name: str) -> bool:
+    """Its result is its operand's buffer viewed anew."""
+    return _declared(name)["result_is_operand_view"]
+
+
+def _partials_all_reduce(name: str) -> str | None:
+    """The all-reduce XLA combines a reduction's partial results with, when a reduced
+    dimension is sharded. No collective multiplies: a product's is counted as a sum's."""
+    info = _declared(name)
+    reduction = info["partials_reduction"]
+    if not reduction or info["kind"] != "local":
+        return None
+    return _core.partials_all_reduce("sum" if reduction == "prod" else reduction)
 
 
 # Fused kernels (a library kernel such as flash attention, written as a named
@@ -84,10 +101,6 @@ def _fused_kernel(name, params, in_avals) -> tuple | None:
                  if (c := hook(str(params.get("name", "")), shapes)) is not None), None)
 
 
-# Primitives kept when nothing reads their results (their effects are the point).
-_EFFECTFUL = {"callback", "debug_callback", "io_callback"}
-
-
 def _live_equations(program, eqns) -> list:
     """Dead-code elimination, as JAX's and XLA's: the equations whose results the
     program's results depend on, and those with effects (a callback). A
@@ -96,7 +109,7 @@ def _live_equations(program, eqns) -> list:
     keep = [False] * len(eqns)
     for k in range(len(eqns) - 1, -1, -1):
         name, ins, outs = eqns[k][:3]
-        if name in _EFFECTFUL or any(o in needed for o in outs):
+        if _declared(name)["has_effects"] or any(o in needed for o in outs):
             keep[k] = True
             needed.update(ins)
     return [e for e, kept in zip(eqns, keep) if kept]
@@ -244,17 +257,17 @@ class _Walker:
         fused = set()
         buffer = {v: v for v in range(len(avals))}
         for k, (name, ins, outs, _p, _f, _b, _c, elementwise) in enumerate(eqns):
-            if (name in _BITCASTS or k in relayouts) and ins:
+            if (_bitcast(name) or k in relayouts) and ins:
                 for o, v in zip(outs, ins if len(outs) > 1 else ins[:1] * len(outs)):
                     buffer[o] = buffer[v]
-            elif elementwise or name in _FUSIBLE:
+            elif _fused(name, elementwise):
                 for o in outs:
                     r = readers.get(o, [])
-                    if o not in outvars and r and all(n in _FUSING_READERS or ew for n, ew in r):
+                    if o not in outvars and r and all(_fusing_reader(n, ew) for n, ew in r):
                         fused.add(o)
                     elif name == "transpose" and r and all(
                             n == "dot_general"
-                            or (n in _BITCASTS and _only_matmuls(o, readers, eqns))
+                            or (_bitcast(n) and _only_matmuls(o, readers, eqns))
                             for n, _ in r):
                         fused.add(o)  # a matmul reads its operand in either layout
         # A matmul whose only reader adds it to a value of its size writes the sum
@@ -271,7 +284,7 @@ class _Walker:
                 name, ins = eqns[j][0], eqns[j][1]
                 if name == "dot_general":
                     return j, path
-                if not (name == "transpose" or name in _BITCASTS
+                if not (name == "transpose" or _bitcast(name)
                         or (name == "convert_element_type" and _widens(avals[ins[0]], avals[v]))):
                     break
                 v = ins[0]
@@ -311,7 +324,7 @@ class _Walker:
             if kernel is not None:
                 flops = kernel[0]
                 nbytes = float(sum(local_bytes(a) for a in in_avals + out_avals))
-            if name in _BITCASTS or i in relayouts:
+            if _bitcast(name) or i in relayouts:
                 flops = nbytes = 0.0  # a new view of the same buffer
             # Fusion: fused inputs are not read back, fused results not written.
             nbytes -= sum(size[v] for v in ins if v in fused)
@@ -381,7 +394,7 @@ class _Walker:
                         # (through fused operands: a fusion may write over what it reads)
                         reuse = next((b for v in ins for b in sources(v) if b in owned
                                       and last.get(b) == i and size[b] == size[o]), None)
-                    elif name in ("scan", "while", "cond"):
+                    elif _declared(name)["kind"] == "control flow":
                         # A loop's final state takes over its initial state's buffer, and a
                         # conditional's result an operand's, when that dies here (updated
                         # in place).
@@ -468,7 +481,7 @@ class _Walker:
             self.ops.extend(best or [])
             self.peak_parts = parts
             return peak, [(best_block, 1)]
-        keys = _SUB_PROGRAM_PARAMS.get(name)
+        keys = _declared(name)["sub_program_params"]
         if not keys:
             return 0, []
         runs = int(params["length"]) if name == "scan" else 1
@@ -548,7 +561,7 @@ def _parts(owned, size, labels, excluded, inner) -> dict:
 def _only_matmuls(v, readers, eqns) -> bool:
     """Whether every bitcast reading `v` is read by matmuls only."""
     for k, (name, ins, outs, *_rest) in enumerate(eqns):
-        if v in ins and name in _BITCASTS:
+        if v in ins and _bitcast(name):
             if not all(n == "dot_general" for o in outs for n, _ in readers.get(o, [("", 0)])):
                 return False
     return True
@@ -636,13 +649,13 @@ def _implied(name, params, in_avals, out_avals) -> list:
             if axes:
                 n = math.prod(sizes[a] for a in axes)
                 out.append(coll("all_gather", axes, local_bytes(operand) * (n - 1)))
-    elif name in _REDUCTIONS and in_avals[0].spec:
+    elif (all_reduce := _partials_all_reduce(name)) and in_avals[0].spec:
         reduced = {a for d in params.get("axes", ()) for a in in_avals[0].spec[d]}
         if reduced:
             n = math.prod(sizes[a] for a in reduced)
             sent = 2 * local_bytes(out_avals[0]) * (n - 1) // n
-            out.append(coll(_REDUCTIONS[name], reduced, sent))
-    elif name in ("reshard", "sharding_constraint", "mesh_cast") and out_avals:
+            out.append(coll(all_reduce, reduced, sent))
+    elif _declared(name)["layout_only"] and out_avals:
         before, after = _spec_axes(in_avals[0].spec or ()), _spec_axes(out_avals[0].spec or ())
         gathered, moved = before - after, before & after
         if gathered:

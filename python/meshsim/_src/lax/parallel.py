@@ -268,17 +268,11 @@ def pcast(x, axis_name, *, to: str):
 
 
 def _index_groups(axis_index_groups, axes: tuple):
-    """`axis_index_groups` as a tuple of tuples, checked to split the indices
-    along `axes` into groups of one size."""
+    """`axis_index_groups` as a tuple of tuples (the collective's abstract evaluation
+    checks that they split the indices along `axes` into groups of one size)."""
     if axis_index_groups is None:
         return None
-    groups = tuple(tuple(int(i) for i in g) for g in axis_index_groups)
-    n = axis_size(axes)
-    if sorted(i for g in groups for i in g) != list(range(n)):
-        raise ValueError("axis_index_groups must cover all indices exactly once")
-    if len({len(g) for g in groups}) != 1:
-        raise ValueError("Replica groups must be equally sized")
-    return groups
+    return tuple(tuple(int(i) for i in g) for g in axis_index_groups)
 
 
 def _group_size(axes: tuple, groups) -> int:
@@ -375,10 +369,7 @@ def psum_scatter(x, axis_name, *, scatter_dimension=0, axis_index_groups=None, t
 def _unreduced_psum_scatter(v, axes: tuple, env, dim: int, size: int, tiled: bool):
     """Unreduced -> varying (JAX's unreduced_reduce_scatter): the pending sum performed as a
     reduce-scatter, each device keeping its chunk along `dim` (the dim dropped unless
-    `tiled`)."""
-    if v.shape[dim] % size if tiled else v.shape[dim] != size:
-        raise ValueError(f"psum_scatter: dimension {dim} of size {v.shape[dim]} does not split "
-                         f"over {size} devices")
+    `tiled`; its abstract evaluation checks that the dim splits over the devices)."""
     return core.bind1("unreduced_reduce_scatter", v, axis_name=_in_mesh_order(env, axes),
                       axis_size=size, scatter_dimension=dim, tiled=bool(tiled))
 
@@ -417,10 +408,7 @@ def ppermute(x, axis_name, perm):
         return tree_util.tree_map(lambda v: vmap_collectives.ppermute(frame, v, perm), x)
     axes = _axis_tuple(axis_name)
     env = _env("ppermute", axes)
-    for pair in perm:
-        if isinstance(pair, (list, tuple)) and len(pair) != 2:
-            raise ValueError("`perm` passed to `jax.lax.ppermute` must hold (source, destination) "
-                             f"pairs, got {pair!r}")
+    for pair in perm:  # the primitive checks the pairs and their indices
         if not isinstance(pair, (list, tuple)) or not all(isinstance(i, (int, np.integer)) for i in pair):
             raise TypeError("`perm` passed to `jax.lax.ppermute` must be a sequence of "
                             f"(source, destination) pairs of integers, got {perm!r}")
@@ -463,7 +451,7 @@ def all_to_all(x, axis_name, split_axis, concat_axis, *, axis_index_groups=None,
         v = _operand(v)
         split = canonicalize_axis(split_axis, v.ndim)
         concat = canonicalize_axis(concat_axis, v.ndim)
-        if tiled:
+        if tiled:  # JAX's text names the axis as given (the primitive's names a tuple)
             if v.shape[split] % n != 0:
                 raise ValueError(f"The size of all_to_all split_axis ({v.shape[split]}) has to be "
                                  f"divisible by the size of the named axis {axis_name} ({n})")
