@@ -152,10 +152,10 @@ def ones(shape, dtype=None, *, device=None, out_sharding=None):
 
 
 def empty(shape, dtype=None, *, device=None, out_sharding=None):
-    """Arrays are immutable: an "uninitialised" array is a zero one."""
+    """Arrays are immutable: an "uninitialised" array is a zero one (and JAX's errors name zeros)."""
     _check_not_a_shape("empty", shape, dtype)
     out = lax.full(shape, 0, _default_float(dtype))
-    return on_device(explicit.with_out_sharding(out, out_sharding, "jnp.empty"), device)
+    return on_device(explicit.with_out_sharding(out, out_sharding, "jnp.zeros"), device)
 
 
 def _like_sharding(a, shape, out_sharding, out, api: str):

@@ -231,6 +231,8 @@ def _divisible_part(spec: PartitionSpec, shape, mesh) -> PartitionSpec:
     split only over the leading axes of that dimension whose product divides its size (JAX 0.10.2
     types `f32[6,32]` constrained to `P(('data', 'model'))` on a 2x4 mesh as `P('data',)`); the
     simulator, which does not pad, constrains it to those axes."""
+    if any(axis not in mesh.shape for dim in range(len(spec)) for axis in spec.axes_of(dim)):
+        return spec  # an unknown axis: NamedSharding's check names it
     entries = []
     for dim, size in enumerate(shape[:len(spec)]):
         kept, factor = [], 1
