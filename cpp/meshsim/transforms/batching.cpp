@@ -93,9 +93,11 @@ Batched batch_elementwise(const BatchArgs& a) {
   Shape full;  // per-example result shape (NumPy-style, for threefry2x32)
   for (const Shape& s : shapes) full = broadcast_shapes(full, s);
   Values in;
+  std::vector<size_t> kept_scalars;
   for (size_t i = 0; i < n; ++i) {
     const int64_t r = shapes[i].size();
     if (r == 0 && a.dims[i] == kNotBatched && a.prim.name != "select_n") {
+      kept_scalars.push_back(i);
       in.push_back(a.in[i]);  // an unbatched scalar operand stays one, as JAX's broadcast_batcher leaves it
     } else if (r == rank) {
       in.push_back(batch_at(a.in[i], a.dims[i], bd, a.size));
@@ -113,6 +115,16 @@ Batched batch_elementwise(const BatchArgs& a) {
       Shape target = with(full, bd, a.size);
       for (int64_t k = 0; k < r; ++k) target[dims[k + 1]] = std::max(target[dims[k + 1]], shapes[i][k]);
       in.push_back(ops::broadcast_in_dim(x, target, dims));
+    }
+  }
+  if (rank == 0 && !kept_scalars.empty() && a.prim.abstract_eval) {
+    // A primitive whose shape rule wants equal shapes (pow) gets its scalars batched too.
+    Avals avals;
+    for (const Value& v : in) avals.push_back(aval_of(v));
+    try {
+      a.prim.abstract_eval(avals, a.params);
+    } catch (...) {
+      for (size_t i : kept_scalars) in[i] = batch_at(a.in[i], a.dims[i], bd, a.size);
     }
   }
   Values out = meshsim::bind(a.prim, in, a.params);

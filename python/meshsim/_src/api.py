@@ -164,7 +164,9 @@ class _Signature:
         for path, leaf in self._leaf_paths(args, kwargs):
             try:
                 core.asarray_value(leaf)
-            except TypeError:
+            except TypeError as refused:
+                if isinstance(leaf, (np.ndarray, np.generic)):
+                    return refused  # an array of a dtype JAX refuses keeps its own message
                 return TypeError(
                     f"Error interpreting argument to {fun} as an abstract array. The problematic "
                     f"value is of type {type(leaf)} and was passed to the function at path {path}.\n"
