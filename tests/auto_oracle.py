@@ -167,3 +167,13 @@ class Lib:
         return [self.jax.device_put(rng.standard_normal(s).astype(np.float32),
                                     self.jax.sharding.NamedSharding(self.mesh, self.spec(sp)))
                 for s, sp in zip(shapes, specs)]
+
+
+def assert_matches_xla(jax_outcome, meshsim_outcome, jax_leaves, meshsim_leaves) -> None:
+    """Values, output shardings and collectives of one program: meshsim's against JAX's."""
+    j_specs, j_coll, j_out = jax_outcome
+    m_specs, m_coll, m_out = meshsim_outcome
+    for a, b in zip(jax_leaves(j_out), meshsim_leaves(m_out)):
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=2e-5, atol=2e-5)
+    assert [normalized(s) for s in m_specs] == [normalized(s) for s in j_specs]
+    assert m_coll == j_coll

@@ -11,7 +11,7 @@ import pytest
 import jax
 import meshsim
 import auto_oracle
-from auto_oracle import normalized, run_jax, run_meshsim
+from auto_oracle import assert_matches_xla, normalized, run_jax, run_meshsim
 
 def _stacked_layers(m, x, ws):
     """The scan over stacked weights of a deep MLP: each layer's weight is one row of `ws`."""
@@ -134,9 +134,5 @@ def _run(runner, mod, name, rank):
 def test_control_flow_matches_xla(name, rank, request):
     if (name, rank) in KNOWN:
         request.applymarker(pytest.mark.xfail(strict=True, reason=KNOWN[(name, rank)]))
-    j_specs, j_coll, j_out = _run(run_jax, jax, name, rank)
-    m_specs, m_coll, m_out = _run(run_meshsim, meshsim, name, rank)
-    for a, b in zip(jax.tree.leaves(j_out), meshsim.tree.leaves(m_out)):
-        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=2e-5, atol=2e-5)
-    assert [normalized(s) for s in m_specs] == [normalized(s) for s in j_specs]
-    assert m_coll == j_coll
+    assert_matches_xla(_run(run_jax, jax, name, rank), _run(run_meshsim, meshsim, name, rank),
+                       jax.tree.leaves, meshsim.tree.leaves)
