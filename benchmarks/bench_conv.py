@@ -11,10 +11,14 @@ work; the wall time also counts the waits for a core).
 from __future__ import annotations
 
 import argparse
+import os
 
 from _timing import configure_jax_cpu, interleaved_wall_and_cpu, load_average, median
 
 configure_jax_cpu()
+# OpenBLAS's idle threads (NumPy's and meshsim's) spin for a while after a product; the time
+# they spin would be charged to whichever contender runs next.
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 import numpy as np  # noqa: E402
 

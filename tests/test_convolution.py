@@ -24,8 +24,10 @@ def rand(shape, dtype=np.float32):
     return RNG.standard_normal(shape).astype(dtype)
 
 
-def random_case(rng, groups=True):
-    """Operands and keyword arguments of one random convolution."""
+def random_case(rng, groups=True, features=(3, 2), space=6):
+    """Operands and keyword arguments of one random convolution: at most
+    `features` (in, out) features per group and `space` elements per spatial
+    dimension."""
     n = int(rng.integers(1, 4))
     lhs_spec, rhs_spec, out_spec = (tuple(int(d) for d in rng.permutation(n + 2)) for _ in range(3))
     fgc = bgc = 1
@@ -34,7 +36,7 @@ def random_case(rng, groups=True):
         fgc = int(rng.integers(1, 4)) if kind == 1 else 1
         bgc = int(rng.integers(1, 4)) if kind == 2 else 1
     window = [int(rng.integers(1, 4)) for _ in range(n)]
-    space = [int(rng.integers(1, 7)) for _ in range(n)]
+    space = [int(rng.integers(1, space + 1)) for _ in range(n)]
     strides = tuple(int(rng.integers(1, 3)) for _ in range(n))
     lhs_dil = tuple(int(rng.integers(1, 3)) for _ in range(n))
     rhs_dil = tuple(int(rng.integers(1, 3)) for _ in range(n))
@@ -45,8 +47,8 @@ def random_case(rng, groups=True):
         hi = max(hi, need - lo)  # at least one output position
         padding.append((lo, hi))
     batch = int(rng.integers(1, 4)) * bgc
-    cin = int(rng.integers(1, 4)) * fgc
-    cout = int(rng.integers(1, 3)) * fgc * bgc
+    cin = int(rng.integers(1, features[0] + 1)) * fgc
+    cout = int(rng.integers(1, features[1] + 1)) * fgc * bgc
     lhs_t = (batch, cin) + tuple(space)
     rhs_t = (cout, cin // fgc) + tuple(window)
     lhs_shape = [0] * (n + 2)
@@ -76,6 +78,67 @@ def test_random_convolutions_match_jax(seed):
     got = np.asarray(lax.conv_general_dilated(x, w, **ours(kw)))
     assert got.shape == expected.shape and got.dtype == expected.dtype
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+def assert_close_to_scale(got, expected, tol):
+    """Within `tol` of the largest magnitude of `expected` (rounding in a narrow
+    dtype is relative to the sums' scale, not to each element)."""
+    got, expected = np.asarray(got, np.float64), np.asarray(expected, np.float64)
+    scale = max(1.0, float(np.abs(expected).max(initial=0)))
+    np.testing.assert_allclose(got, expected, rtol=tol, atol=tol * scale)
+
+
+# Per dtype, the tolerance relative to a result's scale: a few units in the
+# last place of its largest element (bfloat16 keeps 8 significant bits,
+# float16 11, float32 24) plus the accumulation order's spread.
+TOLERANCE = {"bfloat16": 2e-2, "float16": 3e-3, "float32": 1e-5, "float64": 1e-12}
+
+
+def value_and_gradients(lib, kw, x, w, ct):
+    conv = lambda a, b: lib.lax.conv_general_dilated(a, b, **kw)  # noqa: E731
+    y, pull = lib.vjp(conv, x, w)
+    return (y, *pull(ct))
+
+
+@pytest.mark.parametrize("seed", range(16))
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32", "float64"])
+def test_wide_random_convolutions_and_gradients_match_jax(dtype, seed):
+    """Enough features per group for the blocked-gemm path and the direct one,
+    in every floating dtype (float64 under x64), results and both gradients."""
+    rng = np.random.default_rng(400 + seed)
+    lhs_shape, rhs_shape, kw = random_case(rng, features=(12, 10), space=9)
+    with x64(meshsim, jax, enabled=dtype == "float64"):
+        dt = jnp.dtype(dtype)
+        x, w = rand(lhs_shape).astype(dt), rand(rhs_shape).astype(dt)
+        ct = rand(jlax.conv_general_dilated(x, w, **kw).shape).astype(dt)
+        expected = value_and_gradients(jax, kw, x, w, ct)
+        got = value_and_gradients(meshsim, ours(kw), x, w, ct)
+        for g, e in zip(got, expected):
+            assert g.dtype == e.dtype and g.shape == e.shape
+            assert_close_to_scale(g, e, TOLERANCE[dtype])
+
+
+# The shapes models use (benchmarks/bench_conv.py's), NHWC/HWIO: many row
+# blocks, a 1x1 layer that multiplies the input as it lies, depthwise filters.
+MODEL_CASES = {
+    "3x3": ((4, 20, 20, 32), (3, 3, 32, 48), dict(window_strides=(1, 1), padding="SAME")),
+    "stem": ((2, 40, 40, 3), (7, 7, 3, 16), dict(window_strides=(2, 2), padding="SAME")),
+    "1x1": ((4, 12, 12, 24), (1, 1, 24, 40), dict(window_strides=(1, 1), padding="VALID")),
+    "depthwise": ((2, 16, 16, 24), (3, 3, 1, 24), dict(window_strides=(1, 1), padding="SAME",
+                                                      feature_group_count=24)),
+    "transposed": ((2, 10, 10, 16), (3, 3, 16, 24), dict(window_strides=(1, 1), padding=((1, 2), (1, 2)),
+                                                         lhs_dilation=(2, 2))),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MODEL_CASES))
+def test_model_shaped_convolutions_and_gradients_match_jax(case):
+    lhs_shape, rhs_shape, kw = MODEL_CASES[case]
+    kw = dict(kw, dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    x, w = rand(lhs_shape), rand(rhs_shape)
+    ct = rand(jlax.conv_general_dilated(x, w, **kw).shape)
+    for g, e in zip(value_and_gradients(meshsim, kw, x, w, ct), value_and_gradients(jax, kw, x, w, ct)):
+        assert_close_to_scale(g, e, TOLERANCE["float32"])
 
 
 @pytest.mark.parametrize("seed", range(12))

@@ -4,21 +4,19 @@
 // out_spec: batch/feature then spatial dims), feature_group_count,
 // batch_group_count and preferred_element_type.
 //
-// The kernel lays each device's operands out as [N, C, spatial...] and
-// [O, I, window...], gathers the windows of a few examples into a column
-// matrix (im2col: a zero where padding or lhs dilation leaves no element) and
-// multiplies each group's filters by it with BLAS gemm. Narrow floats compute
-// in float32 and round once. The VJPs are JAX's transposes, which are
+// The kernel (kernels/convolution.h) computes channels-last: each device's
+// operands are packed as [N, spatial..., C] and [window..., I, O] (no copy
+// when the dimension numbers say so already) and the result comes back as
+// [N, spatial..., O], viewed in out_spec's order. Narrow floats compute in
+// float32 and round once. The VJPs are JAX's transposes, which are
 // convolutions again, so they differentiate, batch and shard like the forward.
-#include <cblas.h>
-
 #include <algorithm>
 #include <numeric>
 
 #include "meshsim/ir/ops.h"
 #include "meshsim/ir/primitive.h"
 #include "meshsim/kernels/cast.h"
-#include "meshsim/kernels/dispatch.h"
+#include "meshsim/kernels/convolution.h"
 #include "meshsim/kernels/windows.h"
 #include "meshsim/primitives/convolution.h"
 #include "meshsim/sharding/factors.h"
@@ -192,114 +190,6 @@ Avals conv_eval(const Avals& in, const Params& p) {
 
 // ---- kernel ---------------------------------------------------------------------
 
-// C[M, N] = A[M, K] @ B[K, N], row-major, C with leading dimension ldc.
-template <class T>
-void gemm(int64_t M, int64_t N, int64_t K, const T* a, const T* b, T* c, int64_t ldc) {
-  if constexpr (std::is_same_v<T, float>) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, a, K, b, N, 0.0f, c, ldc);
-  } else if constexpr (std::is_same_v<T, double>) {
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0, a, K, b, N, 0.0, c, ldc);
-  } else {
-    for (int64_t i = 0; i < M; ++i) {
-      T* row = c + i * ldc;
-      std::fill(row, row + N, T(0));
-      for (int64_t p = 0; p < K; ++p) {
-        const T av = a[i * K + p];
-        const T* brow = b + p * N;
-        for (int64_t j = 0; j < N; ++j) row[j] = static_cast<T>(row[j] + av * brow[j]);
-      }
-    }
-  }
-}
-
-// Per window offset k and output position o, the input element the window
-// reads (a flat offset in one channel's [spatial...] block), or -1 where
-// padding or lhs dilation leaves none.
-std::vector<int64_t> window_sources(const ConvParams& c, const Shape& in, const Shape& window,
-                                    const Shape& out) {
-  const size_t n = c.spatial();
-  int64_t windows = 1, positions = 1;
-  for (size_t d = 0; d < n; ++d) {
-    windows *= window[d];
-    positions *= out[d];
-  }
-  // One table per dimension: source offset along it for (k_d, o_d), or -1.
-  std::vector<std::vector<int64_t>> along(n);
-  int64_t stride = 1;
-  for (size_t d = n; d-- > 0;) {
-    along[d] = window_reads({in[d], window[d], out[d], c.strides[d], c.padding[d][0], c.lhs_dilation[d],
-                             c.rhs_dilation[d]});
-    for (int64_t& q : along[d])
-      if (q >= 0) q *= stride;
-    stride *= in[d];
-  }
-  std::vector<int64_t> src(windows * positions);
-  std::vector<int64_t> k(n, 0), o(n, 0);
-  for (int64_t kf = 0; kf < windows; ++kf) {
-    std::fill(o.begin(), o.end(), 0);
-    for (int64_t of = 0; of < positions; ++of) {
-      int64_t s = 0;
-      for (size_t d = 0; d < n && s >= 0; ++d) {
-        const int64_t q = along[d][k[d] * out[d] + o[d]];
-        s = q < 0 ? -1 : s + q;
-      }
-      src[kf * positions + of] = s;
-      for (size_t d = n; d-- > 0;) {  // next output position, row-major
-        if (++o[d] < out[d]) break;
-        o[d] = 0;
-      }
-    }
-    for (size_t d = n; d-- > 0;) {
-      if (++k[d] < window[d]) break;
-      k[d] = 0;
-    }
-  }
-  return src;
-}
-
-// x [N, C, S...], w [O, I, K...] and result [No, O, OS...], all packed.
-template <class T>
-void conv_packed(const Tensor& x, const Tensor& w, const ConvParams& c, Tensor& result) {
-  const Shape &xs = x.shape(), &ws = w.shape(), &rs = result.shape();
-  const Shape in(xs.begin() + 2, xs.end()), window(ws.begin() + 2, ws.end()), out(rs.begin() + 2, rs.end());
-  const int64_t C = xs[1], O = ws[0], I = ws[1], No = rs[0];
-  const int64_t S = num_elements(in), K = num_elements(window), P = num_elements(out);
-  const int64_t groups = c.feature_groups * c.batch_groups, per_group = O / groups, rows = I * K;
-  const std::vector<int64_t> src = window_sources(c, in, window, out);
-  // Examples per gemm: enough columns to keep BLAS efficient, a bounded buffer.
-  const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(No, std::max<int64_t>(1, 1024 / std::max<int64_t>(P, 1))));
-  std::vector<T> col(rows * chunk * P), tmp(chunk > 1 ? per_group * chunk * P : 0);
-  const T* xd = x.data<T>();
-  const T* wd = w.data<T>();
-  T* rd = result.data<T>();
-  for (int64_t g = 0; g < groups; ++g) {
-    const int64_t c0 = c.feature_groups > 1 ? g * I : 0;
-    for (int64_t n0 = 0; n0 < No; n0 += chunk) {
-      const int64_t nc = std::min(chunk, No - n0), cols = nc * P;
-      for (int64_t e = 0; e < nc; ++e) {
-        const int64_t example = c.batch_groups > 1 ? g * No + n0 + e : n0 + e;
-        const T* xe = xd + (example * C + c0) * S;
-        for (int64_t ch = 0; ch < I; ++ch)
-          for (int64_t kf = 0; kf < K; ++kf) {
-            T* dst = col.data() + (ch * K + kf) * cols + e * P;
-            const int64_t* s = src.data() + kf * P;
-            const T* xc = xe + ch * S;
-            for (int64_t o = 0; o < P; ++o) dst[o] = s[o] < 0 ? T(0) : xc[s[o]];
-          }
-      }
-      const T* wg = wd + g * per_group * rows;
-      if (nc == 1) {
-        gemm<T>(per_group, P, rows, wg, col.data(), rd + (n0 * O + g * per_group) * P, P);
-        continue;
-      }
-      gemm<T>(per_group, cols, rows, wg, col.data(), tmp.data(), cols);
-      for (int64_t j = 0; j < per_group; ++j)
-        for (int64_t e = 0; e < nc; ++e)
-          std::copy_n(tmp.data() + j * cols + e * P, P, rd + ((n0 + e) * O + g * per_group + j) * P);
-    }
-  }
-}
-
 // Floats are computed in float32/float64 (narrow floats in float32), integers
 // in the result type, as dot_general does.
 DType conv_compute_dtype(DType in, DType out) {
@@ -308,20 +198,55 @@ DType conv_compute_dtype(DType in, DType out) {
   return dt == DType::Bool ? DType::Int32 : dt;
 }
 
+// A spec's dimensions in channels-last order: (batch, spatial..., feature),
+// or for filters (spatial..., in, out).
+IntList channels_last(const IntList& spec) {
+  IntList perm(spec.begin() + 2, spec.end());
+  perm.insert(perm.begin(), spec[0]);
+  perm.push_back(spec[1]);
+  return perm;
+}
+IntList filters_last(const IntList& spec) {
+  IntList perm(spec.begin() + 2, spec.end());
+  perm.push_back(spec[1]);
+  perm.push_back(spec[0]);
+  return perm;
+}
+
+// `t` in the compute dtype with its dimensions in `perm`'s order, packed:
+// one pass, and none when it is already so.
+Tensor packed(const Tensor& t, const IntList& perm, DType dt) { return cast(t.transpose(perm), dt).contiguous(); }
+
+// Operands are packed channels-last (no copy when the dimension numbers are
+// NHWC/HWIO/NHWC already), the kernel writes the result channels-last, and
+// a view puts its dimensions back in out_spec's order.
 Tensors conv_kernel(const Tensors& in, const Params& p, const Avals& out) {
   const ConvParams c = conv_params(p);
   const DType dt = conv_compute_dtype(in[0].dtype(), out[0].dtype);
-  Shape canonical_out;
-  for (int64_t d : c.out_spec) canonical_out.push_back(out[0].shape[d]);
-  Tensor result = Tensor::zeros(dt, canonical_out);
-  if (result.size() > 0 && in[0].size() > 0 && in[1].size() > 0) {
-    const Tensor x = cast(in[0], dt).transpose(c.lhs_spec).contiguous();
-    const Tensor w = cast(in[1], dt).transpose(c.rhs_spec).contiguous();
-    dispatch_wide_numeric(dt, [&](auto tag) { conv_packed<decltype(tag)>(x, w, c, result); });
+  const IntList out_perm = channels_last(c.out_spec);
+  Tensor result = Tensor::empty(dt, take(out[0].shape, out_perm));
+  if (result.size() > 0 && (in[0].size() == 0 || in[1].size() == 0)) {
+    result = Tensor::zeros(dt, result.shape());
+  } else if (result.size() > 0) {
+    const Tensor x = packed(in[0], channels_last(c.lhs_spec), dt);
+    const Tensor w = packed(in[1], filters_last(c.rhs_spec), dt);
+    const Shape &xs = x.shape(), &ws = w.shape(), &rs = result.shape();
+    const size_t n = c.spatial();
+    ConvGeometry g;
+    for (size_t d = 0; d < n; ++d)
+      g.spatial.push_back({xs[1 + d], ws[d], rs[1 + d], c.strides[d], c.padding[d][0], c.lhs_dilation[d],
+                           c.rhs_dilation[d]});
+    g.examples = rs[0];
+    g.lhs_features = xs[n + 1];
+    g.in_features = ws[n];
+    g.out_features = ws[n + 1];
+    g.groups = c.feature_groups * c.batch_groups;
+    g.batch_grouped = c.batch_groups > 1;
+    conv_channels_last(dt, x.raw(), w.raw(), result.raw(), g);
   }
-  IntList back(c.out_spec.size());
-  for (size_t i = 0; i < c.out_spec.size(); ++i) back[c.out_spec[i]] = static_cast<int64_t>(i);
-  return {cast(result.transpose(back).contiguous(), out[0].dtype)};
+  IntList back(out_perm.size());
+  for (size_t i = 0; i < out_perm.size(); ++i) back[out_perm[i]] = static_cast<int64_t>(i);
+  return {cast(result.transpose(back), out[0].dtype).contiguous()};
 }
 
 // A multiply and an add per output element and window element of its group.
