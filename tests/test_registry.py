@@ -312,7 +312,7 @@ def test_partial_results_are_combined_by_the_declared_all_reduce():
 _DECLARED = {
     # Sharding propagation over Auto axes (sharding/propagation.cpp).
     "regroups_dims": {"reshape"},
-    "unmapped_dims_keep_sharding": {"concatenate", "slice", "cumsum", "cumprod", "cummax", "cummin"},
+    "unmapped_dims_keep_sharding": {"concatenate", "slice", "pad", "cumsum", "cumprod", "cummax", "cummin"},
     "retiles_through_other_dim": {"concatenate"},
     "fixed_result_specs": {"reshard", "sharding_constraint", "shard_map"},
     # XLA's buffer assignment (planning.py's memory model).

@@ -242,6 +242,23 @@ std::vector<int64_t> blocks_per_dim(const Mesh& mesh, const Spec& spec) {
   return n;
 }
 
+// A collective-permute of `block_bytes` per device, as XLA's partitioner
+// moves blocks or halos between devices: one over every device of the mesh.
+void record_permute(const Mesh& mesh, std::vector<int64_t> sent, std::vector<int64_t> received,
+                    int64_t start, int64_t block_bytes) {
+  AxisNames all;
+  for (size_t k = 0; k < mesh.axis_names.size(); ++k)
+    if (mesh.axis_sizes[k] > 1) all.push_back(mesh.axis_names[k]);
+  std::vector<std::vector<int64_t>> everyone(1);
+  for (int64_t pos = 0; pos < mesh.size(); ++pos) everyone[0].push_back(pos);
+  CollectiveRecord r = symmetric_collective("ppermute", mesh, all, block_bytes, std::move(everyone));
+  r.sent = std::move(sent);
+  r.received = std::move(received);
+  r.steps = 1;
+  r.start_ns = start;
+  record_collective(std::move(r));
+}
+
 // Which collective a reshard from `from` to `to` is: all-gather when axes
 // only leave the spec, all-to-all when some move to another place.
 void record_reshard(const Mesh& mesh, const Spec& from, const Spec& to, std::vector<int64_t> sent,
@@ -251,23 +268,9 @@ void record_reshard(const Mesh& mesh, const Spec& from, const Spec& to, std::vec
   // The same blocks on other devices: as XLA's partitioner moves them, one
   // collective-permute of whole blocks over every device (those keeping
   // their block send it to themselves).
-  auto record_permute = [&](std::vector<int64_t> sent, std::vector<int64_t> received, int64_t start,
-                            int64_t block_bytes) {
-    AxisNames all;
-    for (size_t k = 0; k < mesh.axis_names.size(); ++k)
-      if (mesh.axis_sizes[k] > 1) all.push_back(mesh.axis_names[k]);
-    std::vector<std::vector<int64_t>> everyone(1);
-    for (int64_t pos = 0; pos < mesh.size(); ++pos) everyone[0].push_back(pos);
-    CollectiveRecord r = symmetric_collective("ppermute", mesh, all, block_bytes, std::move(everyone));
-    r.sent = std::move(sent);
-    r.received = std::move(received);
-    r.steps = 1;
-    r.start_ns = start;
-    record_collective(std::move(r));
-  };
   const std::vector<int64_t> from_blocks = blocks_per_dim(mesh, from), to_blocks = blocks_per_dim(mesh, to);
   if (from_blocks == to_blocks)
-    return record_permute(std::move(sent), std::move(received), started, src_block_bytes);
+    return record_permute(mesh, std::move(sent), std::move(received), started, src_block_bytes);
   // One dim's blocks move to another, unsplit dim (as many blocks, over
   // other devices), other dims perhaps gathered whole: XLA all-gathers those,
   // re-tiles with an all-to-all over the moving axes (their blocks move to
@@ -315,8 +318,8 @@ void record_reshard(const Mesh& mesh, const Spec& from, const Spec& to, std::vec
       for (size_t d : losing) retiled[d].clear();
       retiled[b] = from[losing[a]];
       if (retiled != to)
-        record_permute(std::vector<int64_t>(sent.size(), block), std::vector<int64_t>(received.size(), block),
-                       started, block);
+        record_permute(mesh, std::vector<int64_t>(sent.size(), block),
+                       std::vector<int64_t>(received.size(), block), started, block);
       return;
     }
   }
@@ -626,6 +629,53 @@ std::vector<AxisNames> reduction_groups(const std::vector<Spec>& operands, const
   return groups;
 }
 
+// Per device, the part of `x` (laid out over `mesh`) that its windows read
+// along one split dim (a LocalPlan's param `halo_window`: the dim, the low
+// padding, the window): block i reads [i * window - low, (i + 1) * window - low)
+// within the dim, its own elements and its neighbours'. The collective-permutes
+// XLA moves those halos with (param `halo_permutes`, their sizes along the
+// dim) are recorded; devices reading the same part share one buffer.
+std::vector<Tensor> exchange_halos(const ArrayPtr& x, const MeshPtr& mesh, const Params& params) {
+  const int64_t started = timeline::active() ? timeline::now_ns() : -1;
+  const IntList& halo = params.get<IntList>("halo_window");
+  const size_t dim = static_cast<size_t>(halo[0]);
+  const int64_t low = halo[1], window = halo[2];
+  const Sharding& src = *x->sharding();
+  const Shape& global = x->aval().shape;
+  const Shape local = src.local_shape(global);
+  const int64_t ndim = static_cast<int64_t>(global.size()), n = mesh->size();
+  std::map<std::vector<int64_t>, Tensor> made;
+  std::vector<Tensor> out(n);
+  for (int64_t pos = 0; pos < n; ++pos) {
+    const std::vector<int64_t> index = src.block_index(pos, ndim);
+    auto it = made.find(index);
+    if (it == made.end()) {
+      Box want = block_box(src, pos, local);
+      const int64_t start = index[dim] * window - low;
+      want.lo[dim] = std::clamp<int64_t>(start, 0, global[dim]);
+      want.hi[dim] = std::clamp<int64_t>(start + window, 0, global[dim]);
+      Shape shape(ndim);
+      for (int64_t d = 0; d < ndim; ++d) shape[d] = want.hi[d] - want.lo[d];
+      Tensor part = Tensor::empty(x->aval().dtype, shape);
+      std::set<std::vector<int64_t>> copied;
+      for (int64_t from = 0; from < n; ++from) {
+        const Box have = block_box(src, from, local);
+        const Box piece = intersect(want, have);
+        if (piece.size() == 0 || !copied.insert(src.block_index(from, ndim)).second) continue;
+        copy_into(view_of(x->shards()[from], have, piece), view_of(part, want, piece));
+      }
+      it = made.emplace(index, std::move(part)).first;
+    }
+    out[pos] = it->second;
+  }
+  const int64_t across = num_elements(local) / std::max<int64_t>(local[dim], 1) *
+                         static_cast<int64_t>(itemsize(x->aval().dtype));
+  for (int64_t size : params.get<IntList>("halo_permutes"))
+    record_permute(*mesh, std::vector<int64_t>(n, size * across), std::vector<int64_t>(n, size * across),
+                   started, size * across);
+  return out;
+}
+
 std::vector<ArrayPtr> run_local(const Primitive& prim, const LocalPlan& plan,
                                 const std::vector<ArrayPtr>& args, const Avals& in, const Avals& out,
                                 const MeshPtr& mesh) {
@@ -637,6 +687,10 @@ std::vector<ArrayPtr> run_local(const Primitive& prim, const LocalPlan& plan,
     a.spec = explicit_part(plan.in_specs[i], *mesh, a.shape.size());
     ins.push_back(reshard_array(args[i], mesh, plan.in_specs[i], a));
   }
+  // Each device's blocks of each operand: its own, or the window a halo exchange gives it.
+  std::vector<std::vector<Tensor>> operand_blocks;
+  for (const ArrayPtr& a : ins) operand_blocks.push_back(a->shards());
+  if (plan.params.has("halo_window")) operand_blocks[0] = exchange_halos(ins[0], mesh, plan.params);
   // Devices holding the same input blocks compute once, unless the plan places each
   // device's block by its position (`index_blocks`: a gather or scatter over split indexed
   // dims reads the running device): blocks of a broadcast constant share one buffer
@@ -647,7 +701,7 @@ std::vector<ArrayPtr> run_local(const Primitive& prim, const LocalPlan& plan,
   for (int64_t pos = 0; pos < n; ++pos) {
     std::vector<const void*> key;
     if (per_device) key.push_back(reinterpret_cast<const void*>(static_cast<intptr_t>(pos) + 1));
-    for (const ArrayPtr& a : ins) key.push_back(a->shards()[pos].raw());
+    for (const std::vector<Tensor>& blocks : operand_blocks) key.push_back(blocks[pos].raw());
     auto [it, fresh] = rep_id.emplace(key, static_cast<int64_t>(reps.size()));
     if (fresh) reps.push_back(pos);
     rep_of[pos] = it->second;
@@ -665,7 +719,7 @@ std::vector<ArrayPtr> run_local(const Primitive& prim, const LocalPlan& plan,
     ctx.parallel_for(static_cast<int64_t>(reps.size()), [&](int64_t r) {
       timeline::DeviceScope on_device(mesh->device_ids[reps[r]]);
       Tensors blocks;
-      for (const ArrayPtr& a : ins) blocks.push_back(a->shards()[reps[r]]);
+      for (const std::vector<Tensor>& per_device : operand_blocks) blocks.push_back(per_device[reps[r]]);
       results[r] = run_primitive(prim, blocks, plan.params, local);
     });
   }

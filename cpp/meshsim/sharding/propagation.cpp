@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <set>
 
 #include "meshsim/sharding/factors.h"
@@ -103,14 +104,16 @@ void add_permutation_factors(const Equation& e, const Avals& in, const Avals& ou
   const size_t rank = out[0].shape.size();
   for (size_t d = 0; d < rank; ++d) {
     if (s.map.out[0][d] != kNoFactor) continue;
+    // Scalar operands (a pad's padding value) have no dims to align.
     bool aligned = true;
     for (size_t i = 0; i < in.size(); ++i)
-      aligned &= in[i].shape.size() == rank && s.map.in[i][d] == kNoFactor;
+      aligned &= in[i].shape.empty() || (in[i].shape.size() == rank && s.map.in[i][d] == kNoFactor);
     if (!aligned) continue;
     const int f = s.map.num_factors++;
     s.permutation.push_back(true);
     s.map.out[0][d] = f;
-    for (size_t i = 0; i < in.size(); ++i) s.map.in[i][d] = f;
+    for (size_t i = 0; i < in.size(); ++i)
+      if (!in[i].shape.empty()) s.map.in[i][d] = f;
   }
 }
 
@@ -503,7 +506,8 @@ class Propagator {
         if (dims[d] == kNoFactor) continue;
         for (const DimPart& part : parts_of(s, t, d, spec_[v][d])) {
           const int f = part.factor;
-          size[f] = size[f] == 0 ? part.size : std::min<int64_t>(size[f], part.size);
+          // What divides every size the factor has (a pad's or slice's dim differs in its result).
+          size[f] = std::gcd(size[f], part.size);
           in_result[f] = in_result[f] || t >= num_in;
           const AxisNames& axes = part.axes;
           if (axes.empty()) continue;
