@@ -2,14 +2,15 @@
 sharding in the result where the axes divide both sizes (Shardy's permutation factor), and
 each device pads the part of the operand its block reads, receiving its neighbours' elements
 in collective-permutes (XLA's halo exchange, one permute per neighbour distance and side),
-or, where the halos reach beyond the neighbours, the dim gathered whole. Random shapes,
-meshes, specs and paddings, drawn from a seed."""
+halos wider than twice a result block sent compactly (each block sending in turn the parts
+others read), or, where the halos reach beyond the neighbours, the dim gathered whole. Random
+shapes, meshes, specs and paddings, drawn from a seed."""
 import numpy as np
 import pytest
 
 from auto_oracle import MESHES, assert_like_jax
 
-NUM_CASES = 24
+NUM_CASES = 32
 SIZES = (2, 4, 8, 16)
 
 
@@ -52,9 +53,6 @@ class Case:
 
 
 CASES = [Case(500 + i) for i in range(NUM_CASES)]
-# Halos wider than twice a result block: XLA sends them compactly (each device only the
-# elements some other device reads, in fewer collective-permutes); meshsim gathers the dim.
-COMPACT = {502, 506, 510, 512, 515, 516, 520, 521}
 
 
 class _Lib:
@@ -77,14 +75,12 @@ def _run(runner, mod, case):
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_pad_of_split_dim_matches_xla(case, request):
-    if int(case.name.split(":")[0]) in COMPACT:
-        request.applymarker(pytest.mark.xfail(strict=True, reason="XLA's compact halo exchange"))
+def test_pad_of_split_dim_matches_xla(case):
     assert_like_jax(lambda runner, mod: _run(runner, mod, case), rtol=1e-6, atol=1e-6)
 
 
 def test_cases_exchange_halos():
-    """The sweep reaches both of XLA's ways: halos from the neighbours, and a gathered dim."""
+    """The sweep reaches XLA's ways of moving halos: permutes, and a gathered dim."""
     import jax
     from auto_oracle import run_jax
 

@@ -280,8 +280,9 @@ void concatenate() {
 // keeps the operand's layout and each device pads the part of the operand its
 // block reads, its own elements and the halos its neighbours send
 // (sharding/halo.h). Params for run_local: `halo_window` (the dim, the low
-// padding, the result's block size along it) and `halo_permutes` (the
-// collective-permutes' sizes along the dim); for the kernel, `block_padding`:
+// padding, the result's block size along it) and `halo_permutes` (per
+// collective-permute: its size along the dim, how many blocks along the dim
+// take part, and their indices); for the kernel, `block_padding`:
 // per device, its id and its block's low and high padding along the dim.
 std::optional<LocalPlan> halo_pad_plan(const Avals& in, const Params& p, const Avals& out) {
   const Spec s = spec_of(in[0]);
@@ -297,11 +298,16 @@ std::optional<LocalPlan> halo_pad_plan(const Avals& in, const Params& p, const A
   const int64_t n = entry_size(*in[0].mesh, s[dim]), size = in[0].shape[dim], padded = out[0].shape[dim];
   if (size % n != 0 || padded % n != 0) return std::nullopt;
   const int64_t low = config[dim][0], window = padded / n;
-  const std::optional<IntList> permutes = halo_permute_sizes(n, size / n, window, low);
+  const std::optional<std::vector<HaloPermute>> permutes = halo_permutes(size, n, size / n, window, low);
   if (!permutes) return std::nullopt;
   LocalPlan plan = *as_is_plan(nullptr)(in, p, out);
   plan.params.set("halo_window", IntList{dim, low, window});
-  plan.params.set("halo_permutes", *permutes);
+  IntList listed;
+  for (const HaloPermute& h : *permutes) {
+    listed.insert(listed.end(), {h.size, static_cast<int64_t>(h.blocks.size())});
+    listed.insert(listed.end(), h.blocks.begin(), h.blocks.end());
+  }
+  plan.params.set("halo_permutes", listed);
   Sharding sh;
   sh.mesh = in[0].mesh;
   sh.spec = s;

@@ -243,15 +243,20 @@ std::vector<int64_t> blocks_per_dim(const Mesh& mesh, const Spec& spec) {
 }
 
 // A collective-permute of `block_bytes` per device, as XLA's partitioner
-// moves blocks or halos between devices: one over every device of the mesh.
+// moves blocks or halos between devices: over the devices at mesh positions
+// `among` (empty: every device), spanning the axes along which they differ.
 void record_permute(const Mesh& mesh, std::vector<int64_t> sent, std::vector<int64_t> received,
-                    int64_t start, int64_t block_bytes) {
-  AxisNames all;
-  for (size_t k = 0; k < mesh.axis_names.size(); ++k)
-    if (mesh.axis_sizes[k] > 1) all.push_back(mesh.axis_names[k]);
-  std::vector<std::vector<int64_t>> everyone(1);
-  for (int64_t pos = 0; pos < mesh.size(); ++pos) everyone[0].push_back(pos);
-  CollectiveRecord r = symmetric_collective("ppermute", mesh, all, block_bytes, std::move(everyone));
+                    int64_t start, int64_t block_bytes, std::vector<int64_t> among = {}) {
+  if (among.empty())
+    for (int64_t pos = 0; pos < mesh.size(); ++pos) among.push_back(pos);
+  AxisNames spanned;
+  for (size_t k = 0; k < mesh.axis_names.size(); ++k) {
+    std::set<int64_t> coords;
+    for (int64_t pos : among) coords.insert(mesh.coords(pos)[k]);
+    if (coords.size() > 1) spanned.push_back(mesh.axis_names[k]);
+  }
+  std::vector<std::vector<int64_t>> group{std::move(among)};
+  CollectiveRecord r = symmetric_collective("ppermute", mesh, spanned, block_bytes, std::move(group));
   r.sent = std::move(sent);
   r.received = std::move(received);
   r.steps = 1;
@@ -633,8 +638,9 @@ std::vector<AxisNames> reduction_groups(const std::vector<Spec>& operands, const
 // along one split dim (a LocalPlan's param `halo_window`: the dim, the low
 // padding, the window): block i reads [i * window - low, (i + 1) * window - low)
 // within the dim, its own elements and its neighbours'. The collective-permutes
-// XLA moves those halos with (param `halo_permutes`, their sizes along the
-// dim) are recorded; devices reading the same part share one buffer.
+// XLA moves those halos with (param `halo_permutes`: their sizes along the
+// dim and the blocks taking part) are recorded; devices reading the same part
+// share one buffer.
 std::vector<Tensor> exchange_halos(const ArrayPtr& x, const MeshPtr& mesh, const Params& params) {
   const int64_t started = timeline::active() ? timeline::now_ns() : -1;
   const IntList& halo = params.get<IntList>("halo_window");
@@ -670,9 +676,17 @@ std::vector<Tensor> exchange_halos(const ArrayPtr& x, const MeshPtr& mesh, const
   }
   const int64_t across = num_elements(local) / std::max<int64_t>(local[dim], 1) *
                          static_cast<int64_t>(itemsize(x->aval().dtype));
-  for (int64_t size : params.get<IntList>("halo_permutes"))
-    record_permute(*mesh, std::vector<int64_t>(n, size * across), std::vector<int64_t>(n, size * across),
-                   started, size * across);
+  // Each permute's devices: those whose block index along the dim is listed.
+  const IntList& permutes = params.get<IntList>("halo_permutes");
+  for (size_t k = 0; k + 1 < permutes.size(); k += 2 + permutes[k + 1]) {
+    const int64_t bytes = permutes[k] * across;
+    const IntList blocks(permutes.begin() + k + 2, permutes.begin() + k + 2 + permutes[k + 1]);
+    std::vector<int64_t> among;
+    for (int64_t pos = 0; pos < n; ++pos)
+      if (in_list(blocks, src.block_index(pos, ndim)[dim])) among.push_back(pos);
+    record_permute(*mesh, std::vector<int64_t>(n, bytes), std::vector<int64_t>(n, bytes), started, bytes,
+                   std::move(among));
+  }
   return out;
 }
 

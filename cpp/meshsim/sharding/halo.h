@@ -3,8 +3,7 @@
 // later a slice or convolution) needs from its neighbours' blocks. Each
 // device's result block i along the dim reads the operand range
 // [i * window - low, (i + 1) * window - low); what lies outside its own block
-// arrives in collective-permutes, a device's neighbour at distance k sending
-// the part of its block that device needs, one permute per distance and side.
+// arrives in collective-permutes.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -12,14 +11,21 @@
 
 namespace meshsim {
 
-// Along a dim split into `shards` blocks of `block` elements, read as windows
-// of `window` elements shifted by `low` (a pad's low padding; negative crops):
-// the sizes along the dim of the collective-permutes XLA's partitioner issues
-// (left halos first, farthest neighbour first, then right halos, nearest
-// first). nullopt where XLA does not exchange halos but gathers the dim
-// (halos beyond the neighbours, or halos so large that it exchanges them
-// compactly, which is not modelled).
-std::optional<std::vector<int64_t>> halo_permute_sizes(int64_t shards, int64_t block, int64_t window,
-                                                       int64_t low);
+// One collective-permute of a halo exchange: its size along the dim, and the
+// blocks along the dim (their index, 0 = first) that send or receive in it.
+struct HaloPermute {
+  int64_t size = 0;
+  std::vector<int64_t> blocks;
+};
+
+// Along a dim of `length` elements split into `shards` blocks of `block`,
+// read as windows of `window` elements shifted by `low` (a pad's low padding;
+// negative crops): the collective-permutes XLA's partitioner issues. Halos
+// within a block of the neighbours go one permute per neighbour distance and
+// side; halos more than twice a window wide go compactly, each block sending
+// in turn the parts other blocks read. nullopt where XLA gathers the dim
+// instead (halos beyond the neighbours, or compact ones as wide as the dim).
+std::optional<std::vector<HaloPermute>> halo_permutes(int64_t length, int64_t shards, int64_t block,
+                                                      int64_t window, int64_t low);
 
 }  // namespace meshsim
