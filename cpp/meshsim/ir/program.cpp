@@ -343,6 +343,32 @@ pp::D pp_param(const std::string& prim, const std::string& key, const ParamValue
   return pp::text(param_value_str(v));
 }
 
+// A shard_map's in_specs or out_specs as JAX prints them: each P(...) also names
+// the pending sums (unreduced=, reduced=) of the value it describes.
+std::string spec_with_pending(const Spec& spec, const Aval& a) {
+  auto axes_text = [](const AxisNames& axes, const char* open, const char* close) {
+    std::string t;
+    for (const auto& axis : axes) t += (t.empty() ? "" : ", ") + quoted(axis);
+    return open + t + close;
+  };
+  std::vector<std::string> parts;
+  for (const AxisNames& entry : spec)
+    parts.push_back(entry.empty() ? "None" : entry.size() == 1 ? quoted(entry[0]) : axes_text(entry, "(", ")"));
+  const bool one_partition = parts.size() == 1;
+  if (!a.unreduced.empty()) parts.push_back(axes_text(a.unreduced, "unreduced={", "}"));
+  if (!a.reduced.empty()) parts.push_back(axes_text(a.reduced, "reduced={", "}"));
+  std::string s = "P(";
+  for (size_t i = 0; i < parts.size(); ++i) s += (i ? ", " : "") + parts[i];
+  return s + (one_partition && parts.size() == 1 ? ",)" : ")");
+}
+
+std::string specs_with_pending(const SpecList& specs, const Program& p, const std::vector<int>& vars) {
+  std::string s = "(";
+  for (size_t i = 0; i < specs.size(); ++i)
+    s += (i ? ", " : "") + spec_with_pending(specs[i], i < vars.size() ? p.avals[vars[i]] : Aval{});
+  return s + (specs.size() == 1 ? ",)" : ")");
+}
+
 bool is_none(const ParamValue& v) { return std::holds_alternative<std::monostate>(v); }
 
 bool is_empty_list(const ParamValue& v) {
@@ -364,7 +390,8 @@ bool hidden(const std::string& prim, const std::string& key, const ParamValue& v
            (key == "broadcast_dimensions" && is_empty_list(v));
   if (prim == "convert_element_type") return key == "sharding";
   if (prim == "reshard") return true;  // JAX's rule prints none (the type shows the sharding)
-  if (prim == "shard_map") return key == "mesh_from_context";
+  if (prim == "shard_map")  // pending sums print inside the specs
+    return key == "mesh_from_context" || key == "out_unreduced" || key == "out_reduced";
   return false;
 }
 
@@ -415,6 +442,12 @@ pp::D pp_eqn(const Program& p, const Equation& e, Context& ctx, const std::vecto
         items.push_back(pp::text(k + "=" + numpy_tuple_str(std::get<IntList>(*v),
                                                            &e.params.get<IntList>("numpy_dims"))));
         continue;
+      }
+      if (prim == "shard_map" && (k == "in_specs" || k == "out_specs")) {
+        if (const auto* specs = std::get_if<SpecList>(v)) {
+          items.push_back(pp::text(k + "=" + specs_with_pending(*specs, p, k == "in_specs" ? e.inputs : e.outputs)));
+          continue;
+        }
       }
       const auto* dims = std::get_if<IntLists>(v);
       if (jax_form && k == "dimension_numbers" && dims && dims->size() == 5 && e.params.has("numpy_dims")) {

@@ -143,7 +143,11 @@ Value vary_over(const Value& x, const AxisNames& axes) {
   for (const auto& n : current_axis_env()->mesh->in_mesh_order(axes))
     if (std::find(vma.begin(), vma.end(), n) == vma.end()) missing.push_back(n);
   if (missing.empty()) return x;
-  return bind(primitive("pvary"), {x}, Params{{"axes", missing}})[0];
+  // A value reduced over exactly the missing axes becomes varying by the free
+  // reduced->varying cast (pvary refuses reduced operands), as JAX inserts it.
+  AxisNames reduced = current_axis_env()->mesh->in_mesh_order(aval_of(x).reduced);
+  const char* cast = reduced == missing ? "reduced_vary_cast_p" : "pvary";
+  return bind(primitive(cast), {x}, Params{{"axes", missing}})[0];
 }
 
 Avals infer_avals(const Primitive& prim, const Avals& in, const Params& params) {

@@ -311,10 +311,16 @@ VjpSplit shard_map_vjp(const Values& in, const std::vector<bool>& active, const 
         return cts;
       });
     }
-    const Params all_params = shard_map_params(params, bwd, specs, ct_specs);
-    Params bwd_params;  // the inputs' cotangents: no pending reductions of the outputs'
-    for (const auto& [key, value] : all_params.items())
-      if (key != "out_unreduced" && key != "out_reduced") bwd_params.set(key, value);
+    // The inputs' cotangents leave with the pending sums their types swap to:
+    // an input reduced over an axis gets a cotangent unreduced there.
+    Params bwd_params = shard_map_params(params, bwd, specs, ct_specs);
+    std::vector<StrList> ct_unreduced, ct_reduced;
+    for (size_t i : ct_inputs) {
+      ct_unreduced.push_back(aval_of(in[i]).reduced);
+      ct_reduced.push_back(aval_of(in[i]).unreduced);
+    }
+    bwd_params.set("out_unreduced", std::move(ct_unreduced));
+    bwd_params.set("out_reduced", std::move(ct_reduced));
     Values results = meshsim::bind(primitive("shard_map"), operands, bwd_params);
     Cotangents out_ct(in.size());
     for (size_t k = 0; k < ct_inputs.size(); ++k) out_ct[ct_inputs[k]] = results[k];

@@ -579,11 +579,15 @@ namespace {
 ArrayPtr place(const Tensor& value, const Aval& aval) {
   if (!aval.mesh) return std::make_shared<Array>(aval, nullptr, std::vector<Tensor>{value});
   const Spec spec = pad_spec(aval.spec, aval.shape.size());
-  if (is_replicated(spec)) {
+  if (is_replicated(spec) && aval.unreduced.empty()) {
     auto s = std::make_shared<Sharding>(sharding_of(aval.mesh, spec));
     return std::make_shared<Array>(aval, s, std::vector<Tensor>(aval.mesh->size(), value));
   }
-  ArrayPtr whole = std::make_shared<Array>(aval, nullptr, std::vector<Tensor>{value});
+  // A whole value typed unreduced starts its pending sums as reshard does: one
+  // device along those axes holds it, the others zeros (the sum is the value).
+  Aval whole_aval = aval;
+  whole_aval.unreduced.clear();
+  ArrayPtr whole = std::make_shared<Array>(whole_aval, nullptr, std::vector<Tensor>{value});
   return reshard_array(whole, aval.mesh, spec, aval);
 }
 

@@ -800,6 +800,30 @@ std::optional<ProgramPtr> local_program(const Program& program, const MeshPtr& m
     a.spec = plan.value[v];
     return a;
   };
+  // Equations whose results nothing reads (the loss value a gradient's body still
+  // computes) need no layout: they are left out rather than planned.
+  std::vector<bool> live(program.avals.size(), false), kept(program.eqns.size(), false);
+  for (int v : program.outvars) live[v] = true;
+  for (size_t k = program.eqns.size(); k-- > 0;) {
+    const Equation& e = program.eqns[k];
+    kept[k] = e.outputs.empty() || e.prim->has_effects;
+    for (int v : e.outputs) kept[k] = kept[k] || live[v];
+    if (kept[k])
+      for (int v : e.inputs) live[v] = true;
+  }
+  // A reshard of a value broadcast from a scalar (a cotangent seed laid out as its
+  // primal) needs no other device's data: each block is that scalar broadcast.
+  std::vector<int> producer(program.avals.size(), -1);
+  for (size_t k = 0; k < program.eqns.size(); ++k)
+    for (int v : program.eqns[k].outputs) producer[v] = static_cast<int>(k);
+  auto broadcast_scalar = [&](const Equation& e) -> std::optional<int> {
+    if (e.prim->name != "reshard" || e.inputs.size() != 1) return std::nullopt;
+    const int from = producer[e.inputs[0]];
+    if (from < 0 || program.eqns[from].prim->name != "broadcast_in_dim") return std::nullopt;
+    const int scalar = program.eqns[from].inputs.at(0);
+    if (!program.avals[scalar].shape.empty() || !program.avals[scalar].unreduced.empty()) return std::nullopt;
+    return scalar;
+  };
   try {
     for (size_t v = 0; v < program.avals.size(); ++v) {
       Aval& a = local->avals[v];
@@ -812,6 +836,15 @@ std::optional<ProgramPtr> local_program(const Program& program, const MeshPtr& m
     }
     for (size_t k = 0; k < program.eqns.size(); ++k) {
       const Equation& e = program.eqns[k];
+      if (!kept[k]) continue;
+      if (const std::optional<int> scalar = broadcast_scalar(e)) {
+        Equation& block = local->eqns[k];
+        block.prim = &primitive("broadcast_in_dim");
+        block.inputs = {*scalar};
+        block.params = Params{{"shape", IntList(local->avals[e.outputs[0]].shape)},
+                              {"broadcast_dimensions", IntList{}}};
+        continue;
+      }
       if (e.prim->is_collective() || e.prim->array_kernel) return std::nullopt;
       bool sharded = false;
       Avals ins, outs;
@@ -826,7 +859,12 @@ std::optional<ProgramPtr> local_program(const Program& program, const MeshPtr& m
       }
       if (!sharded) continue;  // every device computes the whole equation
       const std::optional<LocalPlan> lp = local_plan_for(*e.prim, ins, e.params, outs);
-      if (!lp || !lp->reduce_axes.empty()) return std::nullopt;
+      if (!lp) return std::nullopt;
+      // Partial results the outputs' types keep unreduced stay each device's own
+      // term; any other reduction would need a collective inside the program.
+      for (const auto& axis : lp->reduce_axes)
+        for (const Aval& o : outs)
+          if (std::find(o.unreduced.begin(), o.unreduced.end(), axis) == o.unreduced.end()) return std::nullopt;
       for (size_t i = 0; i < e.inputs.size(); ++i)
         if (pad_spec(lp->in_specs[i], ins[i].shape.size()) != ins[i].spec) return std::nullopt;
       for (size_t j = 0; j < e.outputs.size(); ++j)
@@ -836,6 +874,10 @@ std::optional<ProgramPtr> local_program(const Program& program, const MeshPtr& m
   } catch (const std::exception&) {
     return std::nullopt;  // a layout that does not divide a dimension
   }
+  std::vector<Equation> eqns;
+  for (size_t k = 0; k < local->eqns.size(); ++k)
+    if (kept[k]) eqns.push_back(std::move(local->eqns[k]));
+  local->eqns = std::move(eqns);
   out_specs.clear();
   for (int v : program.outvars) out_specs.push_back(plan.value[v]);
   return local;

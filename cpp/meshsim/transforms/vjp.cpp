@@ -31,6 +31,13 @@ std::vector<std::optional<Value>> initial_env(const Program& p) {
   return env;
 }
 
+// A cotangent's type is its primal's with pending and performed sums swapped:
+// the cotangent of a value unreduced over an axis is reduced there, and back.
+Aval cotangent_aval(Aval a) {
+  std::swap(a.unreduced, a.reduced);
+  return a;
+}
+
 Values read(const std::vector<std::optional<Value>>& env, const std::vector<int>& vars) {
   Values vals;
   vals.reserve(vars.size());
@@ -238,7 +245,7 @@ VjpPrograms vjp_program(const Program& program, const std::vector<bool>& wrt,
     for (size_t j = 0; j < program.outvars.size(); ++j) {
       const Aval& a = program.avals[program.outvars[j]];
       r.ct_in.push_back(out_mask[j] && is_inexact(a.dtype));
-      ct.push_back(r.ct_in[j] ? Cotangent(bwd.trace->new_input(a)) : std::nullopt);
+      ct.push_back(r.ct_in[j] ? Cotangent(bwd.trace->new_input(cotangent_aval(a))) : std::nullopt);
     }
     Cotangents in_ct = split.backward(ct);
     Values results;
@@ -246,7 +253,7 @@ VjpPrograms vjp_program(const Program& program, const std::vector<bool>& wrt,
       if (!r.ct_out[i]) continue;
       const Aval& a = program.avals[program.invars[i]];
       // Keeps the cotangent's weak type, as JAX does; the dtype is the input's.
-      const Value c = ops::instantiate(in_ct[i], a);
+      const Value c = ops::instantiate(in_ct[i], cotangent_aval(a));
       const Aval& got = aval_of(c);
       results.push_back(got.dtype == a.dtype ? c : ops::convert(c, a.dtype, got.weak_type));
     }

@@ -356,7 +356,8 @@ def _spec_entries(sharding) -> list | None:
     spec = getattr(sharding, "spec", None)
     if spec is None:
         return None
-    return [() if e is None else (e,) if isinstance(e, str) else tuple(e) for e in spec]
+    # The partitions alone: pending sums (unreduced/reduced) do not split the blocks.
+    return [() if e is None else (e,) if isinstance(e, str) else tuple(e) for e in spec.partitions]
 
 
 def _local_bytes_of(aval, sharding) -> int:
