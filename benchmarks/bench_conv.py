@@ -1,12 +1,14 @@
 """lax.conv_general_dilated over the shapes models use: a 3x3 NHWC layer, a strided stem, a dilated
 layer, a depthwise (feature-grouped) layer, a 1-D sequence convolution and a transposed
-convolution, each forward and forward+backward (VJP), meshsim jit vs JAX jit on CPU with 8 host
+convolution; and the pooling beside them, lax.reduce_window max (2x2, 3x3 stride 2) and sum (2x2)
+over NHWC activations (their VJPs: select_and_scatter_add, a padded reduce_window_sum). Each
+forward and forward+backward (VJP), meshsim jit vs JAX jit on CPU with 8 host
 devices (single-device arrays: the convolution itself) and NumPy (im2col and one tensordot, the
 forward of the plain layers) side by side, interleaved. Prints per case the median wall and CPU
 milliseconds and the CPU-time ratios to JAX and NumPy (on a loaded machine the CPU time is the
 work; the wall time also counts the waits for a core).
 
-    python benchmarks/bench_conv.py [--repeats 7] [--cases 3x3,stem,...]
+    python benchmarks/bench_conv.py [--repeats 7] [--cases 3x3,stem,...,max2,max3s2,sum2]
 """
 from __future__ import annotations
 
@@ -34,6 +36,15 @@ CASES = {
 }
 
 
+# name: (reduction, window, strides, padding) over float32[16, 64, 64, 32]
+POOLING = {
+    "max2": ("max", (1, 2, 2, 1), (1, 2, 2, 1), "VALID"),
+    "max3s2": ("max", (1, 3, 3, 1), (1, 2, 2, 1), "SAME"),
+    "sum2": ("sum", (1, 2, 2, 1), (1, 2, 2, 1), "VALID"),
+}
+POOLED_SHAPE = (16, 64, 64, 32)
+
+
 def dimension_numbers(ndim):
     return ("NWC", "WIO", "NWC") if ndim == 3 else ("NHWC", "HWIO", "NHWC")
 
@@ -57,7 +68,31 @@ def numpy_conv(x, w, strides, padding):
     return np.tensordot(windows, w, axes=(axes_x, axes_w))
 
 
+def forward_and_backward(lib, fn, *args):
+    """Jitted thunks of `fn(*args)` and of its VJP applied to its own result."""
+    def fwd_bwd(*a):
+        y, pull = lib.vjp(fn, *a)
+        return pull(y)
+    fwd, both = lib.jit(fn), lib.jit(fwd_bwd)
+    return lambda: fwd(*args), lambda: both(*args)
+
+
+def pooling_thunks(name, lib_names):
+    kind, window, strides, padding = POOLING[name]
+    x = np.random.default_rng(0).standard_normal(POOLED_SHAPE, dtype=np.float32)
+    out = {}
+    for label, lib in lib_names:
+        init, op = (-np.inf, lib.lax.max) if kind == "max" else (0.0, lib.lax.add)
+
+        def pool(a, lib=lib, init=init, op=op):
+            return lib.lax.reduce_window(a, init, op, window, strides, padding)
+        out[f"{label} fwd"], out[f"{label} fwd+bwd"] = forward_and_backward(lib, pool, lib.numpy.asarray(x))
+    return out
+
+
 def thunks(name, lib_names):
+    if name in POOLING:
+        return pooling_thunks(name, lib_names)
     shape_x, shape_w, strides, padding, lhs_dil, rhs_dil, groups = CASES[name]
     rng = np.random.default_rng(0)
     x = rng.standard_normal(shape_x, dtype=np.float32)
@@ -68,15 +103,8 @@ def thunks(name, lib_names):
         def conv(a, b, lib=lib):
             return lib.lax.conv_general_dilated(a, b, strides, padding, lhs_dilation=lhs_dil, rhs_dilation=rhs_dil,
                                                 dimension_numbers=dn, feature_group_count=groups)
-        fwd = lib.jit(conv)
-
-        def fwd_bwd(a, b, lib=lib, conv=conv):
-            y, pull = lib.vjp(conv, a, b)
-            return pull(y)
-        both = lib.jit(fwd_bwd)
-        xa, wa = lib.numpy.asarray(x), lib.numpy.asarray(w)
-        out[f"{label} fwd"] = lambda f=fwd, xa=xa, wa=wa: f(xa, wa)
-        out[f"{label} fwd+bwd"] = lambda f=both, xa=xa, wa=wa: f(xa, wa)
+        out[f"{label} fwd"], out[f"{label} fwd+bwd"] = forward_and_backward(
+            lib, conv, lib.numpy.asarray(x), lib.numpy.asarray(w))
     plain = lhs_dil == (1,) * len(strides) and rhs_dil == (1,) * len(strides) and groups == 1
     if plain:
         out["numpy fwd"] = lambda: numpy_conv(x, w, strides, padding)
@@ -86,12 +114,12 @@ def thunks(name, lib_names):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--cases", default=",".join(CASES))
+    parser.add_argument("--cases", default=",".join([*CASES, *POOLING]))
     args = parser.parse_args()
     import jax
     import meshsim
     libs = [("meshsim", meshsim), ("jax", jax)]
-    print(f"conv_general_dilated, float32, median of {args.repeats} interleaved ({load_average()})")
+    print(f"conv_general_dilated and reduce_window, float32, median of {args.repeats} interleaved ({load_average()})")
     print(f"{'case':12s}{'contender':18s}{'wall ms':>10s}{'CPU ms':>10s}{'CPU / jax':>11s}{'CPU / numpy':>13s}")
     for name in args.cases.split(","):
         contenders = thunks(name, libs)

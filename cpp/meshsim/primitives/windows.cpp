@@ -6,9 +6,10 @@
 // select_and_gather_add (each window's tangent at that element), which are
 // each other's transposes, as in JAX.
 //
-// Every output position visits the input elements its window reads (kernels/
-// windows.h: padding and base-dilation holes read nothing, i.e. the identity),
-// in the window's row-major order. Narrow floats compute in float32.
+// Every output position meets the input elements its window reads (kernels/
+// windows.h: padding and base-dilation holes read nothing, i.e. the identity)
+// in the window's row-major order, one window offset at a time across all
+// outputs. Narrow floats compute in float32.
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -86,50 +87,85 @@ Shape window_output_shape(const Shape& operand, const Window& w) {
   return out;
 }
 
-// For every output position (row-major), the flat offsets of the input
-// elements its window reads, in the window's row-major order.
-class WindowVisitor {
+// Every (output position, input element its window reads) pair, each output
+// meeting its elements in the window's row-major order. Along the innermost
+// dimension the pairs come as runs of consecutive outputs reading consecutive
+// inputs (for pooling over NHWC, a window offset's whole run of channels).
+class WindowSweep {
  public:
-  WindowVisitor(const Shape& in, const Shape& out, const Window& w) : out_(out), reads_(in.size()) {
-    int64_t stride = 1;
+  WindowSweep(const Shape& in, const Shape& out, const Window& w)
+      : out_(out), dims_(w.dims), along_(in.size()), in_stride_(in.size()) {
+    int64_t in_stride = 1;
     for (size_t d = in.size(); d-- > 0;) {
-      const std::vector<int64_t> along = window_reads({in[d], w.dims[d], out[d], w.strides[d], w.padding[d][0],
-                                                       w.base_dilation[d], w.window_dilation[d]});
-      reads_[d].resize(out[d]);
-      for (int64_t k = 0; k < w.dims[d]; ++k)
-        for (int64_t o = 0; o < out[d]; ++o)
-          if (const int64_t q = along[k * out[d] + o]; q >= 0) reads_[d][o].push_back(q * stride);
-      stride *= in[d];
+      along_[d] = window_reads({in[d], w.dims[d], out[d], w.strides[d], w.padding[d][0], w.base_dilation[d],
+                                w.window_dilation[d]});
+      in_stride_[d] = in_stride;
+      in_stride *= in[d];
     }
-  }
-
-  // f(output flat index, offsets) for every output position.
-  template <class F>
-  void each(F&& f) const {
-    const int64_t total = num_elements(out_);
-    IntList o(out_.size(), 0);
-    std::vector<int64_t> offsets;
-    for (int64_t i = 0; i < total; ++i) {
-      offsets.clear();
-      collect(o, 0, 0, offsets);
-      f(i, offsets);
-      for (size_t d = out_.size(); d-- > 0;) {
-        if (++o[d] < out_[d]) break;
-        o[d] = 0;
+    if (out.empty()) return;
+    const size_t last = out.size() - 1;
+    runs_.resize(w.dims[last]);
+    for (int64_t k = 0; k < w.dims[last]; ++k) {
+      const int64_t* along = along_[last].data() + k * out[last];
+      std::vector<Run>& runs = runs_[k];
+      for (int64_t o = 0; o < out[last]; ++o) {
+        if (along[o] < 0) continue;
+        if (!runs.empty() && runs.back().out + runs.back().length == o && runs.back().in + runs.back().length == along[o])
+          ++runs.back().length;
+        else
+          runs.push_back({o, along[o], 1});
       }
     }
   }
 
- private:
-  void collect(const IntList& o, size_t d, int64_t base, std::vector<int64_t>& acc) const {
-    if (d == reads_.size()) {
-      acc.push_back(base);
+  // f(first output, first input, length) for every run of pairs (flat
+  // indices): per row of outputs along the innermost dimension, every window
+  // offset in turn, so the row stays in cache while its windows combine.
+  template <class F>
+  void each(F&& f) const {
+    if (out_.empty()) {
+      f(int64_t{0}, int64_t{0}, int64_t{1});
       return;
     }
-    for (int64_t off : reads_[d][o[d]]) collect(o, d + 1, base + off, acc);
+    const size_t last = out_.size() - 1;
+    const int64_t rows = num_elements(Shape(out_.begin(), out_.begin() + last)), windows = num_elements(dims_);
+    IntList o(last, 0), k(dims_.size());
+    for (int64_t row = 0; row < rows; ++row) {
+      std::fill(k.begin(), k.end(), 0);
+      for (int64_t window = 0; window < windows; ++window) {
+        int64_t in_base = 0;
+        size_t d = 0;
+        for (; d < last; ++d) {
+          const int64_t q = along_[d][k[d] * out_[d] + o[d]];
+          if (q < 0) break;
+          in_base += q * in_stride_[d];
+        }
+        if (d == last)
+          for (const Run& r : runs_[k[last]]) f(row * out_[last] + r.out, in_base + r.in, r.length);
+        next(k, dims_);
+      }
+      next(o, out_);
+    }
   }
+
+ private:
+  struct Run {
+    int64_t out = 0, in = 0, length = 0;
+  };
+
+  // The next index in row-major order over the leading dimensions of `shape`.
+  static void next(IntList& index, const IntList& shape) {
+    for (size_t d = index.size(); d-- > 0;) {
+      if (++index[d] < shape[d]) return;
+      index[d] = 0;
+    }
+  }
+
   Shape out_;
-  std::vector<std::vector<std::vector<int64_t>>> reads_;  // [dim][output index] -> offsets
+  IntList dims_;
+  std::vector<std::vector<int64_t>> along_;  // [dim][window offset * out + output index] -> input index or -1
+  IntList in_stride_;
+  std::vector<std::vector<Run>> runs_;  // innermost dimension: [window offset] -> runs
 };
 
 // ---- reductions -----------------------------------------------------------------------
@@ -145,14 +181,28 @@ T identity(Monoid m) {
 }
 
 // XLA's max and min propagate NaN.
-template <class T>
-T combine(Monoid m, T acc, T v) {
-  if (m == Monoid::Sum) return static_cast<T>(acc + v);
-  if constexpr (std::is_floating_point_v<T>) {
-    if (std::isnan(acc)) return acc;
-    if (std::isnan(v)) return v;
+template <Monoid M, class T>
+T combine(T acc, T v) {
+  if constexpr (M == Monoid::Sum) {
+    return static_cast<T>(acc + v);
+  } else {
+    if constexpr (std::is_floating_point_v<T>) {
+      if (std::isnan(acc)) return acc;
+      if (std::isnan(v)) return v;
+    }
+    return M == Monoid::Max ? (v > acc ? v : acc) : (v < acc ? v : acc);
   }
-  return m == Monoid::Max ? (v > acc ? v : acc) : (v < acc ? v : acc);
+}
+
+// acc[j] = combine(acc[j], x[j]) over a run, the monoid fixed at compile time.
+template <class T>
+void combine_run(Monoid m, T* acc, const T* x, int64_t n) {
+  auto run = [&](auto monoid) {
+    for (int64_t j = 0; j < n; ++j) acc[j] = combine<decltype(monoid)::value>(acc[j], x[j]);
+  };
+  if (m == Monoid::Sum) run(std::integral_constant<Monoid, Monoid::Sum>{});
+  else if (m == Monoid::Max) run(std::integral_constant<Monoid, Monoid::Max>{});
+  else run(std::integral_constant<Monoid, Monoid::Min>{});
 }
 
 DType compute_dtype(DType dt) {
@@ -164,16 +214,13 @@ Tensors reduce_window_kernel(Monoid m, const Tensor& x_in, const Window& w, cons
   const DType dt = compute_dtype(x_in.dtype());
   const Tensor x = cast(x_in, dt).contiguous();
   Tensor result = Tensor::empty(dt, out.shape);
-  const WindowVisitor visit(x.shape(), out.shape, w);
+  const WindowSweep sweep(x.shape(), out.shape, w);
   dispatch_wide_numeric(dt, [&](auto tag) {
     using T = decltype(tag);
     const T* xd = x.data<T>();
     T* rd = result.data<T>();
-    visit.each([&](int64_t i, const std::vector<int64_t>& offsets) {
-      T acc = identity<T>(m);
-      for (int64_t off : offsets) acc = combine(m, acc, xd[off]);
-      rd[i] = acc;
-    });
+    std::fill_n(rd, result.size(), identity<T>(m));
+    sweep.each([&](int64_t o, int64_t i, int64_t n) { combine_run(m, rd + o, xd + i, n); });
   });
   return {cast(result, out.dtype)};
 }
@@ -187,15 +234,19 @@ std::vector<int64_t> selected(const Tensor& operand, const Window& w, const Shap
   const DType dt = compute_dtype(operand.dtype());
   const Tensor x = cast(operand, dt).contiguous();
   std::vector<int64_t> chosen(num_elements(out), -1);
-  const WindowVisitor visit(x.shape(), out, w);
+  const WindowSweep sweep(x.shape(), out, w);
   dispatch_wide_numeric(dt, [&](auto tag) {
     using T = decltype(tag);
     const T* xd = x.data<T>();
-    visit.each([&](int64_t i, const std::vector<int64_t>& offsets) {
-      int64_t best = -1;
-      for (int64_t off : offsets)
-        if (best < 0 || !(ge ? xd[best] >= xd[off] : xd[best] <= xd[off])) best = off;
-      chosen[i] = best;
+    std::vector<T> best(chosen.size());  // the selected values, read in runs rather than gathered
+    sweep.each([&](int64_t o, int64_t i, int64_t n) {
+      for (int64_t j = 0; j < n; ++j) {
+        const T v = xd[i + j];
+        if (chosen[o + j] < 0 || !(ge ? best[o + j] >= v : best[o + j] <= v)) {
+          chosen[o + j] = i + j;
+          best[o + j] = v;
+        }
+      }
     });
   });
   return chosen;
