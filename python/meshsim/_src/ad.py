@@ -729,7 +729,10 @@ class custom_vjp:
                 full[i] = a
             return full
 
-        call, call_consts, out_tree = tracing.trace_flat(lambda *d: self.fun(*full_args(d)), in_tree, avals)
+        # The rules' writes of traced values into Refs made outside happen when their
+        # programs run (the primal's when called, fwd's in a forward pass), as in JAX.
+        with ad_refs.writes_at_run_time():
+            call, call_consts, out_tree = tracing.trace_flat(lambda *d: self.fun(*full_args(d)), in_tree, avals)
         self._tracing_rules += 1
         try:
             fwd, fwd_consts, bwd, bwd_consts, res_tree = self._trace_rules(
@@ -755,11 +758,13 @@ class custom_vjp:
                                 f"backward pass), got {result!r}.")
             out, res = result
             res_leaves, tree = tree_util.tree_flatten(res)
+            _refuse_new_ref_residuals(self.fwd, res, tree_util.tree_leaves(args))
             res_refs.__init__(res_leaves)
             return out, tree_util.tree_unflatten(tree, res_refs.placeholders(res_leaves))
 
         res_refs = ad_refs.RefSlots([])  # Refs among the residuals, passed to bwd as they are
-        fwd, fwd_consts, fwd_tree = tracing.trace_flat(fwd_flat, in_tree, avals)
+        with ad_refs.writes_at_run_time():
+            fwd, fwd_consts, fwd_tree = tracing.trace_flat(fwd_flat, in_tree, avals)
         fwd_out_tree, res_tree = tree_util.treedef_children(fwd_tree)
         n_out = out_tree.num_leaves
         out_avals, fwd_avals = call.out_avals, fwd.out_avals
@@ -805,6 +810,18 @@ class custom_vjp:
         with ad_refs.writes_at_run_time():
             bwd, bwd_consts, _ = tracing.trace_flat(bwd_flat, bwd_tree, [*res_avals, *out_avals])
         return fwd, fwd_consts, bwd, bwd_consts, res_tree
+
+
+def _refuse_new_ref_residuals(fwd, res, arg_leaves) -> None:
+    """JAX's error for a Ref among a fwd rule's residuals that is not one of the arguments
+    (a Ref made inside the rule would outlive the trace that made it)."""
+    passed = {id(x) for x in arg_leaves if isinstance(x, ref.Ref)}
+    for path, leaf in tree_util.tree_flatten_with_path(res)[0]:
+        if isinstance(leaf, ref.Ref) and id(leaf) not in passed:
+            raise ValueError(
+                f"custom_vjp fwd function {functools.partial(fwd)!r} returned a mutable array reference of "
+                f"type {core.typeof(leaf)} at output tree path [1]{tree_util.keystr(path)} that was not an "
+                "argument.")
 
 
 # --- custom_jvp ------------------------------------------------------------------

@@ -155,4 +155,5 @@ def _write_at_run_time(target: ref.Ref, op: str, idx, value) -> None:
         else:
             target.addupdate(v, idx)
 
+    target._run_time_writes = True
     callback.debug_callback(write, value, ordered=True)

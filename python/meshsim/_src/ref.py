@@ -137,7 +137,7 @@ class AbstractRef:
 
 class Ref:
     """A mutable reference to an array (see the module's text)."""
-    __slots__ = ("_value", "_trace", "_weak", "__weakref__")
+    __slots__ = ("_value", "_trace", "_weak", "_run_time_writes", "__weakref__")
 
     def __init__(self, value):
         from meshsim import _core
@@ -146,6 +146,9 @@ class Ref:
         # The Ref's type is fixed when it is made: reads keep its weak type even after a
         # write stored a strongly typed value (a step counter made from a Python int).
         self._weak = bool(core.typeof(value).weak_type)
+        # Whether some dispatched program writes it when it runs (a host callback): an eager
+        # read waits for those programs, as a Ref read after a call sees the call's writes.
+        self._run_time_writes = False
 
     @property
     def aval(self) -> AbstractRef:
@@ -238,8 +241,13 @@ class Ref:
         return True
 
     def _note_read(self) -> None:
-        """A jitted function reading a Ref made eagerly takes its value as an input (so that a
-        later call sees the Ref's value then, not the one it had when traced)."""
+        """An eager read waits for the programs writing the Ref when they run; a jitted
+        function reading a Ref made eagerly takes its value as an input (so that a later call
+        sees the Ref's value then, not the one it had when traced)."""
+        if self._run_time_writes:
+            from meshsim import _core
+            if _core.current_trace() is None:
+                _core.wait_all_dispatched()
         if self._trace is None and _SCOPES.stack:
             from meshsim import _core
             if _core.current_trace() is not None:
