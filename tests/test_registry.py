@@ -334,7 +334,7 @@ _PARTIALS = {"psum": "sum", "pmax": "max", "pmin": "min", "reduce_sum": "sum", "
              "reduce_min": "min", "reduce_prod": "prod", "reduce_and": "min", "reduce_or": "max",
              "argmax": "max", "argmin": "min"}
 _SUB_PROGRAMS = {"scan": ("jaxpr",), "while": ("cond_jaxpr", "body_jaxpr"), "remat2": ("jaxpr",),
-                 "custom_vjp_call": ("call_jaxpr",), "shard_map": ("jaxpr",)}
+                 "custom_vjp_call": ("call_jaxpr",), "shard_map": ("jaxpr",), "jit": ("jaxpr",)}
 
 
 @pytest.mark.parametrize("trait", sorted(_DECLARED))

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include <algorithm>
+#include <deque>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -201,6 +202,11 @@ struct Context {
   // Programs made for printing only (a scatter's update_jaxpr), kept alive so
   // that no later one takes the address their names are keyed by.
   std::vector<std::shared_ptr<Program>> printed_only;
+  // Sub-programs printed once before the program, by name (`let _where = { ... } in`).
+  std::map<const Program*, std::string> shared;
+  // Programs traced for a nested jit: JAX shows no `_` for their unread results
+  // (only the printed program's own unread results are dropped).
+  std::set<const Program*> traced_calls;
   std::string name(const Program& p, int v) {
     if (auto lit = literals.find({&p, v}); lit != literals.end()) return lit->second;
     auto [it, fresh] = names.try_emplace({&p, v});
@@ -405,6 +411,23 @@ const std::map<std::string, std::vector<std::string>>& jax_only_params() {
   return m;
 }
 
+// Names `callee`'s variables `vars` as `p`'s `like` (JAX's suggest_same_var_names):
+// each not yet named takes the name of its partner, unless that is a literal or
+// already given to an earlier one.
+// A result nothing reads is JAX's DropVar, whose name is `_`.
+void suggest_same_names(Context& ctx, const Program& callee, const std::vector<int>& vars,
+                        const Program& p, const std::vector<int>& like, const std::vector<bool>& used) {
+  if (vars.size() != like.size()) return;
+  std::set<int> given;
+  for (size_t i = 0; i < vars.size(); ++i) {
+    if (ctx.is_literal(p, like[i]) || given.count(like[i]) || ctx.names.count({&callee, vars[i]}) ||
+        ctx.is_literal(callee, vars[i]))
+      continue;
+    given.insert(like[i]);
+    ctx.names[{&callee, vars[i]}] = used[like[i]] ? ctx.name(p, like[i]) : "_";
+  }
+}
+
 pp::D pp_eqn(const Program& p, const Equation& e, Context& ctx, const std::vector<bool>& used) {
   const std::string& prim = e.prim->name;
   std::vector<std::pair<std::string, const ParamValue*>> kv;
@@ -428,6 +451,17 @@ pp::D pp_eqn(const Program& p, const Equation& e, Context& ctx, const std::vecto
   }
   std::sort(kv.begin(), kv.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
 
+  if (prim == "jit") {
+    // JAX's jit rule: `name` first, and the called program's variables named as
+    // the operands and results they stand for, where those are distinct variables
+    // (before the results are named: a result so named is named first).
+    std::stable_partition(kv.begin(), kv.end(), [](const auto& item) { return item.first == "name"; });
+    const Program& callee = *e.params.get<ProgramPtr>("jaxpr");
+    if (!ctx.shared.count(&callee)) {
+      suggest_same_names(ctx, callee, callee.invars, p, e.inputs, used);
+      suggest_same_names(ctx, callee, callee.outvars, p, e.outputs, used);
+    }
+  }
   pp::D lhs = pp_vars(p, e.outputs, ctx, /*shapes=*/true, "", &used);
   pp::D params = pp::nil();
   if (!kv.empty()) {
@@ -470,7 +504,52 @@ pp::D pp_eqn(const Program& p, const Equation& e, Context& ctx, const std::vecto
   return pp::concat(all);
 }
 
+pp::D pp_program_text(const Program& p, Context& ctx);
+
 pp::D pp_program(const Program& p, Context& ctx) {
+  if (auto it = ctx.shared.find(&p); it != ctx.shared.end()) return pp::text(it->second);
+  return pp_program_text(p, ctx);
+}
+
+// JAX's printer names the sub-programs used more than once, or holding more
+// than 10 equations, after the equation holding them (its `name`, else
+// "jaxpr", numbered when taken), in the order a breadth-first walk meets them.
+void name_shared_sub_programs(const Program& top, Context& ctx, std::vector<const Program*>& order) {
+  std::map<const Program*, int> uses;
+  std::map<const Program*, std::string> names;
+  std::vector<const Program*> met;
+  std::deque<const Program*> queue{&top};
+  while (!queue.empty()) {
+    const Program* q = queue.front();
+    queue.pop_front();
+    if (!uses.count(q)) met.push_back(q);
+    uses[q] += q != &top && q->eqns.size() > 10 ? 2 : 1;
+    for (const Equation& e : q->eqns) {
+      const std::string* name = nullptr;
+      for (const auto& [key, value] : e.params.items())
+        if (key == "name") name = std::get_if<std::string>(&value);
+      for (const Program* sub : sub_programs(e)) {
+        queue.push_back(sub);
+        if (name) names.try_emplace(sub, *name);
+        if (e.prim->name == "jit") ctx.traced_calls.insert(sub);
+      }
+    }
+  }
+  std::map<std::string, int> taken;
+  for (const Program* q : met) {
+    if (uses[q] < 2) continue;
+    std::string name = names.count(q) ? names[q] : "jaxpr";
+    if (name.size() > 1 && name.front() == '<' && name.back() == '>') name = name.substr(1, name.size() - 2);
+    if (const int n = taken[name]++; n > 0) {
+      name += std::to_string(n);
+      ++taken[name];
+    }
+    ctx.shared[q] = name;
+    order.push_back(q);
+  }
+}
+
+pp::D pp_program_text(const Program& p, Context& ctx) {
   std::vector<int> named_consts;
   for (size_t i = 0; i < p.constvars.size(); ++i) {
     if (auto text = literal_text(p.consts[i])) ctx.literals[{&p, p.constvars[i]}] = *text;
@@ -479,7 +558,7 @@ pp::D pp_program(const Program& p, Context& ctx) {
   pp::D constvars = pp_vars(p, named_consts, ctx, true);
   pp::D invars = pp_vars(p, p.invars, ctx, true);
   std::vector<pp::D> eqns;
-  std::vector<bool> used(p.avals.size(), false);
+  std::vector<bool> used(p.avals.size(), ctx.traced_calls.count(&p) > 0);
   for (const Equation& e : p.eqns)
     for (int v : e.inputs) used[v] = true;
   for (int v : p.outvars) used[v] = true;
@@ -522,7 +601,14 @@ bool holds_collective(const Program& program) {
 
 std::string Program::str() const {
   Context ctx;
-  return pp::format(pp_program(*this, ctx));
+  std::vector<const Program*> shared;
+  name_shared_sub_programs(*this, ctx, shared);
+  std::vector<pp::D> docs;
+  for (const Program* q : shared)
+    docs.push_back(pp::concat({pp::text("let " + ctx.shared[q] + " = "), pp_program_text(*q, ctx),
+                               pp::text(" in"), pp::brk()}));
+  docs.push_back(pp_program_text(*this, ctx));
+  return pp::format(pp::concat(docs));
 }
 
 }  // namespace meshsim

@@ -4,6 +4,7 @@
 #include "meshsim/ir/ops.h"
 #include "meshsim/ir/primitive.h"
 #include "meshsim/primitives/families.h"
+#include "meshsim/primitives/program_calls.h"
 #include "meshsim/transforms/batching.h"
 #include "meshsim/runtime/interpreter.h"
 #include "meshsim/runtime/mesh_executor.h"
@@ -14,53 +15,11 @@
 namespace meshsim {
 namespace {
 
-// The avals a call of `program` on `in` returns, after checking the inputs.
-Avals call_avals(const char* prim, const Program& program, const Avals& in, size_t first, size_t count) {
-  const Avals want = program.in_avals();
-  if (count != want.size())
-    fail<TypeError>(prim, " expects ", want.size(), " inputs for its program, got ", count);
-  for (size_t i = 0; i < count; ++i)
-    if (in[first + i].shape != want[i].shape || in[first + i].dtype != want[i].dtype)
-      fail<TypeError>(prim, " input ", i, " has type ", in[first + i].str_short(), ", its program expects ",
-                      want[i].str_short());
-  return program.out_avals();
-}
-
-// Primitives holding sub-programs batch them: operands in `batched` get
-// their batch at 0, and so does every output.
-std::vector<bool> batched_flags(const BatchDims& dims, size_t first, size_t count) {
-  std::vector<bool> flags;
-  for (size_t i = first; i < first + count; ++i) flags.push_back(dims[i] != kNotBatched);
-  return flags;
-}
-
-Values at_front(const BatchArgs& a, const std::vector<bool>& batched) {
-  Values in;
-  for (size_t i = 0; i < a.in.size(); ++i)
-    in.push_back(batched[i] ? batch_at(a.in[i], a.dims[i], 0, a.size) : a.in[i]);
-  return in;
-}
-
 // remat2(*args; jaxpr, prevent_cse, differentiated, policy): runs `jaxpr`;
 // under differentiation only what `policy` saves is kept for the backward
 // pass (None: nothing but the inputs), the rest is recomputed there.
 void remat() {
-  Primitive p;
-  p.name = "remat2";
-  p.sub_program_params = {"jaxpr"};
-  p.factors = call_factors("jaxpr");
-  p.local_plan = call_plan("jaxpr");
-  p.sharding_rule = sub_program_specs;
-  p.kind = Kind::HigherOrder;
-  p.vma_from_abstract_eval = true;
-  p.abstract_eval = [](const Avals& in, const Params& params) {
-    return call_avals("remat2", *params.get<ProgramPtr>("jaxpr"), in, 0, in.size());
-  };
-  p.kernel = [](const Tensors& in, const Params& params, const Avals&) {
-    return run_program(params.get<ProgramPtr>("jaxpr"), in);
-  };
-  p.mesh_call = [](const MeshContext& mesh, const std::vector<Tensors>& in, const Params& params,
-                   const Avals&) { return run_on_mesh(params.get<ProgramPtr>("jaxpr"), mesh, in); };
+  Primitive p = program_call("remat2", "jaxpr");
   p.vjp_split = [](const Values& in, const std::vector<bool>& active, const Params& params) {
     const std::string policy = params.is_none("policy") ? "" : params.get<std::string>("policy");
     return linearize(*params.get<ProgramPtr>("jaxpr"), in, active, policy);

@@ -1,4 +1,5 @@
 #include "meshsim/runtime/interpreter.h"
+#include "meshsim/runtime/inlined_calls.h"
 #include "meshsim/runtime/xla_rewrites.h"
 
 #include <algorithm>
@@ -130,6 +131,7 @@ PerProgram<T> once_per_program(const ProgramPtr& program, Make make) {
 
 struct ScheduleTable;
 struct RewriteTable;
+struct InlineTable;
 
 }  // namespace
 
@@ -466,14 +468,19 @@ std::vector<ArrayPtr> run_with_plan(const Program& program, const std::vector<Ar
 
 namespace {
 
-// The program run for `traced`: it as XLA compiles it (runtime/xla_rewrites.h),
-// rewritten once per traced program rather than per call.
-ProgramPtr as_run(const ProgramPtr& traced) {
-  const PerProgram<Program> rewritten = once_per_program<RewriteTable, Program>(traced, [](const Program& p) {
-    std::optional<Program> r = as_xla_compiles(p);
-    return r ? std::make_shared<Program>(std::move(*r)) : nullptr;
-  });
-  return rewritten.value ? rewritten.value : traced;
+// The program run for `traced`: it as XLA compiles it, its nested calls inlined
+// (runtime/inlined_calls.h) and rewritten (runtime/xla_rewrites.h), once per
+// traced program rather than per call. `rewrite`: also the bit-visible rewrites.
+ProgramPtr as_run(const ProgramPtr& traced, bool rewrite = true) {
+  auto compile = [rewrite](const Program& p) -> std::shared_ptr<Program> {
+    std::optional<Program> inlined = with_calls_inlined(p);
+    std::optional<Program> r = rewrite ? as_xla_compiles(inlined ? *inlined : p) : std::nullopt;
+    if (r) return std::make_shared<Program>(std::move(*r));
+    return inlined ? std::make_shared<Program>(std::move(*inlined)) : nullptr;
+  };
+  const PerProgram<Program> compiled = rewrite ? once_per_program<RewriteTable, Program>(traced, compile)
+                                               : once_per_program<InlineTable, Program>(traced, compile);
+  return compiled.value ? compiled.value : traced;
 }
 
 }  // namespace
@@ -483,10 +490,10 @@ std::vector<ArrayPtr> run_global_program(const ProgramPtr& traced_ptr, const std
   timeline::HostSpan span("PjitFunction", traced.name);
   if (args.size() != traced.invars.size())
     fail<TypeError>("program expects ", traced.invars.size(), " arguments, got ", args.size());
-  // A program partitioned over an Auto mesh runs as traced: its layouts are
-  // planned once per program, and a rewritten copy would plan them per call.
+  // A program partitioned over an Auto mesh runs without the bit-visible
+  // rewrites (its layouts are planned once per program it runs).
   const bool partitioned = !single_device(traced, args) && auto_mesh_of(traced);
-  const ProgramPtr program_ptr = partitioned ? traced_ptr : as_run(traced_ptr);
+  const ProgramPtr program_ptr = as_run(traced_ptr, /*rewrite=*/!partitioned);
   const Program& program = *program_ptr;
   if (single_device(program, args)) {
     const std::vector<int> last = last_uses(program);

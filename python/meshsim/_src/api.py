@@ -15,7 +15,7 @@ import weakref
 from typing import Any, Callable, Sequence
 
 from meshsim import _core
-from meshsim._src import core, debug, flags, ref, tracing, tree_util
+from meshsim._src import core, debug, flags, ref, tracing, tree_util, vmap_collectives
 from meshsim._src.abstract import ShapeDtypeStruct
 from meshsim._src.config import config as _config
 from meshsim._src import float_checks as flags_check
@@ -271,7 +271,8 @@ class JitWrapped:
     """The result of `jit(fun)`: callable, cached per input signature."""
 
     def __init__(self, fun, static_argnums=None, static_argnames=None, donate_argnums=None,
-                 donate_argnames=None, in_shardings=None, out_shardings=None, api: str = "jit"):
+                 donate_argnames=None, in_shardings=None, out_shardings=None, api: str = "jit",
+                 inline: bool = False):
         functools.update_wrapper(self, fun)
         _ALL_JITTED.add(self)
         self._fun = fun
@@ -293,6 +294,8 @@ class JitWrapped:
         self._ref_variants: dict = {}  # Ref arguments: the variants ref.call_with_refs traces
         self._closed_refs: list = []  # Refs the function closes over (see ref.call_with_closed_refs)
         self._unplaced: dict[int, Any] = {}  # id(program): a result only a context mesh places
+        self._inline = inline  # called while tracing: written in place, not a `jit` equation
+        self._nested: dict = {}  # the programs of calls while tracing (see _call_nested)
 
     def __get__(self, obj, objtype=None):
         return self if obj is None else functools.partial(self, obj)
@@ -367,12 +370,71 @@ class JitWrapped:
             flags.logger.warning("Compiling %s with global shapes and types [%s].", name, types)
 
     def __call__(self, *args, **kwargs):
-        if _core.current_trace() is not None or _config._values["jax_disable_jit"]:
-            return self._traced_fun(*args, **kwargs)  # nested in another trace: inline
+        if _config._values["jax_disable_jit"]:
+            return self._traced_fun(*args, **kwargs)
+        if _core.current_trace() is not None:
+            if self._inline:
+                return self._traced_fun(*args, **kwargs)
+            return self._call_nested(args, kwargs, self._nested)
         if _config._values["jax_debug_nans"] or _config._values["jax_debug_infs"]:
             return flags_check.checked_jit_call(self._call, self._traced_fun, self._sig.fun_name,
                                                 args, kwargs)
         return self._call(*args, **kwargs)
+
+    def _call_nested(self, args, kwargs, programs: dict | None = None):
+        """Called while another function is traced: one `jit` equation holding this function's
+        program, as JAX records a nested jit (the executors run the program in place). What the
+        function closes over from the enclosing traces comes first among the operands, as in JAX.
+        A function touching Refs made outside it is written in place instead. `programs` keeps
+        the programs traced without captures by signature, so that calls alike share one (JAX's
+        printer then shows it once, as `let _where = { ... } in`)."""
+        static, dyn_args, dyn_kwargs = self._sig.split(args, kwargs)
+        leaves, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
+        if any(ref.is_ref(x) for x in leaves):
+            return self._traced_fun(*args, **kwargs)
+        try:
+            leaves = [core.asarray_value(x) for x in leaves]
+        except TypeError:
+            raise self._sig.not_an_array_error(self._fun, args, kwargs) from None
+        key = traced = None
+        if programs is not None:
+            key = (static, in_tree, tuple((str(x.aval), x.aval.weak_type) for x in leaves),
+                   flags.trace_context(), _context_meshes(), str(_core.current_axis_env()),
+                   tuple(id(f) for f in vmap_collectives._frames))
+            try:
+                traced = programs.get(key)
+            except TypeError:  # an unhashable static argument
+                key = None
+        if traced is None:
+            traced = self._trace_nested(static, in_tree, leaves)
+            if traced is None:
+                return self._traced_fun(*args, **kwargs)
+            if key is not None and not traced[1]:
+                programs[key] = traced
+        program, captures, out_tree = traced
+        outs = _core.bind("jit", [*captures, *leaves], {"name": program.name, "jaxpr": program})
+        return tree_util.tree_unflatten(out_tree, outs)
+
+    def _trace_nested(self, static, in_tree, leaves):
+        """(program, captures, out_tree) of the function on `leaves`' types, with the values it
+        closes over as its leading inputs; None when it touches Refs made outside it."""
+        with tracing.open_trace() as trace:
+            t_args, t_kwargs = tree_util.tree_unflatten(in_tree, [trace.new_input(x.aval) for x in leaves])
+            t_args = _reinsert_static(t_args, static)
+            t_kwargs.update((k, v) for k, v in static if isinstance(k, str))
+            with ref.recording(trace, records_reads=True) as refs:
+                out = self._traced_fun(*t_args, **t_kwargs)
+            if refs.refs:
+                return None
+            out_leaves, out_tree = tree_util.tree_flatten(out)
+            program, captures = trace.finish_capturing([core.asarray_value(x) for x in out_leaves])
+        captures = list(captures)
+        if captures:
+            n = len(captures)
+            program = program.with_inputs([c.aval for c in captures] + [x.aval for x in leaves],
+                                          [n + i for i in range(len(leaves))] + list(range(n)))
+        program.name = getattr(self._fun, "__name__", self._sig.fun_name)
+        return program, captures, out_tree
 
     def _call(self, *args, **kwargs):
         try:
@@ -457,6 +519,7 @@ class JitWrapped:
         self._traces.clear()
         self._fast_cache.clear()
         self._unplaced.clear()
+        self._nested.clear()
 
     def trace_count(self) -> int:
         """How many signatures have been traced so far."""
@@ -480,19 +543,20 @@ def jit(fun: Callable | None = None, *, in_shardings=None, out_shardings=None,
         compiler_options: dict | None = None, **unsupported):
     """Traces `fun` once per input signature and runs it as one compiled program.
 
-    `inline` changes nothing here (a jitted function called while tracing is
-    always inlined), nor `keep_unused` (unused arguments are never copied), nor
+    With `inline`, a call while another function is traced is written in place
+    (otherwise it is one `jit` equation holding the function's program, as in
+    JAX). `keep_unused` changes nothing here (unused arguments are never copied), nor
     `compiler_options` (XLA's flags; meshsim has no XLA). `device` and `backend`
     (JAX's older placement arguments, passed as None by libraries such as flax)
     are accepted when they ask for nothing."""
     if unsupported:  # Python's own text, as for JAX's jit (which takes no **kwargs)
         raise TypeError(f"jit() got an unexpected keyword argument {next(iter(unsupported))!r}")
     return _jit(fun, in_shardings, out_shardings, static_argnums, static_argnames, donate_argnums,
-                donate_argnames, device, backend)
+                donate_argnames, device, backend, inline=inline)
 
 
 def _jit(fun, in_shardings, out_shardings, static_argnums, static_argnames, donate_argnums,
-         donate_argnames, device, backend, api: str = "jit"):
+         donate_argnames, device, backend, api: str = "jit", inline: bool = False):
     """jit's (and the deprecated pjit's) wrapper of `fun`; `api` names it in errors."""
     if device is not None or backend not in (None, "cpu"):
         raise NotImplementedError(
@@ -501,13 +565,32 @@ def _jit(fun, in_shardings, out_shardings, static_argnums, static_argnames, dona
     if fun is None:
         return functools.partial(jit, in_shardings=in_shardings, out_shardings=out_shardings,
                                  static_argnums=static_argnums, static_argnames=static_argnames,
-                                 donate_argnums=donate_argnums, donate_argnames=donate_argnames)
+                                 donate_argnums=donate_argnums, donate_argnames=donate_argnames,
+                                 inline=inline)
     if not callable(fun):
         raise TypeError(f"Expected a callable value, got {fun!r}")
     wrapped = JitWrapped(fun, static_argnums, static_argnames, donate_argnums, donate_argnames,
-                         in_shardings, out_shardings, api)
+                         in_shardings, out_shardings, api, inline)
     _share_traces(wrapped, fun, in_shardings, out_shardings, api)
     return wrapped
+
+
+def jitted_when_traced(fun: Callable | None = None, *, static_argnames=()):
+    """`fun` as JAX writes the jax.numpy functions it implements under jit (`_where`, `_take`,
+    ...): called while a function is traced, one `jit` equation named after `fun` holding its
+    program, as make_jaxpr shows; called on arrays, applied operation by operation."""
+    if fun is None:
+        return functools.partial(jitted_when_traced, static_argnames=static_argnames)
+    jitted = jit(fun, static_argnames=static_argnames)
+
+    @functools.wraps(fun)
+    def call(*args, **kwargs):
+        if _core.current_trace() is None:
+            return fun(*args, **kwargs)
+        if _config._values["jax_disable_jit"]:
+            return fun(*args, **kwargs)
+        return jitted._call_nested(args, kwargs, jitted._nested)
+    return call
 
 
 # The traces of every `jit(fun, ...)` made from one function with the same static arguments and
@@ -524,11 +607,11 @@ def _share_traces(wrapped: JitWrapped, fun, in_shardings, out_shardings, api: st
     try:
         by_options = _SHARED_TRACES.setdefault(fun, {})
         traces = by_options.setdefault(tracing, (wrapped._traces, wrapped._ref_variants,
-                                                 wrapped._unplaced))
+                                                 wrapped._unplaced, wrapped._nested))
         calls = by_options.setdefault((tracing, donation), (wrapped._cache, wrapped._fast_cache))
     except TypeError:  # an unhashable or unreferenceable callable or option: its own caches
         return
-    wrapped._traces, wrapped._ref_variants, wrapped._unplaced = traces
+    wrapped._traces, wrapped._ref_variants, wrapped._unplaced, wrapped._nested = traces
     wrapped._cache, wrapped._fast_cache = calls
 
 

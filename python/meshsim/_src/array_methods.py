@@ -46,7 +46,7 @@ _COMPARE = {"eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal",
 _UNARY = {"neg": "negative", "pos": "positive", "abs": "abs", "invert": "invert"}
 _METHODS = ["astype", "ravel", "sum", "mean", "max", "min", "prod", "all",
             "any", "argmax", "argmin", "var", "std", "cumsum", "squeeze", "swapaxes",
-            "clip", "round", "repeat", "take", "sort", "argsort", "dot", "conj", "conjugate"]
+            "round", "repeat", "take", "sort", "argsort", "dot", "conj", "conjugate"]
 
 
 def _reshape(self, *shape, order="C", out_sharding=None):
@@ -60,6 +60,11 @@ def _transpose(self, *axes):
     if len(axes) == 1 and (axes[0] is None or not isinstance(axes[0], int)):
         axes = axes[0]
     return _jnp().transpose(self, axes or None)
+
+
+def _clip(self, min=None, max=None):  # noqa: A002 (the method's argument names)
+    # By keyword, as JAX's method: the bounds reach jnp.clip's jit in the order of their names.
+    return _jnp().clip(self, min=min, max=max)
 
 
 def _array_item(self):
@@ -171,6 +176,7 @@ def install():
         for name in _METHODS:
             setattr(cls, name, _method(name))
         cls.reshape = _reshape
+        cls.clip = _clip
         cls.transpose = _transpose
         cls.flatten = _method("ravel")
         cls.__getitem__ = lambda self, idx: _jnp()._getitem(self, idx)

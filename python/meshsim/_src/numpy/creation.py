@@ -10,6 +10,7 @@ import warnings
 
 import numpy as np
 
+from meshsim._src import api
 from meshsim._src import core
 from meshsim._src.sharding import explicit, placement
 from meshsim._src.lax import elementwise as lax_ew
@@ -324,10 +325,12 @@ def _triangle(m, k: int, lower: bool, name: str):
     return lax_ew.select(mask, m, zero) if lower else lax_ew.select(mask, zero, m)
 
 
+@api.jitted_when_traced(static_argnames=('k',))
 def tril(m, k: int = 0):
     return _triangle(m, k, True, "tril")
 
 
+@api.jitted_when_traced(static_argnames=('k',))
 def triu(m, k: int = 0):
     return _triangle(m, k, False, "triu")
 

@@ -12,6 +12,7 @@ import operator
 import ml_dtypes
 import numpy as np
 
+from meshsim._src import api
 from meshsim._src import core, ref
 from meshsim._src.lax import elementwise as lax
 from meshsim._src.lax import reduction as lax_reduction
@@ -323,6 +324,7 @@ def ptp(a, axis=None, out=None, keepdims=False):
     return lax.sub(max(a, axis, keepdims=keepdims), min(a, axis, keepdims=keepdims))
 
 
+@api.jitted_when_traced(static_argnames=('axis', 'keepdims'))
 def count_nonzero(a, axis=None, keepdims=False):
     a = _asarray("count_nonzero", a)
     return sum(lax.ne(a, _const(0, a.dtype)), axis=axis, dtype=_default_int(), keepdims=keepdims)
@@ -430,10 +432,12 @@ def _cumulative(name: str, a, axis, dtype, out, lax_fn, nan_fill=None):
     return core.convert_element_type(result, result_dtype)
 
 
+@api.jitted_when_traced(static_argnames=('axis', 'dtype'))
 def cumsum(a, axis=None, dtype=None, out=None):
     return _cumulative("cumsum", a, axis, dtype, out, lax_reduction.cumsum)
 
 
+@api.jitted_when_traced(static_argnames=('axis', 'dtype'))
 def cumprod(a, axis=None, dtype=None, out=None):
     return _cumulative("cumprod", a, axis, dtype, out, lax_reduction.cumprod)
 

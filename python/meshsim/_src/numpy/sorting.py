@@ -5,6 +5,7 @@ import operator
 
 import numpy as np
 
+from meshsim._src import api
 from meshsim._src import core
 from meshsim._src.lax import sorting as lax_sorting
 from meshsim._src.lax.structural import canonicalize_axis
@@ -36,6 +37,7 @@ def _rev(x, dim):
     return core.bind1("rev", x, dimensions=(dim % x.ndim,))
 
 
+@api.jitted_when_traced(static_argnames=('axis', 'kind', 'order', 'stable', 'descending'))
 def sort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False):
     """Sorted copy along `axis` (flattened when None); NaNs last (first when descending)."""
     _check_sort_args("sort", kind, order)
@@ -44,6 +46,7 @@ def sort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False):
     return _rev(out, axis) if descending else out
 
 
+@api.jitted_when_traced(static_argnames=('axis', 'kind', 'order', 'stable', 'descending', 'dtype'))
 def argsort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False, dtype=None):
     """Indices that sort `a` along `axis`; ties keep their order (also when descending)."""
     _check_sort_args("argsort", kind, order)

@@ -11,6 +11,7 @@ import operator
 
 import numpy as np
 
+from meshsim._src import api
 from meshsim._src import core
 from meshsim._src.lax import structural as lax
 from meshsim._src.lax.structural import canonicalize_axis
@@ -557,7 +558,11 @@ def pad(array, pad_width, mode: str = "constant", **kwargs):
 # --- flipping and rolling ----------------------------------------------------
 
 def flip(m, axis=None):
-    m = core.asarray_value(m)
+    return _flip(core.asarray_value(m), axis)
+
+
+@api.jitted_when_traced(static_argnames=("axis",))
+def _flip(m, axis):
     axes = tuple(range(m.ndim)) if axis is None else _axes(axis, m.ndim)
     return lax.rev(m, axes) if axes else m
 

@@ -12,7 +12,7 @@ import operator
 import numpy as np
 
 from meshsim._src import dtype_kinds
-from meshsim._src import core, ref
+from meshsim._src import api, core, ref
 from meshsim._src.lax import elementwise as lax
 from meshsim._src.numpy.promotion import (broadcast_shapes, broadcast_to_shape, promote_args,
                                           promote_args_inexact, promote_args_numeric, result_type)
@@ -114,9 +114,9 @@ def _binary(name, lax_op, promote=promote_args, keep_scalars=True):
     return fn
 
 
+@api.jitted_when_traced
 def _where(condition, x, y):
     """select(condition, x, y) with x and y promoted and everything broadcast."""
-    _check_arraylike("where", condition, x, y)
     condition = _to_bool(core.asarray_value(condition))
     dtype, weak = result_type(x, y)
     x, y = (core.convert_element_type(v, dtype, weak) for v in (x, y))
@@ -179,6 +179,7 @@ def absolute(x, /):
 abs = absolute  # noqa: A001 (jnp.abs)
 
 
+@api.jitted_when_traced
 def floor_divide(x1, x2, /):
     """Python's floor division: rounds toward -inf (integers and floats)."""
     x1, x2 = _promoted(promote_args_numeric, "floor_divide")(x1, x2)
@@ -201,6 +202,7 @@ def _float_divmod(x1, x2):
     return lax.round(div), mod
 
 
+@api.jitted_when_traced
 def remainder(x1, x2, /):
     """x1 - floor(x1 / x2) * x2: the result has the sign of the divisor."""
     x1, x2 = _promoted(promote_args_numeric, "remainder")(x1, x2)
@@ -216,6 +218,7 @@ def mod(x1, x2, /):
     return remainder(x1, x2)
 
 
+@api.jitted_when_traced
 def fmod(x1, x2, /):
     """C's remainder: the result has the sign of the dividend."""
     _check_arraylike("fmod", x1, x2)
@@ -274,6 +277,7 @@ def _pow_int_int(x1, x2):
     return acc
 
 
+@api.jitted_when_traced
 def clip(arr=None, /, min=None, max=None):  # noqa: A002 (jnp.clip's argument names)
     """Limits values to [min, max]; either bound may be None."""
     if arr is None:
@@ -291,16 +295,19 @@ def clip(arr=None, /, min=None, max=None):  # noqa: A002 (jnp.clip's argument na
     return core.asarray_value(arr)
 
 
+@api.jitted_when_traced
 def fmax(x1, x2):
     """maximum that ignores NaNs."""
     return _where(logical_or(greater(x1, x2), isnan(x2)), x1, x2)
 
 
+@api.jitted_when_traced
 def fmin(x1, x2):
     """minimum that ignores NaNs."""
     return _where(logical_or(less(x1, x2), isnan(x2)), x1, x2)
 
 
+@api.jitted_when_traced
 def heaviside(x1, x2, /):
     x1, x2 = _promoted(promote_args_inexact, "heaviside")(x1, x2)
     zero = _const(x1, 0)
@@ -412,6 +419,7 @@ def degrees(x, /):
     return rad2deg(x)
 
 
+@api.jitted_when_traced
 def hypot(x1, x2, /):
     """sqrt(x1**2 + x2**2) without overflow: max * sqrt(1 + (min/max)**2)."""
     x1, x2 = _promoted(promote_args_inexact, "hypot")(x1, x2)
@@ -445,6 +453,7 @@ def ceil(x, /):
     return x if _is_integral(x.dtype) else lax.ceil(*promote_args_inexact(x))
 
 
+@api.jitted_when_traced
 def trunc(x):
     """Rounds toward zero."""
     x = _asarray("trunc", x)
@@ -453,6 +462,7 @@ def trunc(x):
     return _where(lax.lt(x, _const(x, 0)), ceil(x), floor(x))
 
 
+@api.jitted_when_traced
 def rint(x, /):
     """Rounds half to even; integers become the default float."""
     x = _asarray("rint", x)
@@ -461,6 +471,7 @@ def rint(x, /):
     return lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN)
 
 
+@api.jitted_when_traced(static_argnames=('decimals',))
 def round(a, decimals=0, out=None):  # noqa: A001 (jnp.round)
     """Rounds half to even at `decimals` places (by scaling, as JAX does)."""
     a = _asarray("round", a)
@@ -529,9 +540,11 @@ def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
     if x is None or y is None:
         raise ValueError("Either both or neither of the x and y arguments should be provided to "
                          f"jax.numpy.where, got {x} and {y}.")
+    _check_arraylike("where", condition, x, y)
     return _where(condition, x, y)
 
 
+@api.jitted_when_traced(static_argnames=('equal_nan',))
 def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     """|a - b| <= atol + rtol * |b|, elementwise (infinities must match exactly)."""
     a, b = _promoted(promote_args_inexact, "isclose")(a, b)
@@ -549,6 +562,7 @@ def _all(x):
     return reductions.all(x)
 
 
+@api.jitted_when_traced(static_argnames=('equal_nan',))
 def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     """Whether every element is close (a bool scalar Array)."""
     _check_arraylike("allclose", a, b)
@@ -614,6 +628,7 @@ def isnan(x, /):
     return lax.ne(x, x)
 
 
+@api.jitted_when_traced
 def isinf(x, /):
     x = _asarray("isinf", x)
     if _is_complex(x.dtype):
@@ -650,6 +665,7 @@ def isfinite(x, /):
 _SAME_WIDTH_INT = {2: np.int16, 4: np.int32, 8: np.int64}
 
 
+@api.jitted_when_traced
 def signbit(x, /):
     """Whether the sign bit is set (also for -0.0 and negative NaNs)."""
     (x,) = _promoted(promote_args, "signbit")(x)
@@ -658,9 +674,12 @@ def signbit(x, /):
     if x.dtype == np.bool_:
         return _full_like(x, False, np.bool_)
     bits = lax.bitcast_convert_type(x, _SAME_WIDTH_INT[x.dtype.itemsize])
-    return lax.lt(bits, _constant_like(bits, 0))
+    # The sign bit shifted over every other bit (0 or -1), as JAX computes it.
+    sign = lax.shift_right_arithmetic(bits, _constant_like(bits, 8 * x.dtype.itemsize - 1))
+    return lax.convert_element_type(sign, np.bool_)
 
 
+@api.jitted_when_traced
 def copysign(x1, x2, /):
     x1, x2 = _promoted(promote_args_inexact, "copysign")(x1, x2)
     return _where(signbit(x2), lax.neg(lax.abs(x1)), lax.abs(x1))
