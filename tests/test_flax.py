@@ -59,7 +59,7 @@ def _compare(program):
     return ours
 
 
-@pytest.mark.parametrize("program", ["flax_nnx_basics.py", "flax_nnx_sharded.py",
+@pytest.mark.parametrize("program", ["flax_nnx_basics.py", "flax_nnx_sharded.py", "flax_nnx_scan_layers.py",
                                      "flax_linen_basics.py", "flax_linen_logical.py"])
 def test_flax_program_matches_jax(real_jax, program):
     pytest.importorskip("flax")

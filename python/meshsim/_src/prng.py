@@ -1,8 +1,8 @@
 """Typed PRNG keys and the threefry2x32 key operations (JAX's partitionable mode).
 
 A typed key array of shape S is a `PRNGKeyArray` over a uint32 array of shape
-S + (2,) (its key data). It is a pytree node whose one child is that data, so
-keys pass through `jit` and tree utilities; inside a trace the data is a tracer.
+S + (2,) (its key data). It is a pytree leaf to users, as in JAX, and a node whose one
+child is that data to the transforms, which trace the data (see tree_public.py).
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from meshsim._src.basearray import Array
-from meshsim._src import core, tree_util
+from meshsim._src import core, tree_public
 from meshsim._src.lax import elementwise as lax
 from meshsim._src.lax import structural as lax_shape
 from meshsim._src import dtype_kinds
@@ -43,17 +43,24 @@ KEY_DTYPE = KeyTy()
 
 
 class KeyShapedArray:
-    """The abstract type of a key array: `key<fry>[3]`, as `jax.typeof` prints it."""
+    """The abstract type of a key array: `key<fry>[3]`, as `jax.typeof` prints it, with the
+    key data's sharding on the key dimensions (`key<fry>[8@x]`)."""
 
-    def __init__(self, shape: tuple[int, ...]):
-        self.shape = shape
+    def __init__(self, data_aval):
+        self._elements = data_aval.without_dim(data_aval.ndim - 1)  # uint32 over the key shape
+        self.shape = tuple(self._elements.shape)
         self.dtype = KEY_DTYPE
-        self.ndim = len(shape)
-        self.size = math.prod(shape)
+        self.ndim = len(self.shape)
+        self.size = math.prod(self.shape)
         self.weak_type = False
 
+    @property
+    def sharding(self):
+        return self._elements.sharding
+
     def str_short(self, short_dtypes: bool = False) -> str:
-        return f"{KEY_DTYPE}[{','.join(map(str, self.shape))}]"
+        text = self._elements.str_short()
+        return f"{KEY_DTYPE}{text[text.index('['):]}"
 
     __str__ = str_short
 
@@ -61,10 +68,10 @@ class KeyShapedArray:
         return f"ShapedArray({self.str_short()})"
 
     def __eq__(self, other):
-        return isinstance(other, KeyShapedArray) and other.shape == self.shape
+        return isinstance(other, KeyShapedArray) and other.str_short() == self.str_short()
 
     def __hash__(self):
-        return hash((KeyShapedArray, self.shape))
+        return hash((KeyShapedArray, self.str_short()))
 
 
 class PRNGKeyArray:
@@ -77,7 +84,7 @@ class PRNGKeyArray:
 
     @property
     def aval(self) -> KeyShapedArray:
-        return KeyShapedArray(self.shape)
+        return KeyShapedArray(self._base.aval)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -178,8 +185,9 @@ def _dtype_of(x):
     return x.dtype if hasattr(x, "dtype") else core.python_scalar_dtype(x)
 
 
-tree_util.register_pytree_node(PRNGKeyArray, lambda k: ((k._base,), None),
-                               lambda _, children: PRNGKeyArray(*children))
+# A leaf to users (jax.tree_util), a node over its key data to the transforms.
+tree_public.register_traced_leaf(PRNGKeyArray, lambda k: ((k._base,), None),
+                                 lambda _, children: PRNGKeyArray(*children))
 
 
 # -- wrapping, unwrapping and seeding

@@ -355,9 +355,14 @@ def tree_all(tree: Any, *, is_leaf: Callable[[Any], bool] | None = None) -> bool
 def tree_transpose(outer_treedef: PyTreeDef, inner_treedef: PyTreeDef | None,
                    pytree_to_transpose: Any) -> Any:
     """Turns a tree of structure outer∘inner into one of structure inner∘outer."""
-    flat, treedef = tree_flatten(pytree_to_transpose)
     if inner_treedef is None:
         inner_treedef = tree_structure(outer_treedef.flatten_up_to(pytree_to_transpose)[0])
+    return transpose_flat(outer_treedef, inner_treedef, *tree_flatten(pytree_to_transpose))
+
+
+def transpose_flat(outer_treedef: PyTreeDef, inner_treedef: PyTreeDef, flat: list[Any],
+                   treedef: PyTreeDef) -> Any:
+    """tree_transpose of the tree that ``flat`` and ``treedef`` flatten."""
     inner_size, outer_size = inner_treedef.num_leaves, outer_treedef.num_leaves
     if treedef.num_leaves != inner_size * outer_size:
         raise TypeError(f"Mismatch\n{treedef}\n != \n{outer_treedef.compose(inner_treedef)}")

@@ -1,6 +1,9 @@
 """The ``jax.tree`` namespace: short names for the pytree utilities."""
 from meshsim._src.tree_util import (  # noqa: F401
     static,
+    tree_unflatten as unflatten,
+)
+from meshsim._src.tree_public import (  # noqa: F401
     tree_all as all,
     tree_broadcast as broadcast,
     tree_flatten as flatten,
@@ -13,5 +16,4 @@ from meshsim._src.tree_util import (  # noqa: F401
     tree_reduce_associative as reduce_associative,
     tree_structure as structure,
     tree_transpose as transpose,
-    tree_unflatten as unflatten,
 )

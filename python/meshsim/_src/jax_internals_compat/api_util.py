@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from meshsim._src import tree_util
+from meshsim._src import tree_public, tree_util
 from meshsim._src.jax_internals_compat.extend.linear_util import WrappedFun
 
 
@@ -44,7 +44,7 @@ def flatten_fun(fun: WrappedFun, in_tree) -> tuple[WrappedFun, _OutTree]:
 
     def flat(*leaves):
         args, kwargs = tree_util.tree_unflatten(in_tree, leaves)
-        out_leaves, tree = tree_util.tree_flatten(fun.call_wrapped(*args, **kwargs))
+        out_leaves, tree = tree_public.tree_flatten(fun.call_wrapped(*args, **kwargs))
         out_tree.store(tree)
         return out_leaves
 
@@ -57,7 +57,7 @@ def flatten_fun_nokwargs(fun: WrappedFun, in_tree) -> tuple[WrappedFun, _OutTree
 
     def flat(*leaves):
         args = tree_util.tree_unflatten(in_tree, leaves)
-        out_leaves, tree = tree_util.tree_flatten(fun.call_wrapped(*args))
+        out_leaves, tree = tree_public.tree_flatten(fun.call_wrapped(*args))
         out_tree.store(tree)
         return out_leaves
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from meshsim._src import tree_kinds
+from meshsim._src import tree_kinds, tree_public
 
 
 class _NodeTypeRegistry(Mapping):
@@ -12,19 +12,18 @@ class _NodeTypeRegistry(Mapping):
     builtin or registered (namedtuples count once seen, as meshsim registers them lazily)."""
 
     def __getitem__(self, node_type):
-        kind = tree_kinds._kind_of_type(node_type) if isinstance(node_type, type) else None
-        if kind is None:
+        if node_type not in self:
             raise KeyError(node_type)
-        return kind
+        return tree_kinds._kind_of_type(node_type)
 
     def __contains__(self, node_type):
-        return isinstance(node_type, type) and tree_kinds._kind_of_type(node_type) is not None
+        return isinstance(node_type, type) and tree_public.is_tree_node(node_type)
 
     def __iter__(self):
-        return iter(list(tree_kinds._kinds))
+        return iter([t for t in tree_kinds._kinds if t in self])
 
     def __len__(self):
-        return len(tree_kinds._kinds)
+        return len(list(iter(self)))
 
 
 _registry = _NodeTypeRegistry()
