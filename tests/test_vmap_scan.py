@@ -104,3 +104,54 @@ def test_vmapped_scan_with_unbatched_xs_and_empty_length(real_jax):
         for a, b in zip(ours, theirs):
             assert a.shape == b.shape
             np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-6, atol=2e-6)
+
+
+def _independent_carries(jax, reverse):
+    """A scan whose carries and ys each stay batched or unbatched on their own: `a` is batched
+    only if its initial value is, the counter never, `acc` once xs are, and `jnp.cos(w)` (a
+    ys of constants only) only if `w` is."""
+    jnp = jax.numpy
+
+    def f(w, a0, acc0, xs):
+        def body(carry, x):
+            a, n, acc = carry
+            return (a * 2.0, n + 1, acc + x), (jnp.sin(a), x * 3.0, jnp.cos(w))
+        return jax.lax.scan(body, (a0, jnp.int32(0), acc0), xs, reverse=reverse)
+    return f
+
+
+INDEPENDENT_CASES = [axes for axes in itertools.product((None, 0), (None, 0), (None, 0), (None, 0, 1))
+                     if any(a is not None for a in axes)]
+
+
+def _independent_args(seed, axes, batch=3, length=4, d=2):
+    rng = np.random.default_rng(seed)
+    args = []
+    for shape, axis in zip([(d,), (d,), (d,), (length, d)], axes):
+        if axis is not None:
+            shape = shape[:axis] + (batch,) + shape[axis:]
+        args.append(rng.standard_normal(shape).astype(np.float32))
+    return args
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("axes", INDEPENDENT_CASES, ids=str)
+def test_unbatched_carries_stay_unbatched(real_jax, axes, reverse):
+    """Values (eager and jitted) and, where JAX's elementwise batching does not give an
+    unbatched operand a size-1 batch dimension (test_vmap_control_flow.py says why we do not),
+    the printed jaxpr: the carries the body keeps unbatched stay so inside the scan, and an
+    unbatched result becomes one broadcast_in_dim after it."""
+    from test_vmap_control_flow import _plain
+    args = _independent_args(zlib.crc32(repr((axes, reverse)).encode()), axes)
+    ours_fn = meshsim.vmap(_independent_carries(meshsim, reverse), in_axes=axes)
+    theirs_fn = real_jax.vmap(_independent_carries(real_jax, reverse), in_axes=axes)
+    theirs = real_jax.tree.leaves(theirs_fn(*args))
+    for ours in (ours_fn(*args), meshsim.jit(ours_fn)(*args)):
+        for a, b in zip(meshsim.tree.leaves(ours), theirs, strict=True):
+            assert a.shape == b.shape and a.dtype == b.dtype
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-6, atol=2e-6)
+    acc_batched, xs_batched = axes[2] is not None, axes[3] is not None
+    if acc_batched and not xs_batched:  # acc + x adds a batched and an unbatched array
+        return
+    assert _plain(str(meshsim.make_jaxpr(ours_fn)(*args))) == \
+        _plain(str(real_jax.make_jaxpr(theirs_fn)(*args)))

@@ -133,27 +133,45 @@ Batched while_batch(const BatchArgs& a) {
 // vmap of a scan is one scan over batched values, as JAX batches it: batched
 // constants and carries hold the batch at dimension 0 and batched xs at
 // dimension 1 (0 is the scanned one), so each row x[i] is batched at 0 in
-// the body; the stacked ys come out batched at 1. Every carry is batched once
-// any operand is (the batched body returns each output batched), where JAX
-// keeps a carry the body never mixes with batched values unbatched: the
-// values are the same, the batched program does more work only for such
-// carries.
+// the body; batched ys come out stacked at 1. A carry is batched when its
+// initial value is or the body makes it so (the fixpoint of while_batch); a
+// carry or ys the body never mixes with batched values stays unbatched.
 Batched scan_batch(const BatchArgs& a) {
   const ScanParams s(a.params);
-  const size_t first_x = s.num_consts + s.num_carry;
-  std::vector<bool> batched(a.in.size());
-  Values in;
-  for (size_t i = 0; i < a.in.size(); ++i) {
-    const bool carry = i >= s.num_consts && i < first_x;
-    batched[i] = carry || a.dims[i] != kNotBatched;
-    in.push_back(batched[i] ? batch_at(a.in[i], a.dims[i], i < first_x ? 0 : 1, a.size) : a.in[i]);
+  const size_t first_x = s.num_consts + s.num_carry, num_ys = s.body->outvars.size() - s.num_carry;
+  std::vector<bool> carry_batched;
+  for (size_t j = 0; j < s.num_carry; ++j) carry_batched.push_back(a.dims[s.num_consts + j] != kNotBatched);
+  const auto body_dims = [&](const std::vector<bool>& carries) {
+    BatchDims dims;
+    for (size_t i = 0; i < a.in.size(); ++i) {
+      const bool carry = i >= s.num_consts && i < first_x;
+      dims.push_back((carry ? carries[i - s.num_consts] : a.dims[i] != kNotBatched) ? 0 : kNotBatched);
+    }
+    return dims;
+  };
+  const auto instantiate = [&](const std::vector<bool>& carries) {
+    std::vector<bool> r(carries);
+    r.resize(carries.size() + num_ys, false);
+    return r;
+  };
+  for (size_t round = 0; round <= s.num_carry; ++round) {
+    std::vector<bool> out =
+        batch_program(*s.body, body_dims(carry_batched), a.size, instantiate(carry_batched)).out_batched;
+    out.resize(s.num_carry);
+    if (out == carry_batched) break;
+    carry_batched = any_of_each({carry_batched, out}, s.num_carry);
   }
+  const BatchDims dims = body_dims(carry_batched);
+  const BatchedProgram body = batch_program(*s.body, dims, a.size, instantiate(carry_batched));
+  Values in;
+  for (size_t i = 0; i < a.in.size(); ++i)
+    in.push_back(dims[i] == kNotBatched ? a.in[i] : batch_at(a.in[i], a.dims[i], i < first_x ? 0 : 1, a.size));
   Params params = a.params;
-  params.set("jaxpr", batch_program(*s.body, batched, a.size));
-  Values out = meshsim::bind(a.prim, in, params);
-  BatchDims dims(out.size(), 1);
-  std::fill(dims.begin(), dims.begin() + s.num_carry, 0);
-  return Batched{out, dims};
+  params.set("jaxpr", body.program);
+  Batched r{meshsim::bind(a.prim, in, params), {}};
+  for (size_t j = 0; j < body.out_batched.size(); ++j)
+    r.dims.push_back(!body.out_batched[j] ? kNotBatched : j < s.num_carry ? 0 : 1);
+  return r;
 }
 
 }  // namespace meshsim

@@ -18,6 +18,7 @@ import numpy as np
 
 from meshsim import _core
 from meshsim._src import core, tree_util, vmap_collectives
+from meshsim._src.lax import structural as lax_structural
 from meshsim._src import ref as ref_lib
 from meshsim._src.tracing import trace_flat
 from meshsim._src.sharding import placement
@@ -149,9 +150,9 @@ def _check_axes(in_axes, out_axes):
 def _place(x, src, dst: int, size: int):
     """The output `x` (batched on `src`, or None) with the batch at `dst`."""
     from meshsim._src.numpy import structural
-    if src is None:
-        x = structural.broadcast_to(structural.expand_dims(x, dst), (*x.shape[:dst], size, *x.shape[dst:]))
-        return x
+    if src is None:  # one broadcast_in_dim, as JAX's matchaxis
+        shape = (*x.shape[:dst], size, *x.shape[dst:])
+        return lax_structural.broadcast_in_dim(x, shape, [d for d in range(len(shape)) if d != dst])
     return structural.moveaxis(x, src, dst)
 
 
