@@ -60,13 +60,34 @@ def test_config_flags():
     jax.config.update("jax_platforms", "cpu")
     with pytest.raises(ValueError, match="jax_platforms"):
         jax.config.update("jax_platforms", "tpu")
-    jax.config.update("jax_some_notebook_flag", 3)  # unknown jax_* flags are kept
-    assert jax.config.jax_some_notebook_flag == 3
+    jax.config.update("jax_compilation_cache_dir", "/tmp/cache")  # a JAX option without effect here
+    assert jax.config.jax_compilation_cache_dir == "/tmp/cache"
+    jax.config.update("jax_compilation_cache_dir", None)
     assert jax.config.jax_threefry_partitionable is True
-    with pytest.raises(AttributeError, match="Unrecognized config option: not_a_flag"):
-        jax.config.update("not_a_flag", 1)
-    with pytest.raises(AttributeError):
-        jax.config.jax_never_set
+
+
+@pytest.mark.parametrize("name", ["jax_no_such_option", "not_a_flag", "jax_enable_x6", "check_vmaa"])
+def test_config_rejects_what_jax_does_not_have(real_jax, name):
+    """Unknown options raise JAX's exception, on update, read and attribute access."""
+    def raised(config):
+        texts = []
+        for use in (lambda: config.update(name, 1), lambda: config.read(name), lambda: getattr(config, name)):
+            with pytest.raises(AttributeError) as e:
+                use()
+            texts.append(str(e.value))
+        return texts
+    assert raised(jax.config) == raised(real_jax.config)
+
+
+def test_config_accepts_every_jax_option(real_jax):
+    """Each of JAX 0.10.2's options reads with JAX's default (for those without effect here)
+    and takes its own value back."""
+    for name, holder in real_jax.config._value_holders.items():
+        value = getattr(jax.config, name)
+        jax.config.update(name, value)
+        default = getattr(holder.value, "value", holder.value)  # enum options by their value
+        if name not in ("jax_num_cpu_devices",):  # JAX's -1 is "not chosen"; ours is the count
+            assert value == default, name
 
 
 # --- PartitionSpec -------------------------------------------------------------------------
