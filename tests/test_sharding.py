@@ -1,5 +1,6 @@
 """Devices, config, meshes, partition specs, shardings, device_put and the
 debug views, checked against NumPy and against JAX (8 CPU devices)."""
+import importlib
 import pickle
 
 import numpy as np
@@ -38,6 +39,27 @@ def test_devices():
     assert jax.devices("cpu") == devs
     with pytest.raises(RuntimeError, match="Unknown backend: 'gpu'"):
         jax.devices("gpu")
+
+
+def test_device_memory_client_and_format_placement(real_jax):
+    """What checkpointing libraries ask of devices, shardings and device_put, as JAX answers
+    (for the one memory kind, 'device', that simulated devices have)."""
+    def probe(jax):
+        d = jax.devices()[3]
+        mesh = jax.make_mesh((2, 4), ("x", "y"))
+        sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("y"))
+        Format = importlib.import_module(f"{jax.__name__}.experimental.layout").Format
+        placed = jax.device_put(np.arange(8.0), Format(None, sharding))
+        single = jax.sharding.SingleDeviceSharding(d)
+        return (d.default_memory().kind, d.memory("device").kind, str(d.default_memory()).split("(")[0],
+                d.default_memory().addressable_by_devices() == [d], d.client.platform,
+                d.client.process_index(), d.client.device_count(), d.client.devices() == jax.devices(),
+                sharding._device_assignment == tuple(mesh.devices.flat),
+                single._addressable_device_assignment == (d,), placed.sharding == sharding,
+                np.asarray(placed).tolist(), placed.copy_to_host_async())
+    assert probe(jax) == probe(real_jax)
+    with pytest.raises(Exception, match="Could not find memory addressable by device cpu"):
+        jax.devices()[0].memory("host")
 
 
 def test_config_device_count_is_frozen_once_devices_are_used():

@@ -1,6 +1,7 @@
 """A training script's imports and bookkeeping: orbax and flax's checkpoint modules load,
-jax.monitoring passes recorded events to listeners, colocated_python runs host code and
-jnp.zeros(4, 4) raises JAX's hint. Prints the same under JAX and `python -m meshsim`."""
+jax.monitoring passes recorded events to listeners, colocated_python runs host code,
+jnp.zeros(4, 4) raises JAX's hint and an orbax checkpoint of sharded arrays saves and
+restores. Prints the same under JAX and `python -m meshsim`."""
 import os
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
@@ -33,3 +34,25 @@ for shape, dtype in [(4, 4), (3, True), ((2,), 3), (4, 2.0)]:
             make(shape, dtype)
         except TypeError as e:
             print(make.__name__, repr(str(e)))
+
+# An orbax checkpoint of a small model's state, sharded and replicated arrays and rng keys,
+# saved and restored onto an abstract target (orbax asks the device for its client and
+# memories and device_puts each array with a Format).
+import tempfile  # noqa: E402
+
+import numpy as np  # noqa: E402
+from jax.sharding import NamedSharding, PartitionSpec as P  # noqa: E402
+
+sharded = jax.device_put(jnp.arange(32.0).reshape(8, 4), NamedSharding(mesh, P("x", "y")))
+state = {"w": sharded, "b": jnp.linspace(-1.0, 1.0, 5), "step": jnp.int32(7),
+         "key": jax.random.key_data(jax.random.key(3))}
+print(jax.devices()[2].default_memory().kind, jax.devices()[0].client.platform)
+with tempfile.TemporaryDirectory() as tmp:
+    checkpointer = ocp.StandardCheckpointer()
+    checkpointer.save(f"{tmp}/state", state)
+    checkpointer.wait_until_finished()
+    target = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=a.sharding), state)
+    restored = checkpointer.restore(f"{tmp}/state", target)
+for name in sorted(state):
+    a, r = state[name], restored[name]
+    print(name, r.dtype, r.shape, r.sharding == a.sharding, bool(np.array_equal(np.asarray(a), np.asarray(r))))

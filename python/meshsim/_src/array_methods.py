@@ -203,6 +203,8 @@ def install():
     core.Array.__str__ = lambda self: _array_repr(self) if self.aval.unreduced else str(self.to_numpy())
     core.Array.__format__ = lambda self, spec: format(self.to_numpy().item() if self.ndim == 0 else self.to_numpy(), spec)
     core.Array.copy = lambda self: _jnp().array(self, copy=True)
+    # JAX starts a device-to-host copy; simulated devices' memory is the host's already.
+    core.Array.copy_to_host_async = lambda self: None
     for conversion in ("__float__", "__int__", "__bool__", "__index__", "__complex__", "item", "tolist",
                        "__array__"):
         setattr(core.Tracer, conversion, _concrete_error(conversion))

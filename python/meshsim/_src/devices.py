@@ -38,6 +38,78 @@ class CpuDevice(Device):
     def __reduce__(self):
         return device, (self.id,)
 
+    @property
+    def client(self) -> "Client":
+        return _CLIENT
+
+    def addressable_memories(self) -> list["Memory"]:
+        return [Memory(self)]
+
+    def default_memory(self) -> "Memory":
+        return Memory(self)
+
+    def memory(self, kind: str) -> "Memory":
+        if kind != Memory.kind:
+            from meshsim._src.errors import JaxRuntimeError
+            raise JaxRuntimeError(
+                "INVALID_ARGUMENT: Could not find memory addressable by device cpu. Device cpu can "
+                f"address the following memory kinds: device. Got memory kind: {kind}")
+        return Memory(self)
+
+
+class Memory:
+    """A device's memory. A simulated device has one, of JAX's default kind 'device' (a
+    program's arrays stay in it: the host and pinned-host kinds of JAX's CPU devices are not
+    simulated)."""
+
+    __slots__ = ("_device",)
+    kind = "device"
+
+    def __init__(self, device: CpuDevice):
+        self._device = device
+
+    def addressable_by_devices(self) -> list[CpuDevice]:
+        return [self._device]
+
+    def __eq__(self, other):
+        return isinstance(other, Memory) and other._device == self._device
+
+    def __hash__(self):
+        return hash((Memory, self._device))
+
+    def __repr__(self):
+        return f"CPU_DEVICE_{self._device.id}"
+
+    def __str__(self):
+        return f"CpuDeviceMemory(id={self._device.id}, process_index=0, client=cpu)"
+
+
+class Client:
+    """What JAX calls the backend client (`device.client`): the one process's CPU devices,
+    for libraries that ask it about the platform and the process."""
+
+    platform = "cpu"
+    platform_version = "cpu"
+    runtime_type = "pjrt_ifrt"
+
+    def process_index(self) -> int:
+        return 0
+
+    host_id = process_index
+
+    def device_count(self) -> int:
+        return len(_all_devices())
+
+    local_device_count = device_count
+
+    def devices(self) -> list[CpuDevice]:
+        return list(_all_devices())
+
+    local_devices = devices
+
+
+_CLIENT = Client()
+
 
 _devices: list[CpuDevice] | None = None
 

@@ -10,6 +10,7 @@ from meshsim._src import core, tree_util
 from meshsim._src import devices as devices_lib
 from meshsim._src.sharding import array, device_assignment, placement
 from meshsim._src.sharding.mesh import AxisType, Mesh, context_mesh, set_mesh
+from meshsim._src.sharding.layout import Format
 from meshsim._src.sharding.named_sharding import NamedSharding, Sharding, SingleDeviceSharding
 from meshsim._src.sharding.partition_spec import P, PartitionSpec
 
@@ -41,11 +42,14 @@ def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None) -> Mesh
 
 
 def _is_placement(p) -> bool:
-    return p is None or isinstance(p, (Sharding, PartitionSpec, devices_lib.Device))
+    return p is None or isinstance(p, (Sharding, PartitionSpec, devices_lib.Device, Format))
 
 
 def _as_sharding(p) -> Sharding | None:
-    """A placement (None, a sharding, a device, or a spec over the context mesh) as a sharding."""
+    """A placement (None, a sharding, a device, a spec over the context mesh, or a Format, whose
+    layout every shard has) as a sharding."""
+    if isinstance(p, Format):
+        p = p.sharding
     if p is None or isinstance(p, Sharding):
         return p
     if isinstance(p, devices_lib.CpuDevice):

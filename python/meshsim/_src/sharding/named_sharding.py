@@ -52,6 +52,13 @@ class Sharding:
     def addressable_devices_indices_map(self, global_shape) -> dict:
         return self.devices_indices_map(global_shape)
 
+    @property
+    def _device_assignment(self) -> tuple:
+        """The devices in block order (JAX's private name, which checkpointing libraries use)."""
+        return tuple(self._device_list())
+
+    _addressable_device_assignment = _device_assignment  # every device is this process's
+
     def is_equivalent_to(self, other: Sharding, ndim: int) -> bool:
         """True if both put the same blocks on the same devices."""
         shape = (math.lcm(self.num_devices, other.num_devices),) * ndim
