@@ -53,6 +53,8 @@ def _text_cases(J):
         "argsort_unread_sorted_keys": (lambda a: jnp.argsort(a, axis=1), (X,)),
         "round_tril_cumsum": (lambda a: jnp.cumsum(jnp.tril(jnp.round(a, 1)), axis=0), (X[:, :4],)),
         "heaviside_shared_where": (jnp.heaviside, (X, X)),
+        "nn_silu_elu_leaky_relu": (lambda a: J.nn.silu(a) + J.nn.elu(a, 0.5) + J.nn.leaky_relu(a), (X,)),
+        "nn_soft_sign_squareplus": (lambda a: J.nn.soft_sign(J.nn.squareplus(a)), (X,)),
     }
 
 

@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 
 from meshsim._src.numpy import namespace as jnp
-from meshsim._src import core
+from meshsim._src import api, core
 from meshsim._src.ad import stop_gradient
 from meshsim._src.lax import elementwise as lax
 from meshsim._src.lax import structural as lax_structural
@@ -36,6 +36,7 @@ def relu(x):
     return jnp.maximum(x, 0)
 
 
+@api.jitted_when_traced
 def relu6(x):
     """min(max(x, 0), 6)."""
     return jnp.minimum(jnp.maximum(x, 0), 6.0)
@@ -46,6 +47,7 @@ def sigmoid(x):
     return lax.logistic(x)
 
 
+@api.jitted_when_traced
 def silu(x):
     """x * sigmoid(x)."""
     x = core.asarray_value(x)
@@ -55,40 +57,47 @@ def silu(x):
 swish = silu
 
 
+@api.jitted_when_traced
 def softplus(x):
     """log(1 + exp(x)), computed without overflow."""
     return jnp.logaddexp(x, 0)
 
 
+@api.jitted_when_traced
 def log_sigmoid(x):
     """log(sigmoid(x)) = -softplus(-x)."""
     x = core.asarray_value(x)
     return -softplus(-x)
 
 
+@api.jitted_when_traced
 def elu(x, alpha=1.0):
     """x if x > 0 else alpha * (exp(x) - 1)."""
     x = core.asarray_value(x)
     return jnp.where(x > 0, x, alpha * jnp.expm1(jnp.where(x > 0, 0.0, x)))
 
 
+@api.jitted_when_traced
 def leaky_relu(x, negative_slope=1e-2):
     """x if x >= 0 else negative_slope * x."""
     x = core.asarray_value(x)
     return jnp.where(x >= 0, x, negative_slope * x)
 
 
+@api.jitted_when_traced
 def identity(x):
     """x itself, as an array."""
     return _asarray("identity", x)
 
 
+@api.jitted_when_traced
 def celu(x, alpha=1.0):
     """max(x, 0) + alpha * expm1(min(x, 0) / alpha)."""
     x = _asarray("celu", x)
     return jnp.maximum(x, 0.0) + alpha * jnp.expm1(jnp.minimum(x, 0.0) / alpha)
 
 
+@api.jitted_when_traced
 def selu(x):
     """scale * elu(x, alpha) with the self-normalizing constants."""
     alpha = 1.6732632423543772848170429916717
@@ -96,6 +105,7 @@ def selu(x):
     return scale * elu(_asarray("selu", x), alpha)
 
 
+@api.jitted_when_traced(static_argnames=('axis',))
 def glu(x, axis: int = -1):
     """x1 * sigmoid(x2), where x1, x2 are the halves of x along `axis`."""
     x = _asarray("glu", x)
@@ -106,17 +116,20 @@ def glu(x, axis: int = -1):
     return x1 * sigmoid(x2)
 
 
+@api.jitted_when_traced
 def hard_tanh(x):
     """x clipped to [-1, 1]."""
     x = _asarray("hard_tanh", x)
     return jnp.where(x > 1, 1, jnp.where(x < -1, -1, x))
 
 
+@api.jitted_when_traced
 def hard_sigmoid(x):
     """relu6(x + 3) / 6."""
     return relu6(_asarray("hard_sigmoid", x) + 3.) / 6.
 
 
+@api.jitted_when_traced
 def hard_silu(x):
     """x * hard_sigmoid(x)."""
     x = _asarray("hard_silu", x)
@@ -126,36 +139,42 @@ def hard_silu(x):
 hard_swish = hard_silu
 
 
+@api.jitted_when_traced
 def mish(x):
     """x * tanh(softplus(x))."""
     x = _asarray("mish", x)
     return x * jnp.tanh(softplus(x))
 
 
+@api.jitted_when_traced
 def soft_sign(x):
     """x / (|x| + 1)."""
     x = _asarray("soft_sign", x)
     return x / (jnp.abs(x) + 1)
 
 
+@api.jitted_when_traced
 def squareplus(x, b=4):
     """(x + sqrt(x^2 + b)) / 2."""
     x, b = _asarray("squareplus", x), _asarray("squareplus", b)
     return (x + jnp.sqrt(jnp.square(x) + b)) / 2
 
 
+@api.jitted_when_traced
 def log1mexp(x):
     """log(1 - exp(-x)), by expm1 below log(2) and log1p above (Maechler's split)."""
     x = _asarray("log1mexp", x)
     return jnp.where(x < jnp.log(2.0), jnp.log(-jnp.expm1(-x)), jnp.log1p(-jnp.exp(-x)))
 
 
+@api.jitted_when_traced
 def sparse_plus(x):
     """0 for x <= -1, x for x >= 1, (x + 1)^2 / 4 between."""
     x = _asarray("sparse_plus", x)
     return jnp.where(x <= -1.0, 0.0, jnp.where(x >= 1.0, x, (x + 1.0) ** 2 / 4))
 
 
+@api.jitted_when_traced
 def sparse_sigmoid(x):
     """clip(x + 1, 0, 2) / 2."""
     return 0.5 * jnp.clip(_asarray("sparse_sigmoid", x) + 1.0, 0.0, 2.0)
@@ -203,6 +222,7 @@ def softmax(x, axis=-1, where=None):
     return result if where is None else jnp.where(where, result, 0)
 
 
+@api.jitted_when_traced(static_argnames=('axis',))
 def log_softmax(x, axis=-1, where=None):
     """x - logsumexp(x) along `axis`, shifted by the max for stability."""
     x = core.asarray_value(x)
