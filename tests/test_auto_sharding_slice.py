@@ -1,9 +1,11 @@
 """Slices of dims split over Auto mesh axes, against JAX 0.10.2: the sliced dim keeps its
 sharding in the result where the axes divide it (Shardy's permutation factor), and a slice
 whose result blocks lie within the devices' own operand blocks runs on each device's block at
-its own offset, moving nothing, as XLA partitions it. Slices needing other devices' elements
-are computed whole then sliced locally (XLA exchanges halos instead: strict xfails on the
-collectives only)."""
+its own offset, moving nothing, as XLA partitions it. A slice needing other devices' elements
+along one dim receives them from the neighbours in collective-permutes (XLA's halo exchange,
+as for a pad: sharding/halo.cpp); along two dims, or where the sliced size is not divided
+evenly, meshsim computes the slice whole and slices it locally (strict xfails on the
+collectives only). Random slices of split dims, drawn from a seed, widen the named cases."""
 import numpy as np
 import pytest
 
@@ -13,27 +15,32 @@ from auto_oracle import assert_like_jax, run_jax, run_meshsim
 
 MESHES = {1: ((8,), ("X",)), 2: ((4, 2), ("X", "Y")), 3: ((2, 2, 2), ("X", "Y", "Z"))}
 
-# name -> (mesh rank, shape, spec, slicer (on lib, x), XLA moves data between neighbours)
+# name -> (mesh rank, shape, spec, slicer (on lib, x), why meshsim's collectives differ from
+# XLA's halo exchange, or None)
+TWO_DIMS = "XLA exchanges halos along one sliced dim after another; meshsim gathers the sliced dims"
+UNEVEN = ("XLA slices blocks its axes split unevenly (15 over 8) and exchanges halos between them; "
+          "meshsim gathers the sliced dim")
+
 CASES = {
-    "cols_local": (2, (16, 8), ("X", "Y"), lambda m, x: x[:, 2:6] * 2.0, False),
-    "cols_local_3": (3, (16, 8), ("Y", "X"), lambda m, x: m.jnp.sin(x[:, 2:6]), False),
-    "inner_two": (2, (16,), ("Y",), lambda m, x: x[2:14] + 1.0, False),
-    "strided": (2, (16, 4), ("Y",), lambda m, x: x[::2] * 3.0, False),
-    "strided_odd": (1, (32,), ("X",), lambda m, x: x[1::2] - 1.0, False),
-    "both_dims": (3, (16, 8), (("X", "Y"), "Z"), lambda m, x: x[4:12, 0:8:2] * 2.0, True),
+    "cols_local": (2, (16, 8), ("X", "Y"), lambda m, x: x[:, 2:6] * 2.0, None),
+    "cols_local_3": (3, (16, 8), ("Y", "X"), lambda m, x: m.jnp.sin(x[:, 2:6]), None),
+    "inner_two": (2, (16,), ("Y",), lambda m, x: x[2:14] + 1.0, None),
+    "strided": (2, (16, 4), ("Y",), lambda m, x: x[::2] * 3.0, None),
+    "strided_odd": (1, (32,), ("X",), lambda m, x: x[1::2] - 1.0, None),
+    "both_dims": (3, (16, 8), (("X", "Y"), "Z"), lambda m, x: x[4:12, 0:8:2] * 2.0, TWO_DIMS),
     "lax_slice": (2, (8, 16), (None, ("X", "Y")), lambda m, x: m.jax.lax.slice(x, (1, 0), (7, 16), (2, 1)),
-                  False),
-    "two_slices": (2, (16, 8), (None, "Y"), lambda m, x: m.jnp.tanh(x[:, 1:7:3]) * x[:, 0:8:4], False),
-    "unsharded_dim": (2, (16, 8), ("X",), lambda m, x: x[:, 3:7] * 2.0, False),
-    "first_half": (1, (16,), ("X",), lambda m, x: x[:8] * 2.0, True),
-    "shifted": (1, (64,), ("X",), lambda m, x: x[8:40] * 2.0, True),
-    "drop_first": (1, (16,), ("X",), lambda m, x: x[1:] * 2.0, True),
-    "middle_4": (2, (16,), ("X",), lambda m, x: x[4:12] * 2.0, True),
+                  None),
+    "two_slices": (2, (16, 8), (None, "Y"), lambda m, x: m.jnp.tanh(x[:, 1:7:3]) * x[:, 0:8:4], None),
+    "unsharded_dim": (2, (16, 8), ("X",), lambda m, x: x[:, 3:7] * 2.0, None),
+    "first_half": (1, (16,), ("X",), lambda m, x: x[:8] * 2.0, None),
+    "shifted": (1, (64,), ("X",), lambda m, x: x[8:40] * 2.0, None),
+    "drop_first": (1, (16,), ("X",), lambda m, x: x[1:] * 2.0, UNEVEN),
+    "middle_4": (2, (16,), ("X",), lambda m, x: x[4:12] * 2.0, None),
 }
 
 
-def _run(runner, mod, name):
-    rank, shape, spec, fun, _ = CASES[name]
+def _run(runner, mod, case):
+    rank, shape, spec, fun = case[:4]
     mesh_shape, names = MESHES[rank]
     mesh = mod.make_mesh(mesh_shape, names, axis_types=(mod.sharding.AxisType.Auto,) * rank)
     value = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
@@ -48,15 +55,42 @@ def _run(runner, mod, name):
 
 @pytest.mark.parametrize("name", CASES)
 def test_slice_sharding_and_values(name):
-    assert_like_jax(lambda runner, mod: _run(runner, mod, name), collectives=False, rtol=1e-6, atol=1e-6)
+    assert_like_jax(lambda runner, mod: _run(runner, mod, CASES[name]), collectives=False, rtol=1e-6, atol=1e-6)
 
 
 @pytest.mark.parametrize("name", CASES)
 def test_slice_collectives(name, request):
     if CASES[name][4]:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "XLA sends neighbours' elements with collective-permutes (a halo exchange); meshsim "
-            "gathers the sliced dim")))
-    _, j_coll, _ = _run(run_jax, jax, name)
-    _, m_coll, _ = _run(run_meshsim, meshsim, name)
+        request.applymarker(pytest.mark.xfail(strict=True, reason=CASES[name][4]))
+    _, j_coll, _ = _run(run_jax, jax, CASES[name])
+    _, m_coll, _ = _run(run_meshsim, meshsim, CASES[name])
     assert m_coll == j_coll
+
+
+def _random_slice(seed: int):
+    """A slice of one dim split over one or two mesh axes, its size a multiple of their
+    devices, at a random offset, then an elementwise op: (mesh rank, shape, spec, slicer)."""
+    rng = np.random.default_rng(seed)
+    rank = int(rng.integers(1, 4))
+    mesh_shape, names = MESHES[rank]
+    order = [int(k) for k in rng.permutation(rank)]
+    axes = order[:int(rng.integers(1, min(2, rank) + 1))]
+    n = int(np.prod([mesh_shape[k] for k in axes]))
+    ndim = int(rng.integers(1, 3))
+    shape = [int(rng.choice([2, 4, 8])) for _ in range(ndim)]
+    dim = int(rng.integers(ndim))
+    shape[dim] = n * int(rng.choice([2, 4, 8]))
+    spec = [None] * ndim
+    spec[dim] = tuple(names[k] for k in axes) if len(axes) > 1 else names[axes[0]]
+    size = n * int(rng.integers(1, shape[dim] // n))
+    start = int(rng.integers(0, shape[dim] - size + 1))
+    index = tuple(slice(start, start + size) if d == dim else slice(None) for d in range(ndim))
+    return rank, tuple(shape), tuple(spec), lambda m, x: m.jnp.cos(x[index])
+
+
+RANDOM = {seed: _random_slice(seed) for seed in range(700, 716)}
+
+
+@pytest.mark.parametrize("seed", RANDOM)
+def test_random_slice_matches_xla(seed):
+    assert_like_jax(lambda runner, mod: _run(runner, mod, RANDOM[seed]), rtol=1e-6, atol=1e-6)

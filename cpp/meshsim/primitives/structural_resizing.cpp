@@ -59,7 +59,11 @@ void slice() {
   // blocks when each device's result block lies within its own operand block
   // (XLA's partitioner slices each block at its own offset then, moving
   // nothing): param `block_slices` lists per device its id and its local
-  // start and limit indices.
+  // start and limit indices. Otherwise, for one such dim sliced with stride
+  // 1, each device receives the part of its result block its neighbours hold
+  // (a halo exchange, sharding/halo.h; params `halo_window` and
+  // `halo_permutes` for run_local), as XLA's partitioner reads a slice as a
+  // window, and slices nothing more there.
   p.local_plan = [](const Avals& in, const Params& p, const Avals& out) -> std::optional<LocalPlan> {
     const Spec s = spec_of(in[0]);
     const Spec r = out[0].mesh ? spec_of(out[0]) : Spec(s.size());
@@ -71,6 +75,7 @@ void slice() {
     sh.spec = s;
     const Shape local = sh.local_shape(in[0].shape);
     IntList moved;  // sliced dims kept split: each block slices at its own offset
+    int64_t halo_dim = -1;
     for (size_t d = 0; d < s.size(); ++d) {
       if (s[d].empty()) continue;
       if (start[d] == 0 && limit[d] == in[0].shape[d] && strides[d] == 1) {
@@ -79,15 +84,34 @@ void slice() {
       }
       const int64_t n = entry_size(*in[0].mesh, s[d]), m = out[0].shape[d];
       if (r[d] != s[d] || m % n != 0) return std::nullopt;
+      bool within = true;
       for (int64_t i = 0; i < n; ++i) {
         const int64_t first = start[d] + i * (m / n) * strides[d];
         const int64_t last = first + (m / n - 1) * strides[d];
-        if (m / n > 0 && (first < i * local[d] || last >= (i + 1) * local[d])) return std::nullopt;
+        within = within && !(m / n > 0 && (first < i * local[d] || last >= (i + 1) * local[d]));
       }
-      moved.push_back(static_cast<int64_t>(d));
+      if (within) {
+        moved.push_back(static_cast<int64_t>(d));
+      } else {
+        if (strides[d] != 1 || halo_dim >= 0 || m == 0) return std::nullopt;
+        halo_dim = static_cast<int64_t>(d);
+      }
     }
     LocalPlan plan = *as_is_plan(nullptr)(in, p, out);
     plan.params.set("limit_indices", limit);
+    if (halo_dim >= 0) {
+      const int64_t n = entry_size(*in[0].mesh, s[halo_dim]), window = out[0].shape[halo_dim] / n;
+      const auto permutes = halo_permutes(in[0].shape[halo_dim], n, local[halo_dim], window, -start[halo_dim]);
+      if (!moved.empty() || !permutes) return std::nullopt;
+      IntList lo = start;
+      lo[halo_dim] = 0;  // the window received is the result block
+      limit[halo_dim] = window;
+      plan.params.set("start_indices", lo);
+      plan.params.set("limit_indices", limit);
+      plan.params.set("halo_window", IntList{halo_dim, -start[halo_dim], window});
+      plan.params.set("halo_permutes", flattened(*permutes));
+      return plan;
+    }
     if (moved.empty()) return plan;
     IntList blocks;
     for (int64_t pos = 0; pos < sh.mesh->size(); ++pos) {
@@ -280,9 +304,8 @@ void concatenate() {
 // keeps the operand's layout and each device pads the part of the operand its
 // block reads, its own elements and the halos its neighbours send
 // (sharding/halo.h). Params for run_local: `halo_window` (the dim, the low
-// padding, the result's block size along it) and `halo_permutes` (per
-// collective-permute: its size along the dim, how many blocks along the dim
-// take part, and their indices); for the kernel, `block_padding`:
+// padding, the result's block size along it) and `halo_permutes`
+// (sharding/halo.h `flattened`); for the kernel, `block_padding`:
 // per device, its id and its block's low and high padding along the dim.
 std::optional<LocalPlan> halo_pad_plan(const Avals& in, const Params& p, const Avals& out) {
   const Spec s = spec_of(in[0]);
@@ -302,12 +325,7 @@ std::optional<LocalPlan> halo_pad_plan(const Avals& in, const Params& p, const A
   if (!permutes) return std::nullopt;
   LocalPlan plan = *as_is_plan(nullptr)(in, p, out);
   plan.params.set("halo_window", IntList{dim, low, window});
-  IntList listed;
-  for (const HaloPermute& h : *permutes) {
-    listed.insert(listed.end(), {h.size, static_cast<int64_t>(h.blocks.size())});
-    listed.insert(listed.end(), h.blocks.begin(), h.blocks.end());
-  }
-  plan.params.set("halo_permutes", listed);
+  plan.params.set("halo_permutes", flattened(*permutes));
   Sharding sh;
   sh.mesh = in[0].mesh;
   sh.spec = s;

@@ -152,4 +152,13 @@ std::optional<std::vector<HaloPermute>> halo_permutes(int64_t length, int64_t sh
   return neighbour_permutes(r);
 }
 
+std::vector<int64_t> flattened(const std::vector<HaloPermute>& permutes) {
+  std::vector<int64_t> list;
+  for (const HaloPermute& h : permutes) {
+    list.insert(list.end(), {h.size, static_cast<int64_t>(h.blocks.size())});
+    list.insert(list.end(), h.blocks.begin(), h.blocks.end());
+  }
+  return list;
+}
+
 }  // namespace meshsim

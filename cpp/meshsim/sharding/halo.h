@@ -28,4 +28,9 @@ struct HaloPermute {
 std::optional<std::vector<HaloPermute>> halo_permutes(int64_t length, int64_t shards, int64_t block,
                                                       int64_t window, int64_t low);
 
+// `permutes` as a flat list of ints (a LocalPlan's param `halo_permutes`,
+// which runtime/sharded.cpp moves and records): per permute, its size, how
+// many blocks take part, and their indices.
+std::vector<int64_t> flattened(const std::vector<HaloPermute>& permutes);
+
 }  // namespace meshsim
