@@ -55,6 +55,8 @@ def _text_cases(J):
         "heaviside_shared_where": (jnp.heaviside, (X, X)),
         "nn_silu_elu_leaky_relu": (lambda a: J.nn.silu(a) + J.nn.elu(a, 0.5) + J.nn.leaky_relu(a), (X,)),
         "nn_soft_sign_squareplus": (lambda a: J.nn.soft_sign(J.nn.squareplus(a)), (X,)),
+        "diff_prepend": (lambda a: jnp.diff(a, 2, axis=0, prepend=0.0), (X,)),
+        "append_flat_and_axis": (lambda a: (jnp.append(a, a), jnp.append(a, a[:1], axis=0)), (X,)),
     }
 
 

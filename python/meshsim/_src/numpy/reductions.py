@@ -538,6 +538,7 @@ nanargmin = _nan_arg_reduction("nanargmin", argmin, np.inf)
 
 # --- differences, integrals, cumulative sums (array API) --------------------------------
 
+@api.jitted_when_traced(static_argnames=('n', 'axis'))
 def diff(a, n=1, axis=-1, prepend=None, append=None):
     """The n-th discrete difference along axis (not_equal for booleans)."""
     from meshsim._src.numpy import namespace as jnp

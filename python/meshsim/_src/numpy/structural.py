@@ -620,6 +620,7 @@ def _check_arraylike(name: str, *args):
     check(name, *args)
 
 
+@api.jitted_when_traced(static_argnames=('axis',))
 def append(arr, values, axis=None):
     """arr with values appended along axis (both flattened if axis is None)."""
     if axis is None:
