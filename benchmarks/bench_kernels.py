@@ -1,5 +1,5 @@
 """Kernel benchmarks, meshsim vs NumPy vs JAX side by side: an elementwise chain,
-reductions, transposes and the notebook's matmul. Each meshsim and JAX case is one
+XLA's own transcendental functions (exp, log, tanh, erf), reductions, transposes and the notebook's matmul. Each meshsim and JAX case is one
 jitted function on one device (meshsim dispatching synchronously, so a call is its
 kernels on the calling thread); NumPy runs the same operations eagerly. Prints the
 medians of wall and CPU milliseconds per call (CPU time, every thread's, is the
@@ -40,8 +40,19 @@ def cases(rng):
             return lax.copy(out) if hasattr(lax, "copy") else out
         return run
 
+    def erf(m, lax, a):
+        if lax is None:
+            from scipy.special import erf as scipy_erf
+            return scipy_erf(a)
+        return lax.erf(a)
+
+    positive = np.abs(x) + np.float32(0.01)
     return {
         "elementwise chain (8 ops) f32[1024,1024]": ((x, y), chain),
+        "exp f32[1024,1024]": ((x,), lambda m, _, a: m.exp(a)),
+        "log f32[1024,1024]": ((positive,), lambda m, _, a: m.log(a)),
+        "tanh f32[1024,1024]": ((x,), lambda m, _, a: m.tanh(a)),
+        "erf f32[1024,1024]": ((x,), erf),
         "sum axis 0 f32[2048,2048]": ((square,), lambda m, _, a: m.sum(a, axis=0)),
         "sum axis 1 f32[2048,2048]": ((square,), lambda m, _, a: m.sum(a, axis=1)),
         "sum axis 0 f32[64,63]": ((small,), lambda m, _, a: m.sum(a, axis=0)),

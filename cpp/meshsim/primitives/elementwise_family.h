@@ -15,6 +15,7 @@
 #include "meshsim/kernels/cast.h"
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/kernels/elementwise.h"
+#include "meshsim/kernels/xla_math.h"
 #include "meshsim/ir/kernel_results.h"
 #include "meshsim/runtime/fusion.h"
 #include "meshsim/runtime/scalar_runs.h"
@@ -241,18 +242,31 @@ void unary(const std::string& name, Op op, VjpRule vjp = nullptr, Nibble nibble 
 // map_unary_simd). Both must agree to a few ulp.
 // NarrowOp (optional): T narrow(T x) for the narrow float formats, where XLA
 // expands the op into steps that each round to the format.
-template <class VecOp, class ScalarOp, class NarrowOp = std::nullptr_t>
+// LibmOp (optional): float libm(float x), libm's function, which XLA calls for
+// the tail of a short rank-1 float32 array (xla_math::libm_tail_start).
+// A: the accepted dtypes, Float or Inexact (complex elements take ScalarOp).
+template <Accepts A = Accepts::Inexact, class VecOp, class ScalarOp, class NarrowOp = std::nullptr_t,
+          class LibmOp = std::nullptr_t>
 void unary_simd(const std::string& name, VecOp vec_op, ScalarOp scalar_op, double vec_limit,
-                VjpRule vjp, NarrowOp narrow = nullptr) {
+                VjpRule vjp, NarrowOp narrow = nullptr, LibmOp libm = nullptr) {
   Primitive p;
   p.name = name;
   p.elementwise = true;
   p.bf16_widened_once = std::is_same_v<NarrowOp, std::nullptr_t>;
   p.vjp = std::move(vjp);
   p.abstract_eval = [name](const Avals& in, const Params&) {
-    return same_type_as_input(name, Accepts::Inexact, in);
+    return same_type_as_input(name, A, in);
   };
-  p.kernel = [vec_op, scalar_op, vec_limit, narrow](const Tensors& in, const Params&, const Avals& out) {
+  p.kernel = [vec_op, scalar_op, vec_limit, narrow, libm](const Tensors& in, const Params&, const Avals& out) {
+    if constexpr (!std::is_same_v<LibmOp, std::nullptr_t>) {
+      const int64_t tail = xla_math::libm_tail_start(in[0].shape());
+      if (in[0].dtype() == DType::Float32 && tail < in[0].size()) {
+        Tensor result = map_unary_simd<float>(in[0], vec_op, scalar_op, static_cast<float>(vec_limit));
+        const Tensor x = in[0].contiguous();
+        for (int64_t i = tail; i < x.size(); ++i) result.data<float>()[i] = libm(x.data<float>()[i]);
+        return as_tensors(std::move(result));
+      }
+    }
     if constexpr (!std::is_same_v<NarrowOp, std::nullptr_t>)
       if (is_narrow_float(in[0].dtype()))
         return dispatch_float(in[0].dtype(), [&](auto tag) {
@@ -261,11 +275,12 @@ void unary_simd(const std::string& name, VecOp vec_op, ScalarOp scalar_op, doubl
             return as_tensors(map_unary<T, T>(in[0], out[0].dtype, [&](T x) { return narrow(x); }));
           else return Tensors{};  // not reached: wide floats take the vector path below
         });
-    if (is_complex(in[0].dtype()))
-      return dispatch_complex(in[0].dtype(), [&](auto tag) {
-        using T = decltype(tag);
-        return as_tensors(map_unary<T, T>(in[0], out[0].dtype, [&](T x) { return static_cast<T>(scalar_op(x)); }));
-      });
+    if constexpr (A == Accepts::Inexact)
+      if (is_complex(in[0].dtype()))
+        return dispatch_complex(in[0].dtype(), [&](auto tag) {
+          using T = decltype(tag);
+          return as_tensors(map_unary<T, T>(in[0], out[0].dtype, [&](T x) { return static_cast<T>(scalar_op(x)); }));
+        });
     return dispatch_float(in[0].dtype(), [&](auto tag) {
       using C = compute_type_t<decltype(tag)>;
       return as_tensors(map_unary_simd<decltype(tag)>(in[0], vec_op,

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "meshsim/kernels/scalar_math.h"
+#include "meshsim/kernels/xla_math.h"
 #include "meshsim/primitives/elementwise_family.h"
 #include "meshsim/ir/kernel_results.h"
 
@@ -43,7 +44,31 @@ auto flushing(F f) {
   };
 }
 
-// XLA's expm1 (and float32 tanh) return a tiny argument as it is, selected
+// XLA's own float32 code for a function (kernels/xla_math.h) on float32
+// elements or batches, `other` on the rest.
+#define XLA_MATH(f) [](auto v) { return xla_math::f(v); }
+template <class X> struct ElementOf { using type = X; };
+template <class T, class A> struct ElementOf<xsimd::batch<T, A>> { using type = T; };
+template <class X, class F32, class Other>
+auto xla_f32_or(const X& x, F32 f32, Other other) {
+  if constexpr (std::is_same_v<typename ElementOf<X>::type, float>) return f32(x);
+  else return other(x);
+}
+
+// A scalar function applied lane by lane, for a batch whose type XLA computes
+// with libm.
+template <class F>
+auto lanewise(F f) {
+  return [f](auto batch) {
+    using B = decltype(batch);
+    alignas(64) typename B::value_type lanes[B::size];
+    batch.store_aligned(lanes);
+    for (auto& lane : lanes) lane = f(lane);
+    return B::load_aligned(lanes);
+  };
+}
+
+// XLA's expm1 returns a tiny argument as it is, selected
 // by a comparison under which a subnormal reads as zero: the subnormal
 // survives where the function's own arithmetic would flush it.
 template <class Batch>
@@ -150,13 +175,18 @@ void elementwise::register_unary_elementwise_primitives() {
                           d1([](auto& g, auto& x, auto&) { return op::mul(g, op::mul(c(x, 2.0), x)); }));
   unary<Accepts::Float, false>("floor", [](auto x) { return std::floor(x); }, zero_vjp);
   unary<Accepts::Float, false>("ceil", [](auto x) { return std::ceil(x); }, zero_vjp);
-  // xsimd's exp overflows and loses the subnormal range slightly early: |x| >= 87 runs std::exp.
-  unary_simd("exp", [](auto x) { return xsimd::exp(x); }, [](auto x) { return std::exp(x); }, 87.0,
-             d1([](auto& g, auto&, auto& y) { return op::mul(g, y); }));
+  // float64: xsimd's exp overflows and loses the subnormal range slightly early, so |x| >= 87 runs
+  // std::exp (float32 takes XLA's code either way).
+  unary_simd("exp", [](auto x) { return xla_f32_or(x, XLA_MATH(exp_f32), [](auto v) { return xsimd::exp(v); }); },
+             [](auto x) { return xla_f32_or(x, XLA_MATH(exp_f32), [](auto v) { return std::exp(v); }); }, 87.0,
+             d1([](auto& g, auto&, auto& y) { return op::mul(g, y); }), nullptr,
+             [](float x) { return std::exp(x); });
   unary<Accepts::Inexact>("exp2", [](auto x) { return exp2_op(x); },
                         d1([](auto& g, auto&, auto& y) { return op::mul(op::mul(c(y, kLn2), g), y); }));
-  unary_simd("log", [](auto x) { return xsimd::log(x); }, [](auto x) { return std::log(x); }, kInf,
-             d1([](auto& g, auto& x, auto&) { return op::div(g, x); }));
+  unary_simd("log", [](auto x) { return xla_f32_or(x, XLA_MATH(log_f32), [](auto v) { return xsimd::log(v); }); },
+             [](auto x) { return xla_f32_or(x, XLA_MATH(log_f32), [](auto v) { return std::log(v); }); }, kInf,
+             d1([](auto& g, auto& x, auto&) { return op::div(g, x); }), nullptr,
+             [](float x) { return std::log(x); });
   // xsimd's log1p returns +0 for -0; XLA keeps the zero's sign and flushes a subnormal (x * 0).
   unary_simd("log1p", [](auto x) { return xsimd::select(x == decltype(x)(0), x * decltype(x)(0), xsimd::log1p(x)); }, [](auto x) { return log1p_op(x); }, kInf,
              d1([](auto& g, auto& x, auto&) { return op::div(g, op::add(x, c(x, 1.0))); }));
@@ -172,11 +202,12 @@ void elementwise::register_unary_elementwise_primitives() {
                         d1([](auto& g, auto& x, auto& y) {
                           return op::mul(g, op::mul(c(x, 1.0 / 3.0), op::integer_pow(y, -2)));
                         }));
-  unary_simd("tanh", [](auto x) {
-               if constexpr (std::is_same_v<typename decltype(x)::value_type, float>)
-                 return keeping_subnormal(x, xsimd::tanh(x));
-               else return xsimd::tanh(x);
-             }, [](auto x) { return std::tanh(x); }, kInf,
+  unary_simd("tanh", [](auto x) { return xla_f32_or(x, XLA_MATH(tanh_f32), XLA_MATH(tanh_f64)); },
+             [](auto x) {
+               if constexpr (std::is_same_v<decltype(x), double>) return xla_math::tanh_f64(x);
+               else return xla_f32_or(x, XLA_MATH(tanh_f32), [](auto z) { return std::tanh(z); });
+             },
+             kInf,
              d1([](auto& g, auto&, auto& y) {
                // JAX differentiates tanh as (g + g*y)(1 - y); its transpose rounds in this order.
                const Value m = op::mul(g, op::sub(c(y, 1.0), y));
@@ -227,7 +258,9 @@ void elementwise::register_unary_elementwise_primitives() {
         const T s = T(1.0f + float(e));
         return T(1.0f / float(s));
       });
-  unary<Accepts::Float>("erf", [](auto x) { return std::erf(x); },
+  unary_simd<Accepts::Float>(
+      "erf", [](auto x) { return xla_f32_or(x, XLA_MATH(erf_f32), lanewise([](double v) { return std::erf(v); })); },
+      [](auto x) { return xla_f32_or(x, XLA_MATH(erf_f32), [](auto v) { return std::erf(v); }); }, kInf,
                         d1([](auto& g, auto& x, auto&) {
                           return op::mul(g, op::mul(c(x, kTwoOverSqrtPi), op::exp(op::neg(op::square(x)))));
                         }));
