@@ -57,6 +57,7 @@ def _text_cases(J):
         "nn_soft_sign_squareplus": (lambda a: J.nn.soft_sign(J.nn.squareplus(a)), (X,)),
         "diff_prepend": (lambda a: jnp.diff(a, 2, axis=0, prepend=0.0), (X,)),
         "append_flat_and_axis": (lambda a: (jnp.append(a, a), jnp.append(a, a[:1], axis=0)), (X,)),
+        "ediff1d_ends": (lambda a: jnp.ediff1d(a, to_end=a[0], to_begin=1.0), (X,)),
     }
 
 

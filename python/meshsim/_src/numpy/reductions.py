@@ -572,6 +572,7 @@ def diff(a, n=1, axis=-1, prepend=None, append=None):
     return arr
 
 
+@api.jitted_when_traced
 def ediff1d(ary, to_end=None, to_begin=None):
     """The differences of consecutive elements of the flattened array, with optional ends."""
     from meshsim._src.numpy import namespace as jnp
