@@ -531,7 +531,21 @@ def _std_basis(tree):
     n = sum(int(np.prod(_shape(x))) for x in leaves)
     dtype = promotion.result_type(*leaves)[0]
     eye = core.Array.from_numpy(np.eye(n, dtype=dtype))
-    return _unravel(tree, 1, None, eye)
+    basis = _unravel(tree, 1, None, eye)
+    return tree_util.tree_map(_sharded_like, basis, tree)
+
+
+def _sharded_like(part, leaf):
+    """A basis part (n, *leaf.shape) laid out as `leaf` over the context mesh, as JAX types its
+    basis: a tangent or cotangent that never meets the primal keeps the primal's sharding."""
+    from meshsim._src.sharding import explicit, mesh as mesh_lib
+    from meshsim._src.sharding.partition_spec import PartitionSpec
+    sharding = getattr(core.typeof(leaf), "sharding", None)
+    spec = getattr(sharding, "spec", None)
+    if spec is None or not any(e is not None for e in spec.partitions) or spec.unreduced or spec.reduced \
+            or mesh_lib.get_abstract_mesh().empty:
+        return part
+    return explicit.reshard(part, PartitionSpec(None, *spec.partitions))
 
 
 def _unravel(tree, axis: int, example, arr):
