@@ -2,26 +2,24 @@
 // them (pvary, and the free casts among varying, unreduced and reduced types),
 // and axis_index: collectives whose result has the operand's shape.
 #include <algorithm>
-#include <cstring>
-#include <limits>
 #include <map>
 #include <vector>
 
 #include "meshsim/core/runtime_error.h"
 #include "meshsim/kernels/dispatch.h"
-#include "meshsim/kernels/integer_wrap.h"
 #include "meshsim/ir/axis_env.h"
 #include "meshsim/ir/unreduced.h"
 #include "meshsim/primitives/collectives/common.h"
+#include "meshsim/primitives/collectives/cross_device_reduce.h"
 #include "meshsim/primitives/families.h"
 
 namespace meshsim {
 namespace {
 
 // An all-reduce: each group's members get one shared tensor holding the
-// elementwise reduction of their blocks, combined in member order (so the
-// result is the same whatever the thread count).
-enum class Reduce { Sum, Max, Min };
+// elementwise reduction of their blocks, combined in member order as XLA's CPU
+// runtime combines them (cross_device_reduce.h), so the result is the same
+// whatever the thread count.
 
 // Whether `t` fills exactly size() consecutive elements from raw() in some
 // order of its dimensions (contiguous, or a transpose of contiguous).
@@ -53,59 +51,30 @@ Tensor reduce_blocks(const std::vector<const Tensor*>& blocks, Reduce op, const 
   Tensor out;
   std::vector<Tensor> srcs;
   if (flat) {
-    Tensor buf = Tensor::empty(first.dtype(), {first.size()});
-    std::memcpy(buf.raw(), first.raw(), first.nbytes());
-    out = buf.view(first.shape(), first.strides(), 0);
-    for (size_t i = 1; i < blocks.size(); ++i) srcs.push_back(*blocks[i]);
+    out = Tensor::empty(first.dtype(), {first.size()}).view(first.shape(), first.strides(), 0);
+    for (const Tensor* b : blocks) srcs.push_back(*b);
   } else {
-    out = first.copy();
-    for (size_t i = 1; i < blocks.size(); ++i) srcs.push_back(blocks[i]->contiguous());
+    out = Tensor::empty(first.dtype(), first.shape());
+    for (const Tensor* b : blocks) srcs.push_back(b->contiguous());
   }
-  if (blocks.size() == 1) return out;
-  // A complex sum adds the parts: the dense buffers are read as float pairs.
-  const bool pairs = is_complex(out.dtype());
   // XLA has no cross-device form of JAX's lexicographic complex max/min.
-  if (pairs && op != Reduce::Sum)
+  if (is_complex(out.dtype()) && op != Reduce::Sum)
     fail<JaxRuntimeError>("UNIMPLEMENTED: Unsupported reduction computation: ", op == Reduce::Max ? "max" : "min",
                           " of ", dtype_name(out.dtype()), " values across devices (pmax/pmin, or a reduction "
                           "over a sharded dimension)");
   auto dispatch = [&](auto&& f) {  // bool: any/all of sharded reductions (pmax/pmin)
     if (out.dtype() == DType::Bool) f(bool{});
-    else if (pairs) dispatch_wide_float(real_dtype(out.dtype()), f);
-    else dispatch_numeric(out.dtype(), f);
+    else dispatch_number(out.dtype(), f);
   };
   dispatch([&](auto tag) {
     using T = decltype(tag);
-    T* o = out.data<T>();
-    const int64_t n = out.size() * (pairs ? 2 : 1);
+    const int64_t n = out.size();
+    std::vector<const T*> members;
+    for (const Tensor& s : srcs) members.push_back(s.data<T>());
     auto run = [&](int64_t lo, int64_t hi) {
-      using Acc = collective_sum_t<T>;
-      if constexpr (!std::is_same_v<Acc, T>) {
-        if (op == Reduce::Sum) {  // widened: one rounding at the end
-          std::vector<Acc> acc(o + lo, o + hi);
-          for (const Tensor& s : srcs) {
-            const T* x = s.data<T>();
-            for (int64_t i = lo; i < hi; ++i) acc[i - lo] += Acc(x[i]);
-          }
-          for (int64_t i = lo; i < hi; ++i) o[i] = T(acc[i - lo]);
-          return;
-        }
-      }
-      for (const Tensor& s : srcs) {
-        const T* x = s.data<T>();
-        switch (op) {
-          case Reduce::Sum: for (int64_t i = lo; i < hi; ++i) o[i] = add_op(o[i], x[i]); break;
-          // As XLA's CPU all-reduce: a NaN loses to any number (NaN only if all are NaN).
-          case Reduce::Max: for (int64_t i = lo; i < hi; ++i) o[i] = x[i] > o[i] || o[i] != o[i] ? x[i] : o[i]; break;
-          case Reduce::Min: for (int64_t i = lo; i < hi; ++i) o[i] = x[i] < o[i] || o[i] != o[i] ? x[i] : o[i]; break;
-        }
-      }
-      // All NaN: XLA's identity (-inf for max, +inf for min), as no number was seen.
-      if constexpr (std::numeric_limits<T>::has_infinity)
-        if (op != Reduce::Sum)
-          for (int64_t i = lo; i < hi; ++i)
-            if (o[i] != o[i])
-              o[i] = op == Reduce::Max ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
+      std::vector<const T*> from(members);
+      for (const T*& p : from) p += lo;
+      reduce_across_members<T>(op, from.data(), static_cast<int64_t>(from.size()), out.data<T>() + lo, hi - lo);
     };
     constexpr int64_t kChunk = 1 << 16;  // elements per task: big blocks reduce in parallel
     if (n <= kChunk) return run(0, n);

@@ -63,12 +63,6 @@ std::vector<Tensor> contiguous_operands(const MeshContext& ctx, const std::vecto
 void for_each_member(const MeshContext& ctx, const Groups& groups,
                      const std::function<void(int64_t, int64_t)>& f);
 
-// The type a summing collective (psum, reduce-scatter) accumulates T in, as
-// XLA on CPU does: it promotes bfloat16 and float8 sums to float32 and rounds
-// once at the end, while float16 sums stay in float16 (one rounding per member).
-template <class T>
-using collective_sum_t = std::conditional_t<is_small_float_v<T> && !std::is_same_v<T, float16>, float, T>;
-
 // ---- autodiff ----------------------------------------------------------------------
 // JAX's transposes (reference §2): psum <-> pvary, all_gather <-> reduce_scatter,
 // all_gather_invariant -> a dynamic slice at this device's index, ppermute ->

@@ -1,15 +1,13 @@
 // all_gather, all_gather_invariant and reduce_scatter (psum_scatter): the
 // collectives that concatenate or split the members' blocks along a dimension.
 #include <algorithm>
-#include <cstring>
 #include <numeric>
 
 #include "meshsim/kernels/dispatch.h"
-#include "meshsim/kernels/integer_wrap.h"
-#include "meshsim/core/strided.h"
 #include "meshsim/ir/axis_env.h"
 #include "meshsim/ir/unreduced.h"
 #include "meshsim/primitives/collectives/common.h"
+#include "meshsim/primitives/collectives/cross_device_reduce.h"
 #include "meshsim/primitives/families.h"
 
 namespace meshsim {
@@ -104,8 +102,6 @@ Avals reduce_scatter_eval(const Avals& in, const Params& p) {
   return {like(x, shape, x.dtype, x.weak_type)};
 }
 
-// Member r gets chunk r (along the scatter dimension) of the sum of the
-// group's blocks, added in member order.
 // The dimensions of `t` from outermost to innermost in memory.
 std::vector<int64_t> memory_order(const Tensor& t) {
   std::vector<int64_t> perm(t.ndim());
@@ -124,6 +120,9 @@ Tensor empty_in_order(DType dtype, const Shape& shape, const std::vector<int64_t
   return Tensor::empty(dtype, s).transpose(inverse);
 }
 
+// Member r gets chunk r (along the scatter dimension) of the sum of the
+// group's blocks, added in member order as XLA's CPU runtime adds them
+// (cross_device_reduce.h).
 std::vector<Tensors> reduce_scatter_kernel(const MeshContext& ctx, const std::vector<Tensors>& in,
                                            const Params& p, const Avals& out) {
   const Groups groups = replica_groups(ctx, axis_names_param(p), p);
@@ -133,31 +132,25 @@ std::vector<Tensors> reduce_scatter_kernel(const MeshContext& ctx, const std::ve
   bool contiguous = true;
   for (const Tensors& t : in) contiguous &= t[0].is_contiguous();
   if (!contiguous) {
-    // Strided operands (e.g. transposed gradients) are read where they lie,
-    // into results laid out as the first member's block, in memory order.
+    // Strided operands (e.g. transposed gradients): each member's chunk is
+    // copied into the memory order of the first member's block, which the
+    // result keeps, and the dense copies are reduced.
     for_each_member(ctx, groups, [&](int64_t g, int64_t r) {
       const Tensor& first = in[groups[g][0]][0];
       const int64_t c = first.shape()[dim] / n;
       const std::vector<int64_t> perm = memory_order(first);
       Tensor o = empty_in_order(out[0].dtype, out[0].shape, perm);
       const Tensor dst = o.transpose(perm);  // o's memory in row-major order
-      copy_into(slice_dim(first, dim, r * c, (r + 1) * c).transpose(perm), dst);
+      std::vector<Tensor> chunks;
+      for (int64_t m = 0; m < n; ++m) {
+        chunks.push_back(Tensor::empty(dst.dtype(), dst.shape()));
+        copy_into(slice_dim(in[groups[g][m]][0], dim, r * c, (r + 1) * c).transpose(perm), chunks.back());
+      }
       dispatch_number(o.dtype(), [&](auto tag) {
         using T = decltype(tag);
-        using Acc = collective_sum_t<T>;
-        T* pd = dst.data<T>();
-        std::vector<Acc> acc;  // dst's memory is dense: offsets index the widened sums too
-        if constexpr (!std::is_same_v<Acc, T>) acc.assign(pd, pd + dst.size());
-        for (int64_t m = 1; m < n; ++m) {
-          const Tensor src = slice_dim(in[groups[g][m]][0], dim, r * c, (r + 1) * c).transpose(perm);
-          const T* ps = src.data<T>();
-          for_each_offsets<2>(dst.shape(), {&dst.strides(), &src.strides()}, [&](const std::array<int64_t, 2>& o2) {
-            if constexpr (std::is_same_v<Acc, T>) pd[o2[0]] = add_op(pd[o2[0]], ps[o2[1]]);
-            else acc[o2[0]] += Acc(ps[o2[1]]);
-          });
-        }
-        if constexpr (!std::is_same_v<Acc, T>)
-          for (int64_t e = 0; e < dst.size(); ++e) pd[e] = T(acc[e]);
+        std::vector<const T*> members;
+        for (const Tensor& t : chunks) members.push_back(t.data<T>());
+        reduce_across_members<T>(Reduce::Sum, members.data(), n, dst.data<T>(), dst.size());
       });
       res[groups[g][r]] = {o};
     });
@@ -172,26 +165,11 @@ std::vector<Tensors> reduce_scatter_kernel(const MeshContext& ctx, const std::ve
     Tensor o = Tensor::empty(out[0].dtype, out[0].shape);
     dispatch_number(o.dtype(), [&](auto tag) {
       using T = decltype(tag);
-      using Acc = collective_sum_t<T>;
-      T* dst = o.data<T>();
-      std::vector<Acc> acc(std::is_same_v<Acc, T> ? 0 : outer * chunk);  // widened sums
-      for (int64_t m = 0; m < n; ++m) {
-        const T* src = x[groups[g][m]].data<T>();
-        for (int64_t i = 0; i < outer; ++i) {
-          const T* a = src + (i * n + r) * chunk;
-          if constexpr (std::is_same_v<Acc, T>) {
-            T* b = dst + i * chunk;
-            if (m == 0) std::memcpy(b, a, chunk * sizeof(T));
-            else for (int64_t e = 0; e < chunk; ++e) b[e] = add_op(b[e], a[e]);
-          } else {
-            Acc* b = acc.data() + i * chunk;
-            if (m == 0) std::copy(a, a + chunk, b);
-            else for (int64_t e = 0; e < chunk; ++e) b[e] += Acc(a[e]);
-          }
-        }
+      std::vector<const T*> members(n);
+      for (int64_t i = 0; i < outer; ++i) {  // row i of member m's chunk r
+        for (int64_t m = 0; m < n; ++m) members[m] = x[groups[g][m]].data<T>() + (i * n + r) * chunk;
+        reduce_across_members<T>(Reduce::Sum, members.data(), n, o.data<T>() + i * chunk, chunk);
       }
-      if constexpr (!std::is_same_v<Acc, T>)
-        for (int64_t e = 0; e < outer * chunk; ++e) dst[e] = T(acc[e]);
     });
     res[groups[g][r]] = {o};
   });
