@@ -549,19 +549,46 @@ def rademacher(key, shape=(), dtype=None):
     return (2 * samples - 1).astype(dtype)
 
 
+def _staged(static_argnums):
+    """`fun` run under jit, as JAX runs the sampler: XLA then keeps bfloat16 steps
+    in float32 between the ops it fuses, rounding only where a value leaves them."""
+    def wrap(fun):
+        staged = None
+
+        @functools.wraps(fun)
+        def call(*args):
+            nonlocal staged
+            if staged is None:
+                from meshsim._src.api import jit
+                staged = jit(fun, static_argnums=static_argnums)
+            return staged(*args)
+        return call
+    return wrap
+
+
 def maxwell(key, shape=(), dtype=None):
     """Maxwell floats: the norm of three standard normals."""
     typed, shape, dtype = _float_sampler_args("maxwell", key, shape, dtype)
-    x = _normal(typed, (*shape, 3), dtype)
+    return _maxwell(typed, shape, dtype)
+
+
+@_staged(static_argnums=(1, 2))
+def _maxwell(key, shape, dtype):
+    x = _normal(key, (*shape, 3), dtype)
     return lax.sqrt(_jnp().sum(lax.mul(x, x), axis=-1))
 
 
 def double_sided_maxwell(key, loc, scale, shape=(), dtype=None):
     """Maxwell floats with a random sign, times scale, plus loc."""
     typed, shape, dtype = _float_sampler_args("double_sided_maxwell", key, shape, dtype)
+    return _double_sided_maxwell(typed, loc, scale, shape, dtype)
+
+
+@_staged(static_argnums=(3, 4))
+def _double_sided_maxwell(key, loc, scale, shape, dtype):
     params_shape = broadcast_shapes(np.shape(loc), np.shape(scale))
     shape = (shape or params_shape) + params_shape  # as JAX: parameters' dims are appended
-    maxwell_key, rademacher_key = prng.random_split(typed, (2,))
+    maxwell_key, rademacher_key = prng.random_split(key, (2,))
     rvs = maxwell(maxwell_key, shape, dtype)
     sign = rademacher(rademacher_key, shape, dtype)
     return sign * rvs * scale + loc

@@ -11,7 +11,7 @@ from meshsim._src import core
 from meshsim._src import random as _random
 from meshsim._src.lax import elementwise as lax
 from meshsim._src.random import (_check_all_safe_to_cast, _check_broadcast_shapes, _check_prng_key,
-                                 _check_shape, _float_dtype, _with_out_sharding)
+                                 _check_shape, _float_dtype, _staged, _with_out_sharding)
 
 __all__ = ["gamma", "loggamma", "beta", "dirichlet", "chisquare", "t", "f"]
 
@@ -145,7 +145,6 @@ def beta(key, a, b, shape=None, dtype=None):
 def dirichlet(key, alpha, shape=None, dtype=None):
     """Dirichlet(alpha) floats along alpha's last axis: a softmax of log-gammas."""
     from meshsim._src.numpy import namespace as jnp
-    from meshsim._src.nn import softmax
     typed, _ = _check_prng_key("dirichlet", key)
     dtype = _float_dtype("dirichlet", dtype)
     alpha = jnp.asarray(alpha)
@@ -156,7 +155,13 @@ def dirichlet(key, alpha, shape=None, dtype=None):
     else:
         shape = tuple(int(s) for s in shape)
         _check_shape("dirichlet", shape, alpha.shape[:-1])
-    samples = _gamma(typed, alpha.astype(dtype), shape + alpha.shape[-1:], dtype, log_space=True)
+    return _dirichlet(typed, alpha, shape, dtype)
+
+
+@_staged(static_argnums=(2, 3))
+def _dirichlet(key, alpha, shape, dtype):
+    from meshsim._src.nn import softmax
+    samples = _gamma(key, alpha.astype(dtype), shape + alpha.shape[-1:], dtype, log_space=True)
     return softmax(samples, -1)
 
 
