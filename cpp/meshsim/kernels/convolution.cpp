@@ -1,10 +1,15 @@
-// Two ways through a convolution, chosen by the size of each group's product:
+// Three ways through a convolution, chosen by the size of each group's
+// product and by which side, input or output, has fewer positions:
 //  - a blocked im2col: a block of output positions (across examples) gathers
 //    its windows into a [rows, window x in features] matrix, one contiguous
 //    feature run per window offset, and one BLAS gemm against the group's
 //    [window x in features, out features] filters writes the block's rows of
 //    the result in place. The block stays in cache; a 1x1 window that reads
 //    every input element in order skips the gather and multiplies the input.
+//  - when the input has fewer elements than the output (a transposed
+//    convolution, whose gathered windows are mostly holes), the same product from the input side: a block
+//    of input rows times the filters as [in, window x out], each row's window
+//    offsets then added into the outputs that read it (col2im).
 //  - a direct loop when a group has few input or output features (depthwise
 //    and the filter gradients of grouped convolutions), where a gemm would
 //    be a row of dot products and the gathered matrix as large as the work.
@@ -64,6 +69,17 @@ struct WindowSources {
     }
   }
 
+  // Per input element q and window offset k, the output position that reads
+  // q through k, at [q * window + k], or -1 for none: the same pairs seen
+  // from the input side.
+  std::vector<int64_t> targets() const {
+    std::vector<int64_t> to(inputs * window, -1);
+    for (int64_t p = 0; p < positions; ++p)
+      for (int64_t k = 0; k < window; ++k)
+        if (const int64_t q = at[p * window + k]; q >= 0) to[q * window + k] = p;
+    return to;
+  }
+
   // Whether output position p reads input element p and nothing else.
   bool identity() const {
     if (window != 1 || positions != inputs) return false;
@@ -82,6 +98,8 @@ class Convolution {
   void run() const {
     if (out_per_group_ == 1 || g_.in_features * out_per_group_ <= 16)
       direct();
+    else if (fewer_inputs_than_outputs())
+      scattered_gemm();
     else
       blocked_gemm();
   }
@@ -122,6 +140,47 @@ class Convolution {
         gemm<T>(n_rows, Og, depth, cols.data(), depth, w_ + group * Og, O, out_ + r0 * O + group * Og, O);
       }
     }
+  }
+
+  // Both products visit every (position, window offset) pair of their side,
+  // reading or not: from the output side P x window, from the input side
+  // S x window. An input dilated into more outputs than it has elements
+  // (transposed convolutions, input gradients of strided ones) is cheaper
+  // from the input side.
+  bool fewer_inputs_than_outputs() const { return src_.inputs < src_.positions; }
+
+  // Each block of input rows times the group's filters as [in, window x out]
+  // gives every window offset's contribution at once; each is added to the
+  // output position that reads the row through that offset.
+  void scattered_gemm() const {
+    const int64_t I = g_.in_features, O = g_.out_features, Og = out_per_group_, K = src_.window;
+    const int64_t C = g_.lhs_features, S = src_.inputs, P = src_.positions, width = K * Og;
+    const std::vector<int64_t> to = src_.targets();
+    std::vector<T> filters(g_.groups * I * width);  // [group, in, window, out of the group]
+    for (int64_t group = 0; group < g_.groups; ++group)
+      for (int64_t i = 0; i < I; ++i)
+        for (int64_t k = 0; k < K; ++k)
+          std::copy_n(w_ + (k * I + i) * O + group * Og, Og, filters.data() + ((group * I + i) * K + k) * Og);
+    std::fill_n(out_, g_.examples * P * O, T(0));
+    const int64_t rows = g_.examples * S;
+    const int64_t block = std::min(rows, std::max<int64_t>(32, (int64_t{1} << 19) / (sizeof(T) * width)));
+    std::vector<T> products(block * width);
+    for (int64_t group = 0; group < g_.groups; ++group)
+      for (int64_t r0 = 0; r0 < rows; r0 += block) {
+        const int64_t n_rows = std::min(block, rows - r0);
+        gemm<T>(n_rows, width, I, input(group, 0) + r0 * C, C, filters.data() + group * I * width, width,
+                products.data(), width);
+        for (int64_t r = 0; r < n_rows; ++r) {
+          const int64_t n = (r0 + r) / S, q = (r0 + r) % S;
+          const int64_t* t = to.data() + q * K;
+          const T* row = products.data() + r * width;
+          for (int64_t k = 0; k < K; ++k) {
+            if (t[k] < 0) continue;
+            T* dst = out_ + (n * P + t[k]) * O + group * Og;
+            for (int64_t j = 0; j < Og; ++j) dst[j] = static_cast<T>(dst[j] + row[k * Og + j]);
+          }
+        }
+      }
   }
 
   void direct() const {
