@@ -170,6 +170,27 @@ def test_ensure_compile_time_eval_gives_concrete_values_inside_jit(libs):
     _same(libs, case)
 
 
+def test_ensure_compile_time_eval_runs_nested_jits_on_concrete_operands(libs):
+    """A user's jit and the jax.numpy functions JAX writes under jit (where, clip) called on
+    concrete operands inside the block give concrete values, not nested jit equations."""
+    def case(jax):
+        jnp = jax.numpy
+        count_big = jax.jit(lambda v: jnp.where(v > 1, v, 0).sum())
+
+        @jax.jit
+        def f(x):
+            with jax.ensure_compile_time_eval():
+                n = int(count_big(jnp.arange(4)))
+                m = int(jnp.clip(jnp.arange(5), 1, 3).sum())
+                print(n, m)
+                y = jnp.where(x > 1, x, 0.0)  # x is traced: still a jit equation
+            return y * n + m
+
+        return f(jnp.arange(3.0))
+
+    _same(libs, case)
+
+
 @pytest.mark.parametrize("fn", ["zeros", "ones", "full", "arange", "eye", "array", "asarray", "linspace",
                                 "zeros_like", "empty"])
 def test_creation_functions_honour_device(libs, fn):

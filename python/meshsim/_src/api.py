@@ -373,7 +373,7 @@ class JitWrapped:
         if _config._values["jax_disable_jit"]:
             return self._traced_fun(*args, **kwargs)
         if _core.current_trace() is not None:
-            if self._inline:
+            if self._inline or core.evaluated_now(tree_util.tree_leaves((args, kwargs))):
                 return self._traced_fun(*args, **kwargs)
             return self._call_nested(args, kwargs, self._nested)
         if _config._values["jax_debug_nans"] or _config._values["jax_debug_infs"]:
@@ -585,7 +585,7 @@ def jitted_when_traced(fun: Callable | None = None, *, static_argnames=()):
 
     @functools.wraps(fun)
     def call(*args, **kwargs):
-        if _core.current_trace() is None:
+        if _core.current_trace() is None or core.evaluated_now(tree_util.tree_leaves((args, kwargs))):
             return fun(*args, **kwargs)
         if _config._values["jax_disable_jit"]:
             return fun(*args, **kwargs)

@@ -41,6 +41,13 @@ def ensure_compile_time_eval():
 eval_context = ensure_compile_time_eval
 
 
+def evaluated_now(operands) -> bool:
+    """Whether an operation on `operands` (a flat sequence) runs at once inside
+    `ensure_compile_time_eval` although a trace is open: none of them is traced."""
+    return bool(_eval_context.depth) and _core.current_trace() is not None and not any(
+        isinstance(x, Tracer) for x in operands)
+
+
 def _bind_now(name: str, args, params) -> tuple:
     """`name` applied to concrete operands at once although a trace is open: its one-equation
     program is run (running a program records nothing)."""
@@ -61,8 +68,7 @@ def bind(name: str, *args, **params):
     if mesh is not None:
         args = placement.onto_mesh(args, mesh, as_operands=True)
     device = placement.committed_device(args, placement.describe_operand(name, len(args)))
-    if (_eval_context.depth and _core.current_trace() is not None
-            and not any(isinstance(a, Tracer) for a in args)):
+    if evaluated_now(args):
         outs = _bind_now(name, args, params)
     else:
         outs = _core.bind(name, args, params)
