@@ -10,13 +10,14 @@ import pytest
 import meshsim as jax
 import meshsim.numpy as jnp
 from meshsim.sharding import AxisType, PartitionSpec as P
+from jaxpr_text import inline_shared_programs
 
 AUTO = AxisType.Auto
 
 
 def body_primitives(text: str, which: int = -1) -> list[str]:
     """Primitive names of the `which`-th shard_map body printed in `text`."""
-    bodies = re.findall(r"jaxpr=\{ lambda [^.]*\. let(.*?)\s+in \(", text, re.S)
+    bodies = re.findall(r"jaxpr=\{ lambda [^.]*\. let(.*?)\s+in \(", inline_shared_programs(text), re.S)
     return re.findall(r"= (\w+)", bodies[which]) if bodies[which].strip() else []
 
 

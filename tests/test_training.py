@@ -18,6 +18,7 @@ import pytest
 import meshsim
 import meshsim.numpy as mnp
 from meshsim.sharding import PartitionSpec as P
+from jaxpr_text import inline_shared_programs
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "examples"))
@@ -126,11 +127,17 @@ def _ours_like(check_vma):
 
 # --- inside the programs ----------------------------------------------------
 
+def _body_program(step, *args):
+    """The printed program of a jitted step's body (make_jaxpr of the step itself prints one
+    `jit` equation holding it, as JAX's does)."""
+    return meshsim.make_jaxpr(step.__wrapped__)(*args)
+
+
 def _shard_maps(jaxpr_text):
     """The top-level shard_map equations of a printed program: (its left-hand
     side up to `= shard_map[`, the text of the equation), each on one line with
     whitespace collapsed (the printer breaks long equations over lines)."""
-    lines = str(jaxpr_text).splitlines()
+    lines = inline_shared_programs(jaxpr_text).splitlines()
     starts = [i for i, l in enumerate(lines)
               if (l.startswith("    ") and not l.startswith("     ")) or l.startswith("  in ")]
     out = []
@@ -160,7 +167,7 @@ def test_fsdp_checkpoint_regathers_weights_in_the_backward_pass(ours):
     all-gathers again the weights it needs (layers 2..4; layer 1's weight only
     feeds the input's gradient, which is not asked for)."""
     f, _ = ours["strategies"]["fsdp"]
-    (fwd_decl, fwd), (_, bwd) = _shard_maps(meshsim.make_jaxpr(f)(ours["model"], ours["batch"]))
+    (fwd_decl, fwd), (_, bwd) = _shard_maps(_body_program(f, ours["model"], ours["batch"]))
     gathered = {(128, 256), (256, 128), (128, 4)}
     residuals = [s for s in _out_shapes(fwd_decl) if s is not None]
     assert residuals and not gathered & set(residuals)
@@ -187,7 +194,7 @@ def test_fsdp_checkpoint_regathers_weights_in_the_backward_pass(ours):
         return meshsim.lax.pmean(mnp.mean(mnp.sum((preds - batch.targets) ** 2, axis=-1)),
                                  ("dp", "tp"))
 
-    (decl, _), (_, bwd_plain) = _shard_maps(meshsim.make_jaxpr(plain)(ours["model"], ours["batch"]))
+    (decl, _), (_, bwd_plain) = _shard_maps(_body_program(plain, ours["model"], ours["batch"]))
     assert gathered <= set(s for s in _out_shapes(decl) if s is not None)
     assert "all_gather[" not in bwd_plain
     for a, b in zip(flat(*plain(ours["model"], ours["batch"])), flat(*call(ours, "fsdp"))):
@@ -196,7 +203,7 @@ def test_fsdp_checkpoint_regathers_weights_in_the_backward_pass(ours):
 
 def test_fsdp_2d_checkpoint_regathers_both_axes(ours):
     f, _ = ours["strategies"]["fsdp_2d"]
-    _, (_, bwd) = _shard_maps(meshsim.make_jaxpr(f)(ours["model"], ours["batch"]))
+    _, (_, bwd) = _shard_maps(_body_program(f, ours["model"], ours["batch"]))
     assert len(re.findall(r"all_gather\[all_gather_dimension=1 [^\]]*axis_name=\('tp',\)", bwd)) == 3
     assert len(re.findall(r"all_gather\[all_gather_dimension=0 [^\]]*axis_name=\('dp',\)", bwd)) == 3
 
@@ -232,7 +239,7 @@ def test_megatron_column_parallel_input_gradient(check_vma):
     # named as JAX 0.10.2 names jitted results over Explicit axes: one entry per dimension
     assert gx.sharding.spec == P(None, None, None) and gw.sharding.spec == P(None, "tp")
 
-    text = str(meshsim.make_jaxpr(g)(xs, ws))
+    text = str(_body_program(g, xs, ws))
     (_, fwd), (_, bwd) = _shard_maps(text)
     assert "psum" not in fwd and "all_gather" not in fwd  # no forward communication
     if check_vma:
@@ -266,8 +273,8 @@ def test_no_check_vma_inserts_the_defensive_psums(ours):
     unchecked = ex_training.build(meshsim, check_vma=False)
     f0, _ = unchecked["strategies"]["dp"]
     f1, _ = ours["strategies"]["dp"]
-    _, (_, bwd0) = _shard_maps(meshsim.make_jaxpr(f0)(unchecked["model"], unchecked["batch"]))
-    _, (_, bwd1) = _shard_maps(meshsim.make_jaxpr(f1)(ours["model"], ours["batch"]))
+    _, (_, bwd0) = _shard_maps(_body_program(f0, unchecked["model"], unchecked["batch"]))
+    _, (_, bwd1) = _shard_maps(_body_program(f1, ours["model"], ours["batch"]))
     assert bwd0.count("psum[axes=('dp', 'tp')]") >= 8 and "psum_invariant" not in bwd0
     assert bwd1.count("psum_invariant[axes=('dp', 'tp')]") == 8 and "psum[" not in bwd1
 
