@@ -156,3 +156,50 @@ def test_eager_where_is_unchanged():
     np.testing.assert_array_equal(np.asarray(mnp.where(x > 0, x, 0.0)), np.where(x > 0, x, 0.0))
     with pytest.raises(TypeError, match="where requires ndarray or scalar arguments"):
         mnp.where([True], x, 0.0)
+
+
+_MESH_CONTEXTS = ["set_mesh", "with_mesh", "abstract_mesh", "set_mesh_then_other_abstract_mesh"]
+
+
+def _jaxpr_under_context(J, context, shape, names, types, where, x):
+    import contextlib
+    import warnings
+    mesh = J.make_mesh(shape, names, axis_types=tuple(getattr(J.sharding.AxisType, t) for t in types))
+    other = J.make_mesh((len(J.devices()),), ("other",))
+    f = {"plain": lambda a: J.jit(lambda b: J.numpy.sin(b) * 2.0)(a),
+         "closure": lambda a: J.jit(lambda b: b * a[0])(a),
+         "vmap": J.vmap(lambda a: J.jit(lambda b: b * 2.0)(a)),
+         "jit_of_jit": J.jit(lambda a: J.jit(lambda b: b + 1.0)(a)),
+         "shard_map": J.shard_map(lambda a: J.jit(lambda b: b * 2.0)(a), mesh=mesh,
+                                  in_specs=J.sharding.PartitionSpec(),
+                                  out_specs=J.sharding.PartitionSpec())}[where]
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(warnings.catch_warnings())
+        warnings.simplefilter("ignore", DeprecationWarning)  # JAX's note on `with mesh:`
+        if context == "set_mesh":
+            stack.enter_context(J.set_mesh(mesh))
+        elif context == "with_mesh":
+            stack.enter_context(mesh)
+        elif context == "abstract_mesh":
+            stack.enter_context(J.sharding.use_abstract_mesh(mesh.abstract_mesh))
+        else:
+            stack.enter_context(J.set_mesh(other))
+            stack.enter_context(J.sharding.use_abstract_mesh(mesh.abstract_mesh))
+        return str(J.make_jaxpr(f)(x))
+
+
+@pytest.mark.parametrize("context", _MESH_CONTEXTS)
+@pytest.mark.parametrize("where", ["plain", "closure", "vmap", "jit_of_jit", "shard_map"])
+def test_context_mesh_recorded_on_jit_equations_as_jax_records_it(real_jax, context, where):
+    """JAX's jit equation holds the context mesh (`ctx_mesh`, printed when there is one): set_mesh's
+    mesh, also inside a shard_map of it; else an abstract mesh with an Explicit axis; nothing
+    for a `with mesh:` block."""
+    if where == "shard_map" and context != "set_mesh":
+        pytest.skip("shard_map without a mesh argument needs set_mesh's concrete mesh")
+    shape = [(8,), (4, 2), (2, 4), (2, 2, 2)][RNG.integers(4)]
+    names = ("a", "b", "c")[:len(shape)]
+    types = tuple(RNG.choice(["Explicit", "Auto"]) for _ in shape)
+    x = _arr((3, 8) if where == "vmap" else (8,))
+    ours = _jaxpr_under_context(meshsim, context, shape, names, types, where, x)
+    theirs = _jaxpr_under_context(real_jax, context, shape, names, types, where, x)
+    assert ours == theirs

@@ -21,7 +21,7 @@ from meshsim._src.config import config as _config
 from meshsim._src import float_checks as flags_check
 from meshsim._src.sharding import auto_names, device_assignment, placement
 from meshsim._src.sharding import jit_shardings
-from meshsim._src.sharding.mesh import _context as _mesh_context
+from meshsim._src.sharding.mesh import AxisType, _context as _mesh_context
 
 
 def _as_tuple(x) -> tuple:
@@ -263,6 +263,20 @@ def _context_meshes() -> tuple:
     return _mesh_context.mesh, _mesh_context.legacy
 
 
+def _jit_ctx_mesh() -> str | None:
+    """The context mesh JAX records on a nested jit equation, as its printer shows it: the mesh
+    set by set_mesh (also inside a shard_map of it, or under another abstract mesh), else an
+    abstract mesh with an Explicit axis; none for a `with mesh:` block."""
+    mesh, abstract = _mesh_context.mesh, _mesh_context.abstract_mesh
+    if _mesh_context.legacy:
+        return None
+    if mesh is not None and not mesh.empty:
+        return str(mesh)
+    if abstract is not None and not abstract.empty and AxisType.Explicit in abstract.axis_types:
+        return repr(abstract)
+    return None
+
+
 # Every jitted function, so `clear_caches()` can empty their caches.
 _ALL_JITTED: weakref.WeakSet = weakref.WeakSet()
 
@@ -412,7 +426,11 @@ class JitWrapped:
             if key is not None and not traced[1]:
                 programs[key] = traced
         program, captures, out_tree = traced
-        outs = _core.bind("jit", [*captures, *leaves], {"name": program.name, "jaxpr": program})
+        params = {"name": program.name, "jaxpr": program}
+        mesh = _jit_ctx_mesh()
+        if mesh is not None:
+            params["ctx_mesh"] = mesh
+        outs = _core.bind("jit", [*captures, *leaves], params)
         return tree_util.tree_unflatten(out_tree, outs)
 
     def _trace_nested(self, static, in_tree, leaves):
