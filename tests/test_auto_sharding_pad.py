@@ -3,8 +3,10 @@ sharding in the result where the axes divide both sizes (Shardy's permutation fa
 each device pads the part of the operand its block reads, receiving its neighbours' elements
 in collective-permutes (XLA's halo exchange, one permute per neighbour distance and side),
 halos wider than twice a result block sent compactly (each block sending in turn the parts
-others read), or, where the halos reach beyond the neighbours, the dim gathered whole. Random
-shapes, meshes, specs and paddings, drawn from a seed."""
+others read), or, where the halos reach beyond the neighbours, the dim gathered whole. A padded
+size the axes do not divide keeps the split over blocks of that size rounded up (the last
+ones padding), gathered whole where the result cannot be laid out so. Random shapes, meshes,
+specs and paddings, drawn from a seed."""
 import numpy as np
 import pytest
 
@@ -15,9 +17,10 @@ SIZES = (2, 4, 8, 16)
 
 
 class Case:
-    """A pad of one split dim (of evenly split sizes), followed by an elementwise op."""
+    """A pad of one split dim (of evenly split sizes), followed by an elementwise op;
+    `uneven`: padded by a total the dim's axes do not divide."""
 
-    def __init__(self, seed: int):
+    def __init__(self, seed: int, uneven: bool = False):
         rng = np.random.default_rng(seed)
         self.rank = int(rng.integers(1, 4))
         mesh_shape, names = MESHES[self.rank]
@@ -39,8 +42,10 @@ class Case:
             if self.shape[d] % mesh_shape[rest[0]] == 0:
                 spec[d] = rest[0]
         self.spec = spec
-        # Low and high padding whose total the dim's axes divide.
+        # Low and high padding whose total the dim's axes divide (or, uneven, do not).
         total = n * int(rng.integers(1, 3))
+        if uneven:
+            total = int(rng.choice([t for t in range(1, 2 * n) if t % n]))
         low = int(rng.integers(0, total + 1))
         self.widths = [(0, 0)] * ndim
         self.widths[self.dim] = (low, total - low)
@@ -53,6 +58,7 @@ class Case:
 
 
 CASES = [Case(500 + i) for i in range(NUM_CASES)]
+UNEVEN_CASES = [Case(700 + i, uneven=True) for i in range(NUM_CASES // 2)]
 
 
 class _Lib:
@@ -74,8 +80,17 @@ def _run(runner, mod, case):
         return runner(mod, lambda a: case(lib, a), [x])
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_pad_of_split_dim_matches_xla(case):
+# Uneven pads whose result keeps part of the dim's axes (those dividing the padded size):
+# XLA pads over blocks of all of them and then gathers the others; meshsim gathers
+# those first and pads over blocks of the kept ones (same values and layouts).
+KEEPS_PART = {706, 708}
+
+
+@pytest.mark.parametrize("case", CASES + UNEVEN_CASES, ids=[c.name for c in CASES + UNEVEN_CASES])
+def test_pad_of_split_dim_matches_xla(case, request):
+    if int(case.name.split(":")[0]) in KEEPS_PART:
+        request.applymarker(pytest.mark.xfail(strict=True, reason="XLA pads over all the dim's axes, "
+                                                                  "then gathers those the result drops"))
     assert_like_jax(lambda runner, mod: _run(runner, mod, case), rtol=1e-6, atol=1e-6)
 
 

@@ -307,9 +307,15 @@ void concatenate() {
 // padding, the result's block size along it) and `halo_permutes`
 // (sharding/halo.h `flattened`); for the kernel, `block_padding`:
 // per device, its id and its block's low and high padding along the dim.
+// A padded size the dim's axes do not divide keeps the split too, as in XLA:
+// blocks of the size rounded up, the last ones partly or wholly padding, all
+// gathered where the result is laid out whole along the dim (param
+// `uneven_blocks`: the dim; runtime/sharded.cpp gathers them and cuts the
+// padding off).
 std::optional<LocalPlan> halo_pad_plan(const Avals& in, const Params& p, const Avals& out) {
   const Spec s = spec_of(in[0]);
-  if (!in[0].mesh || !out[0].mesh || spec_of(out[0]) != s) return std::nullopt;
+  if (!in[0].mesh || !out[0].mesh) return std::nullopt;
+  const Spec r = spec_of(out[0]);
   const IntLists& config = p.get<IntLists>("padding_config");
   int64_t dim = -1;
   for (size_t d = 0; d < s.size(); ++d) {
@@ -319,13 +325,22 @@ std::optional<LocalPlan> halo_pad_plan(const Avals& in, const Params& p, const A
   }
   if (dim < 0 || config[dim][2] != 0) return std::nullopt;
   const int64_t n = entry_size(*in[0].mesh, s[dim]), size = in[0].shape[dim], padded = out[0].shape[dim];
-  if (size % n != 0 || padded % n != 0) return std::nullopt;
-  const int64_t low = config[dim][0], window = padded / n;
+  if (size % n != 0) return std::nullopt;
+  const bool uneven = padded % n != 0;
+  // The result is laid out as the operand, but for an uneven dim: whole.
+  Spec expected = s;
+  if (uneven) expected[dim].clear();
+  if (r != expected) return std::nullopt;
+  const int64_t low = config[dim][0], window = (padded + n - 1) / n;
   const std::optional<std::vector<HaloPermute>> permutes = halo_permutes(size, n, size / n, window, low);
   if (!permutes) return std::nullopt;
   LocalPlan plan = *as_is_plan(nullptr)(in, p, out);
   plan.params.set("halo_window", IntList{dim, low, window});
   plan.params.set("halo_permutes", flattened(*permutes));
+  if (uneven) {
+    plan.params.set("uneven_blocks", dim);
+    plan.out_specs[0] = r;
+  }
   Sharding sh;
   sh.mesh = in[0].mesh;
   sh.spec = s;

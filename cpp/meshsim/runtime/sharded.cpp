@@ -694,6 +694,57 @@ std::vector<Tensor> exchange_halos(const ArrayPtr& x, const MeshPtr& mesh, const
   return out;
 }
 
+// Blocks of a dim that its axes do not divide (a LocalPlan's param
+// `uneven_blocks`, the dim): each device's `per_device` block holds the
+// dim's size rounded up to a multiple of the blocks, over `src`'s layout
+// of the operand; XLA all-gathers them whole and cuts the padding off the
+// end, leaving every device the dim's `size` elements.
+void gather_uneven_blocks(std::vector<Tensor>& per_device, const Sharding& src, const MeshPtr& mesh,
+                          size_t dim, int64_t size) {
+  const int64_t started = timeline::active() ? timeline::now_ns() : -1;
+  const int64_t n = mesh->size(), ndim = static_cast<int64_t>(per_device[0].ndim());
+  const int64_t window = per_device[0].shape()[dim];
+  std::map<std::vector<int64_t>, std::vector<int64_t>> along;  // other dims' block index -> holders by block
+  for (int64_t pos = 0; pos < n; ++pos) {
+    std::vector<int64_t> index = src.block_index(pos, ndim);
+    const int64_t i = index[dim];
+    index[dim] = 0;
+    std::vector<int64_t>& holders = along[index];
+    if (static_cast<int64_t>(holders.size()) <= i) holders.resize(i + 1, -1);
+    if (holders[i] < 0) holders[i] = pos;
+  }
+  std::map<std::vector<int64_t>, Tensor> whole;
+  std::vector<Tensor> out(n);
+  for (int64_t pos = 0; pos < n; ++pos) {
+    std::vector<int64_t> index = src.block_index(pos, ndim);
+    index[dim] = 0;
+    auto it = whole.find(index);
+    if (it == whole.end()) {
+      Shape shape = per_device[pos].shape();
+      shape[dim] = size;
+      Tensor t = Tensor::empty(per_device[pos].dtype(), shape);
+      IntList lo(ndim, 0), hi = shape, step(ndim, 1);
+      const std::vector<int64_t>& holders = along[index];
+      for (size_t b = 0; b < holders.size(); ++b) {
+        lo[dim] = std::min<int64_t>(static_cast<int64_t>(b) * window, size);
+        hi[dim] = std::min<int64_t>(lo[dim] + window, size);
+        if (hi[dim] == lo[dim]) continue;
+        IntList from(ndim, 0), to = per_device[holders[b]].shape(), one(ndim, 1);
+        to[dim] = hi[dim] - lo[dim];
+        copy_into(per_device[holders[b]].slice(from, to, one), t.slice(lo, hi, step));
+      }
+      it = whole.emplace(index, std::move(t)).first;
+    }
+    out[pos] = it->second;
+  }
+  const int64_t blocks = static_cast<int64_t>(along.begin()->second.size());
+  CollectiveRecord r = symmetric_collective("all_gather", *mesh, src.spec[dim],
+                                            static_cast<int64_t>(per_device[0].nbytes()) * (blocks - 1));
+  r.start_ns = started;
+  record_collective(std::move(r));
+  per_device = std::move(out);
+}
+
 std::vector<ArrayPtr> run_local(const Primitive& prim, const LocalPlan& plan,
                                 const std::vector<ArrayPtr>& args, const Avals& in, const Avals& out,
                                 const MeshPtr& mesh) {
@@ -730,6 +781,8 @@ std::vector<ArrayPtr> run_local(const Primitive& prim, const LocalPlan& plan,
     local[j].mesh = nullptr;
     local[j].spec.clear();
   }
+  const int64_t uneven_dim = plan.params.get_or<int64_t>("uneven_blocks", -1);
+  if (uneven_dim >= 0) local[0].shape[uneven_dim] = plan.params.get<IntList>("halo_window")[2];
   std::vector<Tensors> results(reps.size());
   {
     SingleThreadedBlas one_blas_thread;
@@ -745,6 +798,9 @@ std::vector<ArrayPtr> run_local(const Primitive& prim, const LocalPlan& plan,
   for (size_t j = 0; j < out.size(); ++j) {
     std::vector<Tensor> per_device(n);
     for (int64_t pos = 0; pos < n; ++pos) per_device[pos] = results[rep_of[pos]][j];
+    if (j == 0 && uneven_dim >= 0)
+      gather_uneven_blocks(per_device, *ins[0]->sharding(), mesh, static_cast<size_t>(uneven_dim),
+                           out[0].shape[uneven_dim]);
     // Partial sums the result's type keeps unreduced stay as they are (no all-reduce).
     const AxisNames reduce_axes = without(plan.reduce_axes, out[j].unreduced);
     for (const AxisNames& group : reduction_groups(plan.in_specs, reduce_axes))

@@ -273,8 +273,13 @@ class Propagator {
         };
         ops = operands(false);
         const std::vector<Spec> split = operands(true);
-        const bool on_blocks = split != ops && runs_on_blocks(s, split, values(s.out_vars));
+        bool on_blocks = split != ops && runs_on_blocks(s, split, values(s.out_vars));
         if (on_blocks) ops = split;
+        if (!on_blocks) {
+          const std::vector<Spec> kept = kept_uneven(s, ops);
+          on_blocks = kept != ops && runs_on_blocks(s, kept, values(s.out_vars));
+          if (on_blocks) ops = kept;
+        }
         if (!on_blocks) computed = computed_layouts(s);
         if (!computed.empty() && s.eqn->prim->retiles_through_other_dim) retile_concatenated(s, ops, computed[0]);
       }
@@ -409,6 +414,29 @@ class Propagator {
     } catch (const std::exception&) {
       return false;
     }
+  }
+
+  // `operands` with the dims of permutation factors that the results cannot
+  // hold split (their axes do not divide a padded size) laid out as the
+  // operands' values are: XLA keeps such a split over blocks of the size
+  // rounded up, as a pad's local plan runs it (structural_resizing.cpp).
+  std::vector<Spec> kept_uneven(const Site& s, const std::vector<Spec>& operands) const {
+    std::vector<Spec> kept = operands;
+    for (size_t i = 0; i < s.num_in; ++i) {
+      const std::vector<int>& dims = *s.dims[i];
+      const Spec& value = spec_[s.in_vars[i]];
+      std::set<std::string> used;
+      for (const AxisNames& e : kept[i]) used.insert(e.begin(), e.end());
+      for (size_t d = 0; d < dims.size() && d < value.size(); ++d) {
+        if (dims[d] == kNoFactor || !s.permutation[dims[d]] || !kept[i][d].empty()) continue;
+        bool free = true;
+        for (const std::string& a : value[d]) free = free && !used.count(a);
+        if (!free) continue;
+        kept[i][d] = value[d];
+        used.insert(value[d].begin(), value[d].end());
+      }
+    }
+    return kept;
   }
 
   // The layouts `s`'s results are computed in: their values' with the dims
@@ -928,3 +956,4 @@ std::vector<Spec> sub_program_specs(const Avals&, const Params&, const Avals& ou
 }
 
 }  // namespace meshsim
+
