@@ -238,7 +238,11 @@ def trace_to_program(fun: Callable, args: Sequence, kwargs: dict, static: tuple 
             for k, v in static:
                 if isinstance(k, str):
                     t_kwargs[k] = v
-            with ref.recording(trace, records_reads=discharge_refs, discharges=discharge_refs) as refs:
+            statics = {k for k, _ in static}
+            described_args = tuple(tracing.STATIC if i in statics else a for i, a in enumerate(t_args))
+            described_kwargs = {k: tracing.STATIC if k in statics else v for k, v in t_kwargs.items()}
+            with ref.recording(trace, records_reads=discharge_refs, discharges=discharge_refs) as refs, \
+                    tracing.describing(trace, fun, "jit", described_args, described_kwargs):
                 out = fun(*t_args, **t_kwargs)
             if refs.refs:
                 raise ref.ClosedOverRefs(refs.refs)

@@ -72,17 +72,34 @@ def _array_item(self):
 
 
 def _array_index(self):
-    if not dtype_kinds.issubdtype(self.dtype, np.integer):
+    if self.shape != () or not dtype_kinds.issubdtype(self.dtype, np.integer):
         raise TypeError("Only integer scalar arrays can be converted to a scalar index.")
-    return int(self)
+    return int(self.to_numpy())
 
 
 def _scalar_conversion(kind):
     def convert(self):
-        if self.size != 1:
-            raise TypeError(f"Only length-1 arrays can be converted to Python scalars, got {self.shape}")
-        return kind(self.to_numpy().reshape(()))
+        if self.ndim > 0:  # JAX refuses a shape-(1,) array too, unlike NumPy
+            raise TypeError(f"Only scalar arrays can be converted to Python scalars; got arr.ndim={self.ndim}")
+        return kind(self.to_numpy())
     return convert
+
+
+def _array_bool(self):
+    # NumPy's rule: any single element, of whatever rank, has a truth value.
+    if self.size == 0:
+        raise ValueError("The truth value of an empty array is ambiguous. Use `array.size > 0` to check "
+                         "that an array is not empty.")
+    if self.size > 1:
+        raise ValueError("The truth value of an array with more than one element is ambiguous. Use "
+                         "a.any() or a.all()")
+    return bool(self.to_numpy().reshape(()))
+
+
+def _refuse_item_assignment(self, idx, value):
+    raise TypeError("JAX arrays are immutable and do not support in-place item assignment. Instead of "
+                    "x[idx] = y, use x = x.at[idx].set(y) or another .at[] method: "
+                    "https://docs.jax.dev/en/latest/_autosummary/jax.numpy.ndarray.at.html")
 
 
 def _concrete_error(kind: str):
@@ -96,18 +113,20 @@ def _concrete_error(kind: str):
             value = tracing.known_value(self)  # an eager grad's value, whose primal JAX knows
         if value is not None:
             return getattr(value, kind)(*args, **kwargs)
+        origin = tracing.origin_message(self)
         if kind == "__bool__":
-            raise errors.TracerBoolConversionError(self)
+            raise errors.TracerBoolConversionError(self, origin)
         if kind == "__index__":
-            raise errors.TracerIntegerConversionError(self)
+            raise errors.TracerIntegerConversionError(self, origin)
         if kind == "__array__":
-            raise errors.TracerArrayConversionError(self)
+            raise errors.TracerArrayConversionError(self, origin)
         if kind in ("item", "tolist"):
-            raise errors.ConcretizationTypeError(self, f"This occurred in the {kind}() method of jax.Array")
+            raise errors.ConcretizationTypeError(self, f"This occurred in the {kind}() method of jax.Array",
+                                                 origin)
         fn = kind.strip("_")
         raise errors.ConcretizationTypeError(
             self, f"The problem arose with the `{fn}` function. If trying to convert the data type of a "
-            f"value, try using `x.astype({fn})` or `jnp.array(x, {fn})` instead.")
+            f"value, try using `x.astype({fn})` or `jnp.array(x, {fn})` instead.", origin)
     return convert
 
 
@@ -180,6 +199,7 @@ def install():
         cls.transpose = _transpose
         cls.flatten = _method("ravel")
         cls.__getitem__ = lambda self, idx: _jnp()._getitem(self, idx)
+        cls.__setitem__ = _refuse_item_assignment
         cls.T = property(lambda self: _jnp().transpose(self))
         cls.mT = property(lambda self: _jnp().swapaxes(self, -1, -2))
         cls.real = property(lambda self: _jnp().real(self))
@@ -197,7 +217,7 @@ def install():
     core.Array.__float__ = _scalar_conversion(float)
     core.Array.__int__ = _scalar_conversion(int)
     core.Array.__index__ = _array_index
-    core.Array.__bool__ = _scalar_conversion(bool)
+    core.Array.__bool__ = _array_bool
     core.Array.__complex__ = _scalar_conversion(complex)
     core.Array.__repr__ = _array_repr
     core.Array.__str__ = lambda self: _array_repr(self) if self.aval.unreduced else str(self.to_numpy())

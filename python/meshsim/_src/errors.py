@@ -22,29 +22,31 @@ class JAXIndexError(_JAXErrorMixin, IndexError):
 
 
 class ConcretizationTypeError(JAXTypeError):
-    """A traced value was used where Python needs a concrete one."""
+    """A traced value was used where Python needs a concrete one. `origin`: where the value
+    came from (tracing.origin_message), "" when unknown."""
 
-    def __init__(self, tracer, context: str = ""):
-        super().__init__("Abstract tracer value encountered where concrete value is expected: "
-                         f"traced array with shape {tracer.aval.str_short()}\n{context}".rstrip("\n"))
+    def __init__(self, tracer, context: str = "", origin: str = ""):
+        message = ("Abstract tracer value encountered where concrete value is expected: "
+                   f"traced array with shape {tracer.aval.str_short()}\n{context}")
+        super().__init__(f"{message}{origin}\n" if origin else message.rstrip("\n"))
 
 
 class TracerBoolConversionError(ConcretizationTypeError):
-    def __init__(self, tracer):
+    def __init__(self, tracer, origin: str = ""):
         JAXTypeError.__init__(
-            self, f"Attempted boolean conversion of traced array with shape {tracer.aval.str_short()}.")
+            self, f"Attempted boolean conversion of traced array with shape {tracer.aval.str_short()}.{origin}")
 
 
 class TracerIntegerConversionError(JAXTypeError):
-    def __init__(self, tracer):
+    def __init__(self, tracer, origin: str = ""):
         super().__init__(
-            f"The __index__() method was called on traced array with shape {tracer.aval.str_short()}")
+            f"The __index__() method was called on traced array with shape {tracer.aval.str_short()}{origin}")
 
 
 class TracerArrayConversionError(JAXTypeError):
-    def __init__(self, tracer):
+    def __init__(self, tracer, origin: str = ""):
         super().__init__("The numpy.ndarray conversion method __array__() was called on traced array "
-                         f"with shape {tracer.aval.str_short()}")
+                         f"with shape {tracer.aval.str_short()}{origin}")
 
 
 class UnexpectedTracerError(JAXTypeError):

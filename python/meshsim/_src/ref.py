@@ -361,8 +361,8 @@ def operand_error(name: str, position: int, jitted: bool) -> TypeError:
 
 
 def _sourceinfo(fun) -> str:
-    from meshsim._src.lax.control_flow import _fun_sourceinfo
-    return _fun_sourceinfo(fun)
+    from meshsim._src import tracing
+    return tracing.fun_sourceinfo(fun)
 
 
 def _type_text(r: Ref) -> str:

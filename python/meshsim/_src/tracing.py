@@ -6,7 +6,9 @@ is closed again whatever the traced function raises."""
 from __future__ import annotations
 
 import contextlib
-from typing import Callable, Sequence
+import functools
+import inspect
+from typing import Any, Callable, Sequence
 
 from meshsim import _core
 from meshsim._src import core, tree_util
@@ -20,6 +22,97 @@ def open_trace():
         yield trace
     finally:
         _core.pop_trace(trace)
+
+
+# What each open trace traces, for errors saying where a traced value came from:
+# trace -> (function, what it is traced for, the arguments whose leaves are the trace's inputs).
+_described: dict = {}
+
+# Stands for a static argument among a call's arguments: it has no leaves and no name.
+STATIC = object()
+
+
+@contextlib.contextmanager
+def describing(trace, fun: Callable, traced_for: str, args: tuple, kwargs: dict | None = None):
+    """While open, `trace` traces `fun(*args, **kwargs)` for `traced_for` ("jit", "scan", ...):
+    the leaves of (args, kwargs), in flattening order, are its inputs."""
+    _described[trace] = (fun, traced_for, args, kwargs or {})
+    try:
+        yield
+    finally:
+        _described.pop(trace, None)
+
+
+def fun_sourceinfo(fun: Callable) -> str:
+    """`f at file.py:12`: a function as JAX's messages name it (partials and wrappers looked through)."""
+    while isinstance(fun, functools.partial):
+        fun = fun.func
+    fun = inspect.unwrap(fun)
+    try:
+        return f"{fun.__name__} at {fun.__code__.co_filename}:{fun.__code__.co_firstlineno}"
+    except AttributeError:
+        return "<unknown>"
+
+
+def argument_names(fun: Callable, args: Sequence, kwargs: dict) -> list[str]:
+    """The name of each leaf of a call's (args, kwargs), as JAX's debug info writes it: the
+    parameter bound to it and the leaf's path (`x`, `p['w'][0]`), keyword arguments after the
+    positional ones sorted by keyword, `args[i]` when the call does not fit the signature.
+    Arguments given as STATIC are left out."""
+    leaf_names = []
+
+    def add(name, value):
+        if value is not STATIC:
+            leaf_names.extend(name + tree_util.keystr(path)
+                              for path, _ in tree_util.tree_flatten_with_path(value)[0])
+    try:
+        signature = inspect.signature(fun)
+        bound = signature.bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        add("args", list(args))
+        for k in sorted(kwargs):
+            add(f"kwargs['{k}']", kwargs[k])
+        return leaf_names
+    var_keyword = next((n for n, p in signature.parameters.items() if p.kind == p.VAR_KEYWORD), None)
+    for name, value in bound.arguments.items():
+        if name not in kwargs and name != var_keyword:
+            add(name, value)
+    for k in sorted(kwargs):
+        add(k if k in bound.arguments else f"{var_keyword}['{k}']", kwargs[k])
+    return leaf_names
+
+
+def origin_message(tracer) -> str:
+    """JAX's account of where a traced value that Python wanted concrete came from: the
+    function being traced and the arguments the value depends on ("" when unknown, or when
+    it depends on no argument: JAX then lists the operations' source lines, which meshsim
+    does not record)."""
+    described = _described.get(getattr(tracer, "trace", None))
+    if described is None:
+        return ""
+    fun, traced_for, args, kwargs = described
+    program = tracer.trace.snapshot([tracer])
+    needed = set(program.outvars)
+    for _, ins, outs, *_ in reversed(list(program.equations())):
+        if needed.intersection(outs):
+            needed.difference_update(outs)
+            needed.update(ins)
+    positions = [i for i, v in enumerate(program.invars) if v in needed]
+    if not positions:
+        return ""
+    names = argument_names(fun, args, kwargs)
+    if positions[-1] >= len(names):
+        return ""
+    arg_names = [names[i] for i in positions]
+    if len(arg_names) == 1:
+        which = f"the argument {arg_names[0]}"
+    elif len(arg_names) == 2:
+        which = f"the arguments {arg_names[0]} and {arg_names[1]}"
+    else:
+        which = f"the arguments {', '.join(arg_names[:-1])}, and {arg_names[-1]}"
+    return (f"\nThe error occurred while tracing the function {fun_sourceinfo(fun)} for {traced_for}. "
+            "This concrete value was not available in Python because it depends on the "
+            f"value{'s' if len(arg_names) > 1 else ''} of {which}.")
 
 
 # Open traces whose inputs hold known values (an eager grad's primals): trace -> those values.

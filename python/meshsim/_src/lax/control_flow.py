@@ -35,11 +35,16 @@ class _Traced:
     arguments, then the values it closes over), those values, its output tree
     and output types."""
 
-    def __init__(self, fun: Callable, in_tree, avals: Sequence, discharges_refs: bool = False):
+    def __init__(self, fun: Callable, in_tree, avals: Sequence, discharges_refs: bool = False,
+                 traced_for: str = ""):
         with tracing.open_trace() as trace:
             tracers = [trace.new_input(a) for a in avals]
-            with ref.recording(trace, discharges=discharges_refs) as refs:
-                out = fun(*tree_util.tree_unflatten(in_tree, tracers))
+            args = tree_util.tree_unflatten(in_tree, tracers)
+            # Errors name the user's function: a wrapper says which, with its arguments.
+            describe = getattr(fun, "describe", None) or (lambda args: (fun, traced_for, args, {}))
+            with ref.recording(trace, discharges=discharges_refs) as refs, \
+                    tracing.describing(trace, *describe(args)):
+                out = fun(*args)
                 leaves, self.out_tree = tree_util.tree_flatten(out)
                 leaves = [core.asarray_value(x) for x in leaves]
             self.program, captures = trace.finish_capturing(leaves)
@@ -77,16 +82,6 @@ def _flatten(tree):
 
 
 # --- JAX's error texts -------------------------------------------------------------
-
-def _fun_sourceinfo(fun: Callable) -> str:
-    while isinstance(fun, functools.partial):
-        fun = fun.func
-    fun = inspect.unwrap(fun)
-    try:
-        return f"{fun.__name__} at {fun.__code__.co_filename}:{fun.__code__.co_firstlineno}"
-    except AttributeError:
-        return "<unknown>"
-
 
 def _capitalize(s: str) -> str:
     return s[0].capitalize() + s[1:]
@@ -222,7 +217,7 @@ def _equality_errors(path, t1, t2):
 
 
 def _check_branch_outputs(api_name, name1, name2, f1, f2, t1: _Traced, t2: _Traced):
-    info1, info2 = _fun_sourceinfo(f1), _fun_sourceinfo(f2)
+    info1, info2 = tracing.fun_sourceinfo(f1), tracing.fun_sourceinfo(f2)
     if t1.out_tree != t2.out_tree:
         differences = (f"{name1} output is a {_describe(t1.out_tree)} but {name2} output is a "
                        f"{_describe(t2.out_tree)}, so their structures differ.\n")
@@ -286,15 +281,18 @@ def _result_dtype(x) -> np.dtype:
 
 # --- cond and switch ---------------------------------------------------------------
 
-def _call(f: Callable) -> Callable:
+def _call(f: Callable, traced_for: str) -> Callable:
     """`f` taking the (args, kwargs) pair operands are flattened as."""
-    return lambda args, kwargs: f(*args, **kwargs)
+    def call(args, kwargs):
+        return f(*args, **kwargs)
+    call.describe = lambda pair: (f, traced_for, *pair)
+    return call
 
 
 def _bind_cond(index, branches: Sequence[Callable], names: Sequence[str], operands: tuple):
     leaves, in_tree = _flatten((operands, {}))
     avals = [x.aval for x in leaves]
-    traced = [_Traced(_call(f), in_tree, avals, discharges_refs=True) for f in branches]
+    traced = [_Traced(_call(f, "switch"), in_tree, avals, discharges_refs=True) for f in branches]
     refs = _union(*(t.written_refs for t in traced))
     if refs:
         return _cond_carrying_refs(lambda bs, ops: _bind_cond(index, bs, names, ops), branches, operands, refs)
@@ -355,8 +353,8 @@ def cond(pred, true_fun: Callable, false_fun: Callable, *operands,
     # Traced (and checked) true_fun first, as JAX; bound as branches=(false, true).
     leaves, in_tree = _flatten((operands, {}))
     avals = [x.aval for x in leaves]
-    t_true = _Traced(_call(true_fun), in_tree, avals, discharges_refs=True)
-    t_false = _Traced(_call(false_fun), in_tree, avals, discharges_refs=True)
+    t_true = _Traced(_call(true_fun, "cond"), in_tree, avals, discharges_refs=True)
+    t_false = _Traced(_call(false_fun, "cond"), in_tree, avals, discharges_refs=True)
     refs = _union(t_true.written_refs, t_false.written_refs)
     if refs:
         return _cond_carrying_refs(lambda bs, ops: cond(pred, *bs, *ops), (true_fun, false_fun), operands, refs)
@@ -418,8 +416,10 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val):
 
     def trace(init):
         avals = [x.aval for x in init]
-        t_cond = _Traced(cond_fun, tree_util.treedef_tuple([in_tree]), avals, discharges_refs=True)
-        t_body = _Traced(body_fun, tree_util.treedef_tuple([in_tree]), avals, discharges_refs=True)
+        t_cond = _Traced(cond_fun, tree_util.treedef_tuple([in_tree]), avals, discharges_refs=True,
+                         traced_for="while_cond")
+        t_body = _Traced(body_fun, tree_util.treedef_tuple([in_tree]), avals, discharges_refs=True,
+                         traced_for="while_body")
         if not tree_util.treedef_is_leaf(t_cond.out_tree) or len(t_cond.out_avals) != 1:
             raise TypeError(f"cond_fun must return a boolean scalar, but got pytree {t_cond.out_tree}.")
         pred = t_cond.out_avals[0]
@@ -481,7 +481,8 @@ def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = 
     in_tree = tree_util.treedef_tuple([init_tree, xs_tree])
 
     def trace(init_flat):
-        t = _Traced(f, in_tree, [*[x.aval for x in init_flat], *x_avals], discharges_refs=True)
+        t = _Traced(f, in_tree, [*[x.aval for x in init_flat], *x_avals], discharges_refs=True,
+                    traced_for="scan")
         children = tree_util.treedef_children(t.out_tree)
         if t.out_tree.num_nodes and (len(children) != 2 or not _is_pair(t.out_tree)):
             raise TypeError(f"scan body output must be a pair, got {t.out_tree}.")
@@ -590,6 +591,7 @@ def fori_loop(lower, upper, body_fun: Callable, init_val, *, unroll: int | bool 
         def scanned(loop_carry, _):  # JAX's name: carry errors say "loop_carry[1]..."
             i, x = loop_carry
             return (i + 1, body_fun(i, x)), None
+        scanned.describe = lambda args: (body_fun, "fori_loop", args[0], {})
 
         (_, result), _ = scan(scanned, (lower_, init_val), None, length=length, unroll=unroll)
         return result

@@ -10,7 +10,7 @@ import operator
 import numpy as np
 
 from meshsim import _core
-from meshsim._src import core, tree_util
+from meshsim._src import core, tracing, tree_util
 from meshsim._src.sharding import explicit
 
 __all__ = [
@@ -32,8 +32,10 @@ def canonicalize_shape(shape, context: str = "") -> tuple[int, ...]:
     msg = f"Shapes must be 1D sequences of concrete values of integer type, got {shape}."
     if context:
         msg = f"{msg} {context}."
-    if any(isinstance(d, core.Tracer) for d in (shape if isinstance(shape, (tuple, list)) else ())):
+    tracers = [d for d in (shape if isinstance(shape, (tuple, list)) else ()) if isinstance(d, core.Tracer)]
+    if tracers:
         msg += "\nIf using `jit`, try using `static_argnums` or applying `jit` to smaller subfunctions."
+        msg += "".join(tracing.origin_message(d) for d in tracers)
     raise TypeError(msg)
 
 
