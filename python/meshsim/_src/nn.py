@@ -303,7 +303,12 @@ def one_hot(x, num_classes: int, *, dtype=None, axis=-1):
     out_axis = operator.index(axis)
     if not -(x.ndim + 1) <= out_axis <= x.ndim:
         raise ValueError(f"axis {axis} is out of bounds for array of dimension {x.ndim + 1}")
-    out_axis %= x.ndim + 1
+    return _one_hot(x, num_classes, dtype=dtype, axis=out_axis % (x.ndim + 1))
+
+
+@api.jitted_when_traced(static_argnames=('num_classes', 'dtype', 'axis'))
+def _one_hot(x, num_classes: int, *, dtype, axis: int):
+    out_axis = axis
     lhs = lax_structural.expand_dims(x, (out_axis,))
     rhs_shape = [1] * x.ndim
     rhs_shape.insert(out_axis, num_classes)

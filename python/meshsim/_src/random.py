@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from meshsim._src import core, prng
+from meshsim._src import api, core, prng
 from meshsim._src.lax import elementwise as lax
 from meshsim._src.lax import sorting as lax_sort
 from meshsim._src.lax import structural as lax_shape
@@ -166,13 +166,14 @@ def bits(key, shape=(), dtype=None):
     return prng.random_bits(typed, dtype.itemsize * 8, canonicalize_shape(shape))
 
 
+@api.jitted_when_traced(static_argnames=('shape', 'dtype'))
 def _uniform(key: PRNGKeyArray, shape, dtype, minval, maxval):
     """Floats in [minval, maxval): random mantissa bits under the exponent of 1.0,
     minus 1, scaled; the max() guards against rounding below minval."""
     finfo = dtype_kinds.finfo(dtype)
     nbits, nmant = finfo.bits, finfo.nmant
-    minval = broadcast_to_rank(lax.convert_element_type(minval, dtype), len(shape))
-    maxval = broadcast_to_rank(lax.convert_element_type(maxval, dtype), len(shape))
+    minval, maxval = lax.convert_element_type(minval, dtype), lax.convert_element_type(maxval, dtype)
+    minval, maxval = broadcast_to_rank(minval, len(shape)), broadcast_to_rank(maxval, len(shape))
     uint = _uint_dtype(nbits)
     # Formats with fewer than 8 mantissa bits (bfloat16, float8) draw 8 random bits, as JAX does.
     rng_bits = 8 if nmant < 8 else nbits
@@ -199,7 +200,13 @@ def uniform(key, shape=(), dtype=None, minval=0.0, maxval=1.0):
     return _uniform(typed, canonicalize_shape(shape), dtype, minval, maxval)
 
 
+@api.jitted_when_traced(static_argnames=('shape', 'dtype'))
 def _normal(key: PRNGKeyArray, shape, dtype):
+    return _normal_real(key, shape, dtype)
+
+
+@api.jitted_when_traced(static_argnames=('shape', 'dtype'))
+def _normal_real(key: PRNGKeyArray, shape, dtype):
     lo = np.nextafter(np.array(-1.0, dtype), np.array(0.0, dtype))
     u = _uniform(key, shape, dtype, lo, np.array(1.0, dtype))
     return lax.mul(np.array(np.sqrt(2), dtype), lax.erf_inv(u))

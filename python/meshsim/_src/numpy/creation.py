@@ -247,7 +247,13 @@ def _inexact(dtype) -> np.dtype:
 def linspace(start, stop, num: int = 50, endpoint: bool = True, retstep: bool = False, dtype=None,
              axis: int = 0, *, device=None):
     """Evenly spaced values, start * (1 - t) + stop * t, as JAX computes them."""
-    num = operator.index(num)
+    return _linspace(start, stop, operator.index(num), endpoint, retstep, dtype, operator.index(axis),
+                     device=device)
+
+
+@api.jitted_when_traced(static_argnames=('num', 'endpoint', 'retstep', 'dtype', 'axis', 'device'))
+def _linspace(start, stop, num: int = 50, endpoint: bool = True, retstep: bool = False, dtype=None,
+              axis: int = 0, *, device=None):
     if num < 0:
         raise ValueError(f"Number of samples, {num}, must be non-negative.")
     _check_arraylike("linspace", start, stop)
@@ -287,22 +293,26 @@ def linspace(start, stop, num: int = 50, endpoint: bool = True, retstep: bool = 
     return (out, delta) if retstep else out
 
 
-def _iota_mask(compare, N, M, k, dtype):
-    """compare(row + k, col) over an N x M grid, as `dtype`."""
+def _iota_mask(compare, N, M, k, dtype, *, columns_first: bool = False):
+    """compare(row + k, col) over an N x M grid, as `dtype`. JAX's eye makes the column
+    iota before adding k, its tri after: `columns_first` keeps each program's order."""
     N = operator.index(N)
     M = N if M is None else operator.index(M)
     if N < 0 or M < 0:
         raise ValueError(f"negative dimensions are not allowed, got {N} and {M}")
     rows = lax.broadcasted_iota(np.int32, (N, M), 0)
+    cols = lax.broadcasted_iota(np.int32, (N, M), 1) if columns_first else None
     shifted = lax_ew.add(rows, _typed(k, np.int32))
-    mask = compare(shifted, lax.broadcasted_iota(np.int32, (N, M), 1))
+    if cols is None:
+        cols = lax.broadcasted_iota(np.int32, (N, M), 1)
+    mask = compare(shifted, cols)
     return core.convert_element_type(mask, dtype)
 
 
 def eye(N, M=None, k=0, dtype=None, *, device=None, out_sharding=None):
     if not isinstance(k, (int, np.integer)) and not core.is_value(k):
         raise ValueError(f"k must be a scalar integer; got {k}")
-    out = _iota_mask(lax_ew.eq, N, M, k, _default_float(dtype))
+    out = _iota_mask(lax_ew.eq, N, M, k, _default_float(dtype), columns_first=True)
     return on_device(explicit.with_out_sharding(out, out_sharding), device)
 
 

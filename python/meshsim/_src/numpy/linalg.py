@@ -10,7 +10,7 @@ from collections import Counter
 
 import numpy as np
 
-from meshsim._src import core
+from meshsim._src import api, core
 from meshsim._src.lax import linalg as lax_linalg
 from meshsim._src.lax import reduction as lax_reduction
 from meshsim._src.lax import structural as lax_structural
@@ -374,6 +374,7 @@ def cross(a, b, axisa: int = -1, axisb: int = -1, axisc: int = -1, axis=None):
     return jnp.moveaxis(c, 0, axisc)
 
 
+@api.jitted_when_traced(static_argnames=('axis1', 'axis2', 'dtype'))
 def trace(a, offset=0, axis1: int = 0, axis2: int = 1, dtype=None, out=None):
     """The sum along diagonal `offset` of the (axis1, axis2) planes."""
     from meshsim._src.numpy import namespace as jnp

@@ -293,7 +293,7 @@ def _var_operands(name, a, axis, dtype, out, where, a_mean, mean_fn):
     return a, where, computation_dtype, dtype, a_mean
 
 
-def _var(name, a, axis, dtype, out, correction, keepdims, where, a_mean):
+def _variance(name, a, axis, dtype, out, correction, keepdims, where, a_mean):
     a, where, computation_dtype, dtype, a_mean = _var_operands(name, a, axis, dtype, out, where,
                                                                a_mean, _mean)
     centered = ufuncs.subtract(a, a_mean)
@@ -303,7 +303,7 @@ def _var(name, a, axis, dtype, out, correction, keepdims, where, a_mean):
     else:
         centered = lax.square(centered)
     normalizer = lax.sub(_count(a, axis, keepdims, where, computation_dtype),
-                         _const(correction, computation_dtype))
+                         core.convert_element_type(correction, computation_dtype, False))
     result = sum(centered, axis, dtype=computation_dtype, keepdims=keepdims, where=where)
     result = core.convert_element_type(lax.div(result, normalizer), dtype)
     return ufuncs.where(lax.gt(normalizer, _const(0, computation_dtype)), result, np.nan)
@@ -311,12 +311,35 @@ def _var(name, a, axis, dtype, out, correction, keepdims, where, a_mean):
 
 def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None, mean=None,
         correction=None):
-    return _var("var", a, axis, dtype, out, _correction(ddof, correction), keepdims, where, mean)
+    correction = _correction(ddof, correction)
+    return _var(_asarray("var", a), axis=_static_axes(axis), dtype=dtype, out=out, correction=correction,
+                keepdims=keepdims, where=where, a_mean=mean)
+
+
+@api.jitted_when_traced(static_argnames=('axis', 'dtype', 'keepdims'))
+def _var(a, *, axis=None, dtype=None, out=None, correction=0, keepdims=False, where=None, a_mean=None):
+    return _variance("var", a, axis, dtype, out, correction, keepdims, where, a_mean)
 
 
 def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None, mean=None,
         correction=None):
-    return lax.sqrt(_var("std", a, axis, dtype, out, _correction(ddof, correction), keepdims, where, mean))
+    correction = _correction(ddof, correction)
+    return _std(_asarray("std", a), axis=_static_axes(axis), dtype=dtype, out=out, correction=correction,
+                keepdims=keepdims, where=where, mean=mean)
+
+
+@api.jitted_when_traced(static_argnames=('axis', 'dtype', 'keepdims'))
+def _std(a, *, axis=None, dtype=None, out=None, correction=0, keepdims=False, where=None, mean=None):
+    _no_out("std", out)
+    _check_where("std", where)
+    return lax.sqrt(var(a, axis=axis, dtype=dtype, correction=correction, keepdims=keepdims,
+                        where=where, mean=mean))
+
+
+def _static_axes(axis):
+    """`axis` as a static argument of a jitted function: a list becomes a tuple, as JAX's
+    _ensure_optional_axes makes it."""
+    return tuple(axis) if isinstance(axis, list) else axis
 
 
 def ptp(a, axis=None, out=None, keepdims=False):
@@ -442,10 +465,12 @@ def cumprod(a, axis=None, dtype=None, out=None):
     return _cumulative("cumprod", a, axis, dtype, out, lax_reduction.cumprod)
 
 
+@api.jitted_when_traced(static_argnames=('axis', 'dtype'))
 def nancumsum(a, axis=None, dtype=None, out=None):
     return _cumulative("nancumsum", a, axis, dtype, out, lax_reduction.cumsum, nan_fill=0)
 
 
+@api.jitted_when_traced(static_argnames=('axis', 'dtype'))
 def nancumprod(a, axis=None, dtype=None, out=None):
     return _cumulative("nancumprod", a, axis, dtype, out, lax_reduction.cumprod, nan_fill=1)
 
@@ -463,30 +488,36 @@ def _nan_reduction(a, name: str, reduction, identity, nan_if_all_nan: bool, axis
     out = reduction(ufuncs.where(nan, _const(identity, a.dtype), a), axis=axis, keepdims=keepdims,
                     where=where, **kwargs)
     if nan_if_all_nan:
-        return ufuncs.where(all(nan, axis=axis, keepdims=keepdims), _const(np.nan, a.dtype), out)
+        # NaNs found again, as JAX's program does
+        return ufuncs.where(all(_isnan(a), axis=axis, keepdims=keepdims), _const(np.nan, a.dtype), out)
     return out
 
 
+@api.jitted_when_traced(static_argnames=('axis', 'dtype', 'keepdims'))
 def nansum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
     _no_out("nansum", out)
     return _nan_reduction(a, "nansum", sum, 0, False, axis, keepdims, where, dtype=dtype, initial=initial)
 
 
+@api.jitted_when_traced(static_argnames=('axis', 'dtype', 'keepdims'))
 def nanprod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
     _no_out("nanprod", out)
     return _nan_reduction(a, "nanprod", prod, 1, False, axis, keepdims, where, dtype=dtype, initial=initial)
 
 
+@api.jitted_when_traced(static_argnames=('axis', 'keepdims'))
 def nanmax(a, axis=None, out=None, keepdims=False, initial=None, where=None):
     _no_out("nanmax", out)
     return _nan_reduction(a, "nanmax", max, -np.inf, initial is None, axis, keepdims, where, initial=initial)
 
 
+@api.jitted_when_traced(static_argnames=('axis', 'keepdims'))
 def nanmin(a, axis=None, out=None, keepdims=False, initial=None, where=None):
     _no_out("nanmin", out)
     return _nan_reduction(a, "nanmin", min, np.inf, initial is None, axis, keepdims, where, initial=initial)
 
 
+@api.jitted_when_traced(static_argnames=('axis', 'dtype', 'keepdims'))
 def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
     _no_out("nanmean", out)
     a = _asarray("nanmean", a)
@@ -503,20 +534,23 @@ def _nanvar(name, a, axis, dtype, out, ddof, keepdims, where, a_mean):
                                                                a_mean, nanmean)
     nan = _isnan(a)
     centered = lax.square(ufuncs.where(nan, _const(0, computation_dtype), ufuncs.subtract(a, a_mean)))
-    count = lax.sub(sum(lax.bitwise_not(nan), axis=axis, keepdims=keepdims, where=where),
-                    _const(ddof, _default_int()))
+    # ddof is an operand of nanvar's jit: subtracted as jnp's `-` promotes it
+    count = ufuncs.subtract(sum(lax.bitwise_not(nan), axis=axis, keepdims=keepdims, where=where), ddof)
     empty = lax.le(count, _const(0, count.dtype))
     result = ufuncs.where(empty, np.nan, sum(centered, axis, keepdims=keepdims, where=where))
     divisor = core.convert_element_type(ufuncs.where(empty, 1, count), result.dtype)
     return core.convert_element_type(lax.div(result, divisor), dtype)
 
 
+@api.jitted_when_traced(static_argnames=('axis', 'dtype', 'keepdims'))
 def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, mean=None):
     return _nanvar("nanvar", a, axis, dtype, out, ddof, keepdims, where, mean)
 
 
+@api.jitted_when_traced(static_argnames=('axis', 'dtype', 'keepdims'))
 def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, mean=None):
-    return lax.sqrt(_nanvar("nanstd", a, axis, dtype, out, ddof, keepdims, where, mean))
+    _no_out("nanstd", out)
+    return lax.sqrt(nanvar(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims, where=where, mean=mean))
 
 
 def _nan_arg_reduction(name: str, arg_reduction, fill):

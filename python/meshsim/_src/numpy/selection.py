@@ -8,7 +8,7 @@ import operator
 
 import numpy as np
 
-from meshsim._src import core
+from meshsim._src import api, core
 from meshsim._src.lax import indexing as lax_indexing
 from meshsim._src.lax.structural import canonicalize_axis
 from meshsim._src.numpy.indexing import _int32, _is_concrete, _ravel
@@ -131,6 +131,7 @@ def select(condlist, choicelist, default=0):
     return result
 
 
+@api.jitted_when_traced(static_argnames=('offset', 'axis1', 'axis2'))
 def diagonal(a, offset=0, axis1: int = 0, axis2: int = 1):
     """The diagonal of `a` over axis1/axis2, as the last dimension of the result."""
     a = core.asarray_value(a)

@@ -76,6 +76,7 @@ def lexsort(keys, axis=-1):
     return lax_sorting.sort((*keys[::-1], iota), dimension=dim, num_keys=len(keys))[-1]
 
 
+@api.jitted_when_traced(static_argnames=('side', 'method'))
 def searchsorted(a, v, side="left", sorter=None, *, method="scan"):
     """Insertion points (int32) of `v` into the sorted 1-D `a` that keep it sorted."""
     if side not in ("left", "right"):

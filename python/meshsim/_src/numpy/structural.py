@@ -202,25 +202,32 @@ def broadcast_arrays(*args):
     return [promotion.broadcast_to_shape(a, common) for a in arrays]
 
 
-def _atleast(arys, ndim: int, place):
+def _atleast(arys, ndim: int, new_axes):
+    """Each array with size-1 axes inserted (lax.expand_dims, as JAX does) at the
+    places `new_axes` gives for its rank, up to `ndim` dimensions."""
     out = []
     for a in arys:
         a = core.asarray_value(a)
-        out.append(a if a.ndim >= ndim else lax.reshape(a, place(a.shape)))
+        out.append(a if a.ndim >= ndim else lax.expand_dims(a, new_axes(a.ndim)))
     return out[0] if len(out) == 1 else out
 
 
+@api.jitted_when_traced
 def atleast_1d(*arys):
-    return _atleast(arys, 1, lambda s: (1,) * (1 - len(s)) + s)
+    return _atleast(arys, 1, lambda nd: (0,))
 
 
+@api.jitted_when_traced
 def atleast_2d(*arys):
-    return _atleast(arys, 2, lambda s: (1,) * (2 - len(s)) + s)
+    return _atleast(arys, 2, lambda nd: tuple(range(2 - nd)))
 
 
+@api.jitted_when_traced
 def atleast_3d(*arys):
+    if len(arys) != 1:  # JAX's program: one nested atleast_3d per array
+        return [atleast_3d(a) for a in arys]
     # NumPy's placement: (N,) -> (1, N, 1) and (M, N) -> (M, N, 1).
-    return _atleast(arys, 3, lambda s: {0: (1, 1, 1), 1: (1,) + s + (1,), 2: s + (1,)}[len(s)])
+    return _atleast(arys, 3, lambda nd: {0: (0, 1, 2), 1: (0, 2), 2: (2,)}[nd])
 
 
 # --- joining -----------------------------------------------------------------
@@ -540,7 +547,7 @@ _INDEX_MODES = ("edge", "wrap", "symmetric", "reflect")
 
 def pad(array, pad_width, mode: str = "constant", **kwargs):
     array = core.asarray_value(array)
-    widths = _pad_widths(pad_width, array.ndim)
+    widths = tuple((int(lo), int(hi)) for lo, hi in _pad_widths(pad_width, array.ndim))
     allowed = {"constant": {"constant_values"}, "reflect": {"reflect_type"},
                "symmetric": {"reflect_type"}}.get(mode, set())
     unsupported = set(kwargs) - allowed
@@ -548,11 +555,19 @@ def pad(array, pad_width, mode: str = "constant", **kwargs):
         raise NotImplementedError(f"Unimplemented padding mode '{mode}' for np.pad.")
     if unsupported:
         raise ValueError(f"unsupported keyword arguments for mode '{mode}': {sorted(unsupported)}")
-    if kwargs.get("reflect_type", "even") != "even":
+    reflect_type = kwargs.get("reflect_type", "even")
+    if reflect_type != "even":
         raise NotImplementedError("jnp.pad: only reflect_type='even' is implemented")
+    return _pad(array, widths, mode, kwargs.get("constant_values", 0), reflect_type)
+
+
+@api.jitted_when_traced(static_argnames=("pad_width", "mode", "reflect_type"))
+def _pad(array, pad_width, mode, constant_values, reflect_type):
+    if array.ndim == 0:
+        return array
     if mode in ("constant", "empty"):
-        return _pad_constant(array, widths, kwargs.get("constant_values", 0))
-    return _pad_by_index(array, widths, mode)
+        return _pad_constant(array, pad_width, constant_values)
+    return _pad_by_index(array, pad_width, mode)
 
 
 # --- flipping and rolling ----------------------------------------------------
@@ -575,6 +590,7 @@ def flipud(m):
     return flip(m, 0)
 
 
+@api.jitted_when_traced(static_argnames=("k", "axes"))
 def rot90(m, k: int = 1, axes: tuple[int, int] = (0, 1)):
     m = core.asarray_value(m)
     if m.ndim < 2:
@@ -587,7 +603,7 @@ def rot90(m, k: int = 1, axes: tuple[int, int] = (0, 1)):
     if k == 0:
         return m
     if k == 2:
-        return flip(m, (ax1, ax2))
+        return flip(flip(m, ax1), ax2)
     perm = list(range(m.ndim))
     perm[ax1], perm[ax2] = perm[ax2], perm[ax1]
     return lax.transpose(flip(m, ax2), perm) if k == 1 else flip(lax.transpose(m, perm), ax2)
@@ -603,13 +619,19 @@ def roll(a, shift, axis=None):
     shifts, axes = np.asarray(shift), np.asarray(axis)
     if len(np.broadcast_shapes(shifts.shape, axes.shape, (1,))) != 1:
         raise ValueError("'shift' and 'axis' arguments to roll must be scalars or 1D arrays")
-    for s, ax in np.broadcast(shifts, axes):
-        ax = canonicalize_axis(int(ax), a.ndim)
+    shifts, axes = np.broadcast_arrays(np.atleast_1d(shifts), np.atleast_1d(axes))
+    axes = tuple(canonicalize_axis(int(ax), a.ndim) for ax in axes)
+    return _roll_static(a, tuple(int(s) for s in shifts), axes)
+
+
+@api.jitted_when_traced(static_argnames=("shift", "axis"))
+def _roll_static(a, shift, axis):
+    for s, ax in zip(shift, axis):
         n = a.shape[ax]
-        s = int(s) % n if n else 0
-        if s:
-            a = lax.concatenate([lax.slice_in_dim(a, n - s, n, 1, ax),
-                                 lax.slice_in_dim(a, 0, n - s, 1, ax)], ax)
+        if n:
+            # As JAX: slices [i, n) and [0, i) for i = -s mod n, even when i is 0.
+            i = -s % n
+            a = lax.concatenate([lax.slice_in_dim(a, i, n, 1, ax), lax.slice_in_dim(a, 0, i, 1, ax)], ax)
     return a
 
 
