@@ -96,6 +96,20 @@ def _array_bool(self):
     return bool(self.to_numpy().reshape(()))
 
 
+def _copied(self, memo=None):
+    # copy.copy and copy.deepcopy give a new buffer of the same type, sharding and commitment.
+    return _jnp().array(self, copy=True)
+
+
+def _from_pickle(value: np.ndarray, weak_type: bool):
+    return core.Array.from_numpy(value, weak_type=weak_type)
+
+
+def _array_reduce(self):
+    # Pickled as its host value: unpickled on the default device, uncommitted, as in JAX.
+    return _from_pickle, (self.to_numpy(), bool(self.weak_type))
+
+
 def _refuse_item_assignment(self, idx, value):
     raise TypeError("JAX arrays are immutable and do not support in-place item assignment. Instead of "
                     "x[idx] = y, use x = x.at[idx].set(y) or another .at[] method: "
@@ -200,6 +214,8 @@ def install():
         cls.flatten = _method("ravel")
         cls.__getitem__ = lambda self, idx: _jnp()._getitem(self, idx)
         cls.__setitem__ = _refuse_item_assignment
+        cls.__copy__ = _copied
+        cls.__deepcopy__ = _copied
         cls.T = property(lambda self: _jnp().transpose(self))
         cls.mT = property(lambda self: _jnp().swapaxes(self, -1, -2))
         cls.real = property(lambda self: _jnp().real(self))
@@ -213,6 +229,7 @@ def install():
     core.Array.__array__ = lambda self, dtype=None, copy=None: (
         self.to_numpy() if dtype is None else self.to_numpy().astype(dtype))
     core.Array.item = _array_item
+    core.Array.__reduce__ = _array_reduce
     core.Array.tolist = lambda self: self.to_numpy().tolist()
     core.Array.__float__ = _scalar_conversion(float)
     core.Array.__int__ = _scalar_conversion(int)
