@@ -5,11 +5,15 @@
     config.jax_enable_x64                      # -> True
 
 JAX 0.10.2's other options are accepted and stored, so that programs written for
-JAX run unchanged; they do not change what the simulator does. A name JAX does not
-have raises JAX's AttributeError."""
+JAX run unchanged; they do not change what the simulator does. Values are checked and
+read back as JAX does (booleans by their truth, enum options as JAX's enum members,
+JAX's ValueError and TypeError texts otherwise); JAX's command-line flags are read with
+`config.read`, the other options as attributes. A name JAX does not have raises JAX's
+AttributeError."""
 from __future__ import annotations
 
 import contextlib
+import enum
 import os
 from typing import Any, Callable
 
@@ -86,7 +90,7 @@ _STORED_JAX_OPTIONS: dict[str, Any] = {
     "jax_error_checking_behavior_oob": "ignore",
     "jax_exec_time_optimization_effort": 0.0,
     "jax_experimental_unsafe_xla_runtime_errors": False,
-    "jax_explicit_x64_dtypes": 1,
+    "jax_explicit_x64_dtypes": None,  # ExplicitX64Mode.WARN, set by Config
     "jax_export_calling_convention_version": 10,
     "jax_export_ignore_forward_compatibility": False,
     "jax_force_dcn_cross_host_transfers": False,
@@ -124,7 +128,7 @@ _STORED_JAX_OPTIONS: dict[str, Any] = {
     "jax_remove_custom_partitioning_ptr_from_cache_key": False,
     "jax_rocm_visible_devices": "all",
     "jax_scan3": False,
-    "jax_send_traceback_to_runtime": "off",
+    "jax_send_traceback_to_runtime": None,  # RuntimeTracebackMode.OFF, set by Config
     "jax_serialization_version": 0,
     "jax_share_binary_between_hosts": False,
     "jax_share_binary_between_hosts_timeout_ms": 1200000,
@@ -145,10 +149,155 @@ _STORED_JAX_OPTIONS: dict[str, Any] = {
 }
 
 
+class _StrEnum(str, enum.Enum):
+    """An enum whose members are their strings, printed as them (Python 3.11's StrEnum)."""
+    __str__ = str.__str__
+    __format__ = str.__format__
+
+
+class NumpyDtypePromotion(_StrEnum):
+    STANDARD = "standard"
+    STRICT = "strict"
+
+
+class LegacyPrngKeyState(_StrEnum):
+    ALLOW = "allow"
+    WARN = "warn"
+    ERROR = "error"
+
+
+class RuntimeTracebackMode(_StrEnum):
+    OFF = "off"
+    ON = "on"
+    FULL = "full"
+
+    @classmethod
+    def _missing_(cls, value):  # any case, as JAX accepts it
+        if isinstance(value, str):
+            return next((m for m in cls if m.value == value.lower()), None)
+        return None
+
+
+class ExplicitX64Mode(enum.IntEnum):
+    WARN = 1
+    ERROR = 2
+    ALLOW = 3
+
+    @classmethod
+    def _missing_(cls, value):  # a member's name in lower case, as JAX accepts it
+        if isinstance(value, str) and value == value.lower():
+            return cls.__members__.get(value.upper())
+        return None
+
+
+def enum_member(cls: type[enum.Enum]) -> Callable[[Any], Any]:
+    """JAX's check of an option holding an enum: a member, or a string naming one's value
+    (read back as the member)."""
+    def parse(value):
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, str):
+            return cls(value)  # Python's "'x' is not a valid <enum>", as in JAX
+        raise TypeError(f"new enum value must be an instance of {cls}, got {value} of type "
+                        f"{type(value)}.")
+    return parse
+
+
+def one_of(choices: tuple, optional: bool = False) -> Callable[[Any], Any]:
+    """JAX's check of an option holding one of `choices` (or None when `optional`)."""
+    def parse(value):
+        if value is None and optional:
+            return None
+        value = getattr(value, "value", value)  # JAX's enum members name their string
+        if value not in choices:
+            allowed = ("None or in " if optional else "in ") + str(list(choices))
+            raise ValueError(f"new enum value must be {allowed}, got {value} of type {type(value)}.")
+        return value
+    return parse
+
+
+def _of_type(kind: type | tuple, kind_name: str, optional: bool = True,
+             end: str = "", error: type[Exception] = ValueError) -> Callable[[Any], Any]:
+    """JAX's check of an int, float or string option (its texts differ by a final period)."""
+    def parse(value):
+        if (value is None and optional) or isinstance(value, kind):
+            return value
+        allowed = f"None or of type {kind_name}" if optional else f"of type {kind_name}"
+        label = "string" if kind_name.endswith("str") else kind_name
+        raise error(f"new {label} config value must be {allowed}, got {value} of type "
+                    f"{type(value)}{end}")
+    return parse
+
+
+_OPTIONAL_STRING = _of_type(str, "str", end=".")
+
+# How JAX 0.10.2 checks the stored options whose default does not tell (a bool default
+# means any value, read back as its truth; an int or float default means that type or None).
+_STORED_OPTION_CHECKS: dict[str, Callable[[Any], Any]] = {
+    "jax_compilation_cache_dir": _OPTIONAL_STRING,
+    "jax_hlo_source_file_canonicalization_regex": _OPTIONAL_STRING,
+    "jax_persistent_cache_enable_xla_caches": _OPTIONAL_STRING,
+    "jax_source_url_schema": _OPTIONAL_STRING,
+    "jax_pjrt_client_create_options": _of_type((dict, str), "dict | str", end="."),
+    "jax_debug_log_modules": _of_type(str, "str", optional=False, end=".", error=TypeError),
+    "jax_cpu_collectives_implementation": one_of(("gloo", "mpi", "megascale"), optional=True),
+    "jax_error_checking_behavior_divide": one_of(("ignore", "raise")),
+    "jax_error_checking_behavior_nan": one_of(("ignore", "raise")),
+    "jax_error_checking_behavior_oob": one_of(("ignore", "raise")),
+    "jax_logging_level": one_of(("NOTSET", "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
+                                optional=True),
+    "jax_memory_fitting_level": one_of(("UNKNOWN", "O0", "O1", "O2", "O3")),
+    "jax_optimization_level": one_of(("UNKNOWN", "O0", "O1", "O2", "O3")),
+    "jax_traceback_filtering": one_of(("off", "tracebackhide", "remove_frames",
+                                       "quiet_remove_frames", "auto")),
+    "jax_use_magma": one_of(("off", "on", "auto")),
+    "jax_explicit_x64_dtypes": enum_member(ExplicitX64Mode),
+    "jax_send_traceback_to_runtime": enum_member(RuntimeTracebackMode),
+}
+
+# JAX's command-line flags among its options: set with `update` and read with `read` (or
+# `values`) as given, unchecked; they are not attributes of the config object.
+_FLAG_ONLY_OPTIONS = frozenset({
+    "jax_backend_target", "jax_check_proxy_envs", "jax_compiler_detailed_logging_min_ops",
+    "jax_cross_host_transfer_socket_address", "jax_cross_host_transfer_timeout_seconds",
+    "jax_cross_host_transfer_transfer_size", "jax_cross_host_transport_addresses",
+    "jax_cuda_visible_devices", "jax_disable_most_optimizations", "jax_dump_ir_modes",
+    "jax_dump_ir_to", "jax_force_dcn_cross_host_transfers", "jax_include_debug_info_in_dumps",
+    "jax_mock_gpu_topology", "jax_oneapi_visible_devices", "jax_pallas_verbose_errors",
+    "jax_platform_name", "jax_rocm_visible_devices", "jax_sort_devices_by_process_index",
+    "jax_tracer_error_num_traceback_frames", "jax_xla_backend", "mock_num_gpu_processes",
+})
+
+
+_READABLE_OPTIONS = _FLAG_ONLY_OPTIONS | {"jax_enable_x64", "jax_cpu_enable_async_dispatch"}
+
+
+def _stored_option_check(name: str, default: Any) -> Callable[[Any], Any] | None:
+    if name in _FLAG_ONLY_OPTIONS:
+        return None
+    if name in _STORED_OPTION_CHECKS:
+        return _STORED_OPTION_CHECKS[name]
+    if isinstance(default, bool):
+        return bool
+    if isinstance(default, int):
+        return _of_type(int, "int")
+    if isinstance(default, float):
+        return _of_type((int, float), "float")
+    return None
+
+
 class Config:
     def __init__(self):
+        self._checks: dict[str, Callable[[Any], Any]] = {}
+        for name, default in _STORED_JAX_OPTIONS.items():
+            check = _stored_option_check(name, default)
+            if check is not None:
+                self._checks[name] = check
+        self._checks.update(jax_disable_jit=bool, jax_platforms=_OPTIONAL_STRING)
         self._values: dict[str, Any] = {
             **_STORED_JAX_OPTIONS,
+            "jax_explicit_x64_dtypes": ExplicitX64Mode.WARN,
+            "jax_send_traceback_to_runtime": RuntimeTracebackMode.OFF,
             "jax_num_cpu_devices": _default_num_devices(),
             "jax_enable_x64": False,
             "jax_platforms": None,
@@ -161,8 +310,8 @@ class Config:
             # A jitted call returns futures; off (for debugging), each call runs
             # before it returns and raises its errors at once.
             "jax_cpu_enable_async_dispatch": True,
-            # 'strict' allows only weak-type promotions (jnp ops on mixed dtypes raise).
-            "jax_numpy_dtype_promotion": "standard",
+            # STRICT allows only weak-type promotions (jnp ops on mixed dtypes raise).
+            "jax_numpy_dtype_promotion": NumpyDtypePromotion.STANDARD,
         }
         self._setters: dict[str, Callable[[Any], Any]] = {
             "jax_num_cpu_devices": self._set_num_devices,
@@ -185,12 +334,19 @@ class Config:
         if name not in self._values:
             raise AttributeError(f"Unrecognized config option: {name}")
         flag = _FLAGS.get(name)
-        if flag is not None and flag.parser is not None:
-            value = flag.parser(value)
+        check = flag.parser if flag is not None else self._checks.get(name)
+        if check is not None:
+            value = check(value)
         setter = self._setters.get(name)
         self._values[name] = setter(value) if setter else value
 
     def read(self, name: str) -> Any:
+        """A command-line flag's value (JAX reads the options that have a context manager
+        as attributes only)."""
+        if name in self._values and name not in _READABLE_OPTIONS:
+            raise AttributeError(
+                "For flags with a corresponding contextmanager, read their value via e.g. "
+                f"`config.{name}` rather than `config.FLAGS.{name}`.")
         return self._value(name)
 
     @property
@@ -198,7 +354,7 @@ class Config:
         return dict(self._values)
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("_") or name not in self._values:
+        if name.startswith("_") or name not in self._values or name in _FLAG_ONLY_OPTIONS:
             raise AttributeError(f"'Config' object has no attribute '{name}'")
         return self._values[name]
 
@@ -235,10 +391,9 @@ class Config:
         return value
 
     @staticmethod
-    def _set_dtype_promotion(value) -> str:
-        if value not in ("standard", "strict"):
-            raise ValueError(f"jax_numpy_dtype_promotion must be 'standard' or 'strict', got {value!r}")
-        _core.set_strict_promotion(value == "strict")
+    def _set_dtype_promotion(value):
+        value = enum_member(NumpyDtypePromotion)(value)
+        _core.set_strict_promotion(value is NumpyDtypePromotion.STRICT)
         return value
 
     @staticmethod
@@ -262,7 +417,7 @@ config = Config()
 @contextlib.contextmanager
 def disable_jit(disable: bool = True):
     """Within the block, jitted functions run op by op (for debugging)."""
-    old = config.read("jax_disable_jit")
+    old = config._value("jax_disable_jit")
     config.update("jax_disable_jit", bool(disable))
     try:
         yield
@@ -292,7 +447,7 @@ class Flag:
 
     @property
     def value(self) -> Any:
-        return config.read(self.name)
+        return config._value(self.name)
 
     def __call__(self, new_val: Any = _NO_DEFAULT) -> "_FlagBlock":
         if new_val is _NO_DEFAULT:
@@ -312,7 +467,7 @@ class _FlagBlock(contextlib.ContextDecorator):
         self._saved: list = []
 
     def __enter__(self):
-        self._saved.append(config.read(self.flag.name))
+        self._saved.append(config._value(self.flag.name))
         config.update(self.flag.name, self.new_val)
 
     def __exit__(self, *exc):
@@ -325,12 +480,4 @@ def bool_flag(name: str, default: bool, help: str = "") -> Flag:
 
 def enum_flag(name: str, default: Any, choices: tuple, help: str = "", optional: bool = False) -> Flag:
     """A flag taking one of `choices` (or None when `optional`), checked as JAX checks it."""
-    def parse(value):
-        if value is None and optional:
-            return None
-        value = getattr(value, "value", value)  # JAX's enum members name their string
-        if value not in choices:
-            allowed = ("None or in " if optional else "in ") + str(list(choices))
-            raise ValueError(f"new enum value must be {allowed}, got {value} of type {type(value)}.")
-        return value
-    return Flag(name, default, help, parser=parse)
+    return Flag(name, default, help, parser=one_of(choices, optional))

@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import logging
 
-from meshsim._src.config import Flag, bool_flag, config, enum_flag
+from meshsim._src.config import (Flag, LegacyPrngKeyState, NumpyDtypePromotion, bool_flag, config,
+                                 enum_flag, enum_member)
 from meshsim._src.lax.precision import DotAlgorithmPreset
 
 logger = logging.getLogger("meshsim")
 
 enable_x64 = bool_flag("jax_enable_x64", False, "Enable 64-bit types to be used")
-numpy_dtype_promotion = enum_flag("jax_numpy_dtype_promotion", "standard", ("standard", "strict"),
-                                  "Specify the rules used for implicit type promotion in operations "
-                                  "between arrays.")
+numpy_dtype_promotion = Flag("jax_numpy_dtype_promotion", "standard",
+                             "Specify the rules used for implicit type promotion in operations "
+                             "between arrays.", parser=enum_member(NumpyDtypePromotion))
 numpy_rank_promotion = enum_flag("jax_numpy_rank_promotion", "allow", ("allow", "warn", "raise"),
                                  "Control NumPy-style automatic rank promotion broadcasting.")
 # CPU dots compute in full float32 whatever the precision, in JAX as here.
@@ -50,8 +51,8 @@ raise_on_ppermute_sort_diff = bool_flag(
 threefry_partitionable = bool_flag("jax_threefry_partitionable", True,
                                    "Generate random bits with a partitionable threefry.")
 enable_custom_prng = bool_flag("jax_enable_custom_prng", False, "Enable custom PRNGs.")
-legacy_prng_key = enum_flag("jax_legacy_prng_key", "allow", ("allow", "warn", "error"),
-                            "Policy for raw (uint32) PRNG keys.")
+legacy_prng_key = Flag("jax_legacy_prng_key", "allow", "Policy for raw (uint32) PRNG keys.",
+                       parser=enum_member(LegacyPrngKeyState))
 debug_key_reuse = bool_flag("jax_debug_key_reuse", False, "Check PRNG keys are used once.")
 check_tracer_leaks = bool_flag("jax_check_tracer_leaks", False, "Check for leaked tracers.")
 allow_f16_reductions = bool_flag("jax_allow_f16_reductions", True,

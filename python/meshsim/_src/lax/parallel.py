@@ -386,7 +386,7 @@ def _check_ppermute_order(env, axes: tuple) -> None:
     mesh_order = _in_mesh_order(env, axes)
     if mesh_order == axes:
         return
-    if config.read("jax_raise_on_ppermute_sort_diff"):
+    if config.jax_raise_on_ppermute_sort_diff:
         raise RuntimeError(_PPERMUTE_SORT_DIFF)
     warnings.warn(
         f"ppermute over axis_name={axes}: the indices in `perm` refer to the devices in mesh "
