@@ -37,8 +37,6 @@ REASONS = {
     "halo": "a pad of a dim its axes do not divide once padded, whose result keeps part of "
             "them: XLA pads over uneven blocks of all the axes and gathers the others after; "
             "meshsim gathers those before",
-    "folded": "XLA folds a reshape of a reshape into one (here none) before partitioning; meshsim "
-              "partitions both and loses an axis the merged dim cannot hold",
     "permute": "XLA reorders blocks between devices with collective-permutes inside a contraction, "
                "gather or reshard of operands laid out over conflicting axes; meshsim gathers or "
                "re-tiles them otherwise",
@@ -56,7 +54,7 @@ REASONS = {
 KNOWN = {
     1001: "permute", 1003: "collectives", 1005: "permute", 1010: "permute", 1014: "collectives",
     1022: "permute", 1031: "collectives", 1033: "permute", 1034: "permute", 1039: "permute",
-    1040: "retile", 1041: "folded", 1044: "collectives", 1045: "collectives", 1048: "retile",
+    1040: "retile", 1044: "collectives", 1045: "collectives", 1048: "retile",
     1063: "xla_values", 1065: "permute", 1068: "retile", 1069: "permute", 1074: "layout",
     1075: "permute", 1076: "permute", 1077: "layout", 1081: "permute", 1085: "layout", 1090: "collectives",
     1091: "sub_axes", 1093: "halo", 1105: "permute", 1107: "permute", 1110: "retile", 1111: "permute",

@@ -21,6 +21,11 @@ CASES = [
     (MESH3, (2, 2, 4), ("X", "Y", "Z"), ("merge_three", lambda np_, x: np_.reshape(x, (16,)))),
     (MESH3, (4, 8), ("X", "Y"), ("merge_strided", lambda np_, x: np_.reshape(x, (32,)))),
     (MESH2, (8, 4), (("X", "Y"),), ("split_two_axes", lambda np_, x: np_.reshape(x, (2, 4, 4)))),
+    # Reshapes of reshapes, folded into one before partitioning (none when back to the shape).
+    (MESH3, (4, 4, 2), (None, "Z", "Y"), ("merge_split_back", lambda np_, x: np_.reshape(np_.reshape(x, (16, 2)), (4, 4, 2)).T)),
+    (MESH3, (2, 8, 4), ("X", "Y", "Z"), ("merge_split_back_chain", lambda np_, x: np_.reshape(np_.reshape(np_.reshape(x, (16, 4)), (64,)), (2, 8, 4)) * 2.0)),
+    (MESH2, (8, 4), ("X", "Y"), ("merge_then_split_other", lambda np_, x: np_.reshape(np_.reshape(x, (32,)), (2, 4, 4)) + 1.0)),
+    (MESH3, (16, 4), ("X", "Y"), ("regroup_not_folded", lambda np_, x: np_.reshape(np_.reshape(x, (64,)), (4, 16)))),
 ]
 # A part that an axis does not divide: Shardy splits the axis into sub-axes
 # (Y:(1)2 on one part, Y:(2)2 on the next) and XLA gathers it in two steps;

@@ -470,10 +470,12 @@ namespace {
 
 // The program run for `traced`: it as XLA compiles it, its nested calls inlined
 // (runtime/inlined_calls.h) and rewritten (runtime/xla_rewrites.h), once per
-// traced program rather than per call. `rewrite`: also the bit-visible rewrites.
+// traced program rather than per call, reshapes of reshapes folded. `rewrite`:
+// also the bit-visible rewrites.
 ProgramPtr as_run(const ProgramPtr& traced, bool rewrite = true) {
   auto compile = [rewrite](const Program& p) -> std::shared_ptr<Program> {
     std::optional<Program> inlined = with_calls_inlined(p);
+    if (std::optional<Program> folded = with_reshapes_folded(inlined ? *inlined : p)) inlined = std::move(folded);
     std::optional<Program> r = rewrite ? as_xla_compiles(inlined ? *inlined : p) : std::nullopt;
     if (r) return std::make_shared<Program>(std::move(*r));
     return inlined ? std::make_shared<Program>(std::move(*inlined)) : nullptr;

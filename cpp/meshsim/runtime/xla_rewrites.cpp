@@ -103,4 +103,73 @@ std::optional<Program> as_xla_compiles(const Program& program) {
   return p;
 }
 
+namespace {
+
+// A reshape by new sizes alone (no dimension order, no sharding of its own).
+bool plain_reshape(const Equation& e) {
+  return e.prim->name == "reshape" && e.inputs.size() == 1 && e.outputs.size() == 1 &&
+         (!e.params.has("dimensions") || e.params.is_none("dimensions")) &&
+         (!e.params.has("sharding") || e.params.is_none("sharding"));
+}
+
+// Whether a reshape from `a` to `b` only splits single dims into several or
+// merges several into one (each group of dims with equal products has one dim
+// on one side), the regroupings propagation models (Shardy's reshape rule
+// decomposes the others into common factors, which it does not).
+bool splits_or_merges(const Shape& a, const Shape& b) {
+  size_t i = 0, j = 0;
+  while (i < a.size() || j < b.size()) {
+    if (i < a.size() && a[i] == 1) { ++i; continue; }
+    if (j < b.size() && b[j] == 1) { ++j; continue; }
+    if (i == a.size() || j == b.size()) return false;
+    int64_t pa = a[i++], pb = b[j++];
+    size_t na = 1, nb = 1;
+    while (pa != pb) {
+      if (pa < pb) {
+        if (i == a.size()) return false;
+        pa *= a[i++], ++na;
+      } else {
+        if (j == b.size()) return false;
+        pb *= b[j++], ++nb;
+      }
+    }
+    if (na > 1 && nb > 1) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<Program> with_reshapes_folded(const Program& program) {
+  std::vector<int> producer = producers_of(program);
+  Program p = program;
+  bool folded = false;
+  for (Equation& e : p.eqns) {
+    if (!plain_reshape(e)) continue;
+    const int k = producer[e.inputs[0]];
+    if (k < 0 || !plain_reshape(p.eqns[k])) continue;
+    if (!splits_or_merges(p.avals[p.eqns[k].inputs[0]].shape, p.avals[e.outputs[0]].shape)) continue;
+    e.inputs[0] = p.eqns[k].inputs[0];  // already folded onto its own first operand
+    folded = true;
+  }
+  if (!folded) return std::nullopt;
+  // Reshapes nothing reads any more go, last first (a chain's middle ones too).
+  std::vector<int> reads(p.avals.size(), 0);
+  for (const Equation& e : p.eqns)
+    for (int v : e.inputs) ++reads[v];
+  for (int v : p.outvars) ++reads[v];
+  std::vector<bool> dropped(p.eqns.size(), false);
+  for (size_t k = p.eqns.size(); k-- > 0;) {
+    const Equation& e = p.eqns[k];
+    if (!plain_reshape(e) || reads[e.outputs[0]] > 0) continue;
+    dropped[k] = true;
+    --reads[e.inputs[0]];
+  }
+  std::vector<Equation> eqns;
+  for (size_t k = 0; k < p.eqns.size(); ++k)
+    if (!dropped[k]) eqns.push_back(std::move(p.eqns[k]));
+  p.eqns = std::move(eqns);
+  return p;
+}
+
 }  // namespace meshsim

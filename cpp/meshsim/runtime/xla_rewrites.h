@@ -19,4 +19,13 @@ namespace meshsim {
 // The program as XLA runs it, or nullopt when no rewrite applies.
 std::optional<Program> as_xla_compiles(const Program& program);
 
+// A reshape of a reshape's result reshapes the first one's operand instead,
+// and reshapes left unread are dropped, as StableHLO's canonicalisation folds
+// them before XLA partitions a program: a merge of dims and a split back is no
+// reshape of layouts at all then. Only folds whose reshape splits or merges
+// dims (no dim regrouped into others: propagation has no rule for those).
+// Values are unchanged (a reshape moves no element), so every executor runs
+// it; nullopt when nothing folds.
+std::optional<Program> with_reshapes_folded(const Program& program);
+
 }  // namespace meshsim
