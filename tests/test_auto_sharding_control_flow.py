@@ -108,8 +108,6 @@ KNOWN = {
                              "gathers over Z and permutes two",
     ("reverse_xs_grad", 3): "XLA's program holds two of the loop's three collective-permutes (one is hoisted "
                             "or merged), meshsim records three",
-    **{("cond_matmul_grad", r): "XLA's program text holds every branch's collectives; meshsim records those of "
-                                "the branch that ran" for r in (1, 2, 3)},
 }
 
 

@@ -318,6 +318,32 @@ ArrayPtr from_blocks(const Aval& type, const MeshPtr& mesh, const Spec& spec, st
   return std::make_shared<Array>(laid_out_over(type, mesh, spec), std::move(s), std::move(blocks));
 }
 
+// XLA's program text holds every sub-program of a control-flow equation, so
+// its collectives count whether or not a call ran it (a cond's branch no
+// device took, a loop body run no time): each sub-program in `calls` that is
+// not `called` runs once on the operands it receives (`in[pos]`: every
+// device's operands), its results discarded, as a loop body's first call
+// is recorded. Sub-programs with effects, or reading one row of a stacked
+// operand, are left.
+void run_uncalled_once(const Equation& e, const std::vector<Tensors>& in,
+                       const std::map<const Program*, SubProgramCall>& calls,
+                       const std::set<const Program*>& called) {
+  const std::optional<ControlFlowLinks> links = sub_program_links(*e.prim, e.params);
+  if (!links) return;
+  for (const SubProgramLinks& l : links->programs) {
+    const auto call = calls.find(l.program.get());
+    if (call == calls.end() || called.count(l.program.get())) continue;
+    bool runs = l.in_operand.size() == l.program->invars.size();
+    for (int o : l.in_operand) runs = runs && o >= 0 && static_cast<size_t>(o) < links->stacked_operands;
+    for (const Equation& q : l.program->eqns) runs = runs && !q.prim->has_effects;
+    if (!runs) continue;
+    std::vector<Tensors> operands(in.size());
+    for (size_t pos = 0; pos < in.size(); ++pos)
+      for (int o : l.in_operand) operands[pos].push_back(in[pos][o]);
+    call->second(std::move(operands));
+  }
+}
+
 // A control-flow equation whose sub-programs run partitioned (the plan's
 // `sub`): its own loop runs over every device's blocks (`mesh_call`), and
 // each sub-program call runs partitioned on global arrays, its inputs
@@ -330,8 +356,14 @@ std::vector<ArrayPtr> run_call_partitioned(const Equation& e, const std::vector<
   const int64_t n = mesh->size();
   SubProgramRecords records;
   std::map<const Program*, SubProgramCall> calls;
+  std::mutex called_mutex;
+  std::set<const Program*> called;
   for (const SubProgramPlan& sp : subs) {
-    calls[sp.program.get()] = [&records, &sp, &mesh, n](std::vector<Tensors> in) {
+    calls[sp.program.get()] = [&records, &sp, &mesh, n, &called, &called_mutex](std::vector<Tensors> in) {
+      {
+        std::lock_guard<std::mutex> lock(called_mutex);
+        called.insert(sp.program.get());
+      }
       records.begin_call(sp.program.get(), sp.copies);
       const Program& p = *sp.program;
       std::vector<ArrayPtr> arrays;
@@ -352,7 +384,7 @@ std::vector<ArrayPtr> run_call_partitioned(const Equation& e, const std::vector<
       return out;
     };
   }
-  PartitionedSubPrograms partitioned(std::move(calls));
+  PartitionedSubPrograms partitioned(calls);
   std::vector<Tensors> in(n);
   for (const ArrayPtr& a : args) {
     // An array off the mesh (a literal) is every device's block.
@@ -370,6 +402,7 @@ std::vector<ArrayPtr> run_call_partitioned(const Equation& e, const std::vector<
   }
   MeshContext ctx(*mesh);
   std::vector<Tensors> res = e.prim->mesh_call(ctx, in, e.params, local);
+  run_uncalled_once(e, in, calls, called);
   std::vector<ArrayPtr> results;
   for (size_t j = 0; j < outs.size(); ++j) {
     std::vector<Tensor> blocks(n);
