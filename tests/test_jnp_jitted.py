@@ -180,3 +180,24 @@ def test_static_argument_errors_match_jax(real_jax):
             J.jit(lambda a: J.numpy.nansum(a, axis=[0]))(x)
         with pytest.raises(ValueError, match="Axes must be different"):
             J.jit(lambda a: J.numpy.rot90(a, axes=(1, 1)))(x)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_roll_by_traced_shift_matches_jax(real_jax, seed):
+    rng = np.random.default_rng(seed)
+    x = _arr(tuple(int(n) for n in rng.integers(1, 6, size=2)))
+    shift = np.int32(rng.integers(-9, 10))
+    shifts = rng.integers(-9, 10, size=2).astype(np.int32)
+    got, want = [], []
+    for J, out in ((meshsim, got), (real_jax, want)):
+        jnp = J.numpy
+        out.append(J.jit(lambda a, s: jnp.roll(a, s))(x, shift))
+        out.append(J.jit(lambda a, s: jnp.roll(a, s, axis=(1, 0)))(x, shifts))
+        out.append(jnp.roll(x, jnp.asarray(shift), axis=-1))
+        out.append(J.grad(lambda a, s: (jnp.roll(a, s, axis=0) * x).sum())(x, shift))
+        out.append(J.vmap(lambda a, s: jnp.roll(a, s), in_axes=(None, 0))(x, shifts))
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    texts = [str(J.make_jaxpr(lambda a, s: J.numpy.roll(a, s, 1))(x, shift)) for J in (meshsim, real_jax)]
+    # the same jit equations (JAX's longer body is printed once at the top, so in another order)
+    assert sorted(_jit_names(texts[0])) == sorted(_jit_names(texts[1]))

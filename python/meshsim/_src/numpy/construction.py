@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["fromfunction", "frombuffer", "fromstring", "fromiter", "block", "mgrid", "ogrid",
-           "r_", "c_"]
+__all__ = ["fromfunction", "frombuffer", "fromstring", "fromiter", "fromfile", "block", "mgrid",
+           "ogrid", "r_", "c_"]
 
 
 def _jnp():
@@ -38,14 +38,22 @@ def fromstring(string: str, dtype=float, count: int = -1, *, sep: str):
     return _jnp().asarray(np.fromstring(string, dtype=dtype, count=count, sep=sep))
 
 
-def fromiter(*args, **kwargs):
-    raise NotImplementedError(
-        "jnp.fromiter() is not implemented because it may be non-pure and thus unsafe for use "
-        "with JIT and other JAX transformations. Consider using jnp.asarray(np.fromiter(...)) "
-        "instead, although care should be taken if np.fromiter is used within a jax "
-        "transformations because of its potential side-effect of consuming the iterable object; "
-        "for more information see "
+def _impure(name: str, consumed: str) -> NotImplementedError:
+    """JAX's refusal of the NumPy readers that consume their source."""
+    return NotImplementedError(
+        f"jnp.{name}() is not implemented because it may be non-pure and thus unsafe for use "
+        f"with JIT and other JAX transformations. Consider using jnp.asarray(np.{name}(...)) "
+        f"instead, although care should be taken if np.{name} is used within a jax transformations "
+        f"because of its potential side-effect of consuming the {consumed}; for more information see "
         "https://docs.jax.dev/en/latest/notebooks/Common_Gotchas_in_JAX.html#pure-functions")
+
+
+def fromiter(*args, **kwargs):
+    raise _impure("fromiter", "iterable object")
+
+
+def fromfile(*args, **kwargs):
+    raise _impure("fromfile", "file object")
 
 
 def _block_depth(x) -> int:

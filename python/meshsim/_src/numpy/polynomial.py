@@ -7,11 +7,12 @@ import operator
 import numpy as np
 
 from meshsim._src.numpy import namespace as jnp
-from meshsim._src import core
+from meshsim._src import api, core, errors
 from meshsim._src.numpy.creation import _check_arraylike
 from meshsim._src.numpy.promotion import promote_dtypes, promote_dtypes_inexact
 
-__all__ = ["polyval", "polyadd", "polysub", "polymul", "polyder", "polyint", "convolve", "correlate"]
+__all__ = ["polyval", "polyadd", "polysub", "polymul", "polyder", "polyint", "convolve", "correlate",
+           "roots"]
 
 
 def _arrays(name: str, *args):
@@ -129,3 +130,46 @@ def correlate(a, v, mode: str = "valid", *, precision=None, preferred_element_ty
     """The cross-correlation of 1-D a and v."""
     a, v = _arrays("correlate", a, v)
     return _conv(a, v, mode, "correlate", precision, preferred_element_type)
+
+
+def roots(p, *, strip_zeros: bool = True):
+    """The complex roots of the polynomial p (highest power first): the eigenvalues of its
+    companion matrix. Leading zeros are stripped (they must be concrete), or with
+    strip_zeros=False give as many NaN roots, last."""
+    from meshsim._src.lax.fft import _complex
+    (p,) = _arrays("roots", p)
+    (p,) = promote_dtypes_inexact(p)
+    p = jnp.atleast_1d(p)
+    if p.ndim != 1:
+        raise ValueError("Input must be a rank-1 array.")
+    if p.size < 2:
+        return jnp.array([], dtype=_complex(p.dtype))
+    leading_zeros = jnp.where(jnp.all(p == 0), len(p), jnp.argmin(p == 0))
+    if not strip_zeros:
+        return _roots_with_zeros(p, leading_zeros)
+    if isinstance(leading_zeros, core.Tracer):
+        raise errors.ConcretizationTypeError(
+            leading_zeros, "The error occurred in the jnp.roots() function. To use this within a "
+            "JIT-compiled context, pass strip_zeros=False, but be aware that leading zeros will "
+            "result in some returned roots being set to NaN.")
+    return _roots_no_zeros(p[int(leading_zeros):])
+
+
+@api.jitted_when_traced
+def _roots_no_zeros(p):
+    from meshsim._src.lax.fft import _complex
+    from meshsim._src.numpy.decompositions import eigvals
+    if p.size < 2:
+        return jnp.array([], dtype=_complex(p.dtype))
+    companion = jnp.diag(jnp.ones((p.size - 2,), p.dtype), -1)
+    return eigvals(companion.at[0, :].set(-p[1:] / p[0]))
+
+
+@api.jitted_when_traced
+def _roots_with_zeros(p, leading_zeros):
+    # an all-zero p solves as 1 (LAPACK cannot), its roots all becoming NaN below
+    p = jnp.where(len(p) == leading_zeros, 1.0, p)
+    found = _roots_no_zeros(jnp.roll(p, -leading_zeros))
+    from meshsim._src.lax.sorting import sort
+    found = sort((found == 0, found), num_keys=1)[1]  # zero roots last
+    return jnp.where(jnp.arange(found.size) < found.size - leading_zeros, found, complex(np.nan, np.nan))

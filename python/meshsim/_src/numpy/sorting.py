@@ -13,7 +13,7 @@ from meshsim._src.numpy.promotion import promote_dtypes, promote_dtypes_inexact,
 from meshsim._src import dtype_kinds
 
 __all__ = ["sort", "argsort", "lexsort", "searchsorted", "unique", "partition", "argpartition", "digitize",
-           "histogram", "histogram_bin_edges", "interp"]
+           "histogram", "histogram_bin_edges", "interp", "sort_complex"]
 
 
 def _check_sort_args(fn: str, kind, order):
@@ -44,6 +44,16 @@ def sort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False):
     a, axis = _flat_or_axis(a, axis)
     out = lax_sorting.sort(a, dimension=axis, is_stable=stable)
     return _rev(out, axis) if descending else out
+
+
+@api.jitted_when_traced
+def sort_complex(a):
+    """`a` sorted along its last axis (real part first, then imaginary), as complex."""
+    from meshsim._src.lax.fft import _complex
+    from meshsim._src.numpy.creation import _check_arraylike
+    _check_arraylike("sort_complex", a)
+    a = lax_sorting.sort(core.asarray_value(a))
+    return core.convert_element_type(a, _complex(a.dtype))
 
 
 @api.jitted_when_traced(static_argnames=('axis', 'kind', 'order', 'stable', 'descending', 'dtype'))

@@ -614,14 +614,31 @@ def roll(a, shift, axis=None):
     a = core.asarray_value(a)
     if axis is None:
         return reshape(roll(ravel(a), shift, 0), a.shape)
-    if isinstance(shift, core.Tracer):
-        raise TypeError("jnp.roll: a traced `shift` is not supported; pass a static shift")
-    shifts, axes = np.asarray(shift), np.asarray(axis)
-    if len(np.broadcast_shapes(shifts.shape, axes.shape, (1,))) != 1:
+    axes = tuple(canonicalize_axis(int(ax), a.ndim) for ax in np.atleast_1d(np.asarray(axis)))
+    if isinstance(shift, core.Tracer) or (core.is_value(shift) and not isinstance(shift, np.ndarray)):
+        return _roll_dynamic(a, core.asarray_value(shift), axes)
+    shifts = np.asarray(shift)
+    if len(np.broadcast_shapes(shifts.shape, np.shape(axes), (1,))) != 1:
         raise ValueError("'shift' and 'axis' arguments to roll must be scalars or 1D arrays")
-    shifts, axes = np.broadcast_arrays(np.atleast_1d(shifts), np.atleast_1d(axes))
-    axes = tuple(canonicalize_axis(int(ax), a.ndim) for ax in axes)
-    return _roll_static(a, tuple(int(s) for s in shifts), axes)
+    shifts, axes = np.broadcast_arrays(np.atleast_1d(shifts), axes)
+    return _roll_static(a, tuple(int(s) for s in shifts), tuple(int(ax) for ax in axes))
+
+
+@api.jitted_when_traced(static_argnames=("axis",))
+def _roll_dynamic(a, shift, axis):
+    """A shift known only when run: each axis rolled as a dynamic slice of the array
+    concatenated with itself, starting at n - (shift mod n)."""
+    from meshsim._src.lax.indexing import dynamic_slice_in_dim
+    from meshsim._src.numpy.ufuncs import remainder
+    if len(np.broadcast_shapes(shift.shape, np.shape(axis))) != 1:
+        raise ValueError("'shift' and 'axis' arguments to roll must be scalars or 1D arrays")
+    shape = np.broadcast_shapes(shift.shape, np.shape(axis))
+    shifts = broadcast_to(shift, shape)
+    for i, ax in enumerate(np.broadcast_to(axis, shape)):
+        n = np.int32(a.shape[ax])
+        s = remainder(core.convert_element_type(shifts[i], np.int32), np.int32(builtins.max(n, 1)))
+        a = dynamic_slice_in_dim(lax.concatenate([a, a], int(ax)), n - s, a.shape[ax], axis=int(ax))
+    return a
 
 
 @api.jitted_when_traced(static_argnames=("shift", "axis"))
