@@ -3,9 +3,9 @@ sharding in the result where the axes divide it (Shardy's permutation factor), a
 whose result blocks lie within the devices' own operand blocks runs on each device's block at
 its own offset, moving nothing, as XLA partitions it. A slice needing other devices' elements
 along one dim receives them from the neighbours in collective-permutes (XLA's halo exchange,
-as for a pad: sharding/halo.cpp); along two dims, or where the sliced size is not divided
-evenly, meshsim computes the slice whole and slices it locally (strict xfails on the
-collectives only). Random slices of split dims, drawn from a seed, widen the named cases."""
+as for a pad: sharding/halo.cpp), over blocks of the sliced size rounded up where the axes do
+not divide it (gathered whole after); along two dims meshsim computes the slice whole and
+slices it locally (a strict xfail on the collectives only). Random slices of split dims, drawn from a seed, widen the named cases."""
 import numpy as np
 import pytest
 
@@ -18,8 +18,6 @@ MESHES = {1: ((8,), ("X",)), 2: ((4, 2), ("X", "Y")), 3: ((2, 2, 2), ("X", "Y", 
 # name -> (mesh rank, shape, spec, slicer (on lib, x), why meshsim's collectives differ from
 # XLA's halo exchange, or None)
 TWO_DIMS = "XLA exchanges halos along one sliced dim after another; meshsim gathers the sliced dims"
-UNEVEN = ("XLA slices blocks its axes split unevenly (15 over 8) and exchanges halos between them; "
-          "meshsim gathers the sliced dim")
 
 CASES = {
     "cols_local": (2, (16, 8), ("X", "Y"), lambda m, x: x[:, 2:6] * 2.0, None),
@@ -34,7 +32,7 @@ CASES = {
     "unsharded_dim": (2, (16, 8), ("X",), lambda m, x: x[:, 3:7] * 2.0, None),
     "first_half": (1, (16,), ("X",), lambda m, x: x[:8] * 2.0, None),
     "shifted": (1, (64,), ("X",), lambda m, x: x[8:40] * 2.0, None),
-    "drop_first": (1, (16,), ("X",), lambda m, x: x[1:] * 2.0, UNEVEN),
+    "drop_first": (1, (16,), ("X",), lambda m, x: x[1:] * 2.0, None),
     "middle_4": (2, (16,), ("X",), lambda m, x: x[4:12] * 2.0, None),
 }
 
@@ -67,9 +65,10 @@ def test_slice_collectives(name, request):
     assert m_coll == j_coll
 
 
-def _random_slice(seed: int):
+def _random_slice(seed: int, uneven: bool = False):
     """A slice of one dim split over one or two mesh axes, its size a multiple of their
-    devices, at a random offset, then an elementwise op: (mesh rank, shape, spec, slicer)."""
+    devices (`uneven`: not), at a random offset, then an elementwise op: (mesh rank, shape,
+    spec, slicer)."""
     rng = np.random.default_rng(seed)
     rank = int(rng.integers(1, 4))
     mesh_shape, names = MESHES[rank]
@@ -83,14 +82,27 @@ def _random_slice(seed: int):
     spec = [None] * ndim
     spec[dim] = tuple(names[k] for k in axes) if len(axes) > 1 else names[axes[0]]
     size = n * int(rng.integers(1, shape[dim] // n))
+    if uneven:
+        size = int(rng.choice([k for k in range(1, shape[dim]) if k % n]))
     start = int(rng.integers(0, shape[dim] - size + 1))
     index = tuple(slice(start, start + size) if d == dim else slice(None) for d in range(ndim))
     return rank, tuple(shape), tuple(spec), lambda m, x: m.jnp.cos(x[index])
 
 
 RANDOM = {seed: _random_slice(seed) for seed in range(700, 716)}
+RANDOM.update({seed: _random_slice(seed, uneven=True) for seed in range(800, 812)})
+
+
+# Uneven slices where XLA's partitioner takes another way: a slice lying in a few blocks
+# is each device's part of it placed in zeros and all-reduced (800, 801, 808, 809, 811), or
+# the halos of blocks over two axes are exchanged in other steps (802, 806); meshsim
+# exchanges halos over blocks of the rounded-up size and gathers them.
+UNEVEN_OTHERWISE = {800, 801, 802, 806, 808, 809, 811}
 
 
 @pytest.mark.parametrize("seed", RANDOM)
-def test_random_slice_matches_xla(seed):
+def test_random_slice_matches_xla(seed, request):
+    if seed in UNEVEN_OTHERWISE:
+        request.applymarker(pytest.mark.xfail(strict=True, reason="XLA all-reduces a slice of a few "
+                                                                  "blocks, or moves halos in other steps"))
     assert_like_jax(lambda runner, mod: _run(runner, mod, RANDOM[seed]), rtol=1e-6, atol=1e-6)

@@ -63,7 +63,10 @@ void slice() {
   // 1, each device receives the part of its result block its neighbours hold
   // (a halo exchange, sharding/halo.h; params `halo_window` and
   // `halo_permutes` for run_local), as XLA's partitioner reads a slice as a
-  // window, and slices nothing more there.
+  // window, and slices nothing more there. A result whose size the axes do
+  // not divide (`x[1:]` of 16 over 8) takes blocks of it rounded up, as XLA
+  // slices unevenly, gathered whole after (params `uneven_blocks` and
+  // `whole_windows`, runtime/sharded.cpp) where its layout leaves the dim whole.
   p.local_plan = [](const Avals& in, const Params& p, const Avals& out) -> std::optional<LocalPlan> {
     const Spec s = spec_of(in[0]);
     const Spec r = out[0].mesh ? spec_of(out[0]) : Spec(s.size());
@@ -83,6 +86,10 @@ void slice() {
         continue;
       }
       const int64_t n = entry_size(*in[0].mesh, s[d]), m = out[0].shape[d];
+      if (r[d].empty() && m % n != 0 && strides[d] == 1 && m > 0 && halo_dim < 0) {
+        halo_dim = static_cast<int64_t>(d);  // over uneven blocks, gathered after
+        continue;
+      }
       if (r[d] != s[d] || m % n != 0) return std::nullopt;
       bool within = true;
       for (int64_t i = 0; i < n; ++i) {
@@ -100,7 +107,9 @@ void slice() {
     LocalPlan plan = *as_is_plan(nullptr)(in, p, out);
     plan.params.set("limit_indices", limit);
     if (halo_dim >= 0) {
-      const int64_t n = entry_size(*in[0].mesh, s[halo_dim]), window = out[0].shape[halo_dim] / n;
+      const int64_t n = entry_size(*in[0].mesh, s[halo_dim]), m = out[0].shape[halo_dim];
+      const bool uneven = m % n != 0;
+      const int64_t window = (m + n - 1) / n;
       const auto permutes = halo_permutes(in[0].shape[halo_dim], n, local[halo_dim], window, -start[halo_dim]);
       if (!moved.empty() || !permutes) return std::nullopt;
       IntList lo = start;
@@ -110,6 +119,11 @@ void slice() {
       plan.params.set("limit_indices", limit);
       plan.params.set("halo_window", IntList{halo_dim, -start[halo_dim], window});
       plan.params.set("halo_permutes", flattened(*permutes));
+      if (uneven) {
+        plan.params.set("uneven_blocks", halo_dim);
+        plan.params.set("whole_windows", true);
+        plan.out_specs[0] = r;
+      }
       return plan;
     }
     if (moved.empty()) return plan;

@@ -650,6 +650,7 @@ std::vector<Tensor> exchange_halos(const ArrayPtr& x, const MeshPtr& mesh, const
   const IntList& halo = params.get<IntList>("halo_window");
   const size_t dim = static_cast<size_t>(halo[0]);
   const int64_t low = halo[1], window = halo[2];
+  const bool whole_windows = params.has("whole_windows");
   const Sharding& src = *x->sharding();
   const Shape& global = x->aval().shape;
   const Shape local = src.local_shape(global);
@@ -666,7 +667,10 @@ std::vector<Tensor> exchange_halos(const ArrayPtr& x, const MeshPtr& mesh, const
       want.hi[dim] = std::clamp<int64_t>(start + window, 0, global[dim]);
       Shape shape(ndim);
       for (int64_t d = 0; d < ndim; ++d) shape[d] = want.hi[d] - want.lo[d];
-      Tensor part = Tensor::empty(x->aval().dtype, shape);
+      // Param `whole_windows` (a slice over uneven blocks): every part is a whole
+      // window, zeros past the dim's end (results there are cut off after).
+      if (whole_windows) shape[dim] = window;
+      Tensor part = whole_windows ? Tensor::zeros(x->aval().dtype, shape) : Tensor::empty(x->aval().dtype, shape);
       std::set<std::vector<int64_t>> copied;
       for (int64_t from = 0; from < n; ++from) {
         const Box have = block_box(src, from, local);
