@@ -203,3 +203,53 @@ def test_context_mesh_recorded_on_jit_equations_as_jax_records_it(real_jax, cont
     ours = _jaxpr_under_context(meshsim, context, shape, names, types, where, x)
     theirs = _jaxpr_under_context(real_jax, context, shape, names, types, where, x)
     assert ours == theirs
+
+
+def _trace_counts(J, steps, x):
+    """How many times each step of a program runs the Python body of a function JAX traces
+    (once per argument type for a function and its jit, whatever stages the trace)."""
+    traced = []
+
+    def body(a, *static):
+        traced.append(1)
+        return a * 2.0 + len(static)
+
+    g = J.jit(body)
+    sds = J.ShapeDtypeStruct(x.shape, x.dtype)
+    actions = {
+        "call": lambda: g(x),
+        "make_jaxpr_of_jit": lambda: J.make_jaxpr(g)(x),
+        "make_jaxpr_of_body": lambda: J.make_jaxpr(body)(x),
+        "make_jaxpr_of_caller": lambda: J.make_jaxpr(lambda a: g(a) + 1.0)(x),
+        "trace": lambda: g.trace(x),
+        "trace_struct": lambda: g.trace(sds),
+        "lower": lambda: g.lower(x),
+        "new_jit_call": lambda: J.jit(body)(x),
+        "grad": lambda: J.grad(lambda a: g(a).sum())(x),
+        "vmap": lambda: J.vmap(g)(np.stack([x, x])),
+        "jit_of_caller": lambda: J.jit(lambda a: g(a) * 3.0)(x),
+        "call_other_shape": lambda: g(x[:1]),
+        "make_jaxpr_other_shape": lambda: J.make_jaxpr(g)(x[:1]),
+        "static_call": lambda: J.jit(body, static_argnums=1)(x, 3),
+    }
+    counts = []
+    for step in steps:
+        before = len(traced)
+        actions[step]()
+        counts.append(len(traced) - before)
+    return counts
+
+
+_TRACE_STEPS = ["call", "make_jaxpr_of_jit", "make_jaxpr_of_body", "make_jaxpr_of_caller", "trace",
+                "trace_struct", "lower", "new_jit_call", "grad", "vmap", "jit_of_caller",
+                "call_other_shape", "make_jaxpr_other_shape", "static_call"]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_function_is_traced_once_per_type_as_in_jax(real_jax, seed):
+    """A print in the body shows how often JAX traces: calls, make_jaxpr (of the jit, the
+    plain function or a caller), trace/lower, grad and vmap share one trace per type."""
+    rng = np.random.default_rng(seed)
+    steps = list(rng.choice(_TRACE_STEPS, size=8))
+    x = _arr((int(rng.integers(2, 6)),))
+    assert _trace_counts(meshsim, steps, x) == _trace_counts(real_jax, steps, x), steps

@@ -339,12 +339,20 @@ class JitWrapped:
         if entry is None:
             traced = self._traces.get(key)
             if traced is None:
-                self._before_tracing(key, leaves)
-                with placement.jit_arguments(leaves, self._sig.describe_leaf(args, kwargs)), \
-                        device_assignment.recording_placements() as placements:
-                    traced = trace_to_program(self._traced_fun, dyn_args, dyn_kwargs,
-                                              static, discharge_refs=True)
-                self._note_placement(traced[0], leaves, placements.count)
+                # A program traced for these types by make_jaxpr, trace() or a call while
+                # another function was traced serves (JAX traces a function once per type).
+                typed_key = self._typed_key(static, in_tree, leaves)
+                traced = self._traced_alike(typed_key)
+                placed_inside = None
+                if traced is None:
+                    self._before_tracing(key, leaves)
+                    with placement.jit_arguments(leaves, self._sig.describe_leaf(args, kwargs)), \
+                            device_assignment.recording_placements() as placements:
+                        traced = trace_to_program(self._traced_fun, dyn_args, dyn_kwargs,
+                                                  static, discharge_refs=True)
+                    placed_inside = placements.count
+                    self._remember_alike(typed_key, traced)
+                self._note_placement(traced[0], leaves, placed_inside)
                 self._traces[key] = traced
             program, out_tree = traced
             donated = None
@@ -416,13 +424,8 @@ class JitWrapped:
             raise self._sig.not_an_array_error(self._fun, args, kwargs) from None
         key = traced = None
         if programs is not None:
-            key = (static, in_tree, tuple((str(x.aval), x.aval.weak_type) for x in leaves),
-                   flags.trace_context(), _context_meshes(), str(_core.current_axis_env()),
-                   tuple(id(f) for f in vmap_collectives._frames))
-            try:
-                traced = programs.get(key)
-            except TypeError:  # an unhashable static argument
-                key = None
+            key = self._typed_key(static, in_tree, leaves)
+            traced = None if key is None else programs.get(key)
         if traced is None:
             traced = self._trace_nested(static, in_tree, leaves)
             if traced is None:
@@ -436,6 +439,53 @@ class JitWrapped:
             params["ctx_mesh"] = mesh
         outs = _core.bind("jit", [*captures, *leaves], params)
         return tree_util.tree_unflatten(out_tree, outs)
+
+    @staticmethod
+    def _typed_key(static, in_tree, leaves):
+        """What selects a traced program whatever the arguments' placement: their types and
+        the tracing context (None for an unhashable static argument)."""
+        key = (static, in_tree, tuple((str(x.aval), x.aval.weak_type) for x in leaves),
+               flags.trace_context(), _context_meshes(), str(_core.current_axis_env()),
+               tuple(id(f) for f in vmap_collectives._frames))
+        try:
+            hash(key)
+        except TypeError:
+            return None
+        return key
+
+    def _traced_alike(self, typed_key):
+        """(program, out_tree) traced before for these types, if any."""
+        traced = None if typed_key is None else self._nested.get(typed_key)
+        return None if traced is None else (traced[0], traced[2])
+
+    def _remember_alike(self, typed_key, traced) -> None:
+        if typed_key is not None:
+            program, out_tree = traced
+            self._nested.setdefault(typed_key, (program, [], out_tree))
+
+    def _trace_for_types(self, static: tuple, dyn_args: list, dyn_kwargs: dict):
+        """(program, out_tree) on these arguments' types (arrays or ShapeDtypeStructs) for
+        trace() and make_jaxpr, shared with the calls; a function touching Refs made outside
+        it is traced for the caller alone."""
+        leaves, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
+        try:
+            typed = [x if isinstance(x, ShapeDtypeStruct) else core.asarray_value(x) for x in leaves]
+        except TypeError:
+            typed = None
+        key = None if typed is None else self._typed_key(static, in_tree, typed)
+        traced = self._traced_alike(key)
+        if traced is not None:
+            return traced
+        if key is not None:
+            try:
+                traced = trace_to_program(self._traced_fun, dyn_args, dyn_kwargs, static,
+                                          discharge_refs=True)
+            except ref.ClosedOverRefs:
+                pass
+            else:
+                self._remember_alike(key, traced)
+                return traced
+        return trace_to_program(self._traced_fun, dyn_args, dyn_kwargs, static)
 
     def _trace_nested(self, static, in_tree, leaves):
         """(program, captures, out_tree) of the function on `leaves`' types, with the values it
@@ -687,7 +737,10 @@ def make_jaxpr(fun: Callable, static_argnums=()):
     def make(*args, **kwargs):
         static = tuple((i, a) for i, a in enumerate(args) if i in static_argnums)
         dyn = [a for i, a in enumerate(args) if i not in static_argnums]
-        program, out_tree = trace_to_program(fun, dyn, kwargs, static)
+        if static or isinstance(fun, JitWrapped):  # a jitted function shows as its equation
+            program, out_tree = trace_to_program(fun, dyn, kwargs, static)
+        else:  # traced once per type with jit(fun)'s calls, as JAX traces it
+            program, out_tree = jit(fun)._trace_for_types((), dyn, kwargs)
         return ClosedJaxpr(program, out_tree)
 
     return make

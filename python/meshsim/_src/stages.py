@@ -295,14 +295,13 @@ Wrapped = None  # set by `meshsim.stages` to the jit wrapper's class
 
 def trace(jitted, args: tuple, kwargs: dict) -> Traced:
     """`jitted.trace(*args, **kwargs)`: array or ShapeDtypeStruct leaves."""
-    from meshsim._src.api import trace_to_program
     sig = jitted._sig
     static, dyn_args, dyn_kwargs = sig.split(args, kwargs)
     if jitted._in_shardings is not None:
         from meshsim._src.sharding import jit_shardings
         dyn_args = jit_shardings.place_arguments(jitted._in_shardings, tuple(dyn_args),
                                                  _dynamic_names(sig), api=jitted._api)
-    program, out_tree = trace_to_program(jitted._traced_fun, dyn_args, dyn_kwargs, static)
+    program, out_tree = jitted._trace_for_types(static, list(dyn_args), dyn_kwargs)
     leaves, in_tree = tree_util.tree_flatten((list(dyn_args), dyn_kwargs))
     in_tree = tree_util.tree_structure((tuple(dyn_args), dyn_kwargs))
     donated = sig.donated_leaf_mask(args, kwargs)
