@@ -9,10 +9,12 @@ import meshsim
 
 RNG = np.random.default_rng(0)
 
-# Options whose setting reaches past the value itself: the device count and platforms (fixed
-# once the backend starts), dispatch, and the default device (an object of either package).
+# Options whose setting reaches past the value itself: those fixed once the backend starts
+# (the device count, platforms, the CPU topology timeouts), dispatch, and the default device
+# (an object of either package).
 _NOT_SWEPT = {"jax_num_cpu_devices", "jax_platforms", "jax_cpu_enable_async_dispatch",
-              "jax_default_device"}
+              "jax_default_device", "jax_cpu_get_global_topology_timeout_minutes",
+              "jax_cpu_get_local_topology_timeout_minutes"}
 _VALUES = ["bogus", 1, 0, -3, 1.5, None, True, False, "off", "OFF", "On", "strict", "STRICT",
            "allow", "warn", "Warn", "ERROR", "O2", "raise", "ignore", "auto", "DEBUG", "gloo",
            "rbg", "highest"]
@@ -47,6 +49,7 @@ def _swept_names(real_jax):
 
 
 def test_every_option_stores_and_checks_values_as_jax(real_jax):
+    real_jax.devices()  # the backend started, whatever ran before
     names = _swept_names(real_jax)
     assert len(names) > 100
     mismatches = []
