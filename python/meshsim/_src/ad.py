@@ -840,6 +840,11 @@ def _refuse_new_ref_residuals(fwd, res, arg_leaves) -> None:
 
 # --- custom_jvp ------------------------------------------------------------------
 
+# How many derivatives of a custom_jvp function whose rule calls the function itself use the
+# rule (hessian needs 2); the rule of the last is differentiated as written.
+_NESTED_RULE_ORDERS = 3
+
+
 class custom_jvp:
     """A function with a user-defined JVP: `f.defjvp(jvp)`, where
     jvp(*nondiff_args, primals, tangents) -> (primal_out, tangent_out), or
@@ -855,7 +860,7 @@ class custom_jvp:
         self.fun = fun
         self.nondiff_argnums = tuple(nondiff_argnums)
         self.jvp = None
-        self._tracing_rule = 0  # the rule calling the function itself gets the plain function
+        self._rule_depth = 0  # how many of this function's rules are being traced, one inside another
 
     def __get__(self, obj, objtype=None):
         return self if obj is None else functools.partial(self, obj)
@@ -883,7 +888,7 @@ class custom_jvp:
         if self.jvp is None:
             raise AttributeError(f"No JVP defined for custom_jvp function {name} using defjvp.")
         args = custom_vjp._resolve(self, args, kwargs)
-        if _core.current_trace() is None or self._tracing_rule:
+        if _core.current_trace() is None or self._rule_depth >= _NESTED_RULE_ORDERS:
             return self.fun(*args)
         nondiff_pos = sorted(i % len(args) for i in self.nondiff_argnums)
         diff_pos = [i for i in range(len(args)) if i not in nondiff_pos]
@@ -908,12 +913,17 @@ class custom_jvp:
             def tangent_out(*tangents):
                 return self.jvp(*nondiff, tuple(primals), tuple(tangents))[1]
 
+            # The rule may call the function itself (its primal output, or a tangent built
+            # from it): that call stays a custom_jvp, so differentiating this backward pass
+            # again uses the rule again, as JAX's higher-order derivatives do. Rules are
+            # traced when the function is called (custom_vjp), not when differentiated, so
+            # the nesting stops after _NESTED_RULE_ORDERS derivatives.
             zeros = [tree_util.tree_map(_zeros_like, p) for p in primals]
-            self._tracing_rule += 1
+            self._rule_depth += 1
             try:
                 _, pullback = vjp(tangent_out, *zeros)
             finally:
-                self._tracing_rule -= 1
+                self._rule_depth -= 1
             return pullback(ct)
 
         wrapped = custom_vjp(call, nondiff_argnums=())
