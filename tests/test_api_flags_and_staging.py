@@ -254,6 +254,23 @@ def test_eval_jaxpr_and_single_device_sharding(real_jax):
     assert meshsim.core.ParamDict == real_jax.core.ParamDict
 
 
+def _layers(jax, wrap):
+    """sum(sin(W3 @ sin(W2 @ sin(W1 @ x)))) with each layer wrapped by `wrap(layer, i)`."""
+    def layer(w, x):
+        return jax.numpy.sin(w @ x)
+
+    def f(w1, w2, w3, x):
+        for i, w in enumerate((w1, w2, w3)):
+            x = wrap(layer, i)(w, x)
+        return jax.numpy.sum(x)
+    return f
+
+
+def _layer_args():
+    rng = np.random.default_rng(7)
+    return tuple(rng.normal(size=s).astype(np.float32) for s in [(5, 4), (6, 5), (7, 6), (4,)])
+
+
 CHECKPOINTED = {
     "nothing_saveable": lambda jax: (jax.checkpoint(
         lambda x, y: jax.numpy.sum(jax.numpy.sin(x) * y), policy=jax.checkpoint_policies.nothing_saveable),
@@ -261,6 +278,12 @@ CHECKPOINTED = {
     "names": lambda jax: (jax.checkpoint(
         lambda p: jax.numpy.sum(jax.ad_checkpoint.checkpoint_name(jax.numpy.sin(p["w"]), "a") * p["w"]),
         policy=jax.checkpoint_policies.save_only_these_names("a")), ({"w": np.ones(4, np.float32)},)),
+    # Several residuals of one kind: listed in program order, as JAX lists them.
+    "checkpointed layers": lambda jax: (_layers(jax, lambda layer, i: jax.checkpoint(layer)),
+                                        _layer_args()),
+    "named layers": lambda jax: (jax.checkpoint(
+        _layers(jax, lambda layer, i: lambda w, x: jax.ad_checkpoint.checkpoint_name(layer(w, x), f"h{i}")),
+        policy=jax.checkpoint_policies.save_any_names_but_these("h2")), _layer_args()),
     "dots": lambda jax: (jax.checkpoint(
         lambda x, w: jax.numpy.sum(jax.numpy.tanh(x @ w)), policy=jax.checkpoint_policies.dots_saveable),
         (np.ones((2, 3), np.float32), np.ones((3, 4), np.float32))),

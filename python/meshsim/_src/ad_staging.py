@@ -67,11 +67,11 @@ def saved_residuals(f: Callable, *args, **kwargs) -> list[tuple[Any, str]]:
                             [True] * out_tree.num_leaves, ad._evaluate_policy)[0]
     names = _argument_names(f, args, kwargs)
     producer = {}
-    for prim, _, outs, params, *_ in fwd.equations():
+    for position, (prim, _, outs, params, *_) in enumerate(fwd.equations()):
         for v in outs:
-            producer[v] = (prim, params)
+            producer[v] = (position, prim, params)
     residual_vars = fwd.outvars[out_tree.num_leaves:]
-    from_args, from_ops = [], []
+    from_args, from_ops, from_literals = [], [], []
     for v in residual_vars:
         aval = fwd.avals[v]
         if v in fwd.invars:
@@ -79,12 +79,14 @@ def saved_residuals(f: Callable, *args, **kwargs) -> list[tuple[Any, str]]:
             what = f"from the argument {names[i]}" if i < len(names) else "from a value closed over"
             from_args.append((i, aval, what))
         elif v in producer:
-            prim, params = producer[v]
+            position, prim, params = producer[v]
             what = f"named '{params['name']}'" if prim == "name" else f"output of {prim}"
-            from_ops.append((aval, what))
+            from_ops.append((position, aval, what))
         else:
-            from_ops.append((aval, "from a literal"))
-    return [(aval, what) for _, aval, what in sorted(from_args, key=lambda t: t[0])] + from_ops
+            from_literals.append((aval, "from a literal"))
+    # JAX's order: literals, arguments, then operations' results in program order.
+    return from_literals + [(aval, what) for _, aval, what in sorted(from_args, key=lambda t: t[0])] + \
+        [(aval, what) for _, aval, what in sorted(from_ops, key=lambda t: t[0])]
 
 
 def print_saved_residuals(f: Callable, *args, **kwargs) -> None:
