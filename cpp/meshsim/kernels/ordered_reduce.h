@@ -21,98 +21,82 @@ namespace ordered_reduce_detail {
 
 constexpr int64_t kWindow = 32;
 
-// Calls f(offset) for the points of an odometer over `lo[j] <= i[j] < hi[j]`,
-// the last dimension fastest, offset = sum of i[j] * strides[j].
-template <class F>
-void for_each_point(const std::vector<int64_t>& lo, const std::vector<int64_t>& hi,
-                    const std::vector<int64_t>& strides, int64_t base, F&& f) {
-  const size_t n = lo.size();
-  for (size_t j = 0; j < n; ++j)
-    if (lo[j] >= hi[j]) return;
-  std::vector<int64_t> i(lo);
-  int64_t off = base;
-  for (size_t j = 0; j < n; ++j) off += lo[j] * strides[j];
-  while (true) {
-    f(off);
-    size_t j = n;
-    while (j-- > 0) {
-      if (++i[j] < hi[j]) {
-        off += strides[j];
-        break;
-      }
-      off -= (i[j] - 1 - lo[j]) * strides[j];
-      i[j] = lo[j];
-    }
-    if (j == static_cast<size_t>(-1)) return;
-  }
-}
-
 }  // namespace ordered_reduce_detail
 
 // x: the elements (any strides); reduced: the dimensions folded; round: the
 // rounding after each step (T -> T). Returns the contiguous result over the
 // kept dimensions.
+//
+// One pass over x in row-major order folds every element into its
+// accumulator: an output's elements (a window's, when windowed) arrive in
+// row-major order over the reduced dimensions, the order XLA folds them in,
+// so the results are those of folding each output on its own, without a walk
+// (and its index vectors) per output. When the last dimension is kept, the
+// innermost loop updates consecutive accumulators and vectorises.
 template <class T, class Op, class Round>
 std::vector<T> ordered_reduce(const T* x, const Shape& shape, const Strides& strides,
                               const std::vector<bool>& reduced, const Op& op, T identity,
                               const Round& round) {
-  using namespace ordered_reduce_detail;
-  std::vector<int64_t> kept_size, kept_stride, red_size, red_stride;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    (reduced[d] ? red_size : kept_size).push_back(shape[d]);
-    (reduced[d] ? red_stride : kept_stride).push_back(strides[d]);
-  }
-  const bool tree = std::any_of(red_size.begin(), red_size.end(), [](int64_t n) { return n > kWindow; });
-  if (!tree) {
-    std::vector<T> out;
-    const std::vector<int64_t> zeros_k(kept_size.size(), 0), zeros_r(red_size.size(), 0);
-    for_each_point(zeros_k, kept_size, kept_stride, 0, [&](int64_t base) {
-      T acc = identity;
-      for_each_point(zeros_r, red_size, red_stride, base,
-                     [&](int64_t off) { acc = round(op(acc, x[off])); });
-      out.push_back(acc);
-    });
-    return out;
-  }
-  // Windows of 32 along every reduced dimension: the window results keep the
-  // dimension order (kept and reduced interleaved as in x), contiguous.
+  using ordered_reduce_detail::kWindow;
   const size_t nd = shape.size();
-  Shape wshape(shape);
+  if (nd == 0) return {round(op(identity, x[0]))};
+  bool tree = false;
+  for (size_t d = 0; d < nd; ++d) tree = tree || (reduced[d] && shape[d] > kWindow);
+  // The accumulators, contiguous over `acc_shape`: a kept dimension keeps its
+  // length; a reduced one has one entry per window of 32 (the padding split
+  // evenly before and after, the lower half rounded down: XLA's tree
+  // reduction) when some reduced dimension is longer than 32, else one.
+  Shape acc_shape(shape);
   std::vector<int64_t> pad_lo(nd, 0);
   for (size_t d = 0; d < nd; ++d)
     if (reduced[d]) {
-      const int64_t blocks = (shape[d] + kWindow - 1) / kWindow;
-      pad_lo[d] = (blocks * kWindow - shape[d]) / 2;
-      wshape[d] = blocks;
+      const int64_t blocks = tree ? (shape[d] + kWindow - 1) / kWindow : 1;
+      pad_lo[d] = tree ? (blocks * kWindow - shape[d]) / 2 : 0;
+      acc_shape[d] = blocks;
     }
-  Strides wstrides(nd, 1);
+  Strides acc_strides(nd, 1);
   int64_t total = 1;
   for (size_t d = nd; d-- > 0;) {
-    wstrides[d] = total;
-    total *= wshape[d];
+    acc_strides[d] = total;
+    total *= acc_shape[d];
   }
-  std::vector<T> windows(static_cast<size_t>(total));
-  for (int64_t flat = 0; flat < total; ++flat) {
-    int64_t rest = flat, base = 0;
-    std::vector<int64_t> lo(red_size.size()), hi(red_size.size());
-    size_t r = red_size.size();
-    for (size_t d = nd; d-- > 0;) {
-      const int64_t i = rest % wshape[d];
-      rest /= wshape[d];
-      if (!reduced[d]) {
-        base += i * strides[d];
-        continue;
-      }
-      --r;
-      const int64_t start = i * kWindow - pad_lo[d];  // first source index of the window
-      lo[r] = std::max<int64_t>(start, 0);
-      hi[r] = std::min<int64_t>(start + kWindow, shape[d]);
+  std::vector<T> acc(static_cast<size_t>(total), identity);
+  const bool no_elements = std::find(shape.begin(), shape.end(), 0) != shape.end();
+  // The accumulator of index i along dimension d.
+  auto acc_index = [&](size_t d, int64_t i) {
+    return reduced[d] ? (tree ? (i + pad_lo[d]) / kWindow : 0) : i;
+  };
+  const size_t last = nd - 1;
+  const int64_t n = shape[last], step = strides[last];
+  std::vector<int64_t> at(nd, 0);  // the index over the outer dimensions (the last stays 0)
+  while (!no_elements) {
+    int64_t src = 0, dst = 0;
+    for (size_t d = 0; d < last; ++d) {
+      src += at[d] * strides[d];
+      dst += acc_index(d, at[d]) * acc_strides[d];
     }
-    T acc = identity;
-    for_each_point(lo, hi, red_stride, base, [&](int64_t off) { acc = round(op(acc, x[off])); });
-    windows[flat] = acc;
+    const T* in = x + src;
+    T* out = acc.data() + dst;
+    if (!reduced[last]) {
+      for (int64_t i = 0; i < n; ++i) out[i] = round(op(out[i], in[i * step]));
+    } else {
+      for (int64_t i = 0; i < n;) {
+        const int64_t block = acc_index(last, i);
+        const int64_t stop = tree ? std::min(n, (block + 1) * kWindow - pad_lo[last]) : n;
+        T a = out[block];
+        for (; i < stop; ++i) a = round(op(a, in[i * step]));
+        out[block] = a;
+      }
+    }
+    size_t d = last;
+    while (d-- > 0) {
+      if (++at[d] < shape[d]) break;
+      at[d] = 0;
+    }
+    if (d == static_cast<size_t>(-1)) break;
   }
-  return ordered_reduce(windows.data(), wshape, wstrides, reduced, op, identity, round);
+  if (!tree) return acc;
+  return ordered_reduce(acc.data(), acc_shape, acc_strides, reduced, op, identity, round);
 }
 
 }  // namespace meshsim
