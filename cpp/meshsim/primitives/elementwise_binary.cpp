@@ -7,6 +7,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "meshsim/kernels/fused_multiply_add.h"
 #include "meshsim/kernels/scalar_math.h"
 #include "meshsim/primitives/elementwise_binary.h"
 #include "meshsim/primitives/elementwise_family.h"
@@ -98,6 +99,42 @@ void mul_primitive() {
   register_primitive(std::move(p));
 }
 
+
+// fused_multiply_add(a, b, c) = a * b + c rounded once. No program is traced
+// with it: the jit path puts it where XLA's CPU code contracts a product and
+// the sum reading it (runtime/xla_rewrites.h). Any operand may be a scalar.
+void fused_multiply_add_primitive() {
+  Primitive p;
+  p.name = "fused_multiply_add";
+  p.elementwise = true;
+  p.vjp = [](const VjpArgs& a) {
+    const Value& g = *a.ct[0];
+    auto to_operand = [&g](const Value& ct, const Value& operand) {
+      return aval_of(operand).shape.empty() && !aval_of(g).shape.empty() ? op::sum_to_operand(ct, {}, {}) : ct;
+    };
+    Cotangents ct(3);
+    if (a.wants[0]) ct[0] = to_operand(op::mul(g, a.in[1]), a.in[0]);
+    if (a.wants[1]) ct[1] = to_operand(op::mul(a.in[0], g), a.in[1]);
+    if (a.wants[2]) ct[2] = to_operand(g, a.in[2]);
+    return ct;
+  };
+  p.abstract_eval = [](const Avals& in, const Params&) {
+    const std::string name = "fused_multiply_add";
+    for (int i = 0; i < 3; ++i) check_dtype(name, Accepts::Float, in[i].dtype, i);
+    check_same_dtypes(name, in[0], in[1], in[2]);
+    const Aval* shaped = &in[0];
+    for (const Aval& x : in)
+      if (x.ndim() > 0) shaped = &x;
+    for (const Aval& x : in)
+      if (x.ndim() > 0) check_same_shapes(name, x, *shaped);
+    return Avals{like(*shaped, shaped->shape, shaped->dtype, in[0].weak_type && in[1].weak_type && in[2].weak_type)};
+  };
+  p.kernel = [](const Tensors& in, const Params&, const Avals& out) {
+    return Tensors{fused_multiply_add(in[0], in[1], in[2], out[0].shape)};
+  };
+  register_primitive(std::move(p));
+}
+
 }  // namespace
 
 void elementwise::register_binary_elementwise_primitives() {
@@ -110,6 +147,7 @@ void elementwise::register_binary_elementwise_primitives() {
   binary<Accepts::Number>("sub", [](auto x, auto y) { return sub_op(x, y); },
                            d2(pass, [](auto& g, auto&, auto&, auto&) { return op::neg(g); }));
   mul_primitive();
+  fused_multiply_add_primitive();
   div_primitive();
   binary<Accepts::Numeric>("rem", [](auto x, auto y) { return rem_op(x, y); },
                            d2(pass, [](auto& g, auto& x, auto& y, auto&) {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <complex>
+#include <map>
+#include <numeric>
 #include <string>
 
 #include "meshsim/kernels/dispatch.h"
@@ -58,9 +60,189 @@ Tensor reciprocal_of(const Tensor& c) {
   return out;
 }
 
-}  // namespace
+// ---- products contracted into fused multiply-adds ----
 
-std::optional<Program> as_xla_compiles(const Program& program) {
+bool is_wide_float(DType dtype) { return dtype == DType::Float32 || dtype == DType::Float64; }
+
+bool commutes(const std::string& name) {
+  static const char* const kCommutative[] = {"add", "add_any", "mul", "max", "min", "and", "or", "xor", "eq", "ne"};
+  return std::find(std::begin(kCommutative), std::end(kCommutative), name) != std::end(kCommutative);
+}
+
+bool squares(const Equation& e) {
+  return e.prim->name == "square" || (e.prim->name == "integer_pow" && e.params.get<int64_t>("y") == 2);
+}
+
+// Per variable: the one XLA's common-subexpression elimination keeps in its
+// place, itself unless an earlier elementwise equation computes the same
+// function of the same values (commutative operands in either order).
+std::vector<int> cse_kept(const Program& p) {
+  std::vector<int> kept(p.avals.size());
+  std::iota(kept.begin(), kept.end(), 0);
+  std::map<std::string, int> seen;
+  for (const Equation& e : p.eqns) {
+    if (!e.prim->elementwise || e.outputs.size() != 1) continue;
+    std::vector<int> in;
+    for (int v : e.inputs) in.push_back(kept[v]);
+    std::string name = e.prim->name + "|" + e.params.str();
+    if (squares(e)) {  // XLA multiplies x by itself
+      name = "mul|";
+      in = {in[0], in[0]};
+    }
+    if (commutes(e.prim->name)) std::sort(in.begin(), in.end());
+    std::string key = name;
+    for (int v : in) key += " " + std::to_string(v);
+    auto [it, fresh] = seen.emplace(key, e.outputs[0]);
+    if (!fresh) kept[e.outputs[0]] = it->second;
+  }
+  return kept;
+}
+
+// Layout changes XLA's loop fusion computes inside the loop of their reader,
+// so a product read through them is in the sum's loop: one operand, as many
+// elements out as in.
+bool moves_elements(const Program& p, const Equation& e) {
+  static const char* const kMoves[] = {"reshape", "transpose", "slice", "rev", "squeeze", "broadcast_in_dim"};
+  if (std::find(std::begin(kMoves), std::end(kMoves), e.prim->name) == std::end(kMoves)) return false;
+  if (e.inputs.size() != 1 || e.outputs.size() != 1) return false;
+  return e.prim->name == "slice" ||
+         num_elements(p.avals[e.inputs[0]].shape) == num_elements(p.avals[e.outputs[0]].shape);
+}
+
+// A product a * b of `shape`, read through `moves` (in order) by a sum.
+struct Product {
+  int a = -1, b = -1;
+  Shape shape;
+  std::vector<const Equation*> moves;
+};
+
+// Which products LLVM contracts with the sums reading them in XLA's CPU
+// code. A float32/float64 product (mul, square, integer_pow y=2) and an add
+// or sub in one fused loop become one fused multiply-add when the product
+// has no other use there: no other reader after dead code and common
+// subexpressions are eliminated, and not stored as a result of the program.
+// Reshapes, transposes, slices and reversals between them are computed in
+// the sum's loop and do not stand in the way. Narrow floats are not
+// contracted: their sum reads the product rounded to the format. When both
+// operands of a sum qualify, the first one is contracted.
+class Contraction {
+ public:
+  explicit Contraction(const Program& p) : p_(p), producers_(producers_of(p)), kept_(cse_kept(p)) {
+    // Readers among the equations XLA keeps: live ones (dead code is
+    // eliminated first), and not the duplicates CSE removes.
+    readers_.assign(p.avals.size(), 0);
+    std::vector<char> live(p.avals.size(), 0);
+    for (int v : p.outvars) {
+      live[v] = 1;
+      readers_[kept_[v]] += 2;  // stored as a result: another use of the value
+    }
+    for (auto e = p.eqns.rbegin(); e != p.eqns.rend(); ++e) {
+      bool needed = e->prim->has_effects || !e->prim->elementwise;
+      for (int v : e->outputs) needed = needed || live[v];
+      if (!needed) continue;
+      for (int v : e->inputs) live[v] = 1;
+      const bool duplicate = e->prim->elementwise && e->outputs.size() == 1 && kept_[e->outputs[0]] != e->outputs[0];
+      if (!duplicate)
+        for (int v : e->inputs) ++readers_[kept_[v]];
+    }
+  }
+
+  // The product sum `e` contracts: its operand position, or -1.
+  int contracted_operand(const Equation& e) const {
+    const std::string& name = e.prim->name;
+    if ((name != "add" && name != "add_any" && name != "sub") || e.outputs.size() != 1 || e.inputs.size() != 2)
+      return -1;
+    const Aval& sum = p_.avals[e.outputs[0]];
+    if (!is_wide_float(sum.dtype)) return -1;
+    for (int i = 0; i < 2; ++i)
+      if (p_.avals[e.inputs[i]].shape == sum.shape && product_of(e.inputs[i])) return i;
+    return -1;
+  }
+
+  // The product computing `v`, if it can be contracted into the sum reading `v`.
+  std::optional<Product> product_of(int v) const {
+    Product product;
+    for (int k = producers_[v];; k = producers_[v]) {
+      if (k < 0 || readers_[kept_[v]] != 1) return std::nullopt;
+      const Equation& e = p_.eqns[k];
+      if (e.prim->name == "mul" || squares(e)) {
+        product.a = e.inputs[0];
+        product.b = e.inputs.back();
+        product.shape = p_.avals[e.outputs[0]].shape;
+        std::reverse(product.moves.begin(), product.moves.end());
+        return product;
+      }
+      if (!moves_elements(p_, e)) return std::nullopt;
+      product.moves.push_back(&e);
+      v = e.inputs[0];
+    }
+  }
+
+ private:
+  const Program& p_;
+  std::vector<int> producers_, kept_, readers_;
+};
+
+// The program with its contractible products and sums computed as fused
+// multiply-adds (a - b and c - a * b by negating an operand first, exactly);
+// nullopt when none is.
+std::optional<Program> with_products_contracted(const Program& program) {
+  const Contraction contraction(program);
+  bool any = false;
+  for (const Equation& e : program.eqns) any = any || contraction.contracted_operand(e) >= 0;
+  if (!any) return std::nullopt;
+
+  Program p = program;
+  std::vector<Equation> eqns;
+  eqns.reserve(p.eqns.size());
+  const Primitive& fma = primitive("fused_multiply_add");
+  auto negated = [&](int v) {
+    const int n = p.new_var(p.avals[v]);
+    eqns.push_back(Equation{&primitive("neg"), Params{}, {v}, {n}});
+    return n;
+  };
+  for (const Equation& e : program.eqns) {
+    const int i = contraction.contracted_operand(e);
+    if (i < 0) {
+      eqns.push_back(e);
+      continue;
+    }
+    const Product product = *contraction.product_of(e.inputs[i]);
+    // Each factor through the moves between the product and the sum (a scalar beside the product stays).
+    auto moved = [&](int factor) {
+      if (p.avals[factor].shape.empty() && !product.shape.empty()) return factor;
+      for (const Equation* move : product.moves) {
+        Aval aval = p.avals[move->outputs[0]];
+        aval.weak_type = p.avals[factor].weak_type;
+        const int w = p.new_var(aval);
+        eqns.push_back(Equation{move->prim, move->params, {factor}, {w}});
+        factor = w;
+      }
+      return factor;
+    };
+    int a = moved(product.a), b = moved(product.b);
+    int c = e.inputs[1 - i];
+    if (e.prim->name == "sub") {
+      if (i == 0) c = negated(c);  // a * b - c
+      else a = negated(a);         // c - a * b
+    }
+    eqns.push_back(Equation{&fma, Params{}, {a, b, c}, e.outputs});
+  }
+  // Products read by nothing any more are not computed.
+  std::vector<int> read(p.avals.size(), 0);
+  for (int v : p.outvars) ++read[v];
+  for (auto e = eqns.rbegin(); e != eqns.rend(); ++e) {
+    const bool dead = (e->prim->elementwise || moves_elements(p, *e)) && e->outputs.size() == 1 && !read[e->outputs[0]];
+    if (dead) e->prim = nullptr;
+    else for (int v : e->inputs) ++read[v];
+  }
+  eqns.erase(std::remove_if(eqns.begin(), eqns.end(), [](const Equation& e) { return !e.prim; }), eqns.end());
+  p.eqns = std::move(eqns);
+  return p;
+}
+
+// The algebraic simplifier's changes that show in the bits (see the header).
+std::optional<Program> simplified(const Program& program) {
   const std::vector<int> producers = producers_of(program);
   bool any = false;
   for (const Equation& e : program.eqns)
@@ -101,6 +283,14 @@ std::optional<Program> as_xla_compiles(const Program& program) {
   }
   p.eqns = std::move(eqns);
   return p;
+}
+
+}  // namespace
+
+std::optional<Program> as_xla_compiles(const Program& program) {
+  std::optional<Program> simple = simplified(program);
+  std::optional<Program> contracted = with_products_contracted(simple ? *simple : program);
+  return contracted ? contracted : simple;
 }
 
 namespace {

@@ -9,6 +9,9 @@
 //  - A complex quotient by a constant multiplies by the constant's reciprocal
 //    (XLA's algebraic simplifier: A / const => A * (1 / const)); a divisor
 //    passed in at run time divides.
+//  - A float32/float64 product read only by an add or sub is computed with
+//    it as one fused multiply-add (LLVM contracts them in XLA's fused loops;
+//    the rule is `Contraction` in the .cpp).
 #pragma once
 #include <optional>
 

@@ -1,0 +1,13 @@
+// a * b + c rounded once, element by element: what XLA's CPU code computes
+// where LLVM contracts a product and the sum reading it into one
+// instruction (runtime/xla_rewrites.h decides where).
+#pragma once
+#include "meshsim/core/tensor.h"
+
+namespace meshsim {
+
+// float32 or float64 operands of one dtype, each of `shape` or a scalar
+// (rank 0) read at every element; the result is a fresh `shape` tensor.
+Tensor fused_multiply_add(const Tensor& a, const Tensor& b, const Tensor& c, const Shape& shape);
+
+}  // namespace meshsim
