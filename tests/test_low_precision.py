@@ -175,6 +175,24 @@ def test_casts_bit_for_bit(src):
                                                .reshape(len(x), -1).all(1)][:8] if got.shape == want.shape else None)
 
 
+@pytest.mark.parametrize("src", ["float16", "bfloat16", "float32"])
+@pytest.mark.parametrize("jitted", [False, True], ids=["eager", "jit"])
+def test_nan_to_float8_e5m2_bits(src, jitted):
+    """NaN bits, which same_bits does not compare: XLA converts a 16-bit float to float8_e5m2
+    on its bits, every NaN (either sign, any payload) becoming 0x7f, while a float32 NaN keeps
+    its sign (0x7e / 0xfe)."""
+    rng = np.random.default_rng(zlib.crc32(src.encode()))
+    payload = rng.integers(1, 0x400, 64, dtype=np.uint16)
+    sign = rng.integers(0, 2, 64, dtype=np.uint16) << 15
+    nans = (sign | 0x7C00 | payload).view(np.float16)
+    with np.errstate(invalid="ignore"):
+        x = np.concatenate([nans, np.float16([0.0, -1.5, np.inf, -np.inf, 57344.0])]).astype(dt(src))
+    convert = lambda a: a.astype(ml_dtypes.float8_e5m2)  # noqa: E731
+    got = np.asarray((ms.jit(convert) if jitted else convert)(mnp.asarray(x)))
+    want = np.asarray((jax.jit(convert) if jitted else convert)(jnp.asarray(x)))
+    np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+
+
 # ---- elementwise ------------------------------------------------------------
 
 EXACT_UNARY = ["neg", "abs", "sign", "floor", "ceil", "round", "sqrt", "square", "rsqrt"]

@@ -1,5 +1,6 @@
 #include "meshsim/kernels/cast.h"
 
+#include <cmath>
 #include <type_traits>
 
 #include "meshsim/kernels/dispatch.h"
@@ -18,6 +19,17 @@ Tensor cast(const Tensor& t, DType dtype) {
       // float32 comparison would read it (core/denormals.h).
       if constexpr (std::is_same_v<In, bfloat16> && std::is_same_v<Out, bool>)
         return map_unary<In, Out>(t, dtype, [](In x) { return (x.bits & 0x7fff) != 0; });
+      // XLA converts a 16-bit float to float8_e5m2 on its bits, giving every NaN as 0x7f (a
+      // float32 or float64 NaN keeps its sign: 0x7e / 0xfe).
+      else if constexpr ((std::is_same_v<In, bfloat16> || std::is_same_v<In, float16>) &&
+                         std::is_same_v<Out, float8_e5m2>)
+        return map_unary<In, Out>(t, dtype, [](In x) {
+          const float f = compute_type_t<In>(x);
+          if (!std::isnan(f)) return convert_op<Out>(f);
+          Out nan;
+          nan.bits = 0x7f;
+          return nan;
+        });
       else
         return map_unary<In, Out>(t, dtype, [](In x) { return convert_op<Out>(compute_type_t<In>(x)); });
     });
