@@ -107,6 +107,33 @@ struct Batched {
   BatchDims dims;
 };
 
+// Elementwise fusion (runtime/fusion.h): the loop a float32 elementwise kernel
+// runs on `n` contiguous elements of each of its `arity` operands (in[i] points
+// at operand i's), so a fused run gives the kernel's bits. `dense_only`: the
+// kernel depends on an operand's layout (div by a stride-0 divisor multiplies
+// by its reciprocal), so operands from outside a run must be contiguous.
+struct FusionTile {
+  int arity = 0;
+  std::function<void(const float* const* in, float* out, int64_t n)> loop;
+  bool dense_only = false;
+};
+
+// Runs of scalar equations computed in registers (runtime/scalar_runs.h): the
+// op a kernel applies to one element of 0-d int32 operands (a bool read as 0
+// or 1), `arity` of them (-1: any number). `selection`: operand 0 is int32 or
+// bool and the others of the result's dtype (select_n); otherwise every
+// operand is int32.
+struct IntRegisterOp {
+  int arity = 0;
+  bool selection = false;
+  std::function<int32_t(const int32_t* in, int arity)> op;
+};
+
+struct Program;           // ir/program.h
+struct PrintedEquation;   // ir/printing.h
+struct XlaRewriteSite;    // runtime/xla_rewrites.h
+struct ControlFlowLinks;  // sharding/propagation.h
+
 // How a primitive executes, declared at registration (not inferred from hooks).
 enum class Kind {
   Local,        // `kernel` on one device's blocks
@@ -207,6 +234,34 @@ struct Primitive {
   // The params holding its sub-programs (scan: "jaxpr"; while: "cond_jaxpr",
   // "body_jaxpr"), for passes that walk into them.
   std::vector<std::string> sub_program_params;
+  // Sharding propagation into its sub-programs (sharding/propagation.h): which
+  // of its operands and results each sub-program's inputs and outputs are.
+  // Required on control-flow primitives; nullopt: the params leave no link.
+  std::function<std::optional<ControlFlowLinks>(const Params& params)> sub_program_links;
+
+  // Fast paths of the executors, each giving the kernel's bits: its float32
+  // loop for elementwise fusion, its op on 0-d int32 operands for scalar runs.
+  // Unset (`loop`/`op` empty): it does not join fused or scalar runs.
+  FusionTile float_tile;
+  IntRegisterOp int_scalar_op;
+  // How XLA's CPU compiler changes its equations where the change shows in the
+  // bits of results (runtime/xla_rewrites.h): with `site.compiled` set, appends
+  // the equations XLA computes instead and returns true; returns false to keep
+  // the equation as traced (without writing anything when `site.compiled` is null).
+  std::function<bool(const XlaRewriteSite& site)> xla_rewrite;
+  // jax.checkpoint_policies' dots policies (transforms/vjp.h): set on the
+  // products `dots_saveable` saves (dot_general, conv_general_dilated); returns
+  // whether `dots_with_no_batch_dims_saveable` also saves this application.
+  std::function<bool(const Params& params)> saved_as_dot;
+
+  // The jaxpr printer (ir/printing.h): JAX's pp rule, where JAX prints the
+  // equation otherwise than its params as stored (another name, params hidden,
+  // added or spelled in JAX's form). Unset: the stored params under its name.
+  std::function<void(PrintedEquation& eqn)> print_rule;
+  // JAX prints it as a call of its sub-program (jit): `name` first, the
+  // callee's variables named after the operands and results they stand for.
+  bool prints_as_call = false;
+
   std::function<Avals(const Avals& in, const Params& params)> abstract_eval;
   std::function<Tensors(const Tensors& in, const Params& params, const Avals& out)> kernel;
 
@@ -306,7 +361,8 @@ struct Primitive {
   // Raises std::logic_error naming the primitive when its hooks contradict its
   // kind: exactly one execution hook (the kind's; none when it passes its
   // operands through), a `comm` model exactly on collectives, `mesh_call` exactly on higher-order and control-flow
-  // primitives, at most one of `vjp`/`vjp_split`, traits that fit the kind.
+  // primitives, at most one of `vjp`/`vjp_split`, traits that fit the kind
+  // (fast paths only on local primitives, sub-program links exactly on control flow).
   void validate() const;
 };
 

@@ -11,6 +11,7 @@
 #include "meshsim/kernels/scalar_math.h"
 #include "meshsim/primitives/elementwise_family.h"
 #include "meshsim/sharding/rules.h"
+#include "meshsim/transforms/batching.h"
 #include "meshsim/ir/kernel_results.h"
 
 namespace meshsim {
@@ -136,6 +137,7 @@ void select_n_primitive() {
   p.sharding_rule = select_n_rule;
   p.local_plan = elementwise_like();
   p.elementwise = true;
+  p.batch = batch_elementwise_of_one_shape;  // cases of one shape: a 0-d case is batched too
   // Case i gets g where it was selected, 0 elsewhere; `which` has no cotangent.
   p.vjp = [](const VjpArgs& a) {
     const Value& g = *a.ct[0];

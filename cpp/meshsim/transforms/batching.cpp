@@ -73,7 +73,10 @@ Batched bind_at_front(const BatchArgs& a, const Params& params) {
   return bind_at_front(a, params, std::vector<bool>(a.in.size(), true));
 }
 
-Batched batch_elementwise(const BatchArgs& a) {
+namespace {
+
+// `scalars_stay`: an unbatched 0-d operand stays one, as JAX's broadcast_batcher leaves it.
+Batched elementwise_rule(const BatchArgs& a, bool scalars_stay) {
   const size_t n = a.in.size();
   std::vector<Shape> shapes;  // per example
   int64_t rank = 0;
@@ -96,9 +99,9 @@ Batched batch_elementwise(const BatchArgs& a) {
   std::vector<size_t> kept_scalars;
   for (size_t i = 0; i < n; ++i) {
     const int64_t r = shapes[i].size();
-    if (r == 0 && a.dims[i] == kNotBatched && a.prim.name != "select_n") {
+    if (r == 0 && a.dims[i] == kNotBatched && scalars_stay) {
       kept_scalars.push_back(i);
-      in.push_back(a.in[i]);  // an unbatched scalar operand stays one, as JAX's broadcast_batcher leaves it
+      in.push_back(a.in[i]);
     } else if (r == rank) {
       in.push_back(batch_at(a.in[i], a.dims[i], bd, a.size));
     } else if (a.dims[i] == kNotBatched) {
@@ -130,6 +133,12 @@ Batched batch_elementwise(const BatchArgs& a) {
   Values out = meshsim::bind(a.prim, in, a.params);
   return {out, BatchDims(out.size(), bd)};
 }
+
+}  // namespace
+
+Batched batch_elementwise(const BatchArgs& a) { return elementwise_rule(a, /*scalars_stay=*/true); }
+
+Batched batch_elementwise_of_one_shape(const BatchArgs& a) { return elementwise_rule(a, /*scalars_stay=*/false); }
 
 // The fallback for primitives without a rule: correct for any primitive (each
 // example sees exactly the operand types the equation was traced with), but

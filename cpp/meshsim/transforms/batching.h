@@ -51,6 +51,9 @@ Batched bind_at_front(const BatchArgs& a, const Params& params);  // every opera
 // The rule of the elementwise family (operands of one shape, or scalars where
 // the primitive allows them).
 Batched batch_elementwise(const BatchArgs& a);
+// The same for a primitive whose operands keep one shape (select_n): an
+// unbatched 0-d operand is batched with the others instead of staying a scalar.
+Batched batch_elementwise_of_one_shape(const BatchArgs& a);
 // The fallback: one bind per example, stacked along dimension 0.
 Batched batch_per_example(const BatchArgs& a);
 
