@@ -1,5 +1,6 @@
-// Each family of primitives lives in one file (or one folder) and registers
-// itself here; the bindings fill the registry (ir/primitive.h) once at import.
+// Each family of primitives lives in one file (or one folder) and is listed
+// here, or adds itself (add_primitive_family); the bindings fill the registry
+// (ir/primitive.h) once at import.
 #pragma once
 
 namespace meshsim {
@@ -15,10 +16,6 @@ void register_sorting_primitives();      // sorting.cpp: sort, argsort, top_k
 void register_random_primitives();       // random.cpp: threefry2x32 and bit manipulation
 void register_creation_primitives();     // creation.cpp: iota, full
 void register_autodiff_primitives();     // autodiff.cpp: remat2, custom_vjp_call, stop_gradient, name
-void register_all_reduce_primitives();    // collectives/all_reduce.cpp: psum, pmax, pmin, pvary, axis_index
-void register_gather_scatter_primitives(); // collectives/gather_scatter.cpp: all_gather, reduce_scatter
-void register_permute_primitives();       // collectives/permute.cpp: ppermute, pbroadcast
-void register_all_to_all_primitives();    // collectives/all_to_all.cpp: all_to_all, ragged_all_to_all
 void register_shard_map_primitive();     // shard_map.cpp: a body program run on every device
 void register_sharding_primitives();     // sharding.cpp: reshard, sharding_constraint, mesh_cast
 void register_control_flow_primitives(); // control_flow.cpp: cond, while, scan
@@ -30,13 +27,19 @@ inline void (*const kPrimitiveFamilies[])() = {
     register_decomposition_primitives,
     register_indexing_primitives,    register_sorting_primitives,
     register_random_primitives,      register_creation_primitives,
-    register_all_reduce_primitives,  register_gather_scatter_primitives,
-    register_permute_primitives,     register_all_to_all_primitives,
     register_shard_map_primitive,
     register_sharding_primitives,
     register_autodiff_primitives,    register_control_flow_primitives,
     register_callback_primitives,
 };
+
+// A family file that lists itself nowhere else (each file of collectives/)
+// registers itself at load, at namespace scope:
+//   const bool kRegistered = add_primitive_family(register_foo_primitives);
+// Such families register after the ones listed above, in link order (the
+// module links every unit of the core whole, CMakeLists.txt), so none may look
+// up another's primitives while registering. Returns true.
+bool add_primitive_family(void (*register_family)());
 
 // Registers every family, once (later calls do nothing).
 void register_all_primitives();

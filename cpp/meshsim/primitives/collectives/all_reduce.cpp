@@ -361,4 +361,8 @@ void register_all_reduce_primitives() {
   register_primitive(std::move(axis_index));
 }
 
+namespace {
+const bool kRegistered = add_primitive_family(register_all_reduce_primitives);  // families.h
+}  // namespace
+
 }  // namespace meshsim

@@ -282,4 +282,8 @@ void register_all_to_all_primitives() {
   register_primitive(std::move(ragged));
 }
 
+namespace {
+const bool kRegistered = add_primitive_family(register_all_to_all_primitives);  // families.h
+}  // namespace
+
 }  // namespace meshsim

@@ -282,4 +282,8 @@ void register_gather_scatter_primitives() {
   register_primitive(with_linear_vjp(reduce_scatter, transpose_reduce_scatter));
 }
 
+namespace {
+const bool kRegistered = add_primitive_family(register_gather_scatter_primitives);  // families.h
+}  // namespace
+
 }  // namespace meshsim

@@ -159,4 +159,8 @@ void register_permute_primitives() {
   register_primitive(std::move(pbroadcast));
 }
 
+namespace {
+const bool kRegistered = add_primitive_family(register_permute_primitives);  // families.h
+}  // namespace
+
 }  // namespace meshsim
