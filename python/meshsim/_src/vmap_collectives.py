@@ -1,5 +1,7 @@
 """Collectives over a vmapped axis: `vmap(f, axis_name='b')` with `psum`, `pmean`, `pmax`,
-`pmin`, `all_gather`, `axis_index`, `ppermute` and `all_to_all` over 'b' inside `f`.
+`pmin`, `all_gather`, `axis_index`, `ppermute` and `all_to_all` over 'b' inside `f`. The
+machinery is here; each collective's form over the batch is written beside its wrapper
+(lax/parallel.py) with `collective`.
 
 While `f` is traced on one example, the example's index is an extra mapped input
 (`axis_index('b')` is that index). A collective over 'b' records one
@@ -73,16 +75,17 @@ _rules: dict[int, Rule] = {}
 _ids = itertools.count()
 
 
-def _jnp():
-    from meshsim._src.numpy import namespace as jnp
-    return jnp
+def jnp():
+    """meshsim.numpy, for the collectives' batched forms (written with NumPy functions)."""
+    from meshsim._src.numpy import namespace
+    return namespace
 
 
 def _at_front(v, d, size):
-    jnp = _jnp()
+    np_ = jnp()
     if d is None:
-        return jnp.broadcast_to(jnp.expand_dims(v, 0), (size, *v.shape))
-    return jnp.moveaxis(v, d, 0)
+        return np_.broadcast_to(np_.expand_dims(v, 0), (size, *v.shape))
+    return np_.moveaxis(v, d, 0)
 
 
 def _batch_rule(rule_id: int, values: list, dims: list, size: int):
@@ -121,139 +124,11 @@ def _record(rule: Rule, xs: list, index) -> tuple:
                      result_dtypes=tuple(np.dtype(t).name for _, t in rule.out_avals))
 
 
-def _collective(frame: Frame, x, batched: Callable, vjp: Callable, out_shape, out_dtype, index):
-    """Records one collective over `frame`'s axis on the per-example value `x`."""
+def collective(frame: Frame, x, batched: Callable, vjp: Callable, out_shape, out_dtype, index):
+    """Records one collective over `frame`'s axis on the per-example value `x`: its
+    wrapper (lax/parallel.py) gives what it does on the whole batch (`batched(xs, lead)`)
+    and its VJP (`vjp(frame, xs, cts, index)`), see Rule; `index` (None: the
+    example's own) is the example's index along the axis."""
     x = core.asarray_value(x)
     index = frame.index if index is None else index
     return _record(Rule(frame, batched, vjp, [(tuple(out_shape), out_dtype)]), [x], index)[0]
-
-
-# --- the collectives ------------------------------------------------------------
-
-def _reduce(op: str):
-    def batched(xs, lead):
-        jnp = _jnp()
-        reduce = {"psum": jnp.sum, "pmax": jnp.max, "pmin": jnp.min}[op]
-        return [reduce(xs[0], axis=0)], [False]
-    return batched
-
-
-def _psum_vjp(frame, xs, cts, index):
-    return [None if cts[0] is None else psum(frame, cts[0], index)]
-
-
-def _no_vjp(op: str):
-    def vjp(frame, xs, cts, index):
-        raise NotImplementedError(f"Differentiation rule for '{op}' not implemented")
-    return vjp
-
-
-def psum(frame: Frame, x, index=None):
-    x = core.asarray_value(x)
-    if x.dtype == np.bool_:
-        x = core.convert_element_type(x, np.int32)
-    return _collective(frame, x, _reduce("psum"), _psum_vjp, x.shape, x.dtype, index)
-
-
-def pmax(frame: Frame, x, index=None):
-    x = core.asarray_value(x)
-    return _collective(frame, x, _reduce("pmax"), _no_vjp("pmax"), x.shape, x.dtype, index)
-
-
-def pmin(frame: Frame, x, index=None):
-    x = core.asarray_value(x)
-    return _collective(frame, x, _reduce("pmin"), _no_vjp("pmin"), x.shape, x.dtype, index)
-
-
-def axis_index(frame: Frame):
-    return frame.index
-
-
-def all_gather(frame: Frame, x, axis: int, tiled: bool, index=None):
-    x = core.asarray_value(x)
-    n = frame.size
-
-    def batched(xs, lead):
-        jnp = _jnp()
-        g = jnp.moveaxis(xs[0], 0, lead + axis)
-        if tiled:
-            shape = g.shape
-            g = jnp.reshape(g, (*shape[:lead + axis], shape[lead + axis] * shape[lead + axis + 1],
-                                *shape[lead + axis + 2:]))
-        return [g], [False]
-
-    def vjp(frame, xs, cts, index):
-        if cts[0] is None:
-            return [None]
-        from meshsim._src.lax import indexing
-        total = psum(frame, cts[0], index)
-        if tiled:
-            k = x.shape[axis]
-            return [indexing.dynamic_slice_in_dim(total, index * k, k, axis)]
-        return [indexing.dynamic_index_in_dim(total, index, axis, keepdims=False)]
-
-    shape = list(x.shape)
-    if tiled:
-        shape[axis] *= n
-    else:
-        shape.insert(axis, n)
-    return _collective(frame, x, batched, vjp, tuple(shape), x.dtype, index)
-
-
-def ppermute(frame: Frame, x, perm, index=None):
-    x = core.asarray_value(x)
-    n = frame.size
-    perm = tuple((int(a), int(b)) for a, b in perm)
-    if sorted(a for a, _ in perm) != list(range(n)) or sorted(b for _, b in perm) != list(range(n)):
-        # JAX's batching rule asserts this; say what is wrong.
-        raise ValueError(f"ppermute over the vmapped axis {frame.name!r} needs a permutation of all "
-                         f"{n} indices, got perm={list(perm)}")
-    src = np.full(n, -1, np.int32)
-    for a, b in perm:
-        src[b] = a
-
-    def batched(xs, lead):
-        jnp = _jnp()
-        taken = jnp.take(xs[0], np.maximum(src, 0), axis=0)
-        mask = (src >= 0).reshape((n,) + (1,) * (taken.ndim - 1))
-        return [jnp.where(mask, taken, jnp.zeros_like(taken))], [True]
-
-    def vjp(frame, xs, cts, index):
-        return [None if cts[0] is None else ppermute(frame, cts[0], [(b, a) for a, b in perm], index)]
-
-    return _collective(frame, x, batched, vjp, x.shape, x.dtype, index)
-
-
-def all_to_all(frame: Frame, x, split_axis: int, concat_axis: int, tiled: bool, index=None):
-    x = core.asarray_value(x)
-    n = frame.size
-
-    def batched(xs, lead):
-        s = _jnp()
-        v = xs[0]
-        sa, ca = 1 + lead + split_axis, 1 + lead + concat_axis
-        if not tiled:
-            # out_j[.., i at concat, ..] = x_i[.., j at split, ..]
-            y = s.moveaxis(v, sa, 0)
-            return [s.moveaxis(y, 1, ca)], [True]
-        k = v.shape[sa] // n
-        v = s.reshape(v, (*v.shape[:sa], n, k, *v.shape[sa + 1:]))
-        y = s.moveaxis(v, sa, 0)          # [j, i, lead.., data (k at split)..]
-        y = s.moveaxis(y, 1, ca)          # i just before the concat dim
-        shape = y.shape
-        return [s.reshape(y, (*shape[:ca], shape[ca] * shape[ca + 1], *shape[ca + 2:]))], [True]
-
-    def vjp(frame, xs, cts, index):
-        if cts[0] is None:
-            return [None]
-        return [all_to_all(frame, cts[0], concat_axis, split_axis, tiled, index)]
-
-    shape = list(x.shape)
-    if tiled:
-        shape[split_axis] //= n
-        shape[concat_axis] *= n
-    else:
-        del shape[split_axis]
-        shape.insert(concat_axis, n)
-    return _collective(frame, x, batched, vjp, tuple(shape), x.dtype, index)
-

@@ -84,6 +84,137 @@ def _vmapped(axis_name, op: str, whole: bool = False):
     return frame
 
 
+# --- over a vmapped axis ---------------------------------------------------------
+# Each collective's form over `vmap(..., axis_name=...)`: what it does on the whole batch
+# and its VJP, recorded through vmap_collectives.collective.
+
+def _reduce_over_vmap(op: str):
+    def batched(xs, lead):
+        jnp = vmap_collectives.jnp()
+        reduce = {"psum": jnp.sum, "pmax": jnp.max, "pmin": jnp.min}[op]
+        return [reduce(xs[0], axis=0)], [False]
+    return batched
+
+
+def _psum_vjp(frame, xs, cts, index):
+    return [None if cts[0] is None else _psum_over_vmap(frame, cts[0], index)]
+
+
+def _no_vjp(op: str):
+    def vjp(frame, xs, cts, index):
+        raise NotImplementedError(f"Differentiation rule for '{op}' not implemented")
+    return vjp
+
+
+def _psum_over_vmap(frame, x, index=None):
+    x = core.asarray_value(x)
+    if x.dtype == np.bool_:
+        x = core.convert_element_type(x, np.int32)
+    return vmap_collectives.collective(frame, x, _reduce_over_vmap("psum"), _psum_vjp, x.shape, x.dtype, index)
+
+
+def _pmax_over_vmap(frame, x, index=None):
+    x = core.asarray_value(x)
+    return vmap_collectives.collective(frame, x, _reduce_over_vmap("pmax"), _no_vjp("pmax"), x.shape, x.dtype, index)
+
+
+def _pmin_over_vmap(frame, x, index=None):
+    x = core.asarray_value(x)
+    return vmap_collectives.collective(frame, x, _reduce_over_vmap("pmin"), _no_vjp("pmin"), x.shape, x.dtype, index)
+
+
+def _all_gather_over_vmap(frame, x, axis: int, tiled: bool, index=None):
+    x = core.asarray_value(x)
+    n = frame.size
+
+    def batched(xs, lead):
+        jnp = vmap_collectives.jnp()
+        g = jnp.moveaxis(xs[0], 0, lead + axis)
+        if tiled:
+            shape = g.shape
+            g = jnp.reshape(g, (*shape[:lead + axis], shape[lead + axis] * shape[lead + axis + 1],
+                                *shape[lead + axis + 2:]))
+        return [g], [False]
+
+    def vjp(frame, xs, cts, index):
+        if cts[0] is None:
+            return [None]
+        from meshsim._src.lax import indexing
+        total = _psum_over_vmap(frame, cts[0], index)
+        if tiled:
+            k = x.shape[axis]
+            return [indexing.dynamic_slice_in_dim(total, index * k, k, axis)]
+        return [indexing.dynamic_index_in_dim(total, index, axis, keepdims=False)]
+
+    shape = list(x.shape)
+    if tiled:
+        shape[axis] *= n
+    else:
+        shape.insert(axis, n)
+    return vmap_collectives.collective(frame, x, batched, vjp, tuple(shape), x.dtype, index)
+
+
+def _ppermute_over_vmap(frame, x, perm, index=None):
+    x = core.asarray_value(x)
+    n = frame.size
+    perm = tuple((int(a), int(b)) for a, b in perm)
+    if sorted(a for a, _ in perm) != list(range(n)) or sorted(b for _, b in perm) != list(range(n)):
+        # JAX's batching rule asserts this; say what is wrong.
+        raise ValueError(f"ppermute over the vmapped axis {frame.name!r} needs a permutation of all "
+                         f"{n} indices, got perm={list(perm)}")
+    src = np.full(n, -1, np.int32)
+    for a, b in perm:
+        src[b] = a
+
+    def batched(xs, lead):
+        jnp = vmap_collectives.jnp()
+        taken = jnp.take(xs[0], np.maximum(src, 0), axis=0)
+        mask = (src >= 0).reshape((n,) + (1,) * (taken.ndim - 1))
+        return [jnp.where(mask, taken, jnp.zeros_like(taken))], [True]
+
+    def vjp(frame, xs, cts, index):
+        return [None if cts[0] is None else _ppermute_over_vmap(frame, cts[0], [(b, a) for a, b in perm], index)]
+
+    return vmap_collectives.collective(frame, x, batched, vjp, x.shape, x.dtype, index)
+
+
+def _all_to_all_over_vmap(frame, x, split_axis: int, concat_axis: int, tiled: bool, index=None):
+    x = core.asarray_value(x)
+    n = frame.size
+
+    def batched(xs, lead):
+        s = vmap_collectives.jnp()
+        v = xs[0]
+        sa, ca = 1 + lead + split_axis, 1 + lead + concat_axis
+        if not tiled:
+            # out_j[.., i at concat, ..] = x_i[.., j at split, ..]
+            y = s.moveaxis(v, sa, 0)
+            return [s.moveaxis(y, 1, ca)], [True]
+        k = v.shape[sa] // n
+        v = s.reshape(v, (*v.shape[:sa], n, k, *v.shape[sa + 1:]))
+        y = s.moveaxis(v, sa, 0)          # [j, i, lead.., data (k at split)..]
+        y = s.moveaxis(y, 1, ca)          # i just before the concat dim
+        shape = y.shape
+        return [s.reshape(y, (*shape[:ca], shape[ca] * shape[ca + 1], *shape[ca + 2:]))], [True]
+
+    def vjp(frame, xs, cts, index):
+        if cts[0] is None:
+            return [None]
+        return [_all_to_all_over_vmap(frame, cts[0], concat_axis, split_axis, tiled, index)]
+
+    shape = list(x.shape)
+    if tiled:
+        shape[split_axis] //= n
+        shape[concat_axis] *= n
+    else:
+        del shape[split_axis]
+        shape.insert(concat_axis, n)
+    return vmap_collectives.collective(frame, x, batched, vjp, tuple(shape), x.dtype, index)
+
+
+_OVER_VMAP = {"psum": _psum_over_vmap, "pmax": _pmax_over_vmap, "pmin": _pmin_over_vmap}
+
+
 def axis_size(axis_name) -> int:
     """The number of devices along `axis_name` (the product for a tuple)."""
     frame, mapped, rest = vmap_collectives.split_names(axis_name)
@@ -99,7 +230,7 @@ def axis_index(axis_name):
     tuple, row-major over the axes in the order given."""
     frame = _vmapped(axis_name, "axis_index", whole=True)
     if frame is not None:
-        return vmap_collectives.axis_index(frame)
+        return frame.index  # the example's index
     axes = _axis_tuple(axis_name)
     _env("axis_index", axes)
     if not axes:  # one device along no axes
@@ -141,7 +272,7 @@ def _all_reduce(name: str, x, axis_name, axis_index_groups):
     if frame is not None:
         if axis_index_groups is not None:
             raise NotImplementedError(f"{name} over a vmapped axis with axis_index_groups")
-        op = getattr(vmap_collectives, name)
+        op = _OVER_VMAP[name]
         x = tree_util.tree_map(lambda v: op(frame, v), x)
         return _all_reduce(name, x, rest, None) if rest else x
     positional, axes = _split_axes(axis_name)
@@ -304,7 +435,7 @@ def all_gather(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False, to=
     frame = _vmapped(axis_name, "all_gather", whole=True)
     if frame is not None:
         return tree_util.tree_map(
-            lambda v: vmap_collectives.all_gather(
+            lambda v: _all_gather_over_vmap(
                 frame, v, canonicalize_axis(axis, np.ndim(v) if tiled else np.ndim(v) + 1), tiled), x)
     axes = _axis_tuple(axis_name)
     if not axes:
@@ -405,7 +536,7 @@ def ppermute(x, axis_name, perm):
                         f"of type {type(perm)}")
     frame = _vmapped(axis_name, "ppermute", whole=True)
     if frame is not None:
-        return tree_util.tree_map(lambda v: vmap_collectives.ppermute(frame, v, perm), x)
+        return tree_util.tree_map(lambda v: _ppermute_over_vmap(frame, v, perm), x)
     axes = _axis_tuple(axis_name)
     env = _env("ppermute", axes)
     for pair in perm:  # the primitive checks the pairs and their indices
@@ -439,8 +570,8 @@ def all_to_all(x, axis_name, split_axis, concat_axis, *, axis_index_groups=None,
     frame = _vmapped(axis_name, "all_to_all", whole=True)
     if frame is not None:
         return tree_util.tree_map(
-            lambda v: vmap_collectives.all_to_all(frame, v, canonicalize_axis(split_axis, np.ndim(v)),
-                                                  canonicalize_axis(concat_axis, np.ndim(v)), tiled), x)
+            lambda v: _all_to_all_over_vmap(frame, v, canonicalize_axis(split_axis, np.ndim(v)),
+                                            canonicalize_axis(concat_axis, np.ndim(v)), tiled), x)
     axes = _axis_tuple(axis_name)
     env = _env("all_to_all", axes)
     groups = _index_groups(axis_index_groups, axes)
