@@ -8,11 +8,8 @@ from collections import Counter
 
 import numpy as np
 
-# meshsim's record names -> XLA's collective kinds
-KIND = {"psum": "all-reduce", "pmax": "all-reduce", "pmin": "all-reduce", "unreduced_psum": "all-reduce",
-        "unreduced_reduce_scatter": "reduce-scatter",
-        "all_gather": "all-gather", "reduce_scatter": "reduce-scatter",
-        "all_to_all": "all-to-all", "ppermute": "collective-permute"}
+from meshsim import _core
+
 _ITEMSIZE = {"f32": 4, "s32": 4, "u32": 4, "f64": 8, "s64": 8, "bf16": 2, "f16": 2, "pred": 1,
              "u8": 1, "s8": 1}
 _OP = re.compile(r"= (\(?[^=]*?\)?) (all-gather|all-reduce|reduce-scatter|all-to-all|"
@@ -93,7 +90,7 @@ def meshsim_collectives(log, axis_names) -> Counter:
     found = Counter()
     for r in log:
         axes = tuple(a for a in axis_names if a in r.axes)
-        found[(KIND.get(r.name, r.name), axes, r.bytes)] += 1
+        found[(_core.collective_instruction(r.name) or r.name, axes, r.bytes)] += 1  # XLA's kind, as declared
     return found
 
 
