@@ -565,6 +565,41 @@ def test_checkpoint_policies_choose_what_is_recomputed(policy, extra_dots, extra
             np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6)
 
 
+@pytest.mark.parametrize("policy_name", ["dots_saveable", "dots_with_no_batch_dims_saveable", "nothing_saveable"])
+@pytest.mark.parametrize("composed", [False, True])
+def test_dots_policies_save_what_jax_saves(real_jax, policy_name, composed):
+    """dots_saveable saves convolutions and batched products too, dots_with_no_batch_dims_saveable
+    only unbatched dot_generals (as each product declares where it is registered,
+    Primitive::saved_as_dot): the gradient's program recomputes as many of each as JAX's, with
+    the built-in policy and with one composed in Python (asked per equation)."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 3, 8, 8)).astype(np.float32)
+    k = (rng.standard_normal((4, 3, 3, 3)) / 4).astype(np.float32)
+    w = (rng.standard_normal((2, 8, 8)) / 4).astype(np.float32)
+    found = []
+    for lib in (meshsim, real_jax):
+        policy = getattr(lib.checkpoint_policies, policy_name)
+        if composed:
+            policy = lib.checkpoint_policies.save_from_both_policies(
+                policy, lib.checkpoint_policies.save_only_these_names("unused"))
+
+        def block(x, k, w, lib=lib):
+            y = lib.numpy.sin(lib.lax.conv(x, k, (1, 1), "SAME"))
+            z = lib.numpy.einsum("bij,bjk->bik", y[:, 0], w)  # a product with a batch dim
+            return lib.numpy.sin(z @ w[0])  # one without
+
+        def loss(x, k, w, lib=lib, policy=policy, block=block):
+            return lib.numpy.sum(lib.checkpoint(block, policy=policy)(x, k, w))
+
+        grad = lib.grad(loss, argnums=(0, 1, 2))
+        text = str(lib.make_jaxpr(grad)(x, k, w))
+        found.append(((text.count("conv_general_dilated"), text.count("dot_general")),
+                      [np.asarray(g) for g in grad(x, k, w)]))
+    assert found[0][0] == found[1][0]
+    for ours, theirs in zip(found[0][1], found[1][1]):
+        np.testing.assert_allclose(ours, theirs, rtol=2e-5, atol=1e-5)
+
+
 def test_checkpoint_is_a_remat2_equation_and_runs_eagerly():
     f = meshsim.checkpoint(lambda x: mnp.sin(mnp.sin(x)), prevent_cse=False)
     jaxpr = str(meshsim.make_jaxpr(f)(1.0))

@@ -5,6 +5,7 @@ table as C++."""
 import pathlib
 import re
 
+import numpy as np
 import pytest
 
 from meshsim import _core
@@ -161,6 +162,8 @@ def test_collectives_and_kinds_are_declared():
     ("shard_map", ["kind=local"], "only global primitives fix their results' layouts"),
     ("psum", ["xla_instruction"], "combines partial results but does not lower to an all-reduce"),
     ("logistic", ["elementwise"], "only elementwise primitives declare how bfloat16 is computed"),
+    ("while", ["sub_program_links"], "needs `sub_program_links`"),
+    ("exp", ["elementwise"], "only elementwise primitives of one or more operands have a float32 fusion loop"),
 ])
 def test_validate_rejects_inconsistent_definitions(name, drop, message):
     _core.validate_primitive_without(name, [])  # the registered definition is valid
@@ -259,20 +262,23 @@ def test_pass_through_primitives_run_no_kernel(tmp_path):
     assert "pvary" not in spans and "stop_gradient" not in spans
 
 
+# XLA's collective instructions (HLO opcodes): what a collective may lower to.
+_XLA_COLLECTIVES = {"all-reduce", "all-gather", "reduce-scatter", "all-to-all", "ragged-all-to-all",
+                    "collective-permute", "collective-broadcast"}
+
+
 def test_collectives_declare_the_instruction_they_lower_to():
-    """Each collective that moves data declares XLA's instruction for it where it is
-    registered (compiled text and the step-time model read it); the others declare none."""
-    want = {"psum": "all-reduce", "psum_invariant": "all-reduce", "pmax": "all-reduce",
-            "pmin": "all-reduce", "unreduced_psum": "all-reduce", "all_gather": "all-gather",
-            "all_gather_invariant": "all-gather", "reduce_scatter": "reduce-scatter",
-            "unreduced_reduce_scatter": "reduce-scatter", "all_to_all": "all-to-all", "ragged_all_to_all": "ragged-all-to-all",
-            "ppermute": "collective-permute", "pbroadcast": "collective-broadcast"}
+    """Each collective that moves data declares one of XLA's collective instructions where it
+    is registered (compiled text and the step-time model read it); the others declare none."""
     for name, info in INFO.items():
         if info["kind"] != "collective":
             continue
         instruction = _core.collective_instruction(name)
-        assert instruction == want.get(name), name
+        assert instruction is None or instruction in _XLA_COLLECTIVES, name
         assert (instruction is not None) == (_core.collective_steps(name, 2) > 0), name
+    # Those the sharded executor and the step-time model pick by instruction.
+    assert {_core.collective_instruction(n) for n in ("psum", "pmax", "pmin")} == {"all-reduce"}
+    assert _core.collective_instruction("all_to_all") == "all-to-all"
     with pytest.raises(ValueError, match="'add' is not a collective"):
         _core.collective_instruction("add")
 
@@ -325,6 +331,19 @@ _DECLARED = {
     "result_is_operand_view": {"reshape", "squeeze", "pvary", "stop_gradient", "sharding_constraint",
                                "mesh_cast", "name", "pbroadcast", "optimization_barrier"},
     "has_effects": {"debug_callback", "io_callback"},
+    # Sharding propagation into sub-programs (sharding/propagation.cpp); validate() requires it.
+    "sub_program_links": {"cond", "while", "scan"},
+    # How XLA's CPU compiler changes the equation (runtime/xla_rewrites.cpp).
+    "xla_rewrite": {"convert_element_type", "div"},
+    # What jax.checkpoint_policies' dots policies save (transforms/vjp.cpp, _src/remat.py).
+    "saved_as_dot": {"dot_general", "conv_general_dilated"},
+    # Printed as a call of its sub-program, or as JAX's pp rule prints it (ir/printing.h).
+    "prints_as_call": {"jit"},
+    "print_rule": {"dot_general", "conv_general_dilated", "ragged_dot_general", "broadcast_in_dim", "reshape",
+                   "iota", "convert_element_type", "reshard", "shard_map", "reduce_sum", "gather", "scatter",
+                   "scatter_add", "scatter_sub", "scatter_mul", "scatter_min", "scatter_max"},
+    # Layout-dependent kernels: fused only on contiguous operands (runtime/fusion.cpp).
+    "float_tile_dense_only": {"div"},
 }
 # Elementwise primitives XLA does not compute in bfloat16 as their float32
 # function rounded once (runtime/xla_rewrites.cpp reads the others' results unrounded).
@@ -349,3 +368,46 @@ def test_declared_reductions_widening_and_sub_programs():
     assert {n: i["sub_program_params"] for n, i in INFO.items() if i["sub_program_params"]} == _SUB_PROGRAMS
     # Layout-only primitives fix their results' layouts, except mesh_cast (laid out as its operand).
     assert {n for n, i in INFO.items() if i["layout_only"]} == {"reshard", "sharding_constraint", "mesh_cast"}
+
+
+# The executors' fast paths are declared by each primitive (Primitive::float_tile for
+# elementwise fusion, Primitive::int_scalar_op for runs of 0-d int32 equations). An
+# elementwise primitive computing float32 (or int32) from one or two operands of its
+# result's type that declares neither is listed here with the reason, so a
+# primitive added or changed without its fast path fails `test_fast_paths_are_declared`.
+_HAND_WRITTEN = "a kernel written outside the family helpers: no fusion loop declared yet (it runs unfused)"
+_UNARY_INDEX = "unary: the index arithmetic scalar runs serve (JAX's normalisation) is binary ops and select_n"
+_MOVES_ONLY = "moves its operand unchanged: nothing to compute"
+_THREE_OPERANDS = "three operands: the fused and scalar loops take one or two"
+_NOT_FUSED = {
+    "clamp": _THREE_OPERANDS,
+    "abs": _HAND_WRITTEN, "pow": _HAND_WRITTEN,
+    "nextafter": "works on its operands' bits: no fusion loop declared yet (it runs unfused)",
+    "copy": _MOVES_ONLY, "name": _MOVES_ONLY, "stop_gradient": _MOVES_ONLY,
+}
+_NO_SCALAR_OP = {
+    **{n: _UNARY_INDEX for n in ("abs", "clz", "neg", "not", "population_count", "sign", "square")},
+    "copy": _MOVES_ONLY, "name": _MOVES_ONLY, "stop_gradient": _MOVES_ONLY, "clamp": _THREE_OPERANDS,
+}
+
+
+def _result_dtype(name: str, dtype: str):
+    """The result dtype of the primitive on three operands of `dtype` (shape (4,); an
+    elementwise rule reads at most three), or None when it refuses them."""
+    try:
+        (out,) = _core.abstract_eval(name, [_core.ShapedArray((4,), np.dtype(dtype))] * 3, {})
+    except Exception:
+        return None
+    return np.dtype(out.dtype)
+
+
+def test_fast_paths_are_declared():
+    elementwise = sorted(n for n, i in INFO.items() if i["elementwise"])
+    tiles = {n for n in elementwise if _result_dtype(n, "float32") == np.dtype("float32")}
+    scalar = {n for n in elementwise if _result_dtype(n, "int32") in (np.dtype("int32"), np.dtype(bool))}
+    assert {n for n in tiles if not INFO[n]["float_tile"]} == set(_NOT_FUSED)
+    assert {n for n in scalar if not INFO[n]["int_scalar_op"]} == set(_NO_SCALAR_OP)
+    # Only elementwise primitives fuse; scalar ops sit on local primitives.
+    assert all(INFO[n]["elementwise"] for n, i in INFO.items() if i["float_tile"])
+    assert all(i["kind"] == "local" for i in INFO.values() if i["int_scalar_op"])
+    assert INFO["select_n"]["int_scalar_op"] and not INFO["clamp"]["int_scalar_op"]

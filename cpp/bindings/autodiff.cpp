@@ -18,13 +18,16 @@ py::tuple to_py(const Values& vals) {
   return res;
 }
 
-// Python checkpoint policies: `evaluate(policy_name, prim_name, in_avals, params)`.
+// Python checkpoint policies: `evaluate(policy_name, prim_name, in_avals, params, dot)`;
+// `dot` is None unless the primitive declares it is saved as a dot
+// (Primitive::saved_as_dot), then whether this application has no batch dims.
 PolicyEvaluator python_policies(const py::object& evaluate) {
   if (evaluate.is_none()) return nullptr;
   return [evaluate](const std::string& policy, const Primitive& prim, const Avals& in, const Params& params) {
     py::dict kwargs;
     for (const auto& [k, v] : params.items()) kwargs[py::str(k)] = param_to_py(v);
-    return evaluate(policy, prim.name, py::cast(in), kwargs).cast<bool>();
+    const py::object dot = prim.saved_as_dot ? py::object(py::bool_(prim.saved_as_dot(params))) : py::none();
+    return evaluate(policy, prim.name, py::cast(in), kwargs, dot).cast<bool>();
   };
 }
 

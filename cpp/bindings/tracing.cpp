@@ -221,6 +221,14 @@ void init_tracing(py::module_& m) {
     d["result_is_operand_view"] = p.result_is_operand_view;
     d["has_effects"] = p.has_effects;
     d["sub_program_params"] = py::tuple(py::cast(p.sub_program_params));
+    d["sub_program_links"] = bool(p.sub_program_links);
+    d["float_tile"] = bool(p.float_tile.loop);
+    d["float_tile_dense_only"] = p.float_tile.dense_only;
+    d["int_scalar_op"] = bool(p.int_scalar_op.op);
+    d["xla_rewrite"] = bool(p.xla_rewrite);
+    d["saved_as_dot"] = bool(p.saved_as_dot);
+    d["print_rule"] = bool(p.print_rule);
+    d["prints_as_call"] = p.prints_as_call;
     return d;
   });
   // Runs Primitive::validate on a copy of a registered primitive with some of
@@ -243,6 +251,7 @@ void init_tracing(py::module_& m) {
       else if (h == "elementwise") p.elementwise = false;
       else if (h == "xla_instruction") p.xla_instruction.clear();
       else if (h == "unmapped_dims_keep_sharding") p.unmapped_dims_keep_sharding = false;
+      else if (h == "sub_program_links") p.sub_program_links = nullptr;
       else throw ValueError("unknown hook '" + h + "'");
     }
     p.validate();

@@ -74,6 +74,15 @@ void Primitive::validate() const {
     if (kind != Kind::Collective && kind != Kind::Local) bad("only reductions and all-reduces combine partial results");
   }
   if (!bf16_widened_once && !elementwise) bad("only elementwise primitives declare how bfloat16 is computed");
+  if ((kind == Kind::ControlFlow) != bool(sub_program_links))
+    bad(kind == Kind::ControlFlow ? "needs `sub_program_links` for sharding propagation"
+                                  : "only control-flow primitives link sub-programs to operands");
+  if (float_tile.loop && (!elementwise || float_tile.arity < 1))
+    bad("only elementwise primitives of one or more operands have a float32 fusion loop");
+  if (int_scalar_op.op && (kind != Kind::Local || passes_through))
+    bad("only local primitives with a kernel have a scalar op");
+  if (saved_as_dot && kind != Kind::Local) bad("only local products are saved as dots");
+  if (prints_as_call && sub_program_params.empty()) bad("prints as a call without a sub-program");
   if ((regroups_dims || unmapped_dims_keep_sharding) && !factors)
     bad("declares how dimensions propagate without a factor map");
   if (retiles_through_other_dim && !unmapped_dims_keep_sharding)

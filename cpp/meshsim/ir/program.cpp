@@ -1,6 +1,6 @@
 #include "meshsim/ir/program.h"
+#include "meshsim/ir/printing.h"
 
-#include "meshsim/core/mesh_repr.h"
 
 #include <optional>
 #include <type_traits>
@@ -133,36 +133,6 @@ std::string var_name(int id) {
   return s;
 }
 
-// Python's repr of a float: the shortest digits that read back as `v`, in
-// exponent form below 1e-4 and from 1e16 on.
-std::string python_float_repr(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
-  char buf[64];
-  const auto end = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific).ptr;
-  const std::string sci(buf, end);  // "9.999999974752427e-07", "2e+00"
-  const size_t e = sci.find('e');
-  const int exp = std::stoi(sci.substr(e + 1));
-  const bool negative = sci[0] == '-';
-  std::string digits;
-  for (char c : sci.substr(negative, e - negative))
-    if (c != '.') digits += c;
-  std::string out;
-  if (exp < -4 || exp >= 16) {
-    out = digits.substr(0, 1) + (digits.size() > 1 ? "." + digits.substr(1) : "");
-    char tail[8];
-    std::snprintf(tail, sizeof tail, "e%c%02d", exp < 0 ? '-' : '+', std::abs(exp));
-    out += tail;
-  } else if (exp >= 0) {
-    const size_t whole = static_cast<size_t>(exp) + 1;
-    out = digits.size() <= whole ? digits + std::string(whole - digits.size(), '0') + ".0"
-                                 : digits.substr(0, whole) + "." + digits.substr(whole);
-  } else {
-    out = "0." + std::string(-exp - 1, '0') + digits;
-  }
-  return (negative ? "-" : "") + out;
-}
-
 // Python's repr of a complex number: parts without a trailing ".0", and a bare
 // imaginary number when the real part is +0: (1+2j), 2j, (-0-1j), (inf+nanj).
 std::string python_complex_repr(double re, double im) {
@@ -232,68 +202,11 @@ pp::D pp_vars(const Program& p, const std::vector<int>& vs, Context& ctx, bool s
 
 std::string quoted(const std::string& s) { return "'" + s + "'"; }
 
-std::string list_str(const IntList& l) {  // Python list: [1, 2]
-  std::string s = "[";
-  for (size_t i = 0; i < l.size(); ++i) s += (i ? ", " : "") + std::to_string(l[i]);
-  return s + "]";
-}
-
-bool is_scatter(const std::string& prim) {
-  return prim == "scatter" || prim == "scatter_add" || prim == "scatter_sub" || prim == "scatter_mul" ||
-         prim == "scatter_min" || prim == "scatter_max";
-}
-
-// JAX spells the combining scatters with a dash: scatter-add.
-std::string printed_name(const std::string& prim) {
-  if (is_scatter(prim) && prim != "scatter") return "scatter-" + prim.substr(8);
-  return prim;
-}
-
-// A JAX-form scatter's update_jaxpr (JAX's scatter_add etc. carry the
-// combining function as a program of two scalars; plain scatter has none).
-std::shared_ptr<Program> update_program(const std::string& prim, DType dtype) {
-  auto p = std::make_shared<Program>();
-  Aval scalar;
-  scalar.dtype = dtype;
-  const int x = p->new_var(scalar), y = p->new_var(scalar), z = p->new_var(scalar);
-  p->invars = {x, y};
-  p->outvars = {z};
-  p->eqns.push_back(Equation{&primitive(prim.substr(8)), {}, {x, y}, {z}});
-  return p;
-}
-
-// A tuple of dims as Python prints it, the entries flagged in `numpy` as
-// np.int64(d) (JAX's batching rules shift dims with np.add).
-std::string numpy_tuple_str(const IntList& d, const IntList* numpy) {
-  std::string t = "(";
-  for (size_t j = 0; j < d.size(); ++j) {
-    const std::string n = std::to_string(d[j]);
-    t += (j ? ", " : "") + (numpy && j < numpy->size() && (*numpy)[j] ? "np.int64(" + n + ")" : n);
-  }
-  return t + (d.size() == 1 ? ",)" : ")");
-}
-
-// GatherDimensionNumbers(...) / ScatterDimensionNumbers(...); `numpy` flags
-// the entries JAX holds as np.int64 (shifted by its batching rules).
-std::string jax_dims_str(const std::string& prim, const IntLists& d, const IntLists* numpy) {
-  static const char* const gather_names[] = {"offset_dims", "collapsed_slice_dims", "start_index_map",
-                                             "operand_batching_dims", "start_indices_batching_dims"};
-  static const char* const scatter_names[] = {"update_window_dims", "inserted_window_dims",
-                                              "scatter_dims_to_operand_dims", "operand_batching_dims",
-                                              "scatter_indices_batching_dims"};
-  const bool gather = prim == "gather";
-  std::string s = gather ? "GatherDimensionNumbers(" : "ScatterDimensionNumbers(";
-  for (size_t i = 0; i < 5; ++i)
-    s += std::string(i ? ", " : "") + (gather ? gather_names[i] : scatter_names[i]) + "=" +
-         numpy_tuple_str(d[i], numpy && i < numpy->size() ? &(*numpy)[i] : nullptr);
-  return s + ")";
-}
-
-// How JAX prints a parameter value when it differs from param_value_str.
-pp::D pp_param(const std::string& prim, const std::string& key, const ParamValue& v,
-               Context& ctx, bool jax_form = false) {
+// How a parameter value prints: sub-programs as jaxprs (a tuple of them one
+// per line when long), axis sets as Python's frozenset, the rest as params print.
+pp::D pp_param(const std::string& key, const ParamValue& v, Context& ctx) {
   if (auto* p = std::get_if<ProgramPtr>(&v); p && *p) return pp_program(**p, ctx);
-  if (auto* l = std::get_if<ProgramList>(&v)) {  // a tuple of jaxprs, one per line when long
+  if (auto* l = std::get_if<ProgramList>(&v)) {
     std::vector<pp::D> items;
     for (const ProgramPtr& q : *l) items.push_back(pp_program(*q, ctx));
     return pp::group(pp::concat({pp::nest(2, pp::concat({pp::text("("), pp::brk(""),
@@ -309,106 +222,22 @@ pp::D pp_param(const std::string& prim, const std::string& key, const ParamValue
       return pp::text(s + "})");
     }
   }
-  if (prim == "dot_general" && key == "dimension_numbers") {
-    // ((lhs_contract, rhs_contract), (lhs_batch, rhs_batch)) with lists, as JAX's pp rule.
-    if (auto* l = std::get_if<IntLists>(&v); l && l->size() == 4) {
-      const IntLists& d = *l;
-      return pp::text("((" + list_str(d[0]) + ", " + list_str(d[1]) + "), (" + list_str(d[2]) +
-                      ", " + list_str(d[3]) + "))");
-    }
-  }
-  if (prim == "conv_general_dilated" && key == "dimension_numbers") {
-    if (auto* l = std::get_if<IntLists>(&v); l && l->size() == 3) {
-      const IntLists& d = *l;
-      return pp::text("ConvDimensionNumbers(lhs_spec=" + param_value_str(d[0]) + ", rhs_spec=" +
-                      param_value_str(d[1]) + ", out_spec=" + param_value_str(d[2]) + ")");
-    }
-  }
-  if ((prim == "gather" || is_scatter(prim)) && key == "dimension_numbers") {
-    if (auto* l = std::get_if<IntLists>(&v); l && l->size() == 5) return pp::text(jax_dims_str(prim, *l, nullptr));
-  }
-  if (prim == "gather" && key == "fill_value") {
-    if (auto* d = std::get_if<double>(&v)) return pp::text(python_float_repr(*d));
-  }
-  if (jax_form && key == "mode") {
-    if (auto* m = std::get_if<std::string>(&v)) {
-      std::string upper = *m;
-      for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-      return pp::text("GatherScatterMode." + upper);
-    }
-  }
-  if (prim == "ragged_dot_general" && key == "ragged_dot_dimension_numbers") {
-    if (auto* l = std::get_if<IntLists>(&v); l && l->size() == 6) {
-      const IntLists& d = *l;
-      auto t = [](const IntList& x) { return param_value_str(x); };
-      return pp::text("RaggedDotDimensionNumbers(dot_dimension_numbers=((" + t(d[0]) + ", " +
-                      t(d[1]) + "), (" + t(d[2]) + ", " + t(d[3]) + ")), lhs_ragged_dimensions=" +
-                      t(d[4]) + ", rhs_group_dimensions=" + t(d[5]) + ")");
-    }
-  }
   return pp::text(param_value_str(v));
-}
-
-// A shard_map's in_specs or out_specs as JAX prints them: each P(...) also names
-// the pending sums (unreduced=, reduced=) of the value it describes.
-std::string spec_with_pending(const Spec& spec, const Aval& a) {
-  auto axes_text = [](const AxisNames& axes, const char* open, const char* close) {
-    std::string t;
-    for (const auto& axis : axes) t += (t.empty() ? "" : ", ") + quoted(axis);
-    return open + t + close;
-  };
-  std::vector<std::string> parts;
-  for (const AxisNames& entry : spec)
-    parts.push_back(entry.empty() ? "None" : entry.size() == 1 ? quoted(entry[0]) : axes_text(entry, "(", ")"));
-  const bool one_partition = parts.size() == 1;
-  if (!a.unreduced.empty()) parts.push_back(axes_text(a.unreduced, "unreduced={", "}"));
-  if (!a.reduced.empty()) parts.push_back(axes_text(a.reduced, "reduced={", "}"));
-  std::string s = "P(";
-  for (size_t i = 0; i < parts.size(); ++i) s += (i ? ", " : "") + parts[i];
-  return s + (one_partition && parts.size() == 1 ? ",)" : ")");
-}
-
-std::string specs_with_pending(const SpecList& specs, const Program& p, const std::vector<int>& vars) {
-  std::string s = "(";
-  for (size_t i = 0; i < specs.size(); ++i)
-    s += (i ? ", " : "") + spec_with_pending(specs[i], i < vars.size() ? p.avals[vars[i]] : Aval{});
-  return s + (specs.size() == 1 ? ",)" : ")");
 }
 
 bool is_none(const ParamValue& v) { return std::holds_alternative<std::monostate>(v); }
 
-bool is_empty_list(const ParamValue& v) {
-  if (auto* l = std::get_if<IntList>(&v)) return l->empty();
-  return false;
-}
-
-// JAX's custom pp rules hide some parameters (implied by the binder's type, or trivial).
-bool hidden(const std::string& prim, const std::string& key, const ParamValue& v) {
-  static const std::set<std::string> accuracy_ops = {
-      "exp", "exp2", "log", "expm1", "log1p", "tanh", "logistic", "sin", "cos", "tan",
-      "sqrt", "rsqrt", "cbrt"};
-  if (key == "numpy_dims") return true;  // shown inside the dims it flags
-  if (key == "accuracy" && accuracy_ops.count(prim)) return is_none(v);
-  if (key == "out_dtype") return is_none(v);
-  if (prim == "dot_general") return is_none(v) || key == "out_sharding";
-  if (prim == "broadcast_in_dim")
-    return key == "shape" || key == "sharding" ||
-           (key == "broadcast_dimensions" && is_empty_list(v));
-  if (prim == "convert_element_type") return key == "sharding";
-  if (prim == "reshard") return true;  // JAX's rule prints none (the type shows the sharding)
-  if (prim == "shard_map")  // pending sums print inside the specs
-    return key == "mesh_from_context" || key == "out_unreduced" || key == "out_reduced";
-  return false;
-}
-
-// Parameters JAX's primitives have that ours do not store (always None here).
-const std::map<std::string, std::vector<std::string>>& jax_only_params() {
-  static const std::map<std::string, std::vector<std::string>> m = {
-      {"reduce_sum", {"out_sharding"}},
-      {"reshape", {"dimensions", "sharding"}},
-      {"iota", {"sharding"}},
-  };
-  return m;
+// The equation as JAX prints it: its params but the ones only flagging others
+// (numpy_dims, shown inside the dims it flags) and an unset out_dtype, then
+// whatever the primitive's print rule changes (ir/printing.h).
+PrintedEquation printed(const Program& p, const Equation& e) {
+  PrintedEquation view{p, e, e.prim->name, {}};
+  for (const auto& [k, v] : e.params.items())
+    if (k != "numpy_dims" && !(k == "out_dtype" && is_none(v))) view.params.push_back(PrintedParam{k, v, ""});
+  if (e.prim->print_rule) e.prim->print_rule(view);
+  std::stable_sort(view.params.begin(), view.params.end(),
+                   [](const PrintedParam& a, const PrintedParam& b) { return a.key < b.key; });
+  return view;
 }
 
 // Names `callee`'s variables `vars` as `p`'s `like` (JAX's suggest_same_var_names):
@@ -429,74 +258,36 @@ void suggest_same_names(Context& ctx, const Program& callee, const std::vector<i
 }
 
 pp::D pp_eqn(const Program& p, const Equation& e, Context& ctx, const std::vector<bool>& used) {
-  const std::string& prim = e.prim->name;
-  std::vector<std::pair<std::string, const ParamValue*>> kv;
-  for (const auto& [k, v] : e.params.items())
-    if (!hidden(prim, k, v)) kv.emplace_back(k, &v);
-  static const ParamValue none{};
-  auto extra = jax_only_params().find(prim);
-  if (extra != jax_only_params().end())
-    for (const std::string& k : extra->second)
-      if (!e.params.has(k)) kv.emplace_back(k, &none);
-  // JAX's scatters also show their update program (held by the primitive's name here).
-  static const ParamValue no_consts{IntList{}};
-  ParamValue update = ParamValue{};
-  if (is_scatter(prim) && e.params.has("dimension_numbers")) {
-    if (prim != "scatter") {
-      ctx.printed_only.push_back(update_program(prim, p.avals[e.inputs[0]].dtype));
-      update = ProgramPtr(ctx.printed_only.back());
-    }
-    kv.emplace_back("update_consts", &no_consts);
-    kv.emplace_back("update_jaxpr", &update);
-  }
-  std::sort(kv.begin(), kv.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-
-  if (prim == "jit") {
-    // JAX's jit rule: `name` first, and the called program's variables named as
-    // the operands and results they stand for, where those are distinct variables
-    // (before the results are named: a result so named is named first).
-    std::stable_partition(kv.begin(), kv.end(), [](const auto& item) { return item.first == "name"; });
-    const Program& callee = *e.params.get<ProgramPtr>("jaxpr");
-    if (!ctx.shared.count(&callee)) {
+  PrintedEquation view = printed(p, e);
+  // Programs made for printing (a scatter's update_jaxpr) live as long as the
+  // names keyed by their address.
+  for (const PrintedParam& q : view.params)
+    if (auto* program = std::get_if<ProgramPtr>(&q.value); program && *program) ctx.printed_only.push_back(*program);
+  if (e.prim->prints_as_call) {
+    // JAX's call rule (pjit): `name` first, and the called program's variables
+    // named as the operands and results they stand for, where those are
+    // distinct variables (before the results are named: a result so named is named first).
+    std::stable_partition(view.params.begin(), view.params.end(),
+                          [](const PrintedParam& q) { return q.key == "name"; });
+    for (const std::string& key : e.prim->sub_program_params) {
+      const Program& callee = *e.params.get<ProgramPtr>(key);
+      if (ctx.shared.count(&callee)) continue;
       suggest_same_names(ctx, callee, callee.invars, p, e.inputs, used);
       suggest_same_names(ctx, callee, callee.outvars, p, e.outputs, used);
     }
   }
   pp::D lhs = pp_vars(p, e.outputs, ctx, /*shapes=*/true, "", &used);
   pp::D params = pp::nil();
-  if (!kv.empty()) {
+  if (!view.params.empty()) {
     std::vector<pp::D> items;
-    // A shard_map of the context mesh holds that mesh's abstract form in JAX.
-    const bool abstract_mesh = e.params.has("mesh_from_context");
-    // A gather or scatter in JAX's form (indexing_jax_form.h) spells its mode as JAX's enum.
-    const bool jax_form = (prim == "gather" || is_scatter(prim)) && e.params.has("dimension_numbers");
-    for (const auto& [k, v] : kv) {
-      const auto* mesh = std::get_if<MeshPtr>(v);
-      if (prim == "broadcast_in_dim" && k == "broadcast_dimensions" && e.params.has("numpy_dims")) {
-        items.push_back(pp::text(k + "=" + numpy_tuple_str(std::get<IntList>(*v),
-                                                           &e.params.get<IntList>("numpy_dims"))));
-        continue;
-      }
-      if (prim == "shard_map" && (k == "in_specs" || k == "out_specs")) {
-        if (const auto* specs = std::get_if<SpecList>(v)) {
-          items.push_back(pp::text(k + "=" + specs_with_pending(*specs, p, k == "in_specs" ? e.inputs : e.outputs)));
-          continue;
-        }
-      }
-      const auto* dims = std::get_if<IntLists>(v);
-      if (jax_form && k == "dimension_numbers" && dims && dims->size() == 5 && e.params.has("numpy_dims")) {
-        items.push_back(pp::text(k + "=" + jax_dims_str(prim, *dims, &e.params.get<IntLists>("numpy_dims"))));
-        continue;
-      }
-      items.push_back(pp::concat(
-          {pp::text(k + "="), abstract_mesh && mesh && *mesh ? pp::text(abstract_mesh_str(**mesh))
-                                                             : pp_param(prim, k, *v, ctx, jax_form)}));
-    }
+    for (const PrintedParam& q : view.params)
+      items.push_back(pp::concat({pp::text(q.key + "="), q.text.empty() ? pp_param(q.key, q.value, ctx)
+                                                                        : pp::text(q.text)}));
     params = pp::group(pp::concat(
         {pp::nest(2, pp::concat({pp::text("["), pp::brk(""), pp::join(pp::brk(), items)})),
          pp::brk(""), pp::text("]")}));
   }
-  std::vector<pp::D> rhs{pp::text(printed_name(prim)), params,
+  std::vector<pp::D> rhs{pp::text(view.name), params,
                          pp::concat({pp::text(" "), pp_vars(p, e.inputs, ctx, false)})};
   if (e.outputs.empty()) return pp::concat(rhs);
   std::vector<pp::D> all{lhs, pp::text(" = ")};
@@ -531,7 +322,7 @@ void name_shared_sub_programs(const Program& top, Context& ctx, std::vector<cons
       for (const Program* sub : sub_programs(e)) {
         queue.push_back(sub);
         if (name) names.try_emplace(sub, *name);
-        if (e.prim->name == "jit") ctx.traced_calls.insert(sub);
+        if (e.prim->prints_as_call) ctx.traced_calls.insert(sub);
       }
     }
   }

@@ -830,8 +830,8 @@ void register_control_flow_primitives() {
   cond.local_plan = cond_plan;
   cond.sharding_rule = sub_program_specs;
   cond.batch = cond_batch;
+  cond.sub_program_links = cond_links;
   register_primitive(std::move(cond));
-  set_sub_program_links(primitive("cond"), cond_links);
 
   Primitive loop;
   loop.name = "while";
@@ -849,8 +849,8 @@ void register_control_flow_primitives() {
                      "with dynamic start/stop values. Try using lax.scan, or using fori_loop with "
                      "static start/stop.");
   };
+  loop.sub_program_links = while_links;
   register_primitive(std::move(loop));
-  set_sub_program_links(primitive("while"), while_links);
 
   Primitive scan;
   scan.name = "scan";
@@ -864,8 +864,8 @@ void register_control_flow_primitives() {
   scan.local_plan = scan_plan;
   scan.sharding_rule = sub_program_specs;
   scan.batch = scan_batch;
+  scan.sub_program_links = scan_links;
   register_primitive(std::move(scan));
-  set_sub_program_links(primitive("scan"), scan_links);
 }
 
 }  // namespace meshsim

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "meshsim/ir/printing.h"
 #include "meshsim/ir/ops.h"
 #include "meshsim/ir/primitive.h"
 #include "meshsim/kernels/cast.h"
@@ -489,6 +490,13 @@ void register_convolution_primitives() {
   p.sharding_rule = conv_rule;
   p.local_plan = conv_plan;
   p.factors = conv_factors;
+  // JAX's dots_saveable saves convolutions too; dots_with_no_batch_dims_saveable does not.
+  p.saved_as_dot = [](const Params&) { return false; };
+  p.print_rule = [](PrintedEquation& e) {
+    if (const auto* d = std::get_if<IntLists>(e.find("dimension_numbers")); d && d->size() == 3)
+      e.spell("dimension_numbers", "ConvDimensionNumbers(lhs_spec=" + param_value_str((*d)[0]) + ", rhs_spec=" +
+                                       param_value_str((*d)[1]) + ", out_spec=" + param_value_str((*d)[2]) + ")");
+  };
   register_primitive(std::move(p));
 }
 

@@ -1,4 +1,5 @@
 // Creation primitives: values made from parameters alone.
+#include "meshsim/ir/printing.h"
 #include "meshsim/ir/primitive.h"
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/primitives/families.h"
@@ -12,6 +13,7 @@ void iota() {
   Primitive p;
   p.name = "iota";
   p.fused_into_readers = true;  // XLA recomputes it inside the readers that fuse it
+  p.print_rule = [](PrintedEquation& e) { e.add("sharding"); };  // JAX's param, not stored here
   p.abstract_eval = [](const Avals&, const Params& params) {
     const Shape& shape = params.get<IntList>("shape");
     int64_t dim = params.get<int64_t>("dimension");

@@ -12,6 +12,7 @@
 #include "meshsim/primitives/elementwise_binary.h"
 #include "meshsim/primitives/elementwise_family.h"
 #include "meshsim/ir/kernel_results.h"
+#include "meshsim/runtime/xla_rewrites.h"
 
 namespace meshsim {
 namespace {
@@ -51,6 +52,36 @@ Tensor divide_by_broadcast(const Tensor& x, const Tensor& y, DType out_dtype) {
   });
 }
 
+// 1 / c element by element, as XLA folds it (std::complex division).
+Tensor reciprocal_of(const Tensor& c) {
+  const Tensor dense = c.contiguous();
+  Tensor out = Tensor::empty(c.dtype(), c.shape());
+  dispatch_complex(c.dtype(), [&](auto tag) {
+    using C = decltype(tag);
+    const C* from = dense.data<C>();
+    C* to = out.data<C>();
+    for (int64_t i = 0; i < c.size(); ++i) to[i] = C(1) / from[i];
+  });
+  return out;
+}
+
+// XLA's algebraic simplifier turns a complex quotient by a constant into a
+// product with the constant's reciprocal (A / const => A * (1 / const)); a
+// divisor passed in at run time divides.
+bool multiplies_by_constant_reciprocal(const XlaRewriteSite& site) {
+  const Equation& e = site.eqn;
+  if (e.inputs.size() != 2 || !is_complex(site.traced.avals[e.outputs[0]].dtype)) return false;
+  const int c = const_index(site.traced, e.inputs[1]);
+  if (c < 0) return false;
+  if (!site.compiled) return true;
+  Program& p = *site.compiled;
+  const int r = p.new_var(site.traced.avals[e.inputs[1]]);
+  p.constvars.push_back(r);
+  p.consts.push_back(reciprocal_of(site.traced.consts[c]));
+  p.eqns.push_back(Equation{&primitive("mul"), e.params, {e.inputs[0], r}, e.outputs});
+  return true;
+}
+
 void div_primitive() {
   Primitive p = binary_primitive<Accepts::Number>(
       "div", [](auto x, auto y) { return div_op(x, y); },
@@ -61,8 +92,9 @@ void div_primitive() {
       return Tensors{divide_by_broadcast(in[0], in[1], out[0].dtype)};
     return quotient(in, params, out);
   };
+  p.float_tile.dense_only = true;  // a stride-0 divisor divides by its reciprocal
+  p.xla_rewrite = multiplies_by_constant_reciprocal;
   register_primitive(std::move(p));
-  mark_float_tile_dense_only("div");  // a stride-0 divisor divides by its reciprocal
 }
 
 // A complex product's imaginary part is one fused multiply-add; which of its

@@ -17,8 +17,6 @@
 #include "meshsim/kernels/elementwise.h"
 #include "meshsim/kernels/xla_math.h"
 #include "meshsim/ir/kernel_results.h"
-#include "meshsim/runtime/fusion.h"
-#include "meshsim/runtime/scalar_runs.h"
 
 namespace meshsim::elementwise {
 
@@ -230,10 +228,10 @@ void unary(const std::string& name, Op op, VjpRule vjp = nullptr, Nibble nibble 
     return run(in_, out_);
   };
   if constexpr (accepts_float32(A))
-    register_float_tile(name, 1, [op](const float* const* in, float* out, int64_t n) {
+    p.float_tile = {1, [op](const float* const* in, float* out, int64_t n) {
       auto element = unary_element<float, kFlush>(op);
       for (int64_t i = 0; i < n; ++i) out[i] = element(in[0][i]);  // map_unary's contiguous loop
-    });
+    }};
   register_primitive(std::move(p));
 }
 
@@ -288,10 +286,10 @@ void unary_simd(const std::string& name, VecOp vec_op, ScalarOp scalar_op, doubl
                                                    static_cast<C>(vec_limit)));
     });
   };
-  register_float_tile(name, 1, [vec_op, scalar_op, vec_limit](const float* const* in, float* out, int64_t n) {
+  p.float_tile = {1, [vec_op, scalar_op, vec_limit](const float* const* in, float* out, int64_t n) {
     auto scalar = [&](float x) { return static_cast<float>(scalar_op(x)); };
     unary_simd_row(in[0], out, n, vec_op, scalar, static_cast<float>(vec_limit));
-  });
+  }};
   register_primitive(std::move(p));
 }
 
@@ -362,14 +360,14 @@ Primitive binary_primitive(const std::string& name, Op op, VjpRule vjp = nullptr
     return run(in_, out_);
   };
   if constexpr (accepts_float32(A))
-    register_float_tile(name, 2, [op](const float* const* in, float* out, int64_t n) {
+    p.float_tile = {2, [op](const float* const* in, float* out, int64_t n) {
       auto element = binary_element<float, kFlush>(op);
       binary_row(in[0], 1, in[1], 1, out, n, element);  // map_binary's contiguous path
-    });
+    }};
   if constexpr (accepts_int32(A))
-    register_int_scalar_op(name, 2, ScalarOperands::Int32, [op](const int32_t* in, int) {
+    p.int_scalar_op = {2, /*selection=*/false, [op](const int32_t* in, int) {
       return binary_element<int32_t, kFlush>(op)(in[0], in[1]);  // map_binary's element on int32
-    });
+    }};
   return p;
 }
 
@@ -404,10 +402,10 @@ void comparison(const std::string& name, Op op) {
     if (is_int4(in_[0].dtype())) return widened_int4(in_, out_, run);
     return run(in_, out_);
   };
-  register_int_scalar_op(name, 2, ScalarOperands::Int32, [op](const int32_t* in, int) {
+  p.int_scalar_op = {2, /*selection=*/false, [op](const int32_t* in, int) {
     using C = compute_type_t<int32_t>;
     return int32_t(bool(op(C(in[0]), C(in[1]))));  // the kernel's element on int32
-  });
+  }};
   register_primitive(std::move(p));
 }
 

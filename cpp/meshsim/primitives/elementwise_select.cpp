@@ -7,12 +7,14 @@
 #include <cstring>
 #include <string>
 #include <vector>
+#include "meshsim/ir/printing.h"
 #include "meshsim/ir/unreduced.h"
 #include "meshsim/kernels/scalar_math.h"
 #include "meshsim/primitives/elementwise_family.h"
 #include "meshsim/sharding/rules.h"
 #include "meshsim/transforms/batching.h"
 #include "meshsim/ir/kernel_results.h"
+#include "meshsim/runtime/xla_rewrites.h"
 
 namespace meshsim {
 namespace {
@@ -155,9 +157,9 @@ void select_n_primitive() {
     return as_tensors(select_n_kernel(in, out));
   };
   // On 0-d operands (a bool `which` reads as 0 or 1, which picks the same case).
-  register_int_scalar_op("select_n", -1, ScalarOperands::Selection, [](const int32_t* in, int arity) {
+  p.int_scalar_op = {-1, /*selection=*/true, [](const int32_t* in, int arity) {
     return in[1 + select_case_index(in[0], int64_t{arity} - 2)];
-  });
+  }};
   register_primitive(std::move(p));
 }
 
@@ -211,6 +213,39 @@ void clamp_primitive() {
   register_primitive(std::move(p));
 }
 
+// XLA computes a bfloat16 elementwise op as its float32 function rounded once
+// (the op declares `bf16_widened_once`), so a convert to float32 right after it
+// reads the unrounded value: the op again, on its operands widened to float32,
+// straight into the convert's result. Its other readers still see the rounded value.
+bool reads_unrounded(const XlaRewriteSite& site) {
+  const Program& traced = site.traced;
+  const Equation& e = site.eqn;
+  if (e.inputs.size() != 1 || traced.avals[e.outputs[0]].dtype != DType::Float32 ||
+      traced.avals[e.inputs[0]].dtype != DType::BFloat16)
+    return false;
+  const int k = site.producers[e.inputs[0]];
+  if (k < 0) return false;
+  const Equation& op = traced.eqns[k];
+  if (op.outputs.size() != 1 || !op.prim->elementwise || !op.prim->bf16_widened_once) return false;
+  for (int v : op.inputs)
+    if (traced.avals[v].dtype != DType::BFloat16) return false;
+  if (!site.compiled) return true;
+  Program& p = *site.compiled;
+  std::vector<int> widened;
+  for (int v : op.inputs) {
+    Aval aval = traced.avals[v];
+    aval.dtype = DType::Float32;
+    aval.weak_type = false;
+    const int w = p.new_var(aval);
+    Params params = e.params;
+    params.set("weak_type", false);
+    p.eqns.push_back(Equation{e.prim, params, {v}, {w}});
+    widened.push_back(w);
+  }
+  p.eqns.push_back(Equation{op.prim, op.params, widened, e.outputs});
+  return true;
+}
+
 void convert_element_type_primitive() {
   Primitive p;
   p.name = "convert_element_type";
@@ -228,6 +263,8 @@ void convert_element_type_primitive() {
   };
   // Equal dtypes (only the weak type changes) pass the operand through.
   p.kernel = [](const Tensors& in, const Params&, const Avals& out) { return as_tensors(cast(in[0], out[0].dtype)); };
+  p.xla_rewrite = reads_unrounded;
+  p.print_rule = [](PrintedEquation& e) { e.hide("sharding"); };  // the result's type shows it
   register_primitive(std::move(p));
 }
 

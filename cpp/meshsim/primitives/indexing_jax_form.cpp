@@ -4,10 +4,12 @@
 #include "meshsim/primitives/indexing_jax_form.h"
 
 #include <algorithm>
+#include <cctype>
 #include <limits>
 
 #include "meshsim/ir/donated_operands.h"
 #include "meshsim/ir/ops.h"
+#include "meshsim/ir/printing.h"
 #include "meshsim/kernels/cast.h"
 #include "meshsim/primitives/indexing_common.h"
 #include "meshsim/transforms/batching.h"
@@ -308,12 +310,68 @@ std::optional<Batched> jax_scatter_batch(const BatchArgs& a, const std::string& 
   return Batched{{ops::bind1(name, {x, i, u}, p)}, {0}};
 }
 
+// GatherDimensionNumbers(...) / ScatterDimensionNumbers(...); `numpy` flags
+// the entries JAX holds as np.int64 (shifted by its batching rules).
+std::string jax_dims_str(bool scatter, const IntLists& d, const IntLists* numpy) {
+  static const char* const gather_names[] = {"offset_dims", "collapsed_slice_dims", "start_index_map",
+                                             "operand_batching_dims", "start_indices_batching_dims"};
+  static const char* const scatter_names[] = {"update_window_dims", "inserted_window_dims",
+                                              "scatter_dims_to_operand_dims", "operand_batching_dims",
+                                              "scatter_indices_batching_dims"};
+  std::string s = scatter ? "ScatterDimensionNumbers(" : "GatherDimensionNumbers(";
+  for (size_t i = 0; i < 5; ++i)
+    s += std::string(i ? ", " : "") + (scatter ? scatter_names[i] : gather_names[i]) + "=" +
+         numpy_tuple_str(d[i], numpy && i < numpy->size() ? &(*numpy)[i] : nullptr);
+  return s + ")";
+}
+
+// A combining scatter's update_jaxpr: its combining primitive (scatter_add's
+// add) on two scalars, as JAX's scatters carry it.
+ProgramPtr update_program(const std::string& combine, DType dtype) {
+  auto p = std::make_shared<Program>();
+  Aval scalar;
+  scalar.dtype = dtype;
+  const int x = p->new_var(scalar), y = p->new_var(scalar), z = p->new_var(scalar);
+  p->invars = {x, y};
+  p->outvars = {z};
+  p->eqns.push_back(Equation{&primitive(combine), {}, {x, y}, {z}});
+  return p;
+}
+
+// How JAX prints a gather or scatter: its dimension numbers and mode as JAX's
+// types, fill_value as a Python float; the combining scatters as scatter-add
+// etc., with their update program in JAX's form.
+void print_indexing(PrintedEquation& e, const std::string& name, bool scatter) {
+  const bool jax_form = is_jax_form(e.eqn.params);
+  const std::string combine = scatter && name != "scatter" ? name.substr(std::string("scatter_").size()) : "";
+  if (!combine.empty()) e.name = "scatter-" + combine;
+  for (PrintedParam& q : e.params) {
+    const auto* dims = std::get_if<IntLists>(&q.value);
+    if (q.key == "dimension_numbers" && dims && dims->size() == 5)
+      q.text = jax_dims_str(scatter, *dims, e.eqn.params.has("numpy_dims") ? &e.eqn.params.get<IntLists>("numpy_dims")
+                                                                            : nullptr);
+    if (const auto* fill = std::get_if<double>(&q.value); fill && q.key == "fill_value" && !scatter)
+      q.text = python_float_repr(*fill);
+    if (const auto* mode = std::get_if<std::string>(&q.value); mode && q.key == "mode" && jax_form) {
+      std::string upper = *mode;
+      for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      q.text = "GatherScatterMode." + upper;
+    }
+  }
+  if (scatter && jax_form) {
+    e.add("update_consts", IntList{});
+    e.add("update_jaxpr", combine.empty() ? ParamValue{}
+                                          : ParamValue{update_program(combine, e.program.avals[e.eqn.inputs[0]].dtype)});
+  }
+}
+
 }  // namespace
 
 bool is_jax_form(const Params& params) { return params.has("dimension_numbers"); }
 
 void accept_jax_form(Primitive& p, bool scatter) {
   const std::string name = p.name;
+  p.print_rule = [name, scatter](PrintedEquation& e) { print_indexing(e, name, scatter); };
   const size_t first = scatter ? 2 : 1;
   auto of_avals = [name, scatter](const Avals& in, const Params& params) {
     return translate(name, in[0].shape, in[1].shape, params, scatter);

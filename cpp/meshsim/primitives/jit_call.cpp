@@ -14,6 +14,7 @@ namespace meshsim {
 
 void register_jit_primitive() {
   Primitive p = program_call("jit", "jaxpr");
+  p.prints_as_call = true;
   // Differentiated as its body written in place: every residual is saved.
   p.vjp_split = [](const Values& in, const std::vector<bool>& active, const Params& params) {
     return linearize(*params.get<ProgramPtr>("jaxpr"), in, active);

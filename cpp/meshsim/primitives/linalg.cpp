@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 
+#include "meshsim/ir/printing.h"
 #include "meshsim/core/cancel.h"
 #include "meshsim/ir/ops.h"
 #include "meshsim/ir/primitive.h"
@@ -623,33 +624,42 @@ std::optional<FactorMap> dot_general_factors(const Avals& in, const Params& para
 }  // namespace
 
 void register_linalg_primitives() {
-  auto add = [](const char* name, auto eval, auto kernel, auto vjp, auto cost,
-                std::function<Batched(const BatchArgs&)> batch, SpecRule rule, PlanRule plan,
-                FactorRule factors, UrRule ur_rule) {
-    Primitive p;
-    p.name = name;
-    p.uses_blas = true;
-    p.sharding_rule = std::move(rule);
-    p.local_plan = std::move(plan);
-    p.factors = std::move(factors);
-    p.abstract_eval = eval;
-    p.kernel = kernel;
-    p.vjp = vjp;
-    p.cost = cost;
-    p.batch = std::move(batch);
-    p.ur_rule = std::move(ur_rule);
-    register_primitive(std::move(p));
-  };
+  Primitive p;
+  p.name = "dot_general";
+  p.uses_blas = true;
+  p.sharding_rule = dot_general_rule;
+  p.local_plan = dot_general_plan;
+  p.factors = dot_general_factors;
+  p.abstract_eval = dot_general_eval;
+  p.kernel = dot_general_kernel;
+  p.vjp = dot_general_vjp;
   // A multiply and an add per output element and contracted index.
-  auto dot_general_cost = [](const Avals& in, const Params& params, const Avals& out) {
+  p.cost = [](const Avals& in, const Params& params, const Avals& out) {
     Cost c = memory_cost(in, out);
     double contracted = 1;
     for (int64_t d : dot_dims(params, in[0].ndim(), in[1].ndim()).lhs_contract) contracted *= in[0].shape[d];
     c.flops = 2 * contracted * static_cast<double>(num_elements(out[0].shape));
     return c;
   };
-  add("dot_general", dot_general_eval, dot_general_kernel, dot_general_vjp, dot_general_cost,
-      dot_general_batch, dot_general_rule, dot_general_plan, dot_general_factors, dot_general_ur_rule);
+  p.batch = dot_general_batch;
+  p.ur_rule = dot_general_ur_rule;
+  // JAX's pp rule: dimension_numbers as ((lhs_contract, rhs_contract), (lhs_batch,
+  // rhs_batch)) of lists; out_sharding and unset params hidden.
+  p.print_rule = [](PrintedEquation& e) {
+    e.hide("out_sharding");
+    e.params.erase(std::remove_if(e.params.begin(), e.params.end(),
+                                  [](const PrintedParam& q) { return std::holds_alternative<std::monostate>(q.value); }),
+                   e.params.end());
+    if (const auto* d = std::get_if<IntLists>(e.find("dimension_numbers")); d && d->size() == 4)
+      e.spell("dimension_numbers", "((" + python_list_str((*d)[0]) + ", " + python_list_str((*d)[1]) + "), (" +
+                                       python_list_str((*d)[2]) + ", " + python_list_str((*d)[3]) + "))");
+  };
+  // Saved by JAX's dots policies; dots_with_no_batch_dims_saveable asks for no batch dims.
+  p.saved_as_dot = [](const Params& params) {
+    const IntLists& dn = params.get<IntLists>("dimension_numbers");
+    return dn[2].empty() && dn[3].empty();
+  };
+  register_primitive(std::move(p));
   register_ragged_dot_primitive();
   register_convolution_primitives();
   register_fft_primitive();

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <initializer_list>
 
+#include "meshsim/ir/printing.h"
 #include "meshsim/ir/ops.h"
 #include "meshsim/ir/primitive.h"
 #include "meshsim/kernels/cast.h"
@@ -301,6 +302,14 @@ void register_ragged_dot_primitive() {
   p.abstract_eval = ragged_dot_general_eval;
   p.kernel = ragged_dot_general_kernel;
   p.vjp = ragged_dot_general_vjp;  // batched: the per-example fallback
+  p.print_rule = [](PrintedEquation& e) {
+    const auto* d = std::get_if<IntLists>(e.find("ragged_dot_dimension_numbers"));
+    if (!d || d->size() != 6) return;
+    auto t = [&](size_t i) { return param_value_str((*d)[i]); };
+    e.spell("ragged_dot_dimension_numbers",
+            "RaggedDotDimensionNumbers(dot_dimension_numbers=((" + t(0) + ", " + t(1) + "), (" + t(2) + ", " + t(3) +
+                ")), lhs_ragged_dimensions=" + t(4) + ", rhs_group_dimensions=" + t(5) + ")");
+  };
   register_primitive(std::move(p));
 }
 

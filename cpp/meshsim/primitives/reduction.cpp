@@ -4,6 +4,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "meshsim/ir/printing.h"
 #include "meshsim/ir/ops.h"
 #include "meshsim/ir/primitive.h"
 #include "meshsim/ir/unreduced.h"
@@ -327,9 +328,11 @@ template <template <class> class Op, Accepts kAccepts>
 // collective multiplies (JAX has no pprod), so a product's reduced dimension
 // is gathered first here.
 void reduce(const std::string& name, const std::string& partials,
-            std::function<Cotangents(const VjpArgs&)> vjp = nullptr) {
+            std::function<Cotangents(const VjpArgs&)> vjp = nullptr,
+            std::function<void(PrintedEquation&)> print_rule = nullptr) {
   Primitive p;
   p.name = name;
+  p.print_rule = std::move(print_rule);
   p.partials_reduction = partials;
   p.fuses_operands = true;  // XLA fuses the operand it reduces
   const std::string combined = partials == "prod" ? "" : partials;
@@ -719,7 +722,8 @@ std::function<Cotangents(const VjpArgs&)> scan_vjp(Value (*combine)(const Value&
 }  // namespace
 
 void register_reduction_primitives() {
-  reduce<Sum, Accepts::Number>("reduce_sum", "sum", reduce_sum_vjp);
+  reduce<Sum, Accepts::Number>("reduce_sum", "sum", reduce_sum_vjp,
+                               [](PrintedEquation& e) { e.add("out_sharding"); });  // JAX's, not stored here
   reduce<Prod, Accepts::Number>("reduce_prod", "prod", reduce_prod_vjp);
   reduce<Max, Accepts::Any>("reduce_max", "max", reduce_chooser_vjp);
   reduce<Min, Accepts::Any>("reduce_min", "min", reduce_chooser_vjp);

@@ -5,6 +5,8 @@
 // global arrays; each is laid out as its in_spec says (its blocks are used as
 // they are when it already is) and the body's per-device results are
 // assembled into arrays sharded as out_specs say.
+#include "meshsim/core/mesh_repr.h"
+#include "meshsim/ir/printing.h"
 #include "meshsim/ir/axis_env.h"
 #include "meshsim/ir/ops.h"
 #include "meshsim/primitives/families.h"
@@ -385,6 +387,46 @@ Batched shard_map_batch(const BatchArgs& a) {
   Values outs = meshsim::bind(a.prim, a.in, shard_map_params(a.params, body, in_specs, out_specs));
   return Batched{outs, out_dims};
 }
+// A shard_map's in_specs or out_specs as JAX prints them: each P(...) also names
+// the pending sums (unreduced=, reduced=) of the value it describes.
+std::string spec_with_pending(const Spec& spec, const Aval& a) {
+  auto quoted = [](const std::string& axis) { return "'" + axis + "'"; };
+  auto axes_text = [&](const AxisNames& axes, const char* open, const char* close) {
+    std::string t;
+    for (const auto& axis : axes) t += (t.empty() ? "" : ", ") + quoted(axis);
+    return open + t + close;
+  };
+  std::vector<std::string> parts;
+  for (const AxisNames& entry : spec)
+    parts.push_back(entry.empty() ? "None" : entry.size() == 1 ? quoted(entry[0]) : axes_text(entry, "(", ")"));
+  const bool one_partition = parts.size() == 1;
+  if (!a.unreduced.empty()) parts.push_back(axes_text(a.unreduced, "unreduced={", "}"));
+  if (!a.reduced.empty()) parts.push_back(axes_text(a.reduced, "reduced={", "}"));
+  std::string s = "P(";
+  for (size_t i = 0; i < parts.size(); ++i) s += (i ? ", " : "") + parts[i];
+  return s + (one_partition && parts.size() == 1 ? ",)" : ")");
+}
+
+std::string specs_with_pending(const SpecList& specs, const Program& p, const std::vector<int>& vars) {
+  std::string s = "(";
+  for (size_t i = 0; i < specs.size(); ++i)
+    s += (i ? ", " : "") + spec_with_pending(specs[i], i < vars.size() ? p.avals[vars[i]] : Aval{});
+  return s + (specs.size() == 1 ? ",)" : ")");
+}
+
+// JAX's pp rule: pending sums print inside the specs; a shard_map of the
+// context mesh holds that mesh's abstract form.
+void print_shard_map(PrintedEquation& e) {
+  e.hide("mesh_from_context");
+  e.hide("out_unreduced");
+  e.hide("out_reduced");
+  for (PrintedParam& q : e.params) {
+    if (const auto* specs = std::get_if<SpecList>(&q.value); specs && (q.key == "in_specs" || q.key == "out_specs"))
+      q.text = specs_with_pending(*specs, e.program, q.key == "in_specs" ? e.eqn.inputs : e.eqn.outputs);
+    if (const auto* mesh = std::get_if<MeshPtr>(&q.value); mesh && *mesh && e.eqn.params.has("mesh_from_context"))
+      q.text = abstract_mesh_str(**mesh);
+  }
+}
 }  // namespace
 
 void register_shard_map_primitive() {
@@ -401,6 +443,7 @@ void register_shard_map_primitive() {
   };
   p.vjp_split = shard_map_vjp;
   p.batch = shard_map_batch;
+  p.print_rule = print_shard_map;
   register_primitive(std::move(p));
 }
 

@@ -6,6 +6,7 @@
 // the same blocks seen through a mesh whose axis types differ (auto_axes /
 // explicit_axes): the type keeps only the new mesh's Explicit axes and no
 // data moves.
+#include "meshsim/ir/printing.h"
 #include "meshsim/ir/ops.h"
 #include "meshsim/ir/unreduced.h"
 #include "meshsim/primitives/families.h"
@@ -134,7 +135,9 @@ Primitive mesh_cast_primitive() {
 }  // namespace
 
 void register_sharding_primitives() {
-  register_primitive(reshard_primitive("reshard"));
+  Primitive reshard = reshard_primitive("reshard");
+  reshard.print_rule = [](PrintedEquation& e) { e.params.clear(); };  // JAX's rule: the type shows the sharding
+  register_primitive(std::move(reshard));
   Primitive constraint = reshard_primitive("sharding_constraint");
   constraint.result_is_operand_view = true;  // a layout for the partitioner, no copy
   register_primitive(std::move(constraint));

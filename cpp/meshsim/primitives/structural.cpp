@@ -7,6 +7,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "meshsim/ir/printing.h"
 #include "meshsim/ir/ops.h"
 #include "meshsim/ir/primitive.h"
 #include "meshsim/ir/unreduced.h"
@@ -335,6 +336,16 @@ void broadcast_in_dim() {
   Primitive p;
   p.name = "broadcast_in_dim";
   p.fused_into_readers = true;  // XLA recomputes it inside the readers that fuse it
+  // JAX's pp rule: the result's type shows shape and sharding; no dims, none
+  // printed; dims its batching rule shifted print as np.int64.
+  p.print_rule = [](PrintedEquation& e) {
+    e.hide("shape");
+    e.hide("sharding");
+    const auto* dims = std::get_if<IntList>(e.find("broadcast_dimensions"));
+    if (dims && dims->empty()) e.hide("broadcast_dimensions");
+    else if (dims && e.eqn.params.has("numpy_dims"))
+      e.spell("broadcast_dimensions", numpy_tuple_str(*dims, &e.eqn.params.get<IntList>("numpy_dims")));
+  };
   p.sharding_rule = broadcast_in_dim_rule;
   p.local_plan = local_shape_plan("shape");
   p.factors = broadcast_in_dim_factors;
@@ -392,6 +403,10 @@ void reshape() {
   Primitive p;
   p.name = "reshape";
   p.ur_rule = keep_operand_ur();  // moves elements: linear
+  p.print_rule = [](PrintedEquation& e) {  // JAX's params this one does not store
+    e.add("dimensions");
+    e.add("sharding");
+  };
   p.sharding_rule = reshape_rule;
   p.local_plan = reshape_plan;
   p.factors = reshape_factors;

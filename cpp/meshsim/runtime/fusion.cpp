@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <map>
-#include <mutex>
 
 #include "meshsim/core/cancel.h"
 #include "meshsim/runtime/timeline.h"
@@ -11,35 +10,14 @@ namespace meshsim {
 
 namespace {
 
-struct RegisteredTile {
-  int arity;
-  FloatTile tile;
-  bool dense_only = false;
-};
-
-// Filled while primitives register (at import), read by plans after; the
-// map's nodes do not move, so steps keep pointers to the tiles.
-std::map<std::string, RegisteredTile>& tiles() {
-  static std::map<std::string, RegisteredTile> registry;
-  return registry;
-}
-
-std::mutex& tiles_mutex() {
-  static std::mutex m;
-  return m;
-}
-
-const RegisteredTile* tile_of(const std::string& name) {
-  std::lock_guard<std::mutex> lock(tiles_mutex());
-  auto it = tiles().find(name);
-  return it == tiles().end() ? nullptr : &it->second;
-}
+// The equation's fusion loop, or nullptr when its primitive declares none.
+const FusionTile* tile_of(const Equation& e) { return e.prim->float_tile.loop ? &e.prim->float_tile : nullptr; }
 
 // The shape of an equation that can join a run: one float32 result, every
 // operand float32 of that shape or a scalar beside it (read as a tile of
 // copies of it: the kernels' loops compute each element alike whatever the
 // operand's stride, except a div's, which is dense-only); nullptr otherwise.
-const Shape* fusable_shape(const Program& program, const Equation& e, const RegisteredTile* t) {
+const Shape* fusable_shape(const Program& program, const Equation& e, const FusionTile* t) {
   if (!t || e.prim->passes_through || e.outputs.size() != 1 ||
       e.inputs.size() != static_cast<size_t>(t->arity))
     return nullptr;
@@ -55,16 +33,6 @@ const Shape* fusable_shape(const Program& program, const Equation& e, const Regi
 
 }  // namespace
 
-void register_float_tile(const std::string& name, int arity, FloatTile tile) {
-  std::lock_guard<std::mutex> lock(tiles_mutex());
-  tiles()[name] = RegisteredTile{arity, std::move(tile)};
-}
-
-void mark_float_tile_dense_only(const std::string& name) {
-  std::lock_guard<std::mutex> lock(tiles_mutex());
-  tiles().at(name).dense_only = true;
-}
-
 bool fusion_enabled() { return !timeline::active(); }
 
 // How far past a run's first equation its other equations are looked for.
@@ -75,7 +43,7 @@ FusionPlan::FusionPlan(const Program& program, const std::vector<int>& last) {
   role_.assign(n, -1);
   std::vector<const Shape*> shape(n);
   for (size_t k = 0; k < n; ++k)
-    shape[k] = fusable_shape(program, program.eqns[k], tile_of(program.eqns[k].prim->name));
+    shape[k] = fusable_shape(program, program.eqns[k], tile_of(program.eqns[k]));
   // A run gathers the equations of its first one's shape that follow it, up
   // to an equation that is not its own but reads one of its values (which
   // would then not be computed yet), or one that may run mesh-wide (runs
@@ -129,9 +97,8 @@ FusionPlan::FusionPlan(const Program& program, const std::vector<int>& last) {
     }
     for (size_t s = 0; s < members.size(); ++s) {
       const Equation& e = program.eqns[members[s]];
-      const RegisteredTile* t = tile_of(e.prim->name);
-      FusedGroup::Step step{&t->tile, t->arity, {0, 0}, t->dense_only};
-      for (int i = 0; i < t->arity; ++i) {
+      FusedGroup::Step step{tile_of(e), {0, 0}};
+      for (int i = 0; i < step.tile->arity; ++i) {
         const int v = id.at(e.inputs[i]);
         step.operand[i] = v < 0 ? -1 - v : static_cast<int>(g.inputs.size()) + v;
       }
@@ -166,8 +133,8 @@ bool run_fused_group(const FusedGroup& g, const Tensor* const* inputs, Tensor* r
       base[i] = tile;
     } else if (!t.is_contiguous()) {
       for (const FusedGroup::Step& s : g.steps)
-        for (int o = 0; o < s.arity; ++o)
-          if (s.dense_only && s.operand[o] == static_cast<int>(i)) return false;
+        for (int o = 0; o < s.tile->arity; ++o)
+          if (s.tile->dense_only && s.operand[o] == static_cast<int>(i)) return false;
       packed[i] = t.contiguous();
       base[i] = packed[i].data<float>();
     } else {
@@ -201,8 +168,8 @@ bool run_fused_group(const FusedGroup& g, const Tensor* const* inputs, Tensor* r
     };
     for (size_t s = 0; s < num_steps; ++s) {
       const FusedGroup::Step& step = g.steps[s];
-      for (int o = 0; o < step.arity; ++o) operands[o] = at(step.operand[o]);
-      (*step.tile)(operands, g.kept[s] ? out[s] + start : out[s], n);
+      for (int o = 0; o < step.tile->arity; ++o) operands[o] = at(step.operand[o]);
+      step.tile->loop(operands, g.kept[s] ? out[s] + start : out[s], n);
     }
   }
   for (Tensor& t : packed) t = Tensor();

@@ -5,7 +5,7 @@
 // between them may not read its values. Values read only inside the run never
 // get a buffer of their own; the others are written tile by tile into their
 // buffers. Each equation's tile is computed by the loop its own kernel runs on
-// contiguous operands (registered with the primitive), so a fused run gives
+// contiguous operands (declared by the primitive), so a fused run gives
 // the same bits as the equations one by one.
 #pragma once
 #include <functional>
@@ -17,25 +17,15 @@
 
 namespace meshsim {
 
-// A float32 elementwise primitive on `n` contiguous elements: in[i] points at
-// its operand i, out at its result. `n` may be any count; a tile starts at a
-// multiple of kFusionTile elements of the value.
-using FloatTile = std::function<void(const float* const* in, float* out, int64_t n)>;
+// Tiles start at multiples of kFusionTile elements of a value; each
+// equation's tile is computed by its primitive's `float_tile` loop
+// (ir/primitive.h), declared where the primitive is registered.
 constexpr int64_t kFusionTile = 512;
-
-// Registers primitive `name`'s tile (arity operands of the result's shape).
-void register_float_tile(const std::string& name, int arity, FloatTile tile);
-// For a primitive whose kernel depends on an operand's layout (div by a
-// stride-0 divisor): its operands from outside the run must be contiguous
-// buffers, or the run goes equation by equation.
-void mark_float_tile_dense_only(const std::string& name);
 
 struct FusedGroup {
   struct Step {
-    const FloatTile* tile;
-    int arity;
+    const FusionTile* tile;
     int operand[2];  // value ids: [0, inputs.size()) the run's inputs, then the results in order
-    bool dense_only;
   };
   std::vector<size_t> members;       // its equations, in program order
   Shape shape;

@@ -1,7 +1,6 @@
 #include "meshsim/runtime/scalar_runs.h"
 
 #include <map>
-#include <mutex>
 
 #include "meshsim/core/cancel.h"
 
@@ -9,37 +8,13 @@ namespace meshsim {
 
 namespace {
 
-struct RegisteredScalarOp {
-  int arity;
-  ScalarOperands operands;
-  IntScalarOp op;
-};
-
-// Filled while primitives register (at import), read by plans after; the
-// map's nodes do not move, so steps keep pointers to the ops.
-std::map<std::string, RegisteredScalarOp>& scalar_ops() {
-  static std::map<std::string, RegisteredScalarOp> registry;
-  return registry;
-}
-
-std::mutex& scalar_ops_mutex() {
-  static std::mutex m;
-  return m;
-}
-
-const RegisteredScalarOp* scalar_op_of(const std::string& name) {
-  std::lock_guard<std::mutex> lock(scalar_ops_mutex());
-  auto it = scalar_ops().find(name);
-  return it == scalar_ops().end() ? nullptr : &it->second;
-}
-
 bool register_dtype(const Aval& a) {
   return a.shape.empty() && (a.dtype == DType::Int32 || a.dtype == DType::Bool);
 }
 
-// The registered op equation `e` computes in registers, or nullptr when it
+// The op equation `e` computes in registers, or nullptr when it
 // cannot join a run; `*pass` is set for a pass-through equation.
-const RegisteredScalarOp* scalar_step_of(const Program& program, const Equation& e, bool* pass) {
+const IntRegisterOp* scalar_step_of(const Program& program, const Equation& e, bool* pass) {
   *pass = false;
   if (e.prim->is_collective() || e.prim->mesh_call || !sub_programs(e).empty()) return nullptr;
   for (const std::vector<int>* vars : {&e.inputs, &e.outputs})
@@ -52,27 +27,21 @@ const RegisteredScalarOp* scalar_step_of(const Program& program, const Equation&
     *pass = true;
     return nullptr;
   }
-  const RegisteredScalarOp* op = scalar_op_of(e.prim->name);
+  const IntRegisterOp* op = e.prim->int_scalar_op.op ? &e.prim->int_scalar_op : nullptr;
   if (!op || e.outputs.size() != 1 || e.inputs.empty() ||
       (op->arity >= 0 && static_cast<size_t>(op->arity) != e.inputs.size()))
     return nullptr;
   const DType out = program.avals[e.outputs[0]].dtype;
   for (size_t i = 0; i < e.inputs.size(); ++i) {
     const DType in = program.avals[e.inputs[i]].dtype;
-    const bool ok = op->operands == ScalarOperands::Int32 ? in == DType::Int32
-                                                          : (i == 0 || in == out);
+    const bool ok = op->selection ? (i == 0 || in == out) : in == DType::Int32;
     if (!ok) return nullptr;
   }
-  if (op->operands == ScalarOperands::Selection && e.inputs.size() < 2) return nullptr;
+  if (op->selection && e.inputs.size() < 2) return nullptr;
   return op;
 }
 
 }  // namespace
-
-void register_int_scalar_op(const std::string& name, int arity, ScalarOperands operands, IntScalarOp op) {
-  std::lock_guard<std::mutex> lock(scalar_ops_mutex());
-  scalar_ops()[name] = RegisteredScalarOp{arity, operands, std::move(op)};
-}
 
 Tensor scalar_tensor(int32_t value, DType dtype) {
   return dtype == DType::Bool ? Tensor::scalar<bool>(value != 0) : Tensor::scalar<int32_t>(value);
@@ -83,14 +52,14 @@ void compute_scalar_steps(const ScalarRun& r, int32_t* registers) {
   for (const ScalarRun::Step& s : r.steps) {
     operands.resize(s.arity);
     for (int i = 0; i < s.arity; ++i) operands[i] = registers[r.operand_registers[s.first_operand + i]];
-    registers[s.result] = s.op ? (*s.op)(operands.data(), s.arity) : operands[0];
+    registers[s.result] = s.op ? s.op->op(operands.data(), s.arity) : operands[0];
   }
 }
 
 ScalarPlan::ScalarPlan(const Program& program, const std::vector<int>& last) {
   const size_t n = program.eqns.size();
   role_.assign(n, -1);
-  std::vector<const RegisteredScalarOp*> op(n);
+  std::vector<const IntRegisterOp*> op(n);
   std::vector<char> eligible(n), pass(n);
   for (size_t k = 0; k < n; ++k) {
     bool p = false;
@@ -165,7 +134,7 @@ ScalarPlan::ScalarPlan(const Program& program, const std::vector<int>& last) {
       const int32_t folded = all_known ? op[j]->op(values.data(), static_cast<int>(values.size())) : 0;
       const int out = new_register(e.outputs[0], all_known, folded);
       if (!all_known) {
-        r.steps.push_back({&op[j]->op, out, static_cast<int>(r.operand_registers.size()),
+        r.steps.push_back({op[j], out, static_cast<int>(r.operand_registers.size()),
                            static_cast<int>(operands.size())});
         r.operand_registers.insert(r.operand_registers.end(), operands.begin(), operands.end());
       }

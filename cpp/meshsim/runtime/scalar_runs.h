@@ -4,12 +4,13 @@
 // pipeline step runs tens of thousands of such 0-d equations, each of which,
 // run alone, costs an operand list, a kernel call and a result tensor for a
 // single int32. A run of consecutive 0-d int32/bool equations (those whose
-// primitive registered its scalar op, and pass-through ones such as pvary)
+// primitive declares a scalar op, and pass-through ones such as pvary)
 // instead computes in int32 registers and writes a tensor only for the values
 // read after the run. Equations whose operands are all literals (or results
 // of such) are computed once when the run is planned. Each primitive
-// registers the op its own kernel applies to one int32 element, so a run
-// gives the same values as its equations one by one.
+// declares the op its own kernel applies to one int32 element (its
+// `int_scalar_op`, ir/primitive.h), so a run gives the same values as its
+// equations one by one.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -20,22 +21,9 @@
 
 namespace meshsim {
 
-// A primitive on 0-d operands, each read as an int32 (a bool as 0 or 1); the
-// result is stored in the equation's result dtype (int32, or bool as != 0).
-using IntScalarOp = std::function<int32_t(const int32_t* in, int arity)>;
-
-// Which operand dtypes a scalar op computes as its kernel would.
-enum class ScalarOperands {
-  Int32,      // every operand int32 (arithmetic, comparisons)
-  Selection,  // operand 0 int32 or bool; the others of the result's dtype (select_n)
-};
-
-// Registers primitive `name`'s scalar op (`arity` operands, -1 for any number).
-void register_int_scalar_op(const std::string& name, int arity, ScalarOperands operands, IntScalarOp op);
-
 struct ScalarRun {
   struct Step {
-    const IntScalarOp* op;  // nullptr: a pass-through (copies its operand)
+    const IntRegisterOp* op;  // nullptr: a pass-through (copies its operand)
     int result;             // register
     int first_operand;      // into `operand_registers`
     int arity;

@@ -1,19 +1,13 @@
 #include "meshsim/runtime/xla_rewrites.h"
 
 #include <algorithm>
-#include <complex>
 #include <map>
 #include <numeric>
 #include <string>
 
-#include "meshsim/kernels/dispatch.h"
 
 namespace meshsim {
 namespace {
-
-// Elementwise primitives whose bfloat16 kernel is the float32 one rounded
-// once, as each declares where it is registered (Primitive::bf16_widened_once).
-bool widened_once(const Primitive& prim) { return prim.elementwise && prim.bf16_widened_once; }
 
 // Per variable: the equation computing it, -1 for inputs and constants.
 std::vector<int> producers_of(const Program& p) {
@@ -21,43 +15,6 @@ std::vector<int> producers_of(const Program& p) {
   for (size_t k = 0; k < p.eqns.size(); ++k)
     for (int v : p.eqns[k].outputs) producer[v] = static_cast<int>(k);
   return producer;
-}
-
-// The float32 value a convert to float32 of a bfloat16 op's result reads.
-bool reads_unrounded(const Program& p, const Equation& e, const std::vector<int>& producers) {
-  if (e.prim->name != "convert_element_type" || e.inputs.size() != 1) return false;
-  if (p.avals[e.outputs[0]].dtype != DType::Float32 || p.avals[e.inputs[0]].dtype != DType::BFloat16)
-    return false;
-  const int k = producers[e.inputs[0]];
-  if (k < 0) return false;
-  const Equation& op = p.eqns[k];
-  if (op.outputs.size() != 1 || !widened_once(*op.prim)) return false;
-  for (int v : op.inputs)
-    if (p.avals[v].dtype != DType::BFloat16) return false;
-  return true;
-}
-
-int const_index(const Program& p, int var) {
-  auto it = std::find(p.constvars.begin(), p.constvars.end(), var);
-  return it == p.constvars.end() ? -1 : static_cast<int>(it - p.constvars.begin());
-}
-
-bool divides_by_complex_constant(const Program& p, const Equation& e) {
-  return e.prim->name == "div" && e.inputs.size() == 2 && is_complex(p.avals[e.outputs[0]].dtype) &&
-         const_index(p, e.inputs[1]) >= 0;
-}
-
-// 1 / c element by element, as XLA folds it (std::complex division).
-Tensor reciprocal_of(const Tensor& c) {
-  const Tensor dense = c.contiguous();
-  Tensor out = Tensor::empty(c.dtype(), c.shape());
-  dispatch_complex(c.dtype(), [&](auto tag) {
-    using C = decltype(tag);
-    const C* from = dense.data<C>();
-    C* to = out.data<C>();
-    for (int64_t i = 0; i < c.size(); ++i) to[i] = C(1) / from[i];
-  });
-  return out;
 }
 
 // ---- products contracted into fused multiply-adds ----
@@ -241,51 +198,29 @@ std::optional<Program> with_products_contracted(const Program& program) {
   return p;
 }
 
-// The algebraic simplifier's changes that show in the bits (see the header).
+// The algebraic simplifier's changes that show in the bits, as each primitive
+// declares them (Primitive::xla_rewrite; see the header).
 std::optional<Program> simplified(const Program& program) {
   const std::vector<int> producers = producers_of(program);
-  bool any = false;
-  for (const Equation& e : program.eqns)
-    any = any || divides_by_complex_constant(program, e) || reads_unrounded(program, e, producers);
-  if (!any) return std::nullopt;
+  auto rewrites = [&](const Equation& e, Program* compiled) {
+    return e.prim->xla_rewrite && e.prim->xla_rewrite(XlaRewriteSite{program, e, producers, compiled});
+  };
+  if (std::none_of(program.eqns.begin(), program.eqns.end(), [&](const Equation& e) { return rewrites(e, nullptr); }))
+    return std::nullopt;
 
   Program p = program;  // the printed program stays as traced
-  std::vector<Equation> eqns;
-  eqns.reserve(p.eqns.size());
-  for (const Equation& e : program.eqns) {
-    if (divides_by_complex_constant(program, e)) {
-      const int c = const_index(program, e.inputs[1]);
-      Aval aval = program.avals[e.inputs[1]];
-      const int r = p.new_var(aval);
-      p.constvars.push_back(r);
-      p.consts.push_back(reciprocal_of(program.consts[c]));
-      eqns.push_back(Equation{&primitive("mul"), e.params, {e.inputs[0], r}, e.outputs});
-      continue;
-    }
-    if (reads_unrounded(program, e, producers)) {
-      // The op again, on its operands widened to float32, straight into the convert's result.
-      const Equation& op = program.eqns[producers[e.inputs[0]]];
-      std::vector<int> widened;
-      for (int v : op.inputs) {
-        Aval aval = program.avals[v];
-        aval.dtype = DType::Float32;
-        aval.weak_type = false;
-        const int w = p.new_var(aval);
-        Params params = e.params;
-        params.set("weak_type", false);
-        eqns.push_back(Equation{e.prim, params, {v}, {w}});
-        widened.push_back(w);
-      }
-      eqns.push_back(Equation{op.prim, op.params, widened, e.outputs});
-      continue;
-    }
-    eqns.push_back(e);
-  }
-  p.eqns = std::move(eqns);
+  p.eqns.clear();
+  for (const Equation& e : program.eqns)
+    if (!rewrites(e, &p)) p.eqns.push_back(e);
   return p;
 }
 
 }  // namespace
+
+int const_index(const Program& p, int var) {
+  auto it = std::find(p.constvars.begin(), p.constvars.end(), var);
+  return it == p.constvars.end() ? -1 : static_cast<int>(it - p.constvars.begin());
+}
 
 std::optional<Program> as_xla_compiles(const Program& program) {
   std::optional<Program> simple = simplified(program);

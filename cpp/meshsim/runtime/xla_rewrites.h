@@ -1,23 +1,37 @@
 // What XLA's CPU compiler changes in a jitted program before running it, where
 // the change shows in the bits of the results. The printed program (jaxpr)
-// stays as traced; the executors run the rewritten copy.
-//  - A bfloat16 elementwise result converted to float32 right away
-//    (`convert_element_type[new_dtype=float32]` of it) is read before its
-//    rounding: XLA computes bfloat16 ops in float32 and drops the
-//    float32 -> bfloat16 -> float32 round trip. Its other readers still see
-//    the rounded value. (float16 keeps the rounding: it is not widened so.)
-//  - A complex quotient by a constant multiplies by the constant's reciprocal
-//    (XLA's algebraic simplifier: A / const => A * (1 / const)); a divisor
-//    passed in at run time divides.
-//  - A float32/float64 product read only by an add or sub is computed with
+// stays as traced; the executors run the rewritten copy:
+//  - each primitive declares how XLA's algebraic simplifier compiles its
+//    equations (`xla_rewrite`, ir/primitive.h) where it is registered, and
+//    this pass offers it every equation: convert_element_type reads a
+//    bfloat16 elementwise result converted to float32 right away before its
+//    rounding (XLA computes bfloat16 ops in float32 and drops the round trip;
+//    float16 keeps the rounding); div by a complex constant multiplies by the
+//    constant's reciprocal (A / const => A * (1 / const));
+//  - a float32/float64 product read only by an add or sub is computed with
 //    it as one fused multiply-add (LLVM contracts them in XLA's fused loops;
 //    the rule is `Contraction` in the .cpp).
 #pragma once
 #include <optional>
+#include <vector>
 
 #include "meshsim/ir/program.h"
 
 namespace meshsim {
+
+// One equation of a traced program, as offered to its primitive's `xla_rewrite`.
+struct XlaRewriteSite {
+  const Program& traced;
+  const Equation& eqn;
+  // Per variable of `traced`: the equation computing it, -1 for inputs and constants.
+  const std::vector<int>& producers;
+  // The program as XLA compiles it, holding the equations before `eqn`; null
+  // when the rule is only asked whether it applies.
+  Program* compiled;
+};
+
+// Where `var` is among `p`'s constants, or -1.
+int const_index(const Program& p, int var);
 
 // The program as XLA runs it, or nullopt when no rewrite applies.
 std::optional<Program> as_xla_compiles(const Program& program);

@@ -693,19 +693,9 @@ class Propagator {
 
 }  // namespace
 
-namespace {
-std::map<const Primitive*, LinkRule>& link_rules() {
-  static std::map<const Primitive*, LinkRule> rules;
-  return rules;
-}
-}  // namespace
-
-void set_sub_program_links(const Primitive& prim, LinkRule rule) { link_rules()[&prim] = std::move(rule); }
-
 std::optional<ControlFlowLinks> sub_program_links(const Primitive& prim, const Params& params) {
-  const auto it = link_rules().find(&prim);
-  if (it == link_rules().end()) return std::nullopt;
-  return it->second(params);
+  if (!prim.sub_program_links) return std::nullopt;
+  return prim.sub_program_links(params);
 }
 
 ShardingPlan propagate_shardings(const Program& program, const Mesh& mesh,

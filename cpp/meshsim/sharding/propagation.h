@@ -74,9 +74,8 @@ struct ControlFlowLinks {
   // dim the sub-programs see one row of (scan's xs and ys).
   size_t stacked_operands = SIZE_MAX, stacked_results = SIZE_MAX;
 };
-using LinkRule = std::function<std::optional<ControlFlowLinks>(const Params& params)>;
-// Declared where the primitive is registered (primitives/control_flow.cpp).
-void set_sub_program_links(const Primitive& prim, LinkRule rule);
+// A control-flow primitive declares its links where it is registered
+// (Primitive::sub_program_links); nullopt for any other primitive.
 std::optional<ControlFlowLinks> sub_program_links(const Primitive& prim, const Params& params);
 
 // The mesh with Auto axes and more than one device that `program`'s values

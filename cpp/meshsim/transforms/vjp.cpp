@@ -319,12 +319,9 @@ void dce(Program& program) {
 bool is_saveable(const std::string& policy, const Primitive& prim, const Avals& in, const Params& params) {
   if (policy.empty() || policy == "nothing_saveable") return false;
   if (policy == "everything_saveable") return true;
-  if (policy == "dots_saveable" || policy == "checkpoint_dots") return prim.name == "dot_general";
-  if (policy == "dots_with_no_batch_dims_saveable" || policy == "checkpoint_dots_with_no_batch_dims") {
-    if (prim.name != "dot_general") return false;
-    const IntLists& dn = params.get<IntLists>("dimension_numbers");
-    return dn[2].empty() && dn[3].empty();
-  }
+  if (policy == "dots_saveable" || policy == "checkpoint_dots") return bool(prim.saved_as_dot);
+  if (policy == "dots_with_no_batch_dims_saveable" || policy == "checkpoint_dots_with_no_batch_dims")
+    return prim.saved_as_dot && prim.saved_as_dot(params);
   if (!g_policy_evaluator) fail<ValueError>("unknown checkpoint policy '", policy, "'");
   return g_policy_evaluator(policy, prim, in, params);
 }

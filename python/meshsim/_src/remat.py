@@ -17,8 +17,11 @@ from meshsim._src import core, tracing, tree_util
 
 @dataclasses.dataclass(frozen=True)
 class _PrimitiveView:
-    """What a checkpoint policy receives as the primitive: `.name` is JAX's name."""
+    """What a checkpoint policy receives as the primitive: `.name` is JAX's name.
+    `saved_as_dot`: None unless the primitive declares JAX's dots policies save it
+    (Primitive::saved_as_dot), then whether this application has no batch dims."""
     name: str
+    saved_as_dot: bool | None = None
 
     def __str__(self):
         return self.name
@@ -85,11 +88,8 @@ def _save_and_offload_names(*, names_which_can_be_saved, names_which_can_be_offl
     return _Policy("save_and_offload_only_these_names", policy, builtin=False)
 
 
-def _dot_no_batch(prim, *_, **params) -> bool:
-    if getattr(prim, "name", None) != "dot_general":
-        return False
-    (_, _), (lhs_b, rhs_b) = params["dimension_numbers"]
-    return not lhs_b and not rhs_b
+def _dot_no_batch(prim, *_, **__) -> bool:
+    return bool(getattr(prim, "saved_as_dot", None))
 
 
 def _names_policy(label: str, keep: Callable[[str], bool]) -> _Policy:
@@ -113,7 +113,7 @@ def _save_from_both_policies(policy_1, policy_2):
 
 _everything = _Policy("everything_saveable", lambda *_, **__: True, builtin=True)
 _nothing = _Policy("nothing_saveable", lambda *_, **__: False, builtin=True)
-_dots = _Policy("dots_saveable", lambda prim, *_, **__: getattr(prim, "name", None) == "dot_general",
+_dots = _Policy("dots_saveable", lambda prim, *_, **__: getattr(prim, "saved_as_dot", None) is not None,
                 builtin=True)
 _dots_no_batch = _Policy("dots_with_no_batch_dims_saveable", _dot_no_batch, builtin=True)
 
@@ -156,12 +156,12 @@ def _jax_params(prim: str, params: dict) -> dict:
     return params
 
 
-def _evaluate_policy(key: str, prim: str, avals, params: dict) -> bool:
+def _evaluate_policy(key: str, prim: str, avals, params: dict, dot: bool | None) -> bool:
     """Called by the C++ transform for policies it does not know."""
     policy = _POLICIES.get(key)
     if policy is None:
         raise ValueError(f"unknown checkpoint policy {key!r}")
-    return _saves(policy(_PrimitiveView(prim), *avals, **_jax_params(prim, params)))
+    return _saves(policy(_PrimitiveView(prim, dot), *avals, **_jax_params(prim, params)))
 
 
 def checkpoint(fun: Callable | None = None, *, prevent_cse: bool = True, policy: Callable | None = None,
