@@ -5,7 +5,6 @@
 #include <numeric>
 #include <string>
 
-
 namespace meshsim {
 namespace {
 
