@@ -380,7 +380,7 @@ _UNARY_INDEX = "unary: the index arithmetic scalar runs serve (JAX's normalisati
 _MOVES_ONLY = "moves its operand unchanged: nothing to compute"
 _THREE_OPERANDS = "three operands: the fused and scalar loops take one or two"
 _NOT_FUSED = {
-    "clamp": _THREE_OPERANDS,
+    "clamp": _THREE_OPERANDS, "fused_multiply_add": _THREE_OPERANDS,
     "abs": _HAND_WRITTEN, "pow": _HAND_WRITTEN,
     "nextafter": "works on its operands' bits: no fusion loop declared yet (it runs unfused)",
     "copy": _MOVES_ONLY, "name": _MOVES_ONLY, "stop_gradient": _MOVES_ONLY,
