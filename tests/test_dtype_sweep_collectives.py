@@ -162,18 +162,7 @@ def test_shard_map_collectives_bit_for_bit(name, op, seed):
     assert_bits_equal(run_shard_map(meshsim, name, op, seed), run_shard_map(jax, name, op, seed))
 
 
-# meshsim's float8_e4m3fn conversion writes a negative value out of range as
-# 0x7f where XLA keeps the sign (0xff): these dots' partials overflow before
-# their all-reduce (core/float_types.h, SmallFloatFormat::encode).
-NEGATIVE_E4M3FN_OVERFLOW = {("float8_e4m3fn", "dot", 1), ("float8_e4m3fn", "dot", 2)}
-
-
-def auto_cases():
-    mark = pytest.mark.xfail(strict=True, reason="float8_e4m3fn's negative overflow loses its sign")
-    return [pytest.param(*c, marks=mark) if c in NEGATIVE_E4M3FN_OVERFLOW else c for c in case_ids(AUTO_OPS, 4)]
-
-
-@pytest.mark.parametrize("name,op,seed", auto_cases())
+@pytest.mark.parametrize("name,op,seed", case_ids(AUTO_OPS, 4))
 def test_auto_mesh_partials_bit_for_bit(name, op, seed):
     assert_bits_equal(run_auto(meshsim, name, op, seed), run_auto(jax, name, op, seed))
 

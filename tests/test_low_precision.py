@@ -193,6 +193,17 @@ def test_nan_to_float8_e5m2_bits(src, jitted):
     np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
 
 
+@pytest.mark.parametrize("dst", [n for n in NARROW if n.startswith("float8")])
+def test_float8_out_of_range_and_nan_bits(dst):
+    # same_bits lets any NaN match any NaN; here the NaN's sign bit matters too:
+    # float8_e4m3fn keeps the sign of an overflow (-1e9 -> 0xff), FNUZ formats have one NaN.
+    x = np.array([1e9, -1e9, np.inf, -np.inf, 500.0, -500.0, 464.0, -464.0, 70000.0, -70000.0,
+                  np.nan, -np.nan], np.float32)
+    got = np.asarray(mnp.asarray(x).astype(dt(dst))).view(np.uint8)
+    want = np.asarray(jnp.asarray(x).astype(dt(dst))).view(np.uint8)
+    np.testing.assert_array_equal(got, want)
+
+
 # ---- elementwise ------------------------------------------------------------
 
 EXACT_UNARY = ["neg", "abs", "sign", "floor", "ceil", "round", "sqrt", "square", "rsqrt"]

@@ -47,12 +47,16 @@ struct SmallFloatFormat {
     return std::ldexp(double((1u << kMant) + kTopMant), int(kTopField) - kBias - kMant);
   }
 
-  // Out-of-range values become inf (IEEE) or NaN (FN, FNUZ), as XLA's convert does.
+  // Out-of-range values become inf (IEEE) or NaN (FN, FNUZ), as XLA's convert
+  // does; FN keeps the sign on that NaN (-1000 -> 0xff in float8_e4m3fn), FNUZ
+  // has one NaN.
   static uint32_t encode(double v) {
     const bool neg = std::signbit(v);
-    if (std::isnan(v)) return kFlavor == FloatFlavor::FNUZ ? kNaN : kNaN | (neg ? kSignBit : 0);
     const uint32_t sign = neg ? kSignBit : 0;
-    const uint32_t overflow = kFlavor == FloatFlavor::IEEE ? sign | (kMaxField << kMant) : kNaN;
+    if (std::isnan(v)) return kFlavor == FloatFlavor::FNUZ ? kNaN : kNaN | sign;
+    const uint32_t overflow = kFlavor == FloatFlavor::FNUZ ? kNaN
+                              : kFlavor == FloatFlavor::FN ? kNaN | sign
+                                                           : sign | (kMaxField << kMant);
     const double a = std::fabs(v);
     if (std::isinf(a)) return overflow;
     if (a == 0) return kFlavor == FloatFlavor::FNUZ ? 0 : sign;
