@@ -442,9 +442,11 @@ class JitWrapped:
 
     @staticmethod
     def _typed_key(static, in_tree, leaves):
-        """What selects a traced program whatever the arguments' placement: their types and
-        the tracing context (None for an unhashable static argument)."""
-        key = (static, in_tree, tuple((str(x.aval), x.aval.weak_type) for x in leaves),
+        """What selects a traced program whatever the arguments' placement: their types (the
+        mesh of their sharding included, as in JAX's avals: a program traced on one mesh is
+        not run on another) and the tracing context (None for an unhashable static argument)."""
+        key = (static, in_tree,
+               tuple((str(x.aval), x.aval.weak_type, str(getattr(x.aval, "sharding", None))) for x in leaves),
                flags.trace_context(), _context_meshes(), str(_core.current_axis_env()),
                tuple(id(f) for f in vmap_collectives._frames))
         try:
