@@ -713,12 +713,26 @@ def test_every_primitive_has_a_rule_or_is_not_differentiable():
                       "le", "gt", "ge", "is_finite", "iota", "random_bits", "threefry2x32", "reduce_and",
                       "reduce_or", "reduce_xor", "searchsorted", "shift_left", "shift_right_arithmetic",
                       "shift_right_logical", "axis_index"}
-    not_differentiable_in_jax = {"nextafter", "bitcast_convert_type", "schur", "hessenberg", "householder_product"}
+    not_differentiable_in_jax = {"nextafter", "schur", "hessenberg", "householder_product"}
     collectives = {"all_gather", "all_gather_invariant", "all_to_all", "pbroadcast", "pmax", "pmin", "ppermute",
                    "psum", "psum_invariant", "pvary", "ragged_all_to_all", "reduce_scatter", "shard_map"}
     missing = no_rule - integer_valued - not_differentiable_in_jax - collectives
     assert not missing, (f"primitives without a VJP rule: {sorted(missing)}; give each a `vjp` next to its "
                          "registration (docs/architecture.md, Autodiff)")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_bitcast_has_a_zero_derivative(seed, real_jax):
+    """JAX differentiates through bitcast_convert_type as a zero (defjvp_zero)."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(int(rng.integers(1, 9))).astype(np.float32)
+    ulps = int(rng.integers(0, 3))
+
+    def f(lib, x):
+        bits = lib.lax.bitcast_convert_type(x, np.int32) + ulps
+        return lib.numpy.sum(lib.lax.bitcast_convert_type(bits, np.float32) * x + x * x)
+    np.testing.assert_allclose(meshsim.grad(lambda v: f(meshsim, v))(x),
+                               real_jax.grad(lambda v: f(real_jax, v))(x), rtol=1e-6)
 
 
 def test_integer_paths_need_no_rule():

@@ -336,6 +336,52 @@ def test_writes_from_grad_into_closed_over_refs_are_refused():
     np.testing.assert_array_equal(np.asarray(outer[...]), 0.0)
 
 
+# Steps of a value written into a closed-over Ref under grad: some keep the dependence on the
+# differentiated input, some have a zero derivative (JAX's symbolic zero), some pass the value
+# through a conditional or a loop's carry.
+_WRITE_STEPS = {
+    "sin": lambda jax, v, x: jax.numpy.sin(v),
+    "floor": lambda jax, v, x: jax.numpy.floor(v),
+    "sign": lambda jax, v, x: jax.numpy.sign(v),
+    "round": lambda jax, v, x: jax.numpy.round(v),
+    "stop_gradient": lambda jax, v, x: jax.lax.stop_gradient(v),
+    "bitcast": lambda jax, v, x: jax.lax.bitcast_convert_type(
+        jax.lax.bitcast_convert_type(v, np.int32) + 1, np.float32) * 0.5,
+    "constant": lambda jax, v, x: v * 0.0 + 1.0,
+    "cond": lambda jax, v, x: jax.lax.cond(v > 0, lambda a: a * 2.0, lambda a: jax.numpy.floor(a), v),
+    "cond_of_x": lambda jax, v, x: jax.lax.cond(v > 0, lambda a: a + x, lambda a: a, v),
+    "scan_carry": lambda jax, v, x: jax.lax.scan(lambda c, _: (c * v, None), 1.0, None, length=3)[0],
+    "scan_ys": lambda jax, v, x: jax.lax.scan(lambda c, _: (c, c + v), 0.0, None, length=2)[1][1],
+    "scan_reset": lambda jax, v, x: jax.lax.scan(lambda c, _: (c * 0.0 + 2.0, None), v, None, length=2)[0],
+    "while_carry": lambda jax, v, x: jax.lax.while_loop(
+        lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] + c[2], c[2]), (0, 1.0, v))[1],
+    "while_reset": lambda jax, v, x: jax.lax.while_loop(
+        lambda c: c[0] < 2, lambda c: (c[0] + 1, c[1] * 0.0), (0, v))[1],
+}
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_refused_writes_follow_the_derivative(libs, seed):
+    """Whether a written value counts as differentiated, as JAX decides it: not after a
+    primitive whose derivative is zero, and through conditionals and loops as their
+    sub-programs pass it on (a loop's carried result may be its initial value)."""
+    rng = np.random.default_rng(seed)
+    steps = [str(s) for s in rng.choice(sorted(_WRITE_STEPS), size=int(rng.integers(1, 4)))]
+    x0 = float(rng.uniform(-2.0, 2.0))
+
+    def case(jax):
+        r = jax.new_ref(jax.numpy.zeros(()))
+
+        def f(x):
+            v = x
+            for step in steps:
+                v = _WRITE_STEPS[step](jax, v, x)
+            r[...] = v
+            return x * x
+        return jax.grad(f)(x0), r[...]
+    _same(libs, case)
+
+
 def _ref_misuse(jax, name):
     jnp = jax.numpy
     r = jax.new_ref(jnp.arange(6.0).reshape(2, 3))

@@ -35,7 +35,7 @@ _MANUAL_CASTS = ("pvary", "preduced", "vary_unreduced_cast_p", "reduced_vary_cas
 _GAPS = {
     "vjp": ({n: _NO_COTANGENT for n in (
         "and", "or", "xor", "not", "eq", "ne", "lt", "le", "gt", "ge", "is_finite", "argmax",
-        "argmin", "bitcast_convert_type", "clz", "population_count", "shift_left",
+        "argmin", "clz", "population_count", "shift_left",
         "shift_right_arithmetic", "shift_right_logical", "reduce_and", "reduce_or", "reduce_xor",
         "searchsorted", "iota", "random_bits", "threefry2x32", "axis_index", "nextafter")}
             | {n: _NO_JAX_RULE for n in ("pmax", "pmin", "pbroadcast", "schur", "hessenberg",
@@ -368,6 +368,26 @@ def test_declared_reductions_widening_and_sub_programs():
     assert {n: i["sub_program_params"] for n, i in INFO.items() if i["sub_program_params"]} == _SUB_PROGRAMS
     # Layout-only primitives fix their results' layouts, except mesh_cast (laid out as its operand).
     assert {n for n, i in INFO.items() if i["layout_only"]} == {"reshard", "sharding_constraint", "mesh_cast"}
+
+
+# Results never inexact: whether JAX's rule for them is a zero JVP does not show.
+_NEVER_INEXACT = {"and", "or", "xor", "not", "eq", "ne", "lt", "le", "gt", "ge", "is_finite", "argmax",
+                  "argmin", "random_bits", "shift_left", "shift_right_arithmetic", "shift_right_logical"}
+
+
+def test_zero_derivatives_are_jax_s(real_jax):
+    """Primitives whose derivative is zero whatever the inputs (JAX's `defjvp_zero`) declare
+    `zero_derivative`, which autodiff and the refused Ref writes (_src/ad_refs.py) read:
+    their results are symbolic zeros, not differentiated values. stop_gradient is JAX's
+    own case (no JVP rule; its tracer drops the tangent)."""
+    import functools
+
+    from jax._src.interpreters import ad
+    zero = {p.name for p, rule in ad.primitive_jvps.items()
+            if isinstance(rule, functools.partial) and getattr(rule.func, "__name__", "") == "zero_jvp"}
+    declared = {n for n, i in INFO.items() if i["zero_derivative"]}
+    assert declared == (zero & set(NAMES)) - _NEVER_INEXACT | {"stop_gradient"}
+    assert all(INFO[n]["vjp"] for n in declared)
 
 
 # The executors' fast paths are declared by each primitive (Primitive::float_tile for

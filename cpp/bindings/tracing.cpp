@@ -4,6 +4,7 @@
 #include "meshsim/runtime/dispatch.h"
 #include "meshsim/runtime/interpreter.h"
 #include "meshsim/runtime/sharded.h"
+#include "meshsim/sharding/propagation.h"
 
 namespace meshsim {
 namespace py = pybind11;
@@ -229,6 +230,25 @@ void init_tracing(py::module_& m) {
     d["saved_as_dot"] = bool(p.saved_as_dot);
     d["print_rule"] = bool(p.print_rule);
     d["prints_as_call"] = p.prints_as_call;
+    d["zero_derivative"] = p.zero_derivative;
+    return d;
+  });
+  // A control-flow equation's links to its sub-programs (Primitive::sub_program_links),
+  // for passes that follow values through them: {"programs": [(program, in_operand,
+  // in_result, out_result), ...], "stacked_operands", "stacked_results"} (-1 index:
+  // none; the stacked indices are None when nothing is stacked); None for a
+  // primitive that declares none.
+  m.def("sub_program_links", [](const std::string& name, const py::dict& params) -> py::object {
+    const std::optional<ControlFlowLinks> links = sub_program_links(primitive(name), to_params(params));
+    if (!links) return py::none();
+    py::list programs;
+    for (const SubProgramLinks& l : links->programs)
+      programs.append(py::make_tuple(l.program, l.in_operand, l.in_result, l.out_result));
+    auto index = [](size_t i) -> py::object { return i == SIZE_MAX ? py::object(py::none()) : py::object(py::int_(i)); };
+    py::dict d;
+    d["programs"] = programs;
+    d["stacked_operands"] = index(links->stacked_operands);
+    d["stacked_results"] = index(links->stacked_results);
     return d;
   });
   // Runs Primitive::validate on a copy of a registered primitive with some of

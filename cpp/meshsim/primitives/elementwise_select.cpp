@@ -296,6 +296,9 @@ void bitcast_convert_type_primitive() {
   p.name = "bitcast_convert_type";
   p.elementwise = true;
   p.bf16_widened_once = false;  // works on the bits
+  // JAX's rule: a reinterpretation of bits has a zero derivative, not a missing one.
+  p.vjp = zero_vjp;
+  p.zero_derivative = true;
   p.abstract_eval = [](const Avals& in, const Params& params) {
     const DType to = params.get<DType>("new_dtype");
     return Avals{like(in[0], bitcast_shape(in[0], to), to)};

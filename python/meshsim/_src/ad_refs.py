@@ -17,6 +17,7 @@ import contextlib
 
 import numpy as np
 
+from meshsim import _core
 from meshsim._src import core, dtype_kinds, ref, tree_util
 
 
@@ -69,38 +70,41 @@ def _sub_dependence(program, deps: list[bool]) -> list[bool]:
 
 
 def _equation_dependence(name: str, in_deps: list[bool], params: dict, n_out: int) -> list[bool]:
-    if name == "stop_gradient" or not any(in_deps):
+    declared = _core.primitive_info(name)
+    # A primitive whose derivative is zero (stop_gradient, floor, sign, ...) gives JAX's
+    # symbolic zero: its results are not differentiated values.
+    if declared["zero_derivative"] or not any(in_deps):
         return [False] * n_out
-    if name == "cond":
-        operands = in_deps[1:]
-        out = [False] * n_out
-        for branch in params["branches"]:
-            out = [a or b for a, b in zip(out, _sub_dependence(branch, operands))]
-        return out
-    if name == "scan":
-        n_consts, n_carry = params["num_consts"], params["num_carry"]
-        consts, carry, xs = in_deps[:n_consts], in_deps[n_consts:n_consts + n_carry], in_deps[n_consts + n_carry:]
-        while True:
-            body = _sub_dependence(params["jaxpr"], consts + carry + xs)
-            grown = [a or b for a, b in zip(carry, body[:n_carry])]
-            if grown == carry:
-                return carry + body[n_carry:]
-            carry = grown
-    if name == "while":
-        nc, nb = params["cond_nconsts"], params["body_nconsts"]
-        consts, carry = in_deps[nc:nc + nb], in_deps[nc + nb:]
-        while True:
-            body = _sub_dependence(params["body_jaxpr"], consts + carry)
-            grown = [a or b for a, b in zip(carry, body)]
-            if grown == carry:
-                return carry
-            carry = grown
-    for key in ("jaxpr", "call_jaxpr"):
+    if declared["sub_program_links"]:
+        return _control_flow_dependence(_core.sub_program_links(name, params), in_deps, n_out)
+    for key in declared["sub_program_params"]:
         sub = params.get(key)
         if sub is not None and hasattr(sub, "equations") and len(sub.invars) == len(in_deps) \
                 and len(sub.outvars) == n_out:
             return _sub_dependence(sub, in_deps)
     return [True] * n_out
+
+
+def _control_flow_dependence(links: dict, in_deps: list[bool], n_out: int) -> list[bool]:
+    """Follows the dependence through the sub-programs a control-flow primitive declares it
+    passes its operands to (cond's branches, a loop's body) to the fixed point of the
+    carries. A carried result may be its initial value (a loop that runs no step)."""
+    out = [False] * n_out
+    for program, in_operand, in_result, _ in links["programs"]:
+        for i, r in zip(in_operand, in_result):
+            if i >= 0 and r >= 0 and in_deps[i]:
+                out[r] = True
+    while True:
+        grown = list(out)
+        for program, in_operand, in_result, out_result in links["programs"]:
+            sub_in = [(i >= 0 and in_deps[i]) or (r >= 0 and out[r])
+                      for i, r in zip(in_operand, in_result)]
+            for r, d in zip(out_result, _sub_dependence(program, sub_in)):
+                if r >= 0 and d:
+                    grown[r] = True
+        if grown == out:
+            return out
+        out = grown
 
 
 def refuse_differentiated_writes(program, wrt: list[bool], refs: list, first_ref_output: int) -> None:

@@ -568,15 +568,24 @@ def _only_matmuls(v, readers, eqns) -> bool:
 
 
 def _in_place_operands(name, params, ins, outs, o) -> list:
-    """The operands whose buffer result `o` of a loop or conditional may take."""
-    if name == "cond":
-        return ins[1:]
+    """The operands whose buffer result `o` of a loop or conditional may take, read off the
+    links the primitive declares to its sub-programs: a loop's result takes the buffer of
+    the operand carried into it; a result nothing is carried into and that is not stacked
+    (a conditional's) may take any operand passed to a sub-program."""
+    links = _core.sub_program_links(name, params)
     k = outs.index(o)
-    if name == "scan":
-        first, carries = int(params["num_consts"]), int(params["num_carry"])
-    else:
-        first, carries = int(params["cond_nconsts"]) + int(params["body_nconsts"]), len(outs)
-    return [ins[first + k]] if k < carries else []
+    carried, passed, loops = [], [], False
+    for _program, in_operand, in_result, _out_result in links["programs"]:
+        for i, r in zip(in_operand, in_result):
+            loops = loops or r >= 0
+            if i >= 0:
+                passed.append(ins[i])
+                if r == k:
+                    carried.append(ins[i])
+    stacked = links["stacked_results"]
+    if carried or loops or (stacked is not None and k >= stacked):
+        return list(dict.fromkeys(carried))
+    return list(dict.fromkeys(passed))
 
 
 def _widens(src, dst) -> bool:
