@@ -229,9 +229,11 @@ std::optional<Program> as_xla_compiles(const Program& program) {
 
 namespace {
 
-// A reshape by new sizes alone (no dimension order, no sharding of its own).
+// A reshape by new sizes alone (no dimension order, no sharding of its own):
+// a primitive that regroups its operand's dims (Primitive::regroups_dims), so
+// two in a row compute what one from the first's operand does.
 bool plain_reshape(const Equation& e) {
-  return e.prim->name == "reshape" && e.inputs.size() == 1 && e.outputs.size() == 1 &&
+  return e.prim->regroups_dims && e.inputs.size() == 1 && e.outputs.size() == 1 &&
          (!e.params.has("dimensions") || e.params.is_none("dimensions")) &&
          (!e.params.has("sharding") || e.params.is_none("sharding"));
 }
