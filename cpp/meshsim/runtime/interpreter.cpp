@@ -282,6 +282,100 @@ ArrayPtr moved_to(const ArrayPtr& x, const Aval& use) {
   return reshard_array(x, use.mesh, use.spec, typed);
 }
 
+// The layout XLA's partitioner passes a contraction's operand through when
+// it gathers it whole along mesh axes that also split the contraction's
+// other operand or result: it groups the devices by those axes and, rather
+// than gathering across the groups, cuts each device's block into the
+// pieces the devices within its group hold when the dim is split over the
+// axes nothing in the contraction uses, moves those pieces there with one
+// collective-permute and gathers them within the group, or computes on
+// them (propagation's split_over_idle_axes gave the dim the idle axes).
+// `have`: the operand's layout; `want`: its use (`have` with the shared
+// axes of one dim dropped, or replaced by the idle ones); `around`: the
+// layouts of the other operands and the results. The layout the pieces
+// move to, or nullopt when the operand moves otherwise (a plain all-gather).
+std::optional<Spec> gathered_through_idle_axes(const Mesh& mesh, const Spec& have, const Spec& want,
+                                               const std::vector<Spec>& around, const Shape& shape) {
+  if (have.size() != want.size()) return std::nullopt;
+  size_t dim = have.size();
+  for (size_t d = 0; d < have.size(); ++d) {
+    if (have[d] == want[d]) continue;
+    if (dim != have.size()) return std::nullopt;
+    dim = d;
+  }
+  if (dim == have.size()) return std::nullopt;
+  std::set<std::string> used;
+  for (const Spec& spec : around)
+    for (const AxisNames& e : spec) used.insert(e.begin(), e.end());
+  int64_t gathered = 1;
+  bool grouped = false;
+  for (const std::string& a : have[dim]) {
+    gathered *= mesh.axis_size(a);
+    grouped = grouped || used.count(a);
+  }
+  for (const AxisNames& e : have) used.insert(e.begin(), e.end());
+  for (size_t d = 0; d < want.size(); ++d)
+    if (d != dim) used.insert(want[d].begin(), want[d].end());
+  // Axes the operand is used cut along (the other operands are cut alike) count as idle.
+  for (const std::string& a : want[dim])
+    if (!std::count(have[dim].begin(), have[dim].end(), a)) used.erase(a);
+  AxisNames idle;
+  int64_t within = 1;
+  for (const std::string& a : mesh.axis_names)
+    if (!used.count(a) && mesh.axis_size(a) > 1) {
+      idle.push_back(a);
+      within *= mesh.axis_size(a);
+    }
+  if (!grouped || idle.empty() || within <= gathered || within % gathered != 0 || shape[dim] % within != 0)
+    return std::nullopt;
+  if (want[dim] == idle) return want;  // computed on the pieces (sharding/propagation.cpp split_over_idle_axes)
+  if (!want[dim].empty()) return std::nullopt;
+  Spec staged = want;
+  staged[dim] = idle;
+  return staged;
+}
+
+// `x` moved to `use` through the layout `staged` (gathered_through_idle_axes):
+// the collective-permute of the pieces, and the all-gather within the groups
+// when `use` is not `staged`, are recorded; the blocks are cut from the whole value.
+ArrayPtr gathered_through(const ArrayPtr& x, const Aval& use, const Spec& staged) {
+  const Mesh& mesh = *use.mesh;
+  const size_t ndim = use.shape.size();
+  Sharding pieces;
+  pieces.mesh = use.mesh;
+  pieces.spec = staged;
+  const Shape piece_shape = pieces.local_shape(use.shape);
+  int64_t piece_bytes = static_cast<int64_t>(itemsize(use.dtype));
+  for (int64_t n : piece_shape) piece_bytes *= n;
+  AxisNames spanned, within;
+  for (const std::string& a : mesh.axis_names)
+    if (mesh.axis_size(a) > 1) spanned.push_back(a);
+  int64_t group = 1;
+  for (size_t d = 0; d < ndim; ++d)
+    if (staged[d] != use.spec[d])
+      for (const std::string& a : staged[d]) {
+        within.push_back(a);
+        group *= mesh.axis_size(a);
+      }
+  const int64_t started = timeline::active() ? timeline::now_ns() : -1;
+  std::vector<std::vector<int64_t>> everyone(1);
+  for (int64_t pos = 0; pos < mesh.size(); ++pos) everyone[0].push_back(pos);
+  CollectiveRecord permute = symmetric_collective("ppermute", mesh, spanned, piece_bytes, std::move(everyone));
+  permute.steps = 1;
+  permute.start_ns = started;
+  record_collective(std::move(permute));
+  if (group > 1) {
+    CollectiveRecord gather = symmetric_collective("all_gather", mesh, within, piece_bytes * (group - 1));
+    gather.start_ns = started;
+    record_collective(std::move(gather));
+  }
+  Aval typed = x->aval();
+  typed.mesh = use.mesh;
+  typed.spec = explicit_part(use.spec, mesh, ndim);
+  // Cut from the whole value, which moves nothing further.
+  return reshard_array(Array::from_tensor(x->global(), typed.weak_type), use.mesh, use.spec, typed);
+}
+
 // Whether a value laid out as `from` becomes laid out as `to` by local slices
 // alone: every dim keeps its axes and may add ones `from` does not use.
 bool slices_to(const Spec& from, const Spec& to) {
@@ -461,13 +555,25 @@ std::vector<ArrayPtr> run_with_plan(const Program& program, const std::vector<Ar
     ins.clear();
     outs.clear();
     const bool own_layout = static_cast<bool>(e.prim->array_kernel);
+    const std::vector<Spec>& computed = plan->computed[k];
     for (size_t i = 0; i < e.inputs.size(); ++i) {
       const int v = e.inputs[i];
       ins.push_back(own_layout ? program.avals[v] : laid_out(v, plan->operand[k][i]));
       const bool from_fuller = !own_layout && fuller[v] && slices_to(fuller[v]->sharding()->spec, ins.back().spec);
-      arrays.push_back(own_layout ? env[v] : moved_to(from_fuller ? fuller[v] : env[v], ins.back()));
+      std::optional<Spec> staged;
+      if (e.prim->name == "dot_general" && !own_layout && !from_fuller && env[v]->sharding()->mesh &&
+          same_devices(*env[v]->sharding()->mesh, *mesh) && env[v]->aval().unreduced.empty()) {
+        std::vector<Spec> around;
+        for (size_t o = 0; o < e.inputs.size(); ++o)
+          if (o != i) around.push_back(plan->operand[k][o]);
+        for (size_t j = 0; j < e.outputs.size(); ++j)
+          around.push_back(computed.empty() ? plan->value[e.outputs[j]] : computed[j]);
+        staged = gathered_through_idle_axes(*mesh, pad_spec(env[v]->sharding()->spec, ins.back().shape.size()),
+                                            ins.back().spec, around, ins.back().shape);
+      }
+      if (staged) arrays.push_back(gathered_through(env[v], ins.back(), *staged));
+      else arrays.push_back(own_layout ? env[v] : moved_to(from_fuller ? fuller[v] : env[v], ins.back()));
     }
-    const std::vector<Spec>& computed = plan->computed[k];
     for (size_t j = 0; j < e.outputs.size(); ++j) {
       const int v = e.outputs[j];
       outs.push_back(own_layout ? program.avals[v] : laid_out(v, computed.empty() ? plan->value[v] : computed[j]));

@@ -259,7 +259,7 @@ class Propagator {
       } else if (s.vars.empty()) {
         for (int v : s.in_vars) ops.push_back(spec_[v]);
       } else {
-        const std::vector<AxisNames> fs = resolve(s);
+        const std::vector<AxisNames> fs = resolve(s, /*planning=*/true);
         auto operands = [&](bool permuted_split) {
           std::vector<Spec> specs;
           for (size_t i = 0; i < s.num_in; ++i) {
@@ -515,8 +515,10 @@ class Propagator {
     return axes;
   }
 
-  // The layout of every factor of `s` from its values' current layouts.
-  std::vector<AxisNames> resolve(const Site& s) const {
+  // The layout of every factor of `s` from its values' current layouts;
+  // `planning`: for computing on (operands may be cut over axes no value of
+  // `s` uses, which propagation does not give the values).
+  std::vector<AxisNames> resolve(const Site& s, bool planning = false) const {
     const int nf = s.map.num_factors;
     std::vector<AxisNames> fs(nf);
     std::vector<int64_t> weight(nf, -1), size(nf, 0);
@@ -565,25 +567,33 @@ class Propagator {
       if (weight[a] != weight[b]) return weight[a] > weight[b];
       return from_operand[a] && !from_operand[b];
     });
+    const std::vector<AxisNames> wanted = fs;
     std::set<std::string> used;
-    for (int f : order) {
-      AxisNames kept;
-      int64_t n = 1;
-      for (const auto& a : fs[f]) {
-        const int64_t k = mesh_.axis_size(a);
-        if (used.count(a) || size[f] % (n * k) != 0) break;
-        n *= k;
-        kept.push_back(a);
+    // Each factor in order keeps the axes no factor before it took; a
+    // contracted factor in `whole` (computed whole, see below) takes none.
+    auto assign = [&](const std::set<int>& whole) {
+      used.clear();
+      for (int f : order) {
+        AxisNames kept;
+        int64_t n = 1;
+        for (const auto& a : whole.count(f) ? AxisNames{} : wanted[f]) {
+          const int64_t k = mesh_.axis_size(a);
+          if (used.count(a) || size[f] % (n * k) != 0) break;
+          n *= k;
+          kept.push_back(a);
+        }
+        used.insert(kept.begin(), kept.end());
+        fs[f] = std::move(kept);
       }
-      used.insert(kept.begin(), kept.end());
-      fs[f] = std::move(kept);
-    }
+    };
+    assign({});
     // A contracted factor its operands split over different axes into as
     // many blocks takes the axes of the last such operand that other factors
     // leave free: XLA moves the other operands' blocks to them (a
     // collective-permute) rather than gathering them all.
+    auto take_last_operands_axes = [&](const std::set<int>& whole) {
     for (int f = 0; f < nf; ++f) {
-      if (in_result[f] || !fs[f].empty() || candidates[f].size() < 2) continue;
+      if (in_result[f] || !fs[f].empty() || candidates[f].size() < 2 || whole.count(f)) continue;
       const int64_t blocks = entry_size(candidates[f][0]);
       bool alike = true;
       for (const AxisNames& axes : candidates[f]) alike = alike && entry_size(axes) == blocks;
@@ -597,9 +607,59 @@ class Propagator {
         break;
       }
     }
+    };
+    take_last_operands_axes({});
+    // A contracted factor computed whole (its operands gathered) leaves its
+    // axes to the factors that wanted them after it, as XLA keeps a result
+    // split as its operand is while gathering the other operand.
+    std::set<int> whole;
+    for (int f = 0; f < nf; ++f)
+      if (!in_result[f] && !fs[f].empty() && contracted_layout(s, f, fs).empty()) whole.insert(f);
+    if (!whole.empty()) {
+      assign(whole);
+      take_last_operands_axes(whole);
+    }
     for (int f = 0; f < nf; ++f)
       if (!in_result[f] && !fs[f].empty()) fs[f] = contracted_layout(s, f, fs);
+    if (planning)
+      for (int f = 0; f < nf; ++f)
+        if (!in_result[f] && fs[f].empty() && !candidates[f].empty()) fs[f] = split_over_idle_axes(s, f, fs, size[f]);
     return fs;
+  }
+
+  // A contracted factor that an operand splits over axes other factors use,
+  // while some mesh axes split nothing: XLA moves that operand's blocks to
+  // pieces split over the idle axes (a collective-permute) and either
+  // gathers them (runtime/interpreter.cpp `gathered_through_idle_axes`) or,
+  // when it moves no more, computes on them and all-reduces the partial
+  // results over the idle axes. Those axes in the latter case, none otherwise.
+  AxisNames split_over_idle_axes(const Site& s, int f, const std::vector<AxisNames>& fs, int64_t size) const {
+    std::set<std::string> used;
+    for (const AxisNames& axes : fs) used.insert(axes.begin(), axes.end());
+    int64_t split = 0;
+    size_t split_operand = 0;
+    for (size_t t = 0; t < s.num_in; ++t) {
+      const std::vector<int>& dims = *s.dims[t];
+      for (size_t d = 0; d < dims.size(); ++d) {
+        if (dims[d] != f || spec_[s.vars[t]][d].empty()) continue;
+        if (split) return {};  // more than one operand splits it
+        for (const std::string& a : spec_[s.vars[t]][d])
+          if (!used.count(a)) return {};
+        split = entry_size(spec_[s.vars[t]][d]);
+        split_operand = t;
+      }
+    }
+    AxisNames idle;
+    for (const std::string& a : mesh_.axis_names)
+      if (!used.count(a) && mesh_.axis_size(a) > 1) idle.push_back(a);
+    const int64_t n = entry_size(idle);
+    if (!split || idle.empty() || n <= split || n % split != 0 || size % n != 0) return {};
+    std::vector<AxisNames> moved = fs;
+    moved[f] = idle;
+    const int64_t gather = block_bytes(s, split_operand, moved) * (n - 1);
+    int64_t reduce = 0;
+    for (size_t t = s.num_in; t < s.vars.size(); ++t) reduce += 2 * block_bytes(s, t, moved) * (n - 1) / n;
+    return reduce <= gather ? idle : AxisNames{};
   }
 
   // Bytes of value `v`'s block were its dims laid out as the factors say

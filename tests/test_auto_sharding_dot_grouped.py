@@ -1,0 +1,73 @@
+"""Contractions whose result is split over a mesh axis that also splits the other
+operand (the contracted dim or a free dim of it), on meshes with axes that split
+nothing: XLA's partitioner groups the devices by the shared axis and moves that
+operand's blocks, cut into pieces over the idle axes, with one collective-permute;
+it then gathers the pieces within the group, or, when that moves no less, computes
+on them and all-reduces the partial results over the idle axes. The result keeps
+the split of the operand it comes from. Random shapes, meshes and layouts against
+the collectives of XLA's compiled program."""
+import numpy as np
+import pytest
+
+from auto_oracle import assert_like_jax
+
+MESHES = [((2, 4), ("X", "Y")), ((4, 2), ("X", "Y")), ((2, 2, 2), ("X", "Y", "Z"))]
+
+
+def _case(seed):
+    rng = np.random.default_rng(seed)
+    mesh_shape, names = MESHES[int(rng.integers(len(MESHES)))]
+    m, k, n = (int(rng.choice([4, 8, 16])) for _ in range(3))
+    shared = str(rng.choice(names))
+    x_spec = [shared, None]
+    w_spec = [None, None]
+    w_spec[int(rng.integers(2))] = shared  # the contracted dim, or the free one
+    x_shape = (m, k)
+    if rng.random() < 0.3:  # a leading dim nothing splits
+        x_shape, x_spec = (2, m, k), [None, shared, None]
+    swapped = bool(rng.random() < 0.3)  # w's free dim first: w.T @ x.T
+    return mesh_shape, names, [x_shape, (k, n)], [tuple(x_spec), tuple(w_spec)], swapped
+
+
+CASES = [_case(seed) for seed in range(24)]
+# Seed 11: operands of equal size split over the same axis on free dims, the result
+# transposed after the dot: XLA splits it as the dot's first operand (x), meshsim as w.
+TIED = {11}
+
+
+def _run(runner, mod, case):
+    mesh_shape, names, shapes, specs, swapped = case
+    mesh = mod.make_mesh(mesh_shape, names, axis_types=(mod.sharding.AxisType.Auto,) * len(names))
+    rng = np.random.default_rng(5)
+    args = [mod.device_put(rng.standard_normal(s).astype(np.float32),
+                           mod.sharding.NamedSharding(mesh, mod.sharding.PartitionSpec(*sp)))
+            for s, sp in zip(shapes, specs)]
+    if swapped:
+        def fun(x, w):
+            return mod.numpy.einsum("kn,...mk->...nm", w, x)
+    else:
+        def fun(x, w):
+            return x @ w
+    with mod.set_mesh(mesh):
+        return runner(mod, fun, args)
+
+
+@pytest.mark.parametrize("case", [
+    pytest.param(c, marks=pytest.mark.xfail(strict=True, reason="equal-size operands: XLA's result takes the "
+                                                                "dot's first operand's split")) if i in TIED else c
+    for i, c in enumerate(CASES)], ids=[f"{c[0]}-{c[2]}-{c[3]}{'-swapped' if c[4] else ''}" for c in CASES])
+def test_grouped_contraction_moves_blocks_as_xla(case):
+    assert_like_jax(lambda runner, mod: _run(runner, mod, case), rtol=2e-5, atol=2e-5)
+
+
+def test_cases_cover_both_ways():
+    """The cases exercise the gather through idle axes and the all-reduce over them."""
+    import jax  # noqa: F401  (the oracle's 8 devices)
+    from auto_oracle import run_jax
+    kinds = set()
+    for case in CASES:
+        _, coll, _ = _run(run_jax, jax, case)
+        permuted = any(k[0] == "collective-permute" for k in coll)
+        if permuted:
+            kinds.update(k[0] for k in coll if k[0] != "collective-permute")
+    assert {"all-gather", "all-reduce"} <= kinds
