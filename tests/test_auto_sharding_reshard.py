@@ -1,7 +1,7 @@
 """Reshards that move whole blocks between devices, against XLA's compiled programs: where
 the old and new layouts cut every dimension into the same number of blocks (only the devices
-holding them differ), XLA's partitioner sends each block with one collective-permute over
-every device, those keeping theirs included; where one dim's blocks move to another dim
+holding them differ), or each new block lies within one old block, XLA's partitioner sends
+each new block with one collective-permute over every device, those keeping theirs included; where one dim's blocks move to another dim
 (other dims perhaps gathered whole), an all-to-all re-tiles them and a collective-permute
 takes them to the new devices. meshsim records the same (kind, axes, bytes)."""
 import numpy as np
@@ -25,6 +25,12 @@ CASES = {
     "gather_then_retile": ((2, 2, 2), ("X", "Y", "Z"), (8, 4, 8), ("X", "Z"), (None, None, "Y")),
     "gather_then_move": ((2, 2, 2), ("X", "Y", "Z"), (8, 4, 8), ("X", "Z"), (None, None, "Z")),
     "too_few_blocks": ((2, 4), ("X", "Y"), (8, 8), ("X",), (None, "Y")),  # an all-gather
+    # each new block lies within one old block (a finer split over other axes): cut
+    # from there and sent with one collective-permute
+    "finer": ((2, 4), ("X", "Y"), (16,), ("X",), ("Y",)),
+    "finer_dim1": ((2, 4), ("X", "Y"), (8, 16), (None, "X"), (None, "Y")),
+    "finer_tuple": ((2, 2, 2), ("X", "Y", "Z"), (16, 8), ("X",), (("Y", "Z"),)),
+    "finer_and_other_dim": ((2, 4), ("X", "Y"), (16, 8), ("X", None), ("Y", "X")),
 }
 NO_PERMUTE = {"stays_put", "gather_then_move", "too_few_blocks"}
 
@@ -47,3 +53,43 @@ def test_reshard_collectives_match_xla(name, explicit):
     j_coll = assert_like_jax(lambda runner, mod: _run(runner, mod, name, explicit), rtol=0, atol=0)
     permutes = [k for k in j_coll if k[0] == "collective-permute"]
     assert bool(permutes) == (name not in NO_PERMUTE)
+
+
+def _random_finer(seed):
+    """A dim split over some axes re-split over other axes into a multiple of as many blocks."""
+    rng = np.random.default_rng(seed)
+    mesh_shape, names = [((2, 4), ("X", "Y")), ((2, 2, 2), ("X", "Y", "Z"))][int(rng.integers(2))]
+    sizes = dict(zip(names, mesh_shape))
+    rank = int(rng.integers(1, 4))
+    dim = int(rng.integers(rank))
+    old = str(rng.choice([a for a in names if sizes[a] == 2]))
+    rest = [a for a in names if a != old]
+    new = tuple(str(a) for a in rng.permutation(rest)[:int(rng.integers(1, len(rest) + 1))])
+    shape = [int(rng.choice([4, 8])) for _ in range(rank)]
+    shape[dim] = 16
+    spec, target = [None] * rank, [None] * rank
+    spec[dim] = old
+    target[dim] = new if len(new) > 1 else new[0]
+    if rank > 1 and rng.random() < 0.5:  # the old axis moves to another dim
+        other = (dim + 1) % rank
+        target[other] = old
+    return mesh_shape, names, tuple(shape), tuple(spec), tuple(target)
+
+
+FINER = [_random_finer(seed) for seed in range(12)]
+
+
+@pytest.mark.parametrize("case", FINER, ids=[f"{c[0]}-{c[2]}-{c[3]}-{c[4]}" for c in FINER])
+def test_finer_reshard_is_one_permute(case):
+    mesh_shape, names, shape, spec, target = case
+
+    def run(runner, mod):
+        mesh = mod.make_mesh(mesh_shape, names, axis_types=(mod.sharding.AxisType.Auto,) * len(names))
+        P = mod.sharding.PartitionSpec
+        x = mod.device_put(np.random.default_rng(2).standard_normal(shape).astype(np.float32),
+                           mod.sharding.NamedSharding(mesh, P(*spec)))
+        with mod.set_mesh(mesh):
+            return runner(mod, lambda a: mod.lax.with_sharding_constraint(a * 2.0, P(*target)) + 1.0, [x])
+
+    j_coll = assert_like_jax(run, rtol=0, atol=0)
+    assert [k[0] for k in j_coll] == ["collective-permute"]

@@ -469,8 +469,21 @@ ArrayPtr relayout(const ArrayPtr& x, const MeshPtr& mesh, const Spec& spec_in, c
         sent[holders[s][pos % holders[s].size()]] += part;
       }
     }
-    record_reshard(*mesh, pad_spec(src.spec, ndim), spec, std::move(sent), std::move(received), started,
-                   num_elements(sl) * item);
+    // Each new block within one old block (the split made finer over other
+    // axes, or the same blocks elsewhere): XLA's partitioner cuts it from
+    // there and moves it with one collective-permute over every device.
+    bool within_old = true;
+    for (int64_t pos = 0; pos < n && within_old; ++pos) {
+      const Box want = block_box(*dst, pos, dl);
+      bool found = false;
+      for (int64_t from : src_pos) found = found || contains(block_box(src, from, sl), want);
+      within_old = found;
+    }
+    if (within_old && *std::max_element(received.begin(), received.end()) > 0)
+      record_permute(*mesh, std::move(sent), std::move(received), started, num_elements(dl) * item);
+    else
+      record_reshard(*mesh, pad_spec(src.spec, ndim), spec, std::move(sent), std::move(received), started,
+                     num_elements(sl) * item);
   }
   std::vector<Tensor> per_device(n);
   for (int64_t pos = 0; pos < n; ++pos) per_device[pos] = blocks[block_of[pos]];
