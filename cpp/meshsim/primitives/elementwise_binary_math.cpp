@@ -79,7 +79,10 @@ void pow_primitive() {
     const Aval &x = in[0], &y = in[1];
     check_dtype("pow", Accepts::Inexact, x.dtype, 0);
     check_dtype("pow", Accepts::Number, y.dtype, 1);
-    if (!is_integer(y.dtype)) check_same_dtypes("pow", x, y);
+    if (!is_integer(y.dtype) && y.dtype != x.dtype)
+      fail<TypeError>("the first argument to pow must have an inexact dtype (float or complex), and the second "
+                      "argument must have an inexact or integer dtype, and two inexact dtypes must match, but got ",
+                      dtype_name(x.dtype), " and ", dtype_name(y.dtype), " respectively.");
     check_same_shapes("pow", x, y);
     return Avals{like(x, x.shape, x.dtype, x.weak_type && y.weak_type)};
   };

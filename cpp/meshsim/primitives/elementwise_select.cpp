@@ -35,9 +35,14 @@ Avals select_n_aval(const Avals& in) {
       for (size_t j = 1; j < in.size(); ++j) shapes += (j > 1 ? ", " : "") + shape_str(in[j].shape);
       fail<TypeError>("select cases must have the same shapes, got [", shapes, "].");
     }
-    if (in[i].dtype != in[1].dtype) check_same_dtypes("select", in[1], in[i]);
     weak = weak && in[i].weak_type;
   }
+  for (size_t i = 2; i < in.size(); ++i)
+    if (in[i].dtype != in[1].dtype) {
+      std::string dtypes;  // every case's, as JAX names them
+      for (size_t j = 1; j < in.size(); ++j) dtypes += (j > 1 ? ", " : "") + std::string(dtype_name(in[j].dtype));
+      fail<TypeError>("lax.select requires arguments to have the same dtypes, got ", dtypes, ".");
+    }
   if (!which.shape.empty() && which.shape != in[1].shape)
     fail<TypeError>("select `which` must be scalar or have the same shape as cases, got `which` shape ",
                     shape_str(which.shape), " but case shape ", shape_str(in[1].shape), ".");

@@ -196,8 +196,8 @@ void dynamic_update_slice() {
     const Aval &x = in[0], &upd = in[1];
     check_starts("dynamic_update_slice", x, Avals(in.begin() + 2, in.end()));
     if (upd.dtype != x.dtype)
-      fail<TypeError>("dynamic_update_slice update must have the operand's dtype ", dtype_name(x.dtype),
-                      ", got ", dtype_name(upd.dtype));
+      fail<TypeError>("lax.dynamic_update_slice requires arguments to have the same dtypes, got ",
+                      dtype_name(x.dtype), ", ", dtype_name(upd.dtype), ".");
     if (upd.ndim() != x.ndim())
       fail<TypeError>("dynamic_update_slice update must have the operand's rank, got update shape ",
                       shape_str(upd.shape), " for operand shape ", shape_str(x.shape));

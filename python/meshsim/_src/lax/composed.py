@@ -268,10 +268,14 @@ def dtype(x):
 
 
 def lgamma(x):
+    from meshsim._src.lax.special import check_floating
     from meshsim._src.scipy.special import gammaln
+    check_floating("lgamma", x)
     return gammaln(x)
 
 
 def digamma(x):
+    from meshsim._src.lax.special import check_floating
     from meshsim._src.scipy.special import digamma as _digamma
+    check_floating("digamma", x)
     return _digamma(x)

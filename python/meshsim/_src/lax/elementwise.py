@@ -75,13 +75,39 @@ _SCALAR_OPERANDS = frozenset({
 })
 
 
+# The jnp function that promotes where a lax op requires equal dtypes, keyed by the
+# name the op's same-dtype TypeError gives it: JAX adds it to that error as a tip.
+# The bit operations ("and", "or", "xor") and the ordering comparisons get none in JAX.
+_PROMOTING_JNP_FUNCTION = {
+    "add": "add", "sub": "subtract", "mul": "multiply", "div": "divide", "max": "maximum", "min": "minimum",
+    "atan2": "arctan2", "nextafter": "nextafter", "eq": "equal", "ne": "not_equal", "select": "where",
+    "shift_left": "left_shift", "shift_right_logical": "right_shift", "shift_right_arithmetic": "right_shift",
+    "concatenate": "concatenate",
+}
+_SAME_DTYPES = " requires arguments to have the same dtypes, got "
+
+
+def bind_suggesting_promotion(prim: str, *vals, **params):
+    """core.bind1, naming the promoting jnp function after the op's same-dtype TypeError,
+    as JAX's lax does (the primitive's abstract evaluation raises the error itself)."""
+    try:
+        return core.bind1(prim, *vals, **params)
+    except TypeError as err:
+        text = str(err)
+        name = text[len("lax."):text.find(_SAME_DTYPES)] if text.startswith("lax.") else ""
+        if name not in _PROMOTING_JNP_FUNCTION:
+            raise
+        raise TypeError(f"{text} (Tip: jnp.{_PROMOTING_JNP_FUNCTION[name]} is a similar function that does "
+                        "automatic type promotion on inputs).") from None
+
+
 def _nary(prim: str, *args):
     vals = [_operand(a, prim, i) for i, a in enumerate(args)]
     shape = _broadcast_shape([v.shape for v in vals])
     if shape is not None:
         keep_scalars = prim in _SCALAR_OPERANDS
         vals = [v if keep_scalars and v.ndim == 0 else _broadcast_in_dim(v, shape) for v in vals]
-    return core.bind1(prim, *vals)
+    return bind_suggesting_promotion(prim, *vals)
 
 
 def _unary_op(prim: str, name: str | None = None):
@@ -185,7 +211,7 @@ def select_n(which, *cases):
     if not cases:
         raise ValueError("select_n() must have at least one case")
     vals = [_operand(a, "select_n", i) for i, a in enumerate((which, *cases))]
-    return core.bind1("select_n", *vals)
+    return bind_suggesting_promotion("select_n", *vals)
 
 
 def select(pred, on_true, on_false):

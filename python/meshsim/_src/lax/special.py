@@ -3,8 +3,27 @@ bessel_i0e, bessel_i1e), composed as `jax.scipy.special` composes them
 (`_src/scipy/special_series.py`)."""
 from __future__ import annotations
 
+import numpy as np
+
+from meshsim._src import core
+from meshsim._src.dtype_kinds import issubdtype
+
 __all__ = ["igamma", "igammac", "betainc", "zeta", "polygamma", "bessel_i0e", "bessel_i1e", "igamma_grad_a",
            "random_gamma_grad"]
+
+
+def check_floating(name: str, *args):
+    """JAX's dtype rule for its special-function primitives: every operand floating (a Python
+    float counts as a weak float32, an int does not) and, for several, of one dtype."""
+    dtypes = [core.asarray_value(a).dtype for a in args]
+    for position, dtype in enumerate(dtypes):
+        if not issubdtype(dtype, np.floating):
+            where = f" at position {position}" if len(args) > 1 else ""
+            raise TypeError(f"{name} does not accept dtype {dtype.name}{where}. Accepted dtypes{where} are "
+                            "subtypes of floating.")
+    if any(d != dtypes[0] for d in dtypes):
+        raise TypeError(f"lax.{name} requires arguments to have the same dtypes, got "
+                        f"{', '.join(d.name for d in dtypes)}.")
 
 
 def _series():
@@ -14,12 +33,14 @@ def _series():
 
 def igamma(a, x):
     """The regularized lower incomplete gamma function P(a, x)."""
+    check_floating("igamma", a, x)
     return _series().gammainc(a, x)
 
 
 def igamma_grad_a(a, x):
     """d/da of the regularized lower incomplete gamma function P(a, x): the derivative of
     its series / continued fraction in a (0 at x = 0, NaN outside the domain)."""
+    check_floating("igamma_grad_a", a, x)
     from meshsim._src.numpy import namespace as jnp
     from meshsim._src.ad import vjp
     a, x = jnp.broadcast_arrays(*_series()._float(a, x))
@@ -59,29 +80,35 @@ def random_gamma_grad(a, x):
 
 def igammac(a, x):
     """The regularized upper incomplete gamma function Q(a, x)."""
+    check_floating("igammac", a, x)
     return _series().gammaincc(a, x)
 
 
 def betainc(a, b, x):
     """The regularized incomplete beta function I_x(a, b)."""
+    check_floating("regularized_incomplete_beta", a, b, x)
     return _series().betainc(a, b, x)
 
 
 def zeta(x, q):
     """The Hurwitz zeta function."""
+    check_floating("zeta", x, q)
     return _series().zeta(x, q)
 
 
 def polygamma(m, x):
     """The m-th derivative of the digamma function (m a float array of x's dtype)."""
+    check_floating("polygamma", m, x)
     return _series().lax_polygamma(m, x)
 
 
 def bessel_i0e(x):
     """exp(-|x|) I0(x)."""
+    check_floating("bessel_i0e", x)
     return _series().i0e(x)
 
 
 def bessel_i1e(x):
     """exp(-|x|) I1(x)."""
+    check_floating("bessel_i1e", x)
     return _series().i1e(x)

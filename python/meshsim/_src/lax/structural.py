@@ -11,6 +11,7 @@ import numpy as np
 
 from meshsim import _core
 from meshsim._src import core, tracing, tree_util
+from meshsim._src.lax.elementwise import bind_suggesting_promotion
 from meshsim._src.sharding import explicit
 
 __all__ = [
@@ -152,7 +153,7 @@ def concatenate(operands, dimension: int):
     operands = [core.asarray_value(x) for x in operands]
     if len(operands) == 1:
         return operands[0]
-    return core.bind1("concatenate", *operands, dimension=operator.index(dimension))
+    return bind_suggesting_promotion("concatenate", *operands, dimension=operator.index(dimension))
 
 
 def pad(operand, padding_value, padding_config):

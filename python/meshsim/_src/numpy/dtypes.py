@@ -84,7 +84,8 @@ def _dtype_of(x) -> np.dtype:
     """The dtype named by a dtype-like or carried by an array-like."""
     if isinstance(x, _ScalarMeta):
         return x.dtype
-    if not isinstance(x, type) and hasattr(x, "dtype"):
+    # A name given as NumPy's str (np.str_) names a dtype: its own `.dtype` is a string type.
+    if not isinstance(x, (type, str)) and hasattr(x, "dtype"):
         return np.dtype(x.dtype)
     return np.dtype(x)
 
