@@ -187,7 +187,7 @@ class _Signature:
         return mask
 
 
-_Array = _core.Array
+_Array = _core.ArrayImpl
 
 
 def usable_donations(program, donated: list[bool]) -> list[bool]:
@@ -285,13 +285,18 @@ def _jit_ctx_mesh() -> str | None:
 _ALL_JITTED: weakref.WeakSet = weakref.WeakSet()
 
 
-class JitWrapped:
-    """The result of `jit(fun)`: callable, cached per input signature."""
+class PjitFunction:
+    """The result of `jit(fun)`: callable, cached per input signature (named as JAX's is)."""
 
     def __init__(self, fun, static_argnums=None, static_argnames=None, donate_argnums=None,
                  donate_argnames=None, in_shardings=None, out_shardings=None, api: str = "jit",
                  inline: bool = False):
         functools.update_wrapper(self, fun)
+        if not hasattr(self, "__name__"):  # a partial: named, as in JAX, by the function it wraps
+            inner = fun
+            while isinstance(inner, functools.partial):
+                inner = inner.func
+            self.__name__ = self.__qualname__ = getattr(inner, "__name__", "<unnamed function>")
         _ALL_JITTED.add(self)
         self._fun = fun
         self._api = api  # "pjit": the deprecated jax.experimental.pjit (its context mesh, its name)
@@ -317,6 +322,9 @@ class JitWrapped:
 
     def __get__(self, obj, objtype=None):
         return self if obj is None else functools.partial(self, obj)
+
+    def __repr__(self):
+        return f"<PjitFunction of {self._fun!r}>"
 
     def _lookup(self, args, kwargs):
         static, dyn_args, dyn_kwargs = self._sig.split(args, kwargs)
@@ -381,7 +389,7 @@ class JitWrapped:
     def _before_tracing(self, key, leaves) -> None:
         """What the tracing flags ask for before a new signature is traced."""
         values = _config._values
-        name = getattr(self._fun, "__name__", self._sig.fun_name)
+        name = self.__name__
         if values["jax_no_tracing"]:
             code = getattr(self._fun, "__code__", None)
             where = f" at {code.co_filename}:{code.co_firstlineno}" if code else ""
@@ -507,7 +515,7 @@ class JitWrapped:
             n = len(captures)
             program = program.with_inputs([c.aval for c in captures] + [x.aval for x in leaves],
                                           [n + i for i in range(len(leaves))] + list(range(n)))
-        program.name = getattr(self._fun, "__name__", self._sig.fun_name)
+        program.name = self.__name__
         return program, captures, out_tree
 
     def _call(self, *args, **kwargs):
@@ -643,7 +651,7 @@ def _jit(fun, in_shardings, out_shardings, static_argnums, static_argnames, dona
                                  inline=inline)
     if not callable(fun):
         raise TypeError(f"Expected a callable value, got {fun!r}")
-    wrapped = JitWrapped(fun, static_argnums, static_argnames, donate_argnums, donate_argnames,
+    wrapped = PjitFunction(fun, static_argnums, static_argnames, donate_argnums, donate_argnames,
                          in_shardings, out_shardings, api, inline)
     _share_traces(wrapped, fun, in_shardings, out_shardings, api)
     return wrapped
@@ -673,7 +681,7 @@ def jitted_when_traced(fun: Callable | None = None, *, static_argnames=()):
 _SHARED_TRACES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _share_traces(wrapped: JitWrapped, fun, in_shardings, out_shardings, api: str) -> None:
+def _share_traces(wrapped: PjitFunction, fun, in_shardings, out_shardings, api: str) -> None:
     sig = wrapped._sig
     tracing = (tuple(sorted(sig.static_argnums)), tuple(sorted(sig.static_argnames)),
                in_shardings, out_shardings, api)
@@ -739,7 +747,7 @@ def make_jaxpr(fun: Callable, static_argnums=()):
     def make(*args, **kwargs):
         static = tuple((i, a) for i, a in enumerate(args) if i in static_argnums)
         dyn = [a for i, a in enumerate(args) if i not in static_argnums]
-        if static or isinstance(fun, JitWrapped):  # a jitted function shows as its equation
+        if static or isinstance(fun, PjitFunction):  # a jitted function shows as its equation
             program, out_tree = trace_to_program(fun, dyn, kwargs, static)
         else:  # traced once per type with jit(fun)'s calls, as JAX traces it
             program, out_tree = jit(fun)._trace_for_types((), dyn, kwargs)
