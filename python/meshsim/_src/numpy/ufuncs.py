@@ -11,9 +11,11 @@ import operator
 
 import numpy as np
 
+from meshsim import _core
 from meshsim._src import dtype_kinds
 from meshsim._src import api, core, ref
 from meshsim._src.lax import elementwise as lax
+from meshsim._src.sharding.named_sharding import PartitionSpec, check_no_duplicate_axes
 from meshsim._src.numpy.promotion import (broadcast_shapes, broadcast_to_shape, promote_args,
                                           promote_args_inexact, promote_args_numeric, result_type)
 
@@ -124,19 +126,45 @@ def _where(condition, x, y):
         shape = broadcast_shapes(x.shape, y.shape)
     else:
         shape = broadcast_shapes(condition.shape, x.shape, y.shape)
-    # A replicated operand is broadcast to the sharding of one sharded in its type (as JAX's
-    # jitted `where` types its broadcasts), since select needs its cases laid out alike.
-    like = next((v.aval for v in (condition, x, y)
-                 if v.shape == shape and v.aval.mesh is not None and any(v.aval.spec)), None)
+    operands = (condition, x, y) if condition.ndim else (x, y)
+    mesh, spec = (None, None) if all(v.shape == shape for v in operands) else \
+        _broadcast_sharding([v.aval for v in operands], len(shape))
 
     def broadcast(v):
+        # Laid out as JAX's jitted `where` types its broadcasts, since select needs its cases
+        # laid out alike: JAX broadcasts into that sharding, meshsim reshards after.
         out = broadcast_to_shape(v, shape)
-        if like is None or out is v or any(v.aval.spec) or out.aval.spec == like.spec:
+        if mesh is None or [tuple(e) for e in out.aval.spec] == spec:
             return out
-        return core.bind1("reshard", out, mesh=like.mesh, spec=[list(e) for e in like.spec])
+        return core.bind1("reshard", out, mesh=mesh, spec=[list(e) for e in spec])
     if condition.ndim:
         condition = broadcast(condition)
     return lax.select(condition, broadcast(x), broadcast(y))
+
+
+def _broadcast_sharding(avals, ndim: int):
+    """(mesh, spec) of operands broadcast together, as JAX's lax.broadcast_shardings gives
+    them: per dimension (ranks aligned at the right) the one mesh-axis entry the operands
+    give it; (None, None) when none is sharded in its type."""
+    mesh = next((a.mesh for a in avals if a.mesh is not None and any(a.spec)), None)
+    if mesh is None:
+        return None, None
+    padded = [[()] * (ndim - len(a.shape)) + [tuple(e) for e in a.spec] if a.mesh is not None
+              else [()] * ndim for a in avals]
+    spec = []
+    for entries in zip(*padded):
+        named = {e for e in entries if e}
+        if len(named) > 1:
+            specs = ", ".join(str(tuple(_spec_entry(e) for e in p)) for p in padded if len(p))
+            raise _core.ShardingTypeError(f"broadcast_shardings got incompatible shardings for broadcasting: {specs}.")
+        spec.append(named.pop() if named else ())
+    check_no_duplicate_axes(PartitionSpec(*(_spec_entry(e) for e in spec)))
+    return mesh, spec
+
+
+def _spec_entry(entry: tuple):
+    """A spec entry as PartitionSpec prints it: None, a name, or a tuple of names."""
+    return None if not entry else entry[0] if len(entry) == 1 else entry
 
 
 # --- arithmetic ----------------------------------------------------------------

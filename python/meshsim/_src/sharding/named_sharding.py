@@ -129,8 +129,8 @@ def _entry_axes(entry) -> tuple:
     return entry if isinstance(entry, tuple) else (entry,)
 
 
-def check_spec(mesh, spec: PartitionSpec) -> None:
-    """Raises as JAX does for a spec naming axes the mesh lacks or using one twice."""
+def check_no_duplicate_axes(spec: PartitionSpec) -> dict:
+    """Raises as JAX does for a spec using a mesh axis twice; how often each axis is named."""
     counts: dict = {}
     for entry in spec.partitions:
         for axis in _entry_axes(entry):
@@ -141,6 +141,12 @@ def check_spec(mesh, spec: PartitionSpec) -> None:
         raise DuplicateSpecError(
             "A single NamedSharding spec specification can map every mesh axis to at most one "
             f"positional dimension, but {spec} has duplicate entries for {shown}")
+    return counts
+
+
+def check_spec(mesh, spec: PartitionSpec) -> None:
+    """Raises as JAX does for a spec naming axes the mesh lacks or using one twice."""
+    counts = check_no_duplicate_axes(spec)
     for axis in counts:
         if axis not in mesh.axis_names:
             raise ValueError(
