@@ -110,7 +110,7 @@ void init_arrays(py::module_& m) {
 
   m.def("check_spec", &check_spec, py::arg("mesh"), py::arg("spec"), py::arg("ndim"));
 
-  py::class_<Array, ArrayPtr>(m, "Array", py::dynamic_attr())
+  py::class_<Array, ArrayPtr>(m, "ArrayImpl", py::dynamic_attr())  // named as JAX names its arrays
       .def_static(
           "from_numpy",
           [](const py::array& a, bool weak_type) {

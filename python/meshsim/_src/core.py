@@ -14,7 +14,7 @@ from meshsim._src import float_checks
 from meshsim._src.config import config
 from meshsim._src.sharding import auto_names, placement
 
-Array = _core.Array
+Array = _core.ArrayImpl
 Tracer = _core.Tracer
 ShapedArray = _core.ShapedArray
 

@@ -137,7 +137,7 @@ class deferred_inspections:
         return self
 
     def resolve(self, trace, program, args) -> None:
-        if self.outermost and _deferred and all(isinstance(a, _core.Array) for a in args):
+        if self.outermost and _deferred and all(isinstance(a, _core.ArrayImpl) for a in args):
             found = program.auto_layouts(list(args))
             if found is not None:
                 self.layouts = (trace, Mesh.from_core(found[0]), found[1])

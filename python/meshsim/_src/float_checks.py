@@ -14,7 +14,7 @@ from meshsim._src.config import config, disable_jit
 def _invalid_kind(outs) -> str | None:
     check_nans, check_infs = config._values["jax_debug_nans"], config._values["jax_debug_infs"]
     for x in outs:
-        if type(x) is not _core.Array or x.dtype.kind not in "fc":
+        if type(x) is not _core.ArrayImpl or x.dtype.kind not in "fc":
             continue
         values = np.asarray(x.to_numpy())
         if check_nans and np.isnan(values).any():

@@ -24,7 +24,7 @@ def clear_caches() -> None:
 
 def live_arrays(platform: str | None = None) -> list:
     """Every array that is alive (not deleted) in this process."""
-    return [x for x in gc.get_objects() if type(x) is _core.Array and not x.is_deleted()]
+    return [x for x in gc.get_objects() if type(x) is _core.ArrayImpl and not x.is_deleted()]
 
 
 def linear_transpose(fun: Callable, *primals, reduce_axes=()) -> Callable:

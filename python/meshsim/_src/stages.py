@@ -325,7 +325,7 @@ def _stand_ins(leaves: list) -> list | None:
     from meshsim._src.sharding.named_sharding import NamedSharding
     out = []
     for x in leaves:
-        if isinstance(x, _core.Array):
+        if isinstance(x, _core.ArrayImpl):
             out.append(x)
             continue
         sharding = getattr(x, "sharding", None)

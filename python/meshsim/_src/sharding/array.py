@@ -51,7 +51,7 @@ def _addressable_shards(self) -> list[Shard]:
         key = tuple((s.start, s.stop) for s in index)
         replica_id = copies.get(key, 0)
         copies[key] = replica_id + 1
-        data = _core.Array.shard(block, SingleDeviceSharding(device).core_sharding, self.weak_type)
+        data = _core.ArrayImpl.shard(block, SingleDeviceSharding(device).core_sharding, self.weak_type)
         shards.append(Shard(device, index, replica_id, data))
     return shards
 
@@ -153,7 +153,7 @@ def _shaped_array_init(self, shape, dtype, weak_type=False, sharding=None, *,
 
 
 def install() -> None:
-    Array = _core.Array
+    Array = _core.ArrayImpl
     Array.sharding = property(_sharding)
     Array.addressable_shards = property(_addressable_shards)
     Array.global_shards = property(_addressable_shards)

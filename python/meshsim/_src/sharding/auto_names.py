@@ -11,7 +11,7 @@ from meshsim._src.sharding.mesh import AxisType
 from meshsim._src.sharding.named_sharding import NamedSharding
 from meshsim._src.sharding.partition_spec import PartitionSpec
 
-_Array = _core.Array
+_Array = _core.ArrayImpl
 
 
 def _on_auto_mesh(x) -> bool:

@@ -107,7 +107,7 @@ def unplaced_result(avals) -> object | None:
 
 
 def _array_device_count(x) -> int | None:
-    if type(x) is not _core.Array or not x.committed:
+    if type(x) is not _core.ArrayImpl or not x.committed:
         return None
     mesh = x.sharding_core.mesh
     return 1 if mesh is None else len(mesh.device_ids)

@@ -289,7 +289,7 @@ def _constrain(x, sharding):
             return x
         sharding = NamedSharding(mesh, merged)
     out = _reshard_one(x, sharding, "sharding_constraint")
-    if type(out) is _core.Array:  # eagerly, the result is named by the sharding given (`P()`)
+    if type(out) is _core.ArrayImpl:  # eagerly, the result is named by the sharding given (`P()`)
         out._sharding = NamedSharding(mesh, spec)
     return out
 

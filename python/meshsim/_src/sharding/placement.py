@@ -12,7 +12,7 @@ import threading
 from meshsim import _core
 from meshsim._src import devices as devices_lib
 
-_Array = _core.Array
+_Array = _core.ArrayImpl
 
 
 def _single_committed(x) -> bool:
