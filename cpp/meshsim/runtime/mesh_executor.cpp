@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 #include <tbb/blocked_range.h>
@@ -215,21 +216,45 @@ constexpr double kHeavyRun = 256;
 
 double equation_weight(const Program& body, const Equation& e);
 
+// Which devices compute the equations of a run of local equations: each
+// equation only on the devices that own its result, plus those that need it
+// for an equation they own; the others share the owner's result.
+struct RunOwners {
+  std::vector<std::vector<char>> computes;  // per device, per equation of the run
+  std::vector<char> busy;                   // per device: whether it computes any
+  int64_t computing = 0;                    // devices that compute some equation of the run
+  // Values outliving the run that a device did not compute: (its slot, the
+  // computing device's slot) in the table of held values.
+  std::vector<std::pair<size_t, size_t>> shared;
+};
+
 // What run_on_mesh works out from the body alone, once per body: the runs of
 // local equations between collectives and which values outlive their run,
-// beside the body's schedule (last uses, result types, moves).
+// beside the body's schedule (last uses, result types, moves). Values that
+// outlive a run live in one flat table of `num_held` slots per device
+// (`held[v] * n + d`), reused between calls; a run's temporaries live in the
+// task of each device that computes them.
 struct ExecutionPlan {
   struct Run {
     size_t begin, end;                 // equations [begin, end); one mesh-wide equation when `collective`
     bool collective;
     std::vector<int> outlive;          // outputs used after the run (or results of the body)
     std::vector<int> temporaries;      // outputs used only inside it
+    std::vector<int> released;         // held values read for the last time in the run
     double weight = 0;                 // a device's work in the run, in units of a small equation
   };
   std::shared_ptr<const Schedule> schedule;
   std::vector<int> producer;           // per variable: the equation computing it, -1 for inputs
   std::vector<int> slot;               // per temporary: its index in its run's local values
+  // Per variable held between runs (constants, arguments, collectives' results,
+  // values outliving their run): its slot in the table, else -1.
+  std::vector<int> held;
+  int num_held = 0;
   std::vector<Run> runs;
+  // Whether which devices compute what follows from the body's types alone
+  // (check_vma=True and every collective's result typed by its VMA): then it
+  // is worked out once per mesh shape (`owners`) instead of per call.
+  bool typed_owners = true;
 
   explicit ExecutionPlan(const ProgramPtr& body_ptr) : schedule(schedule_of(body_ptr)) {
     const Program& body = *body_ptr;
@@ -237,6 +262,12 @@ struct ExecutionPlan {
     const std::vector<int>& last = schedule->last;
     producer.assign(num_vars, -1);
     slot.assign(num_vars, -1);
+    held.assign(num_vars, -1);
+    auto hold = [&](int v) {
+      if (held[v] < 0) held[v] = num_held++;
+    };
+    for (int v : body.constvars) hold(v);
+    for (int v : body.invars) hold(v);
     for (size_t j = 0; j < body.eqns.size(); ++j)
       for (int v : body.eqns[j].outputs) producer[v] = static_cast<int>(j);
     // Collectives, and calls whose sub-programs hold some, run over all devices at once.
@@ -246,24 +277,40 @@ struct ExecutionPlan {
     };
     size_t k = 0;
     while (k < body.eqns.size()) {
-      Run r{k, k + 1, mesh_wide(k), {}, {}};
-      if (!r.collective) {
+      Run r{k, k + 1, mesh_wide(k), {}, {}, {}};
+      if (r.collective) {
+        for (int v : body.eqns[k].outputs) hold(v);
+        typed_owners = typed_owners && !body.eqns[k].prim->result_vma_unchecked;
+      } else {
         while (r.end < body.eqns.size() && !mesh_wide(r.end)) ++r.end;
         for (size_t j = r.begin; j < r.end; ++j) r.weight += equation_weight(body, body.eqns[j]);
         for (size_t j = r.begin; j < r.end; ++j)
           for (int v : body.eqns[j].outputs) {
             if (last[v] >= static_cast<int>(r.end)) {
               r.outlive.push_back(v);
+              hold(v);
             } else {
               slot[v] = static_cast<int>(r.temporaries.size());
               r.temporaries.push_back(v);
             }
           }
       }
+      for (size_t j = r.begin; j < r.end; ++j)
+        for (int v : schedule->freed[j])
+          if (held[v] >= 0) r.released.push_back(v);
       k = r.end;
       runs.push_back(std::move(r));
     }
   }
+
+  // Per local run, which devices compute what when the body runs typed
+  // (`typed_owners`) on a mesh of `mesh`'s shape; made on first use.
+  std::shared_ptr<const std::vector<RunOwners>> owners(const Program& body, const Mesh& mesh) const;
+
+ private:
+  mutable std::mutex owners_mutex_;
+  mutable std::map<std::pair<AxisNames, std::vector<int64_t>>, std::shared_ptr<const std::vector<RunOwners>>>
+      owners_;
 };
 
 // A rough measure of an equation's work on one device, in units of an
@@ -317,6 +364,66 @@ std::shared_ptr<const ExecutionPlan> plan_for(const ProgramPtr& body) {
   return plan;
 }
 
+// Which devices compute what in local run `run`, from the partitions of its
+// inputs in `sharing` (which learns those of its outputs).
+RunOwners owners_of(const Program& body, const ExecutionPlan& plan, const ExecutionPlan::Run& run,
+                    Sharing& sharing, int64_t n) {
+  const size_t begin = run.begin, end = run.end;
+  RunOwners o;
+  o.computes.assign(n, std::vector<char>(end - begin));
+  for (size_t j = begin; j < end; ++j) {
+    const Equation& eq = body.eqns[j];
+    sharing.from_inputs(eq);
+    for (int64_t d = 0; d < n; ++d)
+      o.computes[d][j - begin] = eq.outputs.empty() || sharing.owner(d, eq.outputs[0]) == d;
+  }
+  close_over_operands(body, plan.producer, begin, o.computes);
+  o.busy.resize(n);
+  for (int64_t d = 0; d < n; ++d) {
+    o.busy[d] = std::find(o.computes[d].begin(), o.computes[d].end(), 1) != o.computes[d].end();
+    o.computing += o.busy[d];
+  }
+  for (int v : run.outlive)
+    for (int64_t d = 0; d < n; ++d)
+      if (!o.computes[d][plan.producer[v] - begin])
+        o.shared.emplace_back(plan.held[v] * n + d, plan.held[v] * n + sharing.owner(d, v));
+  return o;
+}
+
+// The partitions of the body's inputs: its constants are the same tensors on
+// every device; its arguments are equal along the axes their types are
+// invariant over (`vma_checked`), else where they are the same buffer
+// (`args` by variable then device, read only then).
+void share_inputs(Sharing& sharing, const Program& body, bool vma_checked, int64_t n,
+                  const std::function<const std::vector<Tensor>&(int)>& args) {
+  for (size_t i = 0; i < body.constvars.size(); ++i)
+    sharing.from_buffers(body.constvars[i], std::vector<Tensor>(n, body.consts[i]));
+  for (int v : body.invars) {
+    if (vma_checked) sharing.from_type(v, body.avals[v]);
+    else sharing.from_buffers(v, args(v));
+  }
+}
+
+std::shared_ptr<const std::vector<RunOwners>> ExecutionPlan::owners(const Program& body, const Mesh& mesh) const {
+  std::lock_guard<std::mutex> lock(owners_mutex_);
+  auto& cached = owners_[{mesh.axis_names, mesh.axis_sizes}];
+  if (cached) return cached;
+  const int64_t n = mesh.size();
+  Sharing sharing(mesh, body.avals.size());
+  share_inputs(sharing, body, /*vma_checked=*/true, n, nullptr);
+  auto out = std::make_shared<std::vector<RunOwners>>();
+  for (const Run& run : runs) {
+    if (!run.collective) {
+      out->push_back(owners_of(body, *this, run, sharing, n));
+      continue;
+    }
+    for (int v : body.eqns[run.begin].outputs) sharing.from_type(v, body.avals[v]);
+    out->emplace_back();
+  }
+  cached = out;
+  return cached;
+}
+
 }  // namespace
 
 std::vector<Tensors> run_on_mesh(const ProgramPtr& body_ptr, const Mesh& mesh, std::vector<Tensors> args,
@@ -327,40 +434,43 @@ std::vector<Tensors> run_on_mesh(const ProgramPtr& body_ptr, const Mesh& mesh, s
   const std::shared_ptr<const ExecutionPlan> plan_ptr = plan_for(body_ptr);
   const ExecutionPlan& plan = *plan_ptr;
   const int64_t n = mesh.size();
-  const size_t num_vars = body.avals.size();
   MeshContext ctx(mesh, vma_checked);
-  // Values that outlive a run of local equations, by variable then device. A
-  // variable has slots only while it is live; temporaries of a run live in the
-  // task of each device that computes them (many devices times a long body
-  // would otherwise mean that many tensors per call).
-  std::vector<std::vector<Tensor>> env(num_vars);
-  for (size_t i = 0; i < body.constvars.size(); ++i) env[body.constvars[i]].assign(n, body.consts[i]);
-  for (int v : body.invars) env[v].resize(n);
-  for (int64_t d = 0; d < n; ++d) {
+  for (int64_t d = 0; d < n; ++d)
     if (args[d].size() != body.invars.size())
       fail<TypeError>("shard_map body expects ", body.invars.size(), " arguments, got ",
                       args[d].size());
-    for (size_t i = 0; i < args[d].size(); ++i) env[body.invars[i]][d] = std::move(args[d][i]);
-  }
-  Sharing sharing(mesh, num_vars);
-  for (int v : body.constvars) sharing.from_buffers(v, env[v]);
-  for (int v : body.invars) {
-    if (vma_checked) sharing.from_type(v, body.avals[v]);
-    else sharing.from_buffers(v, env[v]);
+  // The held values, device by device per variable (`held[v] * n + d`).
+  ScratchFrame table(static_cast<size_t>(plan.num_held) * n);
+  std::vector<Tensor>& env = table.values();
+  const std::vector<int>& held = plan.held;
+  for (size_t i = 0; i < body.constvars.size(); ++i)
+    std::fill_n(env.begin() + held[body.constvars[i]] * n, n, body.consts[i]);
+  for (int64_t d = 0; d < n; ++d)
+    for (size_t i = 0; i < args[d].size(); ++i) env[held[body.invars[i]] * n + d] = std::move(args[d][i]);
+
+  // Who computes what: worked out once per mesh shape when the types say it,
+  // else per call from the buffers the devices hold.
+  const bool typed = vma_checked && plan.typed_owners;
+  std::shared_ptr<const std::vector<RunOwners>> typed_owners;
+  std::optional<Sharing> sharing;
+  auto of_devices = [&](int v) {
+    return std::vector<Tensor>(env.begin() + held[v] * n, env.begin() + (held[v] + 1) * n);
+  };
+  if (typed) {
+    typed_owners = plan.owners(body, mesh);
+  } else {
+    sharing.emplace(mesh, body.avals.size());
+    std::vector<Tensor> blocks;
+    share_inputs(*sharing, body, vma_checked, n, [&](int v) -> const std::vector<Tensor>& {
+      return blocks = of_devices(v);
+    });
   }
   const Schedule& schedule = *plan.schedule;
-  const std::vector<int>& last = schedule.last;
-  const std::vector<int>& producer = plan.producer;
   const std::vector<int>& slot = plan.slot;
-  // Frees the variables whose last use is an equation in [begin, end).
-  auto release = [&](size_t begin, size_t end) {
-    for (size_t j = begin; j < end; ++j)
-      for (int v : body.eqns[j].inputs)
-        if (last[v] == static_cast<int>(j)) std::vector<Tensor>().swap(env[v]);
-  };
 
   SingleThreadedBlas one_blas_thread;
-  for (const ExecutionPlan::Run& run : plan.runs) {
+  for (size_t r = 0; r < plan.runs.size(); ++r) {
+    const ExecutionPlan::Run& run = plan.runs[r];
     check_cancelled();
     const size_t k = run.begin;
     if (run.collective) {
@@ -371,7 +481,7 @@ std::vector<Tensors> run_on_mesh(const ProgramPtr& body_ptr, const Mesh& mesh, s
       for (int64_t d = 0; d < n; ++d) {
         ins[d].reserve(e.inputs.size());
         for (size_t i = 0; i < e.inputs.size(); ++i) {
-          Tensor& t = env[e.inputs[i]][d];
+          Tensor& t = env[held[e.inputs[i]] * n + d];
           ins[d].push_back(moved[i] ? std::move(t) : t);
         }
       }
@@ -381,79 +491,68 @@ std::vector<Tensors> run_on_mesh(const ProgramPtr& body_ptr, const Mesh& mesh, s
                                      : e.prim->mesh_call(ctx, ins, e.params, schedule.out_avals[k]);
       for (size_t i = 0; i < e.outputs.size(); ++i) {
         const int v = e.outputs[i];
-        env[v].resize(n);
-        for (int64_t d = 0; d < n; ++d) env[v][d] = std::move(res[d][i]);
-        if (vma_checked && !e.prim->result_vma_unchecked) sharing.from_type(v, body.avals[v]);
-        else sharing.from_buffers(v, env[v]);
+        for (int64_t d = 0; d < n; ++d) env[held[v] * n + d] = std::move(res[d][i]);
+        if (typed) continue;
+        if (vma_checked && !e.prim->result_vma_unchecked) sharing->from_type(v, body.avals[v]);
+        else sharing->from_buffers(v, of_devices(v));
       }
-      release(k, k + 1);
-      continue;
-    }
-    // The run of local equations up to the next collective, on every device at
-    // once; each equation only on the devices that own its result, plus those
-    // that need it for an equation they own.
-    const size_t begin = run.begin, end = run.end;
-    std::vector<std::vector<char>> runs(n, std::vector<char>(end - begin));
-    for (size_t j = begin; j < end; ++j) {
-      const Equation& eq = body.eqns[j];
-      sharing.from_inputs(eq);
-      for (int64_t d = 0; d < n; ++d)
-        runs[d][j - begin] = eq.outputs.empty() || sharing.owner(d, eq.outputs[0]) == d;
-    }
-    for (int v : run.outlive) env[v].resize(n);
-    close_over_operands(body, producer, begin, runs);
-    auto device_task = [&](int64_t d) {
-      timeline::DeviceScope on_device(mesh.device_ids[d]);
-      if (std::find(runs[d].begin(), runs[d].end(), 1) == runs[d].end()) return;
-      ScratchFrame scratch(run.temporaries.size());
-      std::vector<Tensor>& local = scratch.values();
-      auto value = [&](int v) -> Tensor& { return slot[v] >= 0 ? local[slot[v]] : env[v][d]; };
-      const std::vector<char>& mine = runs[d];
-      auto one = [&](size_t j) {
-        if (mine[j - begin])
-          run_equation(body.eqns[j], schedule.out_avals[j], schedule.moved[j], schedule.freed[j],
-                       scratch.operands(), value);
+    } else {
+      // The run of local equations up to the next collective, on every device at once.
+      std::optional<RunOwners> worked_out;
+      if (!typed) worked_out = owners_of(body, plan, run, *sharing, n);
+      const RunOwners& owners = typed ? (*typed_owners)[r] : *worked_out;
+      const size_t begin = run.begin, end = run.end;
+      auto device_task = [&](int64_t d) {
+        timeline::DeviceScope on_device(mesh.device_ids[d]);
+        if (!owners.busy[d]) return;
+        ScratchFrame scratch(run.temporaries.size());
+        std::vector<Tensor>& local = scratch.values();
+        auto value = [&](int v) -> Tensor& { return slot[v] >= 0 ? local[slot[v]] : env[held[v] * n + d]; };
+        const std::vector<char>& mine = owners.computes[d];
+        auto one = [&](size_t j) {
+          if (mine[j - begin])
+            run_equation(body.eqns[j], schedule.out_avals[j], schedule.moved[j], schedule.freed[j],
+                         scratch.operands(), value);
+        };
+        if ((!schedule.fusion.empty() || !schedule.scalars.empty()) && fusion_enabled()) {
+          // Fused where this device computes every equation of the run.
+          auto fused = [&](const FusedGroup& g) {
+            for (size_t j : g.members)
+              if (!mine[j - begin]) return false;
+            return run_fused(g, schedule.freed, value);
+          };
+          // A scalar run where this device computes every equation of it that
+          // was not folded when planned (writing the folded values it holds is
+          // harmless: they are equal on every device).
+          auto scalar = [&](const ScalarRun& sr) {
+            for (size_t j = sr.first; j <= sr.last; ++j)
+              if (sr.computed[j - sr.first] && !mine[j - begin]) return false;
+            return run_scalar_run(sr, schedule.freed, value);
+          };
+          for (size_t j = begin; j < end; ++j) run_in_schedule(schedule, j, one, fused, scalar);
+        } else {
+          for (size_t j = begin; j < end; ++j) one(j);
+        }
       };
-      if ((!schedule.fusion.empty() || !schedule.scalars.empty()) && fusion_enabled()) {
-        // Fused where this device computes every equation of the run.
-        auto fused = [&](const FusedGroup& g) {
-          for (size_t j : g.members)
-            if (!mine[j - begin]) return false;
-          return run_fused(g, schedule.freed, value);
-        };
-        // A scalar run where this device computes every equation of it that
-        // was not folded when planned (writing the folded values it holds is
-        // harmless: they are equal on every device).
-        auto scalar = [&](const ScalarRun& r) {
-          for (size_t j = r.first; j <= r.last; ++j)
-            if (r.computed[j - r.first] && !mine[j - begin]) return false;
-          return run_scalar_run(r, schedule.freed, value);
-        };
-        for (size_t j = begin; j < end; ++j) run_in_schedule(schedule, j, one, fused, scalar);
-      } else {
-        for (size_t j = begin; j < end; ++j) one(j);
-      }
-    };
-    int64_t computing = 0;  // devices that own some equation of the run
-    for (int64_t d = 0; d < n; ++d)
-      computing += std::find(runs[d].begin(), runs[d].end(), 1) != runs[d].end();
-    if (computing * run.weight >= kHeavyRun) ctx.parallel_for(n, device_task);
-    else
-      for (int64_t d = 0; d < n; ++d) device_task(d);
-    // Devices that skipped an equation share the owner's result.
-    for (int v : run.outlive)
-      for (int64_t d = 0; d < n; ++d)
-        if (!runs[d][producer[v] - begin]) env[v][d] = env[v][sharing.owner(d, v)];
-    release(begin, end);
+      if (owners.computing * run.weight >= kHeavyRun) ctx.parallel_for(n, device_task);
+      else
+        for (int64_t d = 0; d < n; ++d) device_task(d);
+      // Devices that skipped an equation share the owner's result.
+      for (const auto& [to, from] : owners.shared) env[to] = env[from];
+    }
+    // Values read for the last time in the run, in one pass over their slots.
+    for (int v : run.released)
+      for (Tensor* t = &env[held[v] * n], *stop = t + n; t != stop; ++t)
+        if (t->defined()) *t = Tensor();
   }
 
-  // The env dies here: each result's last occurrence takes its tensor.
+  // The table's slots go back with it: each result's last occurrence takes its tensor.
   const std::vector<int>& outvars = body.outvars;
   std::vector<Tensors> results(n);
   for (int64_t d = 0; d < n; ++d) {
     results[d].reserve(outvars.size());
     for (auto it = outvars.begin(); it != outvars.end(); ++it) {
-      Tensor& t = env[*it][d];
+      Tensor& t = env[held[*it] * n + d];
       results[d].push_back(std::find(it + 1, outvars.end(), *it) == outvars.end() ? std::move(t) : t);
     }
   }
