@@ -111,14 +111,92 @@ FusionPlan::FusionPlan(const Program& program, const std::vector<int>& last) {
   }
 }
 
+namespace {
+
+// A strided float32 view read tile by tile in row-major order: the tile's
+// elements are gathered into a buffer the run reads, so a broadcast or
+// transposed operand is never packed whole (a buffer and a pass over it per
+// run). Size-1 dims are dropped and dims laid out one after the other merged,
+// so a broadcast row reads as whole rows (copied) or repeats (filled).
+class TileGather {
+ public:
+  static constexpr int kMaxDims = 8;
+
+  // False for views of more dims than it handles (after merging).
+  bool reset(const Tensor& t) {
+    data_ = t.data<float>();
+    nd_ = 0;
+    for (int64_t d = 0; d < t.ndim(); ++d) {
+      const int64_t size = t.shape()[d], stride = t.strides()[d];
+      if (size == 1) continue;
+      if (nd_ > 0 && stride_[nd_ - 1] == stride * size) {
+        shape_[nd_ - 1] *= size;
+        stride_[nd_ - 1] = stride;
+        continue;
+      }
+      if (nd_ == kMaxDims) return false;
+      shape_[nd_] = size;
+      stride_[nd_] = stride;
+      ++nd_;
+    }
+    if (nd_ == 0) {  // one element
+      shape_[0] = 1;
+      stride_[0] = 0;
+      nd_ = 1;
+    }
+    return true;
+  }
+
+  // Elements [start, start + n) in row-major order into `out`.
+  void read(int64_t start, int64_t n, float* out) const {
+    int64_t index[kMaxDims];
+    int64_t offset = 0;
+    for (int d = nd_ - 1; d >= 0; --d) {
+      index[d] = start % shape_[d];
+      start /= shape_[d];
+      offset += index[d] * stride_[d];
+    }
+    const int inner = nd_ - 1;
+    const int64_t step = stride_[inner];
+    while (n > 0) {
+      const int64_t count = std::min(n, shape_[inner] - index[inner]);
+      const float* from = data_ + offset;
+      if (step == 1) std::copy(from, from + count, out);
+      else if (step == 0) std::fill(out, out + count, *from);
+      else
+        for (int64_t i = 0; i < count; ++i) out[i] = from[i * step];
+      out += count;
+      n -= count;
+      offset += count * step;
+      index[inner] += count;
+      // Carry into the outer dims.
+      for (int d = inner; d > 0 && index[d] == shape_[d]; --d) {
+        offset -= shape_[d] * stride_[d];
+        index[d] = 0;
+        ++index[d - 1];
+        offset += stride_[d - 1];
+      }
+    }
+  }
+
+ private:
+  const float* data_ = nullptr;
+  int nd_ = 0;
+  int64_t shape_[kMaxDims], stride_[kMaxDims];
+};
+
+}  // namespace
+
 bool run_fused_group(const FusedGroup& g, const Tensor* const* inputs, Tensor* results) {
   const size_t num_in = g.inputs.size(), num_steps = g.steps.size();
-  // Operands from outside in contiguous buffers (a view is packed once,
-  // unless a step reads its layout).
-  thread_local std::vector<Tensor> packed;
+  // Operands from outside read in place, or gathered tile by tile when they
+  // are views (unless a step reads their layout).
+  thread_local std::vector<TileGather> gathers;
+  thread_local std::vector<int> gathered;  // per input: its gather, -1 when read in place
   thread_local std::vector<const float*> base;
-  packed.assign(num_in, Tensor());
+  gathered.assign(num_in, -1);
   base.assign(num_in + num_steps, nullptr);
+  size_t num_gathered = 0;
   // Scalars beside the shape read as a tile of copies.
   thread_local std::vector<float> repeated;
   size_t scalars = 0;
@@ -135,8 +213,9 @@ bool run_fused_group(const FusedGroup& g, const Tensor* const* inputs, Tensor* r
       for (const FusedGroup::Step& s : g.steps)
         for (int o = 0; o < s.tile->arity; ++o)
           if (s.tile->dense_only && s.operand[o] == static_cast<int>(i)) return false;
-      packed[i] = t.contiguous();
-      base[i] = packed[i].data<float>();
+      if (gathers.size() <= num_gathered) gathers.resize(num_gathered + 1);
+      if (!gathers[num_gathered].reset(t)) return false;
+      gathered[i] = static_cast<int>(num_gathered++);
     } else {
       base[i] = t.data<float>();
     }
@@ -153,7 +232,10 @@ bool run_fused_group(const FusedGroup& g, const Tensor* const* inputs, Tensor* r
       ++temporaries;
     }
   }
-  scratch.resize(temporaries * kFusionTile);
+  scratch.resize((temporaries + num_gathered) * kFusionTile);
+  float* const gather_tiles = scratch.data() + temporaries * kFusionTile;
+  for (size_t i = 0; i < num_in; ++i)
+    if (gathered[i] >= 0) base[i] = gather_tiles + gathered[i] * kFusionTile;
   thread_local std::vector<float*> out;
   out.resize(num_steps);
   for (size_t s = 0, t = 0; s < num_steps; ++s)
@@ -161,8 +243,13 @@ bool run_fused_group(const FusedGroup& g, const Tensor* const* inputs, Tensor* r
   const float* operands[2];
   for (int64_t start = 0; start < g.size; start += kFusionTile) {
     const int64_t n = std::min(kFusionTile, g.size - start);
+    for (size_t i = 0; i < num_in; ++i)
+      if (gathered[i] >= 0) gathers[gathered[i]].read(start, n, const_cast<float*>(base[i]));
     auto at = [&](int id) -> const float* {
-      if (id < static_cast<int>(num_in)) return g.scalar_input[id] ? base[id] : base[id] + start;
+      if (id < static_cast<int>(num_in)) {
+        if (g.scalar_input[id] || gathered[id] >= 0) return base[id];
+        return base[id] + start;
+      }
       const size_t s = id - num_in;
       return g.kept[s] ? base[id] + start : out[s];
     };
@@ -172,7 +259,6 @@ bool run_fused_group(const FusedGroup& g, const Tensor* const* inputs, Tensor* r
       step.tile->loop(operands, g.kept[s] ? out[s] + start : out[s], n);
     }
   }
-  for (Tensor& t : packed) t = Tensor();
   return true;
 }
 
