@@ -169,6 +169,7 @@ class Propagator {
       avals_.push_back(a);
       spec_.push_back(pad_spec(a.spec, a.shape.size()));
       fixed_.push_back(false);
+      computed_.push_back(false);
     }
     for (int v : program.constvars) fix(offset + v, {});
     for (size_t k = 0; k < program.eqns.size(); ++k) {
@@ -177,6 +178,7 @@ class Propagator {
       Avals in, out;
       for (int v : e.inputs) in_vars.push_back(offset + v), in.push_back(program.avals[v]);
       for (int v : e.outputs) out_vars.push_back(offset + v), out.push_back(program.avals[v]);
+      for (int v : e.outputs) computed_[offset + v] = true;
       std::optional<ControlFlowLinks> links;
       std::optional<FactorMap> map;
       try {
@@ -614,13 +616,13 @@ class Propagator {
     // split as its operand is while gathering the other operand.
     std::set<int> whole;
     for (int f = 0; f < nf; ++f)
-      if (!in_result[f] && !fs[f].empty() && contracted_layout(s, f, fs).empty()) whole.insert(f);
+      if (!in_result[f] && !fs[f].empty() && contracted_layout(s, f, fs, planning).empty()) whole.insert(f);
     if (!whole.empty()) {
       assign(whole);
       take_last_operands_axes(whole);
     }
     for (int f = 0; f < nf; ++f)
-      if (!in_result[f] && !fs[f].empty()) fs[f] = contracted_layout(s, f, fs);
+      if (!in_result[f] && !fs[f].empty()) fs[f] = contracted_layout(s, f, fs, planning);
     if (planning)
       for (int f = 0; f < nf; ++f)
         if (!in_result[f] && fs[f].empty() && !candidates[f].empty()) fs[f] = split_over_idle_axes(s, f, fs, size[f]);
@@ -662,6 +664,14 @@ class Propagator {
     return reduce <= gather ? idle : AxisNames{};
   }
 
+  // Whether `spec` lays any dim out over one of `axes`.
+  static bool uses_any(const Spec& spec, const AxisNames& axes) {
+    for (const AxisNames& e : spec)
+      for (const std::string& a : e)
+        if (std::find(axes.begin(), axes.end(), a) != axes.end()) return true;
+    return false;
+  }
+
   // Bytes of value `v`'s block were its dims laid out as the factors say
   // (`t`: its place in the site).
   int64_t block_bytes(const Site& s, size_t t, const std::vector<AxisNames>& fs) const {
@@ -679,7 +689,13 @@ class Propagator {
   // whole when a result is laid out over the factor's axes or when the
   // operands' layouts leave devices computing the same blocks (some axis
   // splits none of them); otherwise whichever moves fewer bytes.
-  AxisNames contracted_layout(const Site& s, int f, const std::vector<AxisNames>& fs) const {
+  // While propagating (`planning` false), an open operand that an equation
+  // computes (not a sub-program's input: a loop's carry is tied to its
+  // initial value) and that is not yet laid out along the factor does not
+  // differ where its other dims leave the axes free: it gains them, as
+  // Shardy gives an open value the compatible axes before the partitioner
+  // weighs any move.
+  AxisNames contracted_layout(const Site& s, int f, const std::vector<AxisNames>& fs, bool planning) const {
     const size_t num_in = s.num_in;
     bool differs = false;
     int64_t gather = 0;
@@ -690,7 +706,9 @@ class Propagator {
         const AxisNames& axes = spec_[s.vars[t]][d];
         operand_axes.insert(axes.begin(), axes.end());
         if (dims[d] != f) continue;
-        differs |= axes != fs[f];
+        const int v = s.vars[t];
+        differs |= axes != fs[f] && (planning || !axes.empty() || fixed_[v] || !computed_[v] ||
+                                     uses_any(spec_[v], fs[f]));
         if (axes.empty()) continue;
         std::vector<AxisNames> own = fs;
         own[f] = axes;
@@ -747,6 +765,7 @@ class Propagator {
   Avals avals_;  // every value's type, the sub-programs' after the program's
   std::vector<Spec> spec_;
   std::vector<bool> fixed_;
+  std::vector<bool> computed_;  // per value: an equation's result (not a program's input)
   std::vector<Site> sites_;
   std::vector<Scope> scopes_;
 };
