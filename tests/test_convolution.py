@@ -226,6 +226,63 @@ def test_dtypes_and_preferred_element_type_match_jax(dtype, preferred):
         np.testing.assert_allclose(np.asarray(got, np.float64), np.asarray(expected, np.float64), rtol=1e-2)
 
 
+def crand(shape, dtype=np.complex64):
+    return (RNG.standard_normal(shape) + 1j * RNG.standard_normal(shape)).astype(dtype)
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_complex_convolutions_and_gradients_match_jax(dtype, seed):
+    """Complex operands (scipy.signal's convolutions of complex input): values and the
+    VJP of both operands for a complex cotangent, over layouts, groups and the three
+    kernel paths (features=(12, 10) reaches the gemms)."""
+    rng = np.random.default_rng(600 + seed)
+    lhs_shape, rhs_shape, kw = random_case(rng, features=(12, 10) if seed % 2 else (3, 2))
+    with x64(meshsim, jax, enabled=dtype == "complex128"):
+        x, w = crand(lhs_shape, dtype), crand(rhs_shape, dtype)
+        ct = crand(jlax.conv_general_dilated(x, w, **kw).shape, dtype)
+        expected = value_and_gradients(jax, kw, x, w, ct)
+        got = value_and_gradients(meshsim, ours(kw), x, w, ct)
+        for g, e in zip(got, expected):
+            assert g.dtype == e.dtype and g.shape == e.shape
+            assert_close_to_scale(g.real, e.real, 1e-5 if dtype == "complex64" else 1e-12)
+            assert_close_to_scale(g.imag, e.imag, 1e-5 if dtype == "complex64" else 1e-12)
+
+
+def test_complex_convolution_grad_of_a_real_loss_and_vmap_match_jax():
+    x, w = crand((3, 2, 2, 7)), crand((4, 2, 3))
+    kw = dict(window_strides=(2,), padding="SAME", rhs_dilation=(2,))
+
+    def loss(lib):
+        return lambda a, b: (lib.numpy.abs(lib.lax.conv_general_dilated(a, b, **kw)) ** 2).sum()
+
+    for g, e in zip(meshsim.grad(loss(meshsim), argnums=(0, 1))(x[0], w),
+                    jax.grad(loss(jax), argnums=(0, 1))(x[0], w)):
+        assert g.dtype == e.dtype
+        np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=1e-4, atol=1e-4)
+    got = meshsim.vmap(lambda a: lax.conv_general_dilated(a, w, **kw))(x)
+    expected = jax.vmap(lambda a: jlax.conv_general_dilated(a, w, **kw))(x)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(expected), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype,preferred", [(np.complex64, np.complex128), (np.complex64, np.float32),
+                                             (np.complex128, np.complex64), (np.float32, np.complex64),
+                                             (np.int32, np.complex64)])
+def test_complex_preferred_element_type_matches_jax(dtype, preferred):
+    with x64(meshsim, jax):
+        x = (RNG.integers(-3, 4, (2, 3, 5)) * (1 + 1j)).astype(dtype) if np.issubdtype(dtype, np.complexfloating) \
+            else RNG.integers(-3, 4, (2, 3, 5)).astype(dtype)
+        w = x[:2, :, :2]
+        outcomes = []
+        for lib in (lax, jlax):
+            try:
+                y = lib.conv_general_dilated(x, w, (1,), "VALID", preferred_element_type=preferred)
+                outcomes.append((y.dtype, np.asarray(y).tolist()))
+            except TypeError as e:
+                outcomes.append(str(e))
+        assert outcomes[0] == outcomes[1]
+
+
 @pytest.mark.parametrize("layout", [("NCHW", "OIHW", "NCHW"), ("NHWC", "HWIO", "NHWC"), ("NWHC", "WHIO", "CNHW")])
 @pytest.mark.parametrize("padding", ["SAME", "VALID", "SAME_LOWER", ((2, 0), (1, -1))])
 def test_string_dimension_numbers_and_paddings(layout, padding):

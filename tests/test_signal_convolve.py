@@ -80,3 +80,23 @@ def test_errors_match_jax(real_jax):
         want = _outcome(lambda: call(real_jax.scipy.signal))
         assert isinstance(want, tuple)
         assert got == want
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("fn", ["convolve", "correlate", "convolve2d", "correlate2d"])
+def test_complex_input_matches_jax(real_jax, fn, seed):
+    """Complex operands (either or both) through the direct convolution, with the gradient
+    of a real loss by the first."""
+    jsignal = real_jax.scipy.signal
+    rng = np.random.default_rng(seed)
+    a_shape, b_shape = _shapes(rng, 1 if fn in ("convolve", "correlate") else 2)
+    a = (rng.standard_normal(a_shape) + 1j * rng.standard_normal(a_shape)).astype(np.complex64)
+    b = rng.standard_normal(b_shape).astype(np.float32)
+    if seed % 2:
+        b = (b + 1j * rng.standard_normal(b_shape)).astype(np.complex64)
+    for mode in ("full", "same", "valid"):
+        _same_outcome(_outcome(lambda: getattr(signal, fn)(a, b, mode=mode)),
+                      _outcome(lambda: getattr(jsignal, fn)(a, b, mode=mode)))
+    loss = lambda lib, f: lambda x: lib.numpy.abs(f(x, b)).sum()  # noqa: E731
+    _same_outcome(_outcome(lambda: meshsim.grad(loss(meshsim, getattr(signal, fn)))(a)),
+                  _outcome(lambda: real_jax.grad(loss(real_jax, getattr(jsignal, fn)))(a)))

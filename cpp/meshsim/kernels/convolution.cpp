@@ -32,6 +32,12 @@ void gemm(int64_t M, int64_t N, int64_t K, const T* a, int64_t lda, const T* b, 
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
   } else if constexpr (std::is_same_v<T, double>) {
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0, a, lda, b, ldb, 0.0, c, ldc);
+  } else if constexpr (std::is_same_v<T, complex64>) {
+    const T one(1), zero(0);
+    cblas_cgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, &one, a, lda, b, ldb, &zero, c, ldc);
+  } else if constexpr (std::is_same_v<T, complex128>) {
+    const T one(1), zero(0);
+    cblas_zgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, &one, a, lda, b, ldb, &zero, c, ldc);
   } else {
     for (int64_t i = 0; i < M; ++i) {
       T* row = c + i * ldc;
@@ -224,7 +230,7 @@ class Convolution {
 }  // namespace
 
 void conv_channels_last(DType dtype, const void* x, const void* w, void* out, const ConvGeometry& geometry) {
-  dispatch_wide_numeric(dtype, [&](auto tag) {
+  dispatch_admitted<EitherDTypes<ComplexDTypes, WideNumericDTypes>>(dtype, [&](auto tag) {
     using T = decltype(tag);
     Convolution<T>(static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(out), geometry).run();
   });

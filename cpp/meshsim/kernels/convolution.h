@@ -26,7 +26,8 @@ struct ConvGeometry {
 // input features i of x[example, s(p, k)..., feature] * w[k..., i, g*Og + o],
 // where s(p, k) is the input element window offset k of output position p
 // reads (none where padding or input dilation leave a hole). `dtype` is
-// float32, float64 or an integer type (which accumulates in itself, wrapping).
+// float32, float64, complex64, complex128 or an integer type (which
+// accumulates in itself, wrapping).
 void conv_channels_last(DType dtype, const void* x, const void* w, void* out, const ConvGeometry& geometry);
 
 }  // namespace meshsim

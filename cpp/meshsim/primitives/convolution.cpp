@@ -112,8 +112,9 @@ DType conv_result_dtype(const Aval& lhs, const Aval& rhs, const Params& p) {
   if (p.is_none("preferred_element_type")) return lhs.dtype;
   const DType preferred = p.get<DType>("preferred_element_type");
   const DType in = lhs.dtype;
-  if (!is_floating(in) && is_floating(preferred)) return preferred;  // integers into floats
-  if (is_floating(in) != is_floating(preferred))
+  const bool exact_in = !is_inexact(in);
+  if (exact_in && is_floating(preferred)) return preferred;  // integers into floats
+  if (exact_in != !is_inexact(preferred) || is_complex(in) != is_complex(preferred))
     fail<TypeError>("Input type is incompatible with `preferred_element_type`. The compatible combinations "
                     "of (input_type, preferred_element_type) are (integral, integral), (integral, "
                     "floating), (floating, floating), (complex, complex.");
@@ -192,7 +193,7 @@ Avals conv_eval(const Avals& in, const Params& p) {
 // ---- kernel ---------------------------------------------------------------------
 
 // Floats are computed in float32/float64 (narrow floats in float32), integers
-// in the result type, as dot_general does.
+// and complex numbers in the result type, as dot_general does.
 DType conv_compute_dtype(DType in, DType out) {
   const DType dt = is_floating(in) && !is_floating(out) ? in : out;
   if (is_floating(dt)) return dt == DType::Float64 ? DType::Float64 : DType::Float32;
