@@ -146,6 +146,12 @@ IndexArgs index_args(const VjpArgs& a, size_t first) {
           a.params.get<int64_t>("index_dims_at"), a.params.get_or<IntList>("batch_axes", IntList{})};
 }
 
+Value whole(const Value& v) {
+  Aval r = aval_of(v);
+  r.spec.assign(r.shape.size(), AxisNames{});
+  return ops::reshard_like(v, r);
+}
+
 bool any_batched(const BatchDims& dims, size_t first) {
   for (size_t i = first; i < dims.size(); ++i)
     if (dims[i] != kNotBatched) return true;

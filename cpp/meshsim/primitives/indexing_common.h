@@ -139,6 +139,9 @@ struct IndexArgs {
 };
 
 IndexArgs index_args(const VjpArgs& a, size_t first);
+// `v` replicated: what a rule takes when a result laid out by `out_sharding` leaves the
+// layouts of its operands or cotangent unrelated.
+Value whole(const Value& v);
 
 // ---- batching ---------------------------------------------------------------
 // Batched indices move to the front of the index shape. A batched operand

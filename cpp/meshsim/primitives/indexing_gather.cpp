@@ -59,11 +59,6 @@ Cotangents gather_vjp(const VjpArgs& a) {
   if (a.params.has("out_sharding") && !a.params.is_none("out_sharding")) {
     // The result (and so its cotangent) was laid out as asked, possibly sharded along index
     // dims; the scatter-add into the operand's layout takes them whole.
-    auto whole = [](const Value& v) {
-      Aval r = aval_of(v);
-      r.spec.assign(r.shape.size(), AxisNames{});
-      return ops::reshard_like(v, r);
-    };
     g = whole(g);
     for (Value& i : ix.indices) i = whole(i);
   }

@@ -110,6 +110,10 @@ Batched scatter_batch(const BatchArgs& a) {
     in.push_back(batch_at(a.in[1], a.dims[1], at, a.size));  // the updates' index block starts at `at`
     for (const Value& v : batched_indices(a, 2)) in.push_back(v);
   }
+  if (auto os = out_sharding_param(a.params, aval_of(a.in[0]).shape.size() - (a.dims[0] != kNotBatched))) {
+    os->insert(os->begin(), AxisNames{});  // the mapped dim is not sharded
+    params.set("out_sharding", std::vector<StrList>(os->begin(), os->end()));
+  }
   return {meshsim::bind(a.prim, in, params), {0}};
 }
 
@@ -121,6 +125,9 @@ Batched scatter_batch(const BatchArgs& a) {
 // sharding, which the updates' and indices' dim d share.
 std::vector<Spec> scatter_rule(const Avals& in, const Params& p, const Avals&) {
   const Aval &x = in[0], &u = in[1];
+  // `.at[idx].set(..., out_sharding=)`: the result is laid out as asked; the operand,
+  // updates and indices are brought to match it (index_plan).
+  if (auto os = out_sharding_param(p, x.shape.size())) return {*os};
   const Avals indices(in.begin() + 2, in.end());
   const IntList& axes = p.get<IntList>("axes");
   const IntList batch = p.get_or<IntList>("batch_axes", IntList{});
@@ -183,6 +190,27 @@ std::vector<Spec> scatter_rule(const Avals& in, const Params& p, const Avals&) {
   return {o};
 }
 
+// With `out_sharding` the result was laid out as asked, whatever the operands' layouts, as
+// JAX computes it under auto_axes; the rule below then runs on whole (replicated) operands
+// and cotangent, which no layout can make ambiguous, and each cotangent is laid out as its
+// operand.
+std::function<Cotangents(const VjpArgs&)> on_whole_values(std::function<Cotangents(const VjpArgs&)> vjp) {
+  if (!vjp) return vjp;
+  return [vjp](const VjpArgs& a) {
+    if (!out_sharding_param(a.params, 0)) return vjp(a);
+    Values in, out{whole(a.out[0])};
+    for (const Value& v : a.in) in.push_back(whole(v));
+    Cotangents ct = a.ct;
+    if (ct[0]) ct[0] = whole(*ct[0]);
+    Params params = a.params;
+    params.set("out_sharding", std::monostate{});
+    Cotangents result = vjp(VjpArgs{in, out, ct, params, a.wants});
+    for (size_t i = 0; i < result.size(); ++i)
+      if (result[i]) result[i] = ops::reshard_like(*result[i], aval_of(a.in[i]));
+    return result;
+  };
+}
+
 // combine(current, update) -> new value.
 template <class Combine>
 void scatter(const std::string& name, Combine combine,
@@ -193,7 +221,7 @@ void scatter(const std::string& name, Combine combine,
   p.sharding_rule = scatter_rule;
   p.local_plan = [](const Avals& in, const Params& p, const Avals& out) { return index_plan(in, p, out, true); };
   p.factors = [](const Avals& in, const Params& p, const Avals& out) { return index_factors(in, p, out, true); };
-  p.vjp = std::move(vjp);
+  p.vjp = on_whole_values(std::move(vjp));
   p.batch = scatter_batch;
   p.abstract_eval = [name](const Avals& in, const Params& params) {
     parse_mode(name, params, true);

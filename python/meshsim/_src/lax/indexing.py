@@ -190,9 +190,11 @@ def gather(operand, indices, axes, index_dims_at: int, mode: str = "clip", fill_
 
 
 def scatter(kind: str, operand, updates, indices, axes, index_dims_at: int, mode: str = "drop",
-            batch_axes=()):
+            batch_axes=(), out_sharding=None):
     """kind in scatter, scatter_add, scatter_mul, scatter_min, scatter_max; `updates` has the
-    shape the matching gather would return; `batch_axes` as for gather."""
+    shape the matching gather would return; `batch_axes` and `out_sharding` as for gather."""
     extra = {"batch_axes": tuple(batch_axes)} if batch_axes else {}
+    if out_sharding is not None:
+        extra["out_sharding"] = explicit.out_sharding_param(out_sharding, core.asarray_value(operand).ndim)
     return core.bind1(kind, operand, updates, *indices, axes=tuple(axes), index_dims_at=index_dims_at,
                       mode=mode, **extra)

@@ -480,23 +480,29 @@ def _insert_new_axes(y, entries, is_advanced):
 _SCATTER_MODES = {None: "drop", "drop": "drop", "fill": "drop", "promise_in_bounds": "drop", "clip": "clip"}
 
 
-def _scatter_update(x, idx, values, kind: str, mode=None, indices_are_sorted=False, unique_indices=False):
+def _scatter_update(x, idx, values, kind: str, mode=None, indices_are_sorted=False, unique_indices=False,
+                    out_sharding=None):
     """x with x[idx] combined with `values` by the primitive `kind`; out-of-range indices are
-    dropped (mode 'clip' clamps them)."""
+    dropped (mode 'clip' clamps them). With `out_sharding` the result is laid out as given and
+    the operand's own layout places no constraint (JAX computes it under auto_axes)."""
+    from meshsim._src.sharding import explicit as explicit_sharding
+    if out_sharding is not None:
+        out_sharding = _update_out_sharding(out_sharding, np.shape(x))
     if mode not in _SCATTER_MODES:
         raise ValueError(f"Invalid mode {mode!r} for scatter; expected one of 'drop', 'fill', 'clip', "
                          "'promise_in_bounds'")
     x = core.asarray_value(x)
     entries = _parse_index(x.shape, idx)
-    if any(e.kind == "bool" and not e.value for e in entries):
-        return x  # x[..., False, ...] selects nothing
+    if any(e.kind == "bool" and not e.value for e in entries):  # x[..., False, ...] selects nothing
+        return x if out_sharding is None else explicit_sharding.reshard(x, out_sharding)
     entries = [_Entry("none") if e.kind == "bool" else e for e in entries]
     if x.ndim == 0:  # only new axes can index a scalar: update it as element 0 of a vector
         flat = core.bind1("reshape", x, new_sizes=(1,), dimensions=None)
         out = _scatter_update(flat, (0,) + (None,) * len(entries), values, kind, mode)
-        return core.bind1("reshape", out, new_sizes=(), dimensions=None)
+        out = core.bind1("reshape", out, new_sizes=(), dimensions=None)
+        return out if out_sharding is None else explicit_sharding.reshard(out, out_sharding)
     explicit = x.aval.mesh is not None and core.typeof(x).sharding.mesh.explicit_axes
-    plan = None if explicit else _jax_gather_plan(x, entries)
+    plan = None if explicit or out_sharding is not None else _jax_gather_plan(x, entries)
     if plan is not None:  # JAX's scatter, as its _scatter_impl writes it
         if core.is_value(values):
             values = core.convert_element_type(values, x.dtype, values.weak_type and x.weak_type)
@@ -513,8 +519,9 @@ def _scatter_update(x, idx, values, kind: str, mode=None, indices_are_sorted=Fal
             indices_are_sorted=indices_are_sorted or plan.sorted, unique_indices=unique_indices or plan.sorted)
     values = core.convert_element_type(core.asarray_value(values), x.dtype, x.weak_type)
     arrays, axes, batch, result_shape, slice_spec = _open_mesh(x, entries)
-    if x.aval.mesh is None or not core.typeof(x).sharding.mesh.explicit_axes:
-        # No Explicit axis types x (an Auto mesh, in or out of `set_mesh`): nothing to lay out.
+    if not explicit or out_sharding is not None:
+        # No Explicit axis types x (an Auto mesh, in or out of `set_mesh`), or a result laid
+        # out as asked: nothing to lay out.
         values = broadcast_to_shape(values, result_shape)
     else:  # as JAX: the updates laid out as x[idx] is (its "slice sharding")
         from meshsim._src.numpy.structural import broadcast_to
@@ -522,7 +529,19 @@ def _scatter_update(x, idx, values, kind: str, mode=None, indices_are_sorted=Fal
         entry = lambda a: None if not a else a[0] if len(a) == 1 else tuple(a)  # noqa: E731
         sharding = NamedSharding(core.typeof(x).sharding.mesh, P(*map(entry, slice_spec)))
         values = broadcast_to(values, result_shape, out_sharding=sharding)
-    return lax_indexing.scatter(kind, x, values, arrays, axes, 0, _SCATTER_MODES[mode], batch)
+    return lax_indexing.scatter(kind, x, values, arrays, axes, 0, _SCATTER_MODES[mode], batch,
+                                out_sharding=out_sharding)
+
+
+def _update_out_sharding(out_sharding, shape):
+    """`.at[...].<update>(out_sharding=)` as a NamedSharding, with JAX's checks: its type, then
+    the spec against the mesh (NamedSharding's), its rank and the result's divisibility."""
+    from meshsim._src.sharding.explicit import NamedSharding, PartitionSpec, resolve
+    assert isinstance(out_sharding, (NamedSharding, PartitionSpec))
+    sharding = NamedSharding(*resolve(out_sharding, "out_sharding"))
+    assert len(sharding.spec) <= len(shape), (len(shape), sharding.spec)
+    sharding.check_type_divisibility(shape)
+    return sharding
 
 
 def _open_mesh(x, entries):
@@ -599,30 +618,31 @@ class _IndexUpdateRef:
         return _rewriting_take(core.asarray_value(self.array), self.index, mode, fill_value,
                                out_sharding, indices_are_sorted, unique_indices)
 
-    def set(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        return _scatter_update(self.array, self.index, values, "scatter", mode, indices_are_sorted, unique_indices)
+    def set(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None, out_sharding=None):
+        return _scatter_update(self.array, self.index, values, "scatter", mode, indices_are_sorted, unique_indices,
+                               out_sharding)
 
-    def add(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+    def add(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None, out_sharding=None):
         return _scatter_update(self.array, self.index, values, "scatter_add", mode, indices_are_sorted,
-                               unique_indices)
+                               unique_indices, out_sharding)
 
-    def subtract(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+    def subtract(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None, out_sharding=None):
         return _scatter_update(self.array, self.index, values, "scatter_sub", mode, indices_are_sorted,
-                               unique_indices)
+                               unique_indices, out_sharding)
 
-    def multiply(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+    def multiply(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None, out_sharding=None):
         return _scatter_update(self.array, self.index, values, "scatter_mul", mode, indices_are_sorted,
-                               unique_indices)
+                               unique_indices, out_sharding)
 
     mul = multiply
 
-    def min(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+    def min(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None, out_sharding=None):
         return _scatter_update(self.array, self.index, values, "scatter_min", mode, indices_are_sorted,
-                               unique_indices)
+                               unique_indices, out_sharding)
 
-    def max(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+    def max(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None, out_sharding=None):
         return _scatter_update(self.array, self.index, values, "scatter_max", mode, indices_are_sorted,
-                               unique_indices)
+                               unique_indices, out_sharding)
 
 
 core.Array.at = property(_IndexUpdateHelper)
