@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from meshsim._src import api, core, prng
+from meshsim._src import ad, api, core, prng
 from meshsim._src.lax import elementwise as lax
 from meshsim._src.lax import sorting as lax_sort
 from meshsim._src.lax import structural as lax_shape
@@ -237,9 +237,10 @@ def truncated_normal(key, lower, upper, shape=None, dtype=None):
     a = lax.erf(lax.div(lower, sqrt2))
     b = lax.erf(lax.div(upper, sqrt2))
     out = lax.mul(sqrt2, lax.erf_inv(_uniform(typed, shape, dtype, a, b)))
-    # Rounding (or u == a) could land on a bound: clamp into the open interval.
-    lo = broadcast_to_rank(lax.nextafter(lower, np.array(np.inf, dtype)), len(shape))
-    hi = broadcast_to_rank(lax.nextafter(upper, np.array(-np.inf, dtype)), len(shape))
+    # Rounding (or u == a) could land on a bound: clamp into the open interval. The clamp
+    # is not differentiated through the bounds (nextafter has no derivative), as in JAX.
+    lo = broadcast_to_rank(lax.nextafter(ad.stop_gradient(lower), np.array(np.inf, dtype)), len(shape))
+    hi = broadcast_to_rank(lax.nextafter(ad.stop_gradient(upper), np.array(-np.inf, dtype)), len(shape))
     return lax.min(lax.max(out, lo), hi)
 
 
