@@ -18,6 +18,8 @@
 #include "meshsim/primitives/families.h"
 #include "meshsim/runtime/interpreter.h"
 #include "meshsim/runtime/mesh_executor.h"
+#include "meshsim/runtime/sub_program_calls.h"
+#include "meshsim/runtime/xla_rewrites.h"
 #include "meshsim/sharding/factors.h"
 #include "meshsim/sharding/propagation.h"
 #include "meshsim/sharding/rules.h"
@@ -28,17 +30,22 @@ namespace meshsim {
 namespace {
 
 // Runs a sub-program on each device's inputs: one device's tensors (the
-// kernels) or every device of a mesh at once (mesh_call).
+// kernels) or every device of a mesh at once (mesh_call). XLA compiles a
+// control-flow primitive, called eagerly or not, so a sub-program runs as
+// XLA compiles it (runtime/xla_rewrites.h), unless it is run partitioned.
 using Runner = std::function<std::vector<Tensors>(const ProgramPtr&, std::vector<Tensors>)>;
 
 Runner local_runner() {
   return [](const ProgramPtr& p, std::vector<Tensors> in) {
-    return std::vector<Tensors>{run_program(p, std::move(in[0]))};
+    return std::vector<Tensors>{run_program(as_xla_compiles_within(p), std::move(in[0]))};
   };
 }
 
 Runner mesh_runner(const MeshContext& ctx) {
-  return [&ctx](const ProgramPtr& p, std::vector<Tensors> in) { return run_on_mesh(p, ctx, std::move(in)); };
+  return [&ctx](const ProgramPtr& p, std::vector<Tensors> in) {
+    const bool partitioned = PartitionedSubPrograms::find(p.get()) != nullptr;
+    return run_on_mesh(partitioned ? p : as_xla_compiles_within(p), ctx, std::move(in));
+  };
 }
 
 // A primitive's kernel and mesh_call from one implementation over devices,

@@ -133,18 +133,24 @@ struct ScheduleTable;
 struct RewriteTable;
 struct InlineTable;
 
+// once_per_program with a few entries per thread in front of the shared
+// table: device tasks look their sub-programs up once per call (a loop's body
+// once per iteration), and should not queue on one mutex for it.
+template <class Tag, class T, class Make>
+PerProgram<T> once_per_program_on_thread(const ProgramPtr& program, Make make) {
+  constexpr size_t kLocal = 64;
+  thread_local std::array<PerProgram<T>, kLocal> local;
+  PerProgram<T>& slot = local[(reinterpret_cast<uintptr_t>(program.get()) >> 4) % kLocal];
+  if (slot.program.expired() || !slot.holds(program)) slot = once_per_program<Tag, T>(program, make);
+  return slot;
+}
+
 }  // namespace
 
 std::shared_ptr<const Schedule> schedule_of(const ProgramPtr& program) {
-  // A few per thread in front of the shared table: device tasks look their
-  // sub-programs up once per call, and should not queue on one mutex for it.
-  constexpr size_t kLocal = 64;
-  thread_local std::array<PerProgram<const Schedule>, kLocal> local;
-  PerProgram<const Schedule>& slot = local[(reinterpret_cast<uintptr_t>(program.get()) >> 4) % kLocal];
-  if (slot.value && slot.holds(program)) return slot.value;
-  slot = once_per_program<ScheduleTable, const Schedule>(
-      program, [](const Program& p) { return std::make_shared<const Schedule>(p); });
-  return slot.value;
+  return once_per_program_on_thread<ScheduleTable, const Schedule>(
+             program, [](const Program& p) { return std::make_shared<const Schedule>(p); })
+      .value;
 }
 
 namespace {
@@ -607,24 +613,49 @@ std::vector<ArrayPtr> run_with_plan(const Program& program, const std::vector<Ar
 
 namespace {
 
+ProgramPtr as_run(const ProgramPtr& traced, bool rewrite = true);
+
+// `program` with its shard_map bodies as XLA compiles them: XLA compiles a
+// jitted program as one computation, the bodies' operations included (an
+// eager shard_map runs its body operation by operation, as JAX does, so only
+// programs compiled as a whole get this); nullopt when no body changes.
+std::optional<Program> with_shard_map_bodies_compiled(const Program& program) {
+  std::optional<Program> out;
+  for (size_t k = 0; k < program.eqns.size(); ++k) {
+    const Equation& e = program.eqns[k];
+    if (e.prim->name != "shard_map") continue;
+    const ProgramPtr& body = e.params.get<ProgramPtr>("jaxpr");
+    ProgramPtr compiled = as_run(body);
+    if (compiled == body) continue;
+    if (!out) out = program;
+    out->eqns[k].params.set("jaxpr", std::move(compiled));
+  }
+  return out;
+}
+
 // The program run for `traced`: it as XLA compiles it, its nested calls inlined
-// (runtime/inlined_calls.h) and rewritten (runtime/xla_rewrites.h), once per
-// traced program rather than per call, reshapes of reshapes folded. `rewrite`:
-// also the bit-visible rewrites.
-ProgramPtr as_run(const ProgramPtr& traced, bool rewrite = true) {
+// (runtime/inlined_calls.h) and rewritten (runtime/xla_rewrites.h), its
+// shard_map bodies too, once per traced program rather than per call,
+// reshapes of reshapes folded. `rewrite`: also the bit-visible rewrites of
+// the program itself.
+ProgramPtr as_run(const ProgramPtr& traced, bool rewrite) {
   auto compile = [rewrite](const Program& p) -> std::shared_ptr<Program> {
     std::optional<Program> inlined = with_calls_inlined(p);
     if (std::optional<Program> folded = with_reshapes_folded(inlined ? *inlined : p)) inlined = std::move(folded);
+    if (std::optional<Program> bodies = with_shard_map_bodies_compiled(inlined ? *inlined : p))
+      inlined = std::move(bodies);
     std::optional<Program> r = rewrite ? as_xla_compiles(inlined ? *inlined : p) : std::nullopt;
     if (r) return std::make_shared<Program>(std::move(*r));
     return inlined ? std::make_shared<Program>(std::move(*inlined)) : nullptr;
   };
-  const PerProgram<Program> compiled = rewrite ? once_per_program<RewriteTable, Program>(traced, compile)
-                                               : once_per_program<InlineTable, Program>(traced, compile);
+  const PerProgram<Program> compiled = rewrite ? once_per_program_on_thread<RewriteTable, Program>(traced, compile)
+                                               : once_per_program_on_thread<InlineTable, Program>(traced, compile);
   return compiled.value ? compiled.value : traced;
 }
 
 }  // namespace
+
+ProgramPtr as_xla_compiles_within(const ProgramPtr& traced) { return as_run(traced); }
 
 std::vector<ArrayPtr> run_global_program(const ProgramPtr& traced_ptr, const std::vector<ArrayPtr>& args) {
   const Program& traced = *traced_ptr;

@@ -36,6 +36,15 @@ int const_index(const Program& p, int var);
 // The program as XLA runs it, or nullopt when no rewrite applies.
 std::optional<Program> as_xla_compiles(const Program& program);
 
+// A control-flow sub-program as XLA compiles it: a loop's body or condition,
+// a branch. XLA fuses and contracts within those computations as within the
+// top-level one, and compiles a control-flow primitive called eagerly too,
+// so their kernels run this copy (calls inlined, then as_xla_compiles),
+// worked out once per program (runtime/interpreter.cpp, which also compiles
+// the shard_map bodies of jitted programs); `traced` itself when nothing
+// changes.
+ProgramPtr as_xla_compiles_within(const ProgramPtr& traced);
+
 // A reshape of a reshape's result reshapes the first one's operand instead,
 // and reshapes left unread are dropped, as StableHLO's canonicalisation folds
 // them before XLA partitions a program: a merge of dims and a split back is no
