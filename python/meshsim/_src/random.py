@@ -34,6 +34,24 @@ __all__ = [
 _IMPL = "threefry2x32"
 
 
+def _staged(static_argnums):
+    """`fun` run under jit, as JAX runs each sampler's steps: XLA then contracts
+    float32/float64 products into the sums reading them, and keeps bfloat16 steps
+    in float32 between the ops it fuses, rounding only where a value leaves them."""
+    def wrap(fun):
+        staged = None
+
+        @functools.wraps(fun)
+        def call(*args):
+            nonlocal staged
+            if staged is None:
+                from meshsim._src.api import jit
+                staged = jit(fun, static_argnums=static_argnums)
+            return staged(*args)
+        return call
+    return wrap
+
+
 # -- keys
 
 
@@ -166,7 +184,7 @@ def bits(key, shape=(), dtype=None):
     return prng.random_bits(typed, dtype.itemsize * 8, canonicalize_shape(shape))
 
 
-@api.jitted_when_traced(static_argnames=('shape', 'dtype'))
+@_staged(static_argnums=(1, 2))
 def _uniform(key: PRNGKeyArray, shape, dtype, minval, maxval):
     """Floats in [minval, maxval): random mantissa bits under the exponent of 1.0,
     minus 1, scaled; the max() guards against rounding below minval."""
@@ -200,12 +218,12 @@ def uniform(key, shape=(), dtype=None, minval=0.0, maxval=1.0):
     return _uniform(typed, canonicalize_shape(shape), dtype, minval, maxval)
 
 
-@api.jitted_when_traced(static_argnames=('shape', 'dtype'))
+@_staged(static_argnums=(1, 2))
 def _normal(key: PRNGKeyArray, shape, dtype):
     return _normal_real(key, shape, dtype)
 
 
-@api.jitted_when_traced(static_argnames=('shape', 'dtype'))
+@_staged(static_argnums=(1, 2))
 def _normal_real(key: PRNGKeyArray, shape, dtype):
     lo = np.nextafter(np.array(-1.0, dtype), np.array(0.0, dtype))
     u = _uniform(key, shape, dtype, lo, np.array(1.0, dtype))
@@ -231,12 +249,17 @@ def truncated_normal(key, lower, upper, shape=None, dtype=None):
         shape = broadcast_shapes(np.shape(lower), np.shape(upper))
     else:
         _check_shape("truncated_normal", shape, np.shape(lower), np.shape(upper))
+    return _truncated_normal(typed, lower, upper, shape, dtype)
+
+
+@_staged(static_argnums=(3, 4))
+def _truncated_normal(key, lower, upper, shape, dtype):
     sqrt2 = np.array(np.sqrt(2), dtype)
     lower = lax.convert_element_type(lower, dtype)
     upper = lax.convert_element_type(upper, dtype)
     a = lax.erf(lax.div(lower, sqrt2))
     b = lax.erf(lax.div(upper, sqrt2))
-    out = lax.mul(sqrt2, lax.erf_inv(_uniform(typed, shape, dtype, a, b)))
+    out = lax.mul(sqrt2, lax.erf_inv(_uniform(key, shape, dtype, a, b)))
     # Rounding (or u == a) could land on a bound: clamp into the open interval. The clamp
     # is not differentiated through the bounds (nextafter has no derivative), as in JAX.
     lo = broadcast_to_rank(lax.nextafter(ad.stop_gradient(lower), np.array(np.inf, dtype)), len(shape))
@@ -348,13 +371,18 @@ def gumbel(key, shape=(), dtype=None, mode: str | None = None):
         raise ValueError(f"Must provide valid mode for gumbel got: {mode}")
     if mode == "highest":
         raise NotImplementedError("gumbel(mode='highest') is not implemented; use 'high'")
+    return _gumbel(typed, shape, dtype, mode)
+
+
+@_staged(static_argnums=(1, 2, 3))
+def _gumbel(key, shape, dtype, mode):
     finfo = dtype_kinds.finfo(dtype)
     if mode == "low":
-        u = _uniform(typed, shape, dtype, finfo.tiny, 1.0)
+        u = _uniform(key, shape, dtype, finfo.tiny, 1.0)
         return lax.neg(lax.log(lax.neg(lax.log(u))))
     # "high": a second uniform fills in the bits below the first's resolution
     # where u < 0.5, so -log1p(-u) resolves logits up to ~32 instead of ~16.
-    u = _uniform(typed, (2, *shape), dtype, 0.0, 1.0)
+    u = _uniform(key, (2, *shape), dtype, 0.0, 1.0)
     high, low = (lax_shape.index_in_dim(u, i, keepdims=False) for i in range(2))
     refined = lax.add(lax.add(high, lax.mul(np.array(2.0 ** -finfo.nmant, dtype), low)),
                       np.array(finfo.tiny, dtype))
@@ -511,22 +539,34 @@ def _param(x, dtype, shape):
 
 def exponential(key, shape=(), dtype=None):
     """Standard exponential floats: -log1p(-u)."""
-    typed, shape, dtype = _float_sampler_args("exponential", key, shape, dtype)
-    u = _uniform(typed, shape, dtype, 0.0, 1.0)
+    return _exponential(*_float_sampler_args("exponential", key, shape, dtype))
+
+
+@_staged(static_argnums=(1, 2))
+def _exponential(key, shape, dtype):
+    u = _uniform(key, shape, dtype, 0.0, 1.0)
     return lax.neg(lax.log1p(lax.neg(u)))  # 1 - u is in (0, 1]: log is finite
 
 
 def laplace(key, shape=(), dtype=None):
     """Standard Laplace floats: sign(u) * log1p(-|u|), u uniform in (-1, 1)."""
-    typed, shape, dtype = _float_sampler_args("laplace", key, shape, dtype)
-    u = _uniform(typed, shape, dtype, -1. + dtype_kinds.finfo(dtype).epsneg, 1.)
+    return _laplace(*_float_sampler_args("laplace", key, shape, dtype))
+
+
+@_staged(static_argnums=(1, 2))
+def _laplace(key, shape, dtype):
+    u = _uniform(key, shape, dtype, -1. + dtype_kinds.finfo(dtype).epsneg, 1.)
     return lax.mul(lax.sign(u), lax.log1p(lax.neg(lax.abs(u))))
 
 
 def logistic(key, shape=(), dtype=None):
     """Standard logistic floats: log(u) - log1p(-u)."""
-    typed, shape, dtype = _float_sampler_args("logistic", key, shape, dtype)
-    x = _uniform(typed, shape, dtype, dtype_kinds.finfo(dtype).tiny, 1.)
+    return _logistic(*_float_sampler_args("logistic", key, shape, dtype))
+
+
+@_staged(static_argnums=(1, 2))
+def _logistic(key, shape, dtype):
+    x = _uniform(key, shape, dtype, dtype_kinds.finfo(dtype).tiny, 1.)
     return lax.sub(lax.log(x), lax.log1p(lax.neg(x)))
 
 
@@ -538,13 +578,22 @@ def lognormal(key, sigma=np.float32(1), shape=None, dtype=None):
         raise ValueError(f"dtype argument to `lognormal` must be a float or complex dtype, got {dtype}")
     shape = _check_broadcast_shapes("lognormal", shape, sigma)
     _check_all_safe_to_cast("lognormal", dtype, sigma)
-    return lax.exp(lax.mul(_normal(typed, shape, dtype), _param(sigma, dtype, shape)))
+    return _lognormal(typed, sigma, shape, dtype)
+
+
+@_staged(static_argnums=(2, 3))
+def _lognormal(key, sigma, shape, dtype):
+    return lax.exp(lax.mul(_normal(key, shape, dtype), _param(sigma, dtype, shape)))
 
 
 def cauchy(key, shape=(), dtype=None):
     """Standard Cauchy floats: tan(pi * (u - 1/2))."""
-    typed, shape, dtype = _float_sampler_args("cauchy", key, shape, dtype)
-    u = _uniform(typed, shape, dtype, dtype_kinds.finfo(dtype).eps, 1.)
+    return _cauchy(*_float_sampler_args("cauchy", key, shape, dtype))
+
+
+@_staged(static_argnums=(1, 2))
+def _cauchy(key, shape, dtype):
+    u = _uniform(key, shape, dtype, dtype_kinds.finfo(dtype).eps, 1.)
     return lax.tan(lax.mul(np.array(np.pi, dtype), lax.sub(u, np.array(0.5, dtype))))
 
 
@@ -555,23 +604,6 @@ def rademacher(key, shape=(), dtype=None):
     dtype = _user_dtype(dtype, np.int64)
     samples = bernoulli(key, 0.5, canonicalize_shape(shape)).astype(dtype)
     return (2 * samples - 1).astype(dtype)
-
-
-def _staged(static_argnums):
-    """`fun` run under jit, as JAX runs the sampler: XLA then keeps bfloat16 steps
-    in float32 between the ops it fuses, rounding only where a value leaves them."""
-    def wrap(fun):
-        staged = None
-
-        @functools.wraps(fun)
-        def call(*args):
-            nonlocal staged
-            if staged is None:
-                from meshsim._src.api import jit
-                staged = jit(fun, static_argnums=static_argnums)
-            return staged(*args)
-        return call
-    return wrap
 
 
 def maxwell(key, shape=(), dtype=None):
@@ -607,7 +639,12 @@ def pareto(key, b, shape=None, dtype=None):
     typed, _, dtype = _float_sampler_args("pareto", key, (), dtype)
     shape = _check_broadcast_shapes("pareto", shape, b)
     _check_all_safe_to_cast("pareto", dtype, b)
-    e = exponential(typed, shape, dtype)
+    return _pareto(typed, b, shape, dtype)
+
+
+@_staged(static_argnums=(2, 3))
+def _pareto(key, b, shape, dtype):
+    e = _exponential(key, shape, dtype)
     return lax.exp(lax.div(e, _param(b, dtype, shape)))
 
 
@@ -616,15 +653,25 @@ def rayleigh(key, scale, shape=None, dtype=None):
     typed, _, dtype = _float_sampler_args("rayleigh", key, (), dtype)
     shape = _check_broadcast_shapes("rayleigh", shape, scale)
     _check_all_safe_to_cast("rayleigh", dtype, scale)
-    u = _uniform(typed, shape, dtype, 0.0, 1.0)
+    return _rayleigh(typed, scale, shape, dtype)
+
+
+@_staged(static_argnums=(2, 3))
+def _rayleigh(key, scale, shape, dtype):
+    u = _uniform(key, shape, dtype, 0.0, 1.0)
     return lax.mul(_param(scale, dtype, shape), lax.sqrt(lax.mul(lax.log(u), np.array(-2, dtype))))
 
 
 def weibull_min(key, scale, concentration, shape=(), dtype=None):
     """Weibull floats by the inverse CDF: (-log1p(-u)) ** (1 / concentration) * scale."""
-    jnp = _jnp()
     typed, shape, dtype = _float_sampler_args("weibull_min", key, shape, dtype)
-    u = _uniform(typed, shape, dtype, 0, 1)
+    return _weibull_min(typed, scale, concentration, shape, dtype)
+
+
+@_staged(static_argnums=(3, 4))
+def _weibull_min(key, scale, concentration, shape, dtype):
+    jnp = _jnp()
+    u = _uniform(key, shape, dtype, 0, 1)
     return jnp.power(-jnp.log1p(-u), 1.0 / jnp.asarray(concentration)) * scale
 
 
@@ -633,9 +680,14 @@ def triangular(key, left, mode, right, shape=None, dtype=None):
     typed, _, dtype = _float_sampler_args("triangular", key, (), dtype)
     shape = _check_broadcast_shapes("triangular", shape, left, mode, right)
     _check_all_safe_to_cast("triangular", dtype, left, mode, right)
+    return _triangular(typed, left, mode, right, shape, dtype)
+
+
+@_staged(static_argnums=(4, 5))
+def _triangular(key, left, mode, right, shape, dtype):
     left, mode, right = (_param(v, dtype, shape) for v in (left, mode, right))
     fc = lax.div(lax.sub(mode, left), lax.sub(right, left))
-    u = _uniform(typed, shape, dtype, 0.0, 1.0)
+    u = _uniform(key, shape, dtype, 0.0, 1.0)
     out1 = lax.add(left, lax.sqrt(lax.mul(lax.mul(u, lax.sub(right, left)), lax.sub(mode, left))))
     one_minus_u = lax.sub(np.array(1, dtype), u)
     out2 = lax.sub(right, lax.sqrt(lax.mul(lax.mul(one_minus_u, lax.sub(right, left)), lax.sub(right, mode))))
@@ -664,7 +716,12 @@ def wald(key, mean, shape=None, dtype=None):
     typed, _, dtype = _float_sampler_args("wald", key, (), dtype)
     shape = _check_broadcast_shapes("wald", shape, mean)
     _check_all_safe_to_cast("wald", dtype, mean)
-    k1, k2 = prng.random_split(typed, (2,))
+    return _wald(typed, mean, shape, dtype)
+
+
+@_staged(static_argnums=(2, 3))
+def _wald(key, mean, shape, dtype):
+    k1, k2 = prng.random_split(key, (2,))
     mean = _param(mean, dtype, shape)
     v = _normal(k1, shape, dtype)
     z = _uniform(k2, shape, dtype, 0.0, 1.0)

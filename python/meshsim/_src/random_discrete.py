@@ -13,7 +13,8 @@ import numpy as np
 
 from meshsim._src import dtype_kinds
 from meshsim._src import random as _random
-from meshsim._src.random import _check_prng_key, _check_shape, _float_dtype, _user_dtype, _with_out_sharding
+from meshsim._src.random import (_check_prng_key, _check_shape, _float_dtype, _staged, _user_dtype,
+                                 _with_out_sharding)
 
 __all__ = ["poisson", "binomial", "multinomial", "generalized_normal", "ball"]
 
@@ -196,7 +197,7 @@ def _binomial(key, count, prob, shape, dtype):
     count_inv = lax.select(use_inversion, count, jnp.full_like(count, 0.0))
     count_btrs = lax.select(use_inversion, jnp.full_like(count, 10000.0), count)
     q_btrs = lax.select(use_inversion, jnp.full_like(q, 0.5), q)
-    max_iters = jnp.asarray(np.finfo(dtype).max, dtype)
+    max_iters = jnp.asarray(dtype_kinds.finfo(dtype).max, dtype)
     samples = lax.select(use_inversion, _binomial_inversion(key, count_inv, q, shape, dtype, max_iters),
                          _btrs(key, count_btrs, q_btrs, shape, dtype, max_iters))
     invalid = q_negative | q_nan | count_bad
@@ -245,6 +246,7 @@ def multinomial(key, n, p, *, shape=None, dtype=None, unroll=1):
 
 # ---- generalized normal and the p-norm ball ----------------------------------------
 
+@_staged(static_argnums=(2, 3))
 def _generalized_normal(key, p, shape, dtype):
     from meshsim._src.random_gamma import gamma
     first, second = _random.split(key)
@@ -267,8 +269,13 @@ def ball(key, d: int, p: float = 2, shape=(), dtype=None):
     typed, _ = _check_prng_key("ball", key)
     shape = tuple(int(s) for s in shape)
     dtype = _float_dtype("gamma", dtype)
-    d = operator.index(d)
-    first, second = _random.split(typed)
+    return _ball(typed, operator.index(d), p, shape, dtype)
+
+
+@_staged(static_argnums=(1, 3, 4))
+def _ball(key, d, p, shape, dtype):
+    _, jnp = _modules()
+    first, second = _random.split(key)
     g = _generalized_normal(first, p, (*shape, d), dtype)
     e = _random.exponential(second, shape, dtype)
     return g / (((jnp.abs(g) ** p).sum(-1) + e) ** (1 / p))[..., None]

@@ -116,25 +116,33 @@ def _gamma_args(name, key, shape, dtype):
 def gamma(key, a, shape=None, dtype=None):
     """Gamma(a, 1) floats."""
     typed, shape, dtype = _gamma_args("gamma", key, shape, dtype)
-    return _gamma(typed, a, shape, dtype)
+    return _staged_gamma(typed, a, shape, dtype, False)
 
 
 def loggamma(key, a, shape=None, dtype=None):
     """log of Gamma(a, 1) floats, accurate for small a."""
     typed, shape, dtype = _gamma_args("loggamma", key, shape, dtype)
-    return _gamma(typed, a, shape, dtype, log_space=True)
+    return _staged_gamma(typed, a, shape, dtype, True)
+
+
+_staged_gamma = _staged(static_argnums=(2, 3, 4))(_gamma)
 
 
 def beta(key, a, b, shape=None, dtype=None):
     """Beta(a, b) floats: two log-gammas, normalised in log space."""
-    from meshsim._src.numpy import namespace as jnp
     typed, _ = _check_prng_key("beta", key)
     dtype = _float_dtype("beta", dtype)
     _check_all_safe_to_cast("beta", dtype, a, b)
     shape = _check_broadcast_shapes("beta", shape, a, b)
+    return _beta(typed, a, b, shape, dtype)
+
+
+@_staged(static_argnums=(3, 4))
+def _beta(key, a, b, shape, dtype):
+    from meshsim._src.numpy import namespace as jnp
     a = jnp.broadcast_to(jnp.asarray(a).astype(dtype), shape)
     b = jnp.broadcast_to(jnp.asarray(b).astype(dtype), shape)
-    key_a, key_b = _random.split(typed)
+    key_a, key_b = _random.split(key)
     log_a = _gamma(key_a, a, shape, dtype, log_space=True)
     log_b = _gamma(key_b, b, shape, dtype, log_space=True)
     log_max = lax.max(log_a, log_b)
@@ -167,23 +175,33 @@ def _dirichlet(key, alpha, shape, dtype):
 
 def chisquare(key, df, shape=None, dtype=None):
     """Chi-squared(df) floats: 2 Gamma(df / 2)."""
-    from meshsim._src.numpy import namespace as jnp
     typed, _ = _check_prng_key("chisquare", key)
     dtype = _float_dtype("chisquare", dtype)
     shape = _check_broadcast_shapes("chisquare", shape, df)
     _check_all_safe_to_cast("chisquare", dtype, df)
+    return _chisquare(typed, df, shape, dtype)
+
+
+@_staged(static_argnums=(2, 3))
+def _chisquare(key, df, shape, dtype):
+    from meshsim._src.numpy import namespace as jnp
     half = lax.div(jnp.asarray(df).astype(dtype), jnp.asarray(2, dtype))
-    return lax.mul(jnp.exp(_gamma(typed, half, shape, dtype, log_space=True)), jnp.asarray(2, dtype))
+    return lax.mul(jnp.exp(_gamma(key, half, shape, dtype, log_space=True)), jnp.asarray(2, dtype))
 
 
 def t(key, df, shape=None, dtype=None):
     """Student's t(df) floats: normal * sqrt((df / 2) / Gamma(df / 2))."""
-    from meshsim._src.numpy import namespace as jnp
     typed, _ = _check_prng_key("t", key)
     dtype = _float_dtype("t", dtype)
     shape = _check_broadcast_shapes("t", shape, df)
     _check_all_safe_to_cast("t", dtype, df)
-    key_n, key_g = _random.split(typed)
+    return _t(typed, df, shape, dtype)
+
+
+@_staged(static_argnums=(2, 3))
+def _t(key, df, shape, dtype):
+    from meshsim._src.numpy import namespace as jnp
+    key_n, key_g = _random.split(key)
     n = _random.normal(key_n, shape, dtype)
     half = lax.div(jnp.asarray(df).astype(dtype), jnp.asarray(2, dtype))
     g = _gamma(key_g, half, shape, dtype)
@@ -192,15 +210,20 @@ def t(key, df, shape=None, dtype=None):
 
 def f(key, dfnum, dfden, shape=None, dtype=None):
     """F(dfnum, dfden) floats: a ratio of scaled chi-squared draws."""
-    from meshsim._src.numpy import namespace as jnp
     typed, _ = _check_prng_key("f", key)
     dtype = _float_dtype("f", dtype)
     shape = _check_broadcast_shapes("f", shape, dfnum, dfden)
     _check_all_safe_to_cast("f", dtype, dfnum, dfden)
+    return _f(typed, dfnum, dfden, shape, dtype)
+
+
+@_staged(static_argnums=(3, 4))
+def _f(key, dfnum, dfden, shape, dtype):
+    from meshsim._src.numpy import namespace as jnp
     dfden, dfnum = jnp.asarray(dfden).astype(dtype), jnp.asarray(dfnum).astype(dtype)
-    key_dfd, key_dfn = _random.split(typed)
-    num = lax.div(chisquare(key_dfn, dfnum, shape, dtype), dfnum)
-    den = lax.div(chisquare(key_dfd, dfden, shape, dtype), dfden)
+    key_dfd, key_dfn = _random.split(key)
+    num = lax.div(_chisquare(key_dfn, dfnum, shape, dtype), dfnum)
+    den = lax.div(_chisquare(key_dfd, dfden, shape, dtype), dfden)
     return lax.div(num, den)
 
 
