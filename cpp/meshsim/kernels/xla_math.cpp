@@ -14,6 +14,9 @@ float exp_f32(float x) { return one_lane(x, [](auto b) { return exp_f32(b); }); 
 float log_f32(float x) { return one_lane(x, [](auto b) { return log_f32(b); }); }
 float tanh_f32(float x) { return one_lane(x, [](auto b) { return tanh_f32(b); }); }
 float erf_f32(float x) { return one_lane(x, [](auto b) { return erf_f32(b); }); }
+float log1p_f32(float x) { return one_lane(x, [](auto b) { return log1p_f32(b); }); }
+float expm1_f32(float x) { return one_lane(x, [](auto b) { return expm1_f32(b); }); }
+float logistic_f32(float x) { return one_lane(x, [](auto b) { return logistic_f32(b); }); }
 double tanh_f64(double x) { return one_lane(x, [](auto b) { return tanh_f64(b); }); }
 
 int64_t libm_tail_start(const Shape& shape) {

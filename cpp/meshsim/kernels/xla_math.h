@@ -184,11 +184,60 @@ xsimd::batch<float, A> erf_f32(const xsimd::batch<float, A>& x) {
   return xsimd::select(xsimd::abs(x) >= B(3.832506856900711f), xsimd::copysign(B(1.0f), x), p / q);
 }
 
+// log(1 + x): for |x| < sqrt(2) - 1 Cephes' [6/6] rational function in x
+// (both polynomials by Horner's rule in fused multiply-adds) as
+// x + (-x^2 / 2 + x^3 P(x) / Q(x)), else log_f32(1 + x). A zero keeps its
+// sign; NaN and x < -1 take the log's NaN.
+template <class A>
+xsimd::batch<float, A> log1p_f32(const xsimd::batch<float, A>& x) {
+  using B = xsimd::batch<float, A>;
+  static constexpr float kP[7] = {4.5270000862445199635215e-5f, 4.9854102823193375972212e-1f,
+                                  6.5787325942061044846969e0f,  2.9911919328553073277375e1f,
+                                  6.0949667980987787057556e1f,  5.7112963590585538103336e1f,
+                                  2.0039553499201281259648e1f};
+  static constexpr float kQ[7] = {1.0f,
+                                  1.5062909083469192043167e1f,
+                                  8.3047565967967209469434e1f,
+                                  2.2176239823732856465394e2f,
+                                  3.0909872225312059774938e2f,
+                                  2.1642788614495947685003e2f,
+                                  6.0118660497603843919306e1f};
+  B p(0.0f), q(0.0f);
+  for (int i = 0; i < 7; ++i) {
+    p = fused_mul_add(p, x, B(kP[i]));
+    q = fused_mul_add(q, x, B(kQ[i]));
+  }
+  const B x2 = x * x;
+  const B small = x + fused_mul_add(B(-0.5f), x2, (x * x2) * (p / q));
+  return xsimd::select(xsimd::abs(x) < B(0.41421356237309504880f), small, log_f32(x + B(1.0f)));
+}
+
+// exp(x) - 1: exp_f32(x) - 1 for |x| > 1/2, else tanh(x / 2) (exp(x) + 1),
+// and x itself where x / 2 reads as zero (a subnormal x is kept).
+template <class A>
+xsimd::batch<float, A> expm1_f32(const xsimd::batch<float, A>& x) {
+  using B = xsimd::batch<float, A>;
+  const B half = x * B(0.5f);
+  const B e = exp_f32(x);
+  const B result = xsimd::select(xsimd::abs(x) > B(0.5f), e - B(1.0f), tanh_f32(half) * (e + B(1.0f)));
+  return xsimd::select(half == B(0.0f), x, result);
+}
+
+// 1 / (1 + exp(-x)), as XLA expands logistic, exp by exp_f32.
+template <class A>
+xsimd::batch<float, A> logistic_f32(const xsimd::batch<float, A>& x) {
+  using B = xsimd::batch<float, A>;
+  return B(1.0f) / (B(1.0f) + exp_f32(-x));
+}
+
 // One element through the batch code, for scalar callers.
 float exp_f32(float x);
 float log_f32(float x);
 float tanh_f32(float x);
 float erf_f32(float x);
+float log1p_f32(float x);
+float expm1_f32(float x);
+float logistic_f32(float x);
 double tanh_f64(double x);
 
 // XLA's loop over a rank-1 float32 array of fewer than 16 elements leaves the

@@ -239,10 +239,20 @@ void unary(const std::string& name, Op op, VjpRule vjp = nullptr, Nibble nibble 
 // xsimd::batch, ScalarOp a scalar (used where |x| >= vec_limit; see
 // map_unary_simd). Both must agree to a few ulp.
 // NarrowOp (optional): T narrow(T x) for the narrow float formats, where XLA
-// expands the op into steps that each round to the format.
+// expands the op into steps that each round to the format; a Float16Steps
+// for an op XLA computes in steps in float16 alone (its bfloat16 and float8
+// elements are the float32 function rounded once).
 // LibmOp (optional): float libm(float x), libm's function, which XLA calls for
 // the tail of a short rank-1 float32 array (xla_math::libm_tail_start).
 // A: the accepted dtypes, Float or Inexact (complex elements take ScalarOp).
+template <class F>
+struct Float16Steps {
+  F steps;
+};
+template <class F> Float16Steps(F) -> Float16Steps<F>;
+template <class Op> constexpr bool is_float16_steps_v = false;
+template <class F> constexpr bool is_float16_steps_v<Float16Steps<F>> = true;
+
 template <Accepts A = Accepts::Inexact, class VecOp, class ScalarOp, class NarrowOp = std::nullptr_t,
           class LibmOp = std::nullptr_t>
 void unary_simd(const std::string& name, VecOp vec_op, ScalarOp scalar_op, double vec_limit,
@@ -250,7 +260,7 @@ void unary_simd(const std::string& name, VecOp vec_op, ScalarOp scalar_op, doubl
   Primitive p;
   p.name = name;
   p.elementwise = true;
-  p.bf16_widened_once = std::is_same_v<NarrowOp, std::nullptr_t>;
+  p.bf16_widened_once = std::is_same_v<NarrowOp, std::nullptr_t> || is_float16_steps_v<NarrowOp>;
   p.vjp = std::move(vjp);
   p.abstract_eval = [name](const Avals& in, const Params&) {
     return same_type_as_input(name, A, in);
@@ -265,7 +275,10 @@ void unary_simd(const std::string& name, VecOp vec_op, ScalarOp scalar_op, doubl
         return as_tensors(std::move(result));
       }
     }
-    if constexpr (!std::is_same_v<NarrowOp, std::nullptr_t>)
+    if constexpr (is_float16_steps_v<NarrowOp>) {
+      if (in[0].dtype() == DType::Float16)
+        return as_tensors(map_unary<float16, float16>(in[0], out[0].dtype, narrow.steps));
+    } else if constexpr (!std::is_same_v<NarrowOp, std::nullptr_t>) {
       if (is_narrow_float(in[0].dtype()))
         return dispatch_float(in[0].dtype(), [&](auto tag) {
           using T = decltype(tag);
@@ -273,6 +286,7 @@ void unary_simd(const std::string& name, VecOp vec_op, ScalarOp scalar_op, doubl
             return as_tensors(map_unary<T, T>(in[0], out[0].dtype, [&](T x) { return narrow(x); }));
           else return Tensors{};  // not reached: wide floats take the vector path below
         });
+    }
     if constexpr (A == Accepts::Inexact)
       if (is_complex(in[0].dtype()))
         return dispatch_complex(in[0].dtype(), [&](auto tag) {

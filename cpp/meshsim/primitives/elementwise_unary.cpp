@@ -187,11 +187,30 @@ void elementwise::register_unary_elementwise_primitives() {
              [](auto x) { return xla_f32_or(x, XLA_MATH(log_f32), [](auto v) { return std::log(v); }); }, kInf,
              d1([](auto& g, auto& x, auto&) { return op::div(g, x); }), nullptr,
              [](float x) { return std::log(x); });
-  // xsimd's log1p returns +0 for -0; XLA keeps the zero's sign and flushes a subnormal (x * 0).
-  unary_simd("log1p", [](auto x) { return xsimd::select(x == decltype(x)(0), x * decltype(x)(0), xsimd::log1p(x)); }, [](auto x) { return log1p_op(x); }, kInf,
+  // float64: xsimd's log1p returns +0 for -0; XLA keeps the zero's sign and flushes a subnormal (x * 0).
+  unary_simd("log1p",
+             [](auto x) {
+               return xla_f32_or(x, XLA_MATH(log1p_f32), [](auto v) {
+                 return xsimd::select(v == decltype(v)(0), v * decltype(v)(0), xsimd::log1p(v));
+               });
+             },
+             [](auto x) { return xla_f32_or(x, XLA_MATH(log1p_f32), [](auto v) { return log1p_op(v); }); }, kInf,
              d1([](auto& g, auto& x, auto&) { return op::div(g, op::add(x, c(x, 1.0))); }));
-  unary_simd("expm1", [](auto x) { return keeping_subnormal(x, xsimd::expm1(x)); }, [](auto x) { return expm1_op(x); }, 87.0,
-             d1([](auto& g, auto&, auto& y) { return op::mul(g, op::add(y, c(y, 1.0))); }));
+  unary_simd("expm1",
+             [](auto x) {
+               return xla_f32_or(x, XLA_MATH(expm1_f32), [](auto v) { return keeping_subnormal(v, xsimd::expm1(v)); });
+             },
+             [](auto x) { return xla_f32_or(x, XLA_MATH(expm1_f32), [](auto v) { return expm1_op(v); }); }, 87.0,
+             d1([](auto& g, auto&, auto& y) { return op::mul(g, op::add(y, c(y, 1.0))); }),
+             // XLA computes a float16 expm1 in float16 (exp and tanh widened), each step rounded.
+             Float16Steps{[](float16 x) {
+               using T = float16;
+               const T half = T(float(x) * 0.5f);
+               const T e = T(xla_math::exp_f32(float(x)));
+               if (std::fabs(float(x)) > 0.5f) return T(float(e) - 1.0f);
+               if (float(half) == 0.0f) return x;
+               return T(float(T(xla_math::tanh_f32(float(half)))) * float(T(float(e) + 1.0f)));
+             }});
   unary<Accepts::Inexact>("sqrt", [](auto x) { return sqrt_op(positive_zero_imag(x)); },
                         d1([](auto& g, auto&, auto& y) { return op::mul(g, op::div(c(y, 0.5), y)); }));
   unary<Accepts::Inexact>("rsqrt", [](auto x) { return rsqrt_op(x); },
@@ -248,8 +267,11 @@ void elementwise::register_unary_elementwise_primitives() {
                           return op::div(op::mul(g, op::integer_pow(op::add(c(x, 1.0), x), -1)), op::sub(c(x, 1.0), x));
                         }));
   unary_simd(
-      "logistic", [](auto x) { return decltype(x)(1) / (decltype(x)(1) + xsimd::exp(-x)); },
-      [](auto x) { return logistic_op(x); }, 87.0,
+      "logistic",
+      [](auto x) {
+        return xla_f32_or(x, XLA_MATH(logistic_f32), [](auto v) { return decltype(v)(1) / (decltype(v)(1) + xsimd::exp(-v)); });
+      },
+      [](auto x) { return xla_f32_or(x, XLA_MATH(logistic_f32), [](auto v) { return logistic_op(v); }); }, 87.0,
       d1([](auto& g, auto&, auto& y) { return op::mul(g, op::mul(y, op::sub(c(y, 1.0), y))); }),
       // XLA expands a narrow logistic as 1 / (1 + exp(-x)), each step rounded to the format.
       [](auto x) {
