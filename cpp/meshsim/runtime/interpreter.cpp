@@ -114,19 +114,27 @@ struct PerProgram {
 };
 
 // `make(*program)`, computed once per live program; `Tag` names the table.
+// Made outside the lock: making one program's value may look up another's
+// (a program's shard_map bodies); when two threads make the same one, the
+// first stored is kept.
 template <class Tag, class T, class Make>
 PerProgram<T> once_per_program(const ProgramPtr& program, Make make) {
   static std::mutex mutex;
   static std::unordered_map<const Program*, PerProgram<T>> cache;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = cache.find(program.get());
+    if (it != cache.end() && it->second.holds(program)) return it->second;
+  }
+  PerProgram<T> made{program, make(*program)};
   std::lock_guard<std::mutex> lock(mutex);
   auto it = cache.find(program.get());
-  if (it == cache.end() || !it->second.holds(program)) {
-    if (cache.size() >= 1024)
-      for (auto i = cache.begin(); i != cache.end();)
-        i = i->second.program.expired() ? cache.erase(i) : std::next(i);
-    it = cache.insert_or_assign(program.get(), PerProgram<T>{program, make(*program)}).first;
-  }
-  return it->second;
+  if (it != cache.end() && it->second.holds(program)) return it->second;
+  if (cache.size() >= 1024)
+    for (auto i = cache.begin(); i != cache.end();)
+      i = i->second.program.expired() ? cache.erase(i) : std::next(i);
+  cache.insert_or_assign(program.get(), made);
+  return made;
 }
 
 struct ScheduleTable;
