@@ -114,9 +114,8 @@ struct PerProgram {
 };
 
 // `make(*program)`, computed once per live program; `Tag` names the table.
-// Made outside the lock: making one program's value may look up another's
-// (a program's shard_map bodies); when two threads make the same one, the
-// first stored is kept.
+// Made outside the lock, so that making one program's value may look up
+// another's; when two threads make the same one, the first stored is kept.
 template <class Tag, class T, class Make>
 PerProgram<T> once_per_program(const ProgramPtr& program, Make make) {
   static std::mutex mutex;
@@ -621,37 +620,14 @@ std::vector<ArrayPtr> run_with_plan(const Program& program, const std::vector<Ar
 
 namespace {
 
-ProgramPtr as_run(const ProgramPtr& traced, bool rewrite = true);
-
-// `program` with its shard_map bodies as XLA compiles them: XLA compiles a
-// jitted program as one computation, the bodies' operations included (an
-// eager shard_map runs its body operation by operation, as JAX does, so only
-// programs compiled as a whole get this); nullopt when no body changes.
-std::optional<Program> with_shard_map_bodies_compiled(const Program& program) {
-  std::optional<Program> out;
-  for (size_t k = 0; k < program.eqns.size(); ++k) {
-    const Equation& e = program.eqns[k];
-    if (e.prim->name != "shard_map") continue;
-    const ProgramPtr& body = e.params.get<ProgramPtr>("jaxpr");
-    ProgramPtr compiled = as_run(body);
-    if (compiled == body) continue;
-    if (!out) out = program;
-    out->eqns[k].params.set("jaxpr", std::move(compiled));
-  }
-  return out;
-}
-
 // The program run for `traced`: it as XLA compiles it, its nested calls inlined
-// (runtime/inlined_calls.h) and rewritten (runtime/xla_rewrites.h), its
-// shard_map bodies too, once per traced program rather than per call,
-// reshapes of reshapes folded. `rewrite`: also the bit-visible rewrites of
-// the program itself.
-ProgramPtr as_run(const ProgramPtr& traced, bool rewrite) {
+// (runtime/inlined_calls.h) and rewritten (runtime/xla_rewrites.h), once per
+// traced program rather than per call, reshapes of reshapes folded. `rewrite`:
+// also the bit-visible rewrites.
+ProgramPtr as_run(const ProgramPtr& traced, bool rewrite = true) {
   auto compile = [rewrite](const Program& p) -> std::shared_ptr<Program> {
     std::optional<Program> inlined = with_calls_inlined(p);
     if (std::optional<Program> folded = with_reshapes_folded(inlined ? *inlined : p)) inlined = std::move(folded);
-    if (std::optional<Program> bodies = with_shard_map_bodies_compiled(inlined ? *inlined : p))
-      inlined = std::move(bodies);
     std::optional<Program> r = rewrite ? as_xla_compiles(inlined ? *inlined : p) : std::nullopt;
     if (r) return std::make_shared<Program>(std::move(*r));
     return inlined ? std::make_shared<Program>(std::move(*inlined)) : nullptr;

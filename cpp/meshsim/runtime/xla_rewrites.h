@@ -40,9 +40,9 @@ std::optional<Program> as_xla_compiles(const Program& program);
 // a branch. XLA fuses and contracts within those computations as within the
 // top-level one, and compiles a control-flow primitive called eagerly too,
 // so their kernels run this copy (calls inlined, then as_xla_compiles),
-// worked out once per program (runtime/interpreter.cpp, which also compiles
-// the shard_map bodies of jitted programs); `traced` itself when nothing
-// changes.
+// worked out once per program (runtime/interpreter.cpp); `traced` itself
+// when nothing changes. shard_map bodies of jitted programs, which XLA also
+// contracts, still run as traced.
 ProgramPtr as_xla_compiles_within(const ProgramPtr& traced);
 
 // A reshape of a reshape's result reshapes the first one's operand instead,
