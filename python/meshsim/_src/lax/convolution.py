@@ -102,15 +102,16 @@ def conv_shape_tuple(lhs_shape, rhs_shape, strides, pads, batch_group_count: int
     if any(p < 0 for p in padded):
         raise ValueError("Negative padding is larger than the size of the corresponding dimension: "
                          f"got padding={pads} for lhs_shape[2:]={tuple(lhs_shape[2:])}")
-    space = tuple(max((p - int(k)) // int(s) + 1, 0) for p, k, s in zip(padded, rhs_shape[2:], strides))
+    # JAX computes the spatial sizes with NumPy, so they are NumPy integers (as printed).
+    space = tuple(np.int64(max((p - int(k)) // int(s) + 1, 0)) for p, k, s in zip(padded, rhs_shape[2:], strides))
     batch = lhs_shape[0] // batch_group_count if batch_group_count > 1 else lhs_shape[0]
-    return (int(batch), int(rhs_shape[0])) + space
+    return (batch, rhs_shape[0]) + space
 
 
 def conv_general_shape_tuple(lhs_shape, rhs_shape, window_strides, padding, dimension_numbers):
     lhs_perm, rhs_perm, out_perm = conv_general_permutations(dimension_numbers)
     out = conv_shape_tuple(np.take(lhs_shape, lhs_perm), np.take(rhs_shape, rhs_perm), window_strides, padding)
-    return tuple(np.take(out, np.argsort(out_perm)).tolist())
+    return tuple(np.take(out, np.argsort(out_perm)))
 
 
 def _conv_transpose_padding(k: int, s: int, padding):
@@ -136,7 +137,7 @@ def conv_transpose_shape_tuple(lhs_shape, rhs_shape, window_strides, padding, di
     total = [sum(p) for p in padding]
     space = [(int(i) - 1) * s - int(k) + 2 + p for i, k, s, p in zip(lhs_t[2:], rhs_t[2:], window_strides, total)]
     out = (int(lhs_t[0]), int(rhs_t[0])) + tuple(space)
-    return tuple(np.take(out, np.argsort(out_perm)).tolist())
+    return tuple(np.take(out, np.argsort(out_perm)))
 
 
 def conv_general_dilated(lhs, rhs, window_strides: Sequence[int], padding, lhs_dilation=None,

@@ -1,0 +1,1 @@
+"""meshsim.example_libraries (as jax.example_libraries): stax and optimizers."""
