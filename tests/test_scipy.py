@@ -113,3 +113,19 @@ def test_stats_distributions_match_jax(real_jax, dist, method):
     for kw in loc_scale:
         _close(getattr(ours_mod, method)(x, *extra, **kw), getattr(theirs_mod, method)(x, *extra, **kw),
                rtol=1e-5)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_norm_logpdf_and_its_gradient_have_jax_bits(real_jax, seed):
+    """norm.logpdf is composed in JAX's order (log(2 pi scale^2) + z^2 scale^2 ... / -2), so
+    eager values and gradients are bit-for-bit JAX's, as variational programs need."""
+    import jax.scipy.stats.norm as theirs
+    import meshsim.scipy.stats.norm as ours
+    rng = np.random.default_rng(seed)
+    x, loc = (rng.standard_normal(50) * 3).astype(np.float32), rng.standard_normal(50).astype(np.float32)
+    scale = np.exp(rng.standard_normal(50)).astype(np.float32)
+    for fn in ("logpdf", "pdf"):
+        np.testing.assert_array_equal(getattr(ours, fn)(x, loc, scale), getattr(theirs, fn)(x, loc, scale))
+    total = lambda mod, lib: lib.grad(lambda a, s: lib.numpy.sum(mod.logpdf(a, loc, s)), (0, 1))  # noqa: E731
+    for a, b in zip(total(ours, meshsim)(x, scale), total(theirs, real_jax)(x, scale)):
+        np.testing.assert_array_equal(a, b)

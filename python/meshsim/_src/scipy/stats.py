@@ -19,8 +19,12 @@ def _standardize(x, loc, scale):
 # --- norm ------------------------------------------------------------------------------
 
 def norm_logpdf(x, loc=0, scale=1):
-    z, _, _, scale = _standardize(x, loc, scale)
-    return -0.5 * z * z - jnp.log(scale) - 0.5 * np.log(2 * np.pi)
+    # -(log(2 pi scale^2) + (x - loc)^2 / scale^2) / 2, in JAX's order, for JAX's bits.
+    x, loc, scale = _float(x, loc, scale)
+    scale_squared = jnp.square(scale)
+    log_normalizer = jnp.log(np.array(2 * np.pi, x.dtype) * scale_squared)
+    quadratic = jnp.square(x - loc) / scale_squared
+    return (log_normalizer + quadratic) / np.array(-2, x.dtype)
 
 
 def norm_pdf(x, loc=0, scale=1):
