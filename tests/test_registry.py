@@ -164,6 +164,7 @@ def test_collectives_and_kinds_are_declared():
     ("logistic", ["elementwise"], "only elementwise primitives declare how bfloat16 is computed"),
     ("while", ["sub_program_links"], "needs `sub_program_links`"),
     ("exp", ["elementwise"], "only elementwise primitives of one or more operands have a float32 fusion loop"),
+    ("eq", ["elementwise"], "only elementwise primitives contract into multiply-adds or commute"),
 ])
 def test_validate_rejects_inconsistent_definitions(name, drop, message):
     _core.validate_primitive_without(name, [])  # the registered definition is valid
@@ -333,8 +334,13 @@ _DECLARED = {
     "has_effects": {"debug_callback", "io_callback"},
     # Sharding propagation into sub-programs (sharding/propagation.cpp); validate() requires it.
     "sub_program_links": {"cond", "while", "scan"},
-    # How XLA's CPU compiler changes the equation (runtime/xla_rewrites.cpp).
+    # How XLA's CPU compiler changes the equation (runtime/xla_rewrites.cpp): its own
+    # rewrite, and what FMA contraction and CSE read (products, sums, operands that
+    # commute, moves computed inside the reader's loop).
     "xla_rewrite": {"convert_element_type", "div"},
+    "fma_product": {"mul", "square", "integer_pow"},
+    "commutative": {"add", "add_any", "mul", "max", "min", "and", "or", "xor", "eq", "ne"},
+    "moves_elements": {"reshape", "transpose", "slice", "rev", "squeeze", "broadcast_in_dim"},
     # What jax.checkpoint_policies' dots policies save (transforms/vjp.cpp, _src/remat.py).
     "saved_as_dot": {"dot_general", "conv_general_dilated"},
     # Printed as a call of its sub-program, or as JAX's pp rule prints it (ir/printing.h).
@@ -368,6 +374,7 @@ def test_declared_reductions_widening_and_sub_programs():
     assert {n: i["sub_program_params"] for n, i in INFO.items() if i["sub_program_params"]} == _SUB_PROGRAMS
     # Layout-only primitives fix their results' layouts, except mesh_cast (laid out as its operand).
     assert {n for n, i in INFO.items() if i["layout_only"]} == {"reshard", "sharding_constraint", "mesh_cast"}
+    assert {n: i["fma_sum"] for n, i in INFO.items() if i["fma_sum"]} == {"add": 1, "add_any": 1, "sub": -1}
 
 
 # Results never inexact: whether JAX's rule for them is a zero JVP does not show.

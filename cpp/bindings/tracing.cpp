@@ -231,6 +231,10 @@ void init_tracing(py::module_& m) {
     d["print_rule"] = bool(p.print_rule);
     d["prints_as_call"] = p.prints_as_call;
     d["zero_derivative"] = p.zero_derivative;
+    d["fma_product"] = bool(p.fma_product);
+    d["fma_sum"] = p.fma_sum;
+    d["commutative"] = p.commutative;
+    d["moves_elements"] = p.moves_elements;
     return d;
   });
   // A control-flow equation's links to its sub-programs (Primitive::sub_program_links),

@@ -82,6 +82,11 @@ void Primitive::validate() const {
   if (int_scalar_op.op && (kind != Kind::Local || passes_through))
     bad("only local primitives with a kernel have a scalar op");
   if (saved_as_dot && kind != Kind::Local) bad("only local products are saved as dots");
+  if ((fma_product || fma_sum || commutative) && !elementwise)
+    bad("only elementwise primitives contract into multiply-adds or commute");
+  if (fma_sum < -1 || fma_sum > 1) bad("`fma_sum` is +1 (adds), -1 (subtracts) or 0");
+  if (moves_elements && (kind != Kind::Local || elementwise))
+    bad("only local primitives that are not elementwise move elements");
   if (prints_as_call && sub_program_params.empty()) bad("prints as a call without a sub-program");
   if ((regroups_dims || unmapped_dims_keep_sharding) && !factors)
     bad("declares how dimensions propagate without a factor map");

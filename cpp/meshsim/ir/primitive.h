@@ -249,6 +249,20 @@ struct Primitive {
   // the equations XLA computes instead and returns true; returns false to keep
   // the equation as traced (without writing anything when `site.compiled` is null).
   std::function<bool(const XlaRewriteSite& site)> xla_rewrite;
+  // XLA's CPU code contracts a float32/float64 product into the sum reading it,
+  // one fused multiply-add (runtime/xla_rewrites.h). `fma_product`: whether
+  // this application multiplies its operands (one operand: by itself; integer_pow
+  // only for y == 2). `fma_sum`: +1 adds its two operands, -1 subtracts the
+  // second from the first, 0 neither.
+  std::function<bool(const Params& params)> fma_product;
+  int fma_sum = 0;
+  // Its operands in either order give the same result (XLA's common
+  // subexpression elimination matches them so).
+  bool commutative = false;
+  // Each result element is an operand element placed by the params alone
+  // (reshape, transpose, slice, rev, squeeze, broadcast_in_dim): XLA's loop
+  // fusion computes it inside its reader's loop.
+  bool moves_elements = false;
   // jax.checkpoint_policies' dots policies (transforms/vjp.h): set on the
   // products `dots_saveable` saves (dot_general, conv_general_dilated); returns
   // whether `dots_with_no_batch_dims_saveable` also saves this application.

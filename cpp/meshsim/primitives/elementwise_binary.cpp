@@ -119,6 +119,8 @@ void mul_primitive() {
       d2([](auto& g, auto&, auto& y, auto&) { return op::mul(g, y); },
          [](auto& g, auto& x, auto&, auto&) { return op::mul(x, g); }),
       mul_ur_rule);
+  p.commutative = true;
+  p.fma_product = [](const Params&) { return true; };
   p.kernel = [product = p.kernel](const Tensors& in, const Params& params, const Avals& out) {
     if (is_complex(in[0].dtype())) {
       if (is_broadcast_divisor(in[0], in[1]))
@@ -172,12 +174,18 @@ void fused_multiply_add_primitive() {
 void elementwise::register_binary_elementwise_primitives() {
   using namespace elementwise;
   auto pass = [](auto& g, auto&, auto&, auto&) { return g; };
-  binary<Accepts::Number>("add", [](auto x, auto y) { return add_op(x, y); }, d2(pass, pass), add_ur_rule);
+  auto sum = [](Primitive p, int sign) {
+    p.fma_sum = sign;
+    p.commutative = sign > 0;
+    register_primitive(std::move(p));
+  };
+  sum(binary_primitive<Accepts::Number>("add", [](auto x, auto y) { return add_op(x, y); }, d2(pass, pass),
+                                        add_ur_rule), +1);
   // add_any: the sum of two cotangents (as JAX names it in jaxprs).
-  binary<Accepts::Number>("add_any", [](auto x, auto y) { return add_op(x, y); }, d2(pass, pass),
-                          add_ur_rule);
-  binary<Accepts::Number>("sub", [](auto x, auto y) { return sub_op(x, y); },
-                           d2(pass, [](auto& g, auto&, auto&, auto&) { return op::neg(g); }));
+  sum(binary_primitive<Accepts::Number>("add_any", [](auto x, auto y) { return add_op(x, y); }, d2(pass, pass),
+                                        add_ur_rule), +1);
+  sum(binary_primitive<Accepts::Number>("sub", [](auto x, auto y) { return sub_op(x, y); },
+                                        d2(pass, [](auto& g, auto&, auto&, auto&) { return op::neg(g); })), -1);
   mul_primitive();
   fused_multiply_add_primitive();
   div_primitive();

@@ -106,12 +106,12 @@ void pow_primitive() {
 }  // namespace
 
 void elementwise::register_binary_math_primitives() {
-  binary<Accepts::Any>("max", [](auto x, auto y) { return max_op(x, y); },
-                       d2([](auto& g, auto& x, auto& y, auto& z) { return op::mul(g, balanced_eq(x, z, y)); },
-                          [](auto& g, auto& x, auto& y, auto& z) { return op::mul(g, balanced_eq(y, z, x)); }));
-  binary<Accepts::Any>("min", [](auto x, auto y) { return min_op(x, y); },
-                       d2([](auto& g, auto& x, auto& y, auto& z) { return op::mul(g, balanced_eq(x, z, y)); },
-                          [](auto& g, auto& x, auto& y, auto& z) { return op::mul(g, balanced_eq(y, z, x)); }));
+  auto balanced = d2([](auto& g, auto& x, auto& y, auto& z) { return op::mul(g, balanced_eq(x, z, y)); },
+                     [](auto& g, auto& x, auto& y, auto& z) { return op::mul(g, balanced_eq(y, z, x)); });
+  register_primitive(commuting(binary_primitive<Accepts::Any>("max", [](auto x, auto y) { return max_op(x, y); },
+                                                              balanced)));
+  register_primitive(commuting(binary_primitive<Accepts::Any>("min", [](auto x, auto y) { return min_op(x, y); },
+                                                              balanced)));
   binary<Accepts::Float>("atan2", [](auto x, auto y) { return std::atan2(x, y); },
                          d2([](auto& g, auto& x, auto& y, auto&) {
                               return op::mul(g, op::div(y, op::add(op::square(x), op::square(y))));

@@ -203,7 +203,7 @@ auto binary_element(const Op& op) {
 // int nibble(int bits, bool is_signed) -> bits.
 template <Accepts A, bool kFlush = (A == Accepts::Float || A == Accepts::Inexact), class Op,
           class Nibble = std::nullptr_t>
-void unary(const std::string& name, Op op, VjpRule vjp = nullptr, Nibble nibble = nullptr) {
+Primitive unary_primitive(const std::string& name, Op op, VjpRule vjp = nullptr, Nibble nibble = nullptr) {
   Primitive p;
   p.name = name;
   p.elementwise = true;
@@ -232,7 +232,13 @@ void unary(const std::string& name, Op op, VjpRule vjp = nullptr, Nibble nibble 
       auto element = unary_element<float, kFlush>(op);
       for (int64_t i = 0; i < n; ++i) out[i] = element(in[0][i]);  // map_unary's contiguous loop
     }};
-  register_primitive(std::move(p));
+  return p;
+}
+
+template <Accepts A, bool kFlush = (A == Accepts::Float || A == Accepts::Inexact), class Op,
+          class Nibble = std::nullptr_t>
+void unary(const std::string& name, Op op, VjpRule vjp = nullptr, Nibble nibble = nullptr) {
+  register_primitive(unary_primitive<A, kFlush>(name, op, std::move(vjp), nibble));
 }
 
 // A floating-point unary op computed in SIMD batches: VecOp maps an
@@ -391,12 +397,19 @@ void binary(const std::string& name, Op op, VjpRule vjp = nullptr, UrRule ur_rul
   register_primitive(binary_primitive<A>(name, op, std::move(vjp), std::move(ur_rule), nibble));
 }
 
-// kEquality: eq and ne, which also compare complex numbers.
+// A binary primitive whose operands commute (Primitive::commutative).
+inline Primitive commuting(Primitive p) {
+  p.commutative = true;
+  return p;
+}
+
+// kEquality: eq and ne, which also compare complex numbers (and commute).
 template <bool kEquality, class Op>
 void comparison(const std::string& name, Op op) {
   Primitive p;
   p.name = name;
   p.elementwise = true;
+  p.commutative = kEquality;
   p.abstract_eval = [name](const Avals& in, const Params&) {
     // weak if both operands are
     return Avals{binary_aval(name, kEquality ? Accepts::Any : Accepts::Ordered, in, DType::Bool)};

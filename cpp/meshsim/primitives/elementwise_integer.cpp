@@ -33,9 +33,9 @@ void elementwise::register_integer_elementwise_primitives() {
   });
   unary<Accepts::Integer>("population_count", [](auto x) { return population_count_op(x); });
   unary<Accepts::Integer>("clz", [](auto x) { return clz_op(x); }, nullptr, nibble_clz);
-  binary<Accepts::Bitwise>("and", [](auto x, auto y) { return x & y; });
-  binary<Accepts::Bitwise>("or", [](auto x, auto y) { return x | y; });
-  binary<Accepts::Bitwise>("xor", [](auto x, auto y) { return x ^ y; });
+  register_primitive(commuting(binary_primitive<Accepts::Bitwise>("and", [](auto x, auto y) { return x & y; })));
+  register_primitive(commuting(binary_primitive<Accepts::Bitwise>("or", [](auto x, auto y) { return x | y; })));
+  register_primitive(commuting(binary_primitive<Accepts::Bitwise>("xor", [](auto x, auto y) { return x ^ y; })));
   binary<Accepts::Integer>("shift_left", [](auto x, auto y) { return shift_left_op(x, y); }, nullptr, nullptr,
                            nibble_shift_left);
   binary<Accepts::Integer>("shift_right_logical", [](auto x, auto y) { return shift_right_logical_op(x, y); },

@@ -129,6 +129,7 @@ void integer_pow_primitive() {
   p.name = "integer_pow";
   p.elementwise = true;
   p.bf16_widened_once = false;  // XLA multiplies by squaring in bfloat16
+  p.fma_product = [](const Params& params) { return params.get<int64_t>("y") == 2; };  // x * x
   p.vjp = [](const VjpArgs& a) {
     const int64_t y = a.params.get<int64_t>("y");
     const Value &g = *a.ct[0], &x = a.in[0];
@@ -171,8 +172,11 @@ void elementwise::register_unary_elementwise_primitives() {
   unary<Accepts::Number>("neg", [](auto x) { return neg_op(x); },
                           d1([](auto& g, auto&, auto&) { return op::neg(g); }));
   unary<Accepts::Number>("sign", [](auto x) { return sign_op(x); }, zero_vjp);
-  unary<Accepts::Number, true>("square", [](auto x) { return square_op(x); },
-                          d1([](auto& g, auto& x, auto&) { return op::mul(g, op::mul(c(x, 2.0), x)); }));
+  Primitive square = unary_primitive<Accepts::Number, true>(
+      "square", [](auto x) { return square_op(x); },
+      d1([](auto& g, auto& x, auto&) { return op::mul(g, op::mul(c(x, 2.0), x)); }));
+  square.fma_product = [](const Params&) { return true; };  // XLA multiplies x by itself
+  register_primitive(std::move(square));
   unary<Accepts::Float, false>("floor", [](auto x) { return std::floor(x); }, zero_vjp);
   unary<Accepts::Float, false>("ceil", [](auto x) { return std::ceil(x); }, zero_vjp);
   // float64: xsimd's exp overflows and loses the subnormal range slightly early, so |x| >= 87 runs

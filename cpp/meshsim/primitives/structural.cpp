@@ -335,6 +335,7 @@ void check_dimensions(const char* prim, const IntList& dims, int64_t ndim) {
 void broadcast_in_dim() {
   Primitive p;
   p.name = "broadcast_in_dim";
+  p.moves_elements = true;
   p.fused_into_readers = true;  // XLA recomputes it inside the readers that fuse it
   // JAX's pp rule: the result's type shows shape and sharding; no dims, none
   // printed; dims its batching rule shifted print as np.int64.
@@ -402,6 +403,7 @@ void broadcast_in_dim() {
 void reshape() {
   Primitive p;
   p.name = "reshape";
+  p.moves_elements = true;
   p.ur_rule = keep_operand_ur();  // moves elements: linear
   p.print_rule = [](PrintedEquation& e) {  // JAX's params this one does not store
     e.add("dimensions");
@@ -438,6 +440,7 @@ void reshape() {
 void transpose() {
   Primitive p;
   p.name = "transpose";
+  p.moves_elements = true;
   p.fused_into_readers = true;  // XLA recomputes it inside the readers that fuse it
   p.ur_rule = keep_operand_ur();
   p.sharding_rule = transpose_rule;
@@ -482,6 +485,7 @@ void transpose() {
 void squeeze() {
   Primitive p;
   p.name = "squeeze";
+  p.moves_elements = true;
   p.fused_into_readers = true;  // XLA recomputes it inside the readers that fuse it
   p.result_is_operand_view = true;
   p.ur_rule = keep_operand_ur();
@@ -523,6 +527,7 @@ void squeeze() {
 void rev() {
   Primitive p;
   p.name = "rev";
+  p.moves_elements = true;
   p.fused_into_readers = true;  // XLA recomputes it inside the readers that fuse it
   p.factors = whole_dims_factors("dimensions", false);
   p.sharding_rule = same_as_operand;

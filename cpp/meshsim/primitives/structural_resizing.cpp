@@ -48,6 +48,7 @@ void fill(Tensor& out, const Tensor& scalar) {
 void slice() {
   Primitive p;
   p.name = "slice";
+  p.moves_elements = true;
   p.fused_into_readers = true;  // XLA recomputes it inside the readers that fuse it
   p.ur_rule = keep_operand_ur();  // a part of each partial sum is a partial sum of the part
   p.factors = same_size_factors;

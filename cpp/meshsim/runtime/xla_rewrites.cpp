@@ -20,14 +20,8 @@ std::vector<int> producers_of(const Program& p) {
 
 bool is_wide_float(DType dtype) { return dtype == DType::Float32 || dtype == DType::Float64; }
 
-bool commutes(const std::string& name) {
-  static const char* const kCommutative[] = {"add", "add_any", "mul", "max", "min", "and", "or", "xor", "eq", "ne"};
-  return std::find(std::begin(kCommutative), std::end(kCommutative), name) != std::end(kCommutative);
-}
-
-bool squares(const Equation& e) {
-  return e.prim->name == "square" || (e.prim->name == "integer_pow" && e.params.get<int64_t>("y") == 2);
-}
+// A product of its operands, or of its one operand by itself (Primitive::fma_product).
+bool multiplies(const Equation& e) { return e.prim->fma_product && e.prim->fma_product(e.params); }
 
 // Per variable: the one XLA's common-subexpression elimination keeps in its
 // place, itself unless an earlier elementwise equation computes the same
@@ -41,11 +35,11 @@ std::vector<int> cse_kept(const Program& p) {
     std::vector<int> in;
     for (int v : e.inputs) in.push_back(kept[v]);
     std::string name = e.prim->name + "|" + e.params.str();
-    if (squares(e)) {  // XLA multiplies x by itself
-      name = "mul|";
-      in = {in[0], in[0]};
+    if (multiplies(e)) {  // x * x and x squared are one product
+      name = "product|";
+      in = {in[0], in.back()};
     }
-    if (commutes(e.prim->name)) std::sort(in.begin(), in.end());
+    if (multiplies(e) || e.prim->commutative) std::sort(in.begin(), in.end());
     std::string key = name;
     for (int v : in) key += " " + std::to_string(v);
     auto [it, fresh] = seen.emplace(key, e.outputs[0]);
@@ -54,15 +48,13 @@ std::vector<int> cse_kept(const Program& p) {
   return kept;
 }
 
-// Layout changes XLA's loop fusion computes inside the loop of their reader,
-// so a product read through them is in the sum's loop: one operand, as many
-// elements out as in.
+// Layout changes XLA's loop fusion computes inside the loop of their reader
+// (Primitive::moves_elements), so a product read through them is in the
+// sum's loop: one operand, no more elements out than in (a broadcast
+// repeating the product's elements is not).
 bool moves_elements(const Program& p, const Equation& e) {
-  static const char* const kMoves[] = {"reshape", "transpose", "slice", "rev", "squeeze", "broadcast_in_dim"};
-  if (std::find(std::begin(kMoves), std::end(kMoves), e.prim->name) == std::end(kMoves)) return false;
-  if (e.inputs.size() != 1 || e.outputs.size() != 1) return false;
-  return e.prim->name == "slice" ||
-         num_elements(p.avals[e.inputs[0]].shape) == num_elements(p.avals[e.outputs[0]].shape);
+  if (!e.prim->moves_elements || e.inputs.size() != 1 || e.outputs.size() != 1) return false;
+  return num_elements(p.avals[e.outputs[0]].shape) <= num_elements(p.avals[e.inputs[0]].shape);
 }
 
 // A product a * b of `shape`, read through `moves` (in order) by a sum.
@@ -105,9 +97,7 @@ class Contraction {
 
   // The product sum `e` contracts: its operand position, or -1.
   int contracted_operand(const Equation& e) const {
-    const std::string& name = e.prim->name;
-    if ((name != "add" && name != "add_any" && name != "sub") || e.outputs.size() != 1 || e.inputs.size() != 2)
-      return -1;
+    if (!e.prim->fma_sum || e.outputs.size() != 1 || e.inputs.size() != 2) return -1;
     const Aval& sum = p_.avals[e.outputs[0]];
     if (!is_wide_float(sum.dtype)) return -1;
     for (int i = 0; i < 2; ++i)
@@ -121,7 +111,7 @@ class Contraction {
     for (int k = producers_[v];; k = producers_[v]) {
       if (k < 0 || readers_[kept_[v]] != 1) return std::nullopt;
       const Equation& e = p_.eqns[k];
-      if (e.prim->name == "mul" || squares(e)) {
+      if (multiplies(e)) {
         product.a = e.inputs[0];
         product.b = e.inputs.back();
         product.shape = p_.avals[e.outputs[0]].shape;
@@ -178,7 +168,7 @@ std::optional<Program> with_products_contracted(const Program& program) {
     };
     int a = moved(product.a), b = moved(product.b);
     int c = e.inputs[1 - i];
-    if (e.prim->name == "sub") {
+    if (e.prim->fma_sum < 0) {
       if (i == 0) c = negated(c);  // a * b - c
       else a = negated(a);         // c - a * b
     }

@@ -910,14 +910,15 @@ std::optional<ProgramPtr> local_program(const Program& program, const MeshPtr& m
   }
   // A reshard of a value broadcast from a scalar (a cotangent seed laid out as its
   // primal) needs no other device's data: each block is that scalar broadcast.
-  // (Any layout-only primitive: it changes where the value lives, not what it is.)
+  // (Any layout-only primitive: it changes where the value lives, not what it is;
+  // any primitive moving the scalar's one element: every element is that one.)
   std::vector<int> producer(program.avals.size(), -1);
   for (size_t k = 0; k < program.eqns.size(); ++k)
     for (int v : program.eqns[k].outputs) producer[v] = static_cast<int>(k);
   auto broadcast_scalar = [&](const Equation& e) -> std::optional<int> {
     if (!e.prim->layout_only || e.inputs.size() != 1) return std::nullopt;
     const int from = producer[e.inputs[0]];
-    if (from < 0 || program.eqns[from].prim->name != "broadcast_in_dim") return std::nullopt;
+    if (from < 0 || !program.eqns[from].prim->moves_elements) return std::nullopt;
     const int scalar = program.eqns[from].inputs.at(0);
     if (!program.avals[scalar].shape.empty() || !program.avals[scalar].unreduced.empty()) return std::nullopt;
     return scalar;
