@@ -111,3 +111,18 @@ def test_errors_match_jax(call):
         call(jsl)
     with pytest.raises(type(theirs.value)):
         call(msl)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_pivots_to_permutation_of_traced_pivots_matches_jax(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 7))
+    shape = tuple(int(d) for d in rng.integers(1, 4, size=int(rng.integers(0, 3)))) + (n, n)
+    pivots = np.asarray(jax.lax.linalg.lu(rng.standard_normal(shape).astype(np.float32))[1])
+    size = n + int(rng.integers(0, 3))
+    want = np.asarray(jax.lax.linalg.lu_pivots_to_permutation(pivots, size))
+    traced = meshsim.jit(lambda p: meshsim.lax.linalg.lu_pivots_to_permutation(p, size))(pivots)
+    eager = meshsim.lax.linalg.lu_pivots_to_permutation(pivots, size)
+    for got in (traced, eager):
+        assert np.asarray(got).dtype == want.dtype
+        np.testing.assert_array_equal(np.asarray(got), want)

@@ -9,6 +9,7 @@ import numpy as np
 
 from meshsim._src import core
 from meshsim._src.lax import elementwise as lax_elementwise
+from meshsim._src.lax import reduction as lax_reduction
 from meshsim._src.lax import structural as lax_structural
 
 __all__ = ["cholesky", "lu", "lu_pivots_to_permutation", "qr", "eig", "eigh", "svd", "triangular_solve",
@@ -67,6 +68,8 @@ def lu(x):
 
 def lu_pivots_to_permutation(pivots, permutation_size: int):
     """The permutation the row swaps `pivots` (applied in order) make of range(permutation_size)."""
+    if isinstance(pivots, core.Tracer):
+        return _traced_pivots_to_permutation(pivots, permutation_size)
     piv = np.asarray(pivots)
     batch = piv.shape[:-1]
     perm = np.broadcast_to(np.arange(permutation_size, dtype=np.int32), batch + (permutation_size,)).copy()
@@ -76,6 +79,29 @@ def lu_pivots_to_permutation(pivots, permutation_size: int):
             p[i], p[j] = p[j], p[i]
     return core.asarray_value(perm)
 
+
+
+def _traced_pivots_to_permutation(pivots, permutation_size: int):
+    # The swaps as selects over an iota, one per pivot (their count is static), so the
+    # permutation of traced pivots (lu_factor's under grad, jit or vmap) stays traced.
+    batch = tuple(pivots.shape[:-1])
+    last = len(batch)
+    pivots = lax_elementwise.convert_element_type(pivots, np.int32)
+    positions = lax_structural.broadcasted_iota(np.int32, batch + (permutation_size,), last)
+    perm = positions
+    for i in range(pivots.shape[-1]):
+        j = lax_structural.slice_in_dim(pivots, i, i + 1, axis=last)
+        at_j = lax_elementwise.eq(positions, lax_structural.broadcast_in_dim(
+            j, batch + (permutation_size,), tuple(range(last + 1))))
+        zeros = lax_structural.full_like(perm, 0)
+        value_at_j = lax_reduction.reduce_sum(lax_elementwise.select(at_j, perm, zeros), (last,))
+        value_at_i = lax_structural.slice_in_dim(perm, i, i + 1, axis=last)
+        expand = tuple(range(last))
+        swapped_in = lax_structural.broadcast_in_dim(value_at_j, batch + (permutation_size,), expand)
+        swapped_out = lax_structural.broadcast_in_dim(value_at_i, batch + (permutation_size,), tuple(range(last + 1)))
+        perm = lax_elementwise.select(lax_elementwise.eq(positions, np.int32(i)), swapped_in,
+                                      lax_elementwise.select(at_j, swapped_out, perm))
+    return perm
 
 def qr(x, *, pivoting: bool = False, full_matrices: bool = True, use_magma=None):
     """(q, r) with q orthonormal columns and r upper triangular."""
