@@ -253,3 +253,29 @@ def test_a_function_is_traced_once_per_type_as_in_jax(real_jax, seed):
     steps = list(rng.choice(_TRACE_STEPS, size=8))
     x = _arr((int(rng.integers(2, 6)),))
     assert _trace_counts(meshsim, steps, x) == _trace_counts(real_jax, steps, x), steps
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_jit_run_inside_compile_time_eval_gives_the_eager_bits(real_jax, seed):
+    # A jitted function run at once inside ensure_compile_time_eval while another function
+    # is traced runs compiled, as an eager call does (XLA contracts a*b+c there): flax's
+    # lazy_init computes its parameters this way and must equal init's.
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(50, 400))
+    a, b, c = (rng.standard_normal(n).astype(np.float32) for _ in range(3))
+
+    def inside_and_eager(lib):
+        fma = lib.jit(lambda a, b, c: a * b + c)
+        found = {}
+
+        def traced(x):
+            with lib.ensure_compile_time_eval():
+                found["value"] = np.asarray(fma(a, b, c))
+            return x
+        lib.make_jaxpr(traced)(1.0)
+        return found["value"], np.asarray(fma(a, b, c))
+
+    inside, eager = inside_and_eager(meshsim)
+    jax_inside, _ = inside_and_eager(real_jax)
+    np.testing.assert_array_equal(inside.view(np.uint32), eager.view(np.uint32))
+    np.testing.assert_array_equal(inside.view(np.uint32), jax_inside.view(np.uint32))

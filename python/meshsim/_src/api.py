@@ -407,8 +407,12 @@ class PjitFunction:
         if _config._values["jax_disable_jit"]:
             return self._traced_fun(*args, **kwargs)
         if _core.current_trace() is not None:
-            if self._inline or core.evaluated_now(tree_util.tree_leaves((args, kwargs))):
+            if self._inline:
                 return self._traced_fun(*args, **kwargs)
+            if core.evaluated_now(tree_util.tree_leaves((args, kwargs))):
+                # Run now as a call outside any trace runs it: compiled, so its values
+                # are the bits an eager call gives (flax's lazy_init against init).
+                return self._call(*args, **kwargs)
             return self._call_nested(args, kwargs, self._nested)
         if _config._values["jax_debug_nans"] or _config._values["jax_debug_infs"]:
             return flags_check.checked_jit_call(self._call, self._traced_fun, self._sig.fun_name,
