@@ -183,8 +183,10 @@ def gather(operand, indices, axes, index_dims_at: int, mode: str = "clip", fill_
     B's same dim, JAX's batching dims: their sharding carries over to the result."""
     extra = {"batch_axes": tuple(batch_axes)} if batch_axes else {}
     if out_sharding is not None:
-        extra["out_sharding"] = explicit.out_sharding_param(
-            out_sharding, len(indices[0].shape) + core.asarray_value(operand).ndim - len(axes))
+        rest = [n for d, n in enumerate(core.asarray_value(operand).shape) if d not in axes]
+        explicit.check_out_divisible(
+            out_sharding, (*rest[:index_dims_at], *indices[0].shape, *rest[index_dims_at:]))
+        extra["out_sharding"] = explicit.out_sharding_param(out_sharding, len(rest) + len(indices[0].shape))
     return core.bind1("gather", operand, *indices, axes=tuple(axes), index_dims_at=index_dims_at,
                       mode=mode, fill_value=fill_value, **extra)
 

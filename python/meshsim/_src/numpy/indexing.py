@@ -20,6 +20,7 @@ from meshsim._src import core
 from meshsim._src.lax import indexing as lax_indexing
 from meshsim._src.lax.structural import canonicalize_axis
 from meshsim._src.numpy.promotion import broadcast_shapes, broadcast_to_shape
+from meshsim._src.sharding import explicit
 from meshsim._src import dtype_kinds
 
 __all__ = ["take", "take_along_axis", "put_along_axis"]
@@ -177,6 +178,10 @@ def _rewriting_take(x, idx, mode, fill_value, out_sharding=None, indices_are_sor
     has_arrays = any(e.kind in ("array", "bool") for e in entries)
     if not has_arrays and out_sharding is None:
         _check_sharded_partial_index(x, entries)
+    if not has_arrays and out_sharding is not None and _gathers_eagerly(x, entries):
+        def take(operand):
+            return _rewriting_take(operand, idx, mode, fill_value, None, indices_are_sorted, unique_indices)
+        return explicit.auto_axes(take, out_sharding=out_sharding, axes=out_sharding.mesh.explicit_axes)(x)
 
     def is_advanced(e):
         if e.kind == "int":
@@ -384,6 +389,19 @@ def _expand_dims(y, dims):
     return _broadcast_in_dim(y, shape, [d for d in range(ndim) if d not in dims])
 
 
+def _gathers_eagerly(x, entries) -> bool:
+    """Whether JAX takes an integer or partial-slice index of a concrete array held by several
+    devices with a gather, which honours `out_sharding=` (a traced array is sliced instead)."""
+    if not isinstance(x, core.Array) or x.sharding.num_devices == 1:
+        return False
+    for e in entries:
+        if e.kind in ("int", "dyn"):
+            return True
+        if e.kind == "slice" and (abs(e.value.step) != 1 or len(e.value) != x.shape[e.axes[0]]):
+            return True
+    return False
+
+
 def _check_sharded_partial_index(x, entries):
     """JAX indexes a concrete array spread over devices with a gather (under jit, with slices),
     whose sharding rule refuses an integer index or a partial or strided slice of a sharded dim."""
@@ -533,12 +551,18 @@ def _scatter_update(x, idx, values, kind: str, mode=None, indices_are_sorted=Fal
                                 out_sharding=out_sharding)
 
 
-def _update_out_sharding(out_sharding, shape):
-    """`.at[...].<update>(out_sharding=)` as a NamedSharding, with JAX's checks: its type, then
-    the spec against the mesh (NamedSharding's), its rank and the result's divisibility."""
-    from meshsim._src.sharding.explicit import NamedSharding, PartitionSpec, resolve
+def _canonical_out_sharding(out_sharding):
+    """`.at[...].<method>(out_sharding=)` as a NamedSharding, with JAX's first checks: its type,
+    then the spec against the mesh (NamedSharding's)."""
+    from meshsim._src.sharding.explicit import NamedSharding, PartitionSpec
     assert isinstance(out_sharding, (NamedSharding, PartitionSpec))
-    sharding = NamedSharding(*resolve(out_sharding, "out_sharding"))
+    return NamedSharding(*explicit.resolve(out_sharding, "out_sharding"))
+
+
+def _update_out_sharding(out_sharding, shape):
+    """`.at[...].<update>(out_sharding=)` canonical, its rank and the result's divisibility
+    checked as JAX's."""
+    sharding = _canonical_out_sharding(out_sharding)
     assert len(sharding.spec) <= len(shape), (len(shape), sharding.spec)
     sharding.check_type_divisibility(shape)
     return sharding
@@ -615,6 +639,8 @@ class _IndexUpdateRef:
 
     def get(self, *, indices_are_sorted=False, unique_indices=False, mode=None, fill_value=None,
             out_sharding=None):
+        if out_sharding is not None:
+            out_sharding = _canonical_out_sharding(out_sharding)
         return _rewriting_take(core.asarray_value(self.array), self.index, mode, fill_value,
                                out_sharding, indices_are_sorted, unique_indices)
 

@@ -430,6 +430,13 @@ def out_sharding_param(out_sharding, ndim: int, pending_ok: bool = False):
     return core_spec(spec, ndim, pending_ok)
 
 
+def check_out_divisible(out_sharding, shape) -> None:
+    """Raises JAX's type error when `out_sharding=` splits a dim of the result's `shape` unevenly
+    (JAX reshards the op's result to it, whose type check names the dim)."""
+    mesh, spec = resolve(out_sharding, "out_sharding")
+    NamedSharding(mesh, spec).check_type_divisibility(shape)
+
+
 def out_unreduced_param(out_sharding) -> dict:
     """The unreduced axes of `out_sharding=` as the `out_unreduced` parameter of a
     contraction (none: no parameter). Reduced axes there are dropped, as JAX's dot_general
