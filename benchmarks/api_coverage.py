@@ -7,7 +7,8 @@ compared with `dir()` of the meshsim module of the same path.
 Left out of the count, with the reason, are the modules in EXCLUDED_MODULES
 and the names in EXCLUDED_NAMES: XLA/compiler plumbing, TPU/GPU-only kernels,
 deprecated aliases JAX itself keeps only to warn, and submodules (a submodule
-counts as its own module, not as a name of its parent)."""
+counts as its own module, not as a name of its parent). The `*_p` primitive objects
+count: programs that read jaxprs compare equations' primitives with them."""
 from __future__ import annotations
 
 import argparse
@@ -108,8 +109,6 @@ def public_names(module: types.ModuleType, module_name: str) -> set[str]:
             continue  # a submodule counts as its own module; another is an import (np, zlib)
         if name in EXCLUDED_NAMES.get(module_name, {}):
             continue
-        if name.endswith("_p") and not callable(value):
-            continue  # a Primitive object: for writing interpreters (jax.extend), not programs
         if getattr(value, "__module__", "jax").split(".")[0] in FOREIGN_MODULES:
             continue  # an import the module made for itself (typing.Any, functools.partial)
         names.add(name)

@@ -533,7 +533,7 @@ def _mlp_block(ws, x):
 
 def _grad_eqns(f, *args):
     """The primitives of make_jaxpr(grad(f)), in order."""
-    return meshsim.make_jaxpr(meshsim.grad(f))(*args).eqns
+    return [e.primitive.name for e in meshsim.make_jaxpr(meshsim.grad(f))(*args).eqns]
 
 
 # Three layers x = sin(x @ w), differentiated with respect to the ws. Without
@@ -625,14 +625,9 @@ def test_checkpoint_static_argnums_and_names():
     assert eqns.count("sin") == 2  # the named values are saved: no sin is recomputed
 
 
-def _first_scan_output_shapes(closed, is_meshsim):
+def _first_scan_output_shapes(closed):
     """The types of the first scan's results in a traced program: the forward scan of a
     gradient, whose results past the carries are the residuals it stacks."""
-    if is_meshsim:
-        program = closed.program
-        for name, _ins, outs, *_rest in program.equations():
-            if name == "scan":
-                return sorted((tuple(program.avals[o].shape), str(program.avals[o].dtype)) for o in outs)
     for eqn in closed.jaxpr.eqns:
         if eqn.primitive.name == "scan":
             return sorted((tuple(v.aval.shape), str(v.aval.dtype)) for v in eqn.outvars)
@@ -662,7 +657,7 @@ def test_checkpointed_scan_keeps_only_residuals_the_backward_pass_reads(real_jax
             block = lib.checkpoint(layer, policy=policy)
             return numpy_mod.sum(lib.lax.scan(lambda x, w: (block(x, w), None), x, ws)[0])
         closed = lib.make_jaxpr(lib.grad(loss))((w1, w2), x)
-        shapes.append(_first_scan_output_shapes(closed, lib is meshsim))
+        shapes.append(_first_scan_output_shapes(closed))
         grads = lib.grad(loss)((w1, w2), x)
         if lib is meshsim:
             ours = grads
@@ -829,5 +824,5 @@ def test_optimization_barrier_keeps_a_recomputed_output(real_jax):
     assert 6 * matmul <= flops < 7 * matmul
     assert real_jax.jit(theirs).lower(x, w).compile().cost_analysis()["flops"] < 7 * matmul
     jaxpr = meshsim.make_jaxpr(lambda a, b: mlax.optimization_barrier((a * 2, b)))(x, w)
-    assert jaxpr.eqns == ["mul", "optimization_barrier"]
+    assert [e.primitive for e in jaxpr.eqns] == [mlax.mul_p, mlax.optimization_barrier_p]
     np.testing.assert_array_equal(mlax.optimization_barrier({"a": x})["a"], x)

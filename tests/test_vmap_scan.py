@@ -59,14 +59,13 @@ def test_vmapped_scan_matches_jax(real_jax, axes, reverse):
 def test_vmapped_scan_is_one_scan_over_the_batch(real_jax):
     args = _args(7, (None, None, None, 0))
     f = meshsim.vmap(_scan_fn(meshsim, False), in_axes=(None, None, None, 0))
-    program = meshsim.make_jaxpr(f)(*args).program
-    scans = [(ins, outs) for name, ins, outs, *_ in program.equations() if name == "scan"]
+    scans = [e for e in meshsim.make_jaxpr(f)(*args).eqns if e.primitive is meshsim.lax.scan_p]
     jax_eqns = real_jax.make_jaxpr(real_jax.vmap(_scan_fn(real_jax, False), in_axes=(None, None, None, 0)))(
         *args).jaxpr.eqns
     jax_scans = [e for e in jax_eqns if e.primitive.name == "scan"]
     assert len(scans) == 1 == len(jax_scans)
     # xs enter batched at dimension 1 (JAX moves the batch off the scanned dimension).
-    assert tuple(program.avals[scans[0][0][-1]].shape) == (5, 3, 4) == tuple(jax_scans[0].invars[-1].aval.shape)
+    assert tuple(scans[0].invars[-1].aval.shape) == (5, 3, 4) == tuple(jax_scans[0].invars[-1].aval.shape)
 
 
 def test_gradient_of_vmapped_scan_matches_jax(real_jax):

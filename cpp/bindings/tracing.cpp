@@ -1,5 +1,6 @@
 // Bindings of tracing and programs: bind, trace frames, Tracer, Program.
 #include "convert.h"
+#include "meshsim/ir/program_consts.h"
 #include "meshsim/ir/xla_instruction.h"
 #include "meshsim/runtime/dispatch.h"
 #include "meshsim/runtime/interpreter.h"
@@ -67,6 +68,12 @@ void init_tracing(py::module_& m) {
       .def_property_readonly("invars", [](const Program& p) { return p.invars; })
       .def_property_readonly("outvars", [](const Program& p) { return p.outvars; })
       .def_property_readonly("constvars", [](const Program& p) { return p.constvars; })
+      // The arrays the constvars stand for, in their order (a scalar one prints as a literal).
+      .def_property_readonly("consts", [](const Program& p) {
+        std::vector<ArrayPtr> arrays;
+        for (size_t i = 0; i < p.consts.size(); ++i) arrays.push_back(const_array(p, i));
+        return arrays;
+      })
       .def("equations", [](const Program& p) {
         py::list out;
         for (const Equation& e : p.eqns) {

@@ -17,6 +17,7 @@ from typing import Any, Callable, Sequence
 from meshsim import _core
 from meshsim._src import core, debug, flags, ref, tracing, tree_util, vmap_collectives
 from meshsim._src.abstract import ShapeDtypeStruct
+from meshsim._src.jaxpr import ClosedJaxpr
 from meshsim._src.config import config as _config
 from meshsim._src import float_checks as flags_check
 from meshsim._src.sharding import auto_names, device_assignment, placement
@@ -701,48 +702,6 @@ def _share_traces(wrapped: PjitFunction, fun, in_shardings, out_shardings, api: 
     wrapped._cache, wrapped._fast_cache = calls
 
 
-class ClosedJaxpr:
-    """A traced program as `make_jaxpr` returns it."""
-
-    def __init__(self, program, out_tree):
-        self.program = program
-        self.out_tree = out_tree
-
-    @property
-    def in_avals(self):
-        return list(self.program.in_avals)
-
-    @property
-    def out_avals(self):
-        return list(self.program.out_avals)
-
-    @property
-    def eqns(self):
-        return self.program.primitive_names()
-
-    @property
-    def jaxpr(self) -> "ClosedJaxpr":
-        """The program itself (its constants live inside it)."""
-        return self
-
-    @property
-    def consts(self) -> list:
-        return []
-
-    def __str__(self):
-        return str(self.program)
-
-    __repr__ = __str__
-
-
-def eval_jaxpr(jaxpr: ClosedJaxpr, consts, *args, propagate_source_info: bool = True) -> list:
-    """Runs a program `make_jaxpr` returned on `args` (or inlines it into an open trace);
-    returns its results as a list. Its constants are inside it: `consts` is `jaxpr.consts`."""
-    if consts:
-        raise ValueError(f"eval_jaxpr: this program takes no separate constants, got {len(consts)}")
-    return list(_core.eval_program(jaxpr.program, [core.asarray_value(a) for a in args]))
-
-
 def make_jaxpr(fun: Callable, static_argnums=()):
     """Returns a function that traces `fun` and gives back its program."""
     static_argnums = set(_as_tuple(static_argnums))
@@ -755,7 +714,7 @@ def make_jaxpr(fun: Callable, static_argnums=()):
             program, out_tree = trace_to_program(fun, dyn, kwargs, static)
         else:  # traced once per type with jit(fun)'s calls, as JAX traces it
             program, out_tree = jit(fun)._trace_for_types((), dyn, kwargs)
-        return ClosedJaxpr(program, out_tree)
+        return ClosedJaxpr(program, out_tree=out_tree)
 
     return make
 

@@ -127,8 +127,8 @@ class Traced(Stage):
 
     @property
     def jaxpr(self):
-        from meshsim._src.api import ClosedJaxpr
-        return ClosedJaxpr(self._program, self.out_tree)
+        from meshsim._src.jaxpr import ClosedJaxpr
+        return ClosedJaxpr(self._program, out_tree=self.out_tree)
 
     @property
     def out_avals(self):

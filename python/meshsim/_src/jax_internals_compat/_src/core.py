@@ -2,7 +2,8 @@
 (its arrays have no extended dtypes to map to physical ones)."""
 from __future__ import annotations
 
-from meshsim._src.api import ClosedJaxpr, eval_jaxpr  # noqa: F401
+from meshsim._src.jaxpr import (  # noqa: F401
+    ClosedJaxpr, DropVar, Jaxpr, JaxprEqn, Literal, Var, eval_jaxpr, jaxpr_as_fun)
 from meshsim._src.core import ensure_compile_time_eval, eval_context  # noqa: F401
 from meshsim._src.core_types import (  # noqa: F401
     AbstractValue, ShapedArray, Trace, Tracer, max_dim, min_dim)

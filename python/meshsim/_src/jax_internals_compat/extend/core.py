@@ -43,21 +43,9 @@ def get_opaque_trace_state(convention=None) -> OpaqueTraceState:
     return OpaqueTraceState(_core.current_trace())
 
 
-from meshsim._src.api import ClosedJaxpr  # noqa: E402,F401
+from meshsim._src.jaxpr import (  # noqa: E402,F401
+    ClosedJaxpr, DropVar, Jaxpr, JaxprEqn, Literal, Var, jaxpr_as_fun)
 from meshsim._src.jax_internals_compat.user_primitives import Primitive  # noqa: E402,F401
-
-
-class Jaxpr:
-    """The type of a program's inner form; meshsim's programs are ClosedJaxprs, so values of
-    this class never occur (names used in annotations and isinstance tests)."""
-
-
-class Var:
-    """A program variable's type, for annotations and isinstance tests (see Jaxpr)."""
-
-
-class Literal:
-    """A program literal's type, for annotations and isinstance tests (see Jaxpr)."""
 
 
 def find_top_trace(xs):

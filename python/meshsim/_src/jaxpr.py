@@ -1,0 +1,308 @@
+"""JAX's object model of a traced program (`jax.core.ClosedJaxpr`, `Jaxpr`, `JaxprEqn`, `Var`,
+`Literal`) over meshsim's C++ Program, for code that walks programs: counting primitives or
+collectives, reading avals and params, evaluating a program with `eval_jaxpr`.
+
+A view is built on first use and kept: the same variable is the same `Var` object wherever it
+occurs, and a sub-program held twice (a shared branch) is the same `Jaxpr`. Scalar constants are
+`Literal`s in place of a variable, as JAX inlines them; larger constants are the constvars whose
+values are `ClosedJaxpr.consts`. Printing is the C++ printer's, unchanged."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from meshsim import _core
+from meshsim._src import core
+from meshsim._src.primitive_handles import handle_of_equation, jax_params
+
+
+class Var:
+    """A program variable: its abstract value (a ShapedArray)."""
+    __slots__ = ("aval",)
+
+    def __init__(self, aval):
+        self.aval = aval
+
+    def __repr__(self):
+        return f"Var(id={id(self)}):{self.aval.str_short()}"
+
+
+class DropVar(Var):
+    """A result no equation reads (JAX's type; meshsim's views give every result a Var)."""
+
+    def __repr__(self):
+        return "_"
+
+
+class Literal:
+    """A scalar constant written in place of a variable: its value and abstract value."""
+    __slots__ = ("val", "aval")
+
+    def __init__(self, val, aval):
+        self.val, self.aval = val, aval
+
+    def __repr__(self):
+        return f"Literal({self.val.item()!r})"
+
+
+class SourceInfo:
+    """Where an equation was traced from; meshsim records no source locations."""
+    traceback = None
+    name_stack = ""
+
+
+_NO_SOURCE = SourceInfo()
+
+
+class JaxprEqn:
+    """One equation: its primitive, operands (Var or Literal), results and params."""
+    __slots__ = ("invars", "outvars", "primitive", "params", "effects", "source_info", "ctx")
+
+    def __init__(self, invars, outvars, primitive, params, effects=frozenset(), source_info=None,
+                 ctx=None):
+        self.invars, self.outvars, self.primitive, self.params = invars, outvars, primitive, params
+        self.effects, self.source_info, self.ctx = effects, source_info or _NO_SOURCE, ctx
+
+    def replace(self, **changes) -> "JaxprEqn":
+        fields = {k: getattr(self, k) for k in self.__slots__}
+        fields.update(changes)
+        return JaxprEqn(**fields)
+
+    def __str__(self):
+        names: dict[int, str] = {}
+
+        def atom(v, typed):
+            if isinstance(v, Literal):
+                return f"{v.val.item()!r}:{v.aval.str_short(short_dtypes=True)}"
+            name = names.setdefault(id(v), _var_name(len(names)))
+            return f"{name}:{v.aval.str_short(short_dtypes=True)}" if typed else name
+
+        lhs = " ".join(atom(v, True) for v in self.outvars)
+        params = " ".join(f"{k}={v}" for k, v in sorted(self.params.items()))
+        rhs = self.primitive.name + (f"[{params}]" if params else "")
+        rhs += "".join(" " + atom(v, False) for v in self.invars)
+        return f"{lhs} = {rhs}" if lhs else rhs
+
+    __repr__ = __str__
+
+
+def _var_name(i: int) -> str:
+    letters = ""
+    i += 1
+    while i:
+        i, r = divmod(i - 1, 26)
+        letters = chr(ord("a") + r) + letters
+    return letters
+
+
+class Jaxpr:
+    """A program without its constants' values: constvars, invars, equations and outvars."""
+
+    def __init__(self, program, views: "_Views | None" = None):
+        self.program = program
+        self._views = views or _Views()
+        self._built = False
+
+    def _build(self):
+        if self._built:
+            return
+        p, views = self.program, self._views
+        avals = p.avals
+        atoms: dict[int, Any] = {}
+        constvars, consts = [], []
+        if p.constvars:
+            for v, value in zip(p.constvars, p.consts):
+                if value.ndim == 0:
+                    atoms[v] = Literal(np.asarray(value), avals[v])
+                else:
+                    atoms[v] = Var(avals[v])
+                    constvars.append(atoms[v])
+                    consts.append(value)
+
+        def atom(v):
+            a = atoms.get(v)
+            if a is None:
+                a = atoms[v] = Var(avals[v])
+            return a
+
+        self._invars = [atom(v) for v in p.invars]
+        self._constvars, self._consts = constvars, consts
+        eqns = []
+        for name, ins, outs, params, *_ in p.equations():
+            eqns.append(JaxprEqn([atom(v) for v in ins], [atom(v) for v in outs],
+                                 handle_of_equation(name), views.params(name, params)))
+        self._eqns = eqns
+        self._outvars = [atom(v) for v in p.outvars]
+        self._built = True
+
+    @property
+    def constvars(self) -> list:
+        self._build()
+        return self._constvars
+
+    @property
+    def invars(self) -> list:
+        self._build()
+        return self._invars
+
+    @property
+    def outvars(self) -> list:
+        self._build()
+        return self._outvars
+
+    @property
+    def eqns(self) -> list:
+        self._build()
+        return self._eqns
+
+    def consts_values(self) -> list:
+        """The values of `constvars` the program was traced with."""
+        self._build()
+        return list(self._consts)
+
+    effects = frozenset()
+    debug_info = None
+
+    @property
+    def in_avals(self) -> list:
+        return list(self.program.in_avals)
+
+    @property
+    def out_avals(self) -> list:
+        return list(self.program.out_avals)
+
+    def __str__(self):
+        return str(self.program)
+
+    __repr__ = __str__
+
+
+class ClosedJaxpr:
+    """A traced program as `make_jaxpr` returns it: its Jaxpr and the constants' values."""
+
+    def __init__(self, jaxpr, consts=None, out_tree=None):
+        if isinstance(jaxpr, Jaxpr):
+            self._jaxpr = jaxpr
+        else:  # a C++ Program
+            self._jaxpr = Jaxpr(jaxpr)
+        self._consts = None if consts is None else list(consts)
+        self.out_tree = out_tree
+
+    @property
+    def program(self):
+        return self._jaxpr.program
+
+    @property
+    def jaxpr(self) -> Jaxpr:
+        return self._jaxpr
+
+    @property
+    def consts(self) -> list:
+        return self._jaxpr.consts_values() if self._consts is None else self._consts
+
+    @property
+    def eqns(self) -> list:
+        return self._jaxpr.eqns
+
+    @property
+    def in_avals(self) -> list:
+        return self._jaxpr.in_avals
+
+    @property
+    def out_avals(self) -> list:
+        return self._jaxpr.out_avals
+
+    @property
+    def literals(self) -> list:
+        return [a for e in self._jaxpr.eqns for a in e.invars if isinstance(a, Literal)]
+
+    effects = frozenset()
+
+    def __str__(self):
+        return str(self.program)
+
+    __repr__ = __str__
+
+
+# Params holding sub-programs, and whether JAX holds each open (a Jaxpr) rather than closed.
+_OPEN_SUB_PROGRAMS = {("shard_map", "jaxpr"), ("remat2", "jaxpr")}
+
+
+class _Views:
+    """The views of one program tree's sub-programs, one per C++ program."""
+
+    def __init__(self):
+        self._jaxprs: dict[int, tuple[Any, Jaxpr]] = {}
+
+    def jaxpr(self, program) -> Jaxpr:
+        kept = self._jaxprs.get(id(program))
+        if kept is None:
+            kept = self._jaxprs[id(program)] = (program, Jaxpr(program, self))
+        return kept[1]
+
+    def sub(self, name: str, key: str, program):
+        jaxpr = self.jaxpr(program)
+        return jaxpr if (name, key) in _OPEN_SUB_PROGRAMS else ClosedJaxpr(jaxpr)
+
+    def params(self, name: str, params: dict) -> dict:
+        out = {}
+        for key, value in params.items():
+            if isinstance(value, _core.Program):
+                value = self.sub(name, key, value)
+            elif isinstance(value, tuple) and value and all(isinstance(v, _core.Program) for v in value):
+                value = tuple(self.sub(name, key, v) for v in value)
+            out[key] = value
+        if name == "custom_vjp_call":
+            out = _custom_vjp_params(out)
+        return jax_params(name, out)
+
+
+def _custom_vjp_params(params: dict) -> dict:
+    """custom_vjp_call's params as JAX names them: the forward program as a thunk giving
+    (jaxpr, consts), the backward one as a function of residuals and cotangents."""
+    fwd, bwd = params["fwd_jaxpr"], params["bwd_jaxpr"]
+
+    def fwd_jaxpr_thunk(*zeros):
+        return fwd.jaxpr, fwd.consts
+
+    def bwd_fun(*res_and_cts):
+        return eval_jaxpr(bwd.jaxpr, bwd.consts, *res_and_cts)
+
+    return {"call_jaxpr": params["call_jaxpr"], "fwd_jaxpr_thunk": fwd_jaxpr_thunk,
+            "num_consts": params["num_call_consts"], "bwd": bwd_fun,
+            "out_trees": lambda: None, "symbolic_zeros": params["symbolic_zeros"]}
+
+
+def eval_jaxpr(jaxpr, consts, *args, propagate_source_info: bool = True) -> list:
+    """Runs `jaxpr` with `consts` as its constvars' values on `args` (or records it into an open
+    trace); returns its results as a list. A ClosedJaxpr stands for its jaxpr and constants."""
+    if isinstance(jaxpr, ClosedJaxpr):
+        jaxpr, consts = jaxpr.jaxpr, (consts if consts else jaxpr.consts)
+    consts = list(consts)
+    if len(consts) != len(jaxpr.constvars):
+        raise TypeError(f"eval_jaxpr: the jaxpr has {len(jaxpr.constvars)} constvars, "
+                        f"got {len(consts)} consts")
+    program = jaxpr.program
+    ins = [core.asarray_value(a) for a in args]
+    if all(c is own for c, own in zip(consts, jaxpr.consts_values())):
+        return list(_core.eval_program(program, ins))
+    # Other constants: evaluate equation by equation, as JAX's interpreter does.
+    env = dict(zip(program.constvars, program.consts))
+    env.update((id_of, core.asarray_value(c)) for id_of, c in zip(_named_constvars(program), consts))
+    env.update(zip(program.invars, ins))
+    for name, eq_ins, eq_outs, params, *_ in program.equations():
+        env.update(zip(eq_outs, core.bind(name, *(env[v] for v in eq_ins), **params)))
+    return [env[v] for v in program.outvars]
+
+
+def _named_constvars(program) -> list:
+    """The constvars that are not literals (those `Jaxpr.constvars` lists), by variable id."""
+    return [v for v, value in zip(program.constvars, program.consts) if value.ndim != 0]
+
+
+def jaxpr_as_fun(closed: ClosedJaxpr):
+    """`closed` as a function of its inputs returning the list of its results."""
+    def fun(*args):
+        return eval_jaxpr(closed.jaxpr, closed.consts, *args)
+    return fun
