@@ -395,3 +395,25 @@ def test_eqn_primitive_is_the_lax_handle(real_jax):
     assert meshsim.lax.sin_p in prims and meshsim.lax.scatter_add_p in prims
     assert all(p is getattr(meshsim.lax, _handle_attr(p.name)) for p in prims)
     assert meshsim.lax.scatter_add_p.name == real_jax.lax.scatter_add_p.name
+
+
+def test_extend_core_primitives(real_jax):
+    """jax.extend.core.primitives: JAX's names and result arity, the objects equations hold."""
+    from meshsim._src.jax_internals_compat.extend.core import primitives as mine
+    theirs = importlib.import_module(real_jax.__name__ + ".extend.core.primitives")
+    shared = [n for n in dir(theirs) if n.endswith("_p") and hasattr(mine, n)]
+    assert len(shared) == len([n for n in dir(theirs) if n.endswith("_p")])
+    for n in shared:
+        assert getattr(mine, n).name == getattr(theirs, n).name, n
+        assert getattr(mine, n).multiple_results == getattr(theirs, n).multiple_results, n
+    x = RNG.standard_normal((3, 3)).astype(np.float32)
+    closed = meshsim.make_jaxpr(lambda a: meshsim.jit(lambda b: meshsim.lax.linalg.cholesky(b) * 2)(
+        a @ a.T + 3 * mnp.eye(3)))(x)
+    call = next(e for e in closed.eqns if e.primitive is mine.jit_p)
+    inner = _walk_counts(call.params["jaxpr"].jaxpr, jaxpr_types=(MEXT.ClosedJaxpr, MEXT.Jaxpr))
+    want = real_jax.make_jaxpr(lambda a: real_jax.jit(lambda b: real_jax.lax.linalg.cholesky(b) * 2)(
+        a @ a.T + 3 * real_jax.numpy.eye(3)))(x)
+    wcall = next(e for e in want.eqns if e.primitive is theirs.jit_p)
+    assert inner == _walk_counts(wcall.params["jaxpr"].jaxpr,
+                                 jaxpr_types=(_ext(real_jax).ClosedJaxpr, _ext(real_jax).Jaxpr))
+    assert inner.get("cholesky") == 1

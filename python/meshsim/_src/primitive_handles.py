@@ -44,7 +44,8 @@ _MULTIPLE_RESULTS = {"approx_top_k", "cond", "dce_sink", "device_put", "custom_l
                      # primitives of programs that jax.lax does not export
                      "jit", "shard_map", "custom_jvp_call", "custom_vjp_call", "remat2", "eigh",
                      "eig", "lu", "qr", "svd", "schur", "hessenberg", "pure_callback",
-                     "io_callback", "debug_callback"}
+                     "io_callback", "debug_callback", "threefry2x32", "tridiagonal", "call",
+                     "closed_call", "custom_lin"}
 
 # meshsim's primitive names JAX spells differently.
 _JAX_NAME = {"scatter_add": "scatter-add", "scatter_sub": "scatter-sub",
