@@ -417,3 +417,28 @@ def test_extend_core_primitives(real_jax):
     assert inner == _walk_counts(wcall.params["jaxpr"].jaxpr,
                                  jaxpr_types=(_ext(real_jax).ClosedJaxpr, _ext(real_jax).Jaxpr))
     assert inner.get("cholesky") == 1
+
+
+BINARY_HANDLES = ["add_p", "sub_p", "mul_p", "div_p", "rem_p", "pow_p", "max_p", "min_p", "atan2_p",
+                  "nextafter_p", "and_p", "or_p", "xor_p", "eq_p", "ne_p", "lt_p", "le_p", "gt_p", "ge_p",
+                  "shift_left_p", "shift_right_arithmetic_p", "shift_right_logical_p", "complex_p"]
+
+
+def test_binary_handles_and_operand_counts(real_jax):
+    """Every binary handle binds two operands as JAX's does; a wrong operand count is a
+    TypeError naming the primitive (not a crash of the kernels, which do not count them)."""
+    for name in BINARY_HANDLES:
+        integer = name in ("and_p", "or_p", "xor_p") or name.startswith("shift")
+        dtype = np.int32 if integer else np.float32
+        x, y = (RNG.integers(1, 9, (2, 3)).astype(dtype) if integer else
+                RNG.uniform(0.5, 2.0, (2, 3)).astype(dtype) for _ in range(2))
+        got = getattr(meshsim.lax, name).bind(x, y)
+        want = getattr(real_jax.lax, name).bind(x, y)
+        assert np.asarray(got).dtype == np.asarray(want).dtype, name
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6, err_msg=name)
+        for wrong in ((x,), (x, y, x)):
+            with pytest.raises(TypeError, match=getattr(meshsim.lax, name).name):
+                getattr(meshsim.lax, name).bind(*wrong)
+    for name, count in [("sin_p", 0), ("sin_p", 2), ("clamp_p", 2), ("select_n_p", 1)]:
+        with pytest.raises(TypeError):
+            getattr(meshsim.lax, name).bind(*[np.ones(3, np.float32)] * count, accuracy=None)

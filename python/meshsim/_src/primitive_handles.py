@@ -186,9 +186,32 @@ class LaxPrimitive(Primitive):
         if meshsim_name not in _core_names():
             raise NotImplementedError(
                 f"meshsim has no implementation of the primitive '{self.name}' to bind")
+        _check_operand_count(meshsim_name, self.name, len(args))
         plain = {k: _plain(v) for k, v in params.items()}
         outs = core.bind(meshsim_name, *(_operand(a) for a in args), **plain)
         return list(outs) if self.multiple_results else outs[0]
+
+
+# How many operands meshsim's elementwise primitives take (the others take one), checked before
+# binding: the kernels index their operands without counting them.
+_BINARY = {"add", "sub", "mul", "div", "rem", "pow", "max", "min", "atan2", "nextafter", "and",
+           "or", "xor", "eq", "ne", "lt", "le", "gt", "ge", "shift_left", "shift_right_arithmetic",
+           "shift_right_logical", "complex", "add_any"}
+_ELEMENTWISE_OPERANDS = {**{name: 2 for name in _BINARY}, "clamp": 3, "fused_multiply_add": 3,
+                         "threefry2x32": 4}
+
+
+def _check_operand_count(meshsim_name: str, jax_name: str, count: int) -> None:
+    from meshsim import _core
+    if meshsim_name == "select_n":
+        if count < 2:
+            raise TypeError(f"select_n takes a predicate and at least one case, got {count} operands")
+        return
+    if not _core.primitive_info(meshsim_name)["elementwise"]:
+        return
+    want = _ELEMENTWISE_OPERANDS.get(meshsim_name, 1)
+    if count != want:
+        raise TypeError(f"{jax_name} takes {want} operand{'s' if want > 1 else ''}, got {count}")
 
 
 _registered: set | None = None
