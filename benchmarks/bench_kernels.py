@@ -26,9 +26,14 @@ def cases(rng):
     acts, weights = f32(1024, 4096), f32(4096, 256) / np.float32(64)
     small = f32(64, 63)  # under 4096 elements: XLA's own loops, not YNNPACK
     c64 = (f32(1024, 1024) + 1j * f32(1024, 1024)).astype(np.complex64)
+    long = f32(1 << 22)  # bench_low_precision's elementwise operand
 
     def chain(m, _, a, b):
         return m.tanh(a * np.float32(1.5) + b) * m.exp(-(a * a)) + m.sin(b) - m.sqrt(m.abs(a))
+
+    def chain_with_multiply_adds(m, _, a):
+        # Under jit, both products are contracted with the sums reading them (as XLA's CPU code does).
+        return m.tanh(a * np.float32(0.5) + np.float32(1.0)) * a - a * a + np.float32(2.0)
 
     def transpose(perm):
         # meshsim's lax.copy lays the result out inside the call (a transpose alone is a view
@@ -49,6 +54,9 @@ def cases(rng):
     positive = np.abs(x) + np.float32(0.01)
     return {
         "elementwise chain (8 ops) f32[1024,1024]": ((x, y), chain),
+        "elementwise chain (7 ops, 2 multiply-adds) f32[4194304]": ((long,), chain_with_multiply_adds),
+        "x * x - x (a multiply-add) f32[4194304]": ((long,), lambda m, _, a: a * a - a),
+        "x + x f32[4194304]": ((long,), lambda m, _, a: a + a),
         "exp f32[1024,1024]": ((x,), lambda m, _, a: m.exp(a)),
         "log f32[1024,1024]": ((positive,), lambda m, _, a: m.log(a)),
         "tanh f32[1024,1024]": ((x,), lambda m, _, a: m.tanh(a)),

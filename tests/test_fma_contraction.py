@@ -147,3 +147,29 @@ def test_bfloat16_product_read_in_float32(real_jax):
     ours = meshsim.jit(lambda *xs: f(jnp, *xs))(a, b, c)
     theirs = real_jax.jit(lambda *xs: f(real_jax.numpy, *xs))(a, b, c)
     assert_same_bits(ours, theirs)
+
+
+def with_subnormals(rng, shape):
+    """Normal values with about a third scaled to float32 subnormals and a third to values whose
+    products are subnormal."""
+    x = rng.standard_normal(shape).astype(np.float32)
+    scale = rng.choice(np.array([1.0, 1e-39, 1e-20], np.float32), size=shape)
+    return (x * scale).astype(np.float32)
+
+
+@pytest.mark.parametrize("case", range(8))
+def test_long_runs_with_subnormals_match_jax(case, real_jax):
+    """Fused runs (multiply-adds among their steps) long enough to be computed by several
+    threads: each thread flushes subnormal operands and results as the caller does and as XLA
+    does. Some operands are transposed views, read tile by tile."""
+    shape = [(70001,), (129, 300), (3, 9000), (20000,)][case % 4]
+    steps = random_program(RNG, 3, int(RNG.integers(4, 14)))
+    inputs = [with_subnormals(RNG, shape) for _ in range(3)]
+    if case >= 4 and len(shape) == 2:
+        inputs = [x.T.copy() for x in inputs]
+        f = lambda m: lambda *xs: evaluate(m, steps, [x.T for x in xs])  # noqa: E731
+    else:
+        f = lambda m: lambda *xs: evaluate(m, steps, xs)  # noqa: E731
+    ours = meshsim.jit(f(jnp))(*inputs)
+    theirs = real_jax.jit(f(real_jax.numpy))(*inputs)
+    assert_same_bits(ours, theirs)

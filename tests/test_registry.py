@@ -405,10 +405,9 @@ def test_zero_derivatives_are_jax_s(real_jax):
 _HAND_WRITTEN = "a kernel written outside the family helpers: no fusion loop declared yet (it runs unfused)"
 _UNARY_INDEX = "unary: the index arithmetic scalar runs serve (JAX's normalisation) is binary ops and select_n"
 _MOVES_ONLY = "moves its operand unchanged: nothing to compute"
-_THREE_OPERANDS = "three operands: the fused and scalar loops take one or two"
+_THREE_OPERANDS = "three operands: the scalar loops take one or two"
 _NOT_FUSED = {
-    "clamp": _THREE_OPERANDS, "fused_multiply_add": _THREE_OPERANDS,
-    "abs": _HAND_WRITTEN, "pow": _HAND_WRITTEN,
+    "clamp": _HAND_WRITTEN, "abs": _HAND_WRITTEN, "pow": _HAND_WRITTEN,
     "nextafter": "works on its operands' bits: no fusion loop declared yet (it runs unfused)",
     "copy": _MOVES_ONLY, "name": _MOVES_ONLY, "stop_gradient": _MOVES_ONLY,
 }

@@ -33,6 +33,10 @@ void multiply_add_loop(const Operand<T>& a, const Operand<T>& b, const Operand<T
 
 }  // namespace
 
+void fused_multiply_add_row(const float* a, const float* b, const float* c, float* out, int64_t n) {
+  multiply_add_loop<float>({a, false}, {b, false}, {c, false}, out, n);
+}
+
 Tensor fused_multiply_add(const Tensor& a, const Tensor& b, const Tensor& c, const Shape& shape) {
   const DType dtype = a.dtype();
   if (dtype != DType::Float32 && dtype != DType::Float64)

@@ -10,4 +10,8 @@ namespace meshsim {
 // (rank 0) read at every element; the result is a fresh `shape` tensor.
 Tensor fused_multiply_add(const Tensor& a, const Tensor& b, const Tensor& c, const Shape& shape);
 
+// The kernel's float32 loop on `n` contiguous elements of each operand (the
+// primitive's fusion tile, runtime/fusion.h).
+void fused_multiply_add_row(const float* a, const float* b, const float* c, float* out, int64_t n);
+
 }  // namespace meshsim

@@ -166,6 +166,10 @@ void fused_multiply_add_primitive() {
   p.kernel = [](const Tensors& in, const Params&, const Avals& out) {
     return Tensors{fused_multiply_add(in[0], in[1], in[2], out[0].shape)};
   };
+  // A scalar operand beside a shaped one reads as a tile of its copies, as the kernel reads it.
+  p.float_tile = {3, [](const float* const* in, float* out, int64_t n) {
+    fused_multiply_add_row(in[0], in[1], in[2], out, n);
+  }};
   register_primitive(std::move(p));
 }
 

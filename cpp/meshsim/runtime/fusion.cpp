@@ -3,7 +3,12 @@
 #include <algorithm>
 #include <map>
 
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
 #include "meshsim/core/cancel.h"
+#include "meshsim/core/denormals.h"
 #include "meshsim/runtime/timeline.h"
 
 namespace meshsim {
@@ -97,7 +102,7 @@ FusionPlan::FusionPlan(const Program& program, const std::vector<int>& last) {
     }
     for (size_t s = 0; s < members.size(); ++s) {
       const Equation& e = program.eqns[members[s]];
-      FusedGroup::Step step{tile_of(e), {0, 0}};
+      FusedGroup::Step step{tile_of(e), {0, 0, 0}};
       for (int i = 0; i < step.tile->arity; ++i) {
         const int v = id.at(e.inputs[i]);
         step.operand[i] = v < 0 ? -1 - v : static_cast<int>(g.inputs.size()) + v;
@@ -185,23 +190,47 @@ class TileGather {
   int64_t shape_[kMaxDims], stride_[kMaxDims];
 };
 
+// Tiles a task computes when a run is split over threads: enough work
+// (8K elements through the whole chain) to outweigh handing it over.
+constexpr int64_t kTilesPerTask = 16;
+
+// The calling thread's floating-point mode (core/denormals.h: whether
+// subnormals are flushed) on a thread computing tiles for it, so every tile
+// gives the bits the caller would.
+class CallersFloatMode {
+ public:
+#ifdef MESHSIM_HAS_MXCSR
+  explicit CallersFloatMode(unsigned callers) : saved_(_mm_getcsr()) {
+    if (callers != saved_) _mm_setcsr(callers);
+  }
+  ~CallersFloatMode() {
+    if (_mm_getcsr() != saved_) _mm_setcsr(saved_);
+  }
+  static unsigned current() { return _mm_getcsr(); }
+
+ private:
+  unsigned saved_;
+#else
+  explicit CallersFloatMode(unsigned) {}
+  static unsigned current() { return 0; }
+#endif
+};
+
 }  // namespace
 
 bool run_fused_group(const FusedGroup& g, const Tensor* const* inputs, Tensor* results) {
   const size_t num_in = g.inputs.size(), num_steps = g.steps.size();
   // Operands from outside read in place, or gathered tile by tile when they
-  // are views (unless a step reads their layout).
-  thread_local std::vector<TileGather> gathers;
-  thread_local std::vector<int> gathered;  // per input: its gather, -1 when read in place
-  thread_local std::vector<const float*> base;
-  gathered.assign(num_in, -1);
-  base.assign(num_in + num_steps, nullptr);
-  size_t num_gathered = 0;
+  // are views (unless a step reads their layout). What every thread
+  // computing tiles reads is held here, not in thread-locals (another
+  // thread would see its own).
+  std::vector<TileGather> gathers;
+  std::vector<int> gathered(num_in, -1);  // per input: its gather, -1 when read in place
+  std::vector<const float*> base(num_in + num_steps, nullptr);  // where value ids start
   // Scalars beside the shape read as a tile of copies.
-  thread_local std::vector<float> repeated;
   size_t scalars = 0;
   for (size_t i = 0; i < num_in; ++i) scalars += g.scalar_input[i];
-  repeated.resize(scalars * kFusionTile);
+  std::vector<float> repeated(scalars * kFusionTile);
   for (size_t i = 0, r = 0; i < num_in; ++i) {
     const Tensor& t = *inputs[i];
     if (!t.defined()) return false;
@@ -213,16 +242,15 @@ bool run_fused_group(const FusedGroup& g, const Tensor* const* inputs, Tensor* r
       for (const FusedGroup::Step& s : g.steps)
         for (int o = 0; o < s.tile->arity; ++o)
           if (s.tile->dense_only && s.operand[o] == static_cast<int>(i)) return false;
-      if (gathers.size() <= num_gathered) gathers.resize(num_gathered + 1);
-      if (!gathers[num_gathered].reset(t)) return false;
-      gathered[i] = static_cast<int>(num_gathered++);
+      gathers.emplace_back();
+      if (!gathers.back().reset(t)) return false;
+      gathered[i] = static_cast<int>(gathers.size() - 1);
     } else {
       base[i] = t.data<float>();
     }
   }
   check_cancelled();
   // Kept results get their buffers; the others live in one tile each.
-  thread_local std::vector<float> scratch;
   size_t temporaries = 0;
   for (size_t s = 0; s < num_steps; ++s) {
     if (g.kept[s]) {
@@ -232,33 +260,54 @@ bool run_fused_group(const FusedGroup& g, const Tensor* const* inputs, Tensor* r
       ++temporaries;
     }
   }
-  scratch.resize((temporaries + num_gathered) * kFusionTile);
-  float* const gather_tiles = scratch.data() + temporaries * kFusionTile;
-  for (size_t i = 0; i < num_in; ++i)
-    if (gathered[i] >= 0) base[i] = gather_tiles + gathered[i] * kFusionTile;
-  thread_local std::vector<float*> out;
-  out.resize(num_steps);
-  for (size_t s = 0, t = 0; s < num_steps; ++s)
-    out[s] = g.kept[s] ? const_cast<float*>(base[num_in + s]) : scratch.data() + (t++) * kFusionTile;
-  const float* operands[2];
-  for (int64_t start = 0; start < g.size; start += kFusionTile) {
-    const int64_t n = std::min(kFusionTile, g.size - start);
-    for (size_t i = 0; i < num_in; ++i)
-      if (gathered[i] >= 0) gathers[gathered[i]].read(start, n, const_cast<float*>(base[i]));
-    auto at = [&](int id) -> const float* {
-      if (id < static_cast<int>(num_in)) {
-        if (g.scalar_input[id] || gathered[id] >= 0) return base[id];
-        return base[id] + start;
+
+  // Tiles [first, last) on this thread: its own tiles for the temporaries
+  // and the gathered operands.
+  auto compute_tiles = [&](int64_t first, int64_t last) {
+    // A thread computes one task's tiles at a time (a caller waits for its
+    // tasks isolated), so its scratch is its own meanwhile.
+    thread_local std::vector<float> scratch_tiles;
+    thread_local std::vector<const float*> tile_of_value;
+    scratch_tiles.resize((temporaries + gathers.size()) * kFusionTile);
+    tile_of_value.resize(num_in + num_steps);
+    // Plain pointers in the loop: each use of a thread-local would look it up again.
+    float* const scratch = scratch_tiles.data();
+    float* const gather_tiles = scratch + temporaries * kFusionTile;
+    const float** const at = tile_of_value.data();  // per value id: the tile being computed
+    const float* operands[3];
+    for (int64_t tile = first; tile < last; ++tile) {
+      const int64_t start = tile * kFusionTile, n = std::min(kFusionTile, g.size - start);
+      for (size_t i = 0; i < num_in; ++i) {
+        if (gathered[i] >= 0) {
+          float* to = gather_tiles + gathered[i] * kFusionTile;
+          gathers[gathered[i]].read(start, n, to);
+          at[i] = to;
+        } else {
+          at[i] = g.scalar_input[i] ? base[i] : base[i] + start;
+        }
       }
-      const size_t s = id - num_in;
-      return g.kept[s] ? base[id] + start : out[s];
-    };
-    for (size_t s = 0; s < num_steps; ++s) {
-      const FusedGroup::Step& step = g.steps[s];
-      for (int o = 0; o < step.tile->arity; ++o) operands[o] = at(step.operand[o]);
-      step.tile->loop(operands, g.kept[s] ? out[s] + start : out[s], n);
+      for (size_t s = 0, t = 0; s < num_steps; ++s) {
+        const FusedGroup::Step& step = g.steps[s];
+        for (int o = 0; o < step.tile->arity; ++o) operands[o] = at[step.operand[o]];
+        float* out = g.kept[s] ? const_cast<float*>(base[num_in + s]) + start : scratch + (t++) * kFusionTile;
+        step.tile->loop(operands, out, n);
+        at[num_in + s] = out;
+      }
     }
+  };
+  const int64_t num_tiles = (g.size + kFusionTile - 1) / kFusionTile;
+  if (num_tiles < 2 * kTilesPerTask) {
+    compute_tiles(0, num_tiles);
+    return true;
   }
+  const unsigned float_mode = CallersFloatMode::current();
+  tbb::this_task_arena::isolate([&] {
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, num_tiles, kTilesPerTask),
+                      [&](const tbb::blocked_range<int64_t>& r) {
+                        const CallersFloatMode as_caller(float_mode);
+                        compute_tiles(r.begin(), r.end());
+                      });
+  });
   return true;
 }
 

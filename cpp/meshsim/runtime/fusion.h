@@ -25,7 +25,7 @@ constexpr int64_t kFusionTile = 512;
 struct FusedGroup {
   struct Step {
     const FusionTile* tile;
-    int operand[2];  // value ids: [0, inputs.size()) the run's inputs, then the results in order
+    int operand[3];  // value ids: [0, inputs.size()) the run's inputs, then the results in order
   };
   std::vector<size_t> members;       // its equations, in program order
   Shape shape;
