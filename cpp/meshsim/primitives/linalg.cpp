@@ -228,8 +228,12 @@ std::optional<BlasOperand> blas_operand(const Matrices& m) {
 
 // A product is computed in blocks of rows of about this many multiply-adds
 // (tens of milliseconds), with a cancel check before each: Ctrl-C stops a huge
-// product within one block instead of at its end.
-constexpr int64_t kCancelBlockMacs = int64_t{1} << 28;
+// product within one block instead of at its end. Each block is one BLAS call
+// whose threads wait for each other at its end, and on a loaded machine each
+// such wait may last until a descheduled thread runs again, so blocks are as
+// large as the interrupt latency allows (the notebook's 1024x4096 @ 4096x256
+// is one call, not four).
+constexpr int64_t kCancelBlockMacs = int64_t{1} << 30;
 
 template <class T>
 void blas_gemm(const BlasOperand& a, const BlasOperand& b, int64_t m, int64_t n, int64_t k,
