@@ -61,8 +61,9 @@ def _bind_now(name: str, args, params) -> tuple:
     return tuple(program.run(arrays))
 
 
-def bind(name: str, *args, **params):
-    """Applies primitive `name`; returns its outputs as a tuple. Applied eagerly to arrays
+def bind(name: str, /, *args, **params):
+    """Applies primitive `name` (positional: a primitive may have a parameter `name`); returns
+    its outputs as a tuple. Applied eagerly to arrays
     committed to a device, its results stay on that device; under `jax.set_mesh`, on the mesh."""
     mesh = placement.eager_mesh()
     if mesh is not None:
@@ -83,7 +84,7 @@ def bind(name: str, *args, **params):
     return outs if device is None else tuple(placement.place(outs, device))
 
 
-def bind1(name: str, *args, **params):
+def bind1(name: str, /, *args, **params):
     """Applies a single-output primitive."""
     return bind(name, *args, **params)[0]
 

@@ -8,6 +8,7 @@ occurs, and a sub-program held twice (a shared branch) is the same `Jaxpr`. Scal
 values are `ClosedJaxpr.consts`. Printing is the C++ printer's, unchanged."""
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import numpy as np
@@ -55,6 +56,18 @@ class SourceInfo:
 _NO_SOURCE = SourceInfo()
 
 
+class EquationContext:
+    """The settings an equation was traced under (JAX's JaxprEqnContext); meshsim's equations
+    carry none, so re-entering them changes nothing."""
+
+    @property
+    def manager(self):
+        return contextlib.nullcontext()
+
+
+_NO_CONTEXT = EquationContext()
+
+
 class JaxprEqn:
     """One equation: its primitive, operands (Var or Literal), results and params."""
     __slots__ = ("invars", "outvars", "primitive", "params", "effects", "source_info", "ctx")
@@ -62,7 +75,8 @@ class JaxprEqn:
     def __init__(self, invars, outvars, primitive, params, effects=frozenset(), source_info=None,
                  ctx=None):
         self.invars, self.outvars, self.primitive, self.params = invars, outvars, primitive, params
-        self.effects, self.source_info, self.ctx = effects, source_info or _NO_SOURCE, ctx
+        self.effects, self.source_info = effects, source_info or _NO_SOURCE
+        self.ctx = ctx or _NO_CONTEXT
 
     def replace(self, **changes) -> "JaxprEqn":
         fields = {k: getattr(self, k) for k in self.__slots__}
@@ -258,18 +272,28 @@ class _Views:
         return jax_params(name, out)
 
 
+class _ForwardThunk:
+    """custom_vjp_call's `fwd_jaxpr_thunk`: gives the forward program and its constants. It keeps
+    the equation's own params (`recorded`), by which the handle's bind records it again."""
+
+    def __init__(self, fwd: ClosedJaxpr, recorded: dict):
+        self.fwd, self.recorded = fwd, recorded
+
+    def __call__(self, *zeros):
+        return self.fwd.jaxpr, self.fwd.consts
+
+
 def _custom_vjp_params(params: dict) -> dict:
     """custom_vjp_call's params as JAX names them: the forward program as a thunk giving
     (jaxpr, consts), the backward one as a function of residuals and cotangents."""
-    fwd, bwd = params["fwd_jaxpr"], params["bwd_jaxpr"]
-
-    def fwd_jaxpr_thunk(*zeros):
-        return fwd.jaxpr, fwd.consts
+    bwd = params["bwd_jaxpr"]
 
     def bwd_fun(*res_and_cts):
         return eval_jaxpr(bwd.jaxpr, bwd.consts, *res_and_cts)
 
-    return {"call_jaxpr": params["call_jaxpr"], "fwd_jaxpr_thunk": fwd_jaxpr_thunk,
+    recorded = {k: getattr(v, "program", v) for k, v in params.items()}
+    return {"call_jaxpr": params["call_jaxpr"],
+            "fwd_jaxpr_thunk": _ForwardThunk(params["fwd_jaxpr"], recorded),
             "num_consts": params["num_call_consts"], "bwd": bwd_fun,
             "out_trees": lambda: None, "symbolic_zeros": params["symbolic_zeros"]}
 

@@ -162,9 +162,21 @@ _APPLIERS: dict[str, Callable] = {
 }
 
 
-# Primitives whose JAX params are functions meshsim cannot turn back into its own programs
-# (custom_vjp_call's fwd_jaxpr_thunk and bwd).
-_NOT_BINDABLE = {"custom_vjp_call", "custom_jvp_call"}
+def _apply_custom_vjp_call(*args, fwd_jaxpr_thunk=None, **params):
+    """Records a custom_vjp_call equation again from the params make_jaxpr's view gave it
+    (its thunk keeps the recorded programs); JAX's own thunks and functions are not programs."""
+    recorded = getattr(fwd_jaxpr_thunk, "recorded", None)
+    if recorded is None:
+        raise NotImplementedError("meshsim binds 'custom_vjp_call' only with the params of an "
+                                  "equation of make_jaxpr; apply jax.custom_vjp instead")
+    return core.bind("custom_vjp_call", *args, **recorded)
+
+
+_APPLIERS["custom_vjp_call"] = _apply_custom_vjp_call
+
+# Primitives meshsim applies only through their functions (custom_jvp functions are recorded
+# as custom_vjp_call).
+_NOT_BINDABLE = {"custom_jvp_call"}
 
 
 class LaxPrimitive(Primitive):
@@ -176,13 +188,16 @@ class LaxPrimitive(Primitive):
 
     def bind(self, *args, **params):
         applier = _APPLIERS.get(self.name)
-        if applier is not None:
+        # meshsim's own form of a gather or scatter (by axes, without dimension numbers) binds
+        # as recorded.
+        own_indexing_form = self.name.startswith(("gather", "scatter")) and "dimension_numbers" not in params
+        if applier is not None and not own_indexing_form:
             out = applier(*(_operand(a) for a in args), **params)
             return list(out) if self.multiple_results else out
         meshsim_name = _MESHSIM_NAME.get(self.name, self.name)
         if meshsim_name in _NOT_BINDABLE:
             raise NotImplementedError(f"meshsim applies the primitive '{self.name}' only through "
-                                      "jax.custom_vjp and jax.custom_jvp, not by bind")
+                                      "jax.custom_jvp, not by bind")
         if meshsim_name not in _core_names():
             raise NotImplementedError(
                 f"meshsim has no implementation of the primitive '{self.name}' to bind")
@@ -253,15 +268,37 @@ def jax_params(meshsim_name: str, params: dict) -> dict:
     dimension numbers and tuples, and the parameters JAX records whose values meshsim fixes."""
     out = {}
     for key, value in params.items():
-        if meshsim_name == "dot_general" and key == "dimension_numbers":
-            lc, rc, lb, rb = (tuple(part) for part in value)
-            value = ((lc, rc), (lb, rb))
+        if key == "dimension_numbers" and isinstance(value, list):
+            value = _jax_dimension_numbers(meshsim_name, value)
+        elif key == "mode" and isinstance(value, str) and "dimension_numbers" in params:
+            value = _jax_mode(value)
         elif isinstance(value, list):
             value = _tuples(value)
         out[key] = value
     for key, value in JAX_DEFAULT_PARAMS.get(meshsim_name, {}).items():
         out.setdefault(key, value)
     return out
+
+
+def _jax_dimension_numbers(meshsim_name: str, parts: list):
+    """meshsim's dimension numbers (lists in the order of JAX's fields) as JAX's types."""
+    lax, fields = _lax(), tuple(tuple(part) for part in parts)
+    if meshsim_name == "dot_general":
+        lc, rc, lb, rb = fields
+        return (lc, rc), (lb, rb)
+    if meshsim_name == "gather":
+        return lax.GatherDimensionNumbers(*fields)
+    if meshsim_name.startswith("scatter"):
+        return lax.ScatterDimensionNumbers(*fields)
+    if meshsim_name == "conv_general_dilated":
+        return lax.ConvDimensionNumbers(*fields)
+    return fields
+
+
+def _jax_mode(mode: str):
+    """A gather or scatter's recorded mode ('fill_or_drop', 'fill', 'clip', ...) as JAX's enum."""
+    modes = _lax().GatherScatterMode
+    return modes[mode.upper()] if mode.upper() in modes.__members__ else modes.from_any(mode)
 
 
 def _tuples(value):

@@ -58,6 +58,11 @@ class Primitive:
         self.abstract_eval = effectful_abstract_eval
         return effectful_abstract_eval
 
+    def get_bind_params(self, params: dict) -> dict:
+        """The params to bind an equation's primitive with (JAX's interpreters call it): the
+        equation's own, as meshsim's equations hold programs rather than functions."""
+        return dict(params)
+
     def bind(self, *args, **params) -> Any:
         lowered = lowerings.get(self)
         fun = lowered.fun if isinstance(lowered, LoweredFun) else self.impl
