@@ -499,3 +499,18 @@ def test_guide_interpreter_runs_the_equations(real_jax, name):
     np.testing.assert_allclose(np.asarray(mine), np.asarray(direct), rtol=1e-6)
     np.testing.assert_allclose(np.asarray(mine), np.asarray(theirs), rtol=2e-5, atol=1e-6)
     np.testing.assert_allclose(np.asarray(mine_grad), np.asarray(theirs_grad), rtol=2e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_scatters_hold_their_update_jaxpr(real_jax, dtype):
+    """scatter-add/mul/min/max hold the scalar program combining an update with the operand
+    (walkers count its primitive, as they do JAX's); a plain scatter holds None."""
+    def make(J):
+        return lambda a: (a.at[1].add(3).at[0].mul(2).at[2].min(1).at[1].max(4).at[0].set(5),)
+
+    x = RNG.integers(-5, 5, (4, 3)).astype(dtype)
+    want, got = _compare(real_jax, make, (x,))
+    for we, ge in zip(want.eqns, got.eqns):
+        if "scatter" in ge.primitive.name:
+            assert (ge.params["update_jaxpr"] is None) == (we.params["update_jaxpr"] is None)
+            assert ge.params["update_consts"] == we.params["update_consts"] == ()

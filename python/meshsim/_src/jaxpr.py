@@ -9,6 +9,7 @@ values are `ClosedJaxpr.consts`. Printing is the C++ printer's, unchanged."""
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Any
 
 import numpy as np
@@ -145,7 +146,7 @@ class Jaxpr:
         eqns = []
         for name, ins, outs, params, *_ in p.equations():
             eqns.append(JaxprEqn([atom(v) for v in ins], [atom(v) for v in outs],
-                                 handle_of_equation(name), views.params(name, params)))
+                                 handle_of_equation(name), views.params(name, params, avals[ins[0]] if ins else None)))
         self._eqns = eqns
         self._outvars = [atom(v) for v in p.outvars]
         self._built = True
@@ -259,7 +260,7 @@ class _Views:
         jaxpr = self.jaxpr(program)
         return jaxpr if (name, key) in _OPEN_SUB_PROGRAMS else ClosedJaxpr(jaxpr)
 
-    def params(self, name: str, params: dict) -> dict:
+    def params(self, name: str, params: dict, first_operand=None) -> dict:
         out = {}
         for key, value in params.items():
             if isinstance(value, _core.Program):
@@ -269,7 +270,20 @@ class _Views:
             out[key] = value
         if name == "custom_vjp_call":
             out = _custom_vjp_params(out)
+        if name.startswith("scatter") and "dimension_numbers" in params:
+            # JAX's scatters hold the program combining an update with the operand (none: set).
+            combine = name[len("scatter_"):]
+            out["update_jaxpr"] = _update_jaxpr(combine, first_operand.dtype) if combine else None
+            out["update_consts"] = ()
         return jax_params(name, out)
+
+
+@functools.lru_cache(maxsize=None)
+def _update_jaxpr(combine: str, dtype) -> Jaxpr:
+    """`{ lambda ; a b. let c = <combine> a b in (c,) }` over scalars of `dtype`."""
+    from meshsim._src.api import make_jaxpr
+    scalar = np.zeros((), dtype)
+    return make_jaxpr(lambda a, b: core.bind1(combine, a, b))(scalar, scalar).jaxpr
 
 
 class _ForwardThunk:
