@@ -319,13 +319,18 @@ void apply_sharding_rule(const Primitive& prim, const Avals& in, const Params& p
     if (!mesh) mesh = a.mesh;
   }
   if (mixed) {
-    if (!sharded) mesh = nullptr;  // replicated values from different meshes: no common mesh
-    else
-      for (const Aval& a : in)
-        if (a.mesh && !same_abstract_mesh(*mesh, *a.mesh))
-          fail<ShardingTypeError>("Mesh for all inputs should be equal. Got one mesh: ",
-                                  abstract_mesh_repr(*mesh), " and another mesh: ",
-                                  abstract_mesh_repr(*a.mesh));
+    // As JAX's abstract evaluation: inputs on meshes whose axes are all Auto have no
+    // common mesh; any other pair of different meshes is a ValueError, replicated or not.
+    auto all_auto = [](const Mesh& m) {
+      return std::all_of(m.axis_types.begin(), m.axis_types.end(),
+                         [](AxisType t) { return t == AxisType::Auto; });
+    };
+    for (const Aval& a : in)
+      if (a.mesh && !same_abstract_mesh(*mesh, *a.mesh) && !(all_auto(*mesh) && all_auto(*a.mesh)))
+        fail<ValueError>("Mesh for all inputs should be equal. Got one mesh: ",
+                         abstract_mesh_repr(*mesh), " and another mesh: ",
+                         abstract_mesh_repr(*a.mesh));
+    mesh = nullptr;
   }
   if (!mesh) {
     for (Aval& o : out) o.mesh = nullptr, o.spec.clear();
