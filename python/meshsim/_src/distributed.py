@@ -14,6 +14,18 @@ from meshsim._src import tree_util
 _initialized = False
 
 
+
+def draw_as_jax_import_does() -> None:
+    """`import jax` draws five doubles from NumPy's global generator (the jittered back-off
+    delays of JAX's Kubernetes cluster detection are computed when its module loads). A
+    program that seeds NumPy before importing JAX sees the generator after those draws, so
+    importing meshsim, or `jax` through the alias, draws them too."""
+    np.random.rand(5)
+
+
+draw_as_jax_import_does()
+
+
 class _State:
     """What `jax._src.distributed.global_state` tells libraries (orbax reads `client` and
     `process_id` to choose between single- and multi-process paths): process 0 of 1, with

@@ -20,7 +20,7 @@ import importlib.machinery
 import importlib.util
 import sys
 
-from meshsim._src import jax_internals_compat
+from meshsim._src import distributed, jax_internals_compat
 
 ALIASED = "jax"
 TARGET = "meshsim"
@@ -41,11 +41,16 @@ class _AliasLoader(importlib.abc.Loader):
         self.target = target
 
     def create_module(self, spec):
-        return importlib.import_module(self.target)
+        module = importlib.import_module(self.target)
+        self.own_spec = module.__spec__
+        return module
 
     def exec_module(self, module):
-        # The module was executed when it was imported under its own name.
-        pass
+        # The module was executed when it was imported under its own name; importing it as
+        # `jax` keeps its own spec and has the side effect `import jax` has.
+        if self.target == TARGET:
+            module.__spec__ = self.own_spec
+            distributed.draw_as_jax_import_does()
 
 
 class JaxAliasFinder(importlib.abc.MetaPathFinder):
@@ -92,8 +97,9 @@ def install() -> None:
             f"({', '.join(sorted(already)[:3])}...); install the meshsim alias before "
             "anything imports jax (first cell of the notebook, or `python -m meshsim`)")
     sys.meta_path.insert(0, _FINDER)
-    import meshsim  # noqa: F401  (binds `jax` at once so `sys.modules['jax']` is meshsim)
-    sys.modules[ALIASED] = sys.modules[TARGET]
+    import meshsim  # noqa: F401
+    # `jax` itself is bound when the program first imports it (through the finder), so that
+    # import has the side effect `import jax` has; its submodules are bound at once.
     for name, module in list(sys.modules.items()):
         if name.startswith(TARGET + "."):
             alias = ALIASED + name[len(TARGET):]
@@ -113,7 +119,7 @@ def _bind_internal_roots() -> None:
         sys.modules[root] = module
         parent, _, child = root.rpartition(".")
         if root != ALIASED + "._src":
-            setattr(sys.modules[parent], child, module)
+            setattr(importlib.import_module(_target_name(parent)), child, module)
 
 
 def _unbind_internal_roots() -> None:
