@@ -444,6 +444,46 @@ def test_binary_handles_and_operand_counts(real_jax):
             getattr(meshsim.lax, name).bind(*[np.ones(3, np.float32)] * count, accuracy=None)
 
 
+
+_OPERAND_COUNT_SWEEP = """
+import os, sys
+import numpy as np
+import meshsim.lax as lax
+x = np.ones((2, 3), np.float32)
+for name in sorted(n for n in dir(lax) if n.endswith("_p")):
+    for count in range(5):
+        pid = os.fork()
+        if pid == 0:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
+            try:
+                getattr(lax, name).bind(*[x] * count)
+            except Exception:
+                pass
+            os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        if status:
+            print(name, count, status)
+"""
+
+
+def test_no_handle_crashes_on_any_operand_count():
+    """Every *_p handle bound to 0-4 operands (and no params) returns or raises: none takes
+    the process down (the reductions, cumulative scans, windows and pad read their first
+    operands without counting them). Each bind runs in a forked child, so a crash shows as
+    its signal instead of ending the test run."""
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    done = subprocess.run([sys.executable, "-c", _OPERAND_COUNT_SWEEP], capture_output=True,
+                          text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout == "", "handles that crashed (name, operands, wait status):\n" + done.stdout
+    for name, count in [("reduce_sum_p", 0), ("cumsum_p", 0), ("pad_p", 1), ("select_and_gather_add_p", 1)]:
+        with pytest.raises(TypeError, match=name[:-2]):
+            getattr(meshsim.lax, name).bind(*[np.ones(3, np.float32)] * count)
+
+
 def _interpret(jaxpr, consts, args, literal_t):
     """The interpreter of JAX's "Writing custom interpreters" guide: binds each equation's
     primitive on its operands' values with the equation's params (as get_bind_params splits them)."""
