@@ -36,15 +36,7 @@ NO_PERMUTE = {"stays_put", "gather_then_move", "too_few_blocks"}
 
 
 def _run(runner, mod, name, explicit):
-    mesh_shape, names, shape, spec, target = CASES[name]
-    kind = mod.sharding.AxisType.Explicit if explicit else mod.sharding.AxisType.Auto
-    mesh = mod.make_mesh(mesh_shape, names, axis_types=(kind,) * len(names))
-    P = mod.sharding.PartitionSpec
-    value = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
-    x = mod.device_put(value, mod.sharding.NamedSharding(mesh, P(*spec)))
-    move = mod.sharding.reshard if explicit else mod.lax.with_sharding_constraint
-    with mod.set_mesh(mesh):
-        return runner(mod, lambda a: move(a * 2.0, P(*target)) + 1.0, [x])
+    return _resharding(CASES[name], explicit, seed=5)(runner, mod)
 
 
 @pytest.mark.parametrize("explicit", [False, True], ids=["auto", "explicit"])
@@ -76,20 +68,100 @@ def _random_finer(seed):
     return mesh_shape, names, tuple(shape), tuple(spec), tuple(target)
 
 
+def _resharding(case, explicit=False, seed=2):
+    """`run(runner, module)` of a random array laid out as `case` says and resharded (a
+    sharding constraint, or `reshard` on an Explicit mesh) to the case's target."""
+    mesh_shape, names, shape, spec, target = case
+
+    def run(runner, mod):
+        kind = mod.sharding.AxisType.Explicit if explicit else mod.sharding.AxisType.Auto
+        mesh = mod.make_mesh(mesh_shape, names, axis_types=(kind,) * len(names))
+        P = mod.sharding.PartitionSpec
+        x = mod.device_put(np.random.default_rng(seed).standard_normal(shape).astype(np.float32),
+                           mod.sharding.NamedSharding(mesh, P(*spec)))
+        move = mod.sharding.reshard if explicit else mod.lax.with_sharding_constraint
+        with mod.set_mesh(mesh):
+            return runner(mod, lambda a: move(a * 2.0, P(*target)) + 1.0, [x])
+    return run
+
+
 FINER = [_random_finer(seed) for seed in range(12)]
 
 
 @pytest.mark.parametrize("case", FINER, ids=[f"{c[0]}-{c[2]}-{c[3]}-{c[4]}" for c in FINER])
 def test_finer_reshard_is_one_permute(case):
-    mesh_shape, names, shape, spec, target = case
-
-    def run(runner, mod):
-        mesh = mod.make_mesh(mesh_shape, names, axis_types=(mod.sharding.AxisType.Auto,) * len(names))
-        P = mod.sharding.PartitionSpec
-        x = mod.device_put(np.random.default_rng(2).standard_normal(shape).astype(np.float32),
-                           mod.sharding.NamedSharding(mesh, P(*spec)))
-        with mod.set_mesh(mesh):
-            return runner(mod, lambda a: mod.lax.with_sharding_constraint(a * 2.0, P(*target)) + 1.0, [x])
-
-    j_coll = assert_like_jax(run, rtol=0, atol=0)
+    j_coll = assert_like_jax(_resharding(case, seed=2), rtol=0, atol=0)
     assert [k[0] for k in j_coll] == ["collective-permute"]
+
+
+def _axes(entry):
+    """A spec entry's axes as a tuple."""
+    return (entry,) if isinstance(entry, str) else entry or ()
+
+
+def _spec_blocks(sizes, spec):
+    return [int(np.prod([sizes[a] for a in _axes(e)])) for e in spec]
+
+
+def _random_spec(rng, names, rank):
+    entries = [[] for _ in range(rank)]
+    for a in rng.permutation(names):
+        if rng.random() < 0.7:
+            entries[int(rng.integers(rank))].append(str(a))
+    return tuple(None if not e else e[0] if len(e) == 1 else tuple(e) for e in entries)
+
+
+def _random_coarser(seed):
+    """A layout resharded to one cutting every dim into a divisor of its blocks, whose blocks
+    a plain all-gather does not leave in place (axes come or move)."""
+    rng = np.random.default_rng(seed)
+    while True:
+        mesh_shape, names = [((4, 2), ("X", "Y")), ((2, 4), ("X", "Y")),
+                             ((2, 2, 2), ("X", "Y", "Z"))][int(rng.integers(3))]
+        sizes = dict(zip(names, mesh_shape))
+        rank = int(rng.integers(1, 4))
+        spec, target = _random_spec(rng, names, rank), _random_spec(rng, names, rank)
+        old, new = _spec_blocks(sizes, spec), _spec_blocks(sizes, target)
+        if old == new or any(o % t for o, t in zip(old, new)):
+            continue
+        flat = [(a, d, i) for d, e in enumerate(spec) for i, a in enumerate(_axes(e))]
+        kept = {(a, d, i) for d, e in enumerate(target) for i, a in enumerate(_axes(e))}
+        if kept <= set(flat):  # axes only leave: a plain all-gather
+            continue
+        shape = tuple(int(rng.choice([8, 16])) for _ in range(rank))
+        return mesh_shape, names, shape, spec, target
+
+
+COARSER = [_random_coarser(seed) for seed in range(16)]
+
+
+@pytest.mark.parametrize("explicit", [False, True], ids=["auto", "explicit"])
+@pytest.mark.parametrize("case", COARSER, ids=[f"{c[0]}-{c[2]}-{c[3]}-{c[4]}" for c in COARSER])
+def test_coarser_reshard_permutes_then_gathers_sub_axes(case, explicit):
+    j_coll = assert_like_jax(_resharding(case, explicit, seed=3), rtol=0, atol=0)
+    assert sorted({k[0] for k in j_coll}) == ["all-gather", "collective-permute"]
+
+
+def _random_gather(seed):
+    """A layout losing axes on several dims, perhaps keeping some (a plain all-gather)."""
+    rng = np.random.default_rng(100 + seed)
+    while True:
+        mesh_shape, names = [((4, 2), ("X", "Y")), ((2, 4), ("X", "Y")),
+                             ((2, 2, 2), ("X", "Y", "Z"))][int(rng.integers(3))]
+        rank = int(rng.integers(2, 4))
+        spec = _random_spec(rng, names, rank)
+        entries = [_axes(e) for e in spec]
+        kept = [entry[:int(rng.integers(len(entry) + 1))] if rng.random() < 0.5 else () for entry in entries]
+        if sum(len(k) < len(e) for k, e in zip(kept, entries)) < 2:
+            continue
+        target = tuple(None if not k else k[0] if len(k) == 1 else tuple(k) for k in kept)
+        return mesh_shape, names, tuple(int(rng.choice([8, 16])) for _ in range(rank)), spec, target
+
+
+GATHERS = [_random_gather(seed) for seed in range(12)]
+
+
+@pytest.mark.parametrize("case", GATHERS, ids=[f"{c[0]}-{c[2]}-{c[3]}-{c[4]}" for c in GATHERS])
+def test_gather_of_several_dims_is_one_all_gather_per_dim(case):
+    j_coll = assert_like_jax(_resharding(case, seed=4), rtol=0, atol=0)
+    assert {k[0] for k in j_coll} == {"all-gather"} and sum(j_coll.values()) >= 2

@@ -411,16 +411,16 @@ def test_collectives_of_reductions_and_contractions():
             x.max(1)                                # pmax over tp
             x @ _put(np.ones((32, 8), np.float32), P())   # one-sided contracting: all-gather over tp
             mjnp.dot(x, _put(np.ones((32, 8), np.float32), P("tp")), out_sharding=P("dp"))
-            meshsim.reshard(x, P())
+            meshsim.reshard(x, P())                 # as XLA: one all-gather per dim, minor first
             meshsim.reshard(x, P("tp", "dp"))
             meshsim.reshard(x, P(("dp", "tp")))     # tp moves from dim 1 to dim 0
     block = 64 * 32 * 4 // 8
     assert [(c.name, c.axes) for c in log] == [
         ("psum", ("dp",)), ("pmax", ("tp",)), ("all_gather", ("tp",)), ("psum", ("tp",)),
-        ("all_gather", ("dp", "tp")), ("all_to_all", ("dp", "tp")), ("all_to_all", ("tp",))]
+        ("all_gather", ("tp",)), ("all_gather", ("dp",)), ("all_to_all", ("dp", "tp")), ("all_to_all", ("tp",))]
     assert log[0].bytes == 2 * 3 * (32 // 2 * 4) // 4   # ring all-reduce of a 16-float block over 4
     assert log[2].bytes == block                        # the other half of the dp block's rows
-    assert log[4].bytes == 7 * block
+    assert (log[4].bytes, log[5].bytes) == (block, 2 * block * 3)
 
 
 def test_eager_and_jit_agree():
@@ -546,8 +546,8 @@ def test_reshape_types_values_and_movement(libs, seed):
         _check(jitted, a.reshape(new), typed)
         if out is None and len(new) > len(shape):
             assert log == []  # JAX's split rule keeps every block where it is
-        for rec in log:
-            assert rec.name in ("all_gather", "all_to_all")
+        for rec in log:  # a reshard to coarser blocks elsewhere permutes them first, as XLA does
+            assert rec.name in ("all_gather", "all_to_all", "ppermute")
 
 
 def test_reshape_merge_moves_only_what_it_must():

@@ -264,6 +264,82 @@ void record_permute(const Mesh& mesh, std::vector<int64_t> sent, std::vector<int
   record_collective(std::move(r));
 }
 
+// A reshard to a coarser layout over other devices (every dim cut into a
+// divisor of its old block count, each new block whole old blocks, but not
+// on the devices a plain all-gather would leave them: `P('X')` to `P('Y')` on
+// 4x2, `P('X', 'Y')` to `P('Y')`), as XLA's partitioner does it: one
+// collective-permute of the old blocks onto an intermediate layout that
+// splits each dim further over the axes the target leaves unused (major
+// axes to major dims, an axis cut into sub-axes where a dim needs fewer of
+// its devices), then an all-gather per such dim over its (sub-)axes, the
+// minor dim first. Returns false (nothing recorded) when the reshard is not
+// of that kind.
+bool record_coarser_reshard(const Mesh& mesh, const std::vector<int64_t>& from_blocks,
+                            const std::vector<int64_t>& to_blocks, const Spec& to, int64_t started,
+                            int64_t src_block_bytes) {
+  if (from_blocks.size() != to_blocks.size()) return false;
+  std::vector<int64_t> factor(from_blocks.size());
+  for (size_t d = 0; d < from_blocks.size(); ++d) {
+    if (from_blocks[d] % to_blocks[d] != 0) return false;
+    factor[d] = from_blocks[d] / to_blocks[d];
+  }
+  // The axes the target leaves unused, major first, as one index space of
+  // `unused_size` values; dim d takes the digit of `factor[d]` values after
+  // those of the dims before it.
+  const auto used = axis_places(to);
+  std::vector<size_t> unused;
+  int64_t unused_size = 1;
+  for (size_t k = 0; k < mesh.axis_names.size(); ++k)
+    if (!used.count(mesh.axis_names[k])) {
+      unused.push_back(k);
+      unused_size *= mesh.axis_sizes[k];
+    }
+  const int64_t n = mesh.size();
+  std::vector<int64_t> unused_index(n, 0), unused_stride_of(mesh.axis_names.size(), 0);
+  int64_t stride = unused_size;
+  for (size_t k : unused) {
+    stride /= mesh.axis_sizes[k];
+    unused_stride_of[k] = stride;
+  }
+  for (int64_t pos = 0; pos < n; ++pos) {
+    const std::vector<int64_t> c = mesh.coords(pos);
+    for (size_t k : unused) unused_index[pos] += c[k] * unused_stride_of[k];
+  }
+  record_permute(mesh, std::vector<int64_t>(n, src_block_bytes), std::vector<int64_t>(n, src_block_bytes), started,
+                 src_block_bytes);
+  int64_t before = 1;  // values of the digits of the dims before d
+  std::vector<std::pair<int64_t, int64_t>> digits(factor.size());  // (factor, values after the digit)
+  for (size_t d = 0; d < factor.size(); ++d) {
+    before *= factor[d];
+    digits[d] = {factor[d], unused_size / before};
+  }
+  int64_t held = src_block_bytes;
+  for (size_t d = factor.size(); d-- > 0;) {
+    const auto [k, after] = digits[d];
+    if (k == 1) continue;
+    // The (sub-)axes the digit spans: those whose values overlap its range.
+    AxisNames axes;
+    for (size_t a : unused) {
+      const int64_t lo = unused_stride_of[a], hi = lo * mesh.axis_sizes[a];
+      if (lo < after * k && after < hi) axes.push_back(mesh.axis_names[a]);
+    }
+    std::map<std::vector<int64_t>, std::vector<int64_t>> group_of;
+    for (int64_t pos = 0; pos < n; ++pos) {
+      std::vector<int64_t> key = mesh.coords(pos);
+      for (size_t a : unused) key[a] = 0;
+      key.push_back(unused_index[pos] - (unused_index[pos] / after % k) * after);
+      group_of[key].push_back(pos);
+    }
+    std::vector<std::vector<int64_t>> groups;
+    for (auto& [key, members] : group_of) groups.push_back(std::move(members));
+    CollectiveRecord g = symmetric_collective("all_gather", mesh, axes, held * (k - 1), std::move(groups));
+    g.start_ns = started;
+    record_collective(std::move(g));
+    held *= k;
+  }
+  return true;
+}
+
 // Which collective a reshard from `from` to `to` is: all-gather when axes
 // only leave the spec, all-to-all when some move to another place.
 void record_reshard(const Mesh& mesh, const Spec& from, const Spec& to, std::vector<int64_t> sent,
@@ -339,6 +415,33 @@ void record_reshard(const Mesh& mesh, const Spec& from, const Spec& to, std::vec
   axes.insert(axes.end(), gathered.begin(), gathered.end());
   bool added = false;
   for (const auto& [a, place] : dst) added |= src.count(a) == 0;
+  if (added || !moved.empty())
+    if (record_coarser_reshard(mesh, from_blocks, to_blocks, to, started, src_block_bytes)) return;
+  if (moved.empty()) {
+    // Axes leaving several dims: XLA's partitioner gathers one dim at a
+    // time, the minor dim first, each all-gather over that dim's leaving
+    // axes (`P('X', 'Y')` to `P()`: over Y, then over X of twice the bytes).
+    const std::set<std::string> leaving(gathered.begin(), gathered.end());
+    std::vector<AxisNames> per_dim(from.size());
+    size_t dims_gathered = 0;
+    for (size_t d = 0; d < from.size(); ++d) {
+      for (const std::string& a : from[d])
+        if (leaving.count(a)) per_dim[d].push_back(a);
+      dims_gathered += !per_dim[d].empty();
+    }
+    if (dims_gathered > 1) {
+      int64_t held = src_block_bytes;
+      for (size_t d = from.size(); d-- > 0;) {
+        if (per_dim[d].empty()) continue;
+        const int64_t k = entry_size(mesh, per_dim[d]);
+        CollectiveRecord g = symmetric_collective("all_gather", mesh, per_dim[d], held * (k - 1));
+        g.start_ns = started;
+        record_collective(std::move(g));
+        held *= k;
+      }
+      return;
+    }
+  }
   if (moved.empty() && added) {
     // Axes leave and others come: as XLA does it, an all-gather of whole
     // blocks over the leaving axes, then a local slice for the new ones.
