@@ -139,13 +139,26 @@ class Propagator {
     fixed_[v] = true;
   }
 
+  // Shardy's op-priority propagation: first only through the operations
+  // that pass every factor through (elementwise ones, reshapes, transposes
+  // and the edges between a call and its sub-programs), to a fixed point;
+  // then through every operation. (Shardy's middle stage, every operation's
+  // pass-through factors, is not modelled: docs/auto_sharding.md.)
   void run() {
-    for (int round = 0; round < 32; ++round) {
-      bool changed = false;
-      for (Site& s : sites_) changed |= apply(s);
-      for (auto it = sites_.rbegin(); it != sites_.rend(); ++it) changed |= apply(*it);
-      if (!changed) break;
+    for (const bool pass_through_only : {true, false}) {
+      for (int round = 0; round < 32; ++round) {
+        bool changed = false;
+        for (Site& s : sites_) changed |= apply(s, pass_through_only);
+        for (auto it = sites_.rbegin(); it != sites_.rend(); ++it) changed |= apply(*it, pass_through_only);
+        if (!changed) break;
+      }
     }
+  }
+
+  static bool passes_through(const Site& s) {
+    if (!s.eqn) return true;
+    const Primitive& prim = *s.eqn->prim;
+    return prim.elementwise || prim.name == "reshape" || prim.name == "transpose";
   }
 
   ShardingPlan plan() const { return plan_of(0); }
@@ -730,8 +743,8 @@ class Propagator {
   }
 
   // Open values of `s` gain the axes their factors' layouts add.
-  bool apply(const Site& s) {
-    if (s.vars.empty()) return false;
+  bool apply(const Site& s, bool pass_through_only = false) {
+    if (s.vars.empty() || (pass_through_only && !passes_through(s))) return false;
     const std::vector<AxisNames> fs = resolve(s);
     bool changed = false;
     for (size_t t = 0; t < s.vars.size(); ++t) {
