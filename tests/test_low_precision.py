@@ -3,6 +3,7 @@ casts and elementwise ops bit for bit (edge values included), reductions and
 matmuls accumulated in float32, random samplers, collectives' bytes, autodiff
 dtypes, printing and NumPy interchange through ml_dtypes."""
 import itertools
+import warnings
 import zlib
 
 import ml_dtypes
@@ -148,7 +149,7 @@ def test_typeof_and_jaxpr_print_the_narrow_types():
 
 # ---- casts ------------------------------------------------------------------
 
-CAST_TYPES = ["bool", "int8", "uint8", "int32", "uint32", "float32"] + NARROW
+CAST_TYPES = ["bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "float32"] + NARROW
 
 
 @pytest.mark.parametrize("src", CAST_TYPES)
@@ -173,6 +174,23 @@ def test_casts_bit_for_bit(src):
         got, want = np.asarray(mx.astype(dt(dst))), np.asarray(jx.astype(dt(dst)))
         assert same_bits(got, want), (src, dst, x[~(got.view(np.uint8) == want.view(np.uint8))
                                                .reshape(len(x), -1).all(1)][:8] if got.shape == want.shape else None)
+
+
+@pytest.mark.parametrize("dst", NARROW)
+def test_complex_to_narrow_casts_keep_the_real_part_bit_for_bit(dst):
+    """A complex64 real part rounds once into the format, as float32's does; the
+    transposed view checks the strided read."""
+    re, im = edge_values("float16").astype(np.float32), edge_values("bfloat16").astype(np.float32)
+    x = np.empty(len(re), np.complex64)
+    x.real, x.imag = re, im[: len(re)]
+    x = x.reshape(-1, 2)
+    with warnings.catch_warnings():  # both libraries warn that the imaginary part is dropped
+        warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        for view in (lambda a: a, lambda a: a.T):
+            got = np.asarray(view(mnp.asarray(x)).astype(dt(dst)))
+            want = np.asarray(view(jnp.asarray(x)).astype(dt(dst)))
+            assert same_bits(got, want), dst
 
 
 @pytest.mark.parametrize("src", ["float16", "bfloat16", "float32"])

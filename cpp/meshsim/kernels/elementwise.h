@@ -203,35 +203,19 @@ void unary_simd_row(const C* a, C* o, int64_t n, VecOp& vec_op, ScalarOp& scalar
   }
 }
 
-// A floating-point map in SIMD batches (xsimd, for the ISA the build targets):
-// `vec_op` maps an xsimd::batch<C>, `scalar_op` a C, where C is the compute
-// type of the element type T (float32 for the narrow floats, which are
-// converted in blocks, computed and rounded back). Every element goes through
-// the same path whatever its position (the tail runs as a zero-padded batch),
-// except that elements with |x| >= `vec_limit` take `scalar_op`: for functions
-// whose vector form is only accurate on part of the domain (exp near overflow).
+// A float32 or float64 map in SIMD batches (xsimd, for the ISA the build
+// targets): `vec_op` maps an xsimd::batch<T>, `scalar_op` a T. Every element
+// goes through the same path whatever its position (the tail runs as a
+// zero-padded batch), except that elements with |x| >= `vec_limit` take
+// `scalar_op`: for functions whose vector form is only accurate on part of the
+// domain (exp near overflow). Narrow floats: map_unary_simd_narrow
+// (narrow_float_blocks.h).
 template <class T, class VecOp, class ScalarOp>
-Tensor map_unary_simd(const Tensor& x, VecOp vec_op, ScalarOp scalar_op, compute_type_t<T> vec_limit) {
-  using C = compute_type_t<T>;
-  constexpr int64_t lanes = xsimd::batch<C>::size;
+Tensor map_unary_simd(const Tensor& x, VecOp vec_op, ScalarOp scalar_op, T vec_limit) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
   const Tensor in = x.contiguous();
   Tensor out = Tensor::empty(x.dtype(), x.shape());
-  const T* a = in.data<T>();
-  T* o = out.data<T>();
-  const int64_t n = in.size();
-  if constexpr (is_small_float_v<T>) {
-    constexpr int64_t kBlock = 64 * lanes;  // stays in L1 between the three passes
-    alignas(64) C src[kBlock], dst[kBlock];
-    for (int64_t i = 0; i < n; i += kBlock) {
-      const int64_t m = std::min(kBlock, n - i), padded = (m + lanes - 1) / lanes * lanes;
-      for (int64_t k = 0; k < m; ++k) src[k] = to_compute(a[i + k]);
-      std::fill(src + m, src + padded, C(0));
-      for (int64_t k = 0; k < padded; k += lanes) unary_simd_batch(src + k, dst + k, vec_op, scalar_op, vec_limit);
-      for (int64_t k = 0; k < m; ++k) o[i + k] = from_compute<T>(dst[k]);
-    }
-  } else {
-    unary_simd_row(a, o, n, vec_op, scalar_op, vec_limit);
-  }
+  unary_simd_row(in.data<T>(), out.data<T>(), in.size(), vec_op, scalar_op, vec_limit);
   return out;
 }
 

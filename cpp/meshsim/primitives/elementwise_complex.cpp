@@ -132,7 +132,7 @@ void abs_primitive() {
         return as_tensors(map_unary<T, T>(in[0], out[0].dtype, [](T x) { return static_cast<T>(abs_op(compute_type_t<T>(x))); }));
       });
     };
-    if (is_int4(in_[0].dtype())) return widened_int4(in_, out_, run);
+    if (is_int4(in_[0].dtype())) return widened(in_, out_, run);
     return run(in_, out_);
   };
   register_primitive(std::move(p));

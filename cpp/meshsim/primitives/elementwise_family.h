@@ -8,6 +8,7 @@
 #include <functional>
 #include <string>
 #include <tuple>
+#include <type_traits>
 
 #include "meshsim/ir/ops.h"
 #include "meshsim/ir/primitive.h"
@@ -15,6 +16,7 @@
 #include "meshsim/kernels/cast.h"
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/kernels/elementwise.h"
+#include "meshsim/kernels/narrow_float_blocks.h"
 #include "meshsim/kernels/xla_math.h"
 #include "meshsim/ir/kernel_results.h"
 
@@ -57,10 +59,23 @@ inline const char* accepted_kinds(Accepts a) {
   return "";
 }
 
+// `f` called with the unsigned integer type of a signed integer's width: for
+// ops that read integers as bit patterns (and, or, xor, not, equality), whose
+// signed results are the unsigned ones' bits, so each is compiled once per width.
+template <class F>
+auto on_unsigned_bits(F&& f) {
+  return [&f](auto tag) -> decltype(auto) {
+    using T = decltype(tag);
+    if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) return f(std::make_unsigned_t<T>{});
+    else return f(tag);
+  };
+}
+
 // Dispatch limited to the accepted dtypes, so each op is instantiated only
 // where it means something (SignedNumber reuses Number: the unsigned
-// instantiations are never reached). Four-bit integers never get here: the
-// kernels widen them first (widened_int4).
+// instantiations are never reached; Bitwise ops compute signed integers as
+// unsigned ones). Four-bit integers never get here: the kernels widen them
+// first (widened).
 template <Accepts A, class F>
 decltype(auto) dispatch_accepted(DType dt, F&& f) {
   if constexpr (A == Accepts::Float) return dispatch_float(dt, std::forward<F>(f));
@@ -69,25 +84,46 @@ decltype(auto) dispatch_accepted(DType dt, F&& f) {
   else if constexpr (A == Accepts::Number || A == Accepts::SignedNumber)
     return dispatch_number(dt, std::forward<F>(f));
   else if constexpr (A == Accepts::Integer) return dispatch_integer(dt, std::forward<F>(f));
-  else if constexpr (A == Accepts::Bitwise) return dispatch_bitwise(dt, std::forward<F>(f));
+  else if constexpr (A == Accepts::Bitwise) return dispatch_bitwise(dt, on_unsigned_bits(f));
   else {
     if (is_complex(dt)) return dispatch_complex(dt, std::forward<F>(f));
     return dispatch_dtype(dt, std::forward<F>(f));
   }
 }
 
-// int4 / uint4 operands computed in int8 / uint8 and the results narrowed
-// back (wrapping), as XLA on CPU computes four-bit integers.
+// The dtype a family's kernel computes a storage type in: int4 / uint4 in int8 /
+// uint8 (the results narrowed back, wrapping, as XLA on CPU computes four-bit
+// integers), the float8 formats in float32 (each element is computed in float32
+// and rounded once to its format anyway, so the float32 kernel's values rounded
+// back are the same bits). Widening first compiles each op for seven fewer dtypes.
+inline bool computed_widened(DType dt) { return is_int4(dt) || is_float8(dt); }
+inline DType widened_dtype(DType dt) {
+  if (is_float8(dt)) return DType::Float32;
+  return dt == DType::Int4 ? DType::Int8 : dt == DType::UInt4 ? DType::UInt8 : dt;
+}
+
+// Runs `kernel` on the operands widened (widened_dtype) and converts its
+// results back to `out`'s dtypes.
 template <class Kernel>
-Tensors widened_int4(const Tensors& in, const Avals& out, Kernel&& kernel) {
-  auto wide = [](DType dt) { return dt == DType::Int4 ? DType::Int8 : dt == DType::UInt4 ? DType::UInt8 : dt; };
+Tensors widened(const Tensors& in, const Avals& out, Kernel&& kernel) {
   Tensors win;
-  for (const Tensor& t : in) win.push_back(cast(t, wide(t.dtype())));
+  for (const Tensor& t : in) win.push_back(cast(t, widened_dtype(t.dtype())));
   Avals wout = out;
-  for (Aval& a : wout) a.dtype = wide(a.dtype);
+  for (Aval& a : wout) a.dtype = widened_dtype(a.dtype);
   Tensors r = kernel(win, wout);
   for (size_t i = 0; i < r.size(); ++i) r[i] = cast(r[i], out[i].dtype);
   return r;
+}
+
+// `f` for a dtype dispatch that does not compile it for the float8 formats,
+// which reach the families' kernels widened.
+template <class F>
+auto except_float8(F&& f) {
+  return [&f](auto tag) -> Tensors {
+    using T = decltype(tag);
+    if constexpr (is_small_float_v<T> && sizeof(T) == 1) return {};  // not reached: widened first
+    else return f(tag);
+  };
 }
 
 template <class F>
@@ -219,12 +255,12 @@ Primitive unary_primitive(const std::string& name, Op op, VjpRule vjp = nullptr,
           return map_unary<T, T>(in_[0], out_[0].dtype, [&](T x) { return T(nibble(int(x.bits), T::kIsSigned)); });
         }));
     auto run = [&](const Tensors& in, const Avals& out) {
-      return dispatch_accepted<A>(in[0].dtype(), [&](auto tag) {
+      return dispatch_accepted<A>(in[0].dtype(), except_float8([&](auto tag) {
         using T = decltype(tag);
         return as_tensors(map_unary<T, T>(in[0], out[0].dtype, unary_element<T, kFlush>(op)));
-      });
+      }));
     };
-    if (is_int4(in_[0].dtype())) return widened_int4(in_, out_, run);
+    if (computed_widened(in_[0].dtype())) return widened(in_, out_, run);
     return run(in_, out_);
   };
   if constexpr (accepts_float32(A))
@@ -299,11 +335,13 @@ void unary_simd(const std::string& name, VecOp vec_op, ScalarOp scalar_op, doubl
           using T = decltype(tag);
           return as_tensors(map_unary<T, T>(in[0], out[0].dtype, [&](T x) { return static_cast<T>(scalar_op(x)); }));
         });
-    return dispatch_float(in[0].dtype(), [&](auto tag) {
-      using C = compute_type_t<decltype(tag)>;
-      return as_tensors(map_unary_simd<decltype(tag)>(in[0], vec_op,
-                                                   [&](C x) { return static_cast<C>(scalar_op(x)); },
-                                                   static_cast<C>(vec_limit)));
+    if (is_narrow_float(in[0].dtype()))
+      return as_tensors(map_unary_simd_narrow(in[0], vec_op, [&](float x) { return static_cast<float>(scalar_op(x)); },
+                                              static_cast<float>(vec_limit)));
+    return dispatch_wide_float(in[0].dtype(), [&](auto tag) {
+      using C = decltype(tag);
+      return as_tensors(map_unary_simd<C>(in[0], vec_op, [&](C x) { return static_cast<C>(scalar_op(x)); },
+                                          static_cast<C>(vec_limit)));
     });
   };
   p.float_tile = {1, [vec_op, scalar_op, vec_limit](const float* const* in, float* out, int64_t n) {
@@ -323,12 +361,16 @@ void unary_predicate(const std::string& name, Op op) {
     check_dtype(name, A, in[0].dtype);
     return Avals{like(in[0], in[0].shape, DType::Bool, in[0].weak_type)};
   };
-  p.kernel = [op](const Tensors& in, const Params&, const Avals&) {
-    return dispatch_accepted<A>(in[0].dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      return as_tensors(map_unary<T, bool>(in[0], DType::Bool,
-                                        [&](T x) { return bool(op(compute_type_t<T>(x))); }));
-    });
+  p.kernel = [op](const Tensors& in_, const Params&, const Avals& out_) {
+    auto run = [&](const Tensors& in, const Avals&) {
+      return dispatch_accepted<A>(in[0].dtype(), except_float8([&](auto tag) {
+        using T = decltype(tag);
+        return as_tensors(map_unary<T, bool>(in[0], DType::Bool,
+                                          [&](T x) { return bool(op(compute_type_t<T>(x))); }));
+      }));
+    };
+    if (computed_widened(in_[0].dtype())) return widened(in_, out_, run);
+    return run(in_, out_);
   };
   register_primitive(std::move(p));
 }
@@ -371,12 +413,12 @@ Primitive binary_primitive(const std::string& name, Op op, VjpRule vjp = nullptr
                                   [&](T x, T y) { return T(nibble(int(x.bits), int(y.bits), T::kIsSigned)); });
         }));
     auto run = [&](const Tensors& in, const Avals& out) {
-      return dispatch_accepted<A>(in[0].dtype(), [&](auto tag) {
+      return dispatch_accepted<A>(in[0].dtype(), except_float8([&](auto tag) {
         using T = decltype(tag);
         return as_tensors(map_binary<T, T>(in[0], in[1], out[0].dtype, binary_element<T, kFlush>(op)));
-      });
+      }));
     };
-    if (is_int4(in_[0].dtype())) return widened_int4(in_, out_, run);
+    if (computed_widened(in_[0].dtype())) return widened(in_, out_, run);
     return run(in_, out_);
   };
   if constexpr (accepts_float32(A))
@@ -422,11 +464,13 @@ void comparison(const std::string& name, Op op) {
         return as_tensors(map_binary<T, bool>(in[0], in[1], DType::Bool,
                                            [&](T x, T y) { return bool(op(C(x), C(y))); }));
       };
-      if constexpr (kEquality)
+      if constexpr (kEquality) {
         if (is_complex(in[0].dtype())) return dispatch_complex(in[0].dtype(), compare);
-      return dispatch_dtype(in[0].dtype(), compare);
+        return dispatch_dtype(in[0].dtype(), except_float8(on_unsigned_bits(compare)));
+      }
+      return dispatch_dtype(in[0].dtype(), except_float8(compare));
     };
-    if (is_int4(in_[0].dtype())) return widened_int4(in_, out_, run);
+    if (computed_widened(in_[0].dtype())) return widened(in_, out_, run);
     return run(in_, out_);
   };
   p.int_scalar_op = {2, /*selection=*/false, [op](const int32_t* in, int) {
