@@ -1,5 +1,6 @@
 """meshsim.scipy.stats (as jax.scipy.stats)."""
 from meshsim.scipy.stats import (  # noqa: F401
-    bernoulli, beta, cauchy, expon, gamma, laplace, logistic, multivariate_normal, norm, poisson, t,
-    uniform)
+    bernoulli, beta, betabinom, binom, cauchy, chi2, dirichlet, expon, gamma, gennorm, geom, gumbel_l,
+    gumbel_r, laplace, logistic, multinomial, multivariate_normal, nbinom, norm, pareto, poisson, t,
+    truncnorm, uniform, vonmises, wrapcauchy)
 from meshsim._src.scipy.stats_more import mode, rankdata, sem  # noqa: F401,E402
