@@ -43,19 +43,21 @@ def _operand(x, prim: str, position: int):
     return core.asarray_value(x)
 
 
-def _broadcast_shape(shapes):
-    """The common shape of lax operands (rank 0, or equal ranks with size-1
-    dimensions), or None when they do not fit: the primitive then reports it."""
+def _broadcast_shape(prim: str, shapes):
+    """The common shape of lax operands (rank 0, or equal ranks with size-1 dimensions); JAX's
+    TypeError, checked before the dtypes, when they do not fit."""
     ranked = [s for s in shapes if s]
     if not ranked:
         return ()
     if len({len(s) for s in ranked}) != 1:
-        return None
+        raise TypeError(f"{prim}: arrays must have the same number of dimensions, got "
+                        f"{ {len(s) for s in ranked} }")
     out = []
     for sizes in zip(*ranked):
         big = set(sizes) - {1}
         if len(big) > 1:
-            return None
+            raise TypeError(f"{prim} got incompatible shapes for broadcasting: "
+                            f"{', '.join(str(tuple(s)) for s in ranked)}.")
         out.append(big.pop() if big else 1)
     return tuple(out)
 
@@ -103,10 +105,9 @@ def bind_suggesting_promotion(prim: str, *vals, **params):
 
 def _nary(prim: str, *args):
     vals = [_operand(a, prim, i) for i, a in enumerate(args)]
-    shape = _broadcast_shape([v.shape for v in vals])
-    if shape is not None:
-        keep_scalars = prim in _SCALAR_OPERANDS
-        vals = [v if keep_scalars and v.ndim == 0 else _broadcast_in_dim(v, shape) for v in vals]
+    shape = _broadcast_shape(prim, [v.shape for v in vals])
+    keep_scalars = prim in _SCALAR_OPERANDS
+    vals = [v if keep_scalars and v.ndim == 0 else _broadcast_in_dim(v, shape) for v in vals]
     return bind_suggesting_promotion(prim, *vals)
 
 
