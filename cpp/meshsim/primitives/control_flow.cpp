@@ -37,7 +37,10 @@ using Runner = std::function<std::vector<Tensors>(const ProgramPtr&, std::vector
 
 Runner local_runner() {
   return [](const ProgramPtr& p, std::vector<Tensors> in) {
-    return std::vector<Tensors>{run_program(as_xla_compiles_within(p), std::move(in[0]))};
+    // Moved in: a braced list would copy every result (a Tensor copy allocates its shape and strides).
+    std::vector<Tensors> out(1);
+    out[0] = run_program(as_xla_compiles_within(p), std::move(in[0]));
+    return out;
   };
 }
 
@@ -572,7 +575,8 @@ std::vector<Tensors> scan_run(const Runner& run, std::vector<Tensors> in, const 
       for (size_t j = 0; j < num_ys; ++j) copy_into(res[d][s.num_carry + j], y_rows[d][j][i]);
     }
   }
-  append_devices(carry, ys);
+  for (size_t d = 0; d < n; ++d)  // the stacked results move on after the carries
+    for (Tensor& y : ys[d]) carry[d].push_back(std::move(y));
   return carry;
 }
 

@@ -119,15 +119,18 @@ std::vector<int64_t> batch_offsets(const Tensor& operand, const Tensor* indices,
 std::pair<Shape, Strides> pick(const Tensor& t, const IntList& dims) {
   Shape s;
   Strides st;
+  s.reserve(dims.size());
+  st.reserve(dims.size());
   for (int64_t d : dims) {
     s.push_back(t.shape()[d]);
     st.push_back(t.strides()[d]);
   }
-  return {s, st};
+  return {std::move(s), std::move(st)};
 }
 
 IntList range(int64_t lo, int64_t hi) {
   IntList r;
+  r.reserve(std::max<int64_t>(hi - lo, 0));
   for (int64_t i = lo; i < hi; ++i) r.push_back(i);
   return r;
 }
