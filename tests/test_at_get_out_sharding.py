@@ -11,11 +11,8 @@ import meshsim
 
 jax = pytest.importorskip("jax")
 
-MESHES = [((8,), ("dp",)), ((4, 2), ("dp", "tp")), ((2, 4), ("dp", "tp")), ((2, 2, 2), ("a", "b", "c"))]
-
-
-def _entries(names):
-    return [None, *names, *([tuple(names[:2])] if len(names) > 1 else [])]
+# The meshes and spec entries of the scatter sweep: .at[].get takes the same out_sharding forms.
+from test_scatter_out_sharding import MESHES, _entries  # noqa: E402
 
 
 def _random_item(rng, n):
