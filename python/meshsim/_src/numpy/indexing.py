@@ -670,6 +670,40 @@ class _IndexUpdateRef:
         return _scatter_update(self.array, self.index, values, "scatter_max", mode, indices_are_sorted,
                                unique_indices, out_sharding)
 
+    def divide(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None, out_sharding=None):
+        """x divided at idx by `values` (x[idx] /= values): as JAX, x over ones multiplied at idx."""
+        from meshsim._src.numpy import ufuncs
+        return ufuncs.divide(self.array, self._ones_multiplied(values, indices_are_sorted, unique_indices,
+                                                               mode, out_sharding))
+
+    def power(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None, out_sharding=None):
+        """x raised at idx to `values` (x[idx] **= values): as JAX, x to ones multiplied at idx."""
+        from meshsim._src.numpy import ufuncs
+        return ufuncs.power(self.array, self._ones_multiplied(values, indices_are_sorted, unique_indices,
+                                                              mode, out_sharding))
+
+    def _ones_multiplied(self, values, indices_are_sorted, unique_indices, mode, out_sharding):
+        x = core.asarray_value(self.array)
+        ones = broadcast_to_shape(core.convert_element_type(core.asarray_value(1), x.dtype), x.shape)
+        return _scatter_update(ones, self.index, values, "scatter_mul", mode, indices_are_sorted,
+                               unique_indices, out_sharding)
+
+    def apply(self, func, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        """The unary `func` applied to x at idx, once for each time idx names an element
+        (repeated indices apply it repeatedly, as JAX's scatter_apply)."""
+        from meshsim._src.lax import control_flow
+        x = core.asarray_value(self.array)
+        zeros = broadcast_to_shape(core.asarray_value(np.int32(0)), x.shape)
+        covered = _scatter_update(zeros, self.index, np.int32(1), "scatter_add", mode, indices_are_sorted,
+                                  unique_indices)
+        most = core.bind1("reduce_max", covered, axes=tuple(range(x.ndim))) if x.ndim else covered
+
+        def once_more(i, y):
+            still = core.bind1("lt", broadcast_to_shape(core.asarray_value(i), x.shape), covered)
+            return core.bind1("select_n", still, y, func(y))
+
+        return control_flow.fori_loop(0, most, once_more, x)
+
 
 core.Array.at = property(_IndexUpdateHelper)
 core.Tracer.at = property(_IndexUpdateHelper)
