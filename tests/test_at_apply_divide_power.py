@@ -93,3 +93,45 @@ def test_divide_gradient_matches_jax():
         with pytest.raises(NotImplementedError) as jax_info:
             jax.grad(make(jax.numpy, where), argnums=1)(x, v)
         assert str(info.value) == str(jax_info.value)
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_wrap_negative_indices_false_matches_jax(seed):
+    """Negative entries are not counted from the end: out of range, so clipped to 0 under
+    'clip' and filled or dropped otherwise; for every .at method, eagerly and under jit."""
+    rng = np.random.default_rng(200 + seed)
+    kind = seed % 4
+    shape = tuple(int(d) for d in rng.integers(2, 5, 2 if kind == 3 else int(rng.integers(1, 3))))
+    x = rng.uniform(0.5, 2.0, shape).astype(np.float32)
+    n = shape[0]
+    if kind == 0:
+        idx = int(rng.integers(-n, 0))
+    elif kind == 1:
+        idx = rng.integers(-n, n, 4)
+    elif kind == 2:
+        idx = (Ellipsis, int(rng.integers(-shape[-1], 0)))
+    else:
+        idx = (rng.integers(-n, n, 3), slice(None))
+    method = ["get", "set", "add", "multiply", "min", "max", "divide", "power", "apply"][seed % 9]
+    mode = [None, "clip", "drop", "fill"][(seed // 4) % 4]
+    jitted = seed % 2 == 1
+    if method == "get" and mode == "drop":
+        mode = "fill"
+
+    def run(jnp, jit):
+        def f(a, traced_index):
+            index = traced_index if kind in (1, 3) and jitted else idx
+            if kind == 3 and jitted:
+                index = (traced_index, slice(None))
+            ref = a.at[index]
+            if method == "get":
+                return ref.get(mode=mode, fill_value=7.0 if mode == "fill" else None, wrap_negative_indices=False)
+            if method == "apply":
+                return ref.apply(jnp.sin, mode=mode, wrap_negative_indices=False)
+            return getattr(ref, method)(np.float32(3.0), mode=mode, wrap_negative_indices=False)
+        operand = idx if kind == 1 else idx[0] if kind == 3 else np.int32(0)
+        return np.asarray((jit(f) if jitted else f)(jnp.asarray(x), operand))
+
+    ours, theirs = run(mnp, meshsim.jit), run(jax.numpy, jax.jit)
+    assert ours.shape == theirs.shape and ours.dtype == theirs.dtype
+    np.testing.assert_allclose(ours, theirs, rtol=1e-6, err_msg=f"{method} {mode} {idx}")

@@ -614,6 +614,32 @@ def _broadcast_in_dim(x, shape, dims):
     return core.bind1("broadcast_in_dim", x, shape=tuple(shape), broadcast_dimensions=tuple(dims))
 
 
+def _ones_like(x):
+    x = core.asarray_value(x)
+    return broadcast_to_shape(core.convert_element_type(core.asarray_value(1), x.dtype), x.shape)
+
+
+def _negatives_out_of_range(shape, idx, clip: bool):
+    """`idx` with its negative integer entries not counted from the end
+    (`wrap_negative_indices=False`): each becomes 0 under mode 'clip', else its axis' size,
+    an index out of range that the mode then fills or drops."""
+    items = list(idx) if isinstance(idx, tuple) else [idx]
+    consumed = sum(_classify(i)[2] for i in items)
+    out, axis = [], 0
+    for item in items:
+        kind, value, n = _classify(item)
+        if kind == "ellipsis":
+            axis += len(shape) - consumed
+        elif kind == "int" and value < 0:
+            item = 0 if clip else shape[axis]
+        elif kind in ("dyn", "array"):
+            indices = core.asarray_value(value if kind == "dyn" else value[0])
+            item = _unwrapped(indices, shape[axis], "clip" if clip else "fill")
+        axis += n
+        out.append(item)
+    return tuple(out)
+
+
 class _IndexUpdateHelper:
     """x.at: x.at[idx].set(v) etc. return updated copies (JAX arrays are immutable)."""
     __slots__ = ("array",)
@@ -637,65 +663,83 @@ class _IndexUpdateRef:
     def __repr__(self):
         return f"_IndexUpdateRef({self.array!r}, {self.index!r})"
 
+    def _index(self, x, wrap_negative_indices: bool, clip: bool):
+        return self.index if wrap_negative_indices else _negatives_out_of_range(np.shape(x), self.index, clip)
+
     def get(self, *, indices_are_sorted=False, unique_indices=False, mode=None, fill_value=None,
-            out_sharding=None):
+            out_sharding=None, wrap_negative_indices=True):
         if out_sharding is not None:
             out_sharding = _canonical_out_sharding(out_sharding)
-        return _rewriting_take(core.asarray_value(self.array), self.index, mode, fill_value,
+        x = core.asarray_value(self.array)
+        index = self._index(x, wrap_negative_indices, _GATHER_MODES.get(mode) == "clip")
+        return _rewriting_take(x, index, mode, fill_value,
                                out_sharding, indices_are_sorted, unique_indices)
 
-    def set(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None, out_sharding=None):
-        return _scatter_update(self.array, self.index, values, "scatter", mode, indices_are_sorted, unique_indices,
+    def _update(self, kind, values, indices_are_sorted, unique_indices, mode, out_sharding, wrap):
+        index = self._index(self.array, wrap, mode == "clip")
+        return _scatter_update(self.array, index, values, kind, mode, indices_are_sorted, unique_indices,
                                out_sharding)
 
-    def add(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None, out_sharding=None):
-        return _scatter_update(self.array, self.index, values, "scatter_add", mode, indices_are_sorted,
-                               unique_indices, out_sharding)
+    def set(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None, out_sharding=None,
+            wrap_negative_indices=True):
+        return self._update("scatter", values, indices_are_sorted, unique_indices, mode, out_sharding,
+                            wrap_negative_indices)
 
-    def subtract(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None, out_sharding=None):
-        return _scatter_update(self.array, self.index, values, "scatter_sub", mode, indices_are_sorted,
-                               unique_indices, out_sharding)
+    def add(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None, out_sharding=None,
+            wrap_negative_indices=True):
+        return self._update("scatter_add", values, indices_are_sorted, unique_indices, mode, out_sharding,
+                            wrap_negative_indices)
 
-    def multiply(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None, out_sharding=None):
-        return _scatter_update(self.array, self.index, values, "scatter_mul", mode, indices_are_sorted,
-                               unique_indices, out_sharding)
+    def subtract(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None, out_sharding=None,
+                 wrap_negative_indices=True):
+        return self._update("scatter_sub", values, indices_are_sorted, unique_indices, mode, out_sharding,
+                            wrap_negative_indices)
+
+    def multiply(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None, out_sharding=None,
+                 wrap_negative_indices=True):
+        return self._update("scatter_mul", values, indices_are_sorted, unique_indices, mode, out_sharding,
+                            wrap_negative_indices)
 
     mul = multiply
 
-    def min(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None, out_sharding=None):
-        return _scatter_update(self.array, self.index, values, "scatter_min", mode, indices_are_sorted,
-                               unique_indices, out_sharding)
+    def min(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None, out_sharding=None,
+            wrap_negative_indices=True):
+        return self._update("scatter_min", values, indices_are_sorted, unique_indices, mode, out_sharding,
+                            wrap_negative_indices)
 
-    def max(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None, out_sharding=None):
-        return _scatter_update(self.array, self.index, values, "scatter_max", mode, indices_are_sorted,
-                               unique_indices, out_sharding)
+    def max(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None, out_sharding=None,
+            wrap_negative_indices=True):
+        return self._update("scatter_max", values, indices_are_sorted, unique_indices, mode, out_sharding,
+                            wrap_negative_indices)
 
-    def divide(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None, out_sharding=None):
+    def divide(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None, out_sharding=None,
+               wrap_negative_indices=True):
         """x divided at idx by `values` (x[idx] /= values): as JAX, x over ones multiplied at idx."""
         from meshsim._src.numpy import ufuncs
-        return ufuncs.divide(self.array, self._ones_multiplied(values, indices_are_sorted, unique_indices,
-                                                               mode, out_sharding))
+        ones = _IndexUpdateRef(_ones_like(self.array), self.index)
+        return ufuncs.divide(self.array, ones.multiply(
+            values, indices_are_sorted=indices_are_sorted, unique_indices=unique_indices, mode=mode,
+            out_sharding=out_sharding, wrap_negative_indices=wrap_negative_indices))
 
-    def power(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None, out_sharding=None):
+    def power(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None, out_sharding=None,
+              wrap_negative_indices=True):
         """x raised at idx to `values` (x[idx] **= values): as JAX, x to ones multiplied at idx."""
         from meshsim._src.numpy import ufuncs
-        return ufuncs.power(self.array, self._ones_multiplied(values, indices_are_sorted, unique_indices,
-                                                              mode, out_sharding))
+        ones = _IndexUpdateRef(_ones_like(self.array), self.index)
+        return ufuncs.power(self.array, ones.multiply(
+            values, indices_are_sorted=indices_are_sorted, unique_indices=unique_indices, mode=mode,
+            out_sharding=out_sharding, wrap_negative_indices=wrap_negative_indices))
 
-    def _ones_multiplied(self, values, indices_are_sorted, unique_indices, mode, out_sharding):
-        x = core.asarray_value(self.array)
-        ones = broadcast_to_shape(core.convert_element_type(core.asarray_value(1), x.dtype), x.shape)
-        return _scatter_update(ones, self.index, values, "scatter_mul", mode, indices_are_sorted,
-                               unique_indices, out_sharding)
-
-    def apply(self, func, *, indices_are_sorted=False, unique_indices=False, mode=None):
+    def apply(self, func, *, indices_are_sorted=False, unique_indices=False, mode=None,
+              wrap_negative_indices=True):
         """The unary `func` applied to x at idx, once for each time idx names an element
         (repeated indices apply it repeatedly, as JAX's scatter_apply)."""
         from meshsim._src.lax import control_flow
         x = core.asarray_value(self.array)
         zeros = broadcast_to_shape(core.asarray_value(np.int32(0)), x.shape)
-        covered = _scatter_update(zeros, self.index, np.int32(1), "scatter_add", mode, indices_are_sorted,
-                                  unique_indices)
+        covered = _IndexUpdateRef(zeros, self.index).add(
+            np.int32(1), indices_are_sorted=indices_are_sorted, unique_indices=unique_indices, mode=mode,
+            wrap_negative_indices=wrap_negative_indices)
         most = core.bind1("reduce_max", covered, axes=tuple(range(x.ndim))) if x.ndim else covered
 
         def once_more(i, y):
