@@ -1,10 +1,12 @@
-"""meshsim.scipy.signal (as jax.scipy.signal): `detrend`, and N-d convolution and correlation,
-direct (on lax.conv_general_dilated) or by FFT (`fftconvolve`)."""
+"""meshsim.scipy.signal (as jax.scipy.signal): `detrend`, N-d convolution and correlation,
+direct (on lax.conv_general_dilated) or by FFT (`fftconvolve`), and the windowed-FFT spectral
+estimates (signal_spectral.py)."""
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["detrend", "convolve", "correlate", "convolve2d", "correlate2d", "fftconvolve"]
+__all__ = ["detrend", "convolve", "correlate", "convolve2d", "correlate2d", "fftconvolve", "stft", "istft",
+           "csd", "welch"]
 
 _MODES = ("full", "same", "valid")
 
@@ -171,3 +173,6 @@ def fftconvolve(in1, in2, mode: str = "full", axes=None):
     for ax in mapped:
         one = meshsim.vmap(one, in_axes=ax, out_axes=ax)
     return one(in1, in2)
+
+
+from meshsim.scipy.signal_spectral import csd, istft, stft, welch  # noqa: E402
