@@ -206,6 +206,21 @@ def test_dot_inner_outer_tensordot_vdot(a_shape, b_shape):
         _close(jnp.tensordot(a, b, k), np.tensordot(a64, b, k))
 
 
+
+@pytest.mark.parametrize("seed", range(6))
+def test_complex_vdot_conjugates_its_first_operand(seed):
+    """NumPy's and JAX's vdot: sum(conj(a) * b) over the flattened operands (complex a, b or
+    both; real first operands are not touched)."""
+    rng = np.random.default_rng(seed)
+    shape = tuple(int(d) for d in rng.integers(1, 5, int(rng.integers(1, 3))))
+    a = (rng.normal(size=shape) + 1j * rng.normal(size=shape)).astype(np.complex64)
+    b = (rng.normal(size=shape) + 1j * rng.normal(size=shape)).astype(np.complex64)
+    a = a.real.copy() if seed % 3 == 1 else a
+    b = b.real.copy() if seed % 3 == 2 else b
+    got = np.asarray(jnp.vdot(a, b))
+    np.testing.assert_allclose(got, np.vdot(a.astype(np.complex128), b), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(jax.jit(jnp.vdot)(a, b)), got, rtol=1e-6)
+
 def test_tensordot_axes_forms():
     a, b = _random((3, 4, 5)), _random((5, 4, 2))
     a64 = a.astype(np.float64)

@@ -135,6 +135,8 @@ def matmul(a, b, *, precision=None, preferred_element_type=None, out_sharding=No
 
 def vdot(a, b, *, precision=None, preferred_element_type=None):
     a, b = _operands("vdot", a, b)
+    if np.issubdtype(a.dtype, np.complexfloating):  # the first operand is conjugated
+        a = ufuncs.conj(a)
     return dot(lax_structural.reshape(a, (a.size,)), lax_structural.reshape(b, (b.size,)),
                precision=precision, preferred_element_type=preferred_element_type)
 
