@@ -27,7 +27,8 @@ MODULES = [
     "jax.scipy.stats.logistic", "jax.scipy.stats.poisson", "jax.scipy.stats.t",
     "jax.scipy.stats.uniform", "jax.scipy.linalg", "jax.scipy.signal", "jax.scipy.integrate",
     "jax.scipy.optimize", "jax.scipy.interpolate", "jax.scipy.ndimage", "jax.scipy.fft",
-    "jax.scipy.cluster", "jax.scipy.spatial", "jax.scipy.sparse", "jax.image",
+    "jax.scipy.cluster", "jax.scipy.cluster.vq", "jax.scipy.spatial", "jax.scipy.spatial.transform",
+    "jax.scipy.sparse", "jax.scipy.sparse.linalg", "jax.image",
     "jax.experimental", "jax.experimental.pjit", "jax.experimental.mesh_utils",
     "jax.experimental.multihost_utils", "jax.experimental.shard_map",
 ]
