@@ -1,9 +1,10 @@
 """Krylov solvers of A x = b for a linear operator A (a matrix, anything with `@`, or a
 function) on pytrees of arrays, as jax.scipy.sparse.linalg: conjugate gradients (`cg`, A
-positive definite) and BiCGSTAB (`bicgstab`). Each iterates in a `while_loop` until the
+positive definite), BiCGSTAB (`bicgstab`) and restarted GMRES (`gmres`). Each iterates in a `while_loop` until the
 residual's norm is within max(tol * |b|, atol) or `maxiter` steps (default 10 * size of b), and
 is wrapped in `lax.custom_linear_solve`, so that derivatives solve the transposed system instead
-of differentiating the iterations. The second result (SciPy's convergence info) is None."""
+of differentiating the iterations. The second result (SciPy's convergence info) is None for cg and bicgstab; gmres gives 0, or -1
+when the solution has NaNs."""
 from __future__ import annotations
 
 import functools
@@ -11,7 +12,7 @@ import operator
 
 import numpy as np
 
-__all__ = ["cg", "bicgstab"]
+__all__ = ["cg", "bicgstab", "gmres"]
 
 
 def _jax():
@@ -183,3 +184,97 @@ def cg(A, b, x0=None, *, tol=1e-5, atol=0.0, maxiter=None, M=None):
 def bicgstab(A, b, x0=None, *, tol=1e-5, atol=0.0, maxiter=None, M=None):
     """Solves A x = b for a general A by (preconditioned, with M) BiCGSTAB. Returns (x, None)."""
     return _solve(_bicgstab_solve, A, b, x0, tol=tol, atol=atol, maxiter=maxiter, M=M)
+
+
+def _unit(v, floor):
+    """v / |v| and |v|, or zeros and 0 when |v| is at most `floor`."""
+    jnp = _jax()[1]
+    norm = jnp.sqrt(_vdot_real_part(v, v))
+    keep = norm > floor
+    return jnp.where(keep, v / norm.astype(v.dtype), 0), jnp.where(keep, norm, 0)
+
+
+def _gmres_cycle(A, M, b, x, restart: int):
+    """One restart cycle on flat vectors: `restart` Arnoldi steps from the preconditioned
+    residual (stopping at a breakdown), then x plus the Krylov combination minimizing the
+    residual (normal equations of the small Hessenberg system)."""
+    meshsim, jnp = _jax()
+    dtype = x.dtype
+    eps = np.finfo(dtype).eps
+    start, norm0 = _unit(M(b - A(x)), eps)
+    basis = jnp.zeros((x.shape[0], restart + 1), dtype).at[:, 0].set(start)
+    # Row k holds Arnoldi step k's coefficients; rows not reached stay those of the identity.
+    hessenberg = jnp.eye(restart, restart + 1, dtype=dtype)
+
+    def arnoldi(state):
+        basis, hessenberg, _, k = state
+        v = M(A(basis[:, k]))
+        _, v_norm = _unit(v, eps)
+        coefficients = jnp.zeros(restart + 1, dtype)
+        for _ in range(2):  # classical Gram-Schmidt, twice
+            h = jnp.matmul(basis.conj().T, v, precision="highest")
+            v = v - jnp.matmul(basis, h, precision="highest")
+            coefficients = coefficients + h
+        v, norm = _unit(v, eps * v_norm)
+        basis = basis.at[:, k + 1].set(v)
+        hessenberg = hessenberg.at[k, :].set(coefficients.at[k + 1].set(norm.astype(dtype)))
+        return basis, hessenberg, norm == 0, k + 1
+
+    basis, hessenberg, _, _ = meshsim.lax.while_loop(
+        lambda state: (state[3] < restart) & ~state[2], arnoldi, (basis, hessenberg, False, 0))
+    rhs = jnp.zeros(restart + 1, dtype).at[0].set(norm0.astype(dtype))
+    h = hessenberg.T
+    y = meshsim.scipy.linalg.solve(jnp.matmul(h.conj().T, h, precision="highest"),
+                                   jnp.matmul(h.conj().T, rhs, precision="highest"), assume_a="pos")
+    return x + jnp.matmul(basis[:, :-1], y, precision="highest")
+
+
+def gmres(A, b, x0=None, *, tol=1e-5, atol=0.0, restart=20, maxiter=None, M=None, solve_method="batched"):
+    """Solves A x = b for a general A by GMRES restarted every `restart` steps, left
+    preconditioned by M, for at most `maxiter` cycles. Returns (x, info)."""
+    import meshsim.scipy.linalg  # noqa: F401  (the least-squares step's solve)
+    meshsim, jnp = _jax()
+    from meshsim.flatten_util import ravel_pytree
+    if x0 is None:
+        x0 = _tree_map(jnp.zeros_like, b)
+    M = _identity if M is None else _as_matvec(M)
+    A = _as_matvec(A)
+    b, x0 = meshsim.device_put((b, x0))
+    size = sum(leaf.size for leaf in _leaves(b))
+    maxiter = 10 * size if maxiter is None else maxiter
+    restart = min(restart, size)
+    if meshsim.tree.structure(x0) != meshsim.tree.structure(b):
+        raise ValueError("x0 and b must have matching tree structure: "
+                         f"{meshsim.tree.structure(x0)} vs {meshsim.tree.structure(b)}")
+    if solve_method not in ("incremental", "batched"):
+        raise ValueError(f"invalid solve_method {solve_method}, must be either 'incremental' or 'batched'")
+    b_norm = jnp.sqrt(_vdot_real_tree(b, b))
+    goal = jnp.maximum(tol * b_norm, atol)
+
+    def solve(matvec, rhs):
+        flat_b, unravel = ravel_pytree(rhs)
+        flat_x0, _ = ravel_pytree(x0)
+
+        def flat(f):
+            return lambda v: ravel_pytree(f(unravel(v)))[0]
+
+        flat_a, flat_m = flat(matvec), flat(M)
+
+        def residual_norm(x):
+            r = flat_m(flat_b - flat_a(x))
+            return jnp.sqrt(_vdot_real_part(r, r))
+
+        def unconverged(state):
+            x, k = state
+            return (k < maxiter) & (residual_norm(x) > goal)
+
+        def cycle(state):
+            x, k = state
+            return _gmres_cycle(flat_a, flat_m, flat_b, x, restart), k + 1
+
+        x, _ = meshsim.lax.while_loop(unconverged, cycle, (flat_x0.astype(flat_b.dtype), 0))
+        return unravel(x)
+
+    x = meshsim.lax.custom_linear_solve(A, b, solve=solve, transpose_solve=solve)
+    failed = jnp.isnan(jnp.sqrt(_vdot_real_tree(x, x)))
+    return x, jnp.where(failed, -1, 0)
