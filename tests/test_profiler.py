@@ -210,12 +210,13 @@ def test_bytes_per_device_of_explicit_reshards():
     with jax.set_mesh(mesh):
         x = jax.device_put(a, P("dp", "tp"))
         with jax.debug.record_collectives() as log:
-            jax.reshard(x, P())                # all-gather: everyone lacks 7/8
+            jax.reshard(x, P())                # all-gathers, minor dim first (XLA's): 7/8 in all
             jax.reshard(x, P("dp", None))      # all-gather over tp: lacks 3/4 of its dp half
             jax.reshard(x, P("tp", "dp"))      # all-to-all
             x.sum(0)                           # reduce a dp-sharded dim: psum over dp
-    gather_all, gather_tp, a2a, psum = log
-    assert gather_all.bytes_received == {d: total * 7 // 8 for d in range(8)}
+    gather_all_tp, gather_all_dp, gather_tp, a2a, psum = log
+    assert gather_all_tp.bytes_received == {d: total // 2 * 3 // 4 for d in range(8)}
+    assert gather_all_dp.bytes_received == {d: total // 2 for d in range(8)}
     assert gather_tp.bytes_received == {d: total // 2 * 3 // 4 for d in range(8)}
     for c in log:  # every byte received was sent by someone
         assert sum(c.bytes_sent.values()) == sum(c.bytes_received.values())
