@@ -66,8 +66,8 @@ def test_explicit_sharding_cells(capsys):
 
 
 def test_explicit_sharding_collectives():
-    """The matmul moves no bytes; reshard to P() is one all-gather, to
-    P('tp', 'dp') one all-to-all, over both axes."""
+    """The matmul moves no bytes; reshard to P() is an all-gather per dim, minor first, as XLA
+    (over tp, then dp: 7 blocks in all), to P('tp', 'dp') one all-to-all over both axes."""
     with jax.set_mesh(global_mesh):
         x, w = _inputs()
         f = jax.jit(lambda x, w: (x @ w, reshard(x @ w, P()), reshard(x @ w, P("tp", "dp"))))
@@ -75,10 +75,11 @@ def test_explicit_sharding_collectives():
         with jax.debug.record_collectives() as log:
             y, y_all, y_a2a = f(x, w)
     block = 1024 * 256 * 4 // 8  # bytes of one device's block of y
-    assert [(c.name, c.axes) for c in log] == [("all_gather", ("dp", "tp")),
+    assert [(c.name, c.axes) for c in log] == [("all_gather", ("tp",)), ("all_gather", ("dp",)),
                                                ("all_to_all", ("dp", "tp"))]
-    assert log[0].bytes == 7 * block
-    assert 0 < log[1].bytes <= block
+    tp_size = global_mesh.shape["tp"]
+    assert log[0].bytes == (tp_size - 1) * block and log[1].bytes == (8 - tp_size) * block
+    assert 0 < log[2].bytes <= block
     np.testing.assert_array_equal(np.asarray(y_all), np.asarray(y))
     np.testing.assert_array_equal(np.asarray(y_a2a), np.asarray(y))
     assert y_a2a.sharding.spec == P("tp", "dp")
