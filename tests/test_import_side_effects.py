@@ -8,6 +8,8 @@ import sys
 import numpy as np
 import pytest
 
+import meshsim
+
 PROGRAM = ("import numpy as np\n"
            "np.random.seed({seed})\n"
            "{import_line}\n"
@@ -17,8 +19,8 @@ PROGRAM = ("import numpy as np\n"
 def _draws(tmp_path, import_line, seed, meshsim_main=False):
     script = tmp_path / "program.py"
     script.write_text(PROGRAM.format(seed=seed, import_line=import_line))
-    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(__file__), "..", "python"),
-               JAX_PLATFORMS="cpu")
+    # The subprocess imports the meshsim this test imported (installed or in the tree).
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(meshsim.__file__)), JAX_PLATFORMS="cpu")
     runner = [sys.executable, "-m", "meshsim"] if meshsim_main else [sys.executable]
     out = subprocess.run(runner + [str(script)], capture_output=True, text=True, env=env,
                          timeout=300)
