@@ -13,6 +13,9 @@ import meshsim as jax, meshsim.numpy as jnp
 from meshsim import _core, lax
 from meshsim.sharding import Mesh, PartitionSpec as P
 faulthandler.dump_traceback_later(200, exit=True)
+# Python leaves SIGINT ignored when it starts ignored (under a background job's shell, say):
+# the Ctrl-C this program sends itself must raise KeyboardInterrupt all the same.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 kind = sys.argv[1]
 mesh = Mesh(jax.devices(), ('x',))
 
