@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from meshsim._src import core, errors
+from meshsim._src.numpy import namespace as jnp
+
 __all__ = ["sph_harm_y"]
 
 
 def _normalized_legendre(n_max: int, x):
     """P[m, l, k]: the normalized associated Legendre function of order m and degree l at
     x[k] (zero where m > l), as one (n_max+1, n_max+1, len(x)) array."""
-    import meshsim.numpy as jnp
     zero = jnp.zeros_like(x)
     sine = jnp.sqrt(1.0 - x * x)
     rows = []
@@ -37,8 +39,6 @@ def sph_harm_y(n, m, theta, phi, diff_n=None, n_max=None):
     """Y_n^m(theta, phi) for degrees `n` and orders `m` (integer arrays of one length, or
     scalars), polar angles `theta` and azimuthal angles `phi`. `n_max` (default: the largest
     `n`, which must then be concrete) bounds the degrees computed."""
-    import meshsim.numpy as jnp
-    from meshsim._src import core, errors
     if diff_n is not None:
         raise NotImplementedError("The 'diff_n' argument to jax.scipy.special.sph_harm_y is not supported.")
     if jnp.isscalar(theta):
