@@ -208,7 +208,8 @@ def test_bytes_per_device_of_explicit_reshards():
     a = rng.standard_normal((rows, cols)).astype(np.float32)
     total = a.nbytes
     with jax.set_mesh(mesh):
-        x = jax.device_put(a, P("dp", "tp"))
+        x = jax.device_put(a, P("dp", "tp")).block_until_ready()
+        jax.effects_barrier()  # nothing dispatched before (by earlier tests) is still running
         with jax.debug.record_collectives() as log:
             jax.reshard(x, P())                # all-gathers, minor dim first (XLA's): 7/8 in all
             jax.reshard(x, P("dp", None))      # all-gather over tp: lacks 3/4 of its dp half
