@@ -614,11 +614,6 @@ def _broadcast_in_dim(x, shape, dims):
     return core.bind1("broadcast_in_dim", x, shape=tuple(shape), broadcast_dimensions=tuple(dims))
 
 
-def _ones_like(x):
-    x = core.asarray_value(x)
-    return broadcast_to_shape(core.convert_element_type(core.asarray_value(1), x.dtype), x.shape)
-
-
 def _negatives_out_of_range(shape, idx, clip: bool):
     """`idx` with its negative integer entries not counted from the end
     (`wrap_negative_indices=False`): each becomes 0 under mode 'clip', else its axis' size,
@@ -715,8 +710,8 @@ class _IndexUpdateRef:
     def divide(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None, out_sharding=None,
                wrap_negative_indices=True):
         """x divided at idx by `values` (x[idx] /= values): as JAX, x over ones multiplied at idx."""
-        from meshsim._src.numpy import ufuncs
-        ones = _IndexUpdateRef(_ones_like(self.array), self.index)
+        from meshsim._src.numpy import creation, ufuncs
+        ones = _IndexUpdateRef(creation.ones_like(self.array), self.index)
         return ufuncs.divide(self.array, ones.multiply(
             values, indices_are_sorted=indices_are_sorted, unique_indices=unique_indices, mode=mode,
             out_sharding=out_sharding, wrap_negative_indices=wrap_negative_indices))
@@ -724,8 +719,8 @@ class _IndexUpdateRef:
     def power(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None, out_sharding=None,
               wrap_negative_indices=True):
         """x raised at idx to `values` (x[idx] **= values): as JAX, x to ones multiplied at idx."""
-        from meshsim._src.numpy import ufuncs
-        ones = _IndexUpdateRef(_ones_like(self.array), self.index)
+        from meshsim._src.numpy import creation, ufuncs
+        ones = _IndexUpdateRef(creation.ones_like(self.array), self.index)
         return ufuncs.power(self.array, ones.multiply(
             values, indices_are_sorted=indices_are_sorted, unique_indices=unique_indices, mode=mode,
             out_sharding=out_sharding, wrap_negative_indices=wrap_negative_indices))
