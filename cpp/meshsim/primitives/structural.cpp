@@ -259,15 +259,53 @@ bool merges_in_place(const Mesh& mesh, const Spec& spec, const Shape& shape, siz
   return true;
 }
 
+// The operand layout that JAX's rule reshapes into `out_sharding`, when the
+// operand reaches it by gathering only (each dim keeps a major part of its
+// axes): XLA's partitioner gathers the operand to it and reshapes locally,
+// rather than reshaping the blocks and gathering the result dim by dim.
+std::optional<Spec> gathered_operand_layout(const Aval& x, const Params& p, const Aval& out,
+                                            const Spec& out_sharding) {
+  Params back = p, forth = p;
+  back.set("out_sharding", std::monostate{});
+  back.set("new_sizes", IntList(x.shape.begin(), x.shape.end()));
+  forth.set("out_sharding", std::monostate{});
+  Aval target = out, operand = x;
+  target.spec = out_sharding;
+  Spec layout;
+  try {
+    layout = reshape_rule({target}, back, {x})[0];
+    operand.spec = layout;
+    if (reshape_rule({operand}, forth, {out})[0] != out_sharding) return std::nullopt;
+  } catch (const ShardingTypeError&) {
+    return std::nullopt;
+  }
+  const Spec s = spec_of(x);
+  layout.resize(s.size());
+  for (size_t d = 0; d < layout.size(); ++d)
+    if (layout[d].size() > s[d].size() || !std::equal(layout[d].begin(), layout[d].end(), s[d].begin()))
+      return std::nullopt;
+  return layout;
+}
+
 // A reshape is local when every device's block is a contiguous run of the
 // row-major order that the result's block is too: always for JAX's split
 // rule; for a merge, when only the first dimension of each merged group is
-// sharded. With `out_sharding`, the result is made so where the operand's
-// type gives one, then resharded as asked (run_local's final reshard).
+// sharded. With `out_sharding`, the operand is gathered to the layout that
+// reshapes into it where it can be; otherwise the result is made so where the
+// operand's type gives one, then resharded as asked (run_local's final reshard).
 std::optional<LocalPlan> reshape_plan(const Avals& in, const Params& p_in, const Avals& out_in) {
   const Aval& x = in[0];
   Params p = p_in;
   Avals out = out_in;
+  if (auto target = out_sharding_param(p, out[0].shape.size())) {
+    if (auto layout = gathered_operand_layout(x, p, out[0], *target); layout && *layout != spec_of(x)) {
+      out[0].spec = *target;
+      p.set("out_sharding", std::monostate{});
+      std::optional<LocalPlan> plan = local_shape_plan("new_sizes")(in, p, out);
+      plan->in_specs[0] = *layout;
+      return plan;
+    }
+  }
   if (!p.is_none("out_sharding")) {
     p.set("out_sharding", std::monostate{});
     try {
