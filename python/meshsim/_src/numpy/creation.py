@@ -12,7 +12,10 @@ import numpy as np
 
 from meshsim._src import api
 from meshsim._src import core
+from meshsim._src.abstract import ShapeDtypeStruct
 from meshsim._src.sharding import explicit, placement
+from meshsim._src.sharding import mesh as mesh_lib
+from meshsim._src.sharding.named_sharding import NamedSharding
 from meshsim._src.lax import elementwise as lax_ew
 from meshsim._src.lax import structural as lax
 from meshsim._src.numpy import promotion
@@ -35,6 +38,20 @@ def user_dtype(dtype) -> np.dtype:
 
 def _default_float(dtype) -> np.dtype:
     return user_dtype(float if dtype is None else dtype)
+
+
+def _like_operand(fun: str, a):
+    """The *_like functions take any object with a shape and a dtype (a ShapeDtypeStruct, a
+    NumPy-like array), as JAX's do: optax builds its zero states from ShapeDtypeStructs. Returns
+    the operand to take the shape and dtype from, and the sharding such a stand-in names, which
+    JAX gives the result outside jit only."""
+    if core.is_value(a):
+        return a, None
+    if hasattr(a, "shape") and hasattr(a, "dtype"):
+        return (ShapeDtypeStruct(a.shape, a.dtype, weak_type=getattr(a, "weak_type", False)),
+                getattr(a, "sharding", None))
+    _check_arraylike(fun, a)
+    return a, None
 
 
 def _check_arraylike(fun: str, *args):
@@ -159,11 +176,14 @@ def empty(shape, dtype=None, *, device=None, out_sharding=None):
     return on_device(explicit.with_out_sharding(out, out_sharding, "jnp.zeros"), device)
 
 
-def _like_sharding(a, shape, out_sharding, out, api: str):
+def _like_sharding(a, shape, out_sharding, out, api: str, stand_in_sharding=None):
     """`out` laid out as `out_sharding`, or, when `a` is an array of the same
     shape sharded in its type, as `a` is (JAX's *_like keep the sharding)."""
     if out_sharding is not None:
         return explicit.with_out_sharding(out, out_sharding, api)
+    if (stand_in_sharding is not None and isinstance(out, core.Array)
+            and (shape is None or tuple(shape) == a.shape)):
+        return on_device(out, _on_context_mesh(stand_in_sharding))
     if (type(a) is core.Array and a.committed and a.sharding_core.mesh is not None
             and (shape is None or tuple(shape) == a.shape)):
         return on_device(out, a.sharding)  # a concrete array's sharding, as it is named
@@ -174,27 +194,37 @@ def _like_sharding(a, shape, out_sharding, out, api: str):
     return out
 
 
+def _on_context_mesh(sharding):
+    """A NamedSharding over an AbstractMesh (eval_shape's results have them) over the context
+    mesh of that shape, as JAX resolves it; other shardings as they are."""
+    mesh = getattr(sharding, "mesh", None)
+    context = mesh_lib.context_mesh()
+    if isinstance(mesh, mesh_lib.AbstractMesh) and not context.empty and context.abstract_mesh == mesh:
+        return NamedSharding(context, sharding.spec)
+    return sharding
+
+
 def full_like(a, fill_value, dtype=None, shape=None, *, device=None, out_sharding=None):
-    _check_arraylike("full_like", a)
+    a, stand_in_sharding = _like_operand("full_like", a)
     if np.ndim(fill_value) == 0:
         out = lax.full_like(a, fill_value, None if dtype is None else user_dtype(dtype), shape)
     else:
         from meshsim._src.numpy.structural import broadcast_to
         out = broadcast_to(asarray(fill_value, dtype=dtype or core.typeof(a).dtype),
                            core.typeof(a).shape if shape is None else shape)
-    return on_device(_like_sharding(a, shape, out_sharding, out, "full_like"), device)
+    return on_device(_like_sharding(a, shape, out_sharding, out, "full_like", stand_in_sharding), device)
 
 
 def zeros_like(a, dtype=None, shape=None, *, device=None, out_sharding=None):
-    _check_arraylike("zeros_like", a)
+    a, stand_in_sharding = _like_operand("zeros_like", a)
     out = lax.full_like(a, 0, None if dtype is None else user_dtype(dtype), shape)
-    return on_device(_like_sharding(a, shape, out_sharding, out, "jnp.zeros_like"), device)
+    return on_device(_like_sharding(a, shape, out_sharding, out, "jnp.zeros_like", stand_in_sharding), device)
 
 
 def ones_like(a, dtype=None, shape=None, *, device=None, out_sharding=None):
-    _check_arraylike("ones_like", a)
+    a, stand_in_sharding = _like_operand("ones_like", a)
     out = lax.full_like(a, 1, None if dtype is None else user_dtype(dtype), shape)
-    return on_device(_like_sharding(a, shape, out_sharding, out, "jnp.ones_like"), device)
+    return on_device(_like_sharding(a, shape, out_sharding, out, "jnp.ones_like", stand_in_sharding), device)
 
 
 empty_like = zeros_like
