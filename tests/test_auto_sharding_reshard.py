@@ -165,3 +165,38 @@ GATHERS = [_random_gather(seed) for seed in range(12)]
 def test_gather_of_several_dims_is_one_all_gather_per_dim(case):
     j_coll = assert_like_jax(_resharding(case, seed=4), rtol=0, atol=0)
     assert {k[0] for k in j_coll} == {"all-gather"} and sum(j_coll.values()) >= 2
+
+
+def _random_retile_onto_new_axes(seed):
+    """One dim's axes moving to an unsplit dim that axes the layout does not use split too, a
+    third dim perhaps kept as it is."""
+    rng = np.random.default_rng(200 + seed)
+    mesh_shape, names = [((4, 2), ("X", "Y")), ((2, 4), ("X", "Y")),
+                         ((2, 2, 2), ("X", "Y", "Z"))][int(rng.integers(3))]
+    rank = int(rng.integers(2, 4))
+    losing, gaining = [int(d) for d in rng.permutation(rank)[:2]]
+    axes = [str(a) for a in rng.permutation(names)]
+    moving = int(rng.integers(1, len(names)))
+    arriving = int(rng.integers(1, len(names) - moving + 1))
+    rest = axes[moving + arriving:]
+    spec, target = [None] * rank, [None] * rank
+    spec[losing] = tuple(axes[:moving])
+    target[gaining] = tuple(axes[i] for i in rng.permutation(moving + arriving))
+    if rest and rank > 2 and rng.random() < 0.5:
+        kept = [d for d in range(rank) if d not in (losing, gaining)][0]
+        spec[kept] = target[kept] = tuple(rest)
+    shape = tuple(int(rng.choice([8, 16])) for _ in range(rank))
+    return mesh_shape, names, shape, tuple(spec), tuple(target)
+
+
+RETILES = [_random_retile_onto_new_axes(seed) for seed in range(16)]
+
+
+@pytest.mark.parametrize("explicit", [False, True], ids=["auto", "explicit"])
+@pytest.mark.parametrize("case", RETILES, ids=[f"{c[0]}-{c[2]}-{c[3]}-{c[4]}" for c in RETILES])
+def test_retile_onto_new_axes(case, explicit):
+    """An all-to-all after slicing over the new axes (a permute when the target orders the
+    axes otherwise) where the target uses every mesh axis; an all-gather otherwise."""
+    j_coll = assert_like_jax(_resharding(case, explicit, seed=6), rtol=0, atol=0)
+    kinds = {k[0] for k in j_coll}
+    assert kinds in ({"all-gather"}, {"all-to-all"}, {"all-to-all", "collective-permute"})

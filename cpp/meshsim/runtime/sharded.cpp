@@ -340,6 +340,58 @@ bool record_coarser_reshard(const Mesh& mesh, const std::vector<int64_t>& from_b
   return true;
 }
 
+// A reshard moving one dim's axes to an unsplit dim that other, unused axes
+// split too (`P('X')` to `P(None, ('Y', 'X'))` on 4x2), every other dim kept,
+// as XLA's partitioner does it: where the target uses every mesh axis, each
+// device slices its block over the new axes (in mesh order), an all-to-all
+// over the moving axes re-tiles it (the moved axes minor to the new ones) and
+// a collective-permute follows when the target orders the axes otherwise;
+// where it leaves an axis unused, the moving axes are all-gathered and the
+// new block sliced. Returns false (nothing recorded) when the reshard is not
+// of that kind.
+bool record_retile_onto_new_axes(const Mesh& mesh, const Spec& from, const Spec& to, int64_t started,
+                                 int64_t src_block_bytes) {
+  if (from.size() != to.size()) return false;
+  size_t losing = from.size(), gaining = from.size();
+  for (size_t d = 0; d < from.size(); ++d) {
+    if (from[d] == to[d]) continue;
+    if (to[d].empty() && losing == from.size()) losing = d;
+    else if (from[d].empty() && gaining == from.size()) gaining = d;
+    else return false;
+  }
+  if (losing == from.size() || gaining == from.size()) return false;
+  const auto src = axis_places(from), dst = axis_places(to);
+  // The target's axes on the gaining dim that the operand does not use, in
+  // mesh order: each device slices its block over them as the mesh orders them.
+  AxisNames arriving;
+  for (const std::string& a : mesh.axis_names)
+    if (!src.count(a) && std::find(to[gaining].begin(), to[gaining].end(), a) != to[gaining].end())
+      arriving.push_back(a);
+  if (arriving.empty() || to[gaining].size() != arriving.size() + from[losing].size()) return false;
+  for (const std::string& a : from[losing])
+    if (!dst.count(a) || dst.at(a).first != gaining) return false;
+  bool every_axis_used = true;
+  for (size_t k = 0; k < mesh.axis_names.size(); ++k)
+    every_axis_used &= mesh.axis_sizes[k] == 1 || dst.count(mesh.axis_names[k]) > 0;
+  const int64_t n = entry_size(mesh, from[losing]);
+  if (!every_axis_used) {
+    CollectiveRecord g = symmetric_collective("all_gather", mesh, from[losing], src_block_bytes * (n - 1));
+    g.start_ns = started;
+    record_collective(std::move(g));
+    return true;
+  }
+  const int64_t block = src_block_bytes / entry_size(mesh, arriving);
+  CollectiveRecord r = symmetric_collective("all_to_all", mesh, from[losing], block * (n - 1) / n);
+  r.start_ns = started;
+  record_collective(std::move(r));
+  AxisNames retiled = arriving;
+  retiled.insert(retiled.end(), from[losing].begin(), from[losing].end());
+  if (retiled != to[gaining])
+    record_permute(mesh, std::vector<int64_t>(mesh.size(), block), std::vector<int64_t>(mesh.size(), block),
+                   started, block);
+  return true;
+}
+
 // Which collective a reshard from `from` to `to` is: all-gather when axes
 // only leave the spec, all-to-all when some move to another place.
 void record_reshard(const Mesh& mesh, const Spec& from, const Spec& to, std::vector<int64_t> sent,
@@ -404,6 +456,7 @@ void record_reshard(const Mesh& mesh, const Spec& from, const Spec& to, std::vec
       return;
     }
   }
+  if (record_retile_onto_new_axes(mesh, from, to, started, src_block_bytes)) return;
   const auto src = axis_places(from), dst = axis_places(to);
   AxisNames gathered, moved;
   for (const auto& [a, place] : src) {
