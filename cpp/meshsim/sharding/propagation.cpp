@@ -541,7 +541,7 @@ class Propagator {
     const size_t num_in = s.num_in;
     // The values' axes for each factor (unsharded ones say nothing): the
     // longest when all are prefixes of it, their common prefix otherwise.
-    std::vector<bool> any(nf, false), from_operand(nf, false);
+    std::vector<bool> any(nf, false), from_operand(nf, false), split_in_result(nf, false);
     std::vector<std::vector<AxisNames>> candidates(nf);  // per factor: the operands' axes, in order
     for (size_t t = 0; t < s.vars.size(); ++t) {
       const std::vector<int>& dims = *s.dims[t];
@@ -558,6 +558,7 @@ class Propagator {
           if (axes.empty()) continue;
           weight[f] = std::max(weight[f], elements(a));
           from_operand[f] = from_operand[f] || t < num_in;
+          split_in_result[f] = split_in_result[f] || t >= num_in;
           if (t < num_in) candidates[f].push_back(axes);
           if (!any[f]) {
             fs[f] = axes;
@@ -578,7 +579,13 @@ class Propagator {
     for (int f = 0; f < nf; ++f) order[f] = f;
     // On equal weights, a factor the operands lay out so wins over one only a
     // result does (XLA partitions by the operands and reshards the result).
+    // For computing on, a permutation factor the results leave whole comes
+    // last: its operands' dims are gathered anyway, and XLA reshards them to
+    // the results' layout of the other dims (a cumulative sum along a split
+    // dim whose result is split along another).
+    auto deferred = [&](int f) { return planning && s.permutation[f] && !split_in_result[f]; };
     std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+      if (deferred(a) != deferred(b)) return deferred(b);
       if (weight[a] != weight[b]) return weight[a] > weight[b];
       return from_operand[a] && !from_operand[b];
     });
