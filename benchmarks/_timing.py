@@ -59,6 +59,19 @@ def interleaved_wall_and_cpu(contenders: dict[str, Callable[[], object]], repeat
     return samples
 
 
+def print_wall_and_cpu(samples: dict, names, *, label: str, width: int, per: str) -> None:
+    """The meshsim-vs-JAX table of `interleaved_wall_and_cpu` samples keyed
+    (contender, name): per name, the best wall and CPU ms of each side and
+    meshsim's ratios to JAX."""
+    best = {k: tuple(min(s[i] for s in v) for i in range(2)) for k, v in samples.items()}
+    print(f"{label:{width}s}{'meshsim wall':>14s}{'cpu':>8s}{'JAX wall':>10s}{'cpu':>8s}"
+          f"{'wall ratio':>12s}{'cpu ratio':>11s}   (ms per {per})")
+    for name in names:
+        (mw, mc), (jw, jc) = best[("meshsim", name)], best[("jax", name)]
+        print(f"{name:{width}s}{mw * 1e3:14.2f}{mc * 1e3:8.2f}{jw * 1e3:10.2f}{jc * 1e3:8.2f}"
+              f"{mw / jw:11.2f}x{mc / jc:10.2f}x")
+
+
 def load_average() -> str:
     """The machine's 1-minute load average and core count, as a benchmark's
     table states them (its times depend on them)."""

@@ -19,7 +19,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
 
-from _timing import configure_jax_cpu, interleaved_wall_and_cpu, load_average  # noqa: E402
+from _timing import (  # noqa: E402
+    configure_jax_cpu,
+    interleaved_wall_and_cpu,
+    load_average,
+    print_wall_and_cpu,
+)
 
 configure_jax_cpu(8)
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
@@ -81,18 +86,12 @@ def main():
 
     load_before = load_average()
     samples = interleaved_wall_and_cpu(calls, args.repeats, args.number)
-    best = {k: tuple(min(s[i] for s in v) for i in range(2)) for k, v in samples.items()}
     cfg = gpt.CONFIG
     print(f"one training step of the GPT (vocab {cfg.vocab}, seq {cfg.seq}, dim {cfg.dim}, "
           f"{cfg.heads} heads, batch {cfg.batch}; pipelines {2} layers per chunk) per strategy on 8 "
           f"devices; best of {args.repeats} interleaved samples of {args.number} calls; "
           f"{load_before} before, {load_average()} after\n")
-    print(f"{'strategy':28s}{'meshsim wall':>14s}{'cpu':>8s}{'JAX wall':>10s}{'cpu':>8s}"
-          f"{'wall ratio':>12s}{'cpu ratio':>11s}   (ms per step)")
-    for name in rows:
-        (mw, mc), (jw, jc) = best[("meshsim", name)], best[("jax", name)]
-        print(f"{name:28s}{mw * 1e3:14.2f}{mc * 1e3:8.2f}{jw * 1e3:10.2f}{jc * 1e3:8.2f}"
-              f"{mw / jw:11.2f}x{mc / jc:10.2f}x")
+    print_wall_and_cpu(samples, rows, label="strategy", width=28, per="step")
 
 
 if __name__ == "__main__":

@@ -301,26 +301,71 @@ void remember_placement(const ProgramPtr& program, const std::vector<ArrayPtr>& 
   g_known[program.get()] = std::move(k);
 }
 
-// A small program on one device runs on the calling thread: handing it to a
-// stream costs two thread wake-ups (one to start it, one for the reader of its
-// result), tens of microseconds on a busy 2-core machine, more than such a
-// program takes (a 20-op call on 64x64 arrays: ~27 us of CPU, unchanged from
-// synchronous runs). Its errors are still deferred to when its results are read.
+// Work of about 5-10 ms or more on one core (products run at 50-60 GFLOP/s
+// here, elementwise steps stream 20-30 GB/s): a wait for it should be
+// interruptible, and the hand-off to a stream is small beside it. Less work
+// runs on the calling thread: a hand-off costs two thread wake-ups (one to
+// start the program, one for the reader of its result), tens of microseconds
+// on an idle 2-core machine but milliseconds on a busy one, where each wake-up
+// waits for a time slice. A batch-32 MLP's jitted gradient (233 MFLOP, ~4 ms
+// of CPU) took 4-6 ms of wall time per call at a load of 15 when dispatched,
+// 1 ms when run in place.
+bool runs_for_a_while(const Cost& cost) {
+  constexpr double kFlops = double(int64_t{1} << 28), kBytes = double(int64_t{1} << 28);
+  return cost.flops >= kFlops || cost.bytes_accessed >= kBytes;
+}
+
+// The summed cost of a program's equations, worked out once per live program
+// (not a new program at a freed one's address).
+struct KnownCost {
+  std::weak_ptr<Program> program;
+  Cost cost;
+};
+std::mutex g_costs_mutex;
+std::map<const Program*, KnownCost> g_costs;
+
+Cost program_cost(const ProgramPtr& program) {
+  {
+    std::lock_guard<std::mutex> lock(g_costs_mutex);
+    auto it = g_costs.find(program.get());
+    if (it != g_costs.end() && !it->second.program.expired()) return it->second.cost;
+  }
+  Cost total;
+  Avals in, out;
+  for (const Equation& e : program->eqns) {
+    in.clear();
+    out.clear();
+    for (int v : e.inputs) in.push_back(program->avals[v]);
+    for (int v : e.outputs) out.push_back(program->avals[v]);
+    const Cost c = cost_of(*e.prim, in, e.params, out);
+    total.flops += c.flops;
+    total.bytes_accessed += c.bytes_accessed;
+  }
+  std::lock_guard<std::mutex> lock(g_costs_mutex);
+  if (g_costs.size() >= 1024)
+    for (auto i = g_costs.begin(); i != g_costs.end();)
+      i = i->second.program.expired() ? g_costs.erase(i) : std::next(i);
+  g_costs[program.get()] = {program, total};
+  return total;
+}
+
+// A program on one device that does not run for a while runs on the calling
+// thread; its errors are still deferred to when its results are read.
 // A primitive that calls a sub-program (declared Kind::ControlFlow or
-// Kind::HigherOrder) may run for any time however small the values seen here:
-// a loop's trip count is data, and a branch or a remat's body may hold a loop.
-// Such a program goes to a stream, so the caller's wait for it can be interrupted.
+// Kind::HigherOrder) may run for any time however small its cost: a loop's
+// trip count is data, and a branch or a remat's body may hold a loop. Such a
+// program goes to a stream, so the caller's wait for it can be interrupted.
 bool calls_sub_program(const Primitive& prim) {
   return prim.kind == Kind::ControlFlow || prim.kind == Kind::HigherOrder;
 }
 
-bool runs_inline(const Program& program, const std::vector<int>& devices) {
+bool runs_inline(const ProgramPtr& program, const std::vector<int>& devices) {
   if (devices.size() != 1) return false;
-  for (const Equation& e : program.eqns)
+  for (const Equation& e : program->eqns)
     if (e.prim->kind == Kind::Global || calls_sub_program(*e.prim)) return false;
-  for (const Aval& a : program.avals)
-    if (a.mesh || num_elements(a.shape) > (int64_t{1} << 16)) return false;
-  return true;
+  for (const Aval& a : program->avals)
+    if (a.mesh) return false;
+  return !runs_for_a_while(program_cost(program));
 }
 
 // Results that failed: every read raises `error`.
@@ -381,7 +426,7 @@ std::vector<ArrayPtr> dispatch_program(const ProgramPtr& program_ptr, std::vecto
   std::vector<int> devices = devices_of(program, args);
   // Recorded collectives belong to the code run inside the recorder: run in place.
   const bool async = g_async && !recording_collectives();
-  if (!async || runs_inline(program, devices)) {
+  if (!async || runs_inline(program_ptr, devices)) {
     for (const EventPtr& e : dispatcher().pending_on(devices)) e->wait();
     for (const ArrayPtr& a : args) a->wait();
     if (!async) return run_global_program(program_ptr, args);
@@ -445,11 +490,8 @@ std::vector<ArrayPtr> dispatch_program(const ProgramPtr& program_ptr, std::vecto
 }
 
 ProgramPtr eager_program(const Primitive& prim, const Avals& in, const Params& params, const Avals& out) {
-  // About 10 ms of work or more on one core.
-  constexpr double kFlops = double(int64_t{1} << 27), kBytes = double(int64_t{1} << 28);
   if (!g_async || recording_collectives() || prim.kind != Kind::Local) return nullptr;
-  const Cost cost = cost_of(prim, in, params, out);
-  if (cost.flops < kFlops && cost.bytes_accessed < kBytes) return nullptr;
+  if (!runs_for_a_while(cost_of(prim, in, params, out))) return nullptr;
   return single_equation_program(prim, in, params, out);
 }
 

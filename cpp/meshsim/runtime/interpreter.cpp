@@ -664,7 +664,11 @@ std::vector<ArrayPtr> run_global_program(const ProgramPtr& traced_ptr, const std
       const int v = program.outvars[i];
       auto arg = std::find(program.invars.begin(), program.invars.end(), v);
       if (arg != program.invars.end()) results.push_back(args[arg - program.invars.begin()]);
-      else results.push_back(Array::from_tensor(std::move(res[i]), program.avals[v].weak_type));
+      // A result leaves row-major, as XLA lays it out: a layout-only last step
+      // (the transpose ending a weight's gradient) leaves a strided view,
+      // which every later program would read strided (a momentum update of
+      // f32[784,512] gradients spent a third of its time gathering columns).
+      else results.push_back(Array::from_tensor(res[i].contiguous(), program.avals[v].weak_type));
     }
     return results;
   }
