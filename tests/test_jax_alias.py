@@ -176,3 +176,27 @@ def test_library_program_prints_what_jax_prints(real_jax, program, library):
     ours = _run(["-m", "meshsim", path])
     assert ours.returncode == 0, ours.stderr
     assert ours.stdout == theirs.stdout
+
+
+def test_missing_attributes_are_reported_under_the_imported_name(real_jax, tmp_path):
+    """JAX 0.10 removed `jax.tree_map`; programs still calling it (tutorials of 2024) fail with
+    `module 'jax' has no attribute 'tree_map'`, and so must they under the alias."""
+    script = tmp_path / "missing.py"
+    script.write_text(
+        "import jax, jax.numpy as jnp, jax.lax, jax.random, jax.scipy.special\n"
+        "import jax.experimental.shard_map\n"
+        "for module, name in [(jax, 'tree_map'), (jnp, 'nope'), (jax.lax, 'tree_map'),\n"
+        "                     (jax.random, 'nope'), (jax.scipy.special, 'x'), (jax.experimental, 'y'),\n"
+        "                     (jax, 'device_put_replicated')]:\n"
+        "    try:\n"
+        "        getattr(module, name)\n"
+        "    except AttributeError as error:\n"
+        "        print(error, error.name)\n"
+        "print(hasattr(jax, 'tree_map'), hasattr(jnp, 'zeros'))\n")
+    under_jax = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                               timeout=600)
+    under_alias = _run(["-m", "meshsim", str(script)])
+    assert under_jax.returncode == under_alias.returncode == 0, under_alias.stderr
+    assert under_alias.stdout == under_jax.stdout
+    with pytest.raises(AttributeError, match="module 'meshsim' has no attribute 'tree_map'"):
+        meshsim.tree_map

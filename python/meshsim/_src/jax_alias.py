@@ -51,6 +51,31 @@ class _AliasLoader(importlib.abc.Loader):
         if self.target == TARGET:
             module.__spec__ = self.own_spec
             distributed.draw_as_jax_import_does()
+        if not self.target.startswith(TARGET + "._src"):  # JAX internals keep their messages
+            _name_missing_attributes_as(module, ALIASED + self.target[len(TARGET):])
+
+
+def _name_missing_attributes_as(module, alias: str) -> None:
+    """A missing attribute of an aliased module is reported under the name the program imported
+    (`module 'jax' has no attribute 'tree_map'`, as JAX says of the names it removed)."""
+    if getattr(module, "_missing_attributes_named_as", None) is not None:
+        module._missing_attributes_named_as = alias
+        return
+    own_getattr = module.__dict__.get("__getattr__")
+
+    def __getattr__(name):
+        try:
+            if own_getattr is None:
+                raise AttributeError(f"module {module.__name__!r} has no attribute {name!r}")
+            return own_getattr(name)
+        except AttributeError as error:
+            if str(error) != f"module {module.__name__!r} has no attribute {name!r}":
+                raise
+            raise AttributeError(f"module {module._missing_attributes_named_as!r} has no attribute "
+                                 f"{name!r}", name=name, obj=module) from None
+
+    module._missing_attributes_named_as = alias
+    module.__getattr__ = __getattr__
 
 
 class JaxAliasFinder(importlib.abc.MetaPathFinder):
@@ -103,8 +128,9 @@ def install() -> None:
     for name, module in list(sys.modules.items()):
         if name.startswith(TARGET + "."):
             alias = ALIASED + name[len(TARGET):]
-            if not jax_internals_compat.is_internal(alias):
-                sys.modules.setdefault(alias, module)
+            if not jax_internals_compat.is_internal(alias) and \
+                    sys.modules.setdefault(alias, module) is module:
+                _name_missing_attributes_as(module, alias)
     _bind_internal_roots()
 
 
@@ -140,6 +166,8 @@ def uninstall() -> None:
     for name, module in list(sys.modules.items()):
         if _target_name(name) is not None and getattr(module, "__name__", "").startswith(TARGET):
             del sys.modules[name]
+            if getattr(module, "_missing_attributes_named_as", None) is not None:
+                module._missing_attributes_named_as = module.__name__
 
 
 def is_installed() -> bool:
