@@ -200,3 +200,30 @@ def test_retile_onto_new_axes(case, explicit):
     j_coll = assert_like_jax(_resharding(case, explicit, seed=6), rtol=0, atol=0)
     kinds = {k[0] for k in j_coll}
     assert kinds in ({"all-gather"}, {"all-to-all"}, {"all-to-all", "collective-permute"})
+
+
+def _random_partial_move(seed):
+    """A dim split over several axes, some of which move to an unsplit dim while the others
+    leave."""
+    rng = np.random.default_rng(300 + seed)
+    mesh_shape, names = [((4, 2), ("X", "Y")), ((2, 4), ("X", "Y")),
+                         ((2, 2, 2), ("X", "Y", "Z"))][int(rng.integers(3))]
+    rank = int(rng.integers(2, 4))
+    losing, gaining = [int(d) for d in rng.permutation(rank)[:2]]
+    axes = [str(a) for a in rng.permutation(names)][:int(rng.integers(2, len(names) + 1))]
+    moving = [str(a) for a in rng.permutation(axes)[:int(rng.integers(1, len(axes)))]]
+    spec, target = [None] * rank, [None] * rank
+    spec[losing], target[gaining] = tuple(axes), tuple(moving)
+    shape = tuple(int(rng.choice([8, 16])) for _ in range(rank))
+    return mesh_shape, names, shape, tuple(spec), tuple(target)
+
+
+PARTIAL_MOVES = [_random_partial_move(seed) for seed in range(12)]
+
+
+@pytest.mark.parametrize("explicit", [False, True], ids=["auto", "explicit"])
+@pytest.mark.parametrize("case", PARTIAL_MOVES, ids=[f"{c[0]}-{c[2]}-{c[3]}-{c[4]}" for c in PARTIAL_MOVES])
+def test_partial_move_gathers_the_dim_whole(case, explicit):
+    """Only some of a dim's axes move to another dim: XLA gathers the dim over all of them."""
+    j_coll = assert_like_jax(_resharding(case, explicit, seed=7), rtol=0, atol=0)
+    assert [k[0] for k in j_coll] == ["all-gather"]

@@ -347,8 +347,8 @@ bool record_coarser_reshard(const Mesh& mesh, const std::vector<int64_t>& from_b
 // over the moving axes re-tiles it (the moved axes minor to the new ones) and
 // a collective-permute follows when the target orders the axes otherwise;
 // where it leaves an axis unused, the moving axes are all-gathered and the
-// new block sliced. Returns false (nothing recorded) when the reshard is not
-// of that kind.
+// new block sliced, as where only some of the moving axes arrive. Returns
+// false (nothing recorded) when the reshard is not of that kind.
 bool record_retile_onto_new_axes(const Mesh& mesh, const Spec& from, const Spec& to, int64_t started,
                                  int64_t src_block_bytes) {
   if (from.size() != to.size()) return false;
@@ -361,6 +361,17 @@ bool record_retile_onto_new_axes(const Mesh& mesh, const Spec& from, const Spec&
   }
   if (losing == from.size() || gaining == from.size()) return false;
   const auto src = axis_places(from), dst = axis_places(to);
+  // Only some of the moving axes arrive, the others leave (`P(('X', 'Y'))` to
+  // `P(None, 'Y')`): XLA gathers the dim whole over all of them and slices.
+  if (to[gaining].size() < from[losing].size()) {
+    for (const std::string& a : to[gaining])
+      if (!src.count(a) || src.at(a).first != losing) return false;
+    const int64_t n = entry_size(mesh, from[losing]);
+    CollectiveRecord g = symmetric_collective("all_gather", mesh, from[losing], src_block_bytes * (n - 1));
+    g.start_ns = started;
+    record_collective(std::move(g));
+    return true;
+  }
   // The target's axes on the gaining dim that the operand does not use, in
   // mesh order: each device slices its block over them as the mesh orders them.
   AxisNames arriving;
