@@ -56,6 +56,32 @@ constexpr int64_t kRowBlock = 8;     // rows combined without splitting
 constexpr int64_t kTile = 4096;      // row elements handled at once (a page of floats)
 constexpr int64_t kShortRun = 32;    // runs shorter than this are reduced across rows
 
+// The leaves of the pairwise reduction: a run of at most kRunBlock elements,
+// a multiple of kVectors vectors, folded into kVectors vector accumulators.
+// Two leaves are folded in one loop when they can be: their accumulators are
+// independent, so twice as many additions are in flight, and each leaf's
+// result is the one it has alone.
+template <class T, class Op>
+void reduce_leaves(const T* const* x, const int64_t* n, int64_t count, typename Simd<T>::type* out,
+                   const Op& op) {
+  using S = Simd<T>;
+  constexpr int64_t step = kVectors * S::lanes;
+  typename S::type v[2][kVectors];
+  for (int64_t j = 0; j < count; ++j)
+    for (int64_t k = 0; k < kVectors; ++k) v[j][k] = S::load(x[j] + k * S::lanes);
+  const int64_t common = count == 2 ? std::min(n[0], n[1]) : n[0];
+  int64_t i = step;
+  for (; i < common; i += step)
+    for (int64_t j = 0; j < count; ++j)
+      for (int64_t k = 0; k < kVectors; ++k) v[j][k] = op(v[j][k], S::load(x[j] + i + k * S::lanes));
+  static_assert(kVectors == 4, "the final tree below combines four accumulators");
+  for (int64_t j = 0; j < count; ++j) {
+    for (int64_t r = i; r < n[j]; r += step)
+      for (int64_t k = 0; k < kVectors; ++k) v[j][k] = op(v[j][k], S::load(x[j] + r + k * S::lanes));
+    out[j] = op(op(v[j][0], v[j][1]), op(v[j][2], v[j][3]));
+  }
+}
+
 // Pairwise reduction of a contiguous run whose length is a multiple of
 // kVectors vectors, kept in vector form up to the top (finishing every block
 // to a scalar would stall on the horizontal step).
@@ -63,16 +89,18 @@ template <class T, class Op>
 typename Simd<T>::type reduce_run_simd(const T* x, int64_t n, const Op& op) {
   using S = Simd<T>;
   constexpr int64_t step = kVectors * S::lanes;
+  typename S::type v[2];
   if (n > kRunBlock) {
     const int64_t half = n / 2 / step * step;
-    return op(reduce_run_simd(x, half, op), reduce_run_simd(x + half, n - half, op));
+    if (n - half > kRunBlock)
+      return op(reduce_run_simd(x, half, op), reduce_run_simd(x + half, n - half, op));
+    const T* leaves[2] = {x, x + half};
+    const int64_t sizes[2] = {half, n - half};
+    reduce_leaves(leaves, sizes, 2, v, op);
+    return op(v[0], v[1]);
   }
-  typename S::type v[kVectors];
-  for (int64_t k = 0; k < kVectors; ++k) v[k] = S::load(x + k * S::lanes);
-  for (int64_t i = step; i < n; i += step)
-    for (int64_t k = 0; k < kVectors; ++k) v[k] = op(v[k], S::load(x + i + k * S::lanes));
-  static_assert(kVectors == 4, "the final tree below combines four accumulators");
-  return op(op(v[0], v[1]), op(v[2], v[3]));
+  reduce_leaves(&x, &n, 1, v, op);
+  return v[0];
 }
 
 // Pairwise reduction of x[0], x[s], ..., x[(n-1)s]; kUnit means s == 1.
@@ -92,6 +120,36 @@ T reduce_run(const T* x, int64_t n, int64_t s, const Op& op) {
     return op(reduce_run<kUnit>(x, half, s, op), reduce_run<kUnit>(x + half * s, n - half, s, op));
   }
   for (; i < n; ++i) acc = op(acc, x[i * (kUnit ? 1 : s)]);
+  return acc;
+}
+
+// Max, min and the bitwise ops (`Op::kAnyOrder`) give the same result in any
+// order, up to which NaN a float max or min returns. Their runs are reduced
+// over more and wider accumulators than the pairwise sums (whose order is
+// fixed), hiding the latency of a NaN-propagating select; a NaN result is
+// recomputed in the pairwise order, which decides which NaN it is.
+template <class Op, class = void>
+struct any_order : std::false_type {};
+template <class Op>
+struct any_order<Op, std::void_t<decltype(Op::kAnyOrder)>> : std::bool_constant<Op::kAnyOrder> {};
+
+template <class T, class Op>
+T reduce_run_any_order(const T* x, int64_t n, const Op& op) {
+  typedef T V __attribute__((vector_size(32)));
+  constexpr int64_t lanes = 32 / sizeof(T), accumulators = 8, step = lanes * accumulators;
+  if (n < step) return reduce_run<true>(x, n, 1, op);
+  auto load = [](const T* p) { V v; std::memcpy(&v, p, sizeof(V)); return v; };
+  V v[accumulators];
+  for (int64_t k = 0; k < accumulators; ++k) v[k] = load(x + k * lanes);
+  int64_t i = step;
+  for (; i + step <= n; i += step)
+    for (int64_t k = 0; k < accumulators; ++k) v[k] = op(v[k], load(x + i + k * lanes));
+  for (int64_t k = 1; k < accumulators; ++k) v[0] = op(v[0], v[k]);
+  T acc = T(v[0][0]);
+  for (int64_t l = 1; l < lanes; ++l) acc = op(acc, T(v[0][l]));
+  for (; i < n; ++i) acc = op(acc, x[i]);
+  if constexpr (std::is_floating_point_v<T>)
+    if (acc != acc) return reduce_run<true>(x, n, 1, op);
   return acc;
 }
 
@@ -189,8 +247,10 @@ void reduce_runs(const T* x, T* out, const std::vector<Dim>& dims, const Op& op)
   split_dims(outer, shape, in, os);
   for_each_offsets<2>(shape, {&in, &os}, [&](const std::array<int64_t, 2>& off) {
     const T* p = x + off[0];
-    T r = run.in_stride == 1 ? reduce_run<true>(p, run.size, 1, op)
-                             : reduce_run<false>(p, run.size, run.in_stride, op);
+    T r;
+    if (run.in_stride != 1) r = reduce_run<false>(p, run.size, run.in_stride, op);
+    else if constexpr (kSimd<T> && any_order<Op>::value) r = reduce_run_any_order(p, run.size, op);
+    else r = reduce_run<true>(p, run.size, 1, op);
     out[off[1]] = op(out[off[1]], r);
   });
 }

@@ -61,7 +61,7 @@ V tie_break(V a, V b) {
   } else {
     using E = std::remove_cv_t<std::remove_reference_t<decltype(a[0])>>;
     if constexpr (std::is_floating_point_v<E>) {
-      using Bits = typename Simd<std::conditional_t<sizeof(E) == 4, int32_t, int64_t>>::type;
+      typedef std::conditional_t<sizeof(E) == 4, int32_t, int64_t> Bits __attribute__((vector_size(sizeof(V))));
       return kMax ? (V)((Bits)a & (Bits)b) : (V)((Bits)a | (Bits)b);
     } else {
       return a;
@@ -71,6 +71,7 @@ V tie_break(V a, V b) {
 
 // max/min propagate NaN, as XLA does (a != a only for NaN).
 template <class T> struct Max {
+  static constexpr bool kAnyOrder = true;  // up to which NaN (kernels/reduce.h)
   T identity = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
                                                     : std::numeric_limits<T>::lowest();
   template <class V> V operator()(V a, V b) const {
@@ -79,6 +80,7 @@ template <class T> struct Max {
   }
 };
 template <class T> struct Min {
+  static constexpr bool kAnyOrder = true;  // up to which NaN (kernels/reduce.h)
   T identity = std::numeric_limits<T>::has_infinity ? std::numeric_limits<T>::infinity()
                                                     : std::numeric_limits<T>::max();
   template <class V> V operator()(V a, V b) const {
@@ -96,14 +98,17 @@ template <class F> struct Min<std::complex<F>> {
   std::complex<F> operator()(std::complex<F> a, std::complex<F> b) const { return min_op(a, b); }
 };
 template <class T> struct And {
+  static constexpr bool kAnyOrder = true;
   T identity = static_cast<T>(-1);  // all bits set; true for bool
   template <class V> V operator()(V a, V b) const { return a & b; }
 };
 template <class T> struct Or {
+  static constexpr bool kAnyOrder = true;
   T identity = T(0);
   template <class V> V operator()(V a, V b) const { return a | b; }
 };
 template <class T> struct Xor {
+  static constexpr bool kAnyOrder = true;
   T identity = T(0);
   template <class V> V operator()(V a, V b) const { return a ^ b; }
 };
