@@ -229,6 +229,10 @@ def install():
     core.Array.__array__ = lambda self, dtype=None, copy=None: (
         self.to_numpy() if dtype is None else self.to_numpy().astype(dtype))
     core.Array.item = _array_item
+    # DLPack export of a host copy, so NumPy, torch and jnp.from_dlpack can import arrays; a
+    # writable copy, as consumers of DLPack before 1.0 cannot be told the data is read-only.
+    core.Array.__dlpack__ = lambda self, **kwargs: np.array(self.to_numpy()).__dlpack__(**kwargs)
+    core.Array.__dlpack_device__ = lambda self: (1, 0)
     core.Array.__reduce__ = _array_reduce
     core.Array.tolist = lambda self: self.to_numpy().tolist()
     core.Array.__float__ = _scalar_conversion(float)

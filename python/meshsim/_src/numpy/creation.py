@@ -27,7 +27,7 @@ __all__ = [
     "empty_like", "arange", "linspace", "eye", "identity", "tri", "tril", "triu", "meshgrid",
     "indices", "diag", "astype", "copy", "logspace", "geomspace", "vander", "tril_indices", "triu_indices",
     "tril_indices_from", "triu_indices_from", "diag_indices", "diag_indices_from", "diagflat", "ix_", "s_",
-    "index_exp",
+    "index_exp", "from_dlpack",
 ]
 
 
@@ -576,3 +576,24 @@ def ix_(*args):
 
 s_ = np.s_
 index_exp = np.index_exp
+
+
+_DLPACK_CPU = 1  # DLDeviceType kDLCPU: the only memory the simulated devices live in
+
+
+def from_dlpack(x, /, *, device=None, copy: bool | None = None):
+    """An array holding the data of `x`, any object exporting DLPack on the host (a NumPy
+    array, a torch CPU tensor, a meshsim or JAX array); meshsim keeps its own copy."""
+    from meshsim._src.sharding.api import device_put
+    device_set = getattr(device, "device_set", None)
+    if device_set is not None and len(device_set) > 1:
+        raise ValueError("from_dlpack can only unpack a dlpack tensor onto a singular device, but "
+                         f"a Sharding with {len(device_set)} devices was provided.")
+    if not hasattr(x, "__dlpack__") or not hasattr(x, "__dlpack_device__"):
+        raise TypeError("The array passed to from_dlpack must have __dlpack__ and __dlpack_device__ methods.")
+    device_type, _ = x.__dlpack_device__()
+    if device_type != _DLPACK_CPU:
+        raise TypeError("Array passed to from_dlpack is on unsupported device type "
+                        f"(DLDeviceType: {device_type}, array: {x}")
+    result = asarray(np.from_dlpack(x), copy=True)
+    return result if device is None else device_put(result, device)

@@ -23,6 +23,8 @@ from meshsim._src.core import Array as ndarray  # noqa: F401
 from meshsim._src.numpy import fft, linalg_namespace as linalg  # noqa: F401,E402
 from meshsim._src.numpy.fitting_io import *  # noqa: F401,F403,E402
 from meshsim._src.numpy.histograms import *  # noqa: F401,F403,E402
+# jnp.add, jnp.multiply, ... as ufunc objects (with .reduce, .at, ...) replace the plain functions.
+from meshsim._src.numpy.ufunc_objects import *  # noqa: F401,F403,E402
 
 # The public names; the subnamespaces fft and linalg are meshsim.numpy's own subpackages there.
 __all__ = [name for name in dir() if not name.startswith("_") and name not in ("fft", "linalg")]
