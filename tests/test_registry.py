@@ -8,6 +8,8 @@ import re
 import numpy as np
 import pytest
 
+import meshsim
+import meshsim.numpy
 from meshsim import _core
 
 NAMES = _core.primitive_names()
@@ -112,6 +114,68 @@ def test_removing_a_rule_fails_the_check(name):
     for rule in present:
         assert rule not in missing_rules(name, info)
         assert rule in missing_rules(name, {**info, rule: False})
+
+
+def undeclared_operand_counts(infos: dict) -> list:
+    """Primitives that do not say how many operands they take (ir/primitive.h, OperandCount)."""
+    return sorted(name for name, info in infos.items() if info["operands"] is None)
+
+
+def test_every_primitive_declares_its_operand_count():
+    assert undeclared_operand_counts(INFO) == []
+    for name, info in INFO.items():
+        low, high = info["operands"]
+        assert low >= 0 and (high is None or high >= low), name
+        # Dropping a declaration fails the check.
+        assert undeclared_operand_counts({**INFO, name: {**info, "operands": None}}) == [name]
+
+
+_BIND_SWEEP = """
+import os, signal, sys
+import numpy as np
+import meshsim
+from meshsim import _core
+x = meshsim.numpy.asarray(np.ones((2, 3), np.float32))
+for name in sorted(_core.primitive_names()):
+    low, high = _core.primitive_info(name)["operands"]
+    for count in range(5):
+        pid = os.fork()
+        if pid == 0:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
+            signal.alarm(60)
+            wrong = count < low or (high is not None and count > high)
+            try:
+                _core.bind(name, [x] * count, {})
+            except TypeError as e:
+                os._exit(0 if not wrong or str(e).startswith(name + " takes ") else 3)
+            except Exception:
+                os._exit(3 if wrong else 0)
+            os._exit(3 if wrong else 0)
+        _, status = os.waitpid(pid, 0)
+        if status:
+            print(name, count, (low, high), status)
+"""
+
+
+def test_binding_any_operand_count_raises_or_runs():
+    """Every registered primitive bound directly (no params) to 0-4 operands returns or raises;
+    a count outside its declaration is a TypeError naming the primitive. Each bind runs in a
+    forked child, so a crash shows as its wait status instead of ending the test run."""
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    done = subprocess.run([sys.executable, "-c", _BIND_SWEEP], capture_output=True, text=True,
+                          env=env, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout == "", ("binds that crashed or did not refuse their count (name, operands, "
+                               "declared, wait status):\n" + done.stdout)
+    for name, count, text in [("add", 1, "add takes 2 operands, got 1"),
+                              ("iota", 1, "iota takes 0 operands, got 1"),
+                              ("psum", 0, "psum takes at least 1 operand, got 0"),
+                              ("select_n", 1, "select_n takes at least 2 operands, got 1")]:
+        with pytest.raises(TypeError, match=re.escape(text)):
+            _core.bind(name, [meshsim.numpy.asarray(np.ones(3, np.float32))] * count, {})
 
 
 def test_kinds_match_execution_hooks():
@@ -418,10 +482,11 @@ _NO_SCALAR_OP = {
 
 
 def _result_dtype(name: str, dtype: str):
-    """The result dtype of the primitive on three operands of `dtype` (shape (4,); an
-    elementwise rule reads at most three), or None when it refuses them."""
+    """The result dtype of the primitive on as many operands of `dtype` (shape (4,)) as it
+    takes at least, or None when it refuses them."""
+    count = INFO[name]["operands"][0]
     try:
-        (out,) = _core.abstract_eval(name, [_core.ShapedArray((4,), np.dtype(dtype))] * 3, {})
+        (out,) = _core.abstract_eval(name, [_core.ShapedArray((4,), np.dtype(dtype))] * count, {})
     except Exception:
         return None
     return np.dtype(out.dtype)

@@ -200,6 +200,10 @@ void init_tracing(py::module_& m) {
     const Primitive& p = primitive(name);
     py::dict d;
     d["kind"] = kind_name(p.kind);
+    // (min, max) operands, max None for any number; None when undeclared.
+    const OperandCount& n = p.operands;
+    auto bound = [](int v) { return v == OperandCount::kAnyNumber ? py::object(py::none()) : py::object(py::int_(v)); };
+    d["operands"] = n.declared() ? py::object(py::make_tuple(n.min, bound(n.max))) : py::object(py::none());
     d["elementwise"] = p.elementwise;
     d["uses_blas"] = p.uses_blas;
     d["passes_through"] = p.passes_through;

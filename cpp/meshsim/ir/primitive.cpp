@@ -26,6 +26,17 @@ const char* kind_name(Kind kind) {
   return "?";
 }
 
+bool OperandCount::admits(size_t n) const {
+  return n >= static_cast<size_t>(min) && (max == kAnyNumber || n <= static_cast<size_t>(max));
+}
+
+std::string OperandCount::str() const {
+  auto operands = [](int n) { return std::to_string(n) + (n == 1 ? " operand" : " operands"); };
+  if (max == kAnyNumber) return "at least " + operands(min);
+  if (max == min) return operands(min);
+  return std::to_string(min) + " to " + operands(max);
+}
+
 bool Traffic::moves_data() const {
   for (int64_t b : sent)
     if (b) return true;

@@ -156,6 +156,21 @@ struct Traffic {
   bool moves_data() const;
 };
 
+// How many operands one application takes: `min` up to `max` (kAnyNumber: no
+// upper bound). Shape rules and kernels index their operands without counting
+// them, so infer_avals checks the count first; unset (`min` < 0) it checks
+// nothing, and the registry test fails on such a primitive.
+struct OperandCount {
+  static constexpr int kAnyNumber = -1;
+  int min = -1;
+  int max = kAnyNumber;
+  bool declared() const { return min >= 0; }
+  bool admits(size_t n) const;
+  std::string str() const;  // "2 operands", "at least 1 operand", "1 to 3 operands"
+};
+inline OperandCount exactly(int n) { return {n, n}; }
+inline OperandCount at_least(int n) { return {n, OperandCount::kAnyNumber}; }
+
 struct Primitive {
   std::string name;  // JAX's name, e.g. "dot_general", "all_gather"
   Kind kind = Kind::Local;
@@ -276,6 +291,7 @@ struct Primitive {
   // callee's variables named after the operands and results they stand for.
   bool prints_as_call = false;
 
+  OperandCount operands;  // checked by infer_avals before abstract_eval runs
   std::function<Avals(const Avals& in, const Params& params)> abstract_eval;
   std::function<Tensors(const Tensors& in, const Params& params, const Avals& out)> kernel;
 

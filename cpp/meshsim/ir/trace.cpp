@@ -152,6 +152,8 @@ Value vary_over(const Value& x, const AxisNames& axes) {
 
 Avals infer_avals(const Primitive& prim, const Avals& in, const Params& params) {
   if (!g_sharding_typing) fail_not_installed("sharding typing");
+  if (prim.operands.declared() && !prim.operands.admits(in.size()))
+    fail<TypeError>(prim.name, " takes ", prim.operands.str(), ", got ", in.size());
   Avals out = prim.abstract_eval(in, params);
   if (prim.vma_from_abstract_eval) {
     g_sharding_typing(prim, in, params, out);

@@ -60,6 +60,7 @@ struct CustomVjp {
 void custom_vjp_call() {
   Primitive p;
   p.name = "custom_vjp_call";
+  p.operands = at_least(0);  // as many as its program's inputs (call_avals checks them)
   p.sub_program_params = {"call_jaxpr"};
   p.factors = call_factors("call_jaxpr");
   p.local_plan = call_plan("call_jaxpr");
@@ -132,6 +133,7 @@ void identity(const std::string& name, std::function<Cotangents(const VjpArgs&)>
               bool zero_derivative = false) {
   Primitive p;
   p.name = name;
+  p.operands = exactly(1);
   p.zero_derivative = zero_derivative;
   p.elementwise = true;
   p.abstract_eval = [](const Avals& in, const Params&) { return Avals{in[0]}; };
@@ -149,6 +151,7 @@ void identity(const std::string& name, std::function<Cotangents(const VjpArgs&)>
 void optimization_barrier() {
   Primitive p;
   p.name = "optimization_barrier";
+  p.operands = at_least(0);
   p.result_is_operand_view = true;
   p.vma_from_abstract_eval = true;
   p.abstract_eval = [](const Avals& in, const Params&) { return in; };

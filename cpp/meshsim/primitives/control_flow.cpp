@@ -832,6 +832,7 @@ VjpSplit scan_vjp(const Values& in, const std::vector<bool>& active, const Param
 void register_control_flow_primitives() {
   Primitive cond;
   cond.name = "cond";
+  cond.operands = at_least(0);  // cond_eval refuses a missing index with JAX's text
   cond.kind = Kind::ControlFlow;
   cond.vma_from_abstract_eval = true;
   cond.abstract_eval = cond_eval;
@@ -846,6 +847,7 @@ void register_control_flow_primitives() {
 
   Primitive loop;
   loop.name = "while";
+  loop.operands = at_least(0);  // as many as its programs' inputs (while_eval checks them)
   loop.sub_program_params = {"cond_jaxpr", "body_jaxpr"};
   loop.kind = Kind::ControlFlow;
   loop.vma_from_abstract_eval = true;
@@ -865,6 +867,7 @@ void register_control_flow_primitives() {
 
   Primitive scan;
   scan.name = "scan";
+  scan.operands = at_least(0);  // as many as its body's inputs (scan_eval checks them)
   scan.sub_program_params = {"jaxpr"};
   scan.kind = Kind::ControlFlow;
   scan.vma_from_abstract_eval = true;

@@ -482,6 +482,7 @@ std::optional<FactorMap> conv_factors(const Avals& in, const Params& p, const Av
 void register_convolution_primitives() {
   Primitive p;
   p.name = kConv;
+  p.operands = exactly(2);
   p.uses_blas = true;
   p.abstract_eval = conv_eval;
   p.kernel = conv_kernel;

@@ -12,6 +12,7 @@ namespace {
 void iota() {
   Primitive p;
   p.name = "iota";
+  p.operands = exactly(0);
   p.fused_into_readers = true;  // XLA recomputes it inside the readers that fuse it
   p.print_rule = [](PrintedEquation& e) { e.add("sharding"); };  // JAX's param, not stored here
   p.abstract_eval = [](const Avals&, const Params& params) {

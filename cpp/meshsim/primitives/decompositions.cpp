@@ -420,6 +420,7 @@ void register_decomposition_primitives() {
   {
     Primitive p;
     p.name = "cholesky";
+    p.operands = exactly(1);
     p.abstract_eval = [](const Avals& in, const Params&) {
       check_matrix("cholesky", in[0], true);
       return Avals{matrix_aval(in[0], in[0].shape, in[0].dtype)};
@@ -436,6 +437,7 @@ void register_decomposition_primitives() {
   {
     Primitive p;
     p.name = "lu";
+    p.operands = exactly(1);
     p.abstract_eval = [](const Avals& in, const Params&) {
       check_matrix("lu", in[0], false);
       const Aval& x = in[0];
@@ -458,6 +460,7 @@ void register_decomposition_primitives() {
   {
     Primitive p;
     p.name = "qr";
+    p.operands = exactly(1);
     p.abstract_eval = [](const Avals& in, const Params& params) {
       check_matrix("qr", in[0], false);
       if (params.get_or<bool>("pivoting", false))
@@ -484,6 +487,7 @@ void register_decomposition_primitives() {
   {
     Primitive p;
     p.name = "eigh";
+    p.operands = exactly(1);
     p.abstract_eval = [](const Avals& in, const Params& params) {
       check_matrix("eigh", in[0], true);
       if (!params.is_none("subset_by_index"))
@@ -506,6 +510,7 @@ void register_decomposition_primitives() {
   {
     Primitive p;
     p.name = "svd";
+    p.operands = exactly(1);
     p.abstract_eval = [](const Avals& in, const Params& params) {
       check_matrix("svd", in[0], false);
       if (!params.is_none("subset_by_index"))
@@ -536,6 +541,7 @@ void register_decomposition_primitives() {
   {
     Primitive p;
     p.name = "triangular_solve";
+    p.operands = exactly(2);
     p.abstract_eval = [](const Avals& in, const Params& params) {
       const Aval &a = in[0], &b = in[1];
       if (a.ndim() < 2 || a.shape[a.ndim() - 1] != a.shape[a.ndim() - 2])

@@ -229,6 +229,7 @@ Cotangents eig_vjp(const VjpArgs& a) {
 void register_eig_primitive() {
   Primitive p;
   p.name = "eig";
+  p.operands = exactly(1);
   p.abstract_eval = [](const Avals& in, const Params& params) {
     const Aval& x = in[0];
     if (x.ndim() < 2 || x.shape[x.ndim() - 1] != x.shape[x.ndim() - 2])

@@ -140,6 +140,7 @@ void mul_primitive() {
 void fused_multiply_add_primitive() {
   Primitive p;
   p.name = "fused_multiply_add";
+  p.operands = exactly(3);
   p.elementwise = true;
   p.vjp = [](const VjpArgs& a) {
     const Value& g = *a.ct[0];

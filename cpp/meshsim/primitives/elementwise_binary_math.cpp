@@ -38,6 +38,7 @@ T nextafter_bits(T x, T y) {
 void nextafter_primitive() {
   Primitive p;
   p.name = "nextafter";
+  p.operands = exactly(2);
   p.elementwise = true;
   p.bf16_widened_once = false;  // works on the bits
   p.abstract_eval = [](const Avals& in, const Params&) {
@@ -60,6 +61,7 @@ void nextafter_primitive() {
 void pow_primitive() {
   Primitive p;
   p.name = "pow";
+  p.operands = exactly(2);
   p.elementwise = true;
   // An integer exponent is not differentiable; at y == 0 the base's cotangent is 0.
   p.vjp = [](const VjpArgs& a) {

@@ -39,6 +39,7 @@ template <class Part>
 void part_primitive(const std::string& name, Part part, VjpRule vjp) {
   Primitive p;
   p.name = name;
+  p.operands = exactly(1);
   p.elementwise = true;
   p.vjp = std::move(vjp);
   p.abstract_eval = [name](const Avals& in, const Params&) {
@@ -55,6 +56,7 @@ void part_primitive(const std::string& name, Part part, VjpRule vjp) {
 void complex_primitive() {
   Primitive p;
   p.name = "complex";
+  p.operands = exactly(2);
   p.elementwise = true;
   p.vjp = d2([](auto& g, auto&, auto&, auto&) { return real_part(g); },
              [](auto& g, auto&, auto&, auto&) { return imag_part(op::neg(g)); });
@@ -82,6 +84,7 @@ void complex_primitive() {
 void conj_primitive() {
   Primitive p;
   p.name = "conj";
+  p.operands = exactly(1);
   p.elementwise = true;
   p.vjp = [](const VjpArgs& a) {
     const Value& g = *a.ct[0];
@@ -109,6 +112,7 @@ void conj_primitive() {
 void abs_primitive() {
   Primitive p;
   p.name = "abs";
+  p.operands = exactly(1);
   p.elementwise = true;
   p.vjp = d1([](auto& g, auto& x, auto& y) {
     if (!is_complex(aval_of(x).dtype)) return op::select(op::ge(x, c(x, 0.0)), g, op::neg(g));

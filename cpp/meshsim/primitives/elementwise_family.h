@@ -242,6 +242,7 @@ template <Accepts A, bool kFlush = (A == Accepts::Float || A == Accepts::Inexact
 Primitive unary_primitive(const std::string& name, Op op, VjpRule vjp = nullptr, Nibble nibble = nullptr) {
   Primitive p;
   p.name = name;
+  p.operands = exactly(1);
   p.elementwise = true;
   const auto* rule = vjp.template target<Cotangents (*)(const VjpArgs&)>();
   p.zero_derivative = rule && *rule == zero_vjp;
@@ -301,6 +302,7 @@ void unary_simd(const std::string& name, VecOp vec_op, ScalarOp scalar_op, doubl
                 VjpRule vjp, NarrowOp narrow = nullptr, LibmOp libm = nullptr) {
   Primitive p;
   p.name = name;
+  p.operands = exactly(1);
   p.elementwise = true;
   p.bf16_widened_once = std::is_same_v<NarrowOp, std::nullptr_t> || is_float16_steps_v<NarrowOp>;
   p.vjp = std::move(vjp);
@@ -356,6 +358,7 @@ template <Accepts A, class Op>
 void unary_predicate(const std::string& name, Op op) {
   Primitive p;
   p.name = name;
+  p.operands = exactly(1);
   p.elementwise = true;
   p.abstract_eval = [name](const Avals& in, const Params&) {
     check_dtype(name, A, in[0].dtype);
@@ -398,6 +401,7 @@ Primitive binary_primitive(const std::string& name, Op op, VjpRule vjp = nullptr
                            Nibble nibble = nullptr) {
   Primitive p;
   p.name = name;
+  p.operands = exactly(2);
   p.elementwise = true;
   p.vjp = std::move(vjp);
   p.ur_rule = std::move(ur_rule);
@@ -450,6 +454,7 @@ template <bool kEquality, class Op>
 void comparison(const std::string& name, Op op) {
   Primitive p;
   p.name = name;
+  p.operands = exactly(2);
   p.elementwise = true;
   p.commutative = kEquality;
   p.abstract_eval = [name](const Avals& in, const Params&) {

@@ -22,7 +22,6 @@ using namespace elementwise;
 
 // pick the nearest case, as XLA's tree of selects does.
 Avals select_n_aval(const Avals& in) {
-  if (in.size() < 2) fail<ValueError>("select_n() must have at least one case");
   const Aval& which = in[0];
   if (!is_bool(which.dtype) && !is_integer(which.dtype))
     fail<TypeError>("select `which` must be boolean or integer type, got ", dtype_name(which.dtype), ".");
@@ -139,6 +138,7 @@ std::vector<Spec> clamp_rule(const Avals& in, const Params&, const Avals&) { ret
 void select_n_primitive() {
   Primitive p;
   p.name = "select_n";
+  p.operands = at_least(2);  // the selector and at least one case
   p.bf16_widened_once = false;  // moves values as they are
   p.ur_rule = keep_operand_ur(1);  // as the cases
   p.sharding_rule = select_n_rule;
@@ -172,6 +172,7 @@ void select_n_primitive() {
 void clamp_primitive() {
   Primitive p;
   p.name = "clamp";
+  p.operands = exactly(3);
   p.bf16_widened_once = false;  // moves values as they are
   p.sharding_rule = clamp_rule;
   p.local_plan = elementwise_like();
@@ -254,6 +255,7 @@ bool reads_unrounded(const XlaRewriteSite& site) {
 void convert_element_type_primitive() {
   Primitive p;
   p.name = "convert_element_type";
+  p.operands = exactly(1);
   p.elementwise = true;
   p.bf16_widened_once = false;  // a conversion, read by the rewrite itself
   p.ur_rule = keep_operand_ur();  // linear: a cast of partial sums
@@ -299,6 +301,7 @@ Shape bitcast_shape(const Aval& x, DType to) {
 void bitcast_convert_type_primitive() {
   Primitive p;
   p.name = "bitcast_convert_type";
+  p.operands = exactly(1);
   p.elementwise = true;
   p.bf16_widened_once = false;  // works on the bits
   // JAX's rule: a reinterpretation of bits has a zero derivative, not a missing one.

@@ -80,6 +80,7 @@ Batch keeping_subnormal(Batch x, Batch y) {
 void round_primitive() {
   Primitive p;
   p.name = "round";
+  p.operands = exactly(1);
   p.elementwise = true;
   p.vjp = zero_vjp;
   p.zero_derivative = true;
@@ -127,6 +128,7 @@ T integer_pow_narrow(T x, int64_t y) {
 void integer_pow_primitive() {
   Primitive p;
   p.name = "integer_pow";
+  p.operands = exactly(1);
   p.elementwise = true;
   p.bf16_widened_once = false;  // XLA multiplies by squaring in bfloat16
   p.fma_product = [](const Params& params) { return params.get<int64_t>("y") == 2; };  // x * x

@@ -269,6 +269,7 @@ std::optional<FactorMap> fft_factors(const Avals& in, const Params& p, const Ava
 void register_fft_primitive() {
   Primitive p;
   p.name = kFft;
+  p.operands = exactly(1);
   p.abstract_eval = fft_eval;
   p.kernel = fft_kernel;
   p.vjp = fft_vjp;

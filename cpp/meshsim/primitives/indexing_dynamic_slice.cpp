@@ -97,6 +97,7 @@ void check_window(const std::string& prim, const Shape& window, const Shape& ope
 void dynamic_slice() {
   Primitive p;
   p.name = "dynamic_slice";
+  p.operands = at_least(1);  // the operand, then its start indices
   p.fuses_operands = true;  // XLA fuses the operand it slices
   p.factors = same_size_factors;
   p.sharding_rule = [](const Avals& in, const Params&, const Avals& out) {
@@ -156,6 +157,7 @@ void dynamic_slice() {
 void dynamic_update_slice() {
   Primitive p;
   p.name = "dynamic_update_slice";
+  p.operands = at_least(2);  // the operand and the update, then the start indices
   p.factors = same_size_factors;
   // The update is written where it lands: on the assembled value (no local plan).
   p.sharding_rule = dynamic_update_slice_rule;

@@ -145,6 +145,7 @@ std::vector<Spec> gather_rule(const Avals& in, const Params& p, const Avals& out
 void gather() {
   Primitive p;
   p.name = "gather";
+  p.operands = at_least(1);  // the operand, then its index arrays
   p.fuses_operands = true;  // XLA fuses the operand it gathers from
   // Indices point anywhere along the indexed dims, which the rules keep whole.
   p.sharding_rule = gather_rule;

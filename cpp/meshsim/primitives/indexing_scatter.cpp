@@ -217,6 +217,7 @@ void scatter(const std::string& name, Combine combine,
              std::function<Cotangents(const VjpArgs&)> vjp = nullptr) {
   Primitive p;
   p.name = name;
+  p.operands = at_least(2);  // the operand and the updates, then the index arrays
   p.fuses_operands = true;  // XLA fuses the operands it scatters
   p.sharding_rule = scatter_rule;
   p.local_plan = [](const Avals& in, const Params& p, const Avals& out) { return index_plan(in, p, out, true); };

@@ -630,6 +630,7 @@ std::optional<FactorMap> dot_general_factors(const Avals& in, const Params& para
 void register_linalg_primitives() {
   Primitive p;
   p.name = "dot_general";
+  p.operands = exactly(2);
   p.uses_blas = true;
   p.sharding_rule = dot_general_rule;
   p.local_plan = dot_general_plan;

@@ -37,6 +37,7 @@ Values at_front(const BatchArgs& a, const std::vector<bool>& batched) {
 Primitive program_call(const char* name, const char* param) {
   Primitive p;
   p.name = name;
+  p.operands = at_least(0);  // as many as its program's inputs (call_avals checks them)
   p.kind = Kind::HigherOrder;
   p.sub_program_params = {param};
   p.factors = call_factors(param);

@@ -298,6 +298,7 @@ Cotangents ragged_dot_general_vjp(const VjpArgs& a) {
 void register_ragged_dot_primitive() {
   Primitive p;
   p.name = "ragged_dot_general";
+  p.operands = exactly(3);
   p.uses_blas = true;
   p.abstract_eval = ragged_dot_general_eval;
   p.kernel = ragged_dot_general_kernel;

@@ -24,10 +24,10 @@ void check_uint32(const char* prim, const Avals& in) {
 void threefry2x32_primitive() {
   Primitive p;
   p.name = "threefry2x32";
+  p.operands = exactly(4);
   p.elementwise = true;
   p.batch = batch_elementwise;  // elementwise over keys and counters
   p.abstract_eval = [](const Avals& in, const Params&) {
-    if (in.size() != 4) fail<TypeError>("threefry2x32 takes 4 operands, got ", in.size());
     check_uint32("threefry2x32", in);
     Shape shape = in[0].shape;
     for (size_t i = 1; i < in.size(); ++i) shape = broadcast_shapes(shape, in[i].shape);
@@ -101,6 +101,7 @@ DType bits_dtype(int64_t bit_width) {
 void random_bits_primitive() {
   Primitive p;
   p.name = "random_bits";
+  p.operands = exactly(1);
   p.abstract_eval = [](const Avals& in, const Params& params) {
     const Aval& key = in[0];
     if (key.dtype != DType::UInt32 || key.shape != Shape{2})

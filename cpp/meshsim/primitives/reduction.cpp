@@ -337,6 +337,7 @@ void reduce(const std::string& name, const std::string& partials,
             std::function<void(PrintedEquation&)> print_rule = nullptr) {
   Primitive p;
   p.name = name;
+  p.operands = exactly(1);
   p.print_rule = std::move(print_rule);
   p.partials_reduction = partials;
   p.fuses_operands = true;  // XLA fuses the operand it reduces
@@ -466,6 +467,7 @@ template <bool kMax>
 void arg_reduce_primitive(const std::string& name) {
   Primitive p;
   p.name = name;
+  p.operands = exactly(1);
   p.sharding_rule = reduce_rule;
   p.local_plan = [](const Avals& in, const Params& p, const Avals& out) {
     return gather_dims_plan(in, p, out, p.get<IntList>("axes"));
@@ -563,6 +565,7 @@ template <template <class> class Op>
 void cumulative(const std::string& name, std::function<Cotangents(const VjpArgs&)> vjp = nullptr) {
   Primitive p;
   p.name = name;
+  p.operands = exactly(1);
   p.sharding_rule = unsharded_dim_rule("axis", false);
   // On blocks only with the scanned dim whole (each device's scan would
   // start from zero otherwise).

@@ -218,6 +218,7 @@ void register_schur_primitives() {
   {
     Primitive p;
     p.name = "schur";
+    p.operands = exactly(1);
     p.abstract_eval = [](const Avals& in, const Params& params) {
       const Aval& x = in[0];
       if (x.ndim() < 2 || x.shape[x.ndim() - 1] != x.shape[x.ndim() - 2])
@@ -243,6 +244,7 @@ void register_schur_primitives() {
   {
     Primitive p;
     p.name = "hessenberg";
+    p.operands = exactly(1);
     p.abstract_eval = [](const Avals& in, const Params&) {
       const Aval& x = in[0];
       if (x.ndim() < 2 || x.shape[x.ndim() - 1] != x.shape[x.ndim() - 2])
@@ -261,6 +263,7 @@ void register_schur_primitives() {
   {
     Primitive p;
     p.name = "householder_product";
+    p.operands = exactly(2);
     p.abstract_eval = [](const Avals& in, const Params&) {
       const Aval &a = in[0], &taus = in[1];
       if (a.ndim() < 2 || taus.ndim() != a.ndim() - 1)

@@ -432,6 +432,7 @@ void print_shard_map(PrintedEquation& e) {
 void register_shard_map_primitive() {
   Primitive p;
   p.name = "shard_map";
+  p.operands = at_least(0);  // as many as its body's inputs (checked with the body)
   p.sub_program_params = {"jaxpr"};
   p.kind = Kind::Global;
   p.abstract_eval = shard_map_eval;

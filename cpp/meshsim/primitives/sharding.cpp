@@ -53,6 +53,7 @@ Batched batch_reshard(const std::string& name, const BatchArgs& a) {
 Primitive reshard_primitive(const std::string& name) {
   Primitive p;
   p.name = name;
+  p.operands = exactly(1);
   p.kind = Kind::Global;
   p.layout_only = true;
   p.fixed_result_specs = [](const Params& params) {
@@ -98,6 +99,7 @@ Primitive reshard_primitive(const std::string& name) {
 Primitive mesh_cast_primitive() {
   Primitive p;
   p.name = "mesh_cast";
+  p.operands = exactly(1);
   p.result_is_operand_view = true;
   // Propagation: the result is laid out as the operand (XLA computes the
   // operand as before and reshards it where the types differ).

@@ -195,6 +195,7 @@ std::vector<Spec> top_k_rule(const Avals& in, const Params& p, const Avals& out)
 void sort() {
   Primitive p;
   p.name = "sort";
+  p.operands = at_least(0);  // abstract_eval refuses none with its own text
   p.sharding_rule = unsharded_dim_rule("dimension", true);
   p.local_plan = as_is_plan(nullptr);
   p.factors = whole_dims_factors("dimension", true);
@@ -233,6 +234,7 @@ void sort() {
 void top_k() {
   Primitive p;
   p.name = "top_k";
+  p.operands = exactly(1);
   // The k largest along a whole (unsharded) dimension: each device's block.
   p.sharding_rule = top_k_rule;
   p.local_plan = as_is_plan(nullptr);
@@ -296,6 +298,7 @@ void top_k() {
 void searchsorted() {
   Primitive p;
   p.name = "searchsorted";
+  p.operands = exactly(2);
   // Queries of any shape: a batch of them against one sorted array is one call.
   p.batch = [](const BatchArgs& a) {
     if (a.dims[0] != kNotBatched) return batch_per_example(a);

@@ -373,6 +373,7 @@ void check_dimensions(const char* prim, const IntList& dims, int64_t ndim) {
 void broadcast_in_dim() {
   Primitive p;
   p.name = "broadcast_in_dim";
+  p.operands = exactly(1);
   p.moves_elements = true;
   p.fused_into_readers = true;  // XLA recomputes it inside the readers that fuse it
   // JAX's pp rule: the result's type shows shape and sharding; no dims, none
@@ -441,6 +442,7 @@ void broadcast_in_dim() {
 void reshape() {
   Primitive p;
   p.name = "reshape";
+  p.operands = exactly(1);
   p.moves_elements = true;
   p.ur_rule = keep_operand_ur();  // moves elements: linear
   p.print_rule = [](PrintedEquation& e) {  // JAX's params this one does not store
@@ -478,6 +480,7 @@ void reshape() {
 void transpose() {
   Primitive p;
   p.name = "transpose";
+  p.operands = exactly(1);
   p.moves_elements = true;
   p.fused_into_readers = true;  // XLA recomputes it inside the readers that fuse it
   p.ur_rule = keep_operand_ur();
@@ -523,6 +526,7 @@ void transpose() {
 void squeeze() {
   Primitive p;
   p.name = "squeeze";
+  p.operands = exactly(1);
   p.moves_elements = true;
   p.fused_into_readers = true;  // XLA recomputes it inside the readers that fuse it
   p.result_is_operand_view = true;
@@ -565,6 +569,7 @@ void squeeze() {
 void rev() {
   Primitive p;
   p.name = "rev";
+  p.operands = exactly(1);
   p.moves_elements = true;
   p.fused_into_readers = true;  // XLA recomputes it inside the readers that fuse it
   p.factors = whole_dims_factors("dimensions", false);
@@ -610,6 +615,7 @@ void rev() {
 void copy() {
   Primitive p;
   p.name = "copy";
+  p.operands = exactly(1);
   p.elementwise = true;
   p.bf16_widened_once = false;  // moves values as they are
   p.batch = batch_elementwise;

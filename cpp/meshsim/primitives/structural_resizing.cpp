@@ -48,6 +48,7 @@ void fill(Tensor& out, const Tensor& scalar) {
 void slice() {
   Primitive p;
   p.name = "slice";
+  p.operands = exactly(1);
   p.moves_elements = true;
   p.fused_into_readers = true;  // XLA recomputes it inside the readers that fuse it
   p.ur_rule = keep_operand_ur();  // a part of each partial sum is a partial sum of the part
@@ -248,6 +249,7 @@ std::string shapes_str(const Avals& in) {
 void concatenate() {
   Primitive p;
   p.name = "concatenate";
+  p.operands = at_least(0);  // abstract_eval refuses none with JAX's text
   p.factors = same_size_factors;
   // The concatenated dim keeps its sharding, computed by moving its axes to another dim.
   p.unmapped_dims_keep_sharding = true;
@@ -376,6 +378,7 @@ std::optional<LocalPlan> halo_pad_plan(const Avals& in, const Params& p, const A
 void pad() {
   Primitive p;
   p.name = "pad";
+  p.operands = exactly(2);
   p.fused_into_readers = true;  // XLA recomputes it inside the readers that fuse it
   p.fuses_operands = true;
   p.factors = same_size_factors;

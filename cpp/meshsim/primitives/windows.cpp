@@ -434,6 +434,7 @@ void check_number(const char* prim, const Aval& x) {
 void register_reduce_window(const char* name, Monoid m) {
   Primitive p;
   p.name = name;
+  p.operands = exactly(1);
   p.abstract_eval = [name, m](const Avals& in, const Params& params) {
     if (m == Monoid::Sum) check_number(name, in[0]);
     return Avals{like(in[0], window_output_shape(in[0].shape, window_of(params)), in[0].dtype)};
@@ -459,6 +460,7 @@ void register_reduce_window(const char* name, Monoid m) {
 void register_select_and_scatter_add() {
   Primitive p;
   p.name = "select_and_scatter_add";
+  p.operands = exactly(2);
   p.abstract_eval = [](const Avals& in, const Params& params) {
     const Shape out = window_output_shape(in[1].shape, window_of(params));
     if (in[0].shape != out)
@@ -489,6 +491,7 @@ void register_select_and_scatter_add() {
 void register_select_and_gather_add() {
   Primitive p;
   p.name = "select_and_gather_add";
+  p.operands = exactly(2);
   p.abstract_eval = [](const Avals& in, const Params& params) {
     if (in[0].shape != in[1].shape)
       fail<TypeError>("select_and_gather_add tangents and operand shapes must match, got ", shape_str(in[0].shape),

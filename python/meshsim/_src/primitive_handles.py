@@ -213,48 +213,11 @@ class LaxPrimitive(Primitive):
         if meshsim_name not in _core_names():
             raise NotImplementedError(
                 f"meshsim has no implementation of the primitive '{self.name}' to bind")
-        _check_operand_count(meshsim_name, self.name, len(args))
+        # The core refuses a wrong operand count (a TypeError naming the primitive and the
+        # counts, from the count each primitive declares where it is registered).
         plain = {k: _plain(v) for k, v in params.items()}
         outs = core.bind(meshsim_name, *(_operand(a) for a in args), **plain)
         return list(outs) if self.multiple_results else outs[0]
-
-
-# How many operands meshsim's primitives take, checked before binding: their shape rules and
-# kernels index operands without counting them. Elementwise ones take one unless listed here.
-_BINARY = {"add", "sub", "mul", "div", "rem", "pow", "max", "min", "atan2", "nextafter", "and",
-           "or", "xor", "eq", "ne", "lt", "le", "gt", "ge", "shift_left", "shift_right_arithmetic",
-           "shift_right_logical", "complex", "add_any"}
-_ELEMENTWISE_OPERANDS = {**{name: 2 for name in _BINARY}, "clamp": 3, "fused_multiply_add": 3,
-                         "threefry2x32": 4}
-# The other local primitives (reductions, cumulative scans, windows, decompositions) read at
-# least their first operand; these take a fixed number (iota none).
-_LOCAL_OPERANDS = {"iota": 0, "pad": 2, "select_and_gather_add": 2, "searchsorted": 2,
-                   "triangular_solve": 2, "dot_general": 2, "ragged_dot_general": 3}
-
-
-def _operands_text(n: int) -> str:
-    return f"{n} operand{'' if n == 1 else 's'}"
-
-
-def _check_operand_count(meshsim_name: str, jax_name: str, count: int) -> None:
-    from meshsim import _core
-    if meshsim_name == "select_n":
-        if count < 2:
-            raise TypeError(f"select_n takes a predicate and at least one case, got {count} operands")
-        return
-    info = _core.primitive_info(meshsim_name)
-    if info["elementwise"]:
-        want = _ELEMENTWISE_OPERANDS.get(meshsim_name, 1)
-    elif info["kind"] == "local":
-        want = _LOCAL_OPERANDS.get(meshsim_name)
-        if want is None:
-            if count < 1:
-                raise TypeError(f"{jax_name} takes at least 1 operand, got 0")
-            return
-    else:
-        return
-    if count != want:
-        raise TypeError(f"{jax_name} takes {_operands_text(want)}, got {count}")
 
 
 _registered: set | None = None

@@ -126,7 +126,6 @@ Avals reduction_eval(const std::string& name, const Avals& in, const Params& p) 
                            "names mentioned in `axes` passed to `", name, "` must be present in "
                            "`jax.typeof(inp).mat.varying`. Got axes=", names_str(axes),
                            " and jax.typeof(inp).mat.varying=", frozenset_str(a.vma));
-  if (in.empty()) fail<TypeError>(name, " needs at least one operand");
   return in;
 }
 
@@ -150,6 +149,7 @@ UrRule off_pending_axes(const std::string& name) {
 Primitive all_reduce_primitive(const std::string& name, Reduce op) {
   Primitive p;
   p.name = name;
+  p.operands = at_least(1);
   p.ur_rule = off_pending_axes(name == "psum_invariant" ? "psum" : name);
   p.kind = Kind::Collective;
   p.abstract_eval = [name](const Avals& in, const Params& params) {
@@ -214,6 +214,7 @@ Aval cast_state(const StateCast& c, Aval x, const AxisNames& axes) {
 Primitive state_cast(const StateCast& c, std::function<Value(const Value&, const Params&)> transpose) {
   Primitive p;
   p.name = c.name;
+  p.operands = exactly(1);
   p.abstract_eval = [c](const Avals& in, const Params& params) {
     const AxisNames& axes = axes_param(params);
     bound_axis_size(axes, c.name);
@@ -251,6 +252,7 @@ Primitive state_cast(const StateCast& c, std::function<Value(const Value&, const
 // all-reduce); the result is invariant over them.
 Primitive unreduced_psum_primitive() {
   Primitive p = all_reduce_primitive("unreduced_psum", Reduce::Sum);
+  p.operands = exactly(1);
   p.abstract_eval = [](const Avals& in, const Params& params) {
     const AxisNames& axes = axes_param(params);
     bound_axis_size(axes, "psum");
@@ -296,6 +298,7 @@ void register_all_reduce_primitives() {
   // pass through (the devices along the axes already hold equal values).
   Primitive pvary;
   pvary.name = "pvary";
+  pvary.operands = at_least(0);
   pvary.fused_into_readers = true;
   pvary.result_is_operand_view = true;
   pvary.abstract_eval = [](const Avals& in, const Params& p) {
@@ -334,6 +337,7 @@ void register_all_reduce_primitives() {
   // axis_index: this device's coordinate along one manual axis (int32, varying over it).
   Primitive axis_index;
   axis_index.name = "axis_index";
+  axis_index.operands = exactly(0);
   axis_index.kind = Kind::Collective;
   // Each device reads its own coordinate: nothing moves.
   axis_index.comm = [](const MeshContext& ctx, const std::vector<Tensors>&, const Params& p, const Avals&) {

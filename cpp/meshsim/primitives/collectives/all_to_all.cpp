@@ -61,7 +61,6 @@ const char* const kRaggedArgs[] = {"operand", "output", "input_offsets", "send_s
                                    "output_offsets", "recv_sizes"};
 
 Avals ragged_all_to_all_eval(const Avals& in, const Params& p) {
-  if (in.size() != 6) fail<TypeError>("ragged_all_to_all takes 6 operands, got ", in.size());
   for (int i = 2; i < 6; ++i)
     if (!is_integer(in[i].dtype))
       fail<ValueError>("ragged_all_to_all ", kRaggedArgs[i], " must be integer type.");
@@ -246,6 +245,7 @@ Traffic ragged_all_to_all_traffic(const MeshContext& ctx, const std::vector<Tens
 void register_all_to_all_primitives() {
   Primitive all_to_all;
   all_to_all.name = "all_to_all";
+  all_to_all.operands = exactly(1);
   all_to_all.kind = Kind::Collective;
   // A ring: each device keeps 1/n of its block and sends the rest in n-1 steps.
   with_ring_comm(all_to_all, axis_names_param, true,
@@ -263,6 +263,7 @@ void register_all_to_all_primitives() {
   // over the exchange's axes and with every operand, so meshsim says so.
   Primitive ragged;
   ragged.name = "ragged_all_to_all";
+  ragged.operands = exactly(6);  // operand, output, input offsets, send sizes, output offsets, receive sizes
   ragged.kind = Kind::Collective;
   ragged.result_vma_unchecked = true;
   ragged.comm = ragged_all_to_all_traffic;

@@ -65,6 +65,7 @@ std::vector<Tensors> all_gather_kernel(const MeshContext& ctx, const std::vector
 Primitive all_gather_primitive(const std::string& name, bool invariant) {
   Primitive prim;
   prim.name = name;
+  prim.operands = exactly(1);
   prim.abstract_eval = [name](const Avals& in, const Params& p) { return all_gather_eval(name, in, p); };
   prim.vma_rule = [name, invariant](const Avals& in, const Params& p) {
     if (invariant) return vma_checking() ? vma_minus(in[0].vma, axis_names_param(p)) : AxisNames{};
@@ -238,6 +239,7 @@ Value transpose_unreduced_reduce_scatter(const Value& ct, const Params& p) {
 Primitive unreduced_reduce_scatter_primitive() {
   Primitive p;
   p.name = "unreduced_reduce_scatter";
+  p.operands = exactly(1);
   p.kind = Kind::Collective;
   with_ring_comm(p, axis_names_param, true, [](int64_t, int64_t out, int64_t n) { return out * (n - 1); },
                  [](int64_t n) { return n - 1; });
@@ -269,6 +271,7 @@ void register_gather_scatter_primitives() {
 
   Primitive reduce_scatter;
   reduce_scatter.name = "reduce_scatter";
+  reduce_scatter.operands = exactly(1);
   reduce_scatter.kind = Kind::Collective;
   with_ring_comm(reduce_scatter, axis_names_param, true,
                                   [](int64_t, int64_t out, int64_t n) { return out * (n - 1); },

@@ -116,6 +116,7 @@ Traffic ppermute_traffic(const MeshContext& ctx, const std::vector<Tensors>& in,
 void register_permute_primitives() {
   Primitive ppermute;
   ppermute.name = "ppermute";
+  ppermute.operands = exactly(1);
   ppermute.kind = Kind::Collective;
   ppermute.comm = ppermute_traffic;
   ppermute.comm_steps = [](int64_t) { return int64_t{1}; };  // every pair exchanges at once
@@ -137,6 +138,7 @@ void register_permute_primitives() {
   // pbroadcast: every member gets member `source`'s block (typed varying, as JAX).
   Primitive pbroadcast;
   pbroadcast.name = "pbroadcast";
+  pbroadcast.operands = exactly(1);
   pbroadcast.result_is_operand_view = true;
   pbroadcast.kind = Kind::Collective;
   // Counted as every member receiving the source's block in one step.
