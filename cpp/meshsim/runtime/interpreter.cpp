@@ -708,22 +708,57 @@ std::optional<std::pair<MeshPtr, std::vector<Spec>>> auto_layouts(const Program&
   return std::make_pair(mesh, plan_for(program, *mesh, args)->value);
 }
 
+namespace {
+
+bool holds_global_primitive(const Program& program);
+
+// Whether a call's sub-programs (its params) need whole sharded arrays
+// somewhere inside them: a primitive with an `array_kernel` (shard_map,
+// reshard), at any depth.
+bool calls_global_primitive(const Params& params) {
+  for (const auto& [key, value] : params.items()) {
+    if (auto* p = std::get_if<ProgramPtr>(&value); p && *p && holds_global_primitive(**p)) return true;
+    if (auto* l = std::get_if<ProgramList>(&value))
+      for (const ProgramPtr& q : *l)
+        if (q && holds_global_primitive(*q)) return true;
+  }
+  return false;
+}
+
+bool holds_global_primitive(const Program& program) {
+  for (const Equation& e : program.eqns)
+    if (e.prim->array_kernel || calls_global_primitive(e.params)) return true;
+  return false;
+}
+
+}  // namespace
+
 std::vector<ArrayPtr> apply_eagerly(const Primitive& prim, const std::vector<ArrayPtr>& args,
                                     const Avals& in, const Params& params, const Avals& out) {
+  auto one_equation = [&] {
+    auto program = std::make_shared<Program>();
+    program->name = prim.name;
+    Equation e{&prim, params, {}, {}};
+    for (const Aval& a : in) e.inputs.push_back(program->new_var(a));
+    for (const Aval& a : out) e.outputs.push_back(program->new_var(a));
+    program->invars = e.inputs;
+    program->outvars = e.outputs;
+    program->eqns.push_back(std::move(e));
+    return program;
+  };
+  // A call (jit, remat) bound outside any trace, as evaluating grad's forward
+  // program binds a nested jit, whose body holds a shard_map: it runs as the
+  // jitted program it is, over global arrays (partitioned on an Auto mesh);
+  // one device's kernel cannot run the shard_map.
+  if (!prim.array_kernel && !prim.sub_program_params.empty() && calls_global_primitive(params))
+    return run_global_program(one_equation(), args);
   bool on_auto_mesh = false;
   for (const Aval& a : in)
     if (a.mesh && a.mesh->size() > 1)
       for (AxisType t : a.mesh->axis_types) on_auto_mesh |= t == AxisType::Auto;
   if (on_auto_mesh && !prim.array_kernel && !prim.is_collective()) {
-    Program program;
-    program.name = prim.name;
-    Equation e{&prim, params, {}, {}};
-    for (const Aval& a : in) e.inputs.push_back(program.new_var(a));
-    for (const Aval& a : out) e.outputs.push_back(program.new_var(a));
-    program.invars = e.inputs;
-    program.outvars = e.outputs;
-    program.eqns.push_back(std::move(e));
-    if (MeshPtr mesh = auto_mesh_of(program)) return run_partitioned(program, args, mesh);
+    const ProgramPtr program = one_equation();
+    if (MeshPtr mesh = auto_mesh_of(*program)) return run_partitioned(*program, args, mesh);
   }
   return apply_primitive(prim, args, in, params, out);
 }
