@@ -3,6 +3,7 @@
 #include "meshsim/ir/program_consts.h"
 #include "meshsim/ir/xla_instruction.h"
 #include "meshsim/runtime/dispatch.h"
+#include "meshsim/runtime/inlined_calls.h"
 #include "meshsim/runtime/interpreter.h"
 #include "meshsim/runtime/sharded.h"
 #include "meshsim/sharding/propagation.h"
@@ -87,6 +88,12 @@ void init_tracing(py::module_& m) {
                                     c.bytes_accessed, e.prim->is_collective(), e.prim->elementwise));
         }
         return out;
+      })
+      // The program as XLA schedules it, its nested calls inlined
+      // (runtime/inlined_calls.h); the program itself when it holds none.
+      .def("with_calls_inlined", [](const ProgramPtr& p) -> ProgramPtr {
+        std::optional<Program> inlined = with_calls_inlined(*p);
+        return inlined ? std::make_shared<Program>(std::move(*inlined)) : p;
       })
       // Per input: whether an equation reads it or it is a result.
       .def("used_inputs", [](const Program& p) {

@@ -15,6 +15,11 @@ per-device blocks; a global type is divided as its sharding says):
   other, a change of spec all-gathers or all-to-alls);
 - memory: buffer liveness in program order (below).
 
+Calls: a nested jit is analysed as its equations written in place of the call
+(`Program.with_calls_inlined`, the pass the executors compile with), as XLA
+inlines calls before it fuses and schedules: a call's results and the
+residuals it saves die where their last reader is, not when the call ends.
+
 SPMD: every device of a mesh runs the same program on blocks of the same size,
 so the walk is done once, for device 0, whatever the device count; the
 replica groups of a collective are computed with NumPy when asked for.
@@ -685,6 +690,7 @@ def analyze(program, donated=None, arg_local_bytes=None) -> Analysis:
     """The per-device analysis of a traced top-level program. `donated`: per
     input, whether its buffer is given to an aliased result; `arg_local_bytes`:
     per input, its per-device size when its sharding is not in its type."""
+    program = program.with_calls_inlined()
     walker = _Walker()
     temp, _, block = walker.program(program, None, 1, 0, donated)
     avals = program.avals
