@@ -341,7 +341,7 @@ std::optional<Spec> gathered_through_idle_axes(const Mesh& mesh, const Spec& hav
     }
   if (!grouped || idle.empty() || within <= gathered || within % gathered != 0 || shape[dim] % within != 0)
     return std::nullopt;
-  if (want[dim] == idle) return want;  // computed on the pieces (sharding/propagation.cpp split_over_idle_axes)
+  if (want[dim] == idle) return want;  // computed on the pieces (sharding/propagation_contraction.cpp split_over_idle_axes)
   if (!want[dim].empty()) return std::nullopt;
   Spec staged = want;
   staged[dim] = idle;
