@@ -38,9 +38,11 @@ Liveness follows what XLA's buffer assignment does, approximately:
 - order: each program's peak is the smaller of its own order's and a depth-first
   post-order's from its results (XLA's scheduler keeps the best of such
   schedules); what is live at the peak is kept by writer;
-- XLA may place temporaries in the results' buffers before the results are
-  written, so `temp` is the peak of live temporaries and results minus the
-  results' size; a sub-program's temporaries are what is live at its peak
+- the results' buffers are allocated for the whole program, and XLA places a
+  temporary in one not yet written when it fits there, so `temp` is the peak of
+  the live temporaries less those so placed (a temporary larger than every
+  result left to write takes bytes of its own: an MLP gradient's activations
+  do not fit in its weights' gradients); a sub-program's temporaries are what is live at its peak
   besides its results (which its caller counts from the equation on), and a
   result aliased to a donated argument is written into that argument's buffer.
 It cannot see XLA's operand fusions into dots, its rematerialisation or its
@@ -367,9 +369,13 @@ class _Walker:
         if donated:
             donated_in = {v for v, d in zip(program.invars, donated) if d}
 
-        def liveness(order) -> tuple:
-            """(peak, peak of temporaries, what is live at the peak) running the
-            equations in `order`."""
+        def liveness(order, result_storage=None) -> tuple:
+            """(peak, peak of temporaries, what is live at the peak, the buffers the
+            results end up in) running the equations in `order`. At the top level,
+            given those buffers (from a first run), the peak of temporaries counts
+            neither results, donated arguments nor temporaries placed in a result's
+            buffer before the result is written."""
+            top = depth == 0 and result_storage is not None
             last: dict[int, int] = {}
             for i, k in enumerate(order):
                 for v in eqns[k][1]:
@@ -388,6 +394,15 @@ class _Walker:
             peak = live
             labels = {b: "donated arguments" for b in owned}
             peak_parts = {"donated arguments": live} if live else {}
+            storage = {b: b for b in owned}  # buffer -> the buffer whose storage it took
+            not_temporary = owned | (result_storage or set())
+            live_temps = 0
+            written_at = {}  # result buffer -> when it is first written
+            if top:
+                for i, k in enumerate(order):
+                    for o in eqns[k][2]:
+                        if o in result_storage:
+                            written_at.setdefault(o, i)
             for i, k in enumerate(order):
                 name, ins, outs, params, _f, _b, _c, elementwise = eqns[k]
                 # Results take buffers (unless fused, bitcast or written in place).
@@ -413,14 +428,34 @@ class _Walker:
                                       and size[b] == size[o]), None)
                     if reuse is not None:
                         owned.discard(reuse)  # o takes over its storage: live does not change
+                        storage[o] = storage[reuse]
                     else:
                         live += size[o]
+                        storage[o] = o
+                        if o not in not_temporary:
+                            live_temps += size[o]
                     owned.add(o)
                     # (a buffer written in place keeps its first writer's name)
                     labels[o] = labels.get(reuse) or _label(name, avals[o])
                     if o in outvars:
                         live_results += size[o]
                 transient = transients[k]
+                if top:
+                    if live_temps + transient > peak_temps:
+                        temps = [size[b] for b in owned if storage[b] not in not_temporary]
+                        free = [size[b] for b, at in written_at.items() if at > i]
+                        here = live_temps + transient - _hosted(temps + [transient], free)
+                        if here > peak_temps:
+                            peak_temps = here
+                            peak_parts = _parts(owned, size, labels, (), inner_parts[k])
+                    peak = max(peak, live + transient)
+                    for b in frees_at.get(i, ()):
+                        if b in owned:
+                            owned.discard(b)
+                            live -= size[b]
+                            if storage[b] not in not_temporary:
+                                live_temps -= size[b]
+                    continue
                 here = live + transient if depth == 0 else live - live_results + transient
                 if here > (peak if depth == 0 else peak_temps):
                     peak_parts = _parts(owned, size, labels, () if depth == 0 else outvars,
@@ -431,7 +466,8 @@ class _Walker:
                     if b in owned:
                         owned.discard(b)
                         live -= size[b]
-            return peak, peak_temps, peak_parts
+            return peak, peak_temps, peak_parts, {storage.get(b, b) for v in program.outvars
+                                                  for b in sources(v)}
 
         # XLA schedules for memory: of its schedulers' orders (list, depth-first,
         # post-order) it keeps the one with the smallest peak. Here the program's
@@ -440,18 +476,19 @@ class _Walker:
         # backward pass is computed where it is read, not where the replayed
         # forward pass had it). (A greedy list order, most bytes freed first, came
         # out below XLA's own CPU peaks: XLA schedules fusions, not primitives.)
-        runs = [liveness(range(len(eqns)))]
+        orders = [range(len(eqns))]
         late = _late_order(eqns, producer, outvars)
         if late != list(range(len(eqns))):
-            runs.append(liveness(late))
-        peak, peak_temps, peak_parts = min(runs, key=lambda r: r[0] if depth == 0 else r[1])
+            orders.append(late)
+        runs = [liveness(order) for order in orders]
+        if depth == 0:
+            runs = [liveness(order, run[3]) for order, run in zip(orders, runs)]
+        # (A sub-program's results are the caller's, live there from the equation
+        # on: its temporaries are what else is live at its peak.)
+        _peak, peak_temps, peak_parts, _ = min(runs, key=lambda r: r[1])
         out_bytes = sum(size[v] for v in set(program.outvars) if v not in inputs)
         self.peak_parts = peak_parts
-        if depth > 0:
-            # A sub-program's results are the caller's (live there from the
-            # equation on): its temporaries are what else is live at its peak.
-            return peak_temps, out_bytes
-        return max(peak - out_bytes, 0), out_bytes
+        return peak_temps, out_bytes
 
     def _local_cost(self, name, params, in_avals, out_avals, flops, nbytes):
         """The primitive's cost on one device's blocks of global sharded types."""
@@ -544,6 +581,18 @@ def _late_order(eqns, producer, outvars) -> list:
                     stack.append((j, False))
     order.extend(k for k in range(len(eqns)) if k not in done)  # (nothing should remain)
     return order
+
+
+def _hosted(temps, free) -> int:
+    """Bytes of the temporaries `temps` (sizes) placed in results' buffers not yet
+    written (`free`, sizes): each buffer takes the largest temporary that fits."""
+    temps = sorted(temps, reverse=True)
+    hosted = 0
+    for n in sorted(free, reverse=True):
+        fit = next((j for j, t in enumerate(temps) if t <= n), None)
+        if fit is not None:
+            hosted += temps.pop(fit)
+    return hosted
 
 
 def _label(name, aval) -> str:
@@ -705,9 +754,11 @@ def analyze(program, donated=None, arg_local_bytes=None) -> Analysis:
     parts = dict(walker.peak_parts)
     if args > alias:
         parts["arguments"] = args - alias
+    peak = args + out_bytes - alias + temp
+    if peak > sum(parts.values()):
+        parts["results not yet written"] = peak - sum(parts.values())
     parts = dict(sorted(parts.items(), key=lambda kv: -kv[1]))
-    return Analysis(walker.ops, args, out_bytes, alias, temp, args + out_bytes - alias + temp, mesh,
-                    block, parts)
+    return Analysis(walker.ops, args, out_bytes, alias, temp, peak, mesh, block, parts)
 
 
 def _program_mesh(program):
