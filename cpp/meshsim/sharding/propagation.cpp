@@ -239,6 +239,10 @@ std::vector<AxisNames> Propagator::resolve(const Site& s, bool planning) const {
   // longest when all are prefixes of it, their common prefix otherwise.
   std::vector<bool> any(nf, false), from_operand(nf, false), split_in_result(nf, false);
   std::vector<std::vector<AxisNames>> candidates(nf);  // per factor: the operands' axes, in order
+  // Per factor: whether the values' axes conflict (neither a prefix of the
+  // other), and the first result's axes for it.
+  std::vector<bool> conflicting(nf, false);
+  std::vector<AxisNames> result_axes(nf);
   for (size_t t = 0; t < s.vars.size(); ++t) {
     const std::vector<int>& dims = *s.dims[t];
     const int v = s.vars[t];
@@ -256,12 +260,14 @@ std::vector<AxisNames> Propagator::resolve(const Site& s, bool planning) const {
         from_operand[f] = from_operand[f] || t < num_in;
         split_in_result[f] = split_in_result[f] || t >= num_in;
         if (t < num_in) candidates[f].push_back(axes);
+        if (t >= num_in && result_axes[f].empty()) result_axes[f] = axes;
         if (!any[f]) {
           fs[f] = axes;
           any[f] = true;
         } else if (is_prefix(fs[f], axes)) {
           fs[f] = axes;
         } else if (!is_prefix(axes, fs[f])) {
+          conflicting[f] = true;
           size_t k = 0;
           while (k < axes.size() && k < fs[f].size() && axes[k] == fs[f][k]) ++k;
           fs[f].resize(k);
@@ -269,6 +275,13 @@ std::vector<AxisNames> Propagator::resolve(const Site& s, bool planning) const {
       }
     }
   }
+  // For computing on, a factor whose values conflict is laid out as the
+  // result has it: XLA's partitioner reshards the operands to the layout
+  // propagation gave the result (a bias `P(('X', 'Y'))` broadcast into a
+  // result split `P(None, 'Y')` is moved to `P('Y')`, not gathered whole).
+  if (planning)
+    for (int f = 0; f < nf; ++f)
+      if (conflicting[f] && !result_axes[f].empty()) fs[f] = result_axes[f];
   // Each factor keeps the axes that divide its size; an axis shards one
   // factor only (the one of the largest value, then the first).
   std::vector<int> order(nf);
