@@ -50,9 +50,13 @@ def notebook_cells(path: str) -> list[str]:
 
 
 def runnable_source(cell: str) -> str:
-    """Drops what a Python interpreter cannot run: magics, shell escapes, MyST options."""
+    """Drops what a Python interpreter cannot run: magics, shell escapes, MyST options
+    (`:key: value` lines, or a YAML block between `---` lines, before the code)."""
     kept = []
-    for line in cell.splitlines():
+    lines = cell.splitlines()
+    if lines and lines[0].strip() == "---" and "---" in (line.strip() for line in lines[1:]):
+        lines = lines[[line.strip() for line in lines].index("---", 1) + 1:]
+    for line in lines:
         stripped = line.strip()
         if stripped.startswith(("%", "!")):
             kept.append(line[:len(line) - len(line.lstrip())] + "pass")
