@@ -174,3 +174,32 @@ def test_a_failing_callback_names_its_device():
         with pytest.raises(jax.errors.JaxRuntimeError,
                            match=r"on cpu:2 at mesh coordinates \(2,\): Traceback (?s:.*)ValueError: bad block"):
             np.asarray(f(x))
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("jitted", [False, True])
+def test_out_spec_longer_than_the_result_names_its_shape(libs, seed, jitted):
+    """Un-jitted, the rank error shows the per-device result's type without the axes it varies
+    over (JAX checks concrete blocks); under jit it shows the traced type with them."""
+    rng = np.random.default_rng(seed)
+    size = int(rng.choice([2, 4, 8]))
+    rank = int(rng.integers(0, 3))
+    dtype = rng.choice([np.float32, np.int32, np.bool_])
+    value = (rng.integers(0, 3, size=(size * 2,) + (3,) * rank)).astype(dtype)
+    extra = int(rng.integers(1, 3))
+
+    def case(jax):
+        mesh, x = _sharded(jax, (size,), ("i",), value, ("i",))
+        P = jax.sharding.PartitionSpec
+        body = lambda x: x[0]  # noqa: E731 - rank `rank`, varying over 'i'
+        spec = P(*(["i"] + [None] * (rank + extra - 1)))
+        f = jax.shard_map(body, mesh=mesh, in_specs=P("i"), out_specs=spec)
+        try:
+            (jax.jit(f) if jitted else f)(x)
+        except ValueError as e:
+            return np.array(str(e))
+        return np.array("no error")
+
+    (_, ours), (_, theirs) = (_run(lib, case) for lib in libs)
+    assert ours == theirs
+    assert "which has rank" in str(ours[1])

@@ -107,6 +107,11 @@ def _bullets(msgs: list[str]) -> str:
     return msgs[0] if len(msgs) == 1 else "\n\n".join("* " + m for m in msgs)
 
 
+def _in_eager_body() -> bool:
+    """Whether the innermost shard_map body runs un-jitted, on concrete per-device values."""
+    return bool(eager_shard_map._frames) and eager_shard_map._frames[-1].trace is _core.current_trace()
+
+
 def _rank_error(name: str, kind: str, msgs: list[str]) -> str:
     return (f"shard_map applied to the function '{name}' was given an {kind}_specs entry which "
             f"is too long to be compatible with the corresponding {kind}put value from the "
@@ -299,8 +304,11 @@ class _ShardMapped:
             outs = [self._vary_over_spec(x, k.spec, manual) for x, k in zip(outs, keyed)]
         too_long = [(k, x, p) for k, x, p in zip(keyed, outs, out_paths) if len(k.spec) > x.ndim]
         if too_long:
+            # Un-jitted, JAX checks the per-device results, concrete arrays that vary over nothing.
+            shape = ((lambda x: core.ShapedArray(x.shape, x.dtype).str_short()) if _in_eager_body()
+                     else (lambda x: x.aval.str_short()))
             msgs = [f"out_specs{k.path} is {k.spec} which has length {len(k.spec)}, but "
-                    f"{name}(*args){tree_util.keystr(p)} has shape {x.aval.str_short()}, which has "
+                    f"{name}(*args){tree_util.keystr(p)} has shape {shape(x)}, which has "
                     f"rank {x.ndim} (and {x.ndim} < {len(k.spec)})" for k, x, p in too_long]
             msg = _rank_error(name, "out", msgs)
             if any(x.ndim == 0 for _, x, _ in too_long):
@@ -338,7 +346,7 @@ class _ShardMapped:
         order = lambda names: ",".join(a for a in mesh.axis_names if a in names)  # noqa: E731
         # Un-jitted, JAX checks each output by itself in its eager path: it reports the first
         # one, without its path, and names the function that path wraps the body in.
-        eager = bool(eager_shard_map._frames) and eager_shard_map._frames[-1].trace is _core.current_trace()
+        eager = _in_eager_body()
         msgs = []
         for k, axes, vma in failures[:1] if eager else failures:
             path = "" if eager else k.path
