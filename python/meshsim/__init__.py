@@ -22,7 +22,7 @@ from meshsim._src.flags import (  # noqa: E402,F401
     transfer_guard_device_to_host, transfer_guard_host_to_device)
 from meshsim._src.devices import (devices, device_count, local_devices, local_device_count,  # noqa: E402,F401
                                   process_index, process_count, default_backend)
-from meshsim._src.devices import CpuDevice as Device  # noqa: E402,F401
+from meshsim._src.devices import Device  # noqa: E402,F401
 from meshsim._src.devices import host_count, host_id, host_ids  # noqa: E402,F401
 from meshsim._src.sharding.api import make_mesh, set_mesh, device_put, device_get, P  # noqa: E402,F401
 from meshsim._src.sharding.named_sharding import NamedSharding  # noqa: E402,F401

@@ -4,15 +4,17 @@ from __future__ import annotations
 from meshsim._src.config import config
 
 
-class Device:
+class MeshDevice:
     """What a Mesh may hold: the simulated CPU devices, or the devices of a
     topology description (`_src/topologies.py`), which run nothing."""
 
     __slots__ = ()
 
 
-class CpuDevice(Device):
-    """One simulated device. Devices are created once; compare and hash by id."""
+class Device(MeshDevice):
+    """One simulated device. Devices are created once; compare and hash by id.
+    The class is named as JAX's (`jax.Device`, one class for every platform), which
+    errors about a device object name; only the repr names the platform."""
 
     __slots__ = ("id",)
     platform = "cpu"
@@ -30,10 +32,10 @@ class CpuDevice(Device):
         return f"cpu:{self.id}"
 
     def __eq__(self, other):
-        return isinstance(other, CpuDevice) and other.id == self.id
+        return isinstance(other, Device) and other.id == self.id
 
     def __hash__(self):
-        return hash((CpuDevice, self.id))
+        return hash((Device, self.id))
 
     def __reduce__(self):
         return device, (self.id,)
@@ -65,10 +67,10 @@ class Memory:
     __slots__ = ("_device",)
     kind = "device"
 
-    def __init__(self, device: CpuDevice):
+    def __init__(self, device: Device):
         self._device = device
 
-    def addressable_by_devices(self) -> list[CpuDevice]:
+    def addressable_by_devices(self) -> list[Device]:
         return [self._device]
 
     def __eq__(self, other):
@@ -102,7 +104,7 @@ class Client:
 
     local_device_count = device_count
 
-    def devices(self) -> list[CpuDevice]:
+    def devices(self) -> list[Device]:
         return list(_all_devices())
 
     local_devices = devices
@@ -111,13 +113,13 @@ class Client:
 _CLIENT = Client()
 
 
-_devices: list[CpuDevice] | None = None
+_devices: list[Device] | None = None
 
 
-def _all_devices() -> list[CpuDevice]:
+def _all_devices() -> list[Device]:
     global _devices
     if _devices is None:
-        _devices = [CpuDevice(i) for i in range(config._mark_devices_in_use())]
+        _devices = [Device(i) for i in range(config._mark_devices_in_use())]
     return _devices
 
 
@@ -128,12 +130,12 @@ def _check_backend(backend) -> None:
             f"{backend} are present. Platforms present are: cpu")
 
 
-def device(id: int) -> CpuDevice:
+def device(id: int) -> Device:
     """The device with id `id`."""
     return _all_devices()[id]
 
 
-def devices(backend: str | None = None) -> list[CpuDevice]:
+def devices(backend: str | None = None) -> list[Device]:
     _check_backend(backend)
     return list(_all_devices())
 
@@ -144,7 +146,7 @@ def device_count(backend: str | None = None) -> int:
 
 
 def local_devices(process_index: int | None = None, backend: str | None = None,
-                  host_id: int | None = None) -> list[CpuDevice]:
+                  host_id: int | None = None) -> list[Device]:
     return devices(backend)
 
 

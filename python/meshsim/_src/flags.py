@@ -83,8 +83,8 @@ _transfer_guard_all = enum_flag("jax_transfer_guard", None, _GUARD_LEVELS,
 
 
 def _parse_default_device(value):
-    from meshsim._src.devices import CpuDevice
-    if value is None or isinstance(value, CpuDevice) or value == "cpu":
+    from meshsim._src.devices import Device
+    if value is None or isinstance(value, Device) or value == "cpu":
         return value
     raise ValueError("jax.default_device must be passed either a Device object (e.g. "
                      "`jax.devices('cpu')[0]`) or a platform name string like 'cpu' or 'gpu', "

@@ -124,7 +124,7 @@ _ALIASES = {"a100": "a100-80gb", "tpu v4": "v4", "v5litepod": "v5e", "v5lite": "
             "v6": "v6e", "trillium": "v6e", "h100-80gb": "h100"}
 
 
-class TopologyDevice(devices_lib.Device):
+class TopologyDevice(devices_lib.MeshDevice):
     """A device of a topology description: it has an id, coordinates and a kind,
     and can be placed in a Mesh, but runs nothing."""
 

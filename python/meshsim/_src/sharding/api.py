@@ -42,7 +42,7 @@ def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None) -> Mesh
 
 
 def _is_placement(p) -> bool:
-    return p is None or isinstance(p, (Sharding, PartitionSpec, devices_lib.Device, Format))
+    return p is None or isinstance(p, (Sharding, PartitionSpec, devices_lib.MeshDevice, Format))
 
 
 def _as_sharding(p) -> Sharding | None:
@@ -52,7 +52,7 @@ def _as_sharding(p) -> Sharding | None:
         p = p.sharding
     if p is None or isinstance(p, Sharding):
         return p
-    if isinstance(p, devices_lib.CpuDevice):
+    if isinstance(p, devices_lib.Device):
         return SingleDeviceSharding(p)
     if isinstance(p, PartitionSpec):
         mesh = context_mesh()

@@ -184,7 +184,7 @@ class Mesh(_MeshAxes):
     @classmethod
     def _create(cls, flat, shape, axis_names, axis_types, core_mesh=None) -> Mesh:
         empty = not axis_names and flat[0] is None
-        if not empty and not all(isinstance(d, devices_lib.Device) for d in flat):
+        if not empty and not all(isinstance(d, devices_lib.MeshDevice) for d in flat):
             raise TypeError(
                 f"Mesh devices must be meshsim devices (from jax.devices()), got {flat}")
         mesh = object.__new__(cls)
