@@ -2,12 +2,14 @@
 over 4M elements and the notebook's 1024x4096 @ 4096x256 matmul. meshsim
 computes bfloat16 in float32 and rounds back to nearest even (as XLA on CPU
 does); the goal is a bf16 elementwise op at most 1.5x its float32 time and a
-bf16 matmul at most 1.3x. Prints the median of interleaved repeats."""
+bf16 matmul at most 1.3x. Prints the medians of interleaved repeats, wall and
+CPU ms per call (CPU time, every thread's, is the steadier figure on a loaded
+machine), and the load average."""
 from __future__ import annotations
 
 import os
 
-from _timing import configure_jax_cpu, interleaved, median, print_table
+from _timing import configure_jax_cpu, interleaved_wall_and_cpu, load_average, median, print_table
 
 configure_jax_cpu()
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")  # see bench_matmul.py
@@ -36,11 +38,13 @@ def run(title, make_args, fn_of):
         contenders[f"meshsim jit {tag}"] = lambda mf=mf, a=margs: mf(*a)
         contenders[f"jax jit {tag}"] = lambda jf=jf, a=jargs: jf(*a)
         args[tag] = (margs, jargs)
-    samples = interleaved(contenders, repeats=11)
-    rows = {name: median(s) for name, s in samples.items()}
-    print_table(title, rows, unit="ms", scale=1e3, baselines=("meshsim jit f32", "jax jit f32"))
-    for who in ("meshsim", "jax"):
-        print(f"  {who}: bf16 / f32 = {rows[f'{who} jit bf16'] / rows[f'{who} jit f32']:.2f}x")
+    samples = interleaved_wall_and_cpu(contenders, repeats=11)
+    for k, kind in ((0, "wall"), (1, "cpu")):
+        rows = {name: median([s[k] for s in runs]) for name, runs in samples.items()}
+        print_table(f"{title}, {kind} ({load_average()})", rows, unit="ms", scale=1e3,
+                    baselines=("meshsim jit f32", "jax jit f32"))
+        for who in ("meshsim", "jax"):
+            print(f"  {who}: bf16 / f32 = {rows[f'{who} jit bf16'] / rows[f'{who} jit f32']:.2f}x ({kind})")
     print()
 
 

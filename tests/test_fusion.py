@@ -166,3 +166,62 @@ def test_runs_gather_equations_past_unrelated_ones(shape, tmp_path, real_jax):
     want = interleaved(np, x, y, w)
     assert_close(fused, want, magnitude(list(want)))
     assert_close(fused, real_jax.jit(lambda *xs: interleaved(real_jax.numpy, *xs))(x, y, w), magnitude(list(want)))
+
+
+def subnormal_heavy(shape, rng):
+    """Normal values, some scaled into float32's subnormal range, and edge values."""
+    x = rng.standard_normal(shape).astype(np.float32) * 3
+    flat = x.reshape(-1)
+    picks = rng.integers(0, flat.size, 200)
+    f32 = np.finfo(np.float32)
+    flat[picks] = rng.choice(np.array([f32.tiny / 4, -f32.tiny / 64, 1e-39, 0.0, -0.0, np.inf, -np.inf, np.nan,
+                                       f32.max, 88.5, -100.0], np.float32), picks.size)
+    return x
+
+
+SINGLE_OPS = {
+    "exp": lambda lib, x, y: lib.exp(x),
+    "tanh": lambda lib, x, y: lib.tanh(x),
+    "negative": lambda lib, x, y: -x,
+    "add": lambda lib, x, y: x + y,
+    "multiply_tiny": lambda lib, x, y: x * np.float32(1e-30),  # results below float32's normal range
+    "maximum": lambda lib, x, y: lib.maximum(x, y),
+    "add_transposed": lambda lib, x, y: x.T + y.T,
+}
+
+
+@pytest.mark.parametrize("name", sorted(SINGLE_OPS))
+def test_large_single_ops_split_over_threads_as_unfused(name, tmp_path, real_jax):
+    """An equation of 16K elements or more runs alone through the tiled loop,
+    split into tasks on TBB's threads: each task computes with the caller's
+    denormal flags (subnormal operands and results flushed, as XLA does), so
+    the bits are those of the kernel run unsplit, and JAX's for exact ops."""
+    rng = np.random.default_rng(len(name))
+    shape = (int(rng.integers(128, 400)), int(rng.integers(128, 300)))
+    x, y = subnormal_heavy(shape, rng), subnormal_heavy(shape, rng)
+    fn = SINGLE_OPS[name]
+    f = jax.jit(lambda a, b: fn(jnp, a, b))
+    split = [np.asarray(f(x, y))]
+    assert_same_bits(split, unfused(f, x, y, tmp_path=tmp_path))
+    theirs = np.asarray(real_jax.jit(lambda a, b: fn(real_jax.numpy, a, b))(x, y))
+    if name in ("negative", "add", "multiply_tiny", "maximum", "add_transposed"):
+        np.testing.assert_array_equal(split[0].view(np.uint32), theirs.view(np.uint32))
+    else:
+        np.testing.assert_allclose(split[0], theirs, rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("case", range(3))
+def test_long_runs_over_threads_bit_identical_to_unfused(case, tmp_path, real_jax):
+    """Long chains on arrays split over threads: temporaries share scratch
+    tiles once their last reader is done, which must not change a bit."""
+    rng = np.random.default_rng(100 + case)
+    steps = random_chain(rng, int(rng.integers(12, 30)))
+    shape = (int(rng.integers(64, 200)), int(rng.integers(200, 500)))
+    inputs = [subnormal_heavy(shape, rng) for _ in range(3)]
+    f = jax.jit(lambda *xs: evaluate(jnp, steps, xs))
+    fused = [np.asarray(v) for v in f(*inputs)]
+    assert_same_bits(fused, unfused(f, *inputs, tmp_path=tmp_path))
+    theirs = real_jax.jit(lambda *xs: evaluate(real_jax.numpy, steps, xs))(*inputs)
+    for got, want in zip(fused, theirs):
+        want = np.asarray(want)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))

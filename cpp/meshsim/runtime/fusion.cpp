@@ -43,6 +43,15 @@ bool fusion_enabled() { return !timeline::active(); }
 // How far past a run's first equation its other equations are looked for.
 constexpr size_t kFusionWindow = 256;
 
+// Tiles a task computes when a run is split over threads: enough work
+// (8K elements through the whole chain) to outweigh handing it over.
+constexpr int64_t kTilesPerTask = 16;
+// A run of at least this many tiles is split into tasks. A single equation
+// of that size is a run too, so that it is split the same way.
+constexpr int64_t kSplitFromTiles = 2 * kTilesPerTask;
+// How many tiles ahead of the one computing a thread requests its memory.
+constexpr int64_t kPrefetchTiles = 2;
+
 FusionPlan::FusionPlan(const Program& program, const std::vector<int>& last) {
   const size_t n = program.eqns.size();
   role_.assign(n, -1);
@@ -82,7 +91,8 @@ FusionPlan::FusionPlan(const Program& program, const std::vector<int>& last) {
       return true;
     };
     while (members.size() >= 2 && !operands_live()) members.pop_back();
-    if (members.size() < 2) continue;
+    const bool split_alone = num_elements(*shape[k]) >= kSplitFromTiles * kFusionTile;
+    if (members.size() < 2 && !split_alone) continue;
 
     FusedGroup g;
     g.members = members;
@@ -190,10 +200,6 @@ class TileGather {
   int64_t shape_[kMaxDims], stride_[kMaxDims];
 };
 
-// Tiles a task computes when a run is split over threads: enough work
-// (8K elements through the whole chain) to outweigh handing it over.
-constexpr int64_t kTilesPerTask = 16;
-
 // The calling thread's floating-point mode (core/denormals.h: whether
 // subnormals are flushed) on a thread computing tiles for it, so every tile
 // gives the bits the caller would.
@@ -250,15 +256,37 @@ bool run_fused_group(const FusedGroup& g, const Tensor* const* inputs, Tensor* r
     }
   }
   check_cancelled();
-  // Kept results get their buffers; the others live in one tile each.
-  size_t temporaries = 0;
+  // Kept results get their buffers; the others live in scratch tiles, a
+  // tile taken again once the last step reading its value is done, so that
+  // a long run's working set stays small (one tile per temporary made ten
+  // additions to constants 40 KiB of tiles, more than a 32 KiB L1). A step
+  // never writes a tile it reads.
+  std::vector<int> last_read(num_steps, -1);  // per step: the last step reading its result
+  for (size_t s = 0; s < num_steps; ++s)
+    for (int o = 0; o < g.steps[s].tile->arity; ++o)
+      if (g.steps[s].operand[o] >= static_cast<int>(num_in)) last_read[g.steps[s].operand[o] - num_in] = s;
+  std::vector<int> scratch_slot(num_steps, -1);  // per temporary: its tile
+  std::vector<int> free_slots;
+  int temporaries = 0;
   for (size_t s = 0; s < num_steps; ++s) {
     if (g.kept[s]) {
       results[s] = Tensor::empty(DType::Float32, g.shape);
       base[num_in + s] = results[s].data<float>();
+    } else if (free_slots.empty()) {
+      scratch_slot[s] = temporaries++;
     } else {
-      ++temporaries;
+      scratch_slot[s] = free_slots.back();
+      free_slots.pop_back();
     }
+    auto release = [&](size_t r) {
+      if (scratch_slot[r] >= 0) free_slots.push_back(scratch_slot[r]);
+      last_read[r] = -2;  // released (an operand may be read twice by one step)
+    };
+    for (int o = 0; o < g.steps[s].tile->arity; ++o) {
+      const int r = g.steps[s].operand[o] - static_cast<int>(num_in);
+      if (r >= 0 && last_read[r] == static_cast<int>(s)) release(r);
+    }
+    if (last_read[s] == -1) release(s);  // read by no step
   }
 
   // Tiles [first, last) on this thread: its own tiles for the temporaries
@@ -275,8 +303,23 @@ bool run_fused_group(const FusedGroup& g, const Tensor* const* inputs, Tensor* r
     float* const gather_tiles = scratch + temporaries * kFusionTile;
     const float** const at = tile_of_value.data();  // per value id: the tile being computed
     const float* operands[3];
+    // The dense operands read in place and the kept results of a tile ahead
+    // are requested from memory while this tile computes: a run's steps
+    // alternate between streaming (its first reads, its last writes) and
+    // computing, which the hardware prefetcher alone does not overlap.
+    auto prefetch_tile = [&](int64_t ahead) {
+      const int64_t from = ahead * kFusionTile, count = std::min(kFusionTile, g.size - from);
+      constexpr int64_t kLine = 64 / sizeof(float);
+      for (size_t i = 0; i < num_in; ++i)
+        if (gathered[i] < 0 && !g.scalar_input[i])
+          for (int64_t e = 0; e < count; e += kLine) __builtin_prefetch(base[i] + from + e, 0);
+      for (size_t s = 0; s < num_steps; ++s)
+        if (g.kept[s])
+          for (int64_t e = 0; e < count; e += kLine) __builtin_prefetch(base[num_in + s] + from + e, 1);
+    };
     for (int64_t tile = first; tile < last; ++tile) {
       const int64_t start = tile * kFusionTile, n = std::min(kFusionTile, g.size - start);
+      if (tile + kPrefetchTiles < last) prefetch_tile(tile + kPrefetchTiles);
       for (size_t i = 0; i < num_in; ++i) {
         if (gathered[i] >= 0) {
           float* to = gather_tiles + gathered[i] * kFusionTile;
@@ -286,17 +329,18 @@ bool run_fused_group(const FusedGroup& g, const Tensor* const* inputs, Tensor* r
           at[i] = g.scalar_input[i] ? base[i] : base[i] + start;
         }
       }
-      for (size_t s = 0, t = 0; s < num_steps; ++s) {
+      for (size_t s = 0; s < num_steps; ++s) {
         const FusedGroup::Step& step = g.steps[s];
         for (int o = 0; o < step.tile->arity; ++o) operands[o] = at[step.operand[o]];
-        float* out = g.kept[s] ? const_cast<float*>(base[num_in + s]) + start : scratch + (t++) * kFusionTile;
+        float* out = g.kept[s] ? const_cast<float*>(base[num_in + s]) + start
+                               : scratch + scratch_slot[s] * kFusionTile;
         step.tile->loop(operands, out, n);
         at[num_in + s] = out;
       }
     }
   };
   const int64_t num_tiles = (g.size + kFusionTile - 1) / kFusionTile;
-  if (num_tiles < 2 * kTilesPerTask) {
+  if (num_tiles < kSplitFromTiles) {
     compute_tiles(0, num_tiles);
     return true;
   }

@@ -37,7 +37,8 @@ struct FusedGroup {
   std::vector<Step> steps;
 };
 
-// The fusable runs of a program (at least two equations each).
+// The fusable runs of a program: at least two equations each, or one equation
+// large enough to be split over threads.
 class FusionPlan {
  public:
   FusionPlan(const Program& program, const std::vector<int>& last);
