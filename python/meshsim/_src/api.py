@@ -621,6 +621,11 @@ class PjitFunction:
     def lower(self, *args, **kwargs):
         """`trace(*args, **kwargs).lower()`: compile it for an abstract dry run."""
         return self.trace(*args, **kwargs).lower()
+
+    def eval_shape(self, *args, **kwargs):
+        """The shapes, dtypes and shardings this function returns for these arguments."""
+        from meshsim._src import abstract
+        return abstract.eval_shape(self, *args, **kwargs)
     # --- end of the staging API ----------------------------------------------
 
 
@@ -662,22 +667,53 @@ def _jit(fun, in_shardings, out_shardings, static_argnums, static_argnames, dona
     return wrapped
 
 
-def jitted_when_traced(fun: Callable | None = None, *, static_argnames=()):
-    """`fun` as JAX writes the jax.numpy functions it implements under jit (`_where`, `_take`,
-    ...): called while a function is traced, one `jit` equation named after `fun` holding its
-    program, as make_jaxpr shows; called on arrays, applied operation by operation."""
-    if fun is None:
-        return functools.partial(jitted_when_traced, static_argnames=static_argnames)
-    jitted = jit(fun, static_argnames=static_argnames)
+class JittedWhenTraced:
+    """`fun` as JAX writes the jax.numpy and jax.nn functions it implements under jit (`_where`,
+    `silu`, ...): called while a function is traced, one `jit` equation named after `fun` holding
+    its program, as make_jaxpr shows; called on arrays, applied operation by operation. It is
+    JAX's jitted function to a user: its repr (which equinox prints for a model's activation),
+    `.lower`, `.trace` and `.eval_shape`."""
 
-    @functools.wraps(fun)
-    def call(*args, **kwargs):
-        if _core.current_trace() is None or core.evaluated_now(tree_util.tree_leaves((args, kwargs))):
+    def __init__(self, fun: Callable, static_argnames=(), inline: bool = False):
+        functools.update_wrapper(self, fun)
+        self._jitted = jit(fun, static_argnames=static_argnames, inline=inline)
+        self._static_argnames = static_argnames
+        self._inline = inline
+
+    def __call__(self, *args, **kwargs):
+        fun = self.__wrapped__
+        if self._inline or _core.current_trace() is None or _config._values["jax_disable_jit"]:
             return fun(*args, **kwargs)
-        if _config._values["jax_disable_jit"]:
+        if core.evaluated_now(tree_util.tree_leaves((args, kwargs))):
             return fun(*args, **kwargs)
-        return jitted._call_nested(args, kwargs, jitted._nested)
-    return call
+        return self._jitted._call_nested(args, kwargs, self._jitted._nested)
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self._jitted, name)
+
+    def __get__(self, obj, objtype=None):
+        return self if obj is None else functools.partial(self, obj)
+
+    def __copy__(self):
+        """A new jitted function of the same `fun`, as copying JAX's gives (a model holding
+        `jnp.tanh` is deep-copied by libraries)."""
+        return JittedWhenTraced(self.__wrapped__, self._static_argnames, self._inline)
+
+    def __deepcopy__(self, memo):
+        return self.__copy__()
+
+    def __repr__(self):
+        return repr(self._jitted)
+
+
+def jitted_when_traced(fun: Callable | None = None, *, static_argnames=(), inline: bool = False):
+    """Decorates `fun` as a JittedWhenTraced; `inline` ones (JAX's `jit(inline=True)`) trace
+    into their caller's program with no `jit` equation of their own."""
+    if fun is None:
+        return functools.partial(jitted_when_traced, static_argnames=static_argnames, inline=inline)
+    return JittedWhenTraced(fun, static_argnames, inline)
 
 
 # The traces of every `jit(fun, ...)` made from one function with the same static arguments and

@@ -43,6 +43,7 @@ def _dot_general(a, b, dimension_numbers, precision, dtype, weak, out_sharding=N
     return core.convert_element_type(out, dtype, weak)
 
 
+@api.jitted_when_traced(static_argnames=('precision', 'preferred_element_type', 'out_sharding'), inline=True)
 def dot(a, b, *, precision=None, preferred_element_type=None, out_sharding=None):
     a, b = _operands("dot", a, b)
     dtype, weak = _output_type(preferred_element_type, a, b)
@@ -68,6 +69,7 @@ def _with_spec(out_sharding, entries):
     return spec if isinstance(out_sharding, PartitionSpec) else out_sharding.update(spec=spec)
 
 
+@api.jitted_when_traced(static_argnames=('precision', 'preferred_element_type', 'out_sharding'), inline=True)
 def matmul(a, b, *, precision=None, preferred_element_type=None, out_sharding=None):
     """Matrix products over the last two axes, leading axes broadcast (size-1 axes
     become free dimensions of dot_general rather than being materialised)."""
@@ -133,6 +135,7 @@ def matmul(a, b, *, precision=None, preferred_element_type=None, out_sharding=No
     return lax_structural.expand_dims(out, both_squeeze) if both_squeeze else out
 
 
+@api.jitted_when_traced(static_argnames=('precision', 'preferred_element_type'), inline=True)
 def vdot(a, b, *, precision=None, preferred_element_type=None):
     a, b = _operands("vdot", a, b)
     if np.issubdtype(a.dtype, np.complexfloating):  # the first operand is conjugated
@@ -141,6 +144,7 @@ def vdot(a, b, *, precision=None, preferred_element_type=None):
                precision=precision, preferred_element_type=preferred_element_type)
 
 
+@api.jitted_when_traced(static_argnames=('precision', 'preferred_element_type'), inline=True)
 def inner(a, b, *, precision=None, preferred_element_type=None):
     a, b = _operands("inner", a, b)
     if a.ndim == 0 or b.ndim == 0:
@@ -150,6 +154,7 @@ def inner(a, b, *, precision=None, preferred_element_type=None):
     return tensordot(a, b, (-1, -1), precision=precision, preferred_element_type=preferred_element_type)
 
 
+@api.jitted_when_traced(inline=True)
 def outer(a, b, out=None):
     if out is not None:
         raise NotImplementedError("The 'out' argument to jnp.outer is not supported.")

@@ -88,6 +88,7 @@ def reshape(a, shape=None, order: str = "C", *, copy=None, out_sharding=None):
     raise ValueError(f"Unexpected value for 'order' argument: {order}.")
 
 
+@api.jitted_when_traced(static_argnames=('order', 'out_sharding'), inline=True)
 def ravel(a, order: str = "C", *, out_sharding=None):
     a = core.asarray_value(a)
     return reshape(a, (a.size,), order, out_sharding=out_sharding)
@@ -111,6 +112,7 @@ def matrix_transpose(x, /):
     return swapaxes(x, -1, -2)
 
 
+@api.jitted_when_traced(static_argnames=('axis1', 'axis2'), inline=True)
 def swapaxes(a, axis1: int, axis2: int):
     a = core.asarray_value(a)
     perm = list(range(a.ndim))
@@ -280,6 +282,7 @@ def stack(arrays, axis: int = 0, out=None, dtype=None):
     return concatenate([lax.expand_dims(a, (axis,)) for a in arrays], axis, dtype)
 
 
+@api.jitted_when_traced(static_argnames=('axis',), inline=True)
 def unstack(x, /, *, axis: int = 0):
     x = core.asarray_value(x)
     if x.ndim == 0:

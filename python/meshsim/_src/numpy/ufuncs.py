@@ -98,22 +98,37 @@ def _promoted(promote, name, jitted: bool = False):
     return promote_checked
 
 
-def _unary(name, lax_op, promote=promote_args_inexact):
+def _unary(name, lax_op, promote=promote_args_inexact, inline_jit=True):
+    """jnp's `name`: JAX writes most as `jit(inline=True)` functions (their repr is a
+    PjitFunction's; traced, their operations are written in place); `inline_jit=False` for
+    those it does not (the jnp.ufunc objects, arccosh)."""
     promote = _promoted(promote, name, jitted=True)
 
     def fn(x, /):
         return lax_op(*promote(x))
     fn.__name__ = fn.__qualname__ = name
-    return fn
+    return api.jitted_when_traced(fn, inline=True) if inline_jit else fn
 
 
-def _binary(name, lax_op, promote=promote_args, keep_scalars=True):
+def _binary(name, lax_op, promote=promote_args, keep_scalars=True, inline_jit=True):
     promote = _promoted(functools.partial(promote, keep_scalars=keep_scalars), name)
 
     def fn(x1, x2, /):
         return lax_op(*promote(x1, x2))
     fn.__name__ = fn.__qualname__ = name
-    return fn
+    return api.jitted_when_traced(fn, inline=True) if inline_jit else fn
+
+
+def _alias(name, fn):
+    """An array-API name (`acos`, `abs`, ...) as JAX writes it: its own `jit(inline=True)`
+    function of that name, calling the NumPy-named one."""
+    target = getattr(fn, "__wrapped__", fn)
+
+    @functools.wraps(target)
+    def alias(*args, **kwargs):
+        return target(*args, **kwargs)
+    alias.__name__ = alias.__qualname__ = name
+    return api.jitted_when_traced(alias, inline=True)
 
 
 @api.jitted_when_traced
@@ -179,15 +194,15 @@ def multiply(x1, x2, /):
     return lax.bitwise_and(x1, x2) if x1.dtype == np.bool_ else lax.mul(x1, x2)
 
 
-subtract = _binary("subtract", lax.sub)
+subtract = _binary("subtract", lax.sub, inline_jit=False)
 true_divide = _binary("true_divide", lax.div, promote_args_inexact)
-maximum = _binary("maximum", lax.max)
-minimum = _binary("minimum", lax.min)
+maximum = _binary("maximum", lax.max, inline_jit=False)
+minimum = _binary("minimum", lax.min, inline_jit=False)
 float_power = _binary("float_power", lax.pow, promote_args_inexact, keep_scalars=False)
 arctan2 = _binary("arctan2", lax.atan2, promote_args_inexact)
-atan2 = arctan2
+atan2 = _alias("atan2", arctan2)
 nextafter = _binary("nextafter", lax.nextafter, promote_args_inexact)
-negative = _unary("negative", lax.neg, promote_args)
+negative = _unary("negative", lax.neg, promote_args, inline_jit=False)
 positive = _unary("positive", lambda x: x, promote_args)
 sign = _unary("sign", lax.sign, promote_args)
 square = _unary("square", lax.square, promote_args_numeric)
@@ -199,12 +214,13 @@ def divide(x1, x2, /):
     return true_divide(x1, x2)
 
 
+@api.jitted_when_traced(inline=True)
 def absolute(x, /):
     x = _asarray("absolute", x)
     return x if x.dtype == np.bool_ or dtype_kinds.issubdtype(x.dtype, np.unsignedinteger) else lax.abs(x)
 
 
-abs = absolute  # noqa: A001 (jnp.abs)
+abs = _alias("abs", absolute)  # noqa: A001 (jnp.abs)
 
 
 @api.jitted_when_traced
@@ -390,17 +406,20 @@ sinh = _unary("sinh", lax.sinh)
 cosh = _unary("cosh", lax.cosh)
 tanh = _unary("tanh", lax.tanh)
 arcsinh = _unary("arcsinh", lax.asinh)
-arccosh = _unary("arccosh", lax.acosh)
+arccosh = _unary("arccosh", lax.acosh, inline_jit=False)
 arctanh = _unary("arctanh", lax.atanh)
-asin, acos, atan = arcsin, arccos, arctan
-asinh, acosh, atanh = arcsinh, arccosh, arctanh
+asin, acos, atan = (_alias(n, f) for n, f in [("asin", arcsin), ("acos", arccos), ("atan", arctan)])
+asinh, acosh, atanh = (_alias(n, f) for n, f in [("asinh", arcsinh), ("acosh", arccosh),
+                                                 ("atanh", arctanh)])
 
 
+@api.jitted_when_traced(inline=True)
 def log2(x, /):
     (x,) = _promoted(promote_args_inexact, "log2")(x)
     return lax.div(lax.log(x), lax.log(_constant_like(x, 2)))
 
 
+@api.jitted_when_traced(inline=True)
 def log10(x, /):
     (x,) = _promoted(promote_args_inexact, "log10")(x)
     return lax.mul(lax.log(x), _constant_like(x, 0.4342944819032518))  # 1 / ln(10)
@@ -429,11 +448,13 @@ def logaddexp2(x1, x2, /):
     return _logaddexp_with(x1, x2, lax.exp2, 1 / np.log(2))
 
 
+@api.jitted_when_traced(inline=True)
 def deg2rad(x, /):
     (x,) = _promoted(promote_args_inexact, "deg2rad")(x)
     return lax.mul(x, _const(x, np.pi / 180))
 
 
+@api.jitted_when_traced(inline=True)
 def rad2deg(x, /):
     (x,) = _promoted(promote_args_inexact, "rad2deg")(x)
     return lax.mul(x, _const(x, 180 / np.pi))
@@ -471,11 +492,13 @@ def sinc(x, /):
 
 # --- rounding ------------------------------------------------------------------
 
+@api.jitted_when_traced(inline=True)
 def floor(x, /):
     x = _asarray("floor", x)
     return x if _is_integral(x.dtype) else lax.floor(*promote_args_inexact(x))
 
 
+@api.jitted_when_traced(inline=True)
 def ceil(x, /):
     x = _asarray("ceil", x)
     return x if _is_integral(x.dtype) else lax.ceil(*promote_args_inexact(x))
@@ -552,9 +575,9 @@ less = _binary("less", _ordered(lax.lt))
 less_equal = _binary("less_equal", _ordered(lax.le))
 greater = _binary("greater", _ordered(lax.gt))
 greater_equal = _binary("greater_equal", _ordered(lax.ge))
-logical_and = _binary("logical_and", lambda x, y: lax.bitwise_and(_to_bool(x), _to_bool(y)))
-logical_or = _binary("logical_or", lambda x, y: lax.bitwise_or(_to_bool(x), _to_bool(y)))
-logical_xor = _binary("logical_xor", lambda x, y: lax.bitwise_xor(_to_bool(x), _to_bool(y)))
+logical_and = _binary("logical_and", lambda x, y: lax.bitwise_and(_to_bool(x), _to_bool(y)), inline_jit=False)
+logical_or = _binary("logical_or", lambda x, y: lax.bitwise_or(_to_bool(x), _to_bool(y)), inline_jit=False)
+logical_xor = _binary("logical_xor", lambda x, y: lax.bitwise_xor(_to_bool(x), _to_bool(y)), inline_jit=False)
 logical_not = _unary("logical_not", lambda x: lax.bitwise_not(_to_bool(x)), promote_args)
 
 
@@ -620,15 +643,16 @@ def array_equiv(a1, a2):
 
 # --- bits ----------------------------------------------------------------------
 
-bitwise_and = _binary("bitwise_and", lax.bitwise_and)
-bitwise_or = _binary("bitwise_or", lax.bitwise_or)
-bitwise_xor = _binary("bitwise_xor", lax.bitwise_xor)
+bitwise_and = _binary("bitwise_and", lax.bitwise_and, inline_jit=False)
+bitwise_or = _binary("bitwise_or", lax.bitwise_or, inline_jit=False)
+bitwise_xor = _binary("bitwise_xor", lax.bitwise_xor, inline_jit=False)
 bitwise_not = _unary("bitwise_not", lax.bitwise_not, promote_args)
-bitwise_invert = invert = bitwise_not
+bitwise_invert, invert = _alias("bitwise_invert", bitwise_not), _alias("invert", bitwise_not)
 left_shift = _binary("left_shift", lax.shift_left, promote_args_numeric)
-bitwise_left_shift = left_shift
+bitwise_left_shift = _alias("bitwise_left_shift", left_shift)
 
 
+@api.jitted_when_traced(inline=True)
 def right_shift(x1, x2, /):
     """Arithmetic shift for signed integers, logical for unsigned ones (not uint4: NumPy does
     not count it as unsigned, so JAX shifts it arithmetically)."""
@@ -638,7 +662,7 @@ def right_shift(x1, x2, /):
     return lax.shift_right_arithmetic(x1, x2)
 
 
-bitwise_right_shift = right_shift
+bitwise_right_shift = _alias("bitwise_right_shift", right_shift)
 
 
 def bitwise_count(x, /):
@@ -649,6 +673,7 @@ def bitwise_count(x, /):
 
 # --- floating-point classification ---------------------------------------------------
 
+@api.jitted_when_traced(inline=True)
 def isnan(x, /):
     x = _asarray("isnan", x)
     if _is_complex(x.dtype):
@@ -681,6 +706,7 @@ def isneginf(x, /):
     return _is_signed_inf("isneginf", x, -np.inf)
 
 
+@api.jitted_when_traced(inline=True)
 def isfinite(x, /):
     x = _asarray("isfinite", x)
     if _is_complex(x.dtype):
@@ -733,16 +759,19 @@ def _is_complex(dtype) -> bool:
     return dtype_kinds.issubdtype(dtype, np.complexfloating)
 
 
+@api.jitted_when_traced(inline=True)
 def real(val, /):
     val = _asarray("real", val)
     return lax.real(val) if _is_complex(val.dtype) else val
 
 
+@api.jitted_when_traced(inline=True)
 def imag(val, /):
     val = _asarray("imag", val)
     return lax.imag(val) if _is_complex(val.dtype) else _full_like(val, 0)
 
 
+@api.jitted_when_traced(inline=True)
 def conjugate(x, /):
     x = _asarray("conjugate", x)
     return lax.conj(x) if _is_complex(x.dtype) else x
@@ -801,6 +830,7 @@ def ldexp(x1, x2, /):
     return _where(logical_or(isinf(x1), lax.eq(x1, _const(x1, 0))), x1, x)
 
 
+@api.jitted_when_traced(inline=True)
 def spacing(x, /):
     """The distance from x to the next representable value away from zero."""
     (x,) = _promoted(promote_args_inexact, "spacing")(x)
