@@ -48,3 +48,21 @@ def test_scan_of_a_split_dim_reshards_to_the_result_layout(case):
         with mod.set_mesh(mesh):
             return runner(mod, lambda a, b: mod.numpy.cumsum(a, axis=axis) + b, [x, y])
     assert_like_jax(run, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{c[0]}-{c[2]}-{c[3]}-{c[4]}-{c[5]}" for c in CASES])
+def test_scan_constrained_along_other_dims_reshards_its_operand(case):
+    """The same layouts given by a sharding constraint on the scan's result: Shardy passes the
+    constraint's layout to the scan's result as through an elementwise operation, so XLA
+    reshards the operand to it and scans each block, as above."""
+    mesh_shape, names, shape, x_spec, y_spec, axis = case
+
+    def run(runner, mod):
+        mesh = mod.make_mesh(mesh_shape, names, axis_types=(mod.sharding.AxisType.Auto,) * len(names))
+        P = mod.sharding.PartitionSpec
+        rng = np.random.default_rng(1)
+        x = mod.device_put(rng.standard_normal(shape).astype(np.float32), mod.sharding.NamedSharding(mesh, P(*x_spec)))
+        with mod.set_mesh(mesh):
+            return runner(mod, lambda a: mod.lax.with_sharding_constraint(mod.numpy.cumsum(a, axis=axis), P(*y_spec)),
+                          [x])
+    assert_like_jax(run, rtol=1e-4, atol=1e-4)

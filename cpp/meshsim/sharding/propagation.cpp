@@ -105,7 +105,22 @@ size_t Propagator::add_scope(const Program& program) {
     fix_results(e, out_vars);
     if (links) add_call(id, k, std::move(*links), in_vars, out_vars);
   }
+  fix_constrained_operands(program, offset);
   return id;
+}
+
+void Propagator::fix_constrained_operands(const Program& program, int offset) {
+  std::vector<int> uses(program.avals.size(), 0);
+  for (const Equation& e : program.eqns)
+    for (int v : e.inputs) ++uses[v];
+  for (int v : program.outvars) ++uses[v];
+  for (const Equation& e : program.eqns) {
+    if (!e.prim->result_is_operand_view || !e.prim->fixed_result_specs || e.inputs.size() != 1) continue;
+    const int v = offset + e.inputs[0];
+    if (uses[e.inputs[0]] != 1 || !computed_[v] || fixed_[v]) continue;
+    const std::vector<Spec> specs = e.prim->fixed_result_specs(e.params);
+    if (!specs.empty()) fix(v, specs[0]);
+  }
 }
 
 ShardingPlan Propagator::plan_of(size_t id) const {
@@ -243,6 +258,9 @@ std::vector<AxisNames> Propagator::resolve(const Site& s, bool planning) const {
   // other), and the first result's axes for it.
   std::vector<bool> conflicting(nf, false);
   std::vector<AxisNames> result_axes(nf);
+  // Per factor: whether a result whose layout is fixed has it, and its axes there.
+  std::vector<bool> in_fixed_result(nf, false);
+  std::vector<AxisNames> fixed_result_axes(nf);
   for (size_t t = 0; t < s.vars.size(); ++t) {
     const std::vector<int>& dims = *s.dims[t];
     const int v = s.vars[t];
@@ -255,6 +273,10 @@ std::vector<AxisNames> Propagator::resolve(const Site& s, bool planning) const {
         size[f] = std::gcd(size[f], part.size);
         in_result[f] = in_result[f] || t >= num_in;
         const AxisNames& axes = part.axes;
+        if (t >= num_in && fixed_[v] && !in_fixed_result[f]) {
+          in_fixed_result[f] = true;
+          fixed_result_axes[f] = axes;
+        }
         if (axes.empty()) continue;
         weight[f] = std::max(weight[f], elements(a));
         from_operand[f] = from_operand[f] || t < num_in;
@@ -282,6 +304,12 @@ std::vector<AxisNames> Propagator::resolve(const Site& s, bool planning) const {
   if (planning)
     for (int f = 0; f < nf; ++f)
       if (conflicting[f] && !result_axes[f].empty()) fs[f] = result_axes[f];
+  // An operation passing every factor through computes in its result's
+  // layout where that is fixed (a constrained value): XLA reshards the
+  // operands to it.
+  if (planning && passes_through(s))
+    for (int f = 0; f < nf; ++f)
+      if (in_fixed_result[f]) fs[f] = fixed_result_axes[f];
   // Each factor keeps the axes that divide its size; an axis shards one
   // factor only (the one of the largest value, then the first).
   std::vector<int> order(nf);

@@ -88,6 +88,15 @@ class Propagator {
   // they are and combines nothing.
   bool runs_on_blocks(const Site& s, const std::vector<Spec>& operands, const std::vector<Spec>& results) const;
 
+  // A sharding constraint (a view of its operand in a fixed layout:
+  // Primitive::result_is_operand_view and fixed_result_specs) on a value an
+  // equation computes and nothing else reads lays that value out as it says,
+  // as Shardy sets a constraint's sharding on the value it constrains: the
+  // equation computes in that layout, whatever its operands' layouts.
+  // (`sin(x)` with `x: P('X')` constrained to `P(None, 'Y')` computes the sine
+  // on `P(None, 'Y')` blocks, not on `P('X', 'Y')` ones gathered after.)
+  void fix_constrained_operands(const Program& program, int offset);
+
   // Results whose layout the primitive itself decides (Primitive::fixed_result_specs).
   void fix_results(const Equation& e, const std::vector<int>& outputs);
   int64_t entry_size(const AxisNames& axes) const;
