@@ -235,6 +235,28 @@ def test_empty_reductions_give_the_identity():
     assert np.isnan(_np(jnp.mean(e)))
 
 
+
+@pytest.mark.parametrize("seed", range(6))
+def test_empty_sums_over_long_dims_give_the_identity(real_jax, seed):
+    """A reduced dim longer than 32 is folded in windows of 32 (XLA's tree
+    reduction) and an empty one has no windows: sums and products of such
+    arrays (float32, float64 and bfloat16) still give the identity, as JAX's do."""
+    rng = np.random.default_rng(seed)
+    ndim = int(rng.integers(2, 4))
+    shape = [int(rng.integers(1, 5)) for _ in range(ndim)]
+    long_dim, empty_dim = rng.choice(ndim, size=2, replace=False)
+    shape[long_dim] = int(rng.integers(33, 100))
+    shape[empty_dim] = 0
+    axes = {int(long_dim), int(empty_dim)} | {d for d in range(ndim) if rng.random() < 0.5}
+    axes = tuple(sorted(axes))
+    for dtype in (np.float32, np.float64, jnp.bfloat16):
+        x = np.zeros(shape, dtype)
+        for name in ("sum", "prod"):
+            want = np.asarray(getattr(real_jax.numpy, name)(x, axis=axes))
+            got = np.asarray(getattr(jnp, name)(x, axis=axes))
+            assert got.dtype == want.dtype and got.shape == want.shape, (name, shape, axes)
+            np.testing.assert_array_equal(got, want, err_msg=f"{name} {shape} {axes} {dtype}")
+
 def test_lax_bitwise_reductions():
     x = RNG.integers(-100, 100, size=(5, 6)).astype(np.int32)
     for axis in (0, 1):

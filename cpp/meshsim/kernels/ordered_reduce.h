@@ -68,8 +68,9 @@ void fold_run(const T* in, int64_t n, int64_t step, const Loop& run, T* out, con
 }  // namespace ordered_reduce_detail
 
 // x: the elements (any strides); reduced: the dimensions folded; round: the
-// rounding after each step (T -> T). Returns the contiguous result over the
-// kept dimensions.
+// rounding after each step (T -> T). Writes the contiguous result over the
+// kept dimensions to `result` (the kernel's output buffer: without windows the
+// accumulators are the results themselves, and nothing is copied).
 //
 // One pass over x folds every element into its accumulator (its window's,
 // when windowed). Each accumulator receives its elements in row-major order
@@ -80,13 +81,15 @@ void fold_run(const T* in, int64_t n, int64_t step, const Loop& run, T* out, con
 // reduced one before it; when the last loop is kept, the innermost loop
 // updates consecutive accumulators and vectorises.
 template <class T, class Op, class Round>
-std::vector<T> ordered_reduce(const T* x, const Shape& shape, const Strides& strides,
-                              const std::vector<bool>& reduced, const Op& op, T identity,
-                              const Round& round) {
+void ordered_reduce(const T* x, const Shape& shape, const Strides& strides, const std::vector<bool>& reduced,
+                    const Op& op, T identity, const Round& round, T* result) {
   using ordered_reduce_detail::kWindow;
   using ordered_reduce_detail::Loop;
   const size_t nd = shape.size();
-  if (nd == 0) return {round(op(identity, x[0]))};
+  if (nd == 0) {
+    result[0] = round(op(identity, x[0]));
+    return;
+  }
   bool tree = false;
   for (size_t d = 0; d < nd; ++d) tree = tree || (reduced[d] && shape[d] > kWindow);
   // The accumulators, contiguous over `acc_shape`: a kept dimension keeps its
@@ -107,8 +110,13 @@ std::vector<T> ordered_reduce(const T* x, const Shape& shape, const Strides& str
     acc_strides[d] = total;
     total *= acc_shape[d];
   }
-  std::vector<T> acc(static_cast<size_t>(total), identity);
-  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return acc;
+  int64_t kept = 1;
+  for (size_t d = 0; d < nd; ++d)
+    if (!reduced[d]) kept *= shape[d];
+  std::fill_n(result, kept, identity);
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return;
+  std::vector<T> windows(tree ? static_cast<size_t>(total) : 0, identity);
+  T* const acc = tree ? windows.data() : result;
   std::vector<Loop> loops;
   for (size_t d = 0; d < nd; ++d) {
     if (shape[d] == 1) continue;  // index 0: accumulator 0 (a lone element's window)
@@ -138,7 +146,7 @@ std::vector<T> ordered_reduce(const T* x, const Shape& shape, const Strides& str
       dst += loops[d].acc_index(at[d]) * loops[d].acc_stride;
     }
     const T* in = x + src;
-    T* out = acc.data() + dst;
+    T* out = acc + dst;
     if (inner.reduced) {
       ordered_reduce_detail::fold_run(in, n, step, inner, out, op, round);
     } else if (step == 1 && inner.acc_stride == 1) {
@@ -153,8 +161,7 @@ std::vector<T> ordered_reduce(const T* x, const Shape& shape, const Strides& str
     }
     if (d == static_cast<size_t>(-1)) break;
   }
-  if (!tree) return acc;
-  return ordered_reduce(acc.data(), acc_shape, acc_strides, reduced, op, identity, round);
+  if (tree) ordered_reduce(acc, acc_shape, acc_strides, reduced, op, identity, round, result);
 }
 
 }  // namespace meshsim

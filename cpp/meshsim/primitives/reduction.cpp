@@ -236,15 +236,13 @@ constexpr bool kNarrowOrdered = std::is_same_v<Op<float>, Sum<float>> || std::is
 template <template <class> class Op>
 Tensor narrow_fold(const Tensor& narrow, const std::vector<bool>& mask, const Aval& out) {
   const Tensor x = cast(narrow, DType::Float32);
-  std::vector<float> folded;
+  Tensor result = Tensor::empty(DType::Float32, out.shape);
   dispatch_float(narrow.dtype(), [&](auto tag) {
     using T = decltype(tag);
     if constexpr (is_small_float_v<T>)
-      folded = ordered_reduce(x.data<float>(), x.shape(), x.strides(), mask, Op<float>{},
-                              Op<float>{}.identity, [](float v) { return float(T(v)); });
+      ordered_reduce(x.data<float>(), x.shape(), x.strides(), mask, Op<float>{}, Op<float>{}.identity,
+                     [](float v) { return float(T(v)); }, result.data<float>());
   });
-  Tensor result = Tensor::empty(DType::Float32, out.shape);
-  std::copy(folded.begin(), folded.end(), result.data<float>());
   return cast(result, out.dtype);
 }
 
@@ -259,10 +257,8 @@ constexpr int64_t kYnnpackSumElements = 4096;
 // XLA's loop order.
 template <class T>
 Tensor ordered_sum(const Tensor& x, const std::vector<bool>& mask, const Shape& out_shape) {
-  const std::vector<T> folded =
-      ordered_reduce(x.data<T>(), x.shape(), x.strides(), mask, Sum<T>{}, T(0), [](T v) { return v; });
   Tensor result = Tensor::empty(x.dtype(), out_shape);
-  std::copy(folded.begin(), folded.end(), result.data<T>());
+  ordered_reduce(x.data<T>(), x.shape(), x.strides(), mask, Sum<T>{}, T(0), [](T v) { return v; }, result.data<T>());
   return result;
 }
 
