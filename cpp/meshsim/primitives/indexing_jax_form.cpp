@@ -4,8 +4,10 @@
 #include "meshsim/primitives/indexing_jax_form.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <limits>
+#include <memory>
 
 #include "meshsim/ir/donated_operands.h"
 #include "meshsim/ir/ops.h"
@@ -94,6 +96,32 @@ Translation translate(const std::string& prim, const Shape& operand, const Shape
     t.negative_as.push_back(clamps ? 0 : operand[index_map[j]]);
   }
   return t;
+}
+
+// translate() for a kernel call on blocks of these shapes. A loop's body or a
+// device's run applies the same few equations over and over, and translating
+// builds a new Params each time: each thread keeps the last few translations,
+// found again by equal params and shapes (the kept params hold their
+// sub-programs alive, so equal pointers are the same programs). Shared, so
+// that a kernel calling another gather keeps the one it holds.
+std::shared_ptr<const Translation> kernel_translation(const std::string& prim, const Shape& operand,
+                                                      const Shape& indices, const Params& p, bool scatter) {
+  struct Kept {
+    std::string prim;
+    Params params;
+    Shape operand, indices;
+    std::shared_ptr<const Translation> translation;
+  };
+  constexpr size_t kKept = 8;
+  thread_local std::array<Kept, kKept> kept;
+  thread_local size_t next = 0;
+  for (const Kept& k : kept)
+    if (k.translation && k.prim == prim && k.operand == operand && k.indices == indices &&
+        k.params.items() == p.items())
+      return k.translation;
+  auto made = std::make_shared<const Translation>(translate(prim, operand, indices, p, scatter, /*whole_operand=*/false));
+  kept[next++ % kKept] = Kept{prim, p, operand, indices, made};
+  return made;
 }
 
 // Our operands from JAX's: (operand, indices) -> (operand, *split) for a
@@ -383,7 +411,8 @@ void accept_jax_form(Primitive& p, bool scatter) {
   };
   p.kernel = [inner = p.kernel, name, scatter](const Tensors& in, const Params& params, const Avals& out) {
     if (!is_jax_form(params)) return inner(in, params, out);
-    const Translation t = translate(name, in[0].shape(), in[1].shape(), params, scatter, /*whole_operand=*/false);
+    const std::shared_ptr<const Translation> kept = kernel_translation(name, in[0].shape(), in[1].shape(), params, scatter);
+    const Translation& t = *kept;
     Tensors split = split_tensors(in[1], t);
     // The operand our kernel gets is given up as the caller gave it up, so that a scatter
     // may still update it in place (ir/donated_operands.h).
