@@ -12,7 +12,7 @@ import numpy as np
 
 from meshsim._src.numpy import namespace as jnp
 from meshsim._src import api, core
-from meshsim._src.ad import stop_gradient
+from meshsim._src.ad import custom_jvp, stop_gradient
 from meshsim._src.lax import elementwise as lax
 from meshsim._src.lax import structural as lax_structural
 from meshsim._src.numpy.creation import _check_arraylike
@@ -31,17 +31,27 @@ def _asarray(name: str, x):
     return core.asarray_value(x)
 
 
+@custom_jvp
+@api.jitted_when_traced
 def relu(x):
-    """max(x, 0)."""
+    """max(x, 0), whose derivative at 0 is 0 (maximum's splits the tie and gives 1/2)."""
     return jnp.maximum(x, 0)
 
 
+relu.defjvps(lambda tangent, _, x: jnp.where(x > 0, tangent, jnp.zeros_like(tangent)))
+
+
+@custom_jvp
 @api.jitted_when_traced
 def relu6(x):
-    """min(max(x, 0), 6)."""
+    """min(max(x, 0), 6), whose derivative is 0 at both kinks."""
     return jnp.minimum(jnp.maximum(x, 0), 6.0)
 
 
+relu6.defjvps(lambda tangent, _, x: jnp.where((x > 0) & (x < 6), tangent, jnp.zeros_like(tangent)))
+
+
+@api.jitted_when_traced(inline=True)
 def sigmoid(x):
     """1 / (1 + exp(-x))."""
     return lax.logistic(x)
@@ -160,11 +170,17 @@ def squareplus(x, b=4):
     return (x + jnp.sqrt(jnp.square(x) + b)) / 2
 
 
+@custom_jvp
 @api.jitted_when_traced
 def log1mexp(x):
     """log(1 - exp(-x)), by expm1 below log(2) and log1p above (Maechler's split)."""
     x = _asarray("log1mexp", x)
     return jnp.where(x < jnp.log(2.0), jnp.log(-jnp.expm1(-x)), jnp.log1p(-jnp.exp(-x)))
+
+
+# The derivative 1 / expm1(x) in closed form: differentiating the split above would take the
+# untaken branch's infinities at 0 into the sum.
+log1mexp.defjvps(lambda tangent, _, x: tangent / jnp.expm1(x))
 
 
 @api.jitted_when_traced
@@ -180,6 +196,7 @@ def sparse_sigmoid(x):
     return 0.5 * jnp.clip(_asarray("sparse_sigmoid", x) + 1.0, 0.0, 2.0)
 
 
+@api.jitted_when_traced(static_argnames=("axis", "algorithm"))
 def standardize(x, axis=-1, mean=None, variance=None, epsilon=1e-5, where=None, *, algorithm: str = "fast"):
     """(x - mean) / sqrt(variance + epsilon), with the moments taken along `axis` unless given."""
     _check_arraylike("standardize", x)
@@ -208,6 +225,7 @@ def gelu(x, approximate: bool = True):
     return jnp.asarray(0.5 * x * lax.erfc(-x * sqrt_half), dtype=x.dtype)
 
 
+@api.jitted_when_traced(inline=True)
 def tanh(x, /):
     return jnp.tanh(x)
 
@@ -283,6 +301,7 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=Non
     return out
 
 
+@api.jitted_when_traced(static_argnames=("axis", "keepdims"))
 def logmeanexp(x, axis=None, where=None, keepdims: bool = False):
     """log(mean(exp(x))) along `axis`, without overflow."""
     from meshsim._src.numpy.reductions import _count
