@@ -145,8 +145,9 @@ class Jaxpr:
         self._constvars, self._consts = constvars, consts
         eqns = []
         for name, ins, outs, params, *_ in p.equations():
-            eqns.append(JaxprEqn([atom(v) for v in ins], [atom(v) for v in outs],
-                                 handle_of_equation(name), views.params(name, params, avals[ins[0]] if ins else None)))
+            eqns.append(JaxprEqn([atom(v) for v in ins], [atom(v) for v in outs], handle_of_equation(name),
+                                 views.params(name, params, avals[ins[0]] if ins else None,
+                                              len(ins), len(outs))))
         self._eqns = eqns
         self._outvars = [atom(v) for v in p.outvars]
         self._built = True
@@ -260,7 +261,7 @@ class _Views:
         jaxpr = self.jaxpr(program)
         return jaxpr if (name, key) in _OPEN_SUB_PROGRAMS else ClosedJaxpr(jaxpr)
 
-    def params(self, name: str, params: dict, first_operand=None) -> dict:
+    def params(self, name: str, params: dict, first_operand=None, num_in: int = 0, num_out: int = 0) -> dict:
         out = {}
         for key, value in params.items():
             if isinstance(value, _core.Program):
@@ -270,6 +271,8 @@ class _Views:
             out[key] = value
         if name == "custom_vjp_call":
             out = _custom_vjp_params(out)
+        if name == "jit":
+            out = _jit_params(out, num_in, num_out)
         if name.startswith("scatter") and "dimension_numbers" in params:
             # JAX's scatters hold the program combining an update with the operand (none: set).
             combine = name[len("scatter_"):]
@@ -310,6 +313,29 @@ def _custom_vjp_params(params: dict) -> dict:
             "fwd_jaxpr_thunk": _ForwardThunk(params["fwd_jaxpr"], recorded),
             "num_consts": params["num_call_consts"], "bwd": bwd_fun,
             "out_trees": lambda: None, "symbolic_zeros": params["symbolic_zeros"]}
+
+
+class UnspecifiedValue:
+    """A jit's in/out sharding left to the compiler (JAX's UNSPECIFIED)."""
+
+    def __repr__(self):
+        return "UnspecifiedValue"
+
+
+UNSPECIFIED = UnspecifiedValue()
+
+
+def _jit_params(params: dict, num_in: int, num_out: int) -> dict:
+    """A nested jit's params as JAX's equation holds them, in JAX's order: meshsim records the
+    program, its name and a context mesh; shardings, layouts and donation are the defaults a
+    nested call has, as are keep_unused, inline and compiler options."""
+    from meshsim._src.sharding.mesh import Mesh
+    ctx_mesh = params.get("ctx_mesh")
+    return {"jaxpr": params["jaxpr"], "in_shardings": (UNSPECIFIED,) * num_in,
+            "out_shardings": (UNSPECIFIED,) * num_out, "in_layouts": (None,) * num_in,
+            "out_layouts": (None,) * num_out, "donated_invars": (False,) * num_in,
+            "ctx_mesh": Mesh(np.empty((), object), ()) if ctx_mesh is None else ctx_mesh,
+            "name": params["name"], "keep_unused": False, "inline": False, "compiler_options_kvs": ()}
 
 
 def eval_jaxpr(jaxpr, consts, *args, propagate_source_info: bool = True) -> list:

@@ -174,6 +174,18 @@ def _apply_custom_vjp_call(*args, fwd_jaxpr_thunk=None, **params):
 
 _APPLIERS["custom_vjp_call"] = _apply_custom_vjp_call
 
+
+def _apply_jit(*args, jaxpr, name, ctx_mesh=None, **defaults):
+    """Records a nested jit again from JAX's params: meshsim's call holds its program, name and
+    context mesh (as text); the shardings, layouts and options JAX records are the defaults."""
+    params = {"jaxpr": getattr(jaxpr, "program", jaxpr), "name": name}
+    if ctx_mesh is not None and not getattr(ctx_mesh, "empty", False):
+        params["ctx_mesh"] = ctx_mesh if isinstance(ctx_mesh, str) else str(ctx_mesh)
+    return core.bind("jit", *args, **params)
+
+
+_APPLIERS["jit"] = _apply_jit
+
 # Primitives meshsim applies only through their functions (custom_jvp functions are recorded
 # as custom_vjp_call).
 _NOT_BINDABLE = {"custom_jvp_call"}
