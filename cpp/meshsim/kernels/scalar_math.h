@@ -70,8 +70,7 @@ template <class T> T logistic_op(T x) {
   return e / (T(1) + e);
 }
 
-// XLA:CPU's float32 erf_inv, bit for bit (scalar_math.cpp), and a float64
-// refinement of it.
+// XLA:CPU's float32 and float64 erf_inv, bit for bit (scalar_math.cpp).
 float erf_inv_f32(float x);
 double erf_inv_f64(double x);
 

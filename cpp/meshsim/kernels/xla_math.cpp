@@ -18,6 +18,10 @@ float log1p_f32(float x) { return one_lane(x, [](auto b) { return log1p_f32(b); 
 float expm1_f32(float x) { return one_lane(x, [](auto b) { return expm1_f32(b); }); }
 float logistic_f32(float x) { return one_lane(x, [](auto b) { return logistic_f32(b); }); }
 double tanh_f64(double x) { return one_lane(x, [](auto b) { return tanh_f64(b); }); }
+double exp_f64(double x) { return one_lane(x, [](auto b) { return exp_f64(b); }); }
+double log_f64(double x) { return log_f64_element(x); }
+double log1p_f64(double x) { return one_lane(x, [](auto b) { return log1p_f64(b); }); }
+double expm1_f64(double x) { return one_lane(x, [](auto b) { return expm1_f64(b); }); }
 
 int64_t libm_tail_start(const Shape& shape) {
   constexpr int64_t kVectorWidth = 8, kUnrolledBelow = 16;

@@ -9,6 +9,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include <xsimd/xsimd.hpp>
@@ -164,6 +165,54 @@ xsimd::batch<double, A> tanh_f64(const xsimd::batch<double, A>& input) {
   return xsimd::select(xsimd::abs(input) >= B(20.0), xsimd::copysign(B(1.0), input), result);
 }
 
+// float64 exp, XLA's own form: x clamped to [-708.396, 709.783] (the
+// results are normal there), n = floor(x log2(e) + 1/2), g = x - n ln 2 in two
+// steps, and e^g = 1 + 2 g P(g^2) / (Q(g^2) - g P(g^2)) with Cephes' [2/3]
+// Pade coefficients. 2^n is multiplied in as 2^b three times and 2^(n - 3b)
+// once (b = floor(n / 4)), so that no factor leaves the exponent range. Below
+// the range the result is 0, above it inf; NaN stays NaN.
+template <class A>
+xsimd::batch<double, A> exp_f64(const xsimd::batch<double, A>& input) {
+  using B = xsimd::batch<double, A>;
+  using I = xsimd::batch<int64_t, A>;
+  constexpr double kHi = 709.782712893384, kLo = -708.3964185322641;
+  const B x = clamp_keeping_nan(input, kLo, kHi);
+  const B n = xsimd::floor(fused_mul_add(x, B(1.4426950408889634073599), B(0.5)));
+  B g = fused_mul_add(-n, B(0.693145751953125), x);
+  g = fused_mul_add(-n, B(1.42860682030941723212e-6), g);
+  const B g2 = g * g;
+  B p = fused_mul_add(B(1.26177193074810590878e-4), g2, B(3.02994407707441961300e-2));
+  p = fused_mul_add(p, g2, B(9.99999999999999999910e-1)) * g;
+  B q = fused_mul_add(B(3.00198505138664455042e-6), g2, B(2.52448340349684104192e-3));
+  q = fused_mul_add(q, g2, B(2.27265548208155028766e-1));
+  q = fused_mul_add(q, g2, B(2.00000000000000000009e0));
+  const B e_g = fused_mul_add(p / (q - p), B(2.0), B(1.0));
+  const auto power_of_two = [](const B& k) {
+    const B finite = xsimd::select(k != k, B(0.0), k);  // NaN's lanes: any factor keeps NaN
+    return xsimd::bitwise_cast<B>((xsimd::batch_cast<int64_t>(finite) + I(1023)) << 52);
+  };
+  const B b = xsimd::floor(n * B(0.25));
+  const B quarter = power_of_two(b);
+  const B result = e_g * quarter * quarter * quarter * power_of_two(n - B(3.0) * b);
+  return xsimd::select(input > B(kHi), B(HUGE_VAL), xsimd::select(input < B(kLo), B(0.0), result));
+}
+
+// float64 log: the C library's log of each element, as XLA calls it, with a
+// subnormal read as zero (-inf) and a positive NaN for anything below zero.
+inline double log_f64_element(double x) {
+  if (std::fabs(x) < std::numeric_limits<double>::min()) return -std::numeric_limits<double>::infinity();
+  if (x < 0.0) return std::numeric_limits<double>::quiet_NaN();
+  return std::log(x);
+}
+template <class A>
+xsimd::batch<double, A> log_f64(const xsimd::batch<double, A>& x) {
+  using B = xsimd::batch<double, A>;
+  alignas(64) double lanes[B::size];
+  x.store_aligned(lanes);
+  for (double& lane : lanes) lane = log_f64_element(lane);
+  return B::load_aligned(lanes);
+}
+
 // A [9/12] odd/even rational approximation (Eigen's fast erf); |x| >= 3.8325069
 // (where erf rounds to 1 less half an ulp) returns +-1.
 template <class A>
@@ -186,42 +235,57 @@ xsimd::batch<float, A> erf_f32(const xsimd::batch<float, A>& x) {
 
 // log(1 + x): for |x| < sqrt(2) - 1 Cephes' [6/6] rational function in x
 // (both polynomials by Horner's rule in fused multiply-adds) as
-// x + (-x^2 / 2 + x^3 P(x) / Q(x)), else log_f32(1 + x). A zero keeps its
-// sign; NaN and x < -1 take the log's NaN.
-template <class A>
-xsimd::batch<float, A> log1p_f32(const xsimd::batch<float, A>& x) {
-  using B = xsimd::batch<float, A>;
-  static constexpr float kP[7] = {4.5270000862445199635215e-5f, 4.9854102823193375972212e-1f,
-                                  6.5787325942061044846969e0f,  2.9911919328553073277375e1f,
-                                  6.0949667980987787057556e1f,  5.7112963590585538103336e1f,
-                                  2.0039553499201281259648e1f};
-  static constexpr float kQ[7] = {1.0f,
-                                  1.5062909083469192043167e1f,
-                                  8.3047565967967209469434e1f,
-                                  2.2176239823732856465394e2f,
-                                  3.0909872225312059774938e2f,
-                                  2.1642788614495947685003e2f,
-                                  6.0118660497603843919306e1f};
-  B p(0.0f), q(0.0f);
+// x + (-x^2 / 2 + x^3 P(x) / Q(x)), else log(1 + x) by XLA's log of the
+// type. The float32 and float64 forms differ only in the coefficients'
+// rounding. A zero keeps its sign; NaN and x < -1 take the log's NaN.
+template <class B>
+B log1p_xla(const B& x) {
+  using C = typename B::value_type;
+  static constexpr C kP[7] = {C(4.5270000862445199635215e-5), C(4.9854102823193375972212e-1),
+                              C(6.5787325942061044846969e0),  C(2.9911919328553073277375e1),
+                              C(6.0949667980987787057556e1),  C(5.7112963590585538103336e1),
+                              C(2.0039553499201281259648e1)};
+  static constexpr C kQ[7] = {C(1.0),
+                              C(1.5062909083469192043167e1),
+                              C(8.3047565967967209469434e1),
+                              C(2.2176239823732856465394e2),
+                              C(3.0909872225312059774938e2),
+                              C(2.1642788614495947685003e2),
+                              C(6.0118660497603843919306e1)};
+  B p(C(0)), q(C(0));
   for (int i = 0; i < 7; ++i) {
     p = fused_mul_add(p, x, B(kP[i]));
     q = fused_mul_add(q, x, B(kQ[i]));
   }
   const B x2 = x * x;
-  const B small = x + fused_mul_add(B(-0.5f), x2, (x * x2) * (p / q));
-  return xsimd::select(xsimd::abs(x) < B(0.41421356237309504880f), small, log_f32(x + B(1.0f)));
+  const B small = x + fused_mul_add(B(C(-0.5)), x2, (x * x2) * (p / q));
+  B large;
+  if constexpr (std::is_same_v<C, float>) large = log_f32(x + B(1.0f));
+  else large = log_f64(x + B(1.0));
+  return xsimd::select(xsimd::abs(x) < B(C(0.41421356237309504880)), small, large);
 }
-
-// exp(x) - 1: exp_f32(x) - 1 for |x| > 1/2, else tanh(x / 2) (exp(x) + 1),
-// and x itself where x / 2 reads as zero (a subnormal x is kept).
 template <class A>
-xsimd::batch<float, A> expm1_f32(const xsimd::batch<float, A>& x) {
-  using B = xsimd::batch<float, A>;
-  const B half = x * B(0.5f);
-  const B e = exp_f32(x);
-  const B result = xsimd::select(xsimd::abs(x) > B(0.5f), e - B(1.0f), tanh_f32(half) * (e + B(1.0f)));
-  return xsimd::select(half == B(0.0f), x, result);
+xsimd::batch<float, A> log1p_f32(const xsimd::batch<float, A>& x) { return log1p_xla(x); }
+template <class A>
+xsimd::batch<double, A> log1p_f64(const xsimd::batch<double, A>& x) { return log1p_xla(x); }
+
+// exp(x) - 1: exp(x) - 1 for |x| > 1/2, else tanh(x / 2) (exp(x) + 1), and x
+// itself where x / 2 reads as zero (a subnormal x is kept); exp and tanh are
+// XLA's of the type.
+template <class B>
+B expm1_xla(const B& x) {
+  using C = typename B::value_type;
+  const B half = x * B(C(0.5));
+  B e, t;
+  if constexpr (std::is_same_v<C, float>) e = exp_f32(x), t = tanh_f32(half);
+  else e = exp_f64(x), t = tanh_f64(half);
+  const B result = xsimd::select(xsimd::abs(x) > B(C(0.5)), e - B(C(1)), t * (e + B(C(1))));
+  return xsimd::select(half == B(C(0)), x, result);
 }
+template <class A>
+xsimd::batch<float, A> expm1_f32(const xsimd::batch<float, A>& x) { return expm1_xla(x); }
+template <class A>
+xsimd::batch<double, A> expm1_f64(const xsimd::batch<double, A>& x) { return expm1_xla(x); }
 
 // 1 / (1 + exp(-x)), as XLA expands logistic, exp by exp_f32.
 template <class A>
@@ -239,6 +303,10 @@ float log1p_f32(float x);
 float expm1_f32(float x);
 float logistic_f32(float x);
 double tanh_f64(double x);
+double exp_f64(double x);
+double log_f64(double x);
+double log1p_f64(double x);
+double expm1_f64(double x);
 
 // XLA's loop over a rank-1 float32 array of fewer than 16 elements leaves the
 // elements past the last multiple of 8 to LLVM's straight-line vectoriser,

@@ -54,6 +54,16 @@ auto xla_f32_or(const X& x, F32 f32, Other other) {
   if constexpr (std::is_same_v<typename ElementOf<X>::type, float>) return f32(x);
   else return other(x);
 }
+// XLA's own code on float32 and on float64 elements or batches, `other` on
+// the rest (complex elements).
+template <class X, class F32, class F64, class Other>
+auto xla_real_or(const X& x, F32 f32, F64 f64, Other other) {
+  using Element = typename ElementOf<X>::type;
+  if constexpr (std::is_same_v<Element, float>) return f32(x);
+  else if constexpr (std::is_same_v<Element, double>) return f64(x);
+  else return other(x);
+}
+#define XLA_REAL_OR(f, other) [](auto x) { return xla_real_or(x, XLA_MATH(f##_f32), XLA_MATH(f##_f64), other); }
 
 // A scalar function applied lane by lane, for a batch whose type XLA computes
 // with libm.
@@ -66,15 +76,6 @@ auto lanewise(F f) {
     for (auto& lane : lanes) lane = f(lane);
     return B::load_aligned(lanes);
   };
-}
-
-// XLA's expm1 returns a tiny argument as it is, selected
-// by a comparison under which a subnormal reads as zero: the subnormal
-// survives where the function's own arithmetic would flush it.
-template <class Batch>
-Batch keeping_subnormal(Batch x, Batch y) {
-  using C = typename Batch::value_type;
-  return xsimd::select(xsimd::abs(x) < Batch(std::numeric_limits<C>::min()), x, y);
 }
 
 void round_primitive() {
@@ -181,33 +182,19 @@ void elementwise::register_unary_elementwise_primitives() {
   register_primitive(std::move(square));
   unary<Accepts::Float, false>("floor", [](auto x) { return std::floor(x); }, zero_vjp);
   unary<Accepts::Float, false>("ceil", [](auto x) { return std::ceil(x); }, zero_vjp);
-  // float64: xsimd's exp overflows and loses the subnormal range slightly early, so |x| >= 87 runs
-  // std::exp (float32 takes XLA's code either way).
-  unary_simd("exp", [](auto x) { return xla_f32_or(x, XLA_MATH(exp_f32), [](auto v) { return xsimd::exp(v); }); },
-             [](auto x) { return xla_f32_or(x, XLA_MATH(exp_f32), [](auto v) { return std::exp(v); }); }, 87.0,
+  // XLA's own float32 and float64 forms (kernels/xla_math.h); complex elements take complex_math.h's.
+  unary_simd("exp", XLA_REAL_OR(exp, XLA_MATH(exp_f64)), XLA_REAL_OR(exp, [](auto v) { return std::exp(v); }), 87.0,
              d1([](auto& g, auto&, auto& y) { return op::mul(g, y); }), nullptr,
              [](float x) { return std::exp(x); });
   unary<Accepts::Inexact>("exp2", [](auto x) { return exp2_op(x); },
                         d1([](auto& g, auto&, auto& y) { return op::mul(op::mul(c(y, kLn2), g), y); }));
-  unary_simd("log", [](auto x) { return xla_f32_or(x, XLA_MATH(log_f32), [](auto v) { return xsimd::log(v); }); },
-             [](auto x) { return xla_f32_or(x, XLA_MATH(log_f32), [](auto v) { return std::log(v); }); }, kInf,
+  unary_simd("log", XLA_REAL_OR(log, XLA_MATH(log_f64)), XLA_REAL_OR(log, [](auto v) { return std::log(v); }), kInf,
              d1([](auto& g, auto& x, auto&) { return op::div(g, x); }), nullptr,
              [](float x) { return std::log(x); });
-  // float64: xsimd's log1p returns +0 for -0; XLA keeps the zero's sign and flushes a subnormal (x * 0).
-  unary_simd("log1p",
-             [](auto x) {
-               return xla_f32_or(x, XLA_MATH(log1p_f32), [](auto v) {
-                 return xsimd::select(v == decltype(v)(0), v * decltype(v)(0), xsimd::log1p(v));
-               });
-             },
-             [](auto x) { return xla_f32_or(x, XLA_MATH(log1p_f32), [](auto v) { return log1p_op(v); }); }, kInf,
-             d1([](auto& g, auto& x, auto&) { return op::div(g, op::add(x, c(x, 1.0))); }));
-  unary_simd("expm1",
-             [](auto x) {
-               return xla_f32_or(x, XLA_MATH(expm1_f32), [](auto v) { return keeping_subnormal(v, xsimd::expm1(v)); });
-             },
-             [](auto x) { return xla_f32_or(x, XLA_MATH(expm1_f32), [](auto v) { return expm1_op(v); }); }, 87.0,
-             d1([](auto& g, auto&, auto& y) { return op::mul(g, op::add(y, c(y, 1.0))); }),
+  unary_simd("log1p", XLA_REAL_OR(log1p, XLA_MATH(log1p_f64)), XLA_REAL_OR(log1p, [](auto v) { return log1p_op(v); }),
+             kInf, d1([](auto& g, auto& x, auto&) { return op::div(g, op::add(x, c(x, 1.0))); }));
+  unary_simd("expm1", XLA_REAL_OR(expm1, XLA_MATH(expm1_f64)), XLA_REAL_OR(expm1, [](auto v) { return expm1_op(v); }),
+             87.0, d1([](auto& g, auto&, auto& y) { return op::mul(g, op::add(y, c(y, 1.0))); }),
              // XLA computes a float16 expm1 in float16 (exp and tanh widened), each step rounded.
              Float16Steps{[](float16 x) {
                using T = float16;
@@ -227,11 +214,7 @@ void elementwise::register_unary_elementwise_primitives() {
                         d1([](auto& g, auto& x, auto& y) {
                           return op::mul(g, op::mul(c(x, 1.0 / 3.0), op::integer_pow(y, -2)));
                         }));
-  unary_simd("tanh", [](auto x) { return xla_f32_or(x, XLA_MATH(tanh_f32), XLA_MATH(tanh_f64)); },
-             [](auto x) {
-               if constexpr (std::is_same_v<decltype(x), double>) return xla_math::tanh_f64(x);
-               else return xla_f32_or(x, XLA_MATH(tanh_f32), [](auto z) { return std::tanh(z); });
-             },
+  unary_simd("tanh", XLA_REAL_OR(tanh, XLA_MATH(tanh_f64)), XLA_REAL_OR(tanh, [](auto z) { return std::tanh(z); }),
              kInf,
              d1([](auto& g, auto&, auto& y) {
                // JAX differentiates tanh as (g + g*y)(1 - y); its transpose rounds in this order.
