@@ -300,6 +300,10 @@ class PjitFunction:
             self.__name__ = self.__qualname__ = getattr(inner, "__name__", "<unnamed function>")
         _ALL_JITTED.add(self)
         self._fun = fun
+        self._arguments = dict(  # what a copy is made with
+            static_argnums=static_argnums, static_argnames=static_argnames,
+            donate_argnums=donate_argnums, donate_argnames=donate_argnames,
+            in_shardings=in_shardings, out_shardings=out_shardings, api=api, inline=inline)
         self._api = api  # "pjit": the deprecated jax.experimental.pjit (its context mesh, its name)
         self._in_shardings = in_shardings
         self._out_shardings = out_shardings
@@ -319,13 +323,28 @@ class PjitFunction:
         self._closed_refs: list = []  # Refs the function closes over (see ref.call_with_closed_refs)
         self._unplaced: dict[int, Any] = {}  # id(program): a result only a context mesh places
         self._inline = inline  # called while tracing: written in place, not a `jit` equation
+        self._copied = False  # made by copy.copy/deepcopy (printed without its function)
         self._nested: dict = {}  # the programs of calls while tracing (see _call_nested)
 
     def __get__(self, obj, objtype=None):
         return self if obj is None else functools.partial(self, obj)
 
     def __repr__(self):
-        return f"<PjitFunction of {self._fun!r}>"
+        return "<PjitFunction>" if self._copied else f"<PjitFunction of {self._fun!r}>"
+
+    def __copy__(self):
+        """A new jitted function of the same `fun` and options, as copying JAX's gives
+        (libraries deep-copy models that hold jitted functions); JAX's copy no longer names
+        the function in its repr."""
+        copied = PjitFunction(self._fun, **self._arguments)
+        copied._copied = True
+        arguments = self._arguments
+        _share_traces(copied, self._fun, arguments["in_shardings"], arguments["out_shardings"],
+                      arguments["api"])
+        return copied
+
+    def __deepcopy__(self, memo):
+        return self.__copy__()
 
     def _lookup(self, args, kwargs):
         static, dyn_args, dyn_kwargs = self._sig.split(args, kwargs)
@@ -699,7 +718,9 @@ class JittedWhenTraced:
     def __copy__(self):
         """A new jitted function of the same `fun`, as copying JAX's gives (a model holding
         `jnp.tanh` is deep-copied by libraries)."""
-        return JittedWhenTraced(self.__wrapped__, self._static_argnames, self._inline)
+        copied = JittedWhenTraced(self.__wrapped__, self._static_argnames, self._inline)
+        copied._jitted._copied = True
+        return copied
 
     def __deepcopy__(self, memo):
         return self.__copy__()
