@@ -3,6 +3,7 @@ turning Python and NumPy values into arrays, and the type of a value."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import numbers
 import threading
 import warnings
@@ -21,6 +22,7 @@ ShapedArray = _core.ShapedArray
 
 class _EvalContext(threading.local):
     depth = 0
+    partial = 0  # of them, blocks of a partial evaluator (see known_values_evaluated)
 
 
 _eval_context = _EvalContext()
@@ -39,6 +41,27 @@ def ensure_compile_time_eval():
 
 
 eval_context = ensure_compile_time_eval
+
+
+@contextlib.contextmanager
+def known_values_evaluated():
+    """`ensure_compile_time_eval` for a partial evaluator (`jax.interpreters.partial_eval`, as
+    flax's scan uses it to find its loop's known values): an operation on known values runs at
+    once, except a collective (axis_index, psum, ...), whose value depends on the device a
+    shard_map body runs on. That one is recorded, so that it lands in the enclosing shard_map's
+    program, as JAX's partial evaluator binds it in the parent trace. (Inside
+    `ensure_compile_time_eval` itself, JAX runs it at once and raises: unbound axis name.)"""
+    _eval_context.partial += 1
+    try:
+        with ensure_compile_time_eval():
+            yield
+    finally:
+        _eval_context.partial -= 1
+
+
+@functools.lru_cache(maxsize=None)
+def _reads_its_device(name: str) -> bool:
+    return _core.primitive_info(name)["kind"] == "collective"
 
 
 def evaluated_now(operands) -> bool:
@@ -69,7 +92,11 @@ def bind(name: str, /, *args, **params):
     if mesh is not None:
         args = placement.onto_mesh(args, mesh, as_operands=True)
     device = placement.committed_device(args, placement.describe_operand(name, len(args)))
-    if evaluated_now(args):
+    if evaluated_now(args) and not (_eval_context.partial and _reads_its_device(name)):
+        if _reads_its_device(name):  # run at once, as JAX does: no device to read
+            axes = params.get("axis_name", params.get("axes"))
+            axes = axes if isinstance(axes, (tuple, list)) else (axes,)
+            raise NameError(f"unbound axis name: {axes[0] if axes else ''}")
         outs = _bind_now(name, args, params)
     else:
         outs = _core.bind(name, args, params)

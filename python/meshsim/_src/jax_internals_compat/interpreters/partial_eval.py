@@ -39,7 +39,7 @@ def trace_to_jaxpr_nounits(fun, pvals, instantiate=False):
     program: residuals and unknown inputs -> the unknown outputs, one PartialVal per output,
     the residuals' values)."""
     pvals = [PartialVal(pv) for pv in pvals]
-    with tracing.open_trace() as trace, core.ensure_compile_time_eval():
+    with tracing.open_trace() as trace, core.known_values_evaluated():
         inputs = [pv[1] if pv.is_known() else trace.new_input(pv[0]) for pv in pvals]
         outs = list(fun.call_wrapped(*inputs))
         program, captures = trace.finish_capturing([core.asarray_value(o) for o in outs])
