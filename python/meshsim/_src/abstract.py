@@ -75,4 +75,14 @@ def eval_shape(fun: Callable, *args, **kwargs) -> Any:
     arguments may be arrays, array-likes or `ShapeDtypeStruct`s. Nothing runs."""
     from meshsim._src.api import trace_to_program
     program, out_tree = trace_to_program(fun, args, kwargs, captures_ok=True)
-    return tree_util.tree_unflatten(out_tree, [_struct_of(a) for a in program.out_avals])
+    return tree_util.tree_unflatten(out_tree, [_result_struct(a) for a in program.out_avals])
+
+
+def _result_struct(aval) -> ShapeDtypeStruct:
+    """A result's struct as JAX's eval_shape gives it: its sharding is part of its type only
+    over a mesh whose axes are all Explicit or Manual; over Auto axes, where the compiler
+    would choose it, the struct has none."""
+    struct = _struct_of(aval)
+    if struct.sharding is not None and not struct.sharding.mesh._are_all_axes_explicit_or_manual:
+        struct = ShapeDtypeStruct(aval.shape, aval.dtype, weak_type=aval.weak_type)
+    return struct

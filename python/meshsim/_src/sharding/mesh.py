@@ -85,6 +85,11 @@ class _MeshAxes:
         return self._all_axes_are(AxisType.Explicit)
 
     @property
+    def _are_all_axes_explicit_or_manual(self) -> bool:
+        return bool(self.axis_types) and all(
+            ty in (AxisType.Explicit, AxisType.Manual) for ty in self.axis_types)
+
+    @property
     def are_all_axes_auto(self) -> bool:
         return self._all_axes_are(AxisType.Auto)
 
