@@ -338,9 +338,7 @@ class PjitFunction:
         the function in its repr."""
         copied = PjitFunction(self._fun, **self._arguments)
         copied._copied = True
-        arguments = self._arguments
-        _share_traces(copied, self._fun, arguments["in_shardings"], arguments["out_shardings"],
-                      arguments["api"])
+        _share_traces(copied, self._fun, self._in_shardings, self._out_shardings, self._api)
         return copied
 
     def __deepcopy__(self, memo):

@@ -92,11 +92,14 @@ def bind(name: str, /, *args, **params):
     if mesh is not None:
         args = placement.onto_mesh(args, mesh, as_operands=True)
     device = placement.committed_device(args, placement.describe_operand(name, len(args)))
-    if evaluated_now(args) and not (_eval_context.partial and _reads_its_device(name)):
-        if _reads_its_device(name):  # run at once, as JAX does: no device to read
+    now = evaluated_now(args)
+    if now and _reads_its_device(name):
+        if not _eval_context.partial:  # run at once, as JAX does: no device to read
             axes = params.get("axis_name", params.get("axes"))
             axes = axes if isinstance(axes, (tuple, list)) else (axes,)
             raise NameError(f"unbound axis name: {axes[0] if axes else ''}")
+        now = False  # recorded: it belongs to the enclosing shard_map's program
+    if now:
         outs = _bind_now(name, args, params)
     else:
         outs = _core.bind(name, args, params)
