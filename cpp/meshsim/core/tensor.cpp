@@ -6,12 +6,33 @@
 #include <mutex>
 #include <vector>
 
+#include <sys/mman.h>
+
 #include "meshsim/core/error.h"
 #include "meshsim/core/strided.h"
 
 namespace meshsim {
 
 namespace {
+
+// Buffers of this many bytes or more are asked to be backed by 2 MiB pages
+// (transparent huge pages in "madvise" mode; NumPy asks the same for arrays
+// of 4 MiB and more). On 4 KiB pages a streaming kernel over a 16 MiB operand
+// that is not in cache (a large sum, x + x, a fused chain) ran 10-25% slower:
+// a TLB miss every 4 KiB, and a new page every 64 cache lines.
+constexpr size_t kHugePageBytes = size_t{2} << 20;
+constexpr size_t kHugePagesFrom = size_t{4} << 20;
+
+void* allocate(size_t bytes) {
+  bytes = (bytes + 63) / 64 * 64;
+  if (bytes < kHugePagesFrom) return std::aligned_alloc(64, bytes);
+  bytes = (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+  void* p = std::aligned_alloc(kHugePageBytes, bytes);
+#ifdef MADV_HUGEPAGE
+  if (p) madvise(p, bytes, MADV_HUGEPAGE);  // advice only: failure leaves 4 KiB pages
+#endif
+  return p;
+}
 
 // Freed buffers of up to 64 MiB, kept by size class for the next tensor of
 // that class. A program allocates the same sizes call after call; without
@@ -57,7 +78,7 @@ class BufferPool {
         return p;
       }
     }
-    return std::aligned_alloc(64, (class_bytes(c) + 63) / 64 * 64);
+    return allocate(class_bytes(c));
   }
 
   void give(void* p, int c) {
@@ -122,7 +143,7 @@ Tensor Tensor::empty(DType dtype, const Shape& shape) {
   auto st = std::make_shared<Storage>();
   st->nbytes = std::max<size_t>(t.nbytes(), 1);
   const int c = BufferPool::size_class(st->nbytes);
-  void* p = c >= 0 ? BufferPool::get().take(c) : std::aligned_alloc(64, (st->nbytes + 63) / 64 * 64);
+  void* p = c >= 0 ? BufferPool::get().take(c) : allocate(st->nbytes);
   if (!p) throw std::bad_alloc();
   st->data = p;
   st->ours = true;
