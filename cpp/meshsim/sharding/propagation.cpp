@@ -138,7 +138,8 @@ ShardingPlan Propagator::plan_of(size_t id) const {
     } else if (s.vars.empty()) {
       for (int v : s.in_vars) ops.push_back(spec_[v]);
     } else {
-      const std::vector<AxisNames> fs = resolve(s, /*planning=*/true);
+      std::vector<AxisNames> fs = resolve(s, /*planning=*/true);
+      take_results_layouts(s, fs);
       auto operands = [&](bool permuted_split) {
         std::vector<Spec> specs;
         for (size_t i = 0; i < s.num_in; ++i) {
@@ -384,6 +385,41 @@ std::vector<AxisNames> Propagator::resolve(const Site& s, bool planning) const {
     for (int f = 0; f < nf; ++f)
       if (!in_result[f] && fs[f].empty() && !candidates[f].empty()) fs[f] = split_over_idle_axes(s, f, fs, size[f]);
   return fs;
+}
+
+void Propagator::take_results_layouts(const Site& s, std::vector<AxisNames>& fs) const {
+  // Axes of factors no result has (contracted: a reduction's partial
+  // results all-reduced) stay theirs; the result is sliced after.
+  std::set<std::string> contracted;
+  std::vector<bool> in_result(s.map.num_factors, false);
+  for (size_t t = s.num_in; t < s.vars.size(); ++t)
+    for (int f : *s.dims[t])
+      if (f != kNoFactor) in_result[f] = true;
+  for (int f = 0; f < s.map.num_factors; ++f)
+    if (!in_result[f]) contracted.insert(fs[f].begin(), fs[f].end());
+  std::set<int> taken;
+  std::set<std::string> axes;
+  for (size_t t = s.num_in; t < s.vars.size(); ++t) {
+    const std::vector<int>& dims = *s.dims[t];
+    const Spec& value = spec_[s.vars[t]];
+    for (size_t d = 0; d < dims.size() && d < value.size(); ++d) {
+      const int f = dims[d];
+      if (f == kNoFactor || s.permutation[f] || s.compound.count({t, d}) || taken.count(f) || fs[f] == value[d])
+        continue;
+      if (std::any_of(value[d].begin(), value[d].end(), [&](const std::string& a) { return contracted.count(a); }))
+        continue;
+      fs[f] = value[d];
+      taken.insert(f);
+      axes.insert(value[d].begin(), value[d].end());
+    }
+  }
+  if (taken.empty()) return;
+  for (int f = 0; f < s.map.num_factors; ++f) {
+    if (taken.count(f)) continue;
+    size_t k = 0;
+    while (k < fs[f].size() && !axes.count(fs[f][k])) ++k;
+    fs[f].resize(k);
+  }
 }
 
 bool Propagator::apply(const Site& s, bool pass_through_only) {

@@ -116,6 +116,16 @@ class Propagator {
   // `s` uses, which propagation does not give the values).
   std::vector<AxisNames> resolve(const Site& s, bool planning = false) const;
 
+  // For computing on: each factor of `s`'s results takes the axes the
+  // results' values have for it, other factors giving those axes up. Local
+  // plans compute a result in the layout its operands' blocks give it, so
+  // operands are laid out to the results' values, as XLA's partitioner
+  // reshards operands to the layout propagation gave the result. (A
+  // factor's weight can grow after its result was laid out: a broadcast's
+  // bias dim, once its result is split along it, may outweigh the dim that
+  // took the axis first.)
+  void take_results_layouts(const Site& s, std::vector<AxisNames>& fs) const;
+
   // Open values of `s` gain the axes their factors' layouts add.
   bool apply(const Site& s, bool pass_through_only = false);
 
