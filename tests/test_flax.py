@@ -61,7 +61,7 @@ def _compare(program):
 
 @pytest.mark.parametrize("program", ["flax_nnx_basics.py", "flax_nnx_sharded.py", "flax_nnx_scan_layers.py",
                                      "flax_linen_basics.py", "flax_linen_logical.py",
-                                     "flax_linen_pipeline_scan.py"])
+                                     "flax_linen_pipeline_scan.py", "flax_linen_nested_scan_pipeline.py"])
 def test_flax_program_matches_jax(real_jax, program):
     pytest.importorskip("flax")
     pytest.importorskip("optax")

@@ -6,6 +6,7 @@
 #include "meshsim/primitives/families.h"
 #include "meshsim/primitives/program_calls.h"
 #include "meshsim/transforms/batching.h"
+#include "meshsim/transforms/partial_eval.h"
 #include "meshsim/runtime/interpreter.h"
 #include "meshsim/runtime/mesh_executor.h"
 #include "meshsim/sharding/propagation.h"
@@ -32,6 +33,7 @@ void remat() {
     return Batched{out, BatchDims(out.size(), 0)};
   };
   register_primitive(std::move(p));
+  register_partial_eval_rule("remat2", call_partial_eval_rule("jaxpr", true));
 }
 
 // custom_vjp_call(*args, *consts; call_jaxpr, fwd_jaxpr, bwd_jaxpr, ...):

@@ -656,6 +656,126 @@ std::optional<LocalPlan> scan_plan(const Avals& in, const Params& params, const 
   return plan;
 }
 
+// A scan with some operands known splits into a known scan and a staged one,
+// as JAX's scan partial evaluation does. Which carries stay known is a fixed
+// point: a carry is known when its initial value is and the body gives it
+// back known from the known inputs. The known scan runs the body's known part
+// and stacks its residuals as extra ys; the staged scan runs the rest on
+// them. A residual that is a known constant or a row of a known xs is not
+// stacked: the staged scan reads that operand itself. Staged whole when no
+// result would be known.
+std::optional<EquationSplit> scan_partial_eval(const Equation& e, const Avals& in, const std::vector<bool>& known_in) {
+  const ScanParams s(e.params);
+  const size_t num_in = in.size(), num_out = s.body->outvars.size();
+  const size_t first_x = s.num_consts + s.num_carry;
+  std::vector<bool> body_known = known_in;
+  PartialEvalPrograms pe;
+  for (bool changed = true; changed;) {
+    std::vector<bool> instantiate(num_out, false);
+    for (size_t j = 0; j < s.num_carry; ++j) instantiate[j] = !body_known[s.num_consts + j];
+    pe = partial_eval(*s.body, body_known, instantiate);
+    changed = false;
+    for (size_t j = 0; j < s.num_carry; ++j)
+      if (body_known[s.num_consts + j] && !pe.out_known[j]) body_known[s.num_consts + j] = !(changed = true);
+  }
+  size_t num_known_out = 0;
+  for (bool k : pe.out_known) num_known_out += k;
+  if (num_known_out == 0) return std::nullopt;
+
+  EquationSplit split;
+  split.out_known = pe.out_known;
+  split.staged_reads.assign(num_in, false);
+  for (size_t j = 0; j < s.num_carry; ++j)  // a known initial value of a carry the staged scan carries
+    split.staged_reads[s.num_consts + j] = known_in[s.num_consts + j] && !body_known[s.num_consts + j];
+  // The known body's inputs are the known operands in order; a residual it
+  // passes through from one of them is a forwarded operand.
+  std::vector<size_t> known_operands;
+  for (size_t i = 0; i < num_in; ++i)
+    if (body_known[i]) known_operands.push_back(i);
+  Program known_body = *pe.known;
+  std::vector<int> known_outvars(known_body.outvars.begin(), known_body.outvars.begin() + num_known_out);
+  std::vector<int> res_consts, res_stacked, res_xs;  // the staged body's residual invars by kind
+  std::vector<size_t> forwarded_consts, forwarded_xs;  // operand indices
+  const Program& staged_body = *pe.staged;
+  for (int q = 0; q < pe.num_residuals; ++q) {
+    const int v = known_body.outvars[num_known_out + q];
+    const int staged_var = staged_body.invars[q];
+    const auto at = std::find(known_body.invars.begin(), known_body.invars.end(), v);
+    const size_t operand = at == known_body.invars.end() ? num_in : known_operands[at - known_body.invars.begin()];
+    if (operand < s.num_consts || (operand >= first_x && operand < num_in)) {
+      split.staged_reads[operand] = true;
+      (operand < s.num_consts ? forwarded_consts : forwarded_xs).push_back(operand);
+      (operand < s.num_consts ? res_consts : res_xs).push_back(staged_var);
+      continue;
+    }
+    known_outvars.push_back(v);
+    res_stacked.push_back(staged_var);
+    split.residual_avals.push_back(stacked(known_body.avals[v], s.length));
+  }
+  known_body.outvars = std::move(known_outvars);
+
+  // The staged body takes (forwarded constants, unknown constants, unknown
+  // carries, stacked residuals, forwarded xs, unknown xs).
+  Program staged = staged_body;
+  staged.invars = res_consts;
+  std::vector<int> staged_xs = res_stacked;
+  staged_xs.insert(staged_xs.end(), res_xs.begin(), res_xs.end());
+  size_t num_staged_consts = res_consts.size(), num_staged_carry = 0;
+  for (size_t i = 0, a = pe.num_residuals; i < num_in; ++i) {
+    if (body_known[i]) continue;
+    const int v = staged_body.invars[a++];
+    if (i < s.num_consts) {
+      staged.invars.push_back(v);
+      ++num_staged_consts;
+    } else if (i < first_x) {
+      staged.invars.push_back(v);
+      ++num_staged_carry;
+    } else {
+      staged_xs.push_back(v);
+    }
+  }
+  staged.invars.insert(staged.invars.end(), staged_xs.begin(), staged_xs.end());
+
+  size_t num_known_consts = 0, num_known_carry = 0;
+  for (size_t i = 0; i < first_x; ++i)
+    if (body_known[i]) ++(i < s.num_consts ? num_known_consts : num_known_carry);
+  Params known_params = e.params;
+  known_params.set("jaxpr", std::make_shared<Program>(std::move(known_body)));
+  known_params.set("num_consts", static_cast<int64_t>(num_known_consts));
+  known_params.set("num_carry", static_cast<int64_t>(num_known_carry));
+  Params staged_params = e.params;
+  staged_params.set("jaxpr", std::make_shared<Program>(std::move(staged)));
+  staged_params.set("num_consts", static_cast<int64_t>(num_staged_consts));
+  staged_params.set("num_carry", static_cast<int64_t>(num_staged_carry));
+
+  split.known = [known_in, body_known, known_params](const Values& known_values) {
+    Values operands;
+    for (size_t i = 0, a = 0; i < known_in.size(); ++i) {
+      if (!known_in[i]) continue;
+      if (body_known[i]) operands.push_back(known_values[a]);
+      ++a;
+    }
+    return meshsim::bind(primitive("scan"), operands, known_params);
+  };
+  const std::vector<bool> reads = split.staged_reads;
+  split.staged = [known_in, body_known, reads, forwarded_consts, forwarded_xs, first_x, staged_params](const Values& residuals, const Values& inputs) {
+    // `inputs` holds operand i when it is unknown or read; find each by index.
+    std::vector<const Value*> operand(known_in.size(), nullptr);
+    for (size_t i = 0, a = 0; i < known_in.size(); ++i)
+      if (!known_in[i] || reads[i]) operand[i] = &inputs[a++];
+    Values operands;
+    for (size_t i : forwarded_consts) operands.push_back(*operand[i]);
+    for (size_t i = 0; i < first_x; ++i)
+      if (!body_known[i]) operands.push_back(*operand[i]);
+    operands.insert(operands.end(), residuals.begin(), residuals.end());
+    for (size_t i : forwarded_xs) operands.push_back(*operand[i]);
+    for (size_t i = first_x; i < known_in.size(); ++i)
+      if (!body_known[i]) operands.push_back(*operand[i]);
+    return meshsim::bind(primitive("scan"), operands, staged_params);
+  };
+  return split;
+}
+
 // Where the backward scan finds each residual of the body's forward program.
 struct ScanResiduals {
   enum Kind { Invariant, Forwarded, Stacked };
@@ -880,6 +1000,7 @@ void register_control_flow_primitives() {
   scan.batch = scan_batch;
   scan.sub_program_links = scan_links;
   register_primitive(std::move(scan));
+  register_partial_eval_rule("scan", scan_partial_eval);
 }
 
 }  // namespace meshsim

@@ -13,6 +13,7 @@
 #include "meshsim/primitives/program_calls.h"
 #include "meshsim/runtime/inlined_calls.h"
 #include "meshsim/transforms/batching.h"
+#include "meshsim/transforms/partial_eval.h"
 #include "meshsim/transforms/vjp.h"
 
 namespace meshsim {
@@ -190,6 +191,7 @@ void register_jit_primitive() {
     return Batched{out, dims};
   };
   register_primitive(std::move(p));
+  register_partial_eval_rule("jit", call_partial_eval_rule("jaxpr", false));
   inline_when_compiled("jit", "jaxpr");
 }
 
