@@ -111,3 +111,36 @@ CASES = {
 @pytest.mark.parametrize("name", CASES)
 def test_traced_conversion_errors_name_their_origin_as_jax(name):
     assert outcome(CASES[name], meshsim) == outcome(CASES[name], jax)
+
+
+@pytest.mark.parametrize("transform", ["jit", "vmap", "make_jaxpr"])
+@pytest.mark.parametrize("use", ["getitem", "at set", "at add", "getitem of a row"])
+def test_traced_boolean_indices_raise_jaxs_non_concrete_error(rng, transform, use):
+    shape = tuple(int(d) for d in rng.integers(1, 5, size=int(rng.integers(1, 3))))
+    host = rng.standard_normal((2, *shape)).astype(np.float32)
+
+    def index(j, x):
+        mask = x > 0
+        if use == "at set":
+            return x.at[mask].set(0.0)
+        if use == "at add":
+            return x.at[mask].add(1.0)
+        if use == "getitem of a row":
+            return x[j.numpy.stack([mask, ~mask])[0]]
+        return x[mask]
+
+    def run(j):
+        f = functools.partial(index, j)
+        x = j.numpy.asarray(host)
+        if transform == "vmap":
+            return j.vmap(f)(x).shape
+        if transform == "make_jaxpr":
+            return str(j.make_jaxpr(f)(x))
+        return j.jit(f)(x).shape
+
+    result = outcome(run, meshsim)
+    assert result[0] == "NonConcreteBooleanIndexError"
+    assert result == outcome(run, jax)
+    with pytest.raises(IndexError):  # JAX's class is an IndexError: code catching that works
+        run(meshsim)
+    assert issubclass(meshsim.errors.NonConcreteBooleanIndexError, meshsim.errors.JAXIndexError)

@@ -61,8 +61,7 @@ class KeyReuseError(JAXTypeError):
 
 class NonConcreteBooleanIndexError(JAXIndexError):
     def __init__(self, tracer):
-        super().__init__("Array boolean indices must be concrete; got "
-                         f"{tracer.aval.str_short()}")
+        super().__init__(f"Array boolean indices must be concrete; got {tracer.aval.str_short()}\n")
 
 
 class JaxRuntimeError(RuntimeError):

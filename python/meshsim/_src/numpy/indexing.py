@@ -21,7 +21,7 @@ from meshsim._src.lax import indexing as lax_indexing
 from meshsim._src.lax.structural import canonicalize_axis
 from meshsim._src.numpy.promotion import broadcast_shapes, broadcast_to_shape
 from meshsim._src.sharding import explicit
-from meshsim._src import dtype_kinds
+from meshsim._src import dtype_kinds, errors
 
 __all__ = ["take", "take_along_axis", "put_along_axis"]
 
@@ -73,8 +73,7 @@ def _classify_array(item):
     dtype = np.dtype(item.dtype)
     if dtype == np.bool_:
         if not _is_concrete(item):
-            raise IndexError(f"Array boolean indices must be concrete; got {core.typeof(item)}. "
-                             "Inside jit, use jnp.where or pass `size=` to jnp.nonzero instead.")
+            raise errors.NonConcreteBooleanIndexError(item)
         mask = np.asarray(item)
         return ("bool", bool(mask), 0) if mask.ndim == 0 else ("mask", mask, mask.ndim)
     if not dtype_kinds.issubdtype(dtype, np.integer):
