@@ -44,13 +44,8 @@ def _flat_in_axes(in_axes, dyn_args, kwargs, in_tree) -> list:
 
 
 def _broadcast_prefix(prefix, full) -> list:
-    """The leaves of `prefix` repeated over the leaves of `full` they cover."""
-    out: list = []
-    leaves = tree_util.tree_leaves(prefix, is_leaf=lambda x: x is None)
-    subtrees = tree_util.tree_structure(prefix, is_leaf=lambda x: x is None).flatten_up_to(full)
-    for leaf, sub in zip(leaves, subtrees):
-        out.extend([leaf] * tree_util.tree_structure(sub).num_leaves)
-    return out
+    """The leaves of `prefix` (None among them) repeated over the leaves of `full` they cover."""
+    return tree_util.broadcast_prefix(prefix, full, is_leaf=lambda x: x is None)
 
 
 def in_tree_children(in_tree) -> list[int]:

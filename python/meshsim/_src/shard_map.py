@@ -202,8 +202,7 @@ class _ShardMapped:
         keyed = tree_util.tree_map_with_path(
             lambda k, s: _Keyed(tree_util.keystr(k), _as_spec(s)), specs, is_leaf=is_leaf)
         try:
-            return tree_util.tree_leaves(tree_util.tree_broadcast(keyed, tree, is_leaf=_is_keyed),
-                                         is_leaf=_is_keyed)
+            return tree_util.broadcast_prefix(keyed, tree, is_leaf=_is_keyed)
         except ValueError:
             err = next(tree_util._prefix_error((), specs, tree, is_leaf), None)
             if err is None:

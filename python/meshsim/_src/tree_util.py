@@ -370,18 +370,29 @@ def transpose_flat(outer_treedef: PyTreeDef, inner_treedef: PyTreeDef, flat: lis
     return inner_treedef.unflatten(outer_treedef.unflatten(col) for col in zip(*rows))
 
 
+def broadcast_prefix(prefix_tree: Any, full_tree: Any,
+                     is_leaf: Callable[[Any], bool] | None = None) -> list[Any]:
+    """Each of ``full_tree``'s leaves' ``prefix_tree`` leaf (the one above it), in
+    ``full_tree``'s leaf order. Nothing is unflattened, so a custom node whose
+    constructor checks its fields (``jnp.asarray`` of them) is never built with
+    placeholder leaves."""
+    leaves: list[Any] = []
+    prefix_leaves, prefix_def = tree_flatten(prefix_tree, is_leaf)
+    try:
+        subtrees = prefix_def.flatten_up_to(full_tree)
+    except ValueError as e:
+        err = next(_prefix_error((), prefix_tree, full_tree, is_leaf), None)
+        raise (err("broadcast_prefix prefix_tree") if err is not None else e) from None
+    for leaf, subtree in zip(prefix_leaves, subtrees):
+        leaves.extend([leaf] * tree_structure(subtree).num_leaves)
+    return leaves
+
+
 def tree_broadcast(prefix_tree: Any, full_tree: Any,
                    is_leaf: Callable[[Any], bool] | None = None) -> Any:
     """``full_tree``'s structure with each leaf taken from ``prefix_tree``'s
     leaf above it."""
-    leaves: list[Any] = []
-    add = lambda x, sub: leaves.extend([x] * tree_structure(sub).num_leaves)  # noqa: E731
-    try:
-        tree_map(add, prefix_tree, full_tree, is_leaf=is_leaf)
-    except ValueError as e:
-        err = next(_prefix_error((), prefix_tree, full_tree, is_leaf), None)
-        raise (err("broadcast_prefix prefix_tree") if err is not None else e) from None
-    return tree_structure(full_tree).unflatten(leaves)
+    return tree_structure(full_tree).unflatten(broadcast_prefix(prefix_tree, full_tree, is_leaf))
 
 
 # --- structure-mismatch errors (messages as JAX's _prefix_error) -------------

@@ -48,7 +48,7 @@ def _flatten_axes(name: str, tree, axes, kws: bool = False) -> list:
     wrapped = tree_util.tree_map(_Axis, axes, is_leaf=_is_none)
     is_axis = lambda x: isinstance(x, _Axis)  # noqa: E731
     try:
-        full = tree_util.tree_broadcast(wrapped, tree, is_leaf=is_axis)
+        full = tree_util.broadcast_prefix(wrapped, tree, is_leaf=is_axis)
     except ValueError:
         # JAX reports mismatches of the positional arguments only.
         prefix, target = (axes[0], tree[0]) if kws else (axes, tree)
@@ -56,7 +56,7 @@ def _flatten_axes(name: str, tree, axes, kws: bool = False) -> list:
         if error is None:
             raise
         raise error from None
-    return [a.axis for a in tree_util.tree_leaves(full, is_leaf=is_axis)]
+    return [a.axis for a in full]
 
 
 def _is_array_like(x) -> bool:

@@ -82,9 +82,8 @@ def make_array_from_process_local_data(sharding, local_data, global_shape=None):
     process the local data is the whole array."""
     leaves, treedef = tree_util.tree_flatten(local_data)
     leaves = [x if core.is_value(x) else np.asarray(x) for x in leaves]
-    shapes = tree_util.tree_leaves(tree_util.tree_broadcast(
-        global_shape, local_data, is_leaf=lambda x: x is None or isinstance(x, tuple)),
-        is_leaf=lambda x: x is None or isinstance(x, tuple))
+    shapes = tree_util.broadcast_prefix(global_shape, local_data,
+                                        is_leaf=lambda x: x is None or isinstance(x, tuple))
     for shape, leaf in zip(shapes, leaves):
         if shape is not None and tuple(shape) != tuple(leaf.shape):
             raise ValueError("When calling `make_array_from_process_local_data` on a single "

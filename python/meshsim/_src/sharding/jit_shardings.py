@@ -48,8 +48,7 @@ def _broadcast(shardings, tree, what: str, args_len: int | None = None):
             f"of length equal to the number of positional arguments. But pjit {what} is the "
             f"wrong length: got a tuple or list of length {len(shardings)} for an args tuple of "
             f"length {args_len}.")
-    return tree_util.tree_leaves(tree_util.tree_broadcast(shardings, tree, is_leaf=_is_leaf),
-                                 is_leaf=lambda x: x is None)
+    return tree_util.broadcast_prefix(shardings, tree, is_leaf=_is_leaf)
 
 
 def _check_rank(sharding, x, path: str) -> None:
