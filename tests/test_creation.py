@@ -281,3 +281,43 @@ def test_creation_under_explicit_set_mesh_matches_jax(real_jax):
                             np.asarray(x).tolist()))
         return out
     assert run(mjax) == run(real_jax)
+
+
+def _nested_list(rng, leaves, depth):
+    """A nested list (`depth` levels, 1-3 elements each) of items drawn from `leaves`."""
+    if depth == 0:
+        return leaves[int(rng.integers(len(leaves)))]
+    return [_nested_list(rng, leaves, depth - 1) for _ in range(int(rng.integers(1, 4)))]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_array_of_a_traced_list_records_jaxs_equations(seed):
+    """jnp.array of a (nested) list holding traced values: each element is converted and
+    given its leading axis before the next, Python scalars stay literals, and ragged lists
+    raise lax.concatenate's errors, as in JAX."""
+    rng = np.random.default_rng(seed)
+    dtypes = [None, "float32", "int8", "bfloat16", "int32"]
+    dtype = dtypes[int(rng.integers(len(dtypes)))]
+    depth = int(rng.integers(1, 3))
+    shape = tuple(int(d) for d in rng.integers(1, 3, size=int(rng.integers(0, 2))))
+    ragged = seed % 4 == 3
+    layout = _nested_list(rng, ["a", "b", 2, 1.5, "ones"], depth)
+    if ragged:
+        layout = [layout, [layout, layout]] if isinstance(layout, list) else [layout, [layout]]
+
+    def run(j):
+        def build(a, b):
+            fill = {"a": a, "b": b, "ones": np.ones(shape, np.int32)}
+
+            def place(item):
+                return [place(e) for e in item] if isinstance(item, list) else fill.get(item, item)
+
+            return j.numpy.array(place(layout), dtype=dtype)
+
+        a, b = np.ones(shape, np.float32), np.full(shape, 3, np.int32)
+        try:
+            return str(j.make_jaxpr(build)(a, b))
+        except (TypeError, ValueError) as e:
+            return type(e).__name__, str(e)
+
+    assert run(mjax) == run(jax), layout

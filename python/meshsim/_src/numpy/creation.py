@@ -69,11 +69,13 @@ def _leaves(x):
 
 
 def _stack_nested(x, dtype):
-    """A nested list holding meshsim values, as one array of `dtype`."""
-    if isinstance(x, (list, tuple)):
-        from meshsim._src.numpy.structural import stack
-        return stack([_stack_nested(e, dtype) for e in x])
-    return core.convert_element_type(x, dtype)
+    """A nested list holding meshsim values, as one array of `dtype`. Each element is
+    converted and given its leading axis before the next one is, so a traced list records
+    its equations in JAX's order; Python scalars and NumPy data stay constants."""
+    if not isinstance(x, (list, tuple)):
+        return core.convert_element_type(x, dtype) if core.is_value(x) else core.asarray_value(x, dtype)
+    parts = [lax.expand_dims(_stack_nested(e, dtype), (0,)) for e in x]
+    return parts[0] if len(parts) == 1 else lax.concatenate(parts, 0)
 
 
 def array(object, dtype=None, copy: bool = True, order: str | None = "K", ndmin: int = 0,  # noqa: A002
