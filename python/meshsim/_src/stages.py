@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from meshsim import _core
-from meshsim._src import core, planning, tree_util
+from meshsim._src import core, planning, tracing, tree_util
 from meshsim._src.abstract import ShapeDtypeStruct
 
 
@@ -115,8 +115,9 @@ class Traced(Stage):
     """`jit(f).trace(*args)`: the traced program; `.jaxpr`, `.lower()`."""
 
     def __init__(self, program, out_tree, in_tree, args_info, arg_shardings, fun_name, jitted,
-                 arg_values=None):
+                 arg_values=None, arg_names=None):
         self._program = program
+        self._arg_names = arg_names  # each argument leaf's name (`x`, `params['w']`), as errors give it
         self._arg_values = arg_values  # the arrays traced with (None: some were abstract)
         self.out_tree = out_tree
         self.in_tree = in_tree
@@ -262,6 +263,21 @@ class Compiled(Stage):
         return [_compiled_sharding(mesh, specs[v]) if 0 <= v < len(specs) else None
                 for v in self._program.outvars]
 
+    def _check_argument_types(self, leaves) -> None:
+        names = self._traced._arg_names or []
+        mismatches = [
+            f"Argument '{names[i] if i < len(names) else f'args[{i}]'}' compiled with "
+            f"{info._aval.str_short()} and called with {x.aval.str_short()}"
+            for i, (x, info) in enumerate(zip(leaves, tree_util.tree_leaves(self.args_info)))
+            if (x.aval.shape, x.aval.dtype) != (info._aval.shape, info._aval.dtype)]
+        if mismatches:
+            shown = 5
+            which = f"The first {shown} of {len(mismatches)}" if len(mismatches) >= shown else "The"
+            raise TypeError(
+                "Argument types differ from the types for which this computation was compiled. Perhaps "
+                "you are calling the compiled executable with a different enable_x64 mode than when it "
+                f"was AOT compiled? {which} mismatches are:\n" + "\n".join(mismatches[:shown]))
+
     def __call__(self, *args, **kwargs):
         if self.topology is not None:
             raise ValueError(f"{self.fun_name} was compiled for {self.topology.name}, whose "
@@ -276,12 +292,13 @@ class Compiled(Stage):
         if in_tree != self.in_tree:
             raise TypeError(f"Function compiled with input pytree does not match the input "
                             f"pytree it was called with. Expected {self.in_tree}, got {in_tree}")
+        # A transformation would change the signature the program was compiled for.
+        tracer = next((x for x in leaves if isinstance(x, core.Tracer)), None)
+        if tracer is not None:
+            raise TypeError("Cannot apply JAX transformations to a function lowered and compiled for a "
+                            f"particular signature. Detected argument of Tracer type {type(tracer)}.")
         leaves = [core.asarray_value(x) for x in leaves]
-        for x, info in zip(leaves, tree_util.tree_leaves(self.args_info)):
-            if x.aval.shape != info._aval.shape or x.aval.dtype != info._aval.dtype:
-                raise TypeError(
-                    f"Argument types differ from the types for which this computation was "
-                    f"compiled. Expected {info._aval.str_short()}, got {x.aval.str_short()}")
+        self._check_argument_types(leaves)
         donated = [a.donated for a in tree_util.tree_leaves(self.args_info)]
         usable = _usable_donations(self._program, donated) if any(donated) else None
         paths = [tree_util.keystr(p) for p, _ in tree_util.tree_flatten_with_path((args, kwargs))[0]]
@@ -310,7 +327,10 @@ def trace(jitted, args: tuple, kwargs: dict) -> Traced:
     args_info = tree_util.tree_unflatten(in_tree, infos)
     name = getattr(jitted._fun, "__name__", "")
     values = _stand_ins(leaves)
-    return Traced(program, out_tree, in_tree, args_info, shardings, name, jitted, values)
+    names = tracing.argument_names(
+        jitted._fun, tuple(tracing.STATIC if i in sig.static_argnums else a for i, a in enumerate(args)),
+        {k: tracing.STATIC if k in sig.static_argnames else v for k, v in kwargs.items()})
+    return Traced(program, out_tree, in_tree, args_info, shardings, name, jitted, values, names)
 
 
 def _dynamic_names(sig) -> list[str]:
