@@ -362,3 +362,26 @@ def test_debug_breakpoint(real_jax, capsys, monkeypatch, jitted):
         np.testing.assert_allclose(np.asarray(out), 2 * np.sin(np.arange(3.0)), rtol=1e-6)
     ours, theirs = (p.replace("jax.numpy", "").splitlines() for p in printed)
     assert ours == theirs
+
+
+@pytest.mark.parametrize("jitted", [False, True])
+@pytest.mark.parametrize("commands", ["p y\n", "", "exit\n", "q\n", "bt\ncont\n"])
+def test_debug_breakpoint_quits_at_the_end_of_its_input(real_jax, capsys, monkeypatch, jitted, commands):
+    """`q`, `exit` and the end of the input quit the debugger: the SystemExit propagates,
+    inside jit wrapped in JAX's JaxRuntimeError (a callback's error); `cont` runs on."""
+    import io
+    outcomes = []
+    for jax in (meshsim, real_jax):
+        monkeypatch.setattr("sys.stdin", io.StringIO(commands))
+        f = (lambda x: _with_breakpoint(jax, x))
+        try:
+            out = (jax.jit(f) if jitted else f)(jax.numpy.arange(3.0))
+            jax.block_until_ready(out)
+            if jax is real_jax:
+                jax.effects_barrier()
+            outcomes.append(("ok", np.asarray(out).tolist()))
+        except (Exception, SystemExit) as e:  # noqa: BLE001 - un-jitted, the SystemExit itself
+            lines = str(e).splitlines() or [""]
+            outcomes.append((type(e).__name__, lines[0], lines[-1]))
+        capsys.readouterr()
+    assert outcomes[0] == outcomes[1]

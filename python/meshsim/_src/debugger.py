@@ -122,10 +122,10 @@ class _Debugger(cmd.Cmd):
     def do_q(self, arg: str) -> None:
         raise SystemExit(0)
 
-    def do_EOF(self, arg: str) -> bool:
-        return True
-
-    do_continue, do_quit, do_list, do_where, do_up, do_down = do_c, do_q, do_l, do_w, do_u, do_d
+    # The end of the input quits, as JAX's debugger does: a program whose breakpoint finds no
+    # input (stdin closed or redirected) fails there instead of running on.
+    do_continue, do_cont, do_quit, do_exit, do_EOF = do_c, do_c, do_q, do_q, do_q
+    do_list, do_where, do_bt, do_up, do_down = do_l, do_w, do_w, do_u, do_d
 
 
 def breakpoint(*, backend: str | None = None, filter_frames: bool = True,  # noqa: A001 - JAX's name
