@@ -1,5 +1,6 @@
 """Run a JAX program (.py, .ipynb, or MyST .md notebook) under JAX and under
-`python -m meshsim`, and compare what each cell prints.
+`python -m meshsim`, and compare what each cell prints. A .md or .rst document
+without notebook cells runs its `>>>` examples, a statement a cell.
 
     python3 scripts/compare_programs.py PROGRAM [--out DIR] [--timeout S]
         [--devices N] [--ignore REGEX ...] [--set NAME=PYTHON ...]
@@ -44,9 +45,33 @@ def notebook_cells(path: str) -> list[str]:
         return ["".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code"]
     with open(path) as f:
         text = f.read()
-    if path.endswith(".md"):
+    if path.endswith(".md") and "```{code-cell}" in text:
         return re.findall(r"```\{code-cell\}[^\n]*\n(.*?)```", text, re.S)
+    if path.endswith((".md", ".rst")):
+        return doctest_cells(text)
     return [text]
+
+
+def doctest_cells(text: str) -> list[str]:
+    """A document's `>>>` examples, one cell per statement (its `...` lines included),
+    after a cell importing what the examples take as given (jax, jnp, np)."""
+    cells = ["import jax\nimport jax.numpy as jnp\nimport numpy as np"]
+    statement = None
+    for line in text.splitlines():
+        prompt = re.match(r"\s*>>> ?(.*)$", line)
+        continued = re.match(r"\s*\.\.\. ?(.*)$", line)
+        if prompt:
+            if statement is not None:
+                cells.append("\n".join(statement))
+            statement = [prompt.group(1)]
+        elif continued and statement is not None and not line.lstrip().startswith(".. "):
+            statement.append(continued.group(1))
+        elif statement is not None:
+            cells.append("\n".join(statement))
+            statement = None
+    if statement is not None:
+        cells.append("\n".join(statement))
+    return cells
 
 
 def runnable_source(cell: str) -> str:
