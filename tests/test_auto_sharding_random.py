@@ -57,7 +57,7 @@ KNOWN = {
     1040: "retile", 1044: "collectives",
     1063: "xla_values", 1065: "permute", 1068: "retile",
     1075: "permute", 1076: "permute", 1077: "layout", 1085: "layout", 1090: "collectives",
-    1091: "sub_axes", 1093: "halo", 1105: "permute", 1107: "permute", 1110: "retile", 1111: "permute",
+    1091: "sub_axes", 1093: "halo", 1105: "permute", 1107: "permute", 1111: "permute",
     1113: "permute", 1114: "sub_axes", 1117: "permute",
 }
 

@@ -161,6 +161,8 @@ ShardingPlan Propagator::plan_of(size_t id) const {
         if (on_blocks) ops = kept;
       }
       if (!on_blocks) computed = computed_layouts(s);
+      if (computed.empty() && !takes_operands(local_plan(s, ops, values(s.out_vars)), ops))
+        computed = resolved_results(s, fs);
       if (!computed.empty() && s.eqn->prim->retiles_through_other_dim) retile_concatenated(s, ops, computed[0]);
     }
     p.operand.push_back(std::move(ops));
@@ -176,8 +178,8 @@ std::vector<Spec> Propagator::values(const std::vector<int>& vars) const {
   return specs;
 }
 
-bool Propagator::runs_on_blocks(const Site& s, const std::vector<Spec>& operands,
-                                const std::vector<Spec>& results) const {
+std::optional<LocalPlan> Propagator::local_plan(const Site& s, const std::vector<Spec>& operands,
+                                                const std::vector<Spec>& results) const {
   const Equation& e = *s.eqn;
   auto mesh = std::make_shared<Mesh>(mesh_);
   auto laid_out = [&](int v, const Spec& spec) {
@@ -190,16 +192,26 @@ bool Propagator::runs_on_blocks(const Site& s, const std::vector<Spec>& operands
   for (size_t i = 0; i < s.in_vars.size(); ++i) in.push_back(laid_out(s.in_vars[i], operands[i]));
   for (size_t j = 0; j < s.out_vars.size(); ++j) out.push_back(laid_out(s.out_vars[j], results[j]));
   try {
-    const std::optional<LocalPlan> lp = local_plan_for(*e.prim, in, e.params, out);
-    if (!lp || !lp->reduce_axes.empty()) return false;
-    for (size_t i = 0; i < in.size(); ++i)
-      if (pad_spec(lp->in_specs[i], in[i].shape.size()) != in[i].spec) return false;
-    for (size_t j = 0; j < out.size(); ++j)
-      if (pad_spec(lp->out_specs[j], out[j].shape.size()) != out[j].spec) return false;
-    return true;
+    return local_plan_for(*e.prim, in, e.params, out);
   } catch (const std::exception&) {
-    return false;
+    return std::nullopt;
   }
+}
+
+bool Propagator::takes_operands(const std::optional<LocalPlan>& lp, const std::vector<Spec>& operands) {
+  if (!lp) return false;
+  for (size_t i = 0; i < operands.size(); ++i)
+    if (pad_spec(lp->in_specs[i], operands[i].size()) != operands[i]) return false;
+  return true;
+}
+
+bool Propagator::runs_on_blocks(const Site& s, const std::vector<Spec>& operands,
+                                const std::vector<Spec>& results) const {
+  const std::optional<LocalPlan> lp = local_plan(s, operands, results);
+  if (!takes_operands(lp, operands) || !lp->reduce_axes.empty()) return false;
+  for (size_t j = 0; j < results.size(); ++j)
+    if (pad_spec(lp->out_specs[j], results[j].size()) != results[j]) return false;
+  return true;
 }
 
 void Propagator::fix_results(const Equation& e, const std::vector<int>& outputs) {
@@ -322,10 +334,18 @@ std::vector<AxisNames> Propagator::resolve(const Site& s, bool planning) const {
   // the results' layout of the other dims (a cumulative sum along a split
   // dim whose result is split along another).
   auto deferred = [&](int f) { return planning && s.permutation[f] && !split_in_result[f]; };
+  // For computing on, on equal weights, a factor some operand holds in full
+  // wins over one whose axes only a result extends: XLA keeps the operand's
+  // split (a gather's indexed dim, its partial results all-reduced) and
+  // slices the result to its layout after.
+  std::vector<bool> held(nf, false);
+  for (int f = 0; f < nf; ++f)
+    for (const AxisNames& axes : candidates[f]) held[f] = held[f] || axes == fs[f];
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
     if (deferred(a) != deferred(b)) return deferred(b);
     if (weight[a] != weight[b]) return weight[a] > weight[b];
-    return from_operand[a] && !from_operand[b];
+    if (from_operand[a] != from_operand[b]) return static_cast<bool>(from_operand[a]);
+    return planning && held[a] && !held[b];
   });
   const std::vector<AxisNames> wanted = fs;
   std::set<std::string> used;
@@ -420,6 +440,24 @@ void Propagator::take_results_layouts(const Site& s, std::vector<AxisNames>& fs)
     while (k < fs[f].size() && !axes.count(fs[f][k])) ++k;
     fs[f].resize(k);
   }
+}
+
+std::vector<Spec> Propagator::resolved_results(const Site& s, const std::vector<AxisNames>& fs) const {
+  std::vector<Spec> layouts;
+  bool differs = false;
+  for (size_t t = s.num_in; t < s.vars.size(); ++t) {
+    Spec spec = spec_[s.vars[t]];
+    const std::vector<int>& dims = *s.dims[t];
+    for (size_t d = 0; d < dims.size() && d < spec.size(); ++d) {
+      if (dims[d] == kNoFactor) continue;
+      const AxisNames axes = joined(s, t, d, fs);
+      differs = differs || axes != spec[d];
+      spec[d] = axes;
+    }
+    layouts.push_back(std::move(spec));
+  }
+  if (!differs) layouts.clear();
+  return layouts;
 }
 
 bool Propagator::apply(const Site& s, bool pass_through_only) {

@@ -67,8 +67,11 @@ AxisNames Propagator::contracted_layout(const Site& s, int f, const std::vector<
       operand_axes.insert(axes.begin(), axes.end());
       if (dims[d] != f) continue;
       const int v = s.vars[t];
-      differs |= axes != fs[f] && (planning || !axes.empty() || fixed_[v] || !computed_[v] ||
-                                   uses_any(spec_[v], fs[f]));
+      // An open operand laid out over a prefix of the factor's axes (or not
+      // along it) gains the rest where its other dims leave them free.
+      const AxisNames rest(fs[f].begin() + std::min(axes.size(), fs[f].size()), fs[f].end());
+      const bool grows = is_prefix(axes, fs[f]) && !fixed_[v] && computed_[v] && !uses_any(spec_[v], rest);
+      differs |= axes != fs[f] && (planning || !grows);
       if (axes.empty()) continue;
       std::vector<AxisNames> own = fs;
       own[f] = axes;

@@ -87,6 +87,11 @@ class Propagator {
   // `operands` and its results as `results`: its local plan takes them as
   // they are and combines nothing.
   bool runs_on_blocks(const Site& s, const std::vector<Spec>& operands, const std::vector<Spec>& results) const;
+  // `s`'s primitive's local plan for these layouts; nullopt when it has none.
+  std::optional<LocalPlan> local_plan(const Site& s, const std::vector<Spec>& operands,
+                                      const std::vector<Spec>& results) const;
+  // Whether local plan `lp` uses the operands laid out as `operands`.
+  static bool takes_operands(const std::optional<LocalPlan>& lp, const std::vector<Spec>& operands);
 
   // A sharding constraint (a view of its operand in a fixed layout:
   // Primitive::result_is_operand_view and fixed_result_specs) on a value an
@@ -125,6 +130,14 @@ class Propagator {
   // bias dim, once its result is split along it, may outweigh the dim that
   // took the axis first.)
   void take_results_layouts(const Site& s, std::vector<AxisNames>& fs) const;
+
+  // The layouts `s`'s results are computed in when their factors resolve
+  // (`fs`) other than their values have them and the primitive's local plan
+  // would not take the operands as laid out for them (axes a contracted
+  // factor kept: a gather's result computed over its operand's pass-through
+  // axes, its partial results all-reduced, then sliced to its layout);
+  // empty when nothing differs.
+  std::vector<Spec> resolved_results(const Site& s, const std::vector<AxisNames>& fs) const;
 
   // Open values of `s` gain the axes their factors' layouts add.
   bool apply(const Site& s, bool pass_through_only = false);
@@ -174,8 +187,9 @@ class Propagator {
   // splits none of them); otherwise whichever moves fewer bytes.
   // While propagating (`planning` false), an open operand that an equation
   // computes (not a sub-program's input: a loop's carry is tied to its
-  // initial value) and that is not yet laid out along the factor does not
-  // differ where its other dims leave the axes free: it gains them, as
+  // initial value) and that is laid out along the factor over a prefix of
+  // its axes, or not at all, does not differ where its other dims leave the
+  // other axes free: it gains them, as
   // Shardy gives an open value the compatible axes before the partitioner
   // weighs any move.
   AxisNames contracted_layout(const Site& s, int f, const std::vector<AxisNames>& fs, bool planning) const;
