@@ -1,10 +1,11 @@
-"""Partial evaluation of a scan whose operands are partly known, against JAX 0.10.2: the loop
-splits into its known part and the rest (a carry stays known while its initial value is known
-and the body gives it back from known values alone), so `jax.interpreters.partial_eval.
-trace_to_jaxpr_nounits` finds the same known results, with the same values, and the staged
-program run on the residuals and the unknown inputs gives the rest of what the whole function
-gives. Random scan bodies: mixes of known and unknown constants, carries and xs, reverse,
-lengths, unroll, and a scan nested in the body."""
+"""Partial evaluation of loops, conds and calls whose operands are partly known, against JAX
+0.10.2: a scan splits into its known part and the rest (a carry stays known while its initial
+value is known and the body gives it back from known values alone), so `jax.interpreters.
+partial_eval.trace_to_jaxpr_nounits` finds the same known results, with the same values, and
+the staged program run on the residuals and the unknown inputs gives the rest of what the whole
+function gives. Random scan bodies: mixes of known and unknown constants, carries and xs,
+reverse, lengths, unroll, and a scan nested in the body; then nested jits and checkpointed
+regions, while loops and conds (switches) with known and unknown indices."""
 from importlib import import_module
 
 import numpy as np
@@ -139,6 +140,63 @@ def test_call_partial_eval_matches_jax(real_jax, seed):
 
         call = lib.jit(inner) if wrapper == "jit" else lib.checkpoint(inner)
         results.append(_partial_eval_of(lib, call, known, args))
+    _assert_same_split(*results)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_while_partial_eval_matches_jax(real_jax, seed):
+    """A while loop's carries that stay known, when its predicate reads only known values, are
+    known, as in JAX; an unknown value in the predicate leaves every carry unknown."""
+    rng = np.random.default_rng(200 + seed)
+    num_carry = int(rng.integers(1, 4))
+    # Operand 0 is a constant of the body, 1 the counter, then the float carries.
+    reads = [sorted(rng.choice(num_carry + 1, size=int(rng.integers(1, 3)), replace=False).tolist())
+             for _ in range(num_carry)]
+    known = [bool(k) for k in rng.integers(0, 2, size=num_carry + 2)]
+    known[int(rng.integers(0, num_carry + 2))] = False
+    steps = int(rng.integers(0, 4))
+    width = int(rng.integers(1, 4))
+    args = [rng.uniform(-1, 1, size=(width,)).astype(np.float32), np.int32(0),
+            *[rng.uniform(-1, 1, size=(width,)).astype(np.float32) for _ in range(num_carry)]]
+    results = []
+    for lib in (meshsim, real_jax):
+        def f(w, i, *carry):
+            def body(state):
+                i, *c = state
+                values = [w, *c]
+                return (i + 1, *[lib.numpy.tanh(sum(values[r] * (j + 0.5) for r in reads[j]))
+                                 for j in range(num_carry)])
+            return lib.lax.while_loop(lambda state: state[0] < steps, body, (i, *carry))
+
+        results.append(_partial_eval_of(lib, f, known, args))
+    _assert_same_split(*results)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_cond_partial_eval_matches_jax(real_jax, seed):
+    """A cond (or switch) with a known index: each output that every branch makes from known
+    operands is known, as in JAX; an unknown index leaves every output unknown."""
+    rng = np.random.default_rng(300 + seed)
+    num_branches, num_ops, num_out = int(rng.integers(2, 4)), int(rng.integers(2, 4)), int(rng.integers(1, 4))
+    ops_known = [bool(k) for k in rng.permutation([True, False, *rng.integers(0, 2, size=num_ops - 2)])]
+    # Each output reads, in every branch, from the known operands or from any.
+    pools = [[i for i in range(num_ops) if ops_known[i] or rng.integers(0, 2)] for _ in range(num_out)]
+    reads = [[sorted(rng.choice(pool, size=int(rng.integers(1, min(len(pool), 2) + 1)), replace=False).tolist())
+              for pool in pools] for _ in range(num_branches)]
+    known = [seed % 5 != 4, *ops_known]
+    width = int(rng.integers(1, 4))
+    args = [np.int32(rng.integers(0, num_branches)),
+            *[rng.uniform(-1, 1, size=(width,)).astype(np.float32) for _ in range(num_ops)]]
+    results = []
+    for lib in (meshsim, real_jax):
+        def branch(b):
+            return lambda *ops: tuple(lib.numpy.sin(sum(ops[r] * (b + j + 1.0) for r in reads[b][j]))
+                                      for j in range(num_out))
+
+        def f(index, *ops):
+            return lib.lax.switch(index, [branch(b) for b in range(num_branches)], *ops)
+
+        results.append(_partial_eval_of(lib, f, known, args))
     _assert_same_split(*results)
 
 

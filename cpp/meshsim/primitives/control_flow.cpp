@@ -127,6 +127,18 @@ MeshPtr mesh_of(const Avals& in) {
   return nullptr;
 }
 
+// The operands of a loop over an equation's known part: of the known
+// operands' values (`known_in` marks them), those `taken` marks.
+Values taken_operands(const std::vector<bool>& known_in, const std::vector<bool>& taken, const Values& known_values) {
+  Values operands;
+  for (size_t i = 0, a = 0; i < known_in.size(); ++i) {
+    if (!known_in[i]) continue;
+    if (taken[i]) operands.push_back(known_values[a]);
+    ++a;
+  }
+  return operands;
+}
+
 // --- cond --------------------------------------------------------------------
 // cond(index, *operands; branches): runs branches[clamp(index)] on operands.
 
@@ -320,6 +332,75 @@ VjpSplit cond_vjp(const Values& in, const std::vector<bool>& active, const Param
   return VjpSplit{outs, backward};
 }
 
+// A cond whose index is known splits by its branches' known parts (as JAX's
+// cond partial evaluation): an output is known when every branch computes it
+// from known operands. The known cond gives the known outputs and each
+// branch's residuals (zeros in the slots of the other branches'); the staged
+// cond takes them all, each branch reading its own. An unknown index stages
+// the cond whole.
+std::optional<EquationSplit> cond_partial_eval(const Equation& e, const Avals& in, const std::vector<bool>& known_in) {
+  if (!known_in[0]) return std::nullopt;
+  const ProgramList& branches = e.params.get<ProgramList>("branches");
+  const std::vector<bool> ops_known(known_in.begin() + 1, known_in.end());
+  const size_t num_out = branches[0]->outvars.size();
+  std::vector<bool> out_unknown(num_out, false);
+  for (const ProgramPtr& b : branches) {
+    const PartialEvalPrograms pe = partial_eval(*b, ops_known, std::vector<bool>(num_out, false));
+    for (size_t j = 0; j < num_out; ++j) out_unknown[j] = out_unknown[j] || !pe.out_known[j];
+  }
+  if (std::all_of(out_unknown.begin(), out_unknown.end(), [](bool u) { return u; })) return std::nullopt;
+  std::vector<PartialEvalPrograms> pes;
+  EquationSplit split;
+  std::vector<size_t> first_residual;  // of each branch, among all branches' residuals
+  for (const ProgramPtr& b : branches) {
+    pes.push_back(partial_eval(*b, ops_known, out_unknown));
+    const Avals known_out = pes.back().known->out_avals();
+    first_residual.push_back(split.residual_avals.size());
+    split.residual_avals.insert(split.residual_avals.end(), known_out.end() - pes.back().num_residuals,
+                                known_out.end());
+  }
+  for (bool u : out_unknown) split.out_known.push_back(!u);
+  split.staged_reads.assign(in.size(), false);
+  split.staged_reads[0] = true;  // the index
+  Avals known_ops, unknown_ops;
+  for (size_t i = 1; i < in.size(); ++i) (known_in[i] ? known_ops : unknown_ops).push_back(in[i]);
+  const size_t num_known_out = num_out - std::count(out_unknown.begin(), out_unknown.end(), true);
+  ProgramList known_branches, staged_branches;
+  Avals staged_in = split.residual_avals;
+  staged_in.insert(staged_in.end(), unknown_ops.begin(), unknown_ops.end());
+  for (size_t b = 0; b < branches.size(); ++b) {
+    const PartialEvalPrograms& pe = pes[b];
+    known_branches.push_back(trace_program(known_ops, [&](const Values& args) {
+      const Values out = eval_program(*pe.known, args);
+      Values r(out.begin(), out.begin() + num_known_out);
+      for (size_t k = 0; k < split.residual_avals.size(); ++k) {
+        const bool own = k >= first_residual[b] && k < first_residual[b] + pe.num_residuals;
+        const Aval& a = split.residual_avals[k];
+        r.push_back(own ? out[num_known_out + k - first_residual[b]] : vary_over(ops::zeros(a), a.vma));
+      }
+      return r;
+    }));
+    staged_branches.push_back(trace_program(staged_in, [&](const Values& args) {
+      Values own(args.begin() + first_residual[b], args.begin() + first_residual[b] + pe.num_residuals);
+      own.insert(own.end(), args.begin() + split.residual_avals.size(), args.end());
+      return eval_program(*pe.staged, own);
+    }));
+  }
+  Params known_params = e.params, staged_params = e.params;
+  known_params.set("branches", known_branches);
+  staged_params.set("branches", staged_branches);
+  split.known = [known_params](const Values& known_values) {
+    return meshsim::bind(primitive("cond"), known_values, known_params);
+  };
+  split.staged = [staged_params](const Values& residuals, const Values& inputs) {
+    Values operands{inputs[0]};  // the index, then the residuals and the unknown operands
+    operands.insert(operands.end(), residuals.begin(), residuals.end());
+    operands.insert(operands.end(), inputs.begin() + 1, inputs.end());
+    return meshsim::bind(primitive("cond"), operands, staged_params);
+  };
+  return split;
+}
+
 // --- while -------------------------------------------------------------------
 // while(*cond_consts, *body_consts, *carry; body_jaxpr, body_nconsts,
 // cond_jaxpr, cond_nconsts).
@@ -354,6 +435,72 @@ Avals while_eval(const Avals& in, const Params& params) {
                       "input ", j, " has type ", in[first + j].str_short(), ", output ",
                       out[j].str_short());
   return out;
+}
+
+// The known program's results `keep` picks among the program's outputs, its
+// residuals dropped.
+ProgramPtr known_results(const PartialEvalPrograms& pe, const std::vector<bool>& keep) {
+  auto p = std::make_shared<Program>(*pe.known);
+  std::vector<int> outvars;
+  for (size_t j = 0, k = 0; j < pe.out_known.size(); ++j) {
+    if (!pe.out_known[j]) continue;
+    if (keep[j]) outvars.push_back(pe.known->outvars[k]);
+    ++k;
+  }
+  p->outvars = std::move(outvars);
+  dce(*p);
+  return p;
+}
+
+// A while loop with some operands known (as JAX's while partial evaluation):
+// the carries that stay known (a fixed point, as for scan) are known when the
+// predicate reads only known values; a loop over them alone computes them,
+// and the whole loop runs again for the others. Staged whole otherwise.
+std::optional<EquationSplit> while_partial_eval(const Equation& e, const Avals& in, const std::vector<bool>& known_in) {
+  const WhileParams w(e.params);
+  const size_t first = w.cond_nconsts + w.body_nconsts, num_carry = in.size() - first;
+  std::vector<bool> body_known(known_in.begin() + w.cond_nconsts, known_in.end());
+  PartialEvalPrograms body;
+  for (bool changed = true; changed;) {
+    body = partial_eval(*w.body, body_known, std::vector<bool>(num_carry, false));
+    changed = false;
+    for (size_t j = 0; j < num_carry; ++j)
+      if (body_known[w.body_nconsts + j] && !body.out_known[j]) body_known[w.body_nconsts + j] = !(changed = true);
+  }
+  const std::vector<bool> carry_known(body_known.begin() + w.body_nconsts, body_known.end());
+  if (std::none_of(carry_known.begin(), carry_known.end(), [](bool k) { return k; })) return std::nullopt;
+  std::vector<bool> cond_known(known_in.begin(), known_in.begin() + w.cond_nconsts);
+  cond_known.insert(cond_known.end(), carry_known.begin(), carry_known.end());
+  const PartialEvalPrograms pred = partial_eval(*w.cond, cond_known, {false});
+  if (!pred.out_known[0]) return std::nullopt;
+
+  EquationSplit split;
+  split.out_known = carry_known;
+  split.staged_reads.assign(in.size(), true);  // the whole loop runs again
+  std::vector<bool> operand_known(in.size());  // operands of the known loop
+  size_t num_cond_consts = 0, num_body_consts = 0;
+  for (size_t i = 0; i < in.size(); ++i) {
+    operand_known[i] = i < w.cond_nconsts ? known_in[i] : body_known[i - w.cond_nconsts];
+    if (operand_known[i] && i < w.cond_nconsts) ++num_cond_consts;
+    if (operand_known[i] && i >= w.cond_nconsts && i < first) ++num_body_consts;
+  }
+  Params known_params = e.params;
+  known_params.set("cond_jaxpr", known_results(pred, {true}));
+  known_params.set("body_jaxpr", known_results(body, carry_known));
+  known_params.set("cond_nconsts", static_cast<int64_t>(num_cond_consts));
+  known_params.set("body_nconsts", static_cast<int64_t>(num_body_consts));
+  split.known = [known_in, operand_known, known_params](const Values& known_values) {
+    return meshsim::bind(primitive("while"), taken_operands(known_in, operand_known, known_values), known_params);
+  };
+  const Params params = e.params;
+  split.staged = [params, carry_known](const Values&, const Values& inputs) {
+    const Values out = meshsim::bind(primitive("while"), inputs, params);
+    Values unknown;
+    for (size_t j = 0; j < carry_known.size(); ++j)
+      if (!carry_known[j]) unknown.push_back(out[j]);
+    return unknown;
+  };
+  return split;
 }
 
 // `next` where `pred` holds and `carry` elsewhere: `pred`'s shape leads the
@@ -749,13 +896,7 @@ std::optional<EquationSplit> scan_partial_eval(const Equation& e, const Avals& i
   staged_params.set("num_carry", static_cast<int64_t>(num_staged_carry));
 
   split.known = [known_in, body_known, known_params](const Values& known_values) {
-    Values operands;
-    for (size_t i = 0, a = 0; i < known_in.size(); ++i) {
-      if (!known_in[i]) continue;
-      if (body_known[i]) operands.push_back(known_values[a]);
-      ++a;
-    }
-    return meshsim::bind(primitive("scan"), operands, known_params);
+    return meshsim::bind(primitive("scan"), taken_operands(known_in, body_known, known_values), known_params);
   };
   const std::vector<bool> reads = split.staged_reads;
   split.staged = [known_in, body_known, reads, forwarded_consts, forwarded_xs, first_x, staged_params](const Values& residuals, const Values& inputs) {
@@ -964,6 +1105,7 @@ void register_control_flow_primitives() {
   cond.batch = cond_batch;
   cond.sub_program_links = cond_links;
   register_primitive(std::move(cond));
+  register_partial_eval_rule("cond", cond_partial_eval);
 
   Primitive loop;
   loop.name = "while";
@@ -984,6 +1126,7 @@ void register_control_flow_primitives() {
   };
   loop.sub_program_links = while_links;
   register_primitive(std::move(loop));
+  register_partial_eval_rule("while", while_partial_eval);
 
   Primitive scan;
   scan.name = "scan";
