@@ -200,7 +200,7 @@ def test_collectives_and_kinds_are_declared():
                  "reduce_scatter", "ppermute", "pbroadcast", "all_to_all", "ragged_all_to_all"):
         assert kinds[name] == "collective", name
     assert kinds["cond"] == kinds["while"] == kinds["scan"] == "control flow"
-    assert kinds["remat2"] == kinds["custom_vjp_call"] == "higher-order"
+    assert kinds["remat2"] == kinds["custom_vjp_call"] == kinds["custom_jvp_call"] == "higher-order"
     assert kinds["shard_map"] == kinds["reshard"] == "global"
     assert INFO["add"]["elementwise"] and INFO["select_n"]["elementwise"]
     # Type-only primitives: their operands pass through at run time.
@@ -411,7 +411,8 @@ _DECLARED = {
     "prints_as_call": {"jit"},
     "print_rule": {"dot_general", "conv_general_dilated", "ragged_dot_general", "broadcast_in_dim", "reshape",
                    "iota", "convert_element_type", "reshard", "shard_map", "reduce_sum", "gather", "scatter",
-                   "scatter_add", "scatter_sub", "scatter_mul", "scatter_min", "scatter_max"},
+                   "scatter_add", "scatter_sub", "scatter_mul", "scatter_min", "scatter_max",
+                   "custom_jvp_call"},
     # Layout-dependent kernels: fused only on contiguous operands (runtime/fusion.cpp).
     "float_tile_dense_only": {"div"},
 }
@@ -423,7 +424,7 @@ _PARTIALS = {"psum": "sum", "pmax": "max", "pmin": "min", "reduce_sum": "sum", "
              "reduce_min": "min", "reduce_prod": "prod", "reduce_and": "min", "reduce_or": "max",
              "argmax": "max", "argmin": "min"}
 _SUB_PROGRAMS = {"scan": ("jaxpr",), "while": ("cond_jaxpr", "body_jaxpr"), "remat2": ("jaxpr",),
-                 "custom_vjp_call": ("call_jaxpr",), "shard_map": ("jaxpr",), "jit": ("jaxpr",)}
+                 "custom_vjp_call": ("call_jaxpr",), "custom_jvp_call": ("call_jaxpr",), "shard_map": ("jaxpr",), "jit": ("jaxpr",)}
 
 
 @pytest.mark.parametrize("trait", sorted(_DECLARED))

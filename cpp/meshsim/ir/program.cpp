@@ -237,7 +237,25 @@ PrintedEquation printed(const Program& p, const Equation& e) {
   if (e.prim->print_rule) e.prim->print_rule(view);
   std::stable_sort(view.params.begin(), view.params.end(),
                    [](const PrintedParam& a, const PrintedParam& b) { return a.key < b.key; });
+  // JAX's rules for calls (pjit, custom_jvp_call, custom_vjp_call) print `name` first.
+  std::stable_partition(view.params.begin(), view.params.end(),
+                        [](const PrintedParam& q) { return q.key == "name"; });
   return view;
+}
+
+// The equation's sub-programs its printed form shows (a print rule may hide one, such as
+// a custom_jvp_call's rule; the ones a rule makes for printing are not the equation's).
+std::vector<const Program*> printed_sub_programs(const Program& p, const Equation& e) {
+  std::set<const Program*> shown;
+  for (const PrintedParam& q : printed(p, e).params) {
+    if (auto* sub = std::get_if<ProgramPtr>(&q.value)) shown.insert(sub->get());
+    if (auto* l = std::get_if<ProgramList>(&q.value))
+      for (const ProgramPtr& r : *l) shown.insert(r.get());
+  }
+  std::vector<const Program*> out;
+  for (const Program* sub : sub_programs(e))
+    if (shown.count(sub)) out.push_back(sub);
+  return out;
 }
 
 // Names `callee`'s variables `vars` as `p`'s `like` (JAX's suggest_same_var_names):
@@ -267,8 +285,6 @@ pp::D pp_eqn(const Program& p, const Equation& e, Context& ctx, const std::vecto
     // JAX's call rule (pjit): `name` first, and the called program's variables
     // named as the operands and results they stand for, where those are
     // distinct variables (before the results are named: a result so named is named first).
-    std::stable_partition(view.params.begin(), view.params.end(),
-                          [](const PrintedParam& q) { return q.key == "name"; });
     for (const std::string& key : e.prim->sub_program_params) {
       const Program& callee = *e.params.get<ProgramPtr>(key);
       if (ctx.shared.count(&callee)) continue;
@@ -317,9 +333,11 @@ void name_shared_sub_programs(const Program& top, Context& ctx, std::vector<cons
     uses[q] += q != &top && q->eqns.size() > 10 ? 2 : 1;
     for (const Equation& e : q->eqns) {
       const std::string* name = nullptr;
+      // Only a call's `name` is a param of JAX's equation (custom_jvp_call's and
+      // custom_vjp_call's print rules add theirs).
       for (const auto& [key, value] : e.params.items())
-        if (key == "name") name = std::get_if<std::string>(&value);
-      for (const Program* sub : sub_programs(e)) {
+        if (key == "name" && e.prim->prints_as_call) name = std::get_if<std::string>(&value);
+      for (const Program* sub : printed_sub_programs(*q, e)) {
         queue.push_back(sub);
         if (name) names.try_emplace(sub, *name);
         if (e.prim->prints_as_call) ctx.traced_calls.insert(sub);

@@ -1,8 +1,9 @@
-// Autodiff primitives: checkpointed regions (JAX's remat2), custom VJPs,
-// stop_gradient, checkpoint_name and optimization_barrier. The first two hold sub-programs and
+// Autodiff primitives: checkpointed regions (JAX's remat2), custom JVPs and VJPs,
+// stop_gradient, checkpoint_name and optimization_barrier. The first three hold sub-programs and
 // supply their own `vjp_split` (see transforms/vjp.h).
 #include "meshsim/ir/ops.h"
 #include "meshsim/ir/primitive.h"
+#include "meshsim/ir/printing.h"
 #include "meshsim/primitives/families.h"
 #include "meshsim/primitives/program_calls.h"
 #include "meshsim/transforms/batching.h"
@@ -11,6 +12,7 @@
 #include "meshsim/runtime/mesh_executor.h"
 #include "meshsim/sharding/propagation.h"
 #include "meshsim/sharding/rules.h"
+#include "meshsim/transforms/partial_eval.h"
 #include "meshsim/transforms/vjp.h"
 
 namespace meshsim {
@@ -36,6 +38,37 @@ void remat() {
   register_partial_eval_rule("remat2", call_partial_eval_rule("jaxpr", true));
 }
 
+// What custom_vjp_call and custom_jvp_call share: they run the program in their param
+// `call_jaxpr` on their leading operands (its inputs); the rules' consts come after.
+Primitive custom_call(const char* name) {
+  Primitive p;
+  p.name = name;
+  p.operands = at_least(0);  // as many as its programs' inputs (call_avals checks them)
+  p.sub_program_params = {"call_jaxpr"};
+  p.factors = call_factors("call_jaxpr");
+  p.local_plan = call_plan("call_jaxpr");
+  p.sharding_rule = sub_program_specs;
+  p.kind = Kind::HigherOrder;
+  p.vma_from_abstract_eval = true;
+  p.abstract_eval = [name](const Avals& in, const Params& params) {
+    const Program& call = *params.get<ProgramPtr>("call_jaxpr");
+    return call_avals(name, call, in, 0, call.invars.size());
+  };
+  p.kernel = [](const Tensors& in, const Params& params, const Avals&) {
+    const ProgramPtr call = params.get<ProgramPtr>("call_jaxpr");
+    return run_program(call, Tensors(in.begin(), in.begin() + call->invars.size()));
+  };
+  p.mesh_call = [](const MeshContext& mesh, const std::vector<Tensors>& in, const Params& params,
+                   const Avals&) {
+    const ProgramPtr call = params.get<ProgramPtr>("call_jaxpr");
+    std::vector<Tensors> args;
+    for (const Tensors& device_in : in)
+      args.emplace_back(device_in.begin(), device_in.begin() + call->invars.size());
+    return run_on_mesh(call, mesh, std::move(args));
+  };
+  return p;
+}
+
 // custom_vjp_call(*args, *consts; call_jaxpr, fwd_jaxpr, bwd_jaxpr, ...):
 // `consts` are the values the three functions closed over, in that order
 // (num_call_consts, num_fwd_consts, the rest for bwd). fwd_jaxpr returns the
@@ -51,39 +84,10 @@ struct CustomVjp {
         num_args(p.get<int64_t>("num_args")),
         call_consts(p.get<int64_t>("num_call_consts")),
         fwd_consts(p.get<int64_t>("num_fwd_consts")) {}
-
-  template <class V>
-  std::vector<V> call_inputs(const std::vector<V>& in) const {
-    std::vector<V> r(in.begin(), in.begin() + num_args + call_consts);
-    return r;
-  }
 };
 
 void custom_vjp_call() {
-  Primitive p;
-  p.name = "custom_vjp_call";
-  p.operands = at_least(0);  // as many as its program's inputs (call_avals checks them)
-  p.sub_program_params = {"call_jaxpr"};
-  p.factors = call_factors("call_jaxpr");
-  p.local_plan = call_plan("call_jaxpr");
-  p.sharding_rule = sub_program_specs;
-  p.kind = Kind::HigherOrder;
-  p.vma_from_abstract_eval = true;
-  p.abstract_eval = [](const Avals& in, const Params& params) {
-    const CustomVjp c(params);
-    return call_avals("custom_vjp_call", *c.call, in, 0, c.num_args + c.call_consts);
-  };
-  p.kernel = [](const Tensors& in, const Params& params, const Avals&) {
-    const CustomVjp c(params);
-    return run_program(c.call, c.call_inputs(in));
-  };
-  p.mesh_call = [](const MeshContext& mesh, const std::vector<Tensors>& in, const Params& params,
-                   const Avals&) {
-    const CustomVjp c(params);
-    std::vector<Tensors> args;
-    for (const Tensors& device_in : in) args.push_back(c.call_inputs(device_in));
-    return run_on_mesh(c.call, mesh, std::move(args));
-  };
+  Primitive p = custom_call("custom_vjp_call");
   p.vjp_split = [](const Values& in, const std::vector<bool>&, const Params& params) {
     const CustomVjp c(params);
     Values fwd_in(in.begin(), in.begin() + c.num_args);
@@ -126,6 +130,103 @@ void custom_vjp_call() {
                                                          a.in.size() - bwd_first), a.size));
     Values out = meshsim::bind(a.prim, at_front(a, batched), params);
     return Batched{out, BatchDims(out.size(), 0)};
+  };
+  register_primitive(std::move(p));
+}
+
+// custom_jvp_call(*consts, *args, *rule_consts; call_jaxpr, jvp_jaxpr, jvp_name, num_consts,
+// symbolic_zeros, name): runs `call_jaxpr` on the consts it closed over and the args.
+// `jvp_jaxpr` is the rule: (consts, args, their tangents, the other values the rule closed
+// over) -> (outputs, their tangents). Differentiated, the rule replaces the function, as in
+// JAX's JVP of the primitive: its primal part runs in place of the call (so that what it
+// binds, a call of the function itself included, is recorded as JAX records it), with the
+// tangents of the args not differentiated as known zeros; the backward pass is the
+// transpose of the part that reads the other tangents.
+struct CustomJvp {
+  ProgramPtr call, jvp;
+  size_t num_consts, num_args;
+  explicit CustomJvp(const Params& p)
+      : call(p.get<ProgramPtr>("call_jaxpr")),
+        jvp(p.get<ProgramPtr>("jvp_jaxpr")),
+        num_consts(p.get<int64_t>("num_consts")),
+        num_args(call->invars.size() - num_consts) {}
+};
+
+VjpSplit custom_jvp_vjp_split(const Values& in, const std::vector<bool>& active, const Params& params) {
+  const CustomJvp c(params);
+  const size_t num_out = c.call->outvars.size(), first_tangent = c.num_consts + c.num_args;
+  const Program& rule = *c.jvp;
+  // The rule's known inputs, in its order: everything but the differentiated args' tangents.
+  std::vector<bool> known_in(rule.invars.size(), true);
+  Values known_args(in.begin(), in.begin() + first_tangent);
+  for (size_t i = 0; i < c.num_args; ++i) {
+    const size_t arg = c.num_consts + i;
+    known_in[first_tangent + i] = !(active[arg] && is_inexact(aval_of(in[arg]).dtype));
+    if (known_in[first_tangent + i]) known_args.push_back(ops::zeros(rule.avals[rule.invars[first_tangent + i]]));
+  }
+  known_args.insert(known_args.end(), in.begin() + first_tangent, in.end());
+  std::vector<bool> instantiate(2 * num_out, true);
+  std::fill(instantiate.begin(), instantiate.begin() + num_out, false);
+  auto pe = std::make_shared<PartialEvalPrograms>(partial_eval(rule, known_in, instantiate));
+  for (size_t j = 0; j < num_out; ++j)
+    if (!pe->out_known[j])
+      fail<TypeError>("the custom_jvp rule of '", params.get<std::string>("name"),
+                      "' computes its primal output from the tangents");
+  Values known = eval_program(*pe->known, known_args);
+  Values outs(known.begin(), known.begin() + num_out);
+  Values residuals(known.begin() + num_out, known.end());
+  std::vector<size_t> differentiated;  // the args whose tangents the staged part reads, in order
+  for (size_t i = 0; i < c.num_args; ++i)
+    if (!known_in[first_tangent + i]) differentiated.push_back(c.num_consts + i);
+  const Avals out_avals = c.call->out_avals();
+  auto backward = [pe, residuals, differentiated, out_avals, n = in.size()](const Cotangents& ct) {
+    // The staged part is linear in the tangents: its VJP (at zero tangents) is its transpose.
+    const Program& staged = *pe->staged;
+    Values args = residuals;
+    std::vector<bool> staged_active(residuals.size(), false);
+    for (size_t i = residuals.size(); i < staged.invars.size(); ++i) {
+      args.push_back(ops::zeros(staged.avals[staged.invars[i]]));
+      staged_active.push_back(true);
+    }
+    VjpSplit tangents = linearize(staged, args, staged_active);
+    Cotangents staged_ct;
+    for (size_t j = 0; j < ct.size(); ++j)
+      staged_ct.push_back(ct[j] ? Cotangent(ops::instantiate(ct[j], out_avals[j])) : std::nullopt);
+    const Cotangents tangent_ct = tangents.backward(staged_ct);
+    Cotangents result(n);
+    for (size_t k = 0; k < differentiated.size(); ++k)
+      result[differentiated[k]] = tangent_ct[residuals.size() + k];
+    return result;
+  };
+  return VjpSplit{outs, backward};
+}
+
+void custom_jvp_call() {
+  Primitive p = custom_call("custom_jvp_call");
+  p.vjp_split = custom_jvp_vjp_split;
+  // Batched operands stay batched in both programs (a tangent as its argument); the
+  // others are not broadcast, as JAX batches only what is.
+  p.batch = [](const BatchArgs& a) {
+    const CustomJvp c(a.params);
+    const std::vector<bool> batched = batched_flags(a.dims, 0, a.in.size());
+    const auto first_rule_const = batched.begin() + c.num_consts + c.num_args;
+    const std::vector<bool> call_flags(batched.begin(), first_rule_const);
+    std::vector<bool> rule_flags = call_flags;
+    rule_flags.insert(rule_flags.end(), batched.begin() + c.num_consts, first_rule_const);
+    rule_flags.insert(rule_flags.end(), first_rule_const, batched.end());
+    Params params = a.params;
+    params.set("call_jaxpr", batch_program(*c.call, call_flags, a.size));
+    params.set("jvp_jaxpr", batch_program(*c.jvp, rule_flags, a.size));
+    Values out = meshsim::bind(a.prim, at_front(a, batched), params);
+    return Batched{out, BatchDims(out.size(), 0)};
+  };
+  // JAX prints the rule by its name, and the consts' count only when there are some.
+  p.print_rule = [](PrintedEquation& e) {
+    const std::string rule = e.eqn.params.get<std::string>("jvp_name");
+    e.hide("jvp_jaxpr");
+    e.hide("jvp_name");
+    e.add("jvp", {}, rule);
+    if (e.eqn.params.get<int64_t>("num_consts") == 0) e.hide("num_consts");
   };
   register_primitive(std::move(p));
 }
@@ -191,6 +292,7 @@ void optimization_barrier() {
 void register_autodiff_primitives() {
   remat();
   custom_vjp_call();
+  custom_jvp_call();
   identity("stop_gradient", [](const VjpArgs&) { return Cotangents(1); }, true);
   // checkpoint_name(x, name): policies such as save_only_these_names see it.
   identity("name", [](const VjpArgs& a) { return Cotangents{a.ct[0]}; });

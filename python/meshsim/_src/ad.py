@@ -850,23 +850,23 @@ class custom_jvp:
     jvp(*nondiff_args, primals, tangents) -> (primal_out, tangent_out), or
     `f.defjvps(*per_argument_jvps)`.
 
-    Differentiation here is reverse mode, so the rule is used through its
-    transpose: the tangent output is linear in the tangents, and the VJP of
-    tangents -> tangent_out at the primals is the function's VJP. It runs as a
-    custom_vjp whose residuals are the primal arguments."""
+    Called under a trace it is recorded as JAX records it, a custom_jvp_call of the
+    function's program; the equation also holds the rule's program, traced when the function
+    is called, which differentiation uses in place of the function (see the primitive)."""
 
     def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = ()):
         functools.update_wrapper(self, fun)
         self.fun = fun
         self.nondiff_argnums = tuple(nondiff_argnums)
         self.jvp = None
+        self.symbolic_zeros = False
         self._rule_depth = 0  # how many of this function's rules are being traced, one inside another
 
     def __get__(self, obj, objtype=None):
         return self if obj is None else functools.partial(self, obj)
 
     def defjvp(self, jvp: Callable, symbolic_zeros: bool = False) -> Callable:
-        self.jvp = jvp
+        self.jvp, self.symbolic_zeros = jvp, symbolic_zeros
         return jvp
 
     def defjvps(self, *jvps) -> None:
@@ -874,7 +874,7 @@ class custom_jvp:
             raise TypeError("Can't use ``defjvps`` with ``nondiff_argnums``.")
 
         def jvp(primals, tangents):
-            out = self.fun(*primals)
+            out = self(*primals)
             terms = [rule(t, out, *primals) for rule, t in zip(jvps, tangents) if rule is not None]
             tangent_out = functools.reduce(
                 lambda a, b: tree_util.tree_map(lambda x, y: x + y, a, b), terms) if terms else \
@@ -888,50 +888,92 @@ class custom_jvp:
         if self.jvp is None:
             raise AttributeError(f"No JVP defined for custom_jvp function {name} using defjvp.")
         args = custom_vjp._resolve(self, args, kwargs)
+        # A rule calling the function itself records it again, with its rule traced in turn:
+        # after _NESTED_RULE_ORDERS levels the function is called as written.
         if _core.current_trace() is None or self._rule_depth >= _NESTED_RULE_ORDERS:
             return self.fun(*args)
         nondiff_pos = sorted(i % len(args) for i in self.nondiff_argnums)
+        nondiff = [args[i] for i in nondiff_pos]
         diff_pos = [i for i in range(len(args)) if i not in nondiff_pos]
+        raw, in_tree = tree_util.tree_flatten(tuple(args[i] for i in diff_pos))
+        leaves = [core.asarray_value(x) for x in raw]
+        avals = [x.aval for x in leaves]
 
-        def full_args(diff_args):
+        def call(*diff_args):
             full = list(args)
             for i, a in zip(diff_pos, diff_args):
                 full[i] = a
-            return full
+            return self.fun(*full)
 
-        @functools.wraps(self.fun)
-        def call(*diff_args):
-            return self.fun(*full_args(diff_args))
+        program, consts, out_tree = tracing.trace_flat(call, in_tree, avals)
+        const_avals = [c.aval for c in consts]
+        if consts:  # JAX's call_jaxpr reads the values it closed over first
+            program = program.with_inputs([*const_avals, *avals],
+                                          [*range(len(consts), len(consts) + len(avals)), *range(len(consts))])
+        self._rule_depth += 1
+        try:
+            rule, rule_consts = self._trace_rule(name, nondiff, in_tree, avals, out_tree, program.out_avals)
+        finally:
+            self._rule_depth -= 1
+        # The rule's inputs: the function's consts, args, tangents, then the other values it
+        # closed over (those the function closed over too are read from its consts).
+        const_index = {id(c): i for i, c in enumerate(consts)}
+        extra = [c for c in rule_consts if id(c) not in const_index]
+        first_extra = len(consts) + 2 * len(avals)
+        where = list(range(len(consts), first_extra))
+        extra_index = {id(c): first_extra + k for k, c in enumerate(extra)}
+        where += [const_index.get(id(c), extra_index.get(id(c))) for c in rule_consts]
+        rule = rule.with_inputs([*const_avals, *avals, *avals, *(c.aval for c in extra)], where)
+        params = dict(name=name, call_jaxpr=program, jvp_jaxpr=rule,
+                      jvp_name=getattr(self.jvp, "__name__", repr(self.jvp)), num_consts=len(consts),
+                      symbolic_zeros=self.symbolic_zeros)
+        outs = _core.bind("custom_jvp_call", (*consts, *leaves, *extra), params)
+        return tree_util.tree_unflatten(out_tree, outs)
 
-        def fwd(*diff_args):
-            return call(*diff_args), diff_args
+    def _trace_rule(self, name, nondiff, in_tree, avals, out_tree, out_avals):
+        """The rule's program: (args, tangents, the values it closed over) -> (outputs, tangents
+        of the outputs), every tangent an array (symbolic zeros are made real)."""
+        n = len(avals)
+        rule_name = getattr(self.jvp, "__name__", repr(self.jvp))
 
-        def bwd(*rest):
-            primals, ct = rest[-2], rest[-1]
-            nondiff = rest[:-2]
+        def rule_flat(*flat):
+            primals = tree_util.tree_unflatten(in_tree, flat[:n])
+            tangents = tree_util.tree_unflatten(in_tree, flat[n:])
+            result = self.jvp(*nondiff, tuple(primals), tuple(tangents))
+            if not (isinstance(result, (tuple, list)) and len(result) == 2):
+                raise TypeError(f"Custom JVP rule {rule_name} for function {name} must produce a pair (list "
+                                "or tuple of length two) representing primal and tangent outputs, but got "
+                                f"{result}.")
+            out, tangent_out = result
+            out_leaves, got_tree = tree_util.tree_flatten(out)
+            tangent_leaves, tangent_tree = tree_util.tree_flatten(tangent_out)
+            if got_tree != tangent_tree:
+                raise TypeError(f"Custom JVP rule {rule_name} for function {name} must produce primal and "
+                                "tangent outputs with equal container (pytree) structures, but got "
+                                f"{got_tree} and {tangent_tree} respectively.")
+            if got_tree != out_tree:
+                def typed(tree, avals):
+                    return str(tree_util.tree_unflatten(tree, [a.str_short() for a in avals])).replace("'", "")
+                raise TypeError(
+                    f"Custom JVP rule {rule_name} for function {name} must produce a pair (list or tuple of "
+                    "length two) where the first element represents the primal output (equal in value to "
+                    f"the output of the custom_jvp-decorated function {name}, and in particular of the same "
+                    "container/pytree structure), but instead the JVP rule output's first element had "
+                    f"container/pytree structure:\n    {typed(got_tree, [core.typeof(x) for x in out_leaves])}"
+                    f"\nwhile the custom_jvp-decorated function {name} had output container/pytree "
+                    f"structure:\n    {typed(out_tree, out_avals)}.")
+            tangent_leaves = [_tangent_like(t, a) for t, a in zip(tangent_leaves, out_avals)]
+            return [*out_leaves, *tangent_leaves]
 
-            def tangent_out(*tangents):
-                return self.jvp(*nondiff, tuple(primals), tuple(tangents))[1]
+        flat_tree = tree_util.tree_structure(tuple(range(2 * n)))
+        rule, rule_consts, _ = tracing.trace_flat(rule_flat, flat_tree, [*avals, *avals])
+        return rule, rule_consts
 
-            # The rule may call the function itself (its primal output, or a tangent built
-            # from it): that call stays a custom_jvp, so differentiating this backward pass
-            # again uses the rule again, as JAX's higher-order derivatives do. Rules are
-            # traced when the function is called (custom_vjp), not when differentiated, so
-            # the nesting stops after _NESTED_RULE_ORDERS derivatives.
-            zeros = [tree_util.tree_map(_zeros_like, p) for p in primals]
-            self._rule_depth += 1
-            try:
-                _, pullback = vjp(tangent_out, *zeros)
-            finally:
-                self._rule_depth -= 1
-            return pullback(ct)
 
-        wrapped = custom_vjp(call, nondiff_argnums=())
-        if nondiff_pos:
-            nondiff_vals = [args[i] for i in nondiff_pos]
-            wrapped = custom_vjp(functools.wraps(self.fun)(lambda *a: call(*a[len(nondiff_vals):])),
-                                 nondiff_argnums=tuple(range(len(nondiff_vals))))
-            wrapped.defvjp(lambda *a: fwd(*a[len(nondiff_vals):]), bwd)
-            return wrapped(*nondiff_vals, *[args[i] for i in diff_pos])
-        wrapped.defvjp(fwd, bwd)
-        return wrapped(*args)
+def _tangent_like(t, aval):
+    """A rule's tangent output as an array (a symbolic zero made real), of its primal's shape."""
+    if t is None or type(t).__name__ == "SymbolicZero" or \
+            (isinstance(t, np.ndarray) and t.dtype == float0):
+        return core.Array.from_numpy(np.zeros(aval.shape, aval.dtype), weak_type=aval.weak_type)
+    return core.asarray_value(t)
+

@@ -271,6 +271,8 @@ class _Views:
             out[key] = value
         if name == "custom_vjp_call":
             out = _custom_vjp_params(out)
+        if name == "custom_jvp_call":
+            out = _custom_jvp_params(out)
         if name == "jit":
             out = _jit_params(out, num_in, num_out)
         if name.startswith("scatter") and "dimension_numbers" in params:
@@ -313,6 +315,33 @@ def _custom_vjp_params(params: dict) -> dict:
             "fwd_jaxpr_thunk": _ForwardThunk(params["fwd_jaxpr"], recorded),
             "num_consts": params["num_call_consts"], "bwd": bwd_fun,
             "out_trees": lambda: None, "symbolic_zeros": params["symbolic_zeros"]}
+
+
+class _RuleFunction:
+    """custom_jvp_call's `jvp_jaxpr_fun`: names the rule (`debug_info.func_name`, as the
+    printer shows it) and keeps the equation's own params (`recorded`), by which the handle's
+    bind records it again."""
+
+    def __init__(self, name: str, recorded: dict):
+        self.debug_info = _DebugInfo(name)
+        self.recorded = recorded
+
+    def __repr__(self):
+        return self.debug_info.func_name
+
+
+class _DebugInfo:
+    def __init__(self, func_name: str):
+        self.func_name = func_name
+
+
+def _custom_jvp_params(params: dict) -> dict:
+    """custom_jvp_call's params as JAX names them: the function's program, and the rule
+    (JAX's is a function tracing it; meshsim's program is traced with the call)."""
+    recorded = {k: getattr(v, "program", v) for k, v in params.items()}
+    return {"call_jaxpr": params["call_jaxpr"],
+            "jvp_jaxpr_fun": _RuleFunction(params["jvp_name"], recorded),
+            "num_consts": params["num_consts"], "symbolic_zeros": params["symbolic_zeros"]}
 
 
 class UnspecifiedValue:

@@ -38,7 +38,7 @@ def relu(x):
     return jnp.maximum(x, 0)
 
 
-relu.defjvps(lambda tangent, _, x: jnp.where(x > 0, tangent, jnp.zeros_like(tangent)))
+relu.defjvps(lambda tangent, _, x: lax.select(x > 0, tangent, lax_structural.full_like(tangent, 0)))
 
 
 @custom_jvp
@@ -48,7 +48,8 @@ def relu6(x):
     return jnp.minimum(jnp.maximum(x, 0), 6.0)
 
 
-relu6.defjvps(lambda tangent, _, x: jnp.where((x > 0) & (x < 6), tangent, jnp.zeros_like(tangent)))
+relu6.defjvps(lambda tangent, _, x: lax.select((x > 0) & (x < 6), tangent,
+                                               lax_structural.full_like(tangent, 0)))
 
 
 @api.jitted_when_traced(inline=True)

@@ -162,16 +162,27 @@ _APPLIERS: dict[str, Callable] = {
 }
 
 
-def _apply_custom_vjp_call(*args, fwd_jaxpr_thunk=None, **params):
-    """Records a custom_vjp_call equation again from the params make_jaxpr's view gave it
-    (its thunk keeps the recorded programs); JAX's own thunks and functions are not programs."""
-    recorded = getattr(fwd_jaxpr_thunk, "recorded", None)
+def _apply_recorded(name: str, thunk, *args):
+    """Records a custom_vjp_call or custom_jvp_call equation again from the params
+    make_jaxpr's view gave it (its thunk or rule function keeps the recorded programs); JAX's
+    own thunks and functions are not programs."""
+    recorded = getattr(thunk, "recorded", None)
     if recorded is None:
-        raise NotImplementedError("meshsim binds 'custom_vjp_call' only with the params of an "
-                                  "equation of make_jaxpr; apply jax.custom_vjp instead")
-    return core.bind("custom_vjp_call", *args, **recorded)
+        how = "jax.custom_vjp" if name == "custom_vjp_call" else "jax.custom_jvp"
+        raise NotImplementedError(f"meshsim binds '{name}' only with the params of an "
+                                  f"equation of make_jaxpr; apply {how} instead")
+    return core.bind(name, *args, **recorded)
 
 
+def _apply_custom_vjp_call(*args, fwd_jaxpr_thunk=None, **params):
+    return _apply_recorded("custom_vjp_call", fwd_jaxpr_thunk, *args)
+
+
+def _apply_custom_jvp_call(*args, jvp_jaxpr_fun=None, **params):
+    return _apply_recorded("custom_jvp_call", jvp_jaxpr_fun, *args)
+
+
+_APPLIERS["custom_jvp_call"] = _apply_custom_jvp_call
 _APPLIERS["custom_vjp_call"] = _apply_custom_vjp_call
 
 
@@ -185,11 +196,6 @@ def _apply_jit(*args, jaxpr, name, ctx_mesh=None, **defaults):
 
 
 _APPLIERS["jit"] = _apply_jit
-
-# Primitives meshsim applies only through their functions (custom_jvp functions are recorded
-# as custom_vjp_call).
-_NOT_BINDABLE = {"custom_jvp_call"}
-
 
 class LaxPrimitive(Primitive):
     """One of JAX's primitives as meshsim applies it (see the module's docstring)."""
@@ -207,9 +213,6 @@ class LaxPrimitive(Primitive):
             out = applier(*(_operand(a) for a in args), **params)
             return list(out) if self.multiple_results else out
         meshsim_name = _MESHSIM_NAME.get(self.name, self.name)
-        if meshsim_name in _NOT_BINDABLE:
-            raise NotImplementedError(f"meshsim applies the primitive '{self.name}' only through "
-                                      "jax.custom_jvp, not by bind")
         if meshsim_name not in _core_names():
             raise NotImplementedError(
                 f"meshsim has no implementation of the primitive '{self.name}' to bind")

@@ -14,7 +14,9 @@ import numpy as np
 from meshsim import _core
 from meshsim._src import dtype_kinds
 from meshsim._src import api, core, ref
+from meshsim._src.ad import custom_jvp
 from meshsim._src.lax import elementwise as lax
+from meshsim._src.lax import structural as lax_structural
 from meshsim._src.sharding.named_sharding import PartitionSpec, check_no_duplicate_axes
 from meshsim._src.numpy.promotion import (broadcast_shapes, broadcast_to_shape, promote_args,
                                           promote_args_inexact, promote_args_numeric, result_type)
@@ -427,25 +429,60 @@ def log10(x, /):
 
 def _logaddexp_with(x1, x2, exp_op, scale):
     """max + scale * log1p(exp_op(-|x1 - x2|)), stable for large inputs; NaN
-    deltas (NaNs, or infinities of one sign) fall back to x1 + x2."""
+    deltas (NaNs, or infinities of one sign) fall back to x1 + x2 (in JAX's order of
+    operations)."""
     amax = lax.max(x1, x2)
     delta = lax.sub(x1, x2)
+    is_nan, both = lax.ne(delta, delta), lax.add(x1, x2)
     tail = lax.log1p(exp_op(lax.neg(lax.abs(delta))))
     if scale is not None:
         tail = lax.mul(_const(amax, scale), tail)
-    return lax.select(lax.ne(delta, delta), lax.add(x1, x2), lax.add(amax, tail))
+    return lax.select(is_nan, both, lax.add(amax, tail))
+
+
+def _without_inf(x):
+    """x with +inf replaced by 0 (so that inf - inf does not make the derivative NaN)."""
+    return lax.select(lax.eq(x, _const(x, np.inf)), lax_structural.full_like(x, 0), x)
+
+
+def _logaddexp_rule(exp_op, primal):
+    """The JVP of log(exp_op(x1) + exp_op(x2)): t1 * exp_op(x1 - out) + t2 * exp_op(x2 - out)."""
+    def rule(primals, tangents):
+        (x1, x2), (t1, t2) = primals, tangents
+        out = primal(x1, x2)
+        return out, lax.add(lax.mul(t1, exp_op(lax.sub(_without_inf(x1), _without_inf(out)))),
+                            lax.mul(t2, exp_op(lax.sub(_without_inf(x2), _without_inf(out)))))
+    return rule
+
+
+def _custom_logaddexp(name, exp_op, scale):
+    """The custom_jvp function `name` of promoted operands (JAX's lax-level logaddexp and
+    logaddexp2: their derivative stays finite where both operands are infinite)."""
+    def primal(x1, x2):
+        return _logaddexp_with(x1, x2, exp_op, scale)
+
+    primal.__name__ = primal.__qualname__ = name
+    fun = custom_jvp(primal)
+    rule = _logaddexp_rule(exp_op, fun)
+    rule.__name__ = rule.__qualname__ = f"_{name}_jvp"
+    fun.defjvp(rule)
+    return fun
+
+
+_lax_logaddexp = _custom_logaddexp("logaddexp", lax.exp, None)
+_lax_logaddexp2 = _custom_logaddexp("logaddexp2", lax.exp2, 1 / np.log(2))
 
 
 def logaddexp(x1, x2, /):
     """log(exp(x1) + exp(x2))."""
-    x1, x2 = _promoted(promote_args_inexact, "logaddexp")(x1, x2)
-    return _logaddexp_with(x1, x2, lax.exp, None)
+    x1, x2 = _promoted(functools.partial(promote_args_inexact, keep_scalars=True), "logaddexp")(x1, x2)
+    return _lax_logaddexp(x1, x2)
 
 
 def logaddexp2(x1, x2, /):
     """log2(2**x1 + 2**x2)."""
-    x1, x2 = _promoted(promote_args_inexact, "logaddexp2")(x1, x2)
-    return _logaddexp_with(x1, x2, lax.exp2, 1 / np.log(2))
+    x1, x2 = _promoted(functools.partial(promote_args_inexact, keep_scalars=True), "logaddexp2")(x1, x2)
+    return _lax_logaddexp2(x1, x2)
 
 
 @api.jitted_when_traced(inline=True)
