@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from meshsim._src import api
+
 __all__ = ["fromfunction", "frombuffer", "fromstring", "fromiter", "fromfile", "block", "mgrid",
            "ogrid", "r_", "c_"]
 
@@ -71,6 +73,7 @@ def _block(x, depth: int, level: int, result_ndim: int):
     return jnp.concatenate(parts, axis=-(depth - level))
 
 
+@api.jitted_when_traced
 def block(arrays):
     """An array assembled from nested lists of blocks: the innermost lists
     are joined along the last axis, each enclosing list along the one before."""

@@ -9,6 +9,8 @@ from numpy import character, flexible, object_  # noqa: F401  (jax.numpy re-expo
 from numpy import get_printoptions, printoptions, set_printoptions  # noqa: F401
 from numpy.exceptions import ComplexWarning  # noqa: F401
 
+from meshsim._src import api
+
 __all__ = ["apply_along_axis", "apply_over_axes", "gradient", "unwrap", "mask_indices", "poly",
            "angle", "iscomplex", "array_str", "array_repr", "get_printoptions", "printoptions",
            "set_printoptions", "character", "flexible", "object_", "ComplexWarning",
@@ -155,6 +157,7 @@ def poly(seq_of_zeros):
     return coeffs
 
 
+@api.jitted_when_traced(static_argnames=("deg",))
 def angle(z, deg: bool = False):
     """The angle of each element in the complex plane (0 or pi for reals)."""
     jnp = _jnp()

@@ -343,6 +343,11 @@ def _static_axes(axis):
 
 
 def ptp(a, axis=None, out=None, keepdims=False):
+    return _ptp(_asarray("ptp", a), _static_axes(axis), out, keepdims)
+
+
+@api.jitted_when_traced(static_argnames=('axis', 'keepdims'))
+def _ptp(a, axis=None, out=None, keepdims=False):
     _no_out("ptp", out)
     return lax.sub(max(a, axis, keepdims=keepdims), min(a, axis, keepdims=keepdims))
 
@@ -619,6 +624,7 @@ def ediff1d(ary, to_end=None, to_begin=None):
     return result
 
 
+@api.jitted_when_traced(static_argnames=('axis',))
 def trapezoid(y, x=None, dx=1.0, axis: int = -1):
     """The integral of y along axis by the trapezoidal rule (sample points x, or spacing dx)."""
     from meshsim._src.numpy import namespace as jnp

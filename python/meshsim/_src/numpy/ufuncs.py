@@ -100,16 +100,24 @@ def _promoted(promote, name, jitted: bool = False):
     return promote_checked
 
 
+def _jit_form(fn, inline_jit):
+    """`fn` as JAX writes it: a `jit(inline=True)` function (True), a plain `jit` one whose
+    call is an equation of its own ("call", arccosh), or not jitted (False, the jnp.ufunc
+    objects)."""
+    if inline_jit == "call":
+        return api.jitted_when_traced(fn)
+    return api.jitted_when_traced(fn, inline=True) if inline_jit else fn
+
+
 def _unary(name, lax_op, promote=promote_args_inexact, inline_jit=True):
     """jnp's `name`: JAX writes most as `jit(inline=True)` functions (their repr is a
-    PjitFunction's; traced, their operations are written in place); `inline_jit=False` for
-    those it does not (the jnp.ufunc objects, arccosh)."""
+    PjitFunction's; traced, their operations are written in place); see `_jit_form`."""
     promote = _promoted(promote, name, jitted=True)
 
     def fn(x, /):
         return lax_op(*promote(x))
     fn.__name__ = fn.__qualname__ = name
-    return api.jitted_when_traced(fn, inline=True) if inline_jit else fn
+    return _jit_form(fn, inline_jit)
 
 
 def _binary(name, lax_op, promote=promote_args, keep_scalars=True, inline_jit=True):
@@ -118,13 +126,15 @@ def _binary(name, lax_op, promote=promote_args, keep_scalars=True, inline_jit=Tr
     def fn(x1, x2, /):
         return lax_op(*promote(x1, x2))
     fn.__name__ = fn.__qualname__ = name
-    return api.jitted_when_traced(fn, inline=True) if inline_jit else fn
+    return _jit_form(fn, inline_jit)
 
 
 def _alias(name, fn):
     """An array-API name (`acos`, `abs`, ...) as JAX writes it: its own `jit(inline=True)`
-    function of that name, calling the NumPy-named one."""
-    target = getattr(fn, "__wrapped__", fn)
+    function of that name, calling the NumPy-named one (a plain jit one stays a call, acosh's
+    arccosh)."""
+    called_as_jit = isinstance(fn, api.JittedWhenTraced) and not fn._inline
+    target = fn if called_as_jit else getattr(fn, "__wrapped__", fn)
 
     @functools.wraps(target)
     def alias(*args, **kwargs):
@@ -274,6 +284,7 @@ def fmod(x1, x2, /):
     return lax.rem(*promote_args_numeric(x1, x2))
 
 
+@api.jitted_when_traced
 def divmod(x1, x2, /):  # noqa: A001 (jnp.divmod)
     x1, x2 = _promoted(promote_args_numeric, "divmod")(x1, x2)
     if dtype_kinds.issubdtype(x1.dtype, np.integer):
@@ -408,7 +419,7 @@ sinh = _unary("sinh", lax.sinh)
 cosh = _unary("cosh", lax.cosh)
 tanh = _unary("tanh", lax.tanh)
 arcsinh = _unary("arcsinh", lax.asinh)
-arccosh = _unary("arccosh", lax.acosh, inline_jit=False)
+arccosh = _unary("arccosh", lax.acosh, inline_jit="call")
 arctanh = _unary("arctanh", lax.atanh)
 asin, acos, atan = (_alias(n, f) for n, f in [("asin", arcsin), ("acos", arccos), ("atan", arctan)])
 asinh, acosh, atanh = (_alias(n, f) for n, f in [("asinh", arcsinh), ("acosh", arccosh),
@@ -584,6 +595,7 @@ def around(a, decimals=0, out=None):
     return round(a, decimals, out)
 
 
+@api.jitted_when_traced
 def modf(x, /, out=None):
     """(fractional part, integral part), both with x's sign."""
     if out is not None:
@@ -776,6 +788,7 @@ def copysign(x1, x2, /):
     return _where(signbit(x2), lax.neg(lax.abs(x1)), lax.abs(x1))
 
 
+@api.jitted_when_traced
 def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     """NaN -> nan, +inf -> posinf (default: the largest float), -inf -> neginf."""
     del copy
@@ -785,9 +798,10 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     info = dtype_kinds.finfo(x.dtype)
     posinf = info.max if posinf is None else posinf
     neginf = info.min if neginf is None else neginf
-    out = _where(isnan(x), core.asarray_value(nan, dtype=x.dtype), x)
-    out = _where(isposinf(out), core.asarray_value(posinf, dtype=x.dtype), out)
-    return _where(isneginf(out), core.asarray_value(neginf, dtype=x.dtype), out)
+    from meshsim._src.numpy.creation import asarray  # (creation imports this module)
+    out = _where(isnan(x), asarray(nan, dtype=x.dtype), x)
+    out = _where(isposinf(out), asarray(posinf, dtype=x.dtype), out)
+    return _where(isneginf(out), asarray(neginf, dtype=x.dtype), out)
 
 
 # --- complex numbers ----------------------------------------------------------------
@@ -877,6 +891,7 @@ def spacing(x, /):
                   result)
 
 
+@api.jitted_when_traced
 def isreal(x, /):
     """True where x has no imaginary part (everywhere, for real arrays)."""
     i = imag(x)
