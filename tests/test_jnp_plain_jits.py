@@ -1,5 +1,6 @@
 """jax.numpy functions JAX 0.10.2 defines with a plain `jit` (not inline): arccosh (and acosh
-calling it), angle, block, divmod, isreal, modf, nan_to_num, ptp (its `_ptp`) and trapezoid.
+calling it), angle, block, divmod, isreal, modf, nan_to_num, ptp (its `_ptp`), trapezoid and
+sinc (whose value at 0 is a custom_jvp series term, so that it differentiates there).
 Traced, each is one `jit` equation named as JAX names it, holding the body JAX's holds, with
 its static arguments; to a user it is a PjitFunction. Against JAX on random shapes, dtypes and
 arguments: the printed program, the repr and the values."""
@@ -10,7 +11,7 @@ import pytest
 
 import meshsim
 
-NAMES = ("arccosh", "acosh", "angle", "block", "divmod", "isreal", "modf", "nan_to_num", "trapezoid")
+NAMES = ("arccosh", "acosh", "angle", "block", "divmod", "isreal", "modf", "nan_to_num", "trapezoid", "sinc")
 
 
 def _masked(text: str) -> str:
@@ -52,6 +53,7 @@ def _cases(J, rng):
         (jnp.ptp, (y,)),
         (lambda v: jnp.trapezoid(v, axis=axis), (y,)),
         (lambda v: jnp.trapezoid(v, dx=0.5), (y,)),
+        (jnp.sinc, (np.where(rng.integers(2, size=shape) == 0, 0, x).astype(dtype),)),
     ] + ([] if shape[axis] == 1 else [  # (a difference of one sample slices as JAX's does not)
         (lambda v, w: jnp.trapezoid(v, w, axis=axis), (y, np.sort(x, axis=axis)))])
 
@@ -68,3 +70,18 @@ def test_programs_and_values_are_jaxs(real_jax, seed):
             assert g.dtype == w.dtype and g.shape == w.shape, k
             np.testing.assert_allclose(g.astype(np.complex128), w.astype(np.complex128), rtol=2e-3,
                                        atol=1e-3 if w.dtype == np.float16 else 1e-6, err_msg=str(k))
+
+
+@pytest.mark.parametrize("order", range(1, 4))
+def test_sinc_derivatives_at_zero(real_jax, order):
+    def nth(J):
+        f = J.numpy.sinc
+        for _ in range(order):
+            f = J.grad(f)
+        return f
+    points = np.array([0.0, 0.0, 0.3, -1.7], np.float32)
+    for p in points:
+        np.testing.assert_allclose(np.asarray(nth(meshsim)(p)), np.asarray(nth(real_jax)(p)), rtol=1e-5,
+                                   atol=1e-6)
+    want = real_jax.make_jaxpr(nth(real_jax))(points[0])
+    assert meshsim.make_jaxpr(nth(meshsim))(points[0]).eqns[0].primitive.name == want.eqns[0].primitive.name

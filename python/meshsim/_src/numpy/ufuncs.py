@@ -529,13 +529,31 @@ def hypot(x1, x2, /):
     return _where(idx_inf, _const(x, np.inf), x)
 
 
+def _sinc_maclaurin(k, x):
+    """The k-th derivative of sin(t)/t at t = 0, (-1)**(k/2) / (k + 1) for even k and 0 for
+    odd k, shaped as x; its own derivative is the next one, so that sinc differentiates any
+    number of times at 0."""
+    zero = lax.mul(x, _const(x, 0))
+    return lax.add(zero, _const(x, (-1) ** (k // 2) / (k + 1))) if k % 2 == 0 else zero
+
+
+def _sinc_maclaurin_jvp(k, primals, tangents):
+    (x,), (t,) = primals, tangents
+    return _sinc_maclaurin(k, x), lax.mul(_sinc_maclaurin(k + 1, x), t)
+
+
+_sinc_maclaurin = custom_jvp(_sinc_maclaurin, nondiff_argnums=(0,))
+_sinc_maclaurin.defjvp(_sinc_maclaurin_jvp)
+
+
+@api.jitted_when_traced
 def sinc(x, /):
-    """sin(pi x) / (pi x), with sinc(0) = 1."""
+    """sin(pi x) / (pi x), with sinc(0) = 1 (and its derivatives there from its series)."""
     (x,) = _promoted(promote_args_inexact, "sinc")(x)
     eq_zero = lax.eq(x, _const(x, 0))
     pi_x = lax.mul(_const(x, np.pi), x)
     safe_pi_x = _where(eq_zero, _const(x, 1), pi_x)
-    return _where(eq_zero, _const(x, 1), lax.div(lax.sin(safe_pi_x), safe_pi_x))
+    return _where(eq_zero, _sinc_maclaurin(0, pi_x), lax.div(lax.sin(safe_pi_x), safe_pi_x))
 
 
 # --- rounding ------------------------------------------------------------------
