@@ -53,7 +53,7 @@ REASONS = {
 # seed -> kind
 KNOWN = {
     1001: "permute", 1003: "collectives", 1005: "permute", 1010: "permute", 1014: "collectives",
-    1022: "permute", 1039: "permute",
+    1022: "permute",
     1040: "retile", 1044: "collectives",
     1063: "xla_values", 1065: "permute", 1068: "retile",
     1075: "permute", 1076: "permute", 1077: "layout", 1085: "layout", 1090: "collectives",

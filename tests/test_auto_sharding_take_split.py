@@ -42,3 +42,50 @@ def test_take_keeps_the_indexed_split_and_slices_its_result(case):
         with mod.set_mesh(mesh):
             return runner(mod, lambda u, v: jnp.take(jnp.tanh(u), idx, axis=0) @ v, [x, w])
     assert_like_jax(run)
+
+
+def _idle_case(seed):
+    """A take along a dim split over axis A, its result contracted along its last dim with an
+    operand split there over A too; the other mesh axes split nothing."""
+    rng = np.random.default_rng(100 + seed)
+    mesh_shape, names = MESHES[int(rng.integers(len(MESHES)))]
+    a = str(rng.choice(names))
+    batch, rows, cols, out = (int(rng.choice([2, 4])), int(rng.choice([4, 8, 16])),
+                              int(rng.choice([8, 16, 32])), int(rng.choice([2, 4])))
+    return mesh_shape, names, (batch, rows, cols, out, int(rng.integers(1, 6))), a
+
+
+IDLE_CASES = [_idle_case(seed) for seed in range(16)]
+
+
+
+def _needs_sub_axis(case):
+    """Every idle axis is larger than A: XLA splits the dim over a sub-axis of one (`X:(1)2`),
+    which meshsim's layouts cannot name (docs/auto_sharding.md)."""
+    mesh_shape, names, _, a = case
+    size = dict(zip(names, mesh_shape))
+    return all(size[n] > size[a] for n in names if n != a)
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(strict=True, reason="sub-axes"))
+                                  if _needs_sub_axis(c) else c for c in IDLE_CASES],
+                         ids=[f"{c[0]}-{c[2]}-{c[3]}" for c in IDLE_CASES])
+def test_take_computes_its_pass_through_dim_over_idle_axes(case):
+    """XLA splits the take's pass-through dim over the axes nothing uses, into no more blocks than
+    the result's layout has, so the all-reduce of the partial results moves smaller blocks, and
+    permutes them to the result's layout after."""
+    mesh_shape, names, (batch, rows, cols, out, count), a = case
+
+    def run(runner, mod):
+        mesh = mod.make_mesh(mesh_shape, names, axis_types=(mod.sharding.AxisType.Auto,) * len(names))
+        P = mod.sharding.PartitionSpec
+        rng = np.random.default_rng(5)
+        x = mod.device_put(rng.standard_normal((batch, rows, cols)).astype(np.float32),
+                           mod.sharding.NamedSharding(mesh, P(None, a)))
+        w = mod.device_put(rng.standard_normal((batch, cols, out)).astype(np.float32),
+                           mod.sharding.NamedSharding(mesh, P(None, a)))
+        idx = rng.integers(-rows, rows, size=count)
+        jnp = mod.numpy
+        with mod.set_mesh(mesh):
+            return runner(mod, lambda u, v: jnp.einsum("bik,bkj->bij", jnp.take(u, idx, axis=1), v), [x, w])
+    assert_like_jax(run)

@@ -140,6 +140,7 @@ ShardingPlan Propagator::plan_of(size_t id) const {
     } else {
       std::vector<AxisNames> fs = resolve(s, /*planning=*/true);
       take_results_layouts(s, fs);
+      pass_through_over_idle_axes(s, fs);
       auto operands = [&](bool permuted_split) {
         std::vector<Spec> specs;
         for (size_t i = 0; i < s.num_in; ++i) {
@@ -439,6 +440,40 @@ void Propagator::take_results_layouts(const Site& s, std::vector<AxisNames>& fs)
     size_t k = 0;
     while (k < fs[f].size() && !axes.count(fs[f][k])) ++k;
     fs[f].resize(k);
+  }
+}
+
+void Propagator::pass_through_over_idle_axes(const Site& s, std::vector<AxisNames>& fs) const {
+  if (s.eqn->prim->name != "gather" || s.out_vars.size() != 1) return;
+  std::vector<bool> in_result(s.map.num_factors, false);
+  for (int f : *s.dims[s.num_in])
+    if (f != kNoFactor) in_result[f] = true;
+  bool partial = false;
+  std::set<std::string> used;
+  for (int f = 0; f < s.map.num_factors; ++f) {
+    partial = partial || (!in_result[f] && !fs[f].empty());
+    used.insert(fs[f].begin(), fs[f].end());
+  }
+  if (!partial) return;
+  const int v = s.out_vars[0];
+  const std::vector<int>& dims = *s.dims[s.num_in];
+  for (size_t d = 0; d < dims.size(); ++d) {
+    const int f = dims[d];
+    if (f == kNoFactor || !fs[f].empty() || spec_[v][d].empty() || s.compound.count({s.num_in, d})) continue;
+    // No more blocks than the result's layout has: a collective-permute
+    // then moves each to its place.
+    const int64_t blocks = entry_size(spec_[v][d]);
+    AxisNames idle;
+    int64_t n = 1;
+    for (const std::string& a : mesh_.axis_names) {
+      const int64_t k = mesh_.axis_size(a);
+      if (used.count(a) || k < 2 || avals_[v].shape[d] % (n * k) != 0 || n * k > blocks) continue;
+      idle.push_back(a);
+      n *= k;
+    }
+    if (idle.empty()) continue;
+    fs[f] = idle;
+    used.insert(idle.begin(), idle.end());
   }
 }
 

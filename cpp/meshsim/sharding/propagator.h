@@ -131,6 +131,14 @@ class Propagator {
   // took the axis first.)
   void take_results_layouts(const Site& s, std::vector<AxisNames>& fs) const;
 
+  // A gather whose partial results are all-reduced (its indexed dims split)
+  // and whose result is split along a pass-through dim over axes the indexed
+  // dims hold computes that dim over mesh axes no factor uses (in mesh
+  // order, into no more blocks than the result's layout has), as XLA's
+  // partitioner does: the all-reduce moves smaller blocks, which a
+  // collective-permute then takes to the result's layout.
+  void pass_through_over_idle_axes(const Site& s, std::vector<AxisNames>& fs) const;
+
   // The layouts `s`'s results are computed in when their factors resolve
   // (`fs`) other than their values have them and the primitive's local plan
   // would not take the operands as laid out for them (axes a contracted
