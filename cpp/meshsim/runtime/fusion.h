@@ -17,11 +17,6 @@
 
 namespace meshsim {
 
-// Tiles start at multiples of kFusionTile elements of a value; each
-// equation's tile is computed by its primitive's `float_tile` loop
-// (ir/primitive.h), declared where the primitive is registered.
-constexpr int64_t kFusionTile = 512;
-
 struct FusedGroup {
   struct Step {
     const FusionTile* tile;
