@@ -5,6 +5,8 @@
 #include <numeric>
 #include <string>
 
+#include "meshsim/kernels/cast.h"
+
 namespace meshsim {
 namespace {
 
@@ -55,6 +57,18 @@ std::vector<int> cse_kept(const Program& p) {
 bool moves_elements(const Program& p, const Equation& e) {
   if (!e.prim->moves_elements || e.inputs.size() != 1 || e.outputs.size() != 1) return false;
   return num_elements(p.avals[e.outputs[0]].shape) <= num_elements(p.avals[e.inputs[0]].shape);
+}
+
+// Elementwise equations and layout moves whose results nothing reads any more are not computed.
+void drop_unread(Program& p) {
+  std::vector<int> read(p.avals.size(), 0);
+  for (int v : p.outvars) ++read[v];
+  for (auto e = p.eqns.rbegin(); e != p.eqns.rend(); ++e) {
+    const bool dead = (e->prim->elementwise || moves_elements(p, *e)) && e->outputs.size() == 1 && !read[e->outputs[0]];
+    if (dead) e->prim = nullptr;
+    else for (int v : e->inputs) ++read[v];
+  }
+  p.eqns.erase(std::remove_if(p.eqns.begin(), p.eqns.end(), [](const Equation& e) { return !e.prim; }), p.eqns.end());
 }
 
 // A product a * b of `shape`, read through `moves` (in order) by a sum.
@@ -174,16 +188,243 @@ std::optional<Program> with_products_contracted(const Program& program) {
     }
     eqns.push_back(Equation{&fma, Params{}, {a, b, c}, e.outputs});
   }
-  // Products read by nothing any more are not computed.
-  std::vector<int> read(p.avals.size(), 0);
-  for (int v : p.outvars) ++read[v];
-  for (auto e = eqns.rbegin(); e != eqns.rend(); ++e) {
-    const bool dead = (e->prim->elementwise || moves_elements(p, *e)) && e->outputs.size() == 1 && !read[e->outputs[0]];
-    if (dead) e->prim = nullptr;
-    else for (int v : e->inputs) ++read[v];
-  }
-  eqns.erase(std::remove_if(eqns.begin(), eqns.end(), [](const Equation& e) { return !e.prim; }), eqns.end());
   p.eqns = std::move(eqns);
+  drop_unread(p);  // the contracted products
+  return p;
+}
+
+// ---- constants regrouped ----
+
+// Which constant an operand of a float product or sum is, as XLA's algebraic
+// simplifier matches it: a constant of the operation's shape, or a scalar
+// constant broadcast to it (a 0-d constant beside a shaped operand, or
+// broadcast_in_dim of one). Its rules pair constants of one kind only.
+struct Constant {
+  Tensor value;
+  bool broadcast_scalar = false;
+};
+
+// A product or sum of a non-constant value and a constant: `a` (op) `c`, with
+// a quotient read as a product by the constant's reciprocal and a difference
+// as a sum with the constant negated, except `c - a` (`negated`).
+struct ConstantTerm {
+  int a = -1;
+  Constant c;
+  bool negated = false;
+};
+
+// XLA's algebraic simplifier regroups float16/float32/float64 products and
+// sums with constants so that the constants fold into one:
+//   (A * C1) * C2 => A * (C1 * C2)      (A + C1) + C2 => A + (C1 + C2)
+//   (A * C) * broadcast(B) => A * broadcast(B * C)     (C1 - A) + C2 => (C1 + C2) - A
+// after reading A / C as A * (1 / C), A / broadcast(B) as A * broadcast(1 / B)
+// and A - C as A + (-C), either operand of a product or sum first; a quotient
+// left over is computed as that product too (which a sum reading it then
+// contracts), except by a broadcast something else reads as well (XLA shares
+// the broadcast and divides). Each equation is matched against the equations
+// already rewritten (XLA visits operands first): ((A * C1) * C2) * C3 folds
+// all three constants. A sum with a non-constant broadcast and C - (A + C1)
+// stay as they are. bfloat16 is widened to float32 before, and the
+// conversions between stand in the way. Not modelled: (A / B) / C =>
+// A / (B * C) and A / (B / C) => (A * C) / B.
+class Regrouping {
+ public:
+  explicit Regrouping(const Program& traced)
+      : p_(traced), mul_(primitive("mul")), div_(primitive("div")), add_(primitive("add")),
+        sub_(primitive("sub")), neg_(primitive("neg")), broadcast_(primitive("broadcast_in_dim")) {
+    producer_ = producers_of(p_);
+    for (const Equation& e : traced.eqns)
+      for (int v : e.inputs) ++broadcast_reads_[broadcast_key(e, v)];
+    producer_.assign(p_.avals.size(), -1);
+    p_.eqns.clear();
+  }
+
+  // Appends `e`, or what XLA computes in its place; whether it regrouped.
+  bool append(const Equation& e) {
+    const bool regrouped = e.outputs.size() == 1 && e.inputs.size() == 2 &&
+                           regroups(p_.avals[e.outputs[0]].dtype) && (product(e) || sum(e) || quotient(e));
+    if (!regrouped) push(e);
+    return regrouped;
+  }
+
+  Program take() { return std::move(p_); }
+
+ private:
+  static bool regroups(DType dt) { return dt == DType::Float16 || dt == DType::Float32 || dt == DType::Float64; }
+
+  void push(Equation e) {
+    for (int v : e.outputs) producer_[v] = static_cast<int>(p_.eqns.size());
+    p_.eqns.push_back(std::move(e));
+  }
+  int emit(const Primitive& prim, Params params, std::vector<int> inputs, Aval aval) {
+    const int v = p_.new_var(std::move(aval));
+    producer_.push_back(-1);
+    push(Equation{&prim, std::move(params), std::move(inputs), {v}});
+    return v;
+  }
+  const Equation* producer(int v) const { return producer_[v] < 0 ? nullptr : &p_.eqns[producer_[v]]; }
+
+  // `v` as a constant operand of an operation of `shape`.
+  std::optional<Constant> constant(int v, const Shape& shape) const {
+    if (const int c = const_index(p_, v); c >= 0)
+      return Constant{p_.consts[c], p_.consts[c].ndim() == 0 && !shape.empty()};
+    const Equation* e = producer(v);
+    if (e && e->prim == &broadcast_ && p_.avals[e->inputs[0]].shape.empty())
+      if (const int c = const_index(p_, e->inputs[0]); c >= 0) return Constant{p_.consts[c], true};
+    return std::nullopt;
+  }
+
+  // f(x, y) of two constants of one kind, evaluated by `prim`'s kernel as XLA folds them.
+  Constant folded(const Primitive& prim, const Constant& x, const Constant& y) const {
+    const Tensor& shaped = x.value.ndim() ? x.value : y.value;
+    const Avals out{Aval{shaped.shape(), x.value.dtype()}};
+    return Constant{prim.kernel(Tensors{x.value, y.value}, Params{}, out)[0], x.broadcast_scalar};
+  }
+  Constant reciprocal(const Constant& x) const { return folded(div_, Constant{one(x.value.dtype())}, x); }
+  Constant negated(const Constant& x) const {
+    const Avals out{Aval{x.value.shape(), x.value.dtype()}};
+    return Constant{neg_.kernel(Tensors{x.value}, Params{}, out)[0], x.broadcast_scalar};
+  }
+  static Tensor one(DType dtype) { return cast(Tensor::scalar(1.0), dtype); }
+  int constant_var(const Constant& c) {
+    const int v = p_.new_var(Aval{c.value.shape(), c.value.dtype()});
+    producer_.push_back(-1);
+    p_.constvars.push_back(v);
+    p_.consts.push_back(c.value);
+    return v;
+  }
+
+  // `v` as a constant term of `family` (mul_: products and quotients; add_: sums and differences).
+  std::optional<ConstantTerm> term(int v, const Primitive& family) const {
+    const Equation* e = producer(v);
+    if (!e || e->inputs.size() != 2 || e->outputs.size() != 1) return std::nullopt;
+    const Shape& shape = p_.avals[v].shape;
+    const bool products = &family == &mul_;
+    const Primitive& commuting = products ? mul_ : add_;
+    const Primitive& inverse = products ? div_ : sub_;
+    for (int i = 0; i < 2; ++i) {
+      const int a = e->inputs[1 - i];
+      std::optional<Constant> c = constant(e->inputs[i], shape);
+      if (!c || constant(a, shape)) continue;
+      if (e->prim == &commuting) return ConstantTerm{a, *c};
+      if (e->prim == &inverse && i == 1) return ConstantTerm{a, products ? reciprocal(*c) : negated(*c)};
+      if (e->prim == &sub_ && !products && i == 0) return ConstantTerm{a, *c, /*negated=*/true};
+    }
+    return std::nullopt;
+  }
+
+  // A non-constant value broadcast to an operation of `shape`: the broadcast
+  // equation (null for a 0-d value beside shaped operands) and its operand.
+  std::optional<std::pair<const Equation*, int>> broadcast_of(int v, const Shape& shape) const {
+    if (constant(v, shape)) return std::nullopt;
+    if (p_.avals[v].shape.empty() && !shape.empty()) return std::pair<const Equation*, int>{nullptr, v};
+    const Equation* e = producer(v);
+    if (e && e->prim == &broadcast_ && e->inputs.size() == 1 && !constant(e->inputs[0], p_.avals[e->inputs[0]].shape))
+      return std::pair<const Equation*, int>{e, e->inputs[0]};
+    return std::nullopt;
+  }
+
+  // The broadcast `reader` reads as its operand `v`, as XLA's common
+  // subexpression elimination identifies it: a 0-d value beside a shaped
+  // result by the result's shape, a broadcast_in_dim's result by its operand
+  // and params. Empty when `v` is read as it is.
+  std::string broadcast_key(const Equation& reader, int v) const {
+    const Shape& shape = p_.avals[reader.outputs.empty() ? v : reader.outputs[0]].shape;
+    if (reader.prim->elementwise && p_.avals[v].shape.empty() && !shape.empty())
+      return std::to_string(v) + " to " + p_.avals[reader.outputs[0]].str();
+    const Equation* e = producer(v);
+    if (e && e->prim == &broadcast_ && e->inputs.size() == 1)
+      return std::to_string(e->inputs[0]) + " by " + e->params.str() + " to " + p_.avals[v].str();
+    return {};
+  }
+
+  // The divisor of quotient `e` as XLA reads it, a product by its reciprocal,
+  // when it is a constant or a broadcast nothing else reads (XLA divides by a
+  // broadcast it shares).
+  bool divides_by_reciprocal(const Equation& e) const {
+    if (e.prim != &div_) return false;
+    if (constant(e.inputs[1], p_.avals[e.outputs[0]].shape)) return true;
+    const std::string key = broadcast_key(e, e.inputs[1]);
+    return !key.empty() && broadcast_of(e.inputs[1], p_.avals[e.outputs[0]].shape) && broadcast_reads_.at(key) == 1;
+  }
+
+  // A / C => A * (1 / C), A / broadcast(B) => A * broadcast(1 / B): the
+  // product is contracted into a sum reading it.
+  bool quotient(const Equation& e) {
+    if (!divides_by_reciprocal(e)) return false;
+    const Shape& shape = p_.avals[e.outputs[0]].shape;
+    if (std::optional<Constant> c = constant(e.inputs[1], shape)) {
+      push(Equation{&mul_, Params{}, {e.inputs[0], constant_var(reciprocal(*c))}, e.outputs});
+      return true;
+    }
+    push(Equation{&mul_, Params{}, {e.inputs[0], rebroadcast(e.inputs[1], shape, true, nullptr)}, e.outputs});
+    return true;
+  }
+
+  // broadcast(f(B)) for `v` = broadcast(B) read by an operation of `shape`:
+  // f(B) = 1 / B if `reciprocal_of`, B otherwise, times the constant `c` if given.
+  int rebroadcast(int v, const Shape& shape, bool reciprocal_of, const Constant* c) {
+    auto [broadcast, b] = *broadcast_of(v, shape);
+    const std::optional<Params> params = broadcast ? std::optional<Params>(broadcast->params) : std::nullopt;
+    const Aval aval = p_.avals[b];
+    if (reciprocal_of) b = emit(div_, Params{}, {constant_var(Constant{one(aval.dtype)}), b}, aval);
+    if (c) b = emit(mul_, Params{}, {b, constant_var(*c)}, aval);
+    return params ? emit(broadcast_, *params, {b}, p_.avals[v]) : b;
+  }
+
+  bool product(const Equation& e) {
+    if (e.prim != &mul_ && e.prim != &div_) return false;
+    const Aval& out = p_.avals[e.outputs[0]];
+    for (int i = 0; i < 2; ++i) {
+      if (e.prim == &div_ && i == 0) continue;  // the divisor is the second operand
+      std::optional<ConstantTerm> inner = term(e.inputs[1 - i], mul_);
+      if (!inner) continue;
+      if (std::optional<Constant> c = constant(e.inputs[i], out.shape)) {
+        if (c->broadcast_scalar != inner->c.broadcast_scalar) continue;
+        if (e.prim == &div_) c = reciprocal(*c);
+        push(Equation{&mul_, Params{}, {inner->a, constant_var(folded(mul_, inner->c, *c))}, e.outputs});
+        return true;
+      }
+      if (!broadcast_of(e.inputs[i], out.shape) || !inner->c.broadcast_scalar) continue;
+      if (e.prim == &div_ && !divides_by_reciprocal(e)) continue;
+      const int factor = rebroadcast(e.inputs[i], out.shape, e.prim == &div_, &inner->c);
+      push(Equation{&mul_, Params{}, {inner->a, factor}, e.outputs});
+      return true;
+    }
+    return false;
+  }
+
+  bool sum(const Equation& e) {
+    if (e.prim != &add_ && e.prim != &sub_) return false;
+    const Shape& shape = p_.avals[e.outputs[0]].shape;
+    for (int i = 0; i < 2; ++i) {
+      if (e.prim == &sub_ && i == 0) continue;  // C - (A + C1) is not regrouped
+      std::optional<ConstantTerm> inner = term(e.inputs[1 - i], add_);
+      std::optional<Constant> c = constant(e.inputs[i], shape);
+      if (!inner || !c || c->broadcast_scalar != inner->c.broadcast_scalar) continue;
+      if (e.prim == &sub_) c = negated(*c);
+      const int k = constant_var(folded(add_, inner->c, *c));
+      push(inner->negated ? Equation{&sub_, Params{}, {k, inner->a}, e.outputs}
+                          : Equation{&add_, Params{}, {inner->a, k}, e.outputs});
+      return true;
+    }
+    return false;
+  }
+
+  Program p_;
+  std::vector<int> producer_;  // per variable: its equation in p_.eqns, -1 for inputs and constants
+  std::map<std::string, int> broadcast_reads_;  // per broadcast (broadcast_key): its readers in the traced program
+  const Primitive &mul_, &div_, &add_, &sub_, &neg_, &broadcast_;
+};
+
+// The program with its constants regrouped (Regrouping); nullopt when none is.
+std::optional<Program> with_constants_regrouped(const Program& program) {
+  Regrouping regrouping(program);
+  bool any = false;
+  for (const Equation& e : program.eqns) any = regrouping.append(e) || any;
+  if (!any) return std::nullopt;
+  Program p = regrouping.take();
+  drop_unread(p);
   return p;
 }
 
@@ -212,7 +453,9 @@ int const_index(const Program& p, int var) {
 }
 
 std::optional<Program> as_xla_compiles(const Program& program) {
-  std::optional<Program> simple = simplified(program);
+  std::optional<Program> regrouped = with_constants_regrouped(program);
+  std::optional<Program> simple = simplified(regrouped ? *regrouped : program);
+  if (!simple) simple = std::move(regrouped);
   std::optional<Program> contracted = with_products_contracted(simple ? *simple : program);
   return contracted ? contracted : simple;
 }

@@ -1,6 +1,12 @@
 // What XLA's CPU compiler changes in a jitted program before running it, where
 // the change shows in the bits of the results. The printed program (jaxpr)
 // stays as traced; the executors run the rewritten copy:
+//  - float16/float32/float64 products and sums with constants are regrouped
+//    so that the constants fold, as XLA's algebraic simplifier regroups them
+//    ((A * C1) * C2 => A * (C1 * C2), (A * C) * broadcast(B) =>
+//    A * broadcast(B * C), (A + C1) + C2 => A + (C1 + C2)), and quotients by
+//    a constant or a broadcast are products by its reciprocal (`Regrouping`
+//    in the .cpp);
 //  - each primitive declares how XLA's algebraic simplifier compiles its
 //    equations (`xla_rewrite`, ir/primitive.h) where it is registered, and
 //    this pass offers it every equation: convert_element_type reads a
