@@ -96,6 +96,7 @@ class _Linearized:
         # aux, the Refs' final values (not differentiated), then the residuals.
         wrt = [True] * len(leaves) + [False] * (len(closed) + len(captures))
         ad_refs.refuse_differentiated_writes(program, wrt, closed, n_out + n_aux + len(self.ref_primals))
+        self.program, self.wrt = program, wrt  # what a forward-mode evaluation checks
         out_mask = [True] * n_out + [False] * (n_aux + len(refs))
         fwd, self.bwd, _, self.ct_in, self.ct_out = _core.vjp_program(program, wrt, out_mask,
                                                                       _evaluate_policy)
@@ -452,6 +453,7 @@ class _Pushforward:
         self.transposed = _Linearized(pullback, tuple(zeros), has_aux=False)
 
     def tangent_leaves(self, tangent_leaves: Sequence) -> list:
+        ad_refs.refuse_forward_mode_custom_vjp(self.lin.program, self.lin.wrt)
         ins = self.lin.in_leaves
         ts = []
         for t, x, f in zip(tangent_leaves, ins, self.float_in):
@@ -699,6 +701,10 @@ class custom_vjp:
         self.bwd = None
         self.symbolic_zeros = False
         self._tracing_rules = 0  # fwd/bwd calling the function itself get the plain function
+        # Set by meshsim's own rules for what JAX differentiates in both modes (its bwd is
+        # linear in the cotangent, so transposing it gives the JVP); a user's function refuses
+        # forward mode as JAX's does.
+        self._forward_mode = False
 
     def __get__(self, obj, objtype=None):
         return self if obj is None else functools.partial(self, obj)
@@ -755,6 +761,8 @@ class custom_vjp:
             self._tracing_rules -= 1
         params = dict(name=name, call_jaxpr=call, fwd_jaxpr=fwd, bwd_jaxpr=bwd, num_args=len(leaves),
                       num_call_consts=len(call_consts), num_fwd_consts=len(fwd_consts), symbolic_zeros=False)
+        if self._forward_mode:
+            params["forward_mode"] = True
         outs = _core.bind("custom_vjp_call", (*leaves, *call_consts, *fwd_consts, *bwd_consts), params)
         return tree_util.tree_unflatten(out_tree, outs)
 

@@ -56,36 +56,42 @@ def refuse_ref_cotangents(in_leaves: list, where: list[int], wanted) -> None:
 
 # --- Refs a differentiated function closes over --------------------------------------------------
 
-def _sub_dependence(program, deps: list[bool]) -> list[bool]:
+def _sub_dependence(program, deps: list[bool], on_dependent=None) -> list[bool]:
     """Which outputs of `program` depend, other than through stop_gradient, on the inputs
-    flagged in `deps`."""
+    flagged in `deps`. `on_dependent(name, params)` is called for each equation, sub-programs'
+    included, that reads such a value."""
     env = dict(zip(program.invars, deps))
     avals = program.avals
     for name, ins, outs, params, *_ in program.equations():
         in_deps = [env.get(v, False) for v in ins]
-        out_deps = _equation_dependence(name, in_deps, params, len(outs))
+        if on_dependent is not None and any(in_deps):
+            on_dependent(name, params)
+        out_deps = _equation_dependence(name, in_deps, params, len(outs), on_dependent)
         for v, d in zip(outs, out_deps):
             env[v] = d and dtype_kinds.issubdtype(avals[v].dtype, np.inexact)
     return [env.get(v, False) for v in program.outvars]
 
 
-def _equation_dependence(name: str, in_deps: list[bool], params: dict, n_out: int) -> list[bool]:
+def _equation_dependence(name: str, in_deps: list[bool], params: dict, n_out: int,
+                         on_dependent=None) -> list[bool]:
     declared = _core.primitive_info(name)
     # A primitive whose derivative is zero (stop_gradient, floor, sign, ...) gives JAX's
     # symbolic zero: its results are not differentiated values.
     if declared["zero_derivative"] or not any(in_deps):
         return [False] * n_out
     if declared["sub_program_links"]:
-        return _control_flow_dependence(_core.sub_program_links(name, params), in_deps, n_out)
+        return _control_flow_dependence(_core.sub_program_links(name, params), in_deps, n_out,
+                                        on_dependent)
     for key in declared["sub_program_params"]:
         sub = params.get(key)
         if sub is not None and hasattr(sub, "equations") and len(sub.invars) == len(in_deps) \
                 and len(sub.outvars) == n_out:
-            return _sub_dependence(sub, in_deps)
+            return _sub_dependence(sub, in_deps, on_dependent)
     return [True] * n_out
 
 
-def _control_flow_dependence(links: dict, in_deps: list[bool], n_out: int) -> list[bool]:
+def _control_flow_dependence(links: dict, in_deps: list[bool], n_out: int,
+                             on_dependent=None) -> list[bool]:
     """Follows the dependence through the sub-programs a control-flow primitive declares it
     passes its operands to (cond's branches, a loop's body) to the fixed point of the
     carries. A carried result may be its initial value (a loop that runs no step)."""
@@ -99,12 +105,25 @@ def _control_flow_dependence(links: dict, in_deps: list[bool], n_out: int) -> li
         for program, in_operand, in_result, out_result in links["programs"]:
             sub_in = [(i >= 0 and in_deps[i]) or (r >= 0 and out[r])
                       for i, r in zip(in_operand, in_result)]
-            for r, d in zip(out_result, _sub_dependence(program, sub_in)):
+            for r, d in zip(out_result, _sub_dependence(program, sub_in, on_dependent)):
                 if r >= 0 and d:
                     grown[r] = True
         if grown == out:
             return out
         out = grown
+
+
+def refuse_forward_mode_custom_vjp(program, wrt: list[bool]) -> None:
+    """JAX's error when a tangent would flow through a custom_vjp function, whose rule only
+    says how to pull cotangents back (JAX raises when the linearized function is evaluated
+    forward: jvp, jacfwd, calling linearize's function). meshsim's own custom_vjp functions
+    standing for what JAX differentiates both ways are marked `forward_mode`."""
+    def refuse(name: str, params: dict) -> None:
+        if name == "custom_vjp_call" and not params.get("forward_mode", False):
+            raise TypeError("can't apply forward-mode autodiff (jvp) to a custom_vjp function.")
+    avals = program.avals  # integer inputs have no tangent (float0)
+    _sub_dependence(program, [w and dtype_kinds.issubdtype(avals[v].dtype, np.inexact)
+                              for v, w in zip(program.invars, wrt)], refuse)
 
 
 def refuse_differentiated_writes(program, wrt: list[bool], refs: list, first_ref_output: int) -> None:

@@ -103,6 +103,7 @@ def _draws(log_space: bool):
 
         rule = custom_vjp(draws)
         rule.defvjp(forward, lambda res, g: (None, lax.mul(g, _sample_grad(res[0], res[1], log_space))))
+        rule._forward_mode = True  # JAX's random_gamma_p has a JVP rule
         _DRAWS[log_space] = rule
     return _DRAWS[log_space]
 

@@ -102,6 +102,7 @@ def _make_reduce_precision():
     # Rounding is linear as JAX treats it: the cotangent is rounded the same way.
     rule.defvjp(lambda x, e, m: (_round_bits(x, e, m), None),
                 lambda e, m, _, g: (_round_bits(g, e, m),))
+    rule._forward_mode = True  # JAX's reduce_precision has a JVP rule
     return rule
 
 

@@ -60,6 +60,7 @@ def _implicitly_differentiated(problem: Callable, operand, run: Callable, cotang
         return cotangents(problem_of, *res, ct)
 
     call.defvjp(call_fwd, call_bwd)
+    call._forward_mode = True  # JAX differentiates custom_root/custom_linear_solve both ways
     return call(tuple(consts), operand)
 
 
