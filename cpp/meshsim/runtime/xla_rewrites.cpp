@@ -319,7 +319,9 @@ class Regrouping {
     if (constant(v, shape)) return std::nullopt;
     if (p_.avals[v].shape.empty() && !shape.empty()) return std::pair<const Equation*, int>{nullptr, v};
     const Equation* e = producer(v);
-    if (e && e->prim == &broadcast_ && e->inputs.size() == 1 && !constant(e->inputs[0], p_.avals[e->inputs[0]].shape))
+    // A broadcast_in_dim adding only size-1 dims is a reshape to XLA, which divides by it.
+    if (e && e->prim == &broadcast_ && e->inputs.size() == 1 && !constant(e->inputs[0], p_.avals[e->inputs[0]].shape) &&
+        num_elements(p_.avals[e->inputs[0]].shape) < num_elements(p_.avals[v].shape))
       return std::pair<const Equation*, int>{e, e->inputs[0]};
     return std::nullopt;
   }
