@@ -239,8 +239,15 @@ def full_like(x, fill_value, dtype=None, shape=None, sharding=None):
     weak = dtype is None and x_type.weak_type
     value = core.convert_element_type(fill_value, x_type.dtype if dtype is None else dtype, weak)
     # Inside shard_map the result varies over the axes `x` does, as in JAX.
-    return _core.vary_over(broadcast(value, fill_shape), sorted(x_type.vma)) if x_type.vma else \
-        broadcast(value, fill_shape)
+    if x_type.vma:
+        return _core.vary_over(broadcast(value, fill_shape), sorted(x_type.vma))
+    out = broadcast(value, fill_shape)
+    aval = getattr(x, "aval", None)
+    if sharding is None and shape is None and isinstance(x, core.Tracer) and aval is not None \
+            and aval.mesh is not None and any(aval.spec):
+        # A traced `x` lends the result its type's sharding, as in JAX (Explicit axes).
+        out = core.bind1("reshard", out, mesh=aval.mesh, spec=[list(e) for e in aval.spec])
+    return out
 
 
 def split(operand, sizes, axis: int = 0):

@@ -190,8 +190,10 @@ def _like_sharding(a, shape, out_sharding, out, api: str, stand_in_sharding=None
             and (shape is None or tuple(shape) == a.shape)):
         return on_device(out, a.sharding)  # a concrete array's sharding, as it is named
     aval = getattr(a, "aval", None)
+    out_aval = getattr(out, "aval", None)
     if (aval is not None and aval.mesh is not None and any(aval.spec)
-            and (shape is None or tuple(shape) == aval.shape)):
+            and (shape is None or tuple(shape) == aval.shape)
+            and not (out_aval is not None and out_aval.mesh == aval.mesh and out_aval.spec == aval.spec)):
         return core.bind1("reshard", out, mesh=aval.mesh, spec=[list(e) for e in aval.spec])
     return out
 
