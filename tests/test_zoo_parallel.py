@@ -84,9 +84,9 @@ def executed(env):
     return collections.Counter((r.name, r.axes) for r in records), records
 
 
-@pytest.mark.xfail(strict=False, reason="68 ppermutes run where this counts 80 after 3ed2565's "
-                   "successors (partial-evaluation splits, custom_jvp_call, regrouping: not yet "
-                   "bisected); which count JAX's program runs is not yet checked")
+@pytest.mark.xfail(strict=False, reason="68 ppermutes run where this counts 80 since the partial "
+                   "evaluator splits scans (461154c, bisected); which count JAX's program runs is "
+                   "not yet checked")
 def test_ring_passes_k_v_and_positions_cp_times_per_layer():
     env = zoo_parallel.build(meshsim, (2, 4), ("dp", "cp"))
     counts, records = executed(env)
