@@ -40,11 +40,7 @@ REASONS = {
     "permute": "XLA reorders blocks between devices with collective-permutes inside a contraction, "
                "gather or reshard of operands laid out over conflicting axes; meshsim gathers or "
                "re-tiles them otherwise",
-    "retile": "XLA moves an operand laid out over conflicting axes with all-to-alls; meshsim "
-              "gathers it",
     "layout": "XLA lays a result out otherwise, another choice among near-equal costs",
-    "sub_axes": "a reshape part that a mesh axis does not divide: Shardy splits the axis into "
-                "sub-axes and XLA gathers it in steps; meshsim's layouts name whole axes",
     "collectives": "XLA's partitioner picks other collectives for equal or near-equal costs (an "
                    "all-reduce of a gathered operand, where a reshard happens)",
     "xla_values": "XLA's partitioned convolution computes other values than its unpartitioned "
@@ -52,13 +48,13 @@ REASONS = {
 }
 # seed -> kind
 KNOWN = {
-    1001: "permute", 1003: "collectives", 1005: "permute", 1010: "permute", 1014: "collectives",
+    1001: "permute", 1005: "permute", 1010: "permute", 1014: "collectives",
     1022: "permute",
-    1040: "retile", 1044: "collectives",
-    1063: "xla_values", 1065: "permute", 1068: "retile",
-    1075: "permute", 1076: "permute", 1077: "layout", 1085: "layout", 1090: "collectives",
-    1091: "sub_axes", 1093: "halo", 1105: "permute", 1107: "permute", 1111: "permute",
-    1113: "permute", 1114: "sub_axes", 1117: "permute",
+    1044: "collectives",
+    1063: "xla_values", 1065: "permute",
+    1075: "permute", 1076: "permute", 1077: "layout", 1085: "layout",
+    1093: "halo", 1105: "permute", 1107: "permute", 1111: "permute",
+    1113: "permute", 1117: "permute",
 }
 
 

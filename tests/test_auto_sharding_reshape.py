@@ -26,11 +26,9 @@ CASES = [
     (MESH3, (2, 8, 4), ("X", "Y", "Z"), ("merge_split_back_chain", lambda np_, x: np_.reshape(np_.reshape(np_.reshape(x, (16, 4)), (64,)), (2, 8, 4)) * 2.0)),
     (MESH2, (8, 4), ("X", "Y"), ("merge_then_split_other", lambda np_, x: np_.reshape(np_.reshape(x, (32,)), (2, 4, 4)) + 1.0)),
     (MESH3, (16, 4), ("X", "Y"), ("regroup_not_folded", lambda np_, x: np_.reshape(np_.reshape(x, (64,)), (4, 16)))),
-]
-# A part that an axis does not divide: Shardy splits the axis into sub-axes
-# (Y:(1)2 on one part, Y:(2)2 on the next) and XLA gathers it in two steps;
-# meshsim's layouts name whole axes, so it gathers Y at once.
-SUB_AXES = [
+    # A part that an axis does not divide: Shardy splits the axis into sub-axes (Y:(1)2 on
+    # one part, Y:(2)2 on the next); the result leaves as P('X'), gathered over Y:(2)2 then
+    # Y:(1)2 (tests/test_auto_sharding_sub_axes.py has more).
     (MESH2, (16,), (("X", "Y"),), ("split_uneven", lambda np_, x: np_.reshape(x, (4, 4)) - 1.0)),
 ]
 
@@ -44,9 +42,7 @@ def _run(runner, mod, case):
         return runner(mod, lambda a: fun(mod.numpy, a), [x])
 
 
-@pytest.mark.parametrize("case", CASES + [
-    pytest.param(c, marks=pytest.mark.xfail(strict=True, reason="sub-axes")) for c in SUB_AXES],
-    ids=[c[3][0] for c in CASES + SUB_AXES])
+@pytest.mark.parametrize("case", CASES, ids=[c[3][0] for c in CASES])
 def test_reshape_partitioned_as_xla(case):
     j_specs, j_coll, j_out = _run(run_jax, jax, case)
     m_specs, m_coll, m_out = _run(run_meshsim, meshsim, case)

@@ -1,10 +1,12 @@
 #include "meshsim/core/array.h"
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <set>
 
 #include "meshsim/core/error.h"
+#include "meshsim/core/sub_axes.h"
 
 namespace meshsim {
 
@@ -15,10 +17,7 @@ std::vector<int64_t> Sharding::block_index(int64_t pos, int64_t ndim) const {
   for (size_t d = 0; d < spec.size() && d < static_cast<size_t>(ndim); ++d) {
     // Tuple order: the first axis is the most significant.
     int64_t i = 0;
-    for (const auto& a : spec[d]) {
-      int p = mesh->axis_position(a);
-      i = i * mesh->axis_sizes[p] + c[p];
-    }
+    for (const auto& a : spec[d]) i = i * mesh->axis_size(a) + axis_coord(*mesh, a, c);
     idx[d] = i;
   }
   return idx;
@@ -213,7 +212,10 @@ Aval placed_aval(const Shape& shape, DType dtype, bool weak_type, const Sharding
   aval.weak_type = weak_type;
   if (!sharding || sharding->is_single_device()) return aval;
   const int64_t ndim = static_cast<int64_t>(shape.size());
-  check_spec(*sharding->mesh, sharding->spec, ndim);
+  // Sub-axes come from propagation's layouts, never from a user's spec.
+  Spec named = sharding->spec;
+  for (AxisNames& entry : named) entry.erase(std::remove_if(entry.begin(), entry.end(), is_sub_axis), entry.end());
+  check_spec(*sharding->mesh, named, ndim);
   aval.mesh = sharding->mesh;
   aval.spec.assign(ndim, {});
   // Only Explicit axes are part of the type; Auto axes are placement alone.

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "meshsim/core/error.h"
+#include "meshsim/core/sub_axes.h"
 
 namespace meshsim {
 
@@ -31,12 +32,13 @@ int Mesh::axis_position(const std::string& name) const {
 
 int64_t Mesh::axis_size(const std::string& name) const {
   int p = axis_position(name);
+  if (p < 0 && is_sub_axis(name)) return axis_part(*this, name).size;
   if (p < 0) fail<ValueError>("axis name '", name, "' is not in the mesh ", str());
   return axis_sizes[p];
 }
 
 bool Mesh::is_explicit(const std::string& name) const {
-  int p = axis_position(name);
+  int p = axis_position(parent_axis(name));
   return p >= 0 && axis_types[p] == AxisType::Explicit;
 }
 

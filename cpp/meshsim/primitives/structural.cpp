@@ -7,6 +7,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "meshsim/core/sub_axes.h"
 #include "meshsim/ir/printing.h"
 #include "meshsim/ir/ops.h"
 #include "meshsim/ir/primitive.h"
@@ -241,6 +242,27 @@ std::vector<Spec> reshape_rule(const Avals& in, const Params& p, const Avals& ou
   reshape_error(x, new_sizes);
 }
 
+// The layout of a reshape's result that splits dims of `x` over sub-axes
+// where a part holds only some of an axis's devices (Shardy's reshape rule,
+// core/sub_axes.h); nullopt when the reshape is no split or an axis finds no
+// place.
+std::optional<Spec> split_over_sub_axes(const Aval& x, const IntList& new_sizes) {
+  std::optional<std::vector<Group>> split;
+  try { split = split_on_one_axis(x.shape, new_sizes); } catch (const TooManySplits&) {}
+  if (!split || !x.mesh) return std::nullopt;
+  const Spec s = spec_of(x);
+  Spec o;
+  for (size_t d = 0; d < split->size(); ++d) {
+    const Group& g = (*split)[d];
+    if (!g.split) { o.push_back(s[d]); continue; }
+    size_t placed = 0;
+    std::vector<AxisNames> parts = axes_of_parts(*x.mesh, s[d], g.parts, &placed);
+    if (placed != s[d].size()) return std::nullopt;
+    for (AxisNames& part : parts) o.push_back(std::move(part));
+  }
+  return o;
+}
+
 // Whether dims [first, first + count) of an operand laid out as `spec` merge
 // into one laid out as `merged` with every block staying where it is: their
 // axes in order are `merged`'s, and every dim before the last sharded one is
@@ -253,7 +275,7 @@ bool merges_in_place(const Mesh& mesh, const Spec& spec, const Shape& shape, siz
     axes.insert(axes.end(), spec[m].begin(), spec[m].end());
     if (!spec[m].empty()) last = m;
   }
-  if (axes != merged) return false;
+  if (joined_sub_axes(mesh, axes) != merged) return false;
   for (size_t m = first; m < last; ++m)
     if (entry_size(mesh, spec[m]) != shape[m]) return false;
   return true;
@@ -344,11 +366,15 @@ std::optional<LocalPlan> reshape_plan(const Avals& in, const Params& p_in, const
     }
   } else if (p_in.is_none("out_sharding")) {
     // The result laid out as JAX's rule lays out the operand's blocks (its
-    // type may differ under sharding propagation: run_local reshards it).
+    // type may differ under sharding propagation: run_local reshards it),
+    // or, where a part holds only some of an axis's devices, over sub-axes
+    // as propagation lays out Auto axes.
     try {
       out[0].spec = reshape_rule(in, p, out)[0];
     } catch (const ShardingTypeError&) {
-      return std::nullopt;
+      std::optional<Spec> split = split_over_sub_axes(x, new_sizes);
+      if (!split) return std::nullopt;
+      out[0].spec = *split;
     }
   }
   std::optional<LocalPlan> plan = local_shape_plan("new_sizes")(in, p, out);

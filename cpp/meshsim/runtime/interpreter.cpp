@@ -11,6 +11,7 @@
 
 #include "meshsim/core/cancel.h"
 #include "meshsim/core/denormals.h"
+#include "meshsim/core/sub_axes.h"
 
 #include "meshsim/runtime/mesh_executor.h"
 #include "meshsim/runtime/scratch.h"
@@ -524,7 +525,23 @@ std::vector<ArrayPtr> run_call_partitioned(const Equation& e, const std::vector<
 // what must move), and its results are laid out as their values' layouts.
 std::vector<ArrayPtr> run_partitioned(const Program& program, const std::vector<ArrayPtr>& args,
                                       const MeshPtr& mesh) {
-  return run_with_plan(program, args, mesh, plan_for(program, *mesh, args));
+  std::vector<ArrayPtr> results = run_with_plan(program, args, mesh, plan_for(program, *mesh, args));
+  // A result laid out over sub-axes leaves with each dim's axes up to its
+  // first sub-axis (no sharding names one): gathered over the rest, the minor
+  // dim first, as in XLA's program.
+  for (size_t j = 0; j < results.size(); ++j) {
+    const ShardingPtr s = results[j]->sharding();
+    if (!s->mesh || !same_devices(*s->mesh, *mesh)) continue;
+    Spec named = s->spec;
+    for (AxisNames& entry : named)
+      entry.erase(std::find_if(entry.begin(), entry.end(), is_sub_axis), entry.end());
+    if (named == s->spec) continue;
+    Aval use = program.avals[program.outvars[j]];
+    use.mesh = mesh;
+    use.spec = pad_spec(named, use.shape.size());
+    results[j] = retyped(moved_to(results[j], use), program.avals[program.outvars[j]]);
+  }
+  return results;
 }
 
 std::vector<ArrayPtr> run_with_plan(const Program& program, const std::vector<ArrayPtr>& args,

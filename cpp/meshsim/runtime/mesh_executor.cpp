@@ -11,6 +11,7 @@
 #include <tbb/parallel_for.h>
 
 #include "meshsim/core/cancel.h"
+#include "meshsim/core/sub_axes.h"
 #include "meshsim/runtime/interpreter.h"
 #include "meshsim/runtime/scratch.h"
 #include "meshsim/runtime/sharded.h"
@@ -25,10 +26,7 @@ namespace meshsim {
 int64_t MeshContext::axis_index(int64_t pos, const AxisNames& axes) const {
   std::vector<int64_t> c = mesh_.coords(pos);
   int64_t i = 0;
-  for (const auto& a : axes) {
-    int p = mesh_.axis_position(a);
-    i = i * mesh_.axis_sizes[p] + c[p];
-  }
+  for (const auto& a : axes) i = i * mesh_.axis_size(a) + axis_coord(mesh_, a, c);
   return i;
 }
 
@@ -44,9 +42,7 @@ std::vector<std::vector<int64_t>> MeshContext::groups(const AxisNames& axes) con
   for (size_t i = 0; i < axes.size(); ++i)
     if (std::find(axes.begin() + i + 1, axes.end(), axes[i]) != axes.end())
       fail<ValueError>("repeated axis in `source` argument");
-  AxisNames others;
-  for (const auto& a : mesh_.axis_names)
-    if (std::find(axes.begin(), axes.end(), a) == axes.end()) others.push_back(a);
+  const AxisNames others = unused_axes(mesh_, axes);
   const int64_t size = axis_size(axes);
   std::vector<std::vector<int64_t>> out(num_devices() / size, std::vector<int64_t>(size));
   for (int64_t pos = 0; pos < num_devices(); ++pos)

@@ -8,6 +8,7 @@
 
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/core/strided.h"
+#include "meshsim/core/sub_axes.h"
 #include "meshsim/ir/xla_instruction.h"
 #include "meshsim/runtime/interpreter.h"
 #include "meshsim/runtime/mesh_executor.h"
@@ -54,7 +55,8 @@ CollectiveRecord symmetric_collective(std::string name, const Mesh& mesh, const 
   const size_t n = static_cast<size_t>(mesh.size());
   if (groups.empty()) groups = MeshContext(mesh).groups(axes);
   const int64_t steps = static_cast<int64_t>(groups.front().size()) - 1;
-  return {std::move(name), mesh.in_mesh_order(axes), bytes, mesh.device_ids, std::move(groups),
+  // Over sub-axes, it spans (part of) their axes.
+  return {std::move(name), mesh.in_mesh_order(parent_axes(axes)), bytes, mesh.device_ids, std::move(groups),
           std::vector<int64_t>(n, bytes), std::vector<int64_t>(n, bytes), steps};
 }
 
@@ -67,7 +69,7 @@ std::vector<Tensors> run_collective(const Primitive& prim, const MeshContext& ct
   Traffic t = prim.comm(ctx, in, params, out);
   if (!t.moves_data()) return res;
   const Mesh& mesh = ctx.mesh();
-  CollectiveRecord r{prim.name, mesh.in_mesh_order(t.axes), 0, mesh.device_ids, std::move(t.groups),
+  CollectiveRecord r{prim.name, mesh.in_mesh_order(parent_axes(t.axes)), 0, mesh.device_ids, std::move(t.groups),
                      std::move(t.sent), std::move(t.received), t.steps, started};
   r.bytes_per_device = *std::max_element(r.received.begin(), r.received.end());
   record_collective(std::move(r));

@@ -4,6 +4,8 @@
 #include <numeric>
 #include <set>
 
+#include "meshsim/core/sub_axes.h"
+
 #include "meshsim/sharding/factors.h"
 #include "meshsim/sharding/rules.h"
 
@@ -231,17 +233,9 @@ std::vector<DimPart> Propagator::parts_of(const Site& s, size_t t, size_t d, con
   const auto it = s.compound.find({t, d});
   if (it == s.compound.end()) return {{(*s.dims[t])[d], avals_[s.vars[t]].shape[d], layout}};
   const auto& [factors, sizes] = it->second;
+  std::vector<AxisNames> axes = axes_of_parts(mesh_, layout, sizes);
   std::vector<DimPart> parts;
-  for (size_t k = 0; k < factors.size(); ++k) parts.push_back({factors[k], sizes[k], {}});
-  size_t k = 0;
-  int64_t rest = sizes[0];
-  for (const std::string& axis : layout) {
-    const int64_t n = mesh_.axis_size(axis);
-    while (rest == 1 && k + 1 < parts.size()) rest = sizes[++k];
-    if (rest % n != 0) break;
-    parts[k].axes.push_back(axis);
-    rest /= n;
-  }
+  for (size_t k = 0; k < factors.size(); ++k) parts.push_back({factors[k], sizes[k], std::move(axes[k])});
   return parts;
 }
 
@@ -255,7 +249,7 @@ AxisNames Propagator::joined(const Site& s, size_t t, size_t d, const std::vecto
     axes.insert(axes.end(), fs[factors[k]].begin(), fs[factors[k]].end());
     if (entry_size(fs[factors[k]]) != sizes[k]) break;
   }
-  return axes;
+  return joined_sub_axes(mesh_, axes);
 }
 
 std::vector<AxisNames> Propagator::resolve(const Site& s, bool planning) const {
@@ -359,7 +353,7 @@ std::vector<AxisNames> Propagator::resolve(const Site& s, bool planning) const {
       int64_t n = 1;
       for (const auto& a : whole.count(f) ? AxisNames{} : wanted[f]) {
         const int64_t k = mesh_.axis_size(a);
-        if (used.count(a) || size[f] % (n * k) != 0) break;
+        if (overlaps_any(mesh_, used, a) || size[f] % (n * k) != 0) break;
         n *= k;
         kept.push_back(a);
       }
@@ -427,7 +421,8 @@ void Propagator::take_results_layouts(const Site& s, std::vector<AxisNames>& fs)
       const int f = dims[d];
       if (f == kNoFactor || s.permutation[f] || s.compound.count({t, d}) || taken.count(f) || fs[f] == value[d])
         continue;
-      if (std::any_of(value[d].begin(), value[d].end(), [&](const std::string& a) { return contracted.count(a); }))
+      if (std::any_of(value[d].begin(), value[d].end(),
+                      [&](const std::string& a) { return overlaps_any(mesh_, contracted, a); }))
         continue;
       fs[f] = value[d];
       taken.insert(f);
@@ -438,7 +433,7 @@ void Propagator::take_results_layouts(const Site& s, std::vector<AxisNames>& fs)
   for (int f = 0; f < s.map.num_factors; ++f) {
     if (taken.count(f)) continue;
     size_t k = 0;
-    while (k < fs[f].size() && !axes.count(fs[f][k])) ++k;
+    while (k < fs[f].size() && !overlaps_any(mesh_, axes, fs[f][k])) ++k;
     fs[f].resize(k);
   }
 }
@@ -467,7 +462,7 @@ void Propagator::pass_through_over_idle_axes(const Site& s, std::vector<AxisName
     int64_t n = 1;
     for (const std::string& a : mesh_.axis_names) {
       const int64_t k = mesh_.axis_size(a);
-      if (used.count(a) || k < 2 || avals_[v].shape[d] % (n * k) != 0 || n * k > blocks) continue;
+      if (overlaps_any(mesh_, used, a) || k < 2 || avals_[v].shape[d] % (n * k) != 0 || n * k > blocks) continue;
       idle.push_back(a);
       n *= k;
     }
@@ -514,7 +509,7 @@ bool Propagator::apply(const Site& s, bool pass_through_only) {
       AxisNames grown = spec[d];
       for (size_t k = spec[d].size(); k < want.size(); ++k) {
         // Only Auto axes are chosen here; Explicit ones are the types'.
-        if (elsewhere.count(want[k]) || mesh_.is_explicit(want[k])) break;
+        if (overlaps_any(mesh_, elsewhere, want[k]) || mesh_.is_explicit(want[k])) break;
         grown.push_back(want[k]);
       }
       if (grown.size() > spec[d].size()) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include "meshsim/core/sub_axes.h"
+
 // Contracted factors (dot_general, convolutions, reductions): whether XLA
 // computes them split (the partial results all-reduced) or whole.
 
@@ -27,7 +29,7 @@ AxisNames Propagator::split_over_idle_axes(const Site& s, int f, const std::vect
   }
   AxisNames idle;
   for (const std::string& a : mesh_.axis_names)
-    if (!used.count(a) && mesh_.axis_size(a) > 1) idle.push_back(a);
+    if (!overlaps_any(mesh_, used, a) && mesh_.axis_size(a) > 1) idle.push_back(a);
   const int64_t n = entry_size(idle);
   if (!split || idle.empty() || n <= split || n % split != 0 || size % n != 0) return {};
   std::vector<AxisNames> moved = fs;
