@@ -131,3 +131,35 @@ def test_product_by_broadcast_vector_takes_the_constant(real_jax, x64_with_jax, 
     for fun in (lambda x, v: (x * 1.3) * v, lambda x, v: v * (0.7 * x), lambda x, v: (x / 1.7) / v,
                 lambda x, v: (x * 2.9) / v):
         assert_same_bits(meshsim.jit(fun)(x, v), real_jax.jit(fun)(x, v), dtype)
+
+
+def in_control_flow(lib, kind, fun):
+    """`fun` run as the body of a loop or branch: its array constants are values it closes over."""
+    if kind == "scan":
+        return lambda x, s, v: lib.lax.scan(lambda c, _: (fun(c, s, v), None), x, None, length=1)[0]
+    if kind == "fori_loop":
+        return lambda x, s, v: lib.lax.fori_loop(0, 1, lambda i, c: fun(c, s, v), x)
+    return lambda x, s, v: lib.lax.cond(True, lambda c: fun(c, s, v), lambda c: c, x)
+
+
+@pytest.mark.parametrize("kind", ["scan", "fori_loop", "cond"])
+@pytest.mark.parametrize("jitted", [False, True], ids=["eager", "jit"])
+def test_arrays_closed_over_by_control_flow(real_jax, kind, jitted):
+    """JAX passes the arrays a loop or branch closes over as its operands: called eagerly, XLA
+    compiles the loop with them as parameters and regroups nothing with them; under jit they
+    are the program's constants and XLA regroups with them as at top level. Scalars are
+    literals either way."""
+    for case in range(8):
+        rng = np.random.default_rng(7000 + case)
+        dtype = ["float32", "float16"][case % 2]
+        shape = [(5,), (3, 4)][case // 2 % 2]
+        steps = random_program(rng, int(rng.integers(2, 7)))
+        x = rng.uniform(0.5, 2.0, shape).astype(dtype)
+        s = np.asarray(rng.uniform(0.5, 2.0), dtype)
+        v = rng.uniform(0.5, 2.0, shape[-1:]).astype(dtype)
+        k = rng.uniform(0.5, 2.0, shape).astype(dtype)
+        results = []
+        for lib in (meshsim, real_jax):
+            fun = in_control_flow(lib, kind, lambda y, s, v: evaluate(lib.numpy, steps, y / k, s, v))
+            results.append((lib.jit(fun) if jitted else fun)(x, s, v))
+        assert_same_bits(*results, f"{kind}: " + " ".join(name for name, _, _ in steps))

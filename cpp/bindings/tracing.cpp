@@ -60,6 +60,26 @@ void init_tracing(py::module_& m) {
           if (q->invars[k] < 0) q->invars[k] = q->new_var(avals[k]);
         return q;
       })
+      // A copy whose constants of one or more dims are trailing inputs, and
+      // those arrays: how JAX passes the arrays a control-flow body closes
+      // over, as operands, so that XLA compiling an eager loop or branch sees
+      // parameters where a jitted one sees constants (0-d ones stay literals).
+      .def("with_array_consts_as_inputs", [](const Program& p) {
+        auto q = std::make_shared<Program>(p);
+        q->constvars.clear();
+        q->consts.clear();
+        std::vector<ArrayPtr> hoisted;
+        for (size_t i = 0; i < p.consts.size(); ++i) {
+          if (p.consts[i].ndim() == 0) {
+            q->constvars.push_back(p.constvars[i]);
+            q->consts.push_back(p.consts[i]);
+          } else {
+            q->invars.push_back(p.constvars[i]);
+            hoisted.push_back(const_array(p, i));
+          }
+        }
+        return py::make_tuple(q, hoisted);
+      })
       .def("__str__", &Program::str)
       .def_readwrite("name", &Program::name)
       // The program's structure, for abstract compilation (meshsim._src.planning):

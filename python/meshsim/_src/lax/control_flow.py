@@ -32,11 +32,13 @@ _no_operand_sentinel = _NoOperand()
 
 class _Traced:
     """A function traced on flat input types: its program (inputs: the flat
-    arguments, then the values it closes over), those values, its output tree
+    arguments, then the values it closes over: tracers of enclosing traces and,
+    traced eagerly, arrays of one or more dims), those values, its output tree
     and output types."""
 
     def __init__(self, fun: Callable, in_tree, avals: Sequence, discharges_refs: bool = False,
                  traced_for: str = ""):
+        eager = _core.current_trace() is None
         with tracing.open_trace() as trace:
             tracers = [trace.new_input(a) for a in avals]
             args = tree_util.tree_unflatten(in_tree, tracers)
@@ -48,6 +50,11 @@ class _Traced:
                 leaves, self.out_tree = tree_util.tree_flatten(out)
                 leaves = [core.asarray_value(x) for x in leaves]
             self.program, captures = trace.finish_capturing(leaves)
+        if eager:
+            # JAX passes the arrays a body closes over as operands: called eagerly, XLA compiles
+            # the loop or branch with them as parameters (under jit, as constants).
+            self.program, arrays = self.program.with_array_consts_as_inputs()
+            captures = [*captures, *arrays]
         # Refs made outside that the function writes: the loop carries them (see ref.py).
         self.written_refs = refs.written
         self.consts = list(captures)
