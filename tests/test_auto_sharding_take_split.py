@@ -58,22 +58,12 @@ def _idle_case(seed):
 IDLE_CASES = [_idle_case(seed) for seed in range(16)]
 
 
-
-def _needs_sub_axis(case):
-    """Every idle axis is larger than A: XLA splits the dim over a sub-axis of one (`X:(1)2`),
-    which meshsim's layouts cannot name (docs/auto_sharding.md)."""
-    mesh_shape, names, _, a = case
-    size = dict(zip(names, mesh_shape))
-    return all(size[n] > size[a] for n in names if n != a)
-
-
-@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(strict=True, reason="sub-axes"))
-                                  if _needs_sub_axis(c) else c for c in IDLE_CASES],
-                         ids=[f"{c[0]}-{c[2]}-{c[3]}" for c in IDLE_CASES])
+@pytest.mark.parametrize("case", IDLE_CASES, ids=[f"{c[0]}-{c[2]}-{c[3]}" for c in IDLE_CASES])
 def test_take_computes_its_pass_through_dim_over_idle_axes(case):
     """XLA splits the take's pass-through dim over the axes nothing uses, into no more blocks than
-    the result's layout has, so the all-reduce of the partial results moves smaller blocks, and
-    permutes them to the result's layout after."""
+    the result's layout has (over the major sub-axis of an idle axis larger than that, `X:(1)2`),
+    so the all-reduce of the partial results moves smaller blocks, and permutes them to the
+    result's layout after."""
     mesh_shape, names, (batch, rows, cols, out, count), a = case
 
     def run(runner, mod):

@@ -461,9 +461,18 @@ void Propagator::pass_through_over_idle_axes(const Site& s, std::vector<AxisName
     AxisNames idle;
     int64_t n = 1;
     for (const std::string& a : mesh_.axis_names) {
-      const int64_t k = mesh_.axis_size(a);
-      if (overlaps_any(mesh_, used, a) || k < 2 || avals_[v].shape[d] % (n * k) != 0 || n * k > blocks) continue;
-      idle.push_back(a);
+      int64_t k = mesh_.axis_size(a);
+      if (overlaps_any(mesh_, used, a) || k < 2) continue;
+      std::string axis = a;
+      if (n * k > blocks) {
+        // An axis larger than the blocks left: its major sub-axis of that many.
+        const int64_t part = blocks / n;
+        if (part < 2 || k % part != 0) continue;
+        axis = axis_part_name(mesh_, {a, 1, part});
+        k = part;
+      }
+      if (avals_[v].shape[d] % (n * k) != 0) continue;
+      idle.push_back(axis);
       n *= k;
     }
     if (idle.empty()) continue;
