@@ -36,11 +36,21 @@ def _groups(line: str):
             ids = ids.reshape([int(v) for v in d.group(1).split(",")])
             if d.group(3):
                 ids = ids.transpose([int(v) for v in d.group(3).split(",")])
-        ids = ids.reshape(sizes)
-        sel = [names.index(a) for a in re.findall(r"'(\w+)'", m.group(4))]
-        rest = [k for k in range(len(sizes)) if k not in sel]
+        # A group over a sub-axis (`'axis_1':(2)2`: size 2 after a major part of size 2)
+        # spans only those digits of the axis's coordinate.
+        chosen = re.findall(r"'(\w+)'(?::\((\d+)\)(\d+))?", m.group(4))
+        sub = {a: (int(pre), int(n)) for a, pre, n in chosen if pre}
+        parts, part_sizes = [], []
+        for a, n in zip(names, sizes):
+            pre, k = sub.get(a, (1, n))
+            for part, size in (("major", pre), ("chosen", k), ("minor", n // (pre * k))):
+                parts.append((a, part))
+                part_sizes.append(size)
+        ids = ids.reshape(part_sizes)
+        sel = [parts.index((a, "chosen")) for a, _, _ in chosen]
+        rest = [k for k in range(len(parts)) if k not in sel]
         ids = ids.transpose(rest + sel)
-        return ids.reshape(-1, int(np.prod([sizes[k] for k in sel]))).tolist()
+        return ids.reshape(-1, int(np.prod([part_sizes[k] for k in sel]))).tolist()
     m = re.search(r"replica_groups=\{(\{[\d,{} ]*\})\}", line)
     if m:
         return [[int(v) for v in g.split(",") if v] for g in re.findall(r"\{([\d,]*)\}", m.group(1))]
