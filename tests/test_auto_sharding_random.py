@@ -48,7 +48,7 @@ REASONS = {
 }
 # seed -> kind
 KNOWN = {
-    1001: "permute", 1005: "permute", 1010: "permute", 1014: "collectives",
+    1001: "permute", 1010: "permute", 1014: "collectives",
     1022: "permute",
     1044: "collectives",
     1063: "xla_values", 1065: "permute",

@@ -2,8 +2,11 @@
 the old and new layouts cut every dimension into the same number of blocks (only the devices
 holding them differ), or each new block lies within one old block, XLA's partitioner sends
 each new block with one collective-permute over every device, those keeping theirs included; where one dim's blocks move to another dim
-(other dims perhaps gathered whole), an all-to-all re-tiles them and a collective-permute
-takes them to the new devices. meshsim records the same (kind, axes, bytes)."""
+(other dims perhaps gathered whole), or a dim's minor axes to a dim split already, an
+all-to-all re-tiles them and a collective-permute takes them to the new devices. meshsim
+records the same (kind, axes, bytes)."""
+import itertools
+
 import numpy as np
 import pytest
 
@@ -25,6 +28,13 @@ CASES = {
     "gather_then_retile": ((2, 2, 2), ("X", "Y", "Z"), (8, 4, 8), ("X", "Z"), (None, None, "Y")),
     "gather_then_move": ((2, 2, 2), ("X", "Y", "Z"), (8, 4, 8), ("X", "Z"), (None, None, "Z")),
     "too_few_blocks": ((2, 4), ("X", "Y"), (8, 8), ("X",), (None, "Y")),  # an all-gather
+    # one dim's minor axes move to a dim that keeps its own: an all-to-all over them (landing
+    # minor to the kept axes), then a permute when the target orders the axes otherwise
+    "retile_onto_split": ((4, 2), ("X", "Y"), (16, 16), ("X", "Y"), (None, ("X", "Y"))),
+    "retile_onto_split_in_order": ((4, 2), ("X", "Y"), (16, 16), ("X", "Y"), (None, ("Y", "X"))),
+    "retile_onto_split_3d": ((2, 2, 2), ("X", "Y", "Z"), (8, 8, 8), ("X", "Y", "Z"), (None, ("X", "Y"), "Z")),
+    "retile_tuple_onto_split": ((2, 2, 2), ("X", "Y", "Z"), (8, 8), (("X", "Z"), "Y"), (None, ("X", "Z", "Y"))),
+    "retile_onto_split_2x4": ((2, 4), ("X", "Y"), (16, 16), ("X", "Y"), (None, ("X", "Y"))),
     # each new block lies within one old block (a finer split over other axes): cut
     # from there and sent with one collective-permute
     "finer": ((2, 4), ("X", "Y"), (16,), ("X",), ("Y",)),
@@ -32,7 +42,7 @@ CASES = {
     "finer_tuple": ((2, 2, 2), ("X", "Y", "Z"), (16, 8), ("X",), (("Y", "Z"),)),
     "finer_and_other_dim": ((2, 4), ("X", "Y"), (16, 8), ("X", None), ("Y", "X")),
 }
-NO_PERMUTE = {"stays_put", "gather_then_move", "too_few_blocks"}
+NO_PERMUTE = {"stays_put", "gather_then_move", "too_few_blocks", "retile_onto_split_in_order"}
 
 
 def _run(runner, mod, name, explicit):
@@ -227,3 +237,46 @@ def test_partial_move_gathers_the_dim_whole(case, explicit):
     """Only some of a dim's axes move to another dim: XLA gathers the dim over all of them."""
     j_coll = assert_like_jax(_resharding(case, explicit, seed=7), rtol=0, atol=0)
     assert [k[0] for k in j_coll] == ["all-gather"]
+
+
+def _random_retile_onto_split_dim(seed):
+    """A dim's minor axes moving to a dim split already, which the target cuts into as many
+    more blocks: over the moving axes and its own in any order, or over axes the layout
+    leaves unused; a third dim perhaps kept as it is."""
+    rng = np.random.default_rng(400 + seed)
+    while True:
+        mesh_shape, names = [((4, 2), ("X", "Y")), ((2, 4), ("X", "Y")),
+                             ((2, 2, 2), ("X", "Y", "Z"))][int(rng.integers(3))]
+        sizes = dict(zip(names, mesh_shape))
+        rank = int(rng.integers(2, 4))
+        losing, gaining = [int(d) for d in rng.permutation(rank)[:2]]
+        axes = [str(a) for a in rng.permutation(names)]
+        own_count = int(rng.integers(1, len(names)))
+        own, rest = axes[:own_count], axes[own_count:]
+        lose = rest[:int(rng.integers(1, len(rest) + 1))]
+        kept = lose[:int(rng.integers(len(lose)))]
+        unused = [a for a in names if a not in own and a not in lose]
+        blocks = int(np.prod([sizes[a] for a in own + lose[len(kept):]]))
+        free = own + lose[len(kept):] + unused
+        choices = [p for k in range(1, len(free) + 1) for p in itertools.permutations(free, k)
+                   if int(np.prod([sizes[a] for a in p])) == blocks]
+        spec, target = [None] * rank, [None] * rank
+        spec[gaining], spec[losing] = tuple(own), tuple(lose)
+        target[gaining] = choices[int(rng.integers(len(choices)))]
+        target[losing] = tuple(kept) or None
+        shape = [int(rng.choice([8, 16])) for _ in range(rank)]
+        shape[gaining] = 16
+        return mesh_shape, names, tuple(shape), tuple(spec), tuple(target)
+
+
+SPLIT_RETILES = [_random_retile_onto_split_dim(seed) for seed in range(20)]
+
+
+@pytest.mark.parametrize("explicit", [False, True], ids=["auto", "explicit"])
+@pytest.mark.parametrize("case", SPLIT_RETILES, ids=[f"{c[0]}-{c[2]}-{c[3]}-{c[4]}" for c in SPLIT_RETILES])
+def test_retile_onto_split_dim(case, explicit):
+    """An all-to-all over the moving axes, then a permute when the target lays the dim out
+    otherwise than its own axes followed by the moved ones."""
+    j_coll = assert_like_jax(_resharding(case, explicit, seed=8), rtol=0, atol=0)
+    assert "all-to-all" in {k[0] for k in j_coll}
+

@@ -17,7 +17,7 @@
 
 
 // Which collectives XLA's partitioner runs for a reshard: permutes of whole
-// blocks, coarser layouts over other devices, re-tiles onto new axes,
+// blocks, coarser layouts over other devices, re-tiles onto new or split axes,
 // all-gathers and all-to-alls.
 
 namespace meshsim::sharded {
@@ -180,6 +180,42 @@ bool record_retile_onto_new_axes(const Mesh& mesh, const Spec& from, const Spec&
   return true;
 }
 
+// A reshard moving the minor axes of one dim to another dim split already,
+// which the target cuts into as many more blocks (`P('X', 'Y')` to
+// `P(None, ('X', 'Y'))` on 4x2, `P('Y', 'Z')` to `P(('Y', 'X'))` on 2x2x2),
+// every other dim kept, as XLA's partitioner does it, going by the blocks per
+// dim: an all-to-all over the moving axes re-tiles the blocks, the moved axes
+// landing minor to the dim's own, then a collective-permute takes the blocks
+// to the target's devices when it lays that dim out otherwise. Returns false
+// (nothing recorded) when the reshard is not of that kind.
+bool record_retile_onto_split_dim(const Mesh& mesh, const Spec& from, const Spec& to, int64_t started,
+                                  int64_t src_block_bytes) {
+  if (from.size() != to.size()) return false;
+  size_t losing = from.size(), gaining = from.size();
+  for (size_t d = 0; d < from.size(); ++d) {
+    if (from[d] == to[d]) continue;
+    const bool keeps_prefix =
+        to[d].size() < from[d].size() && std::equal(to[d].begin(), to[d].end(), from[d].begin());
+    if (keeps_prefix && losing == from.size()) losing = d;
+    else if (!from[d].empty() && entry_size(mesh, to[d]) > entry_size(mesh, from[d]) && gaining == from.size())
+      gaining = d;
+    else return false;
+  }
+  if (losing == from.size() || gaining == from.size()) return false;
+  const AxisNames moving(from[losing].begin() + static_cast<std::ptrdiff_t>(to[losing].size()), from[losing].end());
+  const int64_t n = entry_size(mesh, moving);
+  if (entry_size(mesh, to[gaining]) != entry_size(mesh, from[gaining]) * n) return false;
+  AxisNames retiled = from[gaining];
+  retiled.insert(retiled.end(), moving.begin(), moving.end());
+  CollectiveRecord r = symmetric_collective("all_to_all", mesh, moving, src_block_bytes * (n - 1) / n);
+  r.start_ns = started;
+  record_collective(std::move(r));
+  if (retiled != to[gaining])
+    record_permute(mesh, std::vector<int64_t>(mesh.size(), src_block_bytes),
+                   std::vector<int64_t>(mesh.size(), src_block_bytes), started, src_block_bytes);
+  return true;
+}
+
 void record_reshard(const Mesh& mesh, const Spec& from, const Spec& to, std::vector<int64_t> sent,
                     std::vector<int64_t> received, int64_t started, int64_t src_block_bytes) {
   int64_t most = *std::max_element(received.begin(), received.end());
@@ -243,6 +279,7 @@ void record_reshard(const Mesh& mesh, const Spec& from, const Spec& to, std::vec
     }
   }
   if (record_retile_onto_new_axes(mesh, from, to, started, src_block_bytes)) return;
+  if (record_retile_onto_split_dim(mesh, from, to, started, src_block_bytes)) return;
   const auto src = axis_places(from), dst = axis_places(to);
   AxisNames gathered, moved;
   for (const auto& [a, place] : src) {
