@@ -313,9 +313,9 @@ void copy_strided(const Tensor& src, const Tensor& dst) {
   if (!copy_transposed_blocks<T>(src, dst)) copy_elements<T>(src, dst);
 }
 
-}  // namespace
-
-void copy_into(const Tensor& src, const Tensor& dst) {
+// Any views, with heap-held walks: views of more dims than CopyDims holds, or
+// elements wider than 8 bytes that are not in contiguous rows.
+void copy_into_general(const Tensor& src, const Tensor& dst) {
   if (src.size() == 0) return;
   // memcpy runs over the longest trailing block both store contiguously.
   const Shape& shape = src.shape();
@@ -344,6 +344,103 @@ void copy_into(const Tensor& src, const Tensor& dst) {
   for_each_offsets<2>(outer, {&ss, &ds}, [&](const std::array<int64_t, 2>& off) {
     std::memcpy(d0 + off[1] * w, s0 + off[0] * w, run * isz);
   });
+}
+
+// The dims of a copy with size-1 dims dropped and neighbours that both views
+// step through as one merged, innermost first, in fixed arrays: most copies
+// are of small blocks (a loop's rows, a view made contiguous), where heap
+// vectors for the walk's shape, strides and counters cost more than the copy.
+struct CopyDims {
+  static constexpr int kMax = 12;
+  int n = 0;
+  int64_t size[kMax], src[kMax], dst[kMax];
+
+  // False when the views have more than kMax dims left after merging.
+  bool merge(const Tensor& s, const Tensor& d) {
+    for (int64_t k = s.ndim(); k-- > 0;) {
+      const int64_t len = s.shape()[k];
+      if (len == 1) continue;
+      if (n > 0 && s.strides()[k] == src[n - 1] * size[n - 1] && d.strides()[k] == dst[n - 1] * size[n - 1]) {
+        size[n - 1] *= len;
+        continue;
+      }
+      if (n == kMax) return false;
+      size[n] = len;
+      src[n] = s.strides()[k];
+      dst[n] = d.strides()[k];
+      ++n;
+    }
+    return true;
+  }
+};
+
+// Calls row(src_offset, dst_offset) for every innermost row of `m` (dims 1..n-1
+// walked row-major), offsets in elements.
+template <class Row>
+void for_each_copy_row(const CopyDims& m, Row&& row) {
+  int64_t idx[CopyDims::kMax] = {};
+  int64_t s = 0, d = 0;
+  while (true) {
+    row(s, d);
+    int k = 1;
+    for (; k < m.n; ++k) {
+      s += m.src[k];
+      d += m.dst[k];
+      if (++idx[k] < m.size[k]) break;
+      s -= m.src[k] * m.size[k];
+      d -= m.dst[k] * m.size[k];
+      idx[k] = 0;
+    }
+    if (k >= m.n) return;
+  }
+}
+
+template <class T>
+void copy_rows(const CopyDims& m, const Tensor& src, const Tensor& dst) {
+  const T* s0 = static_cast<const T*>(src.raw());
+  T* d0 = static_cast<T*>(dst.raw());
+  const int64_t len = m.size[0], ss = m.src[0], ds = m.dst[0];
+  for_each_copy_row(m, [&](int64_t s, int64_t d) {
+    const T* from = s0 + s;
+    T* to = d0 + d;
+    if (ds == 1)  // the common destination, a contiguous block: a loop of its own
+      for (int64_t i = 0; i < len; ++i) to[i] = from[i * ss];
+    else
+      for (int64_t i = 0; i < len; ++i) to[i * ds] = from[i * ss];
+  });
+}
+
+// Element by element, or by tiles for a transposed block.
+template <class T>
+void copy_strided_rows(const CopyDims& m, const Tensor& src, const Tensor& dst) {
+  if (!copy_transposed_blocks<T>(src, dst)) copy_rows<T>(m, src, dst);
+}
+
+}  // namespace
+
+void copy_into(const Tensor& src, const Tensor& dst) {
+  if (src.size() == 0) return;
+  const size_t isz = itemsize(src.dtype());
+  CopyDims m;
+  if (!m.merge(src, dst)) return copy_into_general(src, dst);
+  if (m.n == 0) {  // one element
+    std::memcpy(dst.raw(), src.raw(), isz);
+    return;
+  }
+  if (m.src[0] != 1 || m.dst[0] != 1) {  // no contiguous rows: element by element
+    switch (isz) {
+      case 1: return copy_strided_rows<uint8_t>(m, src, dst);
+      case 2: return copy_strided_rows<uint16_t>(m, src, dst);
+      case 4: return copy_strided_rows<uint32_t>(m, src, dst);
+      case 8: return copy_strided_rows<uint64_t>(m, src, dst);
+      default: return copy_into_general(src, dst);
+    }
+  }
+  const char* s0 = static_cast<const char*>(src.raw());
+  char* d0 = static_cast<char*>(dst.raw());
+  const int64_t w = static_cast<int64_t>(isz);
+  const size_t row_bytes = static_cast<size_t>(m.size[0]) * isz;
+  for_each_copy_row(m, [&](int64_t s, int64_t d) { std::memcpy(d0 + d * w, s0 + s * w, row_bytes); });  // memcpy per row
 }
 
 }  // namespace meshsim

@@ -677,6 +677,16 @@ class Rows {
       : x_(x), shape_(x.shape().begin() + 1, x.shape().end()),
         strides_(x.strides().begin() + 1, x.strides().end()) {}
   Tensor operator[](int64_t i) const { return x_.view(shape_, strides_, i * x_.strides()[0]); }
+  // Writes `row` into row i: one memcpy when both are contiguous (a stacked
+  // result always is), with no view made for it.
+  void assign(int64_t i, const Tensor& row) const {
+    if (x_.is_contiguous() && row.is_contiguous()) {
+      const size_t bytes = row.nbytes();
+      if (bytes) std::memcpy(static_cast<char*>(x_.raw()) + i * bytes, row.raw(), bytes);
+    } else {
+      copy_into(row, (*this)[i]);
+    }
+  }
 
  private:
   const Tensor& x_;
@@ -719,7 +729,7 @@ std::vector<Tensors> scan_run(const Runner& run, std::vector<Tensors> in, const 
     std::vector<Tensors> res = run(s.body, std::move(args));
     for (size_t d = 0; d < n; ++d) {
       for (size_t j = 0; j < s.num_carry; ++j) carry[d][j] = std::move(res[d][j]);
-      for (size_t j = 0; j < num_ys; ++j) copy_into(res[d][s.num_carry + j], y_rows[d][j][i]);
+      for (size_t j = 0; j < num_ys; ++j) y_rows[d][j].assign(i, res[d][s.num_carry + j]);
     }
   }
   for (size_t d = 0; d < n; ++d)  // the stacked results move on after the carries
