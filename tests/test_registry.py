@@ -418,13 +418,15 @@ _DECLARED = {
 }
 # Elementwise primitives XLA does not compute in bfloat16 as their float32
 # function rounded once (runtime/xla_rewrites.cpp reads the others' results unrounded).
-_NOT_WIDENED = {"integer_pow", "logistic", "nextafter", "bitcast_convert_type", "convert_element_type",
+_NOT_WIDENED = {"integer_pow", "logistic", "nextafter", "reduce_precision", "bitcast_convert_type",
+                "convert_element_type",
                 "select_n", "clamp", "copy"}
 _PARTIALS = {"psum": "sum", "pmax": "max", "pmin": "min", "reduce_sum": "sum", "reduce_max": "max",
              "reduce_min": "min", "reduce_prod": "prod", "reduce_and": "min", "reduce_or": "max",
              "argmax": "max", "argmin": "min"}
 _SUB_PROGRAMS = {"scan": ("jaxpr",), "while": ("cond_jaxpr", "body_jaxpr"), "remat2": ("jaxpr",),
-                 "custom_vjp_call": ("call_jaxpr",), "custom_jvp_call": ("call_jaxpr",), "shard_map": ("jaxpr",), "jit": ("jaxpr",)}
+                 "custom_vjp_call": ("call_jaxpr",), "custom_jvp_call": ("call_jaxpr",), "linear_call": ("call_jaxpr",),
+                 "shard_map": ("jaxpr",), "jit": ("jaxpr",)}
 
 
 @pytest.mark.parametrize("trait", sorted(_DECLARED))

@@ -1,6 +1,10 @@
-// Autodiff primitives: checkpointed regions (JAX's remat2), custom JVPs and VJPs,
-// stop_gradient, checkpoint_name and optimization_barrier. The first three hold sub-programs and
-// supply their own `vjp_split` (see transforms/vjp.h).
+// Autodiff primitives: checkpointed regions (JAX's remat2), custom JVPs and VJPs, linear
+// calls declared with their transpose, stop_gradient, checkpoint_name and
+// optimization_barrier. The first four hold sub-programs and supply their own `vjp_split`
+// (see transforms/vjp.h).
+#include <algorithm>
+#include <optional>
+
 #include "meshsim/ir/ops.h"
 #include "meshsim/ir/primitive.h"
 #include "meshsim/ir/printing.h"
@@ -231,6 +235,100 @@ void custom_jvp_call() {
   register_primitive(std::move(p));
 }
 
+// linear_call(*res, *lin, *callee_consts, *transpose_consts; call_jaxpr, transpose_jaxpr,
+// num_res, num_callee_consts, callee_refusal, transpose_refusal): runs `call_jaxpr`
+// (res, lin, callee_consts -> out), a function linear in `lin`, whose transpose is
+// `transpose_jaxpr` (res, out cotangents, transpose_consts -> lin cotangents), as JAX's
+// linear_call. Its VJP is the linear_call of the two swapped, so a linear map declared once
+// with its transpose is differentiated to any order in either direction (forward mode being
+// the transpose of the backward pass). A side whose function does not exist (a linear solve
+// given no transpose_solve) holds the error that transposing into it raises.
+struct LinearCall {
+  ProgramPtr callee, transpose;
+  size_t num_res, num_lin, num_callee_consts;
+  LinearCall(const Params& p)
+      : callee(p.get<ProgramPtr>("call_jaxpr")),
+        transpose(p.get<ProgramPtr>("transpose_jaxpr")),
+        num_res(p.get<int64_t>("num_res")),
+        num_callee_consts(p.get<int64_t>("num_callee_consts")) {
+    num_lin = callee->invars.size() - num_res - num_callee_consts;
+  }
+};
+
+void linear_call() {
+  Primitive p = custom_call("linear_call");
+  // Its other operands' cotangents are the callee's VJP in them (its forward pass then runs
+  // the callee's equations in place of the call, to keep what that VJP reads).
+  p.vjp_split = [](const Values& in, const std::vector<bool>& active, const Params& params) {
+    const LinearCall c(params);
+    const size_t num_callee_in = c.callee->invars.size();
+    std::vector<bool> nonlinear(num_callee_in, false);
+    bool any_nonlinear = false;
+    for (size_t i = 0; i < in.size(); ++i) {
+      if (!active[i] || (i >= c.num_res && i < c.num_res + c.num_lin)) continue;
+      if (i >= num_callee_in)
+        fail<NotImplementedError>("Differentiation rule for 'linear_call' not implemented for the "
+                                  "constants of its transpose");
+      nonlinear[i] = any_nonlinear = true;
+    }
+    std::optional<VjpSplit> callee_split;
+    Values outs;
+    if (any_nonlinear) {
+      callee_split = linearize(*c.callee, Values(in.begin(), in.begin() + num_callee_in), nonlinear);
+      outs = callee_split->out;
+    } else {
+      outs = meshsim::bind(primitive("linear_call"), in, params);
+    }
+    const bool lin_active = std::any_of(active.begin() + c.num_res, active.begin() + c.num_res + c.num_lin,
+                                        [](bool b) { return b; });
+    auto backward = [c, in, params, callee_split, lin_active](const Cotangents& ct) {
+      Cotangents result(in.size());
+      if (callee_split) {
+        const Cotangents callee_ct = callee_split->backward(ct);
+        for (size_t i = 0; i < callee_ct.size(); ++i) result[i] = callee_ct[i];
+      }
+      if (!lin_active) return result;
+      const std::string refusal = params.get<std::string>("transpose_refusal");
+      if (!refusal.empty()) fail<TypeError>(refusal);
+      // The transpose: the same call with the two functions swapped, applied to the cotangents.
+      const Avals out_avals = c.callee->out_avals();
+      const size_t num_callee_in = c.callee->invars.size();
+      Values swapped_in(in.begin(), in.begin() + c.num_res);
+      for (size_t j = 0; j < ct.size(); ++j) swapped_in.push_back(ops::instantiate(ct[j], out_avals[j]));
+      swapped_in.insert(swapped_in.end(), in.begin() + num_callee_in, in.end());  // the transpose's consts
+      swapped_in.insert(swapped_in.end(), in.begin() + num_callee_in - c.num_callee_consts,
+                        in.begin() + num_callee_in);
+      Params swapped = params;
+      swapped.set("call_jaxpr", c.transpose);
+      swapped.set("transpose_jaxpr", c.callee);
+      swapped.set("num_callee_consts", int64_t(in.size() - num_callee_in));
+      swapped.set("callee_refusal", refusal);
+      swapped.set("transpose_refusal", params.get<std::string>("callee_refusal"));
+      const Values lin_ct = meshsim::bind(primitive("linear_call"), swapped_in, swapped);
+      for (size_t k = 0; k < c.num_lin; ++k) result[c.num_res + k] = lin_ct[k];
+      return result;
+    };
+    return VjpSplit{outs, backward};
+  };
+  // The linear operands are always batched (so are their cotangents); the others keep theirs.
+  p.batch = [](const BatchArgs& a) {
+    const LinearCall c(a.params);
+    std::vector<bool> batched = batched_flags(a.dims, 0, a.in.size());
+    std::fill(batched.begin() + c.num_res, batched.begin() + c.num_res + c.num_lin, true);
+    const size_t num_callee_in = c.callee->invars.size();
+    const std::vector<bool> callee_flags(batched.begin(), batched.begin() + num_callee_in);
+    std::vector<bool> transpose_flags(batched.begin(), batched.begin() + c.num_res);
+    transpose_flags.insert(transpose_flags.end(), c.callee->outvars.size(), true);
+    transpose_flags.insert(transpose_flags.end(), batched.begin() + num_callee_in, batched.end());
+    Params params = a.params;
+    params.set("call_jaxpr", batch_program(*c.callee, callee_flags, a.size));
+    params.set("transpose_jaxpr", batch_program(*c.transpose, transpose_flags, a.size));
+    Values out = meshsim::bind(a.prim, at_front(a, batched), params);
+    return Batched{out, BatchDims(out.size(), 0)};
+  };
+  register_primitive(std::move(p));
+}
+
 // Identity primitives that only matter to autodiff.
 void identity(const std::string& name, std::function<Cotangents(const VjpArgs&)> vjp,
               bool zero_derivative = false) {
@@ -293,6 +391,7 @@ void register_autodiff_primitives() {
   remat();
   custom_vjp_call();
   custom_jvp_call();
+  linear_call();
   identity("stop_gradient", [](const VjpArgs&) { return Cotangents(1); }, true);
   // checkpoint_name(x, name): policies such as save_only_these_names see it.
   identity("name", [](const VjpArgs& a) { return Cotangents{a.ct[0]}; });

@@ -2,6 +2,7 @@
 // floating-point math functions, with XLA's semantics on CPU.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -166,6 +167,98 @@ void integer_pow_primitive() {
   register_primitive(std::move(p));
 }
 
+// reduce_precision rounds a float's bits to a format of `exponent_bits` and
+// `mantissa_bits`, as XLA expands it: the mantissa to nearest, ties to even;
+// then exponents above the format's range become ±inf and those at or below
+// its smallest normal ±0; NaN stays as it is. `Bits` is the unsigned word of
+// the source format (E exponent and M mantissa bits).
+template <class Bits, int E, int M>
+Bits reduce_precision_bits(Bits bits, int64_t exponent_bits, int64_t mantissa_bits) {
+  if (mantissa_bits < M) {
+    const int dropped = M - static_cast<int>(mantissa_bits);
+    const Bits last_kept = (bits >> dropped) & Bits(1);
+    const Bits bias = Bits(last_kept + ((Bits(1) << (dropped - 1)) - 1));
+    bits = Bits(Bits(bits + bias) & Bits(~((Bits(1) << dropped) - 1)));
+  }
+  if (exponent_bits < E) {
+    const Bits src_bias = (Bits(1) << (E - 1)) - 1;
+    const Bits reduced_bias = (Bits(1) << (exponent_bits - 1)) - 1;
+    const Bits exponent_mask = Bits(((Bits(1) << E) - 1) << M);
+    const Bits signed_zero = bits & Bits(Bits(1) << (E + M));
+    const Bits exponent = bits & exponent_mask;
+    if (exponent > Bits((src_bias + reduced_bias) << M)) return signed_zero | exponent_mask;
+    if (exponent <= Bits((src_bias - reduced_bias) << M)) return signed_zero;
+  }
+  return bits;
+}
+
+template <class F, class Bits, int E, int M>
+F reduce_precision_wide(F x, int64_t exponent_bits, int64_t mantissa_bits) {
+  if (std::isnan(x)) return x;
+  Bits bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  bits = reduce_precision_bits<Bits, E, M>(bits, exponent_bits, mantissa_bits);
+  std::memcpy(&x, &bits, sizeof bits);
+  return x;
+}
+
+// float32 and float64 are rounded in their own width, as is float16; bfloat16 and the
+// float8 formats through float32 (as XLA's CPU backend computes them, so a NaN comes
+// back as the quiet NaN of its sign).
+template <class T>
+T reduce_precision_element(T x, int64_t exponent_bits, int64_t mantissa_bits) {
+  if constexpr (std::is_same_v<T, float>) {
+    return reduce_precision_wide<float, uint32_t, 8, 23>(x, exponent_bits, mantissa_bits);
+  } else if constexpr (std::is_same_v<T, double>) {
+    return reduce_precision_wide<double, uint64_t, 11, 52>(x, exponent_bits, mantissa_bits);
+  } else if constexpr (std::is_same_v<T, float16>) {
+    if (std::isnan(float(x))) return x;
+    T r;
+    r.bits = reduce_precision_bits<uint16_t, 5, 10>(x.bits, exponent_bits, mantissa_bits);
+    return r;
+  } else {
+    if (exponent_bits >= 8 && mantissa_bits >= 23) return x;  // float32 would round nothing
+    const float wide = float(x);
+    if (std::isnan(wide))
+      return T(std::signbit(wide) ? -std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::quiet_NaN());
+    return T(reduce_precision_wide<float, uint32_t, 8, 23>(wide, exponent_bits, mantissa_bits));
+  }
+}
+
+// reduce_precision is linear as JAX differentiates it: a tangent or cotangent is
+// rounded like the value, so it is its own transpose (and forward mode, the
+// transpose of the backward pass, rounds the tangent too).
+void reduce_precision_primitive() {
+  Primitive p;
+  p.name = "reduce_precision";
+  p.operands = exactly(1);
+  p.elementwise = true;
+  p.bf16_widened_once = false;  // works on the bits
+  p.vjp = [](const VjpArgs& a) {
+    return Cotangents{op::bind1("reduce_precision", {*a.ct[0]}, a.params)};
+  };
+  p.abstract_eval = [](const Avals& in, const Params& params) {
+    if (params.get<int64_t>("exponent_bits") < 1)
+      fail<ValueError>("reduce_precision: exponent_bits must be positive; got ",
+                       params.get<int64_t>("exponent_bits"));
+    if (params.get<int64_t>("mantissa_bits") < 0)
+      fail<ValueError>("reduce_precision: mantissa_bits must be non-negative; got ",
+                       params.get<int64_t>("mantissa_bits"));
+    return same_type_as_input("reduce_precision", Accepts::Float, in);
+  };
+  p.kernel = [](const Tensors& in, const Params& params, const Avals& out) {
+    const int64_t exponent_bits = params.get<int64_t>("exponent_bits");
+    const int64_t mantissa_bits = params.get<int64_t>("mantissa_bits");
+    return dispatch_float(in[0].dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      return as_tensors(map_unary<T, T>(in[0], out[0].dtype, [=](T x) {
+        return reduce_precision_element(x, exponent_bits, mantissa_bits);
+      }));
+    });
+  };
+  register_primitive(std::move(p));
+}
+
 // select_n(which, *cases): cases[which] elementwise; `which` is bool (two
 // cases) or an integer, scalar or of the cases' shape. Out-of-range indices
 }  // namespace
@@ -286,6 +379,7 @@ void elementwise::register_unary_elementwise_primitives() {
   unary_predicate<Accepts::Float>("is_finite", [](auto x) { return std::isfinite(x); });
   round_primitive();
   integer_pow_primitive();
+  reduce_precision_primitive();
 }
 
 }  // namespace meshsim

@@ -155,10 +155,14 @@ class _Linearized:
         device_assignment.check_pullback(self.bwd, [*cts, *self.residuals], self.forward_committed,
                                          batch)
 
-    def pullback_flat(self, ct_leaves: Sequence, wanted: Sequence[bool] | None = None) -> list:
+    def pullback_flat(self, ct_leaves: Sequence, wanted: Sequence[bool] | None = None,
+                      transposed: bool = False) -> list:
         """Input cotangents (one per input leaf; float0 zeros for non-inexact ones). With
-        `wanted`, only those inputs' cotangents are computed (None for the others)."""
+        `wanted`, only those inputs' cotangents are computed (None for the others).
+        `transposed`: the pullback is being transposed (forward mode), not run in reverse."""
         ad_refs.refuse_ref_cotangents(self.in_leaves, self.ref_primals, wanted)
+        if not transposed:
+            ad_refs.refuse_reverse_mode(self.program, self.wrt)
         cts = []
         for ct, out, takes in zip(ct_leaves, self.out_leaves, self.ct_in):
             if not takes:
@@ -446,7 +450,7 @@ class _Pushforward:
         def pullback(*cts):
             it = iter(cts)
             full = [next(it) if f else o for o, f in zip(outs, self.float_out)]
-            grads = lin.pullback_flat(full)
+            grads = lin.pullback_flat(full, transposed=True)
             return [g for g, f in zip(grads, self.float_in) if f]
 
         zeros = [_zeros_like(o) for o, f in zip(outs, self.float_out) if f]
@@ -705,6 +709,9 @@ class custom_vjp:
         # linear in the cotangent, so transposing it gives the JVP); a user's function refuses
         # forward mode as JAX's does.
         self._forward_mode = False
+        # Set by those whose reverse mode JAX refuses (a linear solve given no transpose): the
+        # TypeError's text.
+        self._reverse_refusal = ""
 
     def __get__(self, obj, objtype=None):
         return self if obj is None else functools.partial(self, obj)
@@ -763,6 +770,8 @@ class custom_vjp:
                       num_call_consts=len(call_consts), num_fwd_consts=len(fwd_consts), symbolic_zeros=False)
         if self._forward_mode:
             params["forward_mode"] = True
+        if self._reverse_refusal:
+            params["reverse_refusal"] = self._reverse_refusal
         outs = _core.bind("custom_vjp_call", (*leaves, *call_consts, *fwd_consts, *bwd_consts), params)
         return tree_util.tree_unflatten(out_tree, outs)
 

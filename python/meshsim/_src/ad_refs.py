@@ -126,6 +126,18 @@ def refuse_forward_mode_custom_vjp(program, wrt: list[bool]) -> None:
                               for v, w in zip(program.invars, wrt)], refuse)
 
 
+def refuse_reverse_mode(program, wrt: list[bool]) -> None:
+    """JAX's error when a cotangent would flow back through what JAX differentiates only
+    forward (a custom_linear_solve given no transpose_solve): its custom_vjp_call holds the
+    text as `reverse_refusal`."""
+    def refuse(name: str, params: dict) -> None:
+        if name == "custom_vjp_call" and params.get("reverse_refusal"):
+            raise TypeError(params["reverse_refusal"])
+    avals = program.avals
+    _sub_dependence(program, [w and dtype_kinds.issubdtype(avals[v].dtype, np.inexact)
+                              for v, w in zip(program.invars, wrt)], refuse)
+
+
 def refuse_differentiated_writes(program, wrt: list[bool], refs: list, first_ref_output: int) -> None:
     """JAX's error when a closed-over Ref's final value depends on a differentiated input."""
     deps = _sub_dependence(program, wrt)

@@ -10,6 +10,8 @@ import dataclasses
 import functools
 from typing import Any, Callable
 
+import numpy as np
+
 from meshsim._src import core, tree_util
 from meshsim._src.ad import custom_vjp
 
@@ -116,17 +118,45 @@ def zero_from_primal(val, symbolic_zeros: bool = False):
 
 def linear_call(fun: Callable, fun_transpose: Callable, residual_args, linear_args):
     """fun(residual_args, linear_args), a function linear in `linear_args`, whose transpose (its
-    reverse-mode derivative) is fun_transpose(residual_args, cotangent)."""
-    @custom_vjp
-    def call(res, lin):
-        return fun(res, lin)
+    reverse-mode derivative) is fun_transpose(residual_args, cotangent); its forward-mode
+    derivative applies `fun` to the tangent."""
+    return bind_linear_call(fun, fun_transpose, residual_args, linear_args)
 
-    def fwd(res, lin):
-        return fun(res, lin), res
 
-    def bwd(res, ct):
-        zeros = tree_util.tree_map(lambda r: zero_from_primal(r), res)
-        return zeros, fun_transpose(res, ct)
+def bind_linear_call(fun: Callable | None, fun_transpose: Callable, residual_args, linear_args,
+                     refusal: str = ""):
+    """`linear_call` as the primitive records it. Without `fun` (a map known only by its
+    transpose), the call stands for its value at a zero `linear_args`, which is zero, and
+    transposing the transpose back into it raises TypeError(`refusal`)."""
+    from meshsim import _core
+    from meshsim._src import tracing
+    res_leaves, res_tree = tree_util.tree_flatten(residual_args)
+    lin_leaves, lin_tree = tree_util.tree_flatten(linear_args)
+    res_leaves = [core.asarray_value(x) for x in res_leaves]
+    lin_leaves = [core.asarray_value(x) for x in lin_leaves]
+    res_avals = [x.aval for x in res_leaves]
+    lin_avals = [x.aval for x in lin_leaves]
+    pair_tree = tree_util.tree_structure((tree_util.tree_unflatten(res_tree, res_leaves),
+                                          tree_util.tree_unflatten(lin_tree, lin_leaves)))
 
-    call.defvjp(fwd, bwd)
-    return call(residual_args, linear_args)
+    def zeros_at(res, lin):
+        return tree_util.tree_map(lambda v: v * 0, lin)
+
+    callee, callee_consts, out_tree = tracing.trace_flat(fun or zeros_at, pair_tree, [*res_avals, *lin_avals])
+    out_avals = callee.out_avals
+
+    def transpose_flat(res, ct):
+        lin_ct = fun_transpose(res, ct)
+        leaves = [None] * len(lin_avals) if lin_ct is None else lin_tree.flatten_up_to(lin_ct)
+        return [core.Array.from_numpy(np.zeros(a.shape, a.dtype), weak_type=a.weak_type) if c is None
+                else core.convert_element_type(c, a.dtype, a.weak_type) if core.typeof(c).dtype != a.dtype
+                else c for c, a in zip(leaves, lin_avals)]
+
+    ct_tree = tree_util.tree_structure((tree_util.tree_unflatten(res_tree, res_leaves),
+                                        tree_util.tree_unflatten(out_tree, list(range(len(out_avals))))))
+    transpose, transpose_consts, _ = tracing.trace_flat(transpose_flat, ct_tree, [*res_avals, *out_avals])
+    params = dict(call_jaxpr=callee, transpose_jaxpr=transpose, num_res=len(res_leaves),
+                  num_callee_consts=len(callee_consts), callee_refusal="" if fun else refusal,
+                  transpose_refusal="")
+    outs = _core.bind("linear_call", (*res_leaves, *lin_leaves, *callee_consts, *transpose_consts), params)
+    return tree_util.tree_unflatten(out_tree, outs)

@@ -1,6 +1,6 @@
-"""jax.lax operations on the bits of numbers, composed of integer primitives as XLA expands
-them: `mulhi` (the high half of the double-width product) and `reduce_precision` (rounding
-to a float format with fewer exponent and mantissa bits)."""
+"""jax.lax operations on the bits of numbers: `mulhi` (the high half of the double-width
+product), composed of integer primitives as XLA expands it, and `reduce_precision` (rounding
+to a float format with fewer exponent and mantissa bits), a primitive."""
 from __future__ import annotations
 
 import operator
@@ -64,21 +64,10 @@ def mulhi(x, y, /):
     return lax.bitcast_convert_type(high, dtype)
 
 
-# (exponent bits, mantissa bits, the unsigned type of the same width) of the formats computed
-# in their own width; bfloat16 and float8 formats are rounded through float32 (as XLA's CPU
-# backend computes them, so a NaN comes back quiet).
-_FORMATS = {np.dtype(np.float32): (8, 23, np.uint32), np.dtype(np.float64): (11, 52, np.uint64),
-            np.dtype(np.float16): (5, 10, np.uint16)}
-
-
-def _format_of(dtype):
-    return _FORMATS.get(dtype)
-
-
 def reduce_precision(operand, exponent_bits: int, mantissa_bits: int):
     """The floats rounded (to nearest, ties to even) to a format of `exponent_bits` and
     `mantissa_bits`: too large becomes ±inf, below its smallest normal ±0; NaN stays.
-    Its derivative rounds the tangent the same way (as JAX's)."""
+    Linear as JAX differentiates it: tangents and cotangents are rounded the same way."""
     exponent_bits, mantissa_bits = operator.index(exponent_bits), operator.index(mantissa_bits)
     x = core.asarray_value(operand)
     dtype = np.dtype(x.dtype)
@@ -89,67 +78,4 @@ def reduce_precision(operand, exponent_bits: int, mantissa_bits: int):
         raise ValueError(f"reduce_precision: exponent_bits must be positive; got {exponent_bits}")
     if mantissa_bits < 0:
         raise ValueError(f"reduce_precision: mantissa_bits must be non-negative; got {mantissa_bits}")
-    return _reduce_precision(x, exponent_bits, mantissa_bits)
-
-
-def _make_reduce_precision():
-    from meshsim._src.ad import custom_vjp
-
-    def rounded(x, exponent_bits, mantissa_bits):
-        return _round_bits(x, exponent_bits, mantissa_bits)
-
-    rule = custom_vjp(rounded, nondiff_argnums=(1, 2))
-    # Rounding is linear as JAX treats it: the cotangent is rounded the same way.
-    rule.defvjp(lambda x, e, m: (_round_bits(x, e, m), None),
-                lambda e, m, _, g: (_round_bits(g, e, m),))
-    rule._forward_mode = True  # JAX's reduce_precision has a JVP rule
-    return rule
-
-
-_reduce_precision_rule = None
-
-
-def _reduce_precision(x, exponent_bits, mantissa_bits):
-    global _reduce_precision_rule
-    if _reduce_precision_rule is None:
-        _reduce_precision_rule = _make_reduce_precision()
-    return _reduce_precision_rule(x, exponent_bits, mantissa_bits)
-
-
-def _round_bits(x, exponent_bits: int, mantissa_bits: int):
-    lax = _lax()
-    dtype = np.dtype(x.dtype)
-    fmt = _format_of(dtype)
-    if fmt is None:
-        if exponent_bits >= 8 and mantissa_bits >= 23:
-            return x  # float32 rounds nothing: the value, NaN payload included, is unchanged
-        wide = _round_bits(lax.convert_element_type(x, np.float32), exponent_bits, mantissa_bits)
-        # A NaN comes back as the quiet NaN of its sign.
-        width = dtype.itemsize * 8
-        negative = lax.ne(lax.shift_right_logical(lax.bitcast_convert_type(x, f"uint{width}"),
-                                                  lax.full(x.shape, width - 1, f"uint{width}")),
-                          lax.full(x.shape, 0, f"uint{width}"))
-        nan = lax.full_like(x, np.nan)
-        nan = lax.select(negative, lax.neg(nan), nan)
-        return lax.select(lax.ne(x, x), nan, lax.convert_element_type(wide, dtype))
-    src_exponent, src_mantissa, bits_type = fmt
-    bits = lax.bitcast_convert_type(x, bits_type)
-    k = lambda v: _const(bits, v)  # noqa: E731
-    if mantissa_bits < src_mantissa:
-        dropped = src_mantissa - mantissa_bits
-        last_kept = lax.bitwise_and(lax.shift_right_logical(bits, k(dropped)), k(1))
-        bias = lax.add(last_kept, k((1 << (dropped - 1)) - 1))
-        bits = lax.bitwise_and(lax.add(bits, bias), k(~((1 << dropped) - 1) & ((1 << (8 * np.dtype(bits_type).itemsize)) - 1)))
-    if exponent_bits < src_exponent:
-        src_bias = (1 << (src_exponent - 1)) - 1
-        reduced_bias = (1 << (exponent_bits - 1)) - 1
-        exponent_mask = ((1 << src_exponent) - 1) << src_mantissa
-        sign_mask = 1 << (src_exponent + src_mantissa)
-        exponent = lax.bitwise_and(bits, k(exponent_mask))
-        overflow = lax.gt(exponent, k((src_bias + reduced_bias) << src_mantissa))
-        underflow = lax.le(exponent, k((src_bias - reduced_bias) << src_mantissa))
-        signed_zero = lax.bitwise_and(bits, k(sign_mask))
-        signed_inf = lax.bitwise_or(signed_zero, k(exponent_mask))
-        bits = lax.select(overflow, signed_inf, lax.select(underflow, signed_zero, bits))
-    rounded = lax.bitcast_convert_type(bits, dtype)
-    return lax.select(lax.ne(x, x), x, rounded)
+    return core.bind1("reduce_precision", x, exponent_bits=exponent_bits, mantissa_bits=mantissa_bits)

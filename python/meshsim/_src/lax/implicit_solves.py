@@ -40,10 +40,12 @@ def _theta_cotangent(fun: Callable, x, consts: list, ct) -> tuple:
     return tuple(pullback(ct))
 
 
-def _implicitly_differentiated(problem: Callable, operand, run: Callable, cotangents: Callable):
+def _implicitly_differentiated(problem: Callable, operand, run: Callable, cotangents: Callable,
+                               reverse_refusal: str = ""):
     """`run(problem, operand)` as a custom_vjp over the values `problem` closes over and
     `operand`; `cotangents(problem_of, consts, result, operand, ct)` gives theirs, where
-    `problem_of(x, *consts)` is `problem` with those values as arguments."""
+    `problem_of(x, *consts)` is `problem` with those values as arguments. With
+    `reverse_refusal`, reverse mode raises TypeError(reverse_refusal); forward mode works."""
     from meshsim._src.ad import custom_vjp
     from meshsim._src.custom_gradient import closure_convert
     problem_of, consts = closure_convert(problem, operand)
@@ -61,6 +63,7 @@ def _implicitly_differentiated(problem: Callable, operand, run: Callable, cotang
 
     call.defvjp(call_fwd, call_bwd)
     call._forward_mode = True  # JAX differentiates custom_root/custom_linear_solve both ways
+    call._reverse_refusal = reverse_refusal
     return call(tuple(consts), operand)
 
 
@@ -75,21 +78,37 @@ def custom_root(f: Callable, initial_guess, solve: Callable, tangent_solve: Call
     return _implicitly_differentiated(f, initial_guess, solve, cotangents)
 
 
+_NO_TRANSPOSE_SOLVE = ("transpose_solve required for backwards mode automatic differentiation of "
+                       "custom_linear_solve")
+
+
 def custom_linear_solve(matvec: Callable, b, solve: Callable, transpose_solve: Callable | None = None,
                         symmetric: bool = False, has_aux: bool = False):
     """`solve(matvec, b)`: the x with matvec(x) = b (with `has_aux`, solve returns (x, aux)),
     differentiated as A⁻¹ b: `transpose_solve(vecmat, x̄)` (or `solve` when `symmetric`) gives
-    b's cotangent."""
+    b's cotangent, and `solve` the tangent of x (so forward mode needs no `transpose_solve`)."""
+    def solution(fun, operator, rhs):
+        out = fun(operator, rhs)
+        return out[0] if has_aux else out
+
     def cotangents(matvec_of, consts, out, b, ct):
+        from meshsim._src.custom_gradient import bind_linear_call
         x, x_ct = (out[0], ct[0]) if has_aux else (out, ct)
-        if symmetric:
-            lam = solve(lambda y: matvec_of(y, *consts), x_ct)
-        elif transpose_solve is None:
-            raise TypeError("transpose_solve required for backwards mode automatic "
-                            "differentiation of custom_linear_solve")
-        else:
-            lam = transpose_solve(_transposed(lambda y: matvec_of(y, *consts), x), x_ct)
-        if has_aux:
-            lam = lam[0]
+
+        def matvec_at(res):
+            return lambda y: matvec_of(y, *res[0])
+
+        def inverse(res, rhs):  # A⁻¹ rhs: the transpose of A⁻ᵀ, the tangent of x
+            return solution(solve, matvec_at(res), rhs)
+
+        def inverse_transpose(res, rhs):  # A⁻ᵀ rhs: the cotangent of b
+            if symmetric:
+                return inverse(res, rhs)
+            return solution(transpose_solve, _transposed(matvec_at(res), res[1]), rhs)
+
+        known = symmetric or transpose_solve is not None
+        lam = bind_linear_call(inverse_transpose if known else None, inverse, (tuple(consts), x), x_ct,
+                               refusal=_NO_TRANSPOSE_SOLVE)
         return _theta_cotangent(matvec_of, x, consts, _negate(lam)), lam
-    return _implicitly_differentiated(matvec, b, solve, cotangents)
+    refusal = "" if symmetric or transpose_solve is not None else _NO_TRANSPOSE_SOLVE
+    return _implicitly_differentiated(matvec, b, solve, cotangents, reverse_refusal=refusal)
