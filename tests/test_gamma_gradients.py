@@ -88,3 +88,18 @@ def test_gradient_under_vmap_over_keys():
     got = meshsim.vmap(lambda s: meshsim.grad(lambda v: mrandom.gamma(mrandom.key(s), v).sum())(a))(seeds)
     expected = jax.vmap(lambda s: jax.grad(lambda v: jax.random.gamma(jax.random.key(s), v).sum())(a))(seeds)
     close(got, expected, 2e-4)
+
+
+@pytest.mark.parametrize("sampler", ["gamma"])  # each costs JAX ~25 s to compile
+def test_second_derivatives_in_shape(sampler):
+    """The shape derivative is itself differentiated (JAX's random_gamma JVP rule): hessian
+    and forward mode of the gradient."""
+    rng = seeded(f"second-{sampler}")
+    a = np.exp(rng.uniform(-1.5, 2.0, 6)).astype(np.float32)
+    mine, theirs = _samplers(mrandom)[sampler], _samplers(jax.random)[sampler]
+    loss_m = lambda v: (mine(mrandom.key(3), v) ** 2).sum()  # noqa: E731
+    loss_j = lambda v: (theirs(jax.random.key(3), v) ** 2).sum()  # noqa: E731
+    np.testing.assert_allclose(meshsim.hessian(loss_m)(a), jax.jit(jax.hessian(loss_j))(a), rtol=2e-3, atol=1e-5)
+    np.testing.assert_allclose(meshsim.jvp(meshsim.grad(loss_m), (a,), (a[::-1],))[1],
+                               jax.jit(lambda v, t: jax.jvp(jax.grad(loss_j), (v,), (t,))[1])(a, a[::-1]),
+                               rtol=2e-3, atol=1e-5)

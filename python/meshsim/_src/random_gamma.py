@@ -89,21 +89,24 @@ _DRAWS = {}
 
 
 def _draws(log_space: bool):
-    """The per-element sampler over (keys, shapes), differentiable in the shapes."""
+    """The per-element sampler over (keys, shapes), differentiable in the shapes: as JAX's
+    random_gamma's JVP, a sample's tangent is the shape's times d sample / d shape, itself
+    differentiable (a hessian in the shape differentiates it again)."""
     if log_space not in _DRAWS:
         from meshsim._src.lax import namespace as mlax
-        from meshsim._src.ad import custom_vjp
+        from meshsim._src.ad import custom_jvp
 
         def draws(keys, a):
             return mlax.map(lambda ka: _gamma_one(ka[0], ka[1], log_space), (keys, a))
 
-        def forward(keys, a):
-            samples = draws(keys, a)
-            return samples, (a, samples)
+        rule = custom_jvp(draws)
 
-        rule = custom_vjp(draws)
-        rule.defvjp(forward, lambda res, g: (None, lax.mul(g, _sample_grad(res[0], res[1], log_space))))
-        rule._forward_mode = True  # JAX's random_gamma_p has a JVP rule
+        @rule.defjvp
+        def draws_jvp(primals, tangents):
+            keys, a = primals
+            samples = rule(keys, a)
+            return samples, lax.mul(tangents[1], _sample_grad(a, samples, log_space))
+
         _DRAWS[log_space] = rule
     return _DRAWS[log_space]
 
