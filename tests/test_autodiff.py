@@ -662,8 +662,11 @@ def test_checkpointed_scan_keeps_only_residuals_the_backward_pass_reads(real_jax
         if lib is meshsim:
             ours = grads
         else:
+            # Five layers of float32 matmuls summed in OpenBLAS's order (which depends on the
+            # CPU's kernel) against XLA's: a gradient element of -3e-3 that cancels terms
+            # of order 1 differs by 1.1e-6 on some CPUs, so the bound is absolute.
             for a, b in zip(ours, grads):
-                np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+                np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-5)
     assert shapes[0] == shapes[1]
 
 
