@@ -51,8 +51,14 @@ NARROW = "bfloat16/float16: some steps round differently from XLA's fused progra
 UNISOLATED = "float32: last-bit differences in some draws; cause not isolated"
 # (name, dtype) -> (keys of KEYS that are bit-identical, why the others are not)
 KNOWN: dict[tuple[str, str], tuple[int, str]] = {
+    ("maxwell", "float32"): (0, UNISOLATED),
+    ("gamma", "float32"): (1, UNISOLATED),
+    ("loggamma", "float32"): (0, UNISOLATED),
+    ("beta", "float32"): (1, UNISOLATED),
     ("f", "float32"): (0, UNISOLATED),
+    ("chisquare", "float32"): (3, UNISOLATED),
     ("ball", "float32"): (0, UNISOLATED),
+    ("generalized_normal", "float32"): (0, UNISOLATED),
     ("ball", "bfloat16"): (1, NARROW),
     ("logistic", "float16"): (2, NARROW),
     ("wald", "float16"): (3, NARROW),
@@ -62,7 +68,11 @@ KNOWN: dict[tuple[str, str], tuple[int, str]] = {
     ("chisquare", "float16"): (0, NARROW),
     ("ball", "float16"): (0, NARROW),
     ("generalized_normal", "float16"): (1, NARROW),
-    ("maxwell", "float64"): (1, UNISOLATED_F64),
+    ("maxwell", "float64"): (0, UNISOLATED_F64),
+    ("double_sided_maxwell", "float64"): (3, UNISOLATED_F64),
+    ("gamma", "float64"): (2, UNISOLATED_F64),
+    ("beta", "float64"): (0, UNISOLATED_F64),
+    ("dirichlet", "float64"): (1, UNISOLATED_F64),
     ("f", "float64"): (0, UNISOLATED_F64),
     ("ball", "float64"): (1, UNISOLATED_F64),
 }

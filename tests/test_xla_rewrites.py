@@ -106,22 +106,3 @@ def test_eager_broadcast_to_divisor_divides(case):
     # within one jnp call or a jitted program the broadcast stays one: reciprocal
     same_bits(*both(lambda m, lax, a, b: a / b, x, y, jit=False))
     same_bits(*both(lambda m, lax, a, b: lax.div(a, m.broadcast_to(b, (rows, cols))), x, y))
-
-
-@pytest.mark.parametrize("case", range(6))
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_quotient_by_a_square_root_multiplies_by_rsqrt(case, dtype):
-    """A / sqrt(B) is A * rsqrt(B) in jitted programs (float32's rsqrt being XLA's refined
-    estimate), also with a constant or scalar numerator and inside a longer program; an eager
-    quotient divides by the rounded root."""
-    rng = rng_for("quotient-by-sqrt", case, dtype)
-    shape = tuple(int(n) for n in rng.integers(1, 30, int(rng.integers(0, 3))))
-    a = rng.standard_normal(shape).astype(dtype)
-    b = np.exp(rng.uniform(-30, 30, shape)).astype(dtype)
-    with jax.enable_x64(dtype == "float64"), ms.enable_x64(dtype == "float64"):
-        same_bits(*both(lambda m, lax, x, y: lax.div(x, lax.sqrt(y)), a, b))
-        same_bits(*both(lambda m, lax, x, y: x / m.sqrt(y) + x, a, b))
-        same_bits(*both(lambda m, lax, y: (1.0 / 3.0) / m.sqrt(y - 0.25), b))
-        same_bits(*both(lambda m, lax, x, y: lax.div(x, lax.sqrt(y)), a, b, jit=False))
-        if shape:  # a root broadcast along the last dimension
-            same_bits(*both(lambda m, lax, x, y: x / m.sqrt(y[..., :1]), a, b))

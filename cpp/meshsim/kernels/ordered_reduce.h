@@ -67,15 +67,6 @@ void fold_run(const T* in, int64_t n, int64_t step, const Loop& run, T* out, con
 
 }  // namespace ordered_reduce_detail
 
-// A reduced dimension longer than this is cut into windows (XLA's tree reduction).
-constexpr int64_t kReduceWindow = ordered_reduce_detail::kWindow;
-
-// XLA on CPU hands float32/float64 sums of this many elements or more to
-// YNNPACK, whose blocked order (rows of 16-lane accumulators, tiled over the
-// reduced elements) is not reproduced here. Smaller sums, and complex sums of
-// any size, run XLA's own loops, whose order ordered_reduce follows.
-constexpr int64_t kYnnpackSumElements = 4096;
-
 // x: the elements (any strides); reduced: the dimensions folded; round: the
 // rounding after each step (T -> T). Writes the contiguous result over the
 // kept dimensions to `result` (the kernel's output buffer: without windows the

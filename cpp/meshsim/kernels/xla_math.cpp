@@ -2,11 +2,6 @@
 // scalar caller computes exactly what the vector loops do.
 #include "meshsim/kernels/xla_math.h"
 
-#if defined(__SSE__) || defined(_M_X64)
-#include <xmmintrin.h>
-#define MESHSIM_HAS_RSQRT_ESTIMATE 1
-#endif
-
 namespace meshsim::xla_math {
 namespace {
 template <class C, class F>
@@ -27,17 +22,6 @@ double exp_f64(double x) { return one_lane(x, [](auto b) { return exp_f64(b); })
 double log_f64(double x) { return log_f64_element(x); }
 double log1p_f64(double x) { return one_lane(x, [](auto b) { return log1p_f64(b); }); }
 double expm1_f64(double x) { return one_lane(x, [](auto b) { return expm1_f64(b); }); }
-
-float rsqrt_f32(float x) {
-#ifdef MESHSIM_HAS_RSQRT_ESTIMATE
-  const float y = _mm_cvtss_f32(_mm_rsqrt_ss(_mm_set_ss(x)));
-  if (x <= 0.0f || std::isinf(x) || std::fpclassify(x) == FP_SUBNORMAL) return y;
-  const float xy = x * y;
-  return std::fma(y * -0.5f, std::fma(xy, y, -1.0f), y);
-#else
-  return 1.0f / std::sqrt(x);
-#endif
-}
 
 int64_t libm_tail_start(const Shape& shape) {
   constexpr int64_t kVectorWidth = 8, kUnrolledBelow = 16;

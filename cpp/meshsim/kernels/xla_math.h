@@ -294,13 +294,6 @@ xsimd::batch<float, A> logistic_f32(const xsimd::batch<float, A>& x) {
   return B(1.0f) / (B(1.0f) + exp_f32(-x));
 }
 
-// XLA's float32 rsqrt on x86: the processor's estimate (rsqrtss) refined by
-// one Newton step, its products contracted: y + (-y / 2) * (x * y * y - 1)
-// with x * y rounded first. Zeros, negatives, infinities and subnormals take
-// the estimate as it is. The estimate's table is the processor's own, as in
-// XLA's code on the same machine; elsewhere 1 / sqrt(x).
-float rsqrt_f32(float x);
-
 // One element through the batch code, for scalar callers.
 float exp_f32(float x);
 float log_f32(float x);

@@ -82,23 +82,6 @@ bool multiplies_by_constant_reciprocal(const XlaRewriteSite& site) {
   return true;
 }
 
-// XLA's algebraic simplifier computes a float32/float64 quotient by a square
-// root as a product by the reciprocal square root: A / sqrt(B) => A * rsqrt(B)
-// (float32's rsqrt is XLA's estimate refined, kernels/xla_math.h).
-bool multiplies_by_rsqrt(const XlaRewriteSite& site) {
-  const Equation& e = site.eqn;
-  const DType dtype = site.traced.avals[e.outputs[0]].dtype;
-  if (e.inputs.size() != 2 || (dtype != DType::Float32 && dtype != DType::Float64)) return false;
-  const int k = site.producers[e.inputs[1]];
-  if (k < 0 || site.traced.eqns[k].prim != &primitive("sqrt")) return false;
-  if (!site.compiled) return true;
-  Program& p = *site.compiled;
-  const int r = p.new_var(site.traced.avals[e.inputs[1]]);
-  p.eqns.push_back(Equation{&primitive("rsqrt"), Params{}, {site.traced.eqns[k].inputs[0]}, {r}});
-  p.eqns.push_back(Equation{&primitive("mul"), Params{}, {e.inputs[0], r}, e.outputs});
-  return true;
-}
-
 void div_primitive() {
   Primitive p = binary_primitive<Accepts::Number>(
       "div", [](auto x, auto y) { return div_op(x, y); },
@@ -110,9 +93,7 @@ void div_primitive() {
     return quotient(in, params, out);
   };
   p.float_tile.dense_only = true;  // a stride-0 divisor divides by its reciprocal
-  p.xla_rewrite = [](const XlaRewriteSite& site) {
-    return multiplies_by_constant_reciprocal(site) || multiplies_by_rsqrt(site);
-  };
+  p.xla_rewrite = multiplies_by_constant_reciprocal;
   register_primitive(std::move(p));
 }
 

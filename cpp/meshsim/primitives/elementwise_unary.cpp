@@ -299,11 +299,7 @@ void elementwise::register_unary_elementwise_primitives() {
              }});
   unary<Accepts::Inexact>("sqrt", [](auto x) { return sqrt_op(positive_zero_imag(x)); },
                         d1([](auto& g, auto&, auto& y) { return op::mul(g, op::div(c(y, 0.5), y)); }));
-  unary<Accepts::Inexact>("rsqrt",
-                        [](auto x) {
-                          if constexpr (std::is_same_v<decltype(x), float>) return xla_math::rsqrt_f32(x);
-                          else return rsqrt_op(x);
-                        },
+  unary<Accepts::Inexact>("rsqrt", [](auto x) { return rsqrt_op(x); },
                         d1([](auto& g, auto& x, auto& y) {
                           return op::mul(g, op::mul(c(x, -0.5), op::div(y, x)));
                         }));

@@ -246,6 +246,13 @@ Tensor narrow_fold(const Tensor& narrow, const std::vector<bool>& mask, const Av
   return cast(result, out.dtype);
 }
 
+// XLA on CPU hands float32/float64 sums of this many elements or more to
+// YNNPACK, whose blocked order (rows of 16-lane accumulators, tiled over the
+// reduced elements) is not reproduced here: those keep the pairwise loops of
+// kernels/reduce.h. Smaller sums, and complex sums of any size, run XLA's own
+// loops, whose order ordered_reduce follows.
+constexpr int64_t kYnnpackSumElements = 4096;
+
 // The sum of float32/float64 elements (any strides) over `mask`, folded in
 // XLA's loop order.
 template <class T>
@@ -377,7 +384,6 @@ void reduce(const std::string& name, const std::string& partials,
       if (is_narrow_float(in[0].dtype())) return as_tensors(narrow_fold<Op>(in[0], mask, out[0]));
     if constexpr (kComplexSum<Op>) {
       const DType dt = in[0].dtype();
-      // Sums handed to YNNPACK (kYnnpackSumElements) keep the pairwise loops of kernels/reduce.h.
       if ((dt == DType::Float32 || dt == DType::Float64) && in[0].size() < kYnnpackSumElements)
         return as_tensors(dispatch_wide_float(dt, [&](auto tag) {
           return ordered_sum<decltype(tag)>(in[0], mask, out[0].shape);

@@ -6,7 +6,6 @@
 #include <string>
 
 #include "meshsim/kernels/cast.h"
-#include "meshsim/kernels/ordered_reduce.h"
 
 namespace meshsim {
 namespace {
@@ -87,9 +86,7 @@ struct Product {
 // Reshapes, transposes, slices and reversals between them are computed in
 // the sum's loop and do not stand in the way. Narrow floats are not
 // contracted: their sum reads the product rounded to the format. When both
-// operands of a sum qualify, the first one is contracted. A reduce_sum of
-// such a product in XLA's own loop contracts it into every step
-// (summed_product, folded_with_multiply_adds).
+// operands of a sum qualify, the first one is contracted.
 class Contraction {
  public:
   explicit Contraction(const Program& p) : p_(p), producers_(producers_of(p)), kept_(cse_kept(p)) {
@@ -141,85 +138,10 @@ class Contraction {
     }
   }
 
-  // The product a reduce_sum `e` folds into its sum, and the dimension it
-  // reduces, when XLA's loop contracts each product into the step adding it.
-  // That loop runs when the sum is small enough not to go to YNNPACK, over
-  // one run of reduced elements (other reduced dimensions of size 1), not
-  // cut into windows, not split across devices; runs of 6 or 8 elements LLVM
-  // vectorises in ways not modelled here, and they stay as traced.
-  std::optional<std::pair<Product, int64_t>> summed_product(const Equation& e) const {
-    if (e.prim != &reduce_sum_ || e.inputs.size() != 1 || e.outputs.size() != 1) return std::nullopt;
-    const Aval& x = p_.avals[e.inputs[0]];
-    if (!is_wide_float(x.dtype) || num_elements(x.shape) >= kYnnpackSumElements) return std::nullopt;
-    int64_t dim = -1;
-    for (int64_t axis : e.params.get<IntList>("axes")) {
-      if (x.shape[axis] == 1) continue;
-      if (dim >= 0) return std::nullopt;
-      dim = axis;
-    }
-    if (dim < 0) return std::nullopt;
-    const int64_t n = x.shape[dim];
-    if (n > kReduceWindow || n == 6 || n == 8) return std::nullopt;
-    if (dim < static_cast<int64_t>(x.spec.size()) && !x.spec[dim].empty()) return std::nullopt;
-    std::optional<Product> product = product_of(e.inputs[0]);
-    if (!product) return std::nullopt;
-    return std::pair<Product, int64_t>{std::move(*product), dim};
-  }
-
  private:
   const Program& p_;
-  const Primitive& reduce_sum_ = primitive("reduce_sum");
   std::vector<int> producers_, kept_, readers_;
 };
-
-// reduce_sum `e` of a * b (`square`: a * a) over `dim`, as XLA's loop
-// computes it once LLVM has contracted each product into the step adding it:
-// from the identity, in index order, each element's product and the running
-// sum rounded once (appended to `eqns`, reading the elements through slices).
-// A square cannot be -0, so LLVM drops the identity's + 0 before it: that sum
-// starts from the first two elements, a0 * a0 contracted with a1 * a1.
-void folded_with_multiply_adds(Program& p, const Equation& e, int a, int b, bool square, int64_t dim,
-                               std::vector<Equation>& eqns) {
-  const Aval out = p.avals[e.outputs[0]];
-  const Shape shape = p.avals[e.inputs[0]].shape;
-  const int64_t n = shape[dim];
-  // Element i of `factor` along `dim`, shaped as the result (a scalar stays).
-  auto element = [&](int factor, int64_t i) {
-    if (p.avals[factor].shape.empty()) return factor;
-    IntList lo(shape.size(), 0), hi(shape), step(shape.size(), 1);
-    lo[dim] = i;
-    hi[dim] = i + 1;
-    Aval sliced = p.avals[factor];
-    sliced.shape[dim] = 1;
-    const int s = p.new_var(sliced);
-    const Params bounds{{"start_indices", lo}, {"limit_indices", hi}, {"strides", step}};
-    eqns.push_back(Equation{&primitive("slice"), bounds, {factor}, {s}});
-    Aval reshaped = out;
-    reshaped.weak_type = sliced.weak_type;
-    const int r = p.new_var(reshaped);
-    eqns.push_back(Equation{&primitive("reshape"), Params{{"new_sizes", IntList(out.shape)}}, {s}, {r}});
-    return r;
-  };
-  const Primitive& fma = primitive("fused_multiply_add");
-  int first = 0, acc;
-  if (square) {
-    acc = p.new_var(out);
-    eqns.push_back(Equation{&primitive("mul"), Params{}, {element(a, 1), element(b, 1)}, {acc}});
-    const int next = n == 2 ? e.outputs[0] : p.new_var(out);
-    eqns.push_back(Equation{&fma, Params{}, {element(a, 0), element(b, 0), acc}, {next}});
-    acc = next;
-    first = 2;
-  } else {
-    acc = p.new_var(Aval{Shape{}, out.dtype});
-    p.constvars.push_back(acc);
-    p.consts.push_back(cast(Tensor::scalar(0.0), out.dtype));
-  }
-  for (int64_t i = first; i < n; ++i) {
-    const int next = i + 1 == n ? e.outputs[0] : p.new_var(out);
-    eqns.push_back(Equation{&fma, Params{}, {element(a, i), element(b, i), acc}, {next}});
-    acc = next;
-  }
-}
 
 // The program with its contractible products and sums computed as fused
 // multiply-adds (a - b and c - a * b by negating an operand first, exactly);
@@ -227,8 +149,7 @@ void folded_with_multiply_adds(Program& p, const Equation& e, int a, int b, bool
 std::optional<Program> with_products_contracted(const Program& program) {
   const Contraction contraction(program);
   bool any = false;
-  for (const Equation& e : program.eqns)
-    any = any || contraction.contracted_operand(e) >= 0 || contraction.summed_product(e);
+  for (const Equation& e : program.eqns) any = any || contraction.contracted_operand(e) >= 0;
   if (!any) return std::nullopt;
 
   Program p = program;
@@ -240,33 +161,26 @@ std::optional<Program> with_products_contracted(const Program& program) {
     eqns.push_back(Equation{&primitive("neg"), Params{}, {v}, {n}});
     return n;
   };
-  // Each factor through the moves between the product and the sum (a scalar beside the product stays).
-  auto moved = [&](const Product& product, int factor) {
-    if (p.avals[factor].shape.empty() && !product.shape.empty()) return factor;
-    for (const Equation* move : product.moves) {
-      Aval aval = p.avals[move->outputs[0]];
-      aval.weak_type = p.avals[factor].weak_type;
-      const int w = p.new_var(aval);
-      eqns.push_back(Equation{move->prim, move->params, {factor}, {w}});
-      factor = w;
-    }
-    return factor;
-  };
   for (const Equation& e : program.eqns) {
-    if (std::optional<std::pair<Product, int64_t>> summed = contraction.summed_product(e)) {
-      const Product& product = summed->first;
-      const bool square = product.a == product.b;
-      folded_with_multiply_adds(p, e, moved(product, product.a), moved(product, product.b), square, summed->second,
-                                eqns);
-      continue;
-    }
     const int i = contraction.contracted_operand(e);
     if (i < 0) {
       eqns.push_back(e);
       continue;
     }
     const Product product = *contraction.product_of(e.inputs[i]);
-    int a = moved(product, product.a), b = moved(product, product.b);
+    // Each factor through the moves between the product and the sum (a scalar beside the product stays).
+    auto moved = [&](int factor) {
+      if (p.avals[factor].shape.empty() && !product.shape.empty()) return factor;
+      for (const Equation* move : product.moves) {
+        Aval aval = p.avals[move->outputs[0]];
+        aval.weak_type = p.avals[factor].weak_type;
+        const int w = p.new_var(aval);
+        eqns.push_back(Equation{move->prim, move->params, {factor}, {w}});
+        factor = w;
+      }
+      return factor;
+    };
+    int a = moved(product.a), b = moved(product.b);
     int c = e.inputs[1 - i];
     if (e.prim->fma_sum < 0) {
       if (i == 0) c = negated(c);  // a * b - c

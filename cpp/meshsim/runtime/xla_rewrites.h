@@ -13,13 +13,10 @@
 //    bfloat16 elementwise result converted to float32 right away before its
 //    rounding (XLA computes bfloat16 ops in float32 and drops the round trip;
 //    float16 keeps the rounding); div by a complex constant multiplies by the
-//    constant's reciprocal (A / const => A * (1 / const)), and a float32/
-//    float64 div by a square root by the reciprocal square root (A / sqrt(B)
-//    => A * rsqrt(B));
+//    constant's reciprocal (A / const => A * (1 / const));
 //  - a float32/float64 product read only by an add or sub is computed with
 //    it as one fused multiply-add (LLVM contracts them in XLA's fused loops;
-//    the rule is `Contraction` in the .cpp), and a small reduce_sum of such a
-//    product folds each element with one (`summed_product` there).
+//    the rule is `Contraction` in the .cpp).
 #pragma once
 #include <optional>
 #include <vector>
