@@ -54,7 +54,7 @@ KNOWN = {
     1063: "xla_values", 1065: "permute",
     1075: "permute", 1076: "permute", 1077: "layout", 1085: "layout",
     1093: "halo", 1105: "permute", 1107: "permute", 1111: "permute",
-    1113: "permute", 1117: "permute",
+    1117: "permute",
 }
 
 

@@ -390,6 +390,73 @@ ArrayPtr gathered_through(const ArrayPtr& x, const Aval& use, const Spec& staged
   return reshard_array(Array::from_tensor(x->global(), typed.weak_type), use.mesh, use.spec, typed);
 }
 
+// The axes XLA's partitioner brings onto a contraction's operand when it
+// re-tiles it for the contraction: one split dim takes further (minor) axes the
+// operand does not use ("arriving") while another dim gives up as many
+// devices' worth of its minor axes (`P('Y', 'Z')` used as `P(('Y', 'X'))` on
+// 2x2x2). XLA first permutes the blocks so the arriving axes stand where the
+// leaving ones stood (the operand is replicated along them, so every device
+// can take the block it will need), then runs an all-to-all over the arriving
+// axes; a plain reshard (record_reshard) runs the all-to-all over the leaving
+// axes and permutes after. nullopt when the use is not such a re-tile.
+std::optional<AxisNames> arriving_through_permute(const Mesh& mesh, const Spec& have, const Spec& want) {
+  if (have.size() != want.size()) return std::nullopt;
+  size_t gaining = have.size(), losing = have.size();
+  for (size_t d = 0; d < have.size(); ++d) {
+    if (have[d] == want[d]) continue;
+    if (!have[d].empty() && want[d].size() > have[d].size() && std::equal(have[d].begin(), have[d].end(), want[d].begin()) &&
+        gaining == have.size())
+      gaining = d;
+    else if (want[d].size() < have[d].size() && std::equal(want[d].begin(), want[d].end(), have[d].begin()) &&
+             losing == have.size())
+      losing = d;
+    else
+      return std::nullopt;
+  }
+  if (gaining == have.size() || losing == have.size()) return std::nullopt;
+  std::set<std::string> held;
+  for (const AxisNames& e : have) held.insert(e.begin(), e.end());
+  const AxisNames arriving(want[gaining].begin() + static_cast<std::ptrdiff_t>(have[gaining].size()),
+                           want[gaining].end());
+  const AxisNames leaving(have[losing].begin() + static_cast<std::ptrdiff_t>(want[losing].size()),
+                          have[losing].end());
+  for (const std::string& a : arriving)
+    if (held.count(a) || is_sub_axis(a)) return std::nullopt;
+  for (const std::string& a : leaving)
+    if (is_sub_axis(a)) return std::nullopt;
+  if (entry_size(mesh, arriving) != entry_size(mesh, leaving)) return std::nullopt;
+  return arriving;
+}
+
+// `x` moved to `use` as arriving_through_permute says: the collective-permute
+// of whole blocks, then the all-to-all over the arriving axes, are recorded;
+// the blocks are cut from the whole value.
+ArrayPtr retiled_through_permute(const ArrayPtr& x, const Aval& use, const AxisNames& arriving) {
+  const Mesh& mesh = *use.mesh;
+  const size_t ndim = use.shape.size();
+  const Shape block = x->sharding()->local_shape(use.shape);
+  int64_t block_bytes = static_cast<int64_t>(itemsize(use.dtype));
+  for (int64_t n : block) block_bytes *= n;
+  AxisNames spanned;
+  for (const std::string& a : mesh.axis_names)
+    if (mesh.axis_size(a) > 1) spanned.push_back(a);
+  const int64_t started = timeline::active() ? timeline::now_ns() : -1;
+  std::vector<std::vector<int64_t>> everyone(1);
+  for (int64_t pos = 0; pos < mesh.size(); ++pos) everyone[0].push_back(pos);
+  CollectiveRecord permute = symmetric_collective("ppermute", mesh, spanned, block_bytes, std::move(everyone));
+  permute.steps = 1;
+  permute.start_ns = started;
+  record_collective(std::move(permute));
+  const int64_t n = entry_size(mesh, arriving);
+  CollectiveRecord all_to_all = symmetric_collective("all_to_all", mesh, arriving, block_bytes * (n - 1) / n);
+  all_to_all.start_ns = started;
+  record_collective(std::move(all_to_all));
+  Aval typed = x->aval();
+  typed.mesh = use.mesh;
+  typed.spec = explicit_part(use.spec, mesh, ndim);
+  return reshard_array(Array::from_tensor(x->global(), typed.weak_type), use.mesh, use.spec, typed);
+}
+
 // Whether a value laid out as `from` becomes laid out as `to` by local slices
 // alone: every dim keeps its axes and may add ones `from` does not use.
 bool slices_to(const Spec& from, const Spec& to) {
@@ -601,7 +668,13 @@ std::vector<ArrayPtr> run_with_plan(const Program& program, const std::vector<Ar
         staged = gathered_through_idle_axes(*mesh, pad_spec(env[v]->sharding()->spec, ins.back().shape.size()),
                                             ins.back().spec, around, ins.back().shape);
       }
+      std::optional<AxisNames> arriving;
+      if (e.prim->name == "dot_general" && !own_layout && !from_fuller && !staged && env[v]->sharding()->mesh &&
+          same_devices(*env[v]->sharding()->mesh, *mesh) && env[v]->aval().unreduced.empty())
+        arriving = arriving_through_permute(*mesh, pad_spec(env[v]->sharding()->spec, ins.back().shape.size()),
+                                            ins.back().spec);
       if (staged) arrays.push_back(gathered_through(env[v], ins.back(), *staged));
+      else if (arriving) arrays.push_back(retiled_through_permute(env[v], ins.back(), *arriving));
       else arrays.push_back(own_layout ? env[v] : moved_to(from_fuller ? fuller[v] : env[v], ins.back()));
     }
     for (size_t j = 0; j < e.outputs.size(); ++j) {

@@ -1,0 +1,53 @@
+"""A batched contraction whose operand's batch dim, split already, takes further mesh axes
+the operand does not use while another of its dims gives up as many devices' worth of axes
+(`P('Y', 'Z')` used as `P(('Y', 'X'))` on 2x2x2): XLA's partitioner first permutes the
+operand's blocks so the arriving axes stand where the leaving ones stood, then runs an
+all-to-all over the arriving axes (a reshard outside a contraction runs the all-to-all over
+the leaving axes and permutes after). Random shapes and axis roles against the collectives
+of XLA's compiled program."""
+import numpy as np
+import pytest
+
+from auto_oracle import assert_like_jax
+
+NAMES = ("X", "Y", "Z")
+
+
+def _case(seed):
+    """(shapes, specs, arriving axis): the batch dot's lhs (b, i, j) and rhs (b, j, k); the
+    operand re-tiled gives up its axis on the contracted dim j or on its free dim."""
+    rng = np.random.default_rng(900 + seed)
+    own, arriving, leaving = (str(a) for a in rng.permutation(NAMES))
+    b = int(rng.choice([8, 16]))
+    i, j, k = (int(rng.choice([4, 8, 16])) for _ in range(3))
+    variant = ("rhs_contracted", "rhs_free", "lhs_contracted")[seed % 3]
+    # The re-tiled operand no larger than the other (else XLA keeps its layout and moves the other).
+    i, k = (max(i, k), min(i, k)) if variant.startswith("rhs") else (min(i, k), max(i, k))
+    if variant == "rhs_contracted":
+        specs = [((own, arriving), leaving), (own, leaving)]
+    elif variant == "rhs_free":
+        specs = [((own, arriving), leaving), (own, None, leaving)]
+    else:
+        specs = [(own, None, leaving), ((own, arriving), None, leaving)]
+    return [(b, i, j), (b, j, k)], specs, arriving
+
+
+CASES = [_case(seed) for seed in range(15)]
+
+
+def _run(runner, mod, case):
+    shapes, specs, _ = case
+    mesh = mod.make_mesh((2, 2, 2), NAMES, axis_types=(mod.sharding.AxisType.Auto,) * 3)
+    rng = np.random.default_rng(3)
+    args = [mod.device_put(rng.standard_normal(s).astype(np.float32),
+                           mod.sharding.NamedSharding(mesh, mod.sharding.PartitionSpec(*sp)))
+            for s, sp in zip(shapes, specs)]
+    return runner(mod, lambda x, w: mod.numpy.einsum("bij,bjk->bik", x, w), args)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES])
+def test_batch_operand_retiled_through_permute(case):
+    j_coll = assert_like_jax(lambda runner, mod: _run(runner, mod, case))
+    kinds = {(kind, axes) for kind, axes, _ in j_coll}
+    assert ("all-to-all", (case[2],)) in kinds
+    assert "collective-permute" in {kind for kind, _ in kinds}
