@@ -48,4 +48,28 @@ class DenormalMode {
 using DenormalsFlushed = DenormalMode<true>;
 using DenormalsKept = DenormalMode<false>;
 
+// The calling thread's floating-point mode on a thread computing part of its
+// work (tiles of a fused group, blocks of a product), so every part gives
+// the bits the caller would.
+class CallersFloatMode {
+ public:
+#ifdef MESHSIM_HAS_MXCSR
+  explicit CallersFloatMode(unsigned callers) : saved_(_mm_getcsr()) {
+    if (callers != saved_) _mm_setcsr(callers);
+  }
+  ~CallersFloatMode() {
+    if (_mm_getcsr() != saved_) _mm_setcsr(saved_);
+  }
+  static unsigned current() { return _mm_getcsr(); }
+
+ private:
+  unsigned saved_;
+#else
+  explicit CallersFloatMode(unsigned) {}
+  static unsigned current() { return 0; }
+#endif
+  CallersFloatMode(const CallersFloatMode&) = delete;
+  CallersFloatMode& operator=(const CallersFloatMode&) = delete;
+};
+
 }  // namespace meshsim

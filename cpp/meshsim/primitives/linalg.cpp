@@ -4,6 +4,7 @@
 // use a vectorised loop. ragged_dot_general (MoE expert products,
 // ragged_dot.cpp) runs per group through the same kernel.
 #include <cblas.h>
+#include <tbb/parallel_for.h>
 
 #include <algorithm>
 #include <optional>
@@ -11,11 +12,13 @@
 
 #include "meshsim/ir/printing.h"
 #include "meshsim/core/cancel.h"
+#include "meshsim/core/denormals.h"
 #include "meshsim/ir/ops.h"
 #include "meshsim/ir/primitive.h"
 #include "meshsim/ir/unreduced.h"
 #include "meshsim/kernels/cast.h"
 #include "meshsim/kernels/dispatch.h"
+#include "meshsim/kernels/gemm.h"
 #include "meshsim/primitives/convolution.h"
 #include "meshsim/primitives/dot_general.h"
 #include "meshsim/primitives/families.h"
@@ -285,7 +288,8 @@ void blas_gemv(const BlasOperand& a, int64_t rows, int64_t cols, const T* pa, co
 
 BlasOperand transposed(BlasOperand b) { return {!b.trans, b.ld}; }
 
-// c[B, M, N] = a[B, M, K] @ b[B, K, N] through BLAS (both layouts BLAS-readable).
+// c[B, M, N] = a[B, M, K] @ b[B, K, N] through BLAS (both layouts BLAS-readable):
+// complex products.
 template <class T>
 void blas_batched(const Matrices& a, const Matrices& b, const T* pa, const T* pb, T* c) {
   const auto la = *blas_operand(a), lb = *blas_operand(b);
@@ -299,6 +303,36 @@ void blas_batched(const Matrices& a, const Matrices& b, const T* pa, const T* pb
     if (N == 1 && b.row_stride > 0) blas_gemv(la, M, K, ai, bi, b.row_stride, ci);
     else if (M == 1 && a.col_stride > 0) blas_gemv(transposed(lb), N, K, bi, ai, a.col_stride, ci);
     else blas_gemm(la, lb, M, N, K, ai, bi, ci);
+  }
+}
+
+// c[B, M, N] = a[B, M, K] @ b[B, K, N] for float32 and float64, each element
+// one chain of multiply-adds in k's order (kernels/gemm.h): a row block or a
+// column block of a product, one device's shard, has the bits of those rows
+// or columns of the whole product, on every processor and thread count.
+// Many small products run in parallel; a large one splits itself.
+template <class T>
+void ordered_batched(const Matrices& a, const Matrices& b, const T* pa, const T* pb, T* c) {
+  const int64_t M = a.rows, K = a.cols, N = b.cols;
+  auto one = [&](int64_t i) {
+    ordered_gemm(M, N, K, StridedMatrix<T>{pa + a.offset(i), a.row_stride, a.col_stride},
+                 StridedMatrix<T>{pb + b.offset(i), b.row_stride, b.col_stride}, c + i * M * N);
+  };
+  if (a.batch > 1 && M * N * K < (int64_t{1} << 16)) {
+    const unsigned float_mode = CallersFloatMode::current();
+    CancelToken* token = current_cancel_token();
+    check_cancelled();
+    tbb::parallel_for(int64_t{0}, a.batch, [&](int64_t i) {
+      const CallersFloatMode as_caller(float_mode);
+      const CancelScope scope(token);
+      check_cancelled();
+      one(i);
+    });
+    return;
+  }
+  for (int64_t i = 0; i < a.batch; ++i) {
+    check_cancelled();
+    one(i);
   }
 }
 
@@ -336,6 +370,15 @@ std::pair<const Tensor*, Matrices> blas_readable(const Tensor& t, const IntList&
   return {&packed_copy, packed_matrices(packed_copy)};
 }
 
+// The operand read through its strides when its dims merge into a batch of
+// matrices, else packed.
+std::pair<const Tensor*, Matrices> strided_readable(const Tensor& t, const IntList& batch, const IntList& rows,
+                                                    const IntList& cols, Tensor& packed_copy) {
+  if (auto m = as_matrices(t, batch, rows, cols)) return {&t, *m};
+  packed_copy = packed(t, batch, rows, cols);
+  return {&packed_copy, packed_matrices(packed_copy)};
+}
+
 }  // namespace
 
 namespace dot_parts {
@@ -343,7 +386,7 @@ namespace dot_parts {
 // Operands are computed in the result type, except that a product of floats
 // wanted as integers is computed in floats and converted, as XLA does, and
 // that narrow floats (bfloat16, float16, float8) are multiplied and
-// accumulated in float32 (sgemm), then rounded once to the result type.
+// accumulated in float32, then rounded once to the result type.
 DType dot_compute_dtype(DType in_dt, DType out_dt) {
   const DType dt = is_inexact(in_dt) && !is_inexact(out_dt) ? in_dt : out_dt;
   return is_narrow_float(dt) ? DType::Float32 : dt;
@@ -372,9 +415,15 @@ Tensors dot_general_kernel(const Tensors& in, const Params& params, const Avals&
       return;
     }
     Tensor a_packed, b_packed;
-    auto [a, ma] = blas_readable(x, d.lhs_batch, d.lhs_free, d.lhs_contract, a_packed);
-    auto [b, mb] = blas_readable(y, d.rhs_batch, d.rhs_contract, d.rhs_free, b_packed);
-    blas_batched<T>(ma, mb, a->template data<T>(), b->template data<T>(), c);
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      auto [a, ma] = strided_readable(x, d.lhs_batch, d.lhs_free, d.lhs_contract, a_packed);
+      auto [b, mb] = strided_readable(y, d.rhs_batch, d.rhs_contract, d.rhs_free, b_packed);
+      ordered_batched<T>(ma, mb, a->template data<T>(), b->template data<T>(), c);
+    } else {
+      auto [a, ma] = blas_readable(x, d.lhs_batch, d.lhs_free, d.lhs_contract, a_packed);
+      auto [b, mb] = blas_readable(y, d.rhs_batch, d.rhs_contract, d.rhs_free, b_packed);
+      blas_batched<T>(ma, mb, a->template data<T>(), b->template data<T>(), c);
+    }
   });
   return as_tensors(cast(std::move(result), out[0].dtype));
 }

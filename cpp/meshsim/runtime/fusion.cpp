@@ -208,28 +208,6 @@ class TileGather {
   int64_t shape_[kMaxDims], stride_[kMaxDims];
 };
 
-// The calling thread's floating-point mode (core/denormals.h: whether
-// subnormals are flushed) on a thread computing tiles for it, so every tile
-// gives the bits the caller would.
-class CallersFloatMode {
- public:
-#ifdef MESHSIM_HAS_MXCSR
-  explicit CallersFloatMode(unsigned callers) : saved_(_mm_getcsr()) {
-    if (callers != saved_) _mm_setcsr(callers);
-  }
-  ~CallersFloatMode() {
-    if (_mm_getcsr() != saved_) _mm_setcsr(saved_);
-  }
-  static unsigned current() { return _mm_getcsr(); }
-
- private:
-  unsigned saved_;
-#else
-  explicit CallersFloatMode(unsigned) {}
-  static unsigned current() { return 0; }
-#endif
-};
-
 }  // namespace
 
 bool run_fused_group(const FusedGroup& g, const Tensor* const* inputs, Tensor* results) {

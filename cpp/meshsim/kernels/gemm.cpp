@@ -1,0 +1,231 @@
+// Blocked as BLIS blocks a product: a block of B (kBlockDepth x kBlockCols)
+// is packed once into column panels, each block of A's rows (kBlockRows)
+// into row panels, and the register tile (kernels/gemm_tile.h) runs over
+// every pair. Depth blocks always start at multiples of kBlockDepth and are
+// added in order, and padded edge tiles do the same arithmetic per lane, so
+// only the depth block size is part of the result (kernels/gemm.h).
+#include "meshsim/kernels/gemm.h"
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "meshsim/core/cancel.h"
+#include "meshsim/core/denormals.h"
+#include "meshsim/kernels/gemm_tile.h"
+
+namespace meshsim {
+namespace {
+
+using gemm_tile::TileKernel;
+
+constexpr int64_t kBlockDepth = 256, kBlockRows = 96, kBlockCols = 3072;
+// Below this many multiply-adds a product runs on the calling thread alone.
+constexpr int64_t kParallelMacs = int64_t{1} << 18;
+
+template <class T>
+TileKernel<T> baseline_tile() {
+  return gemm_tile::tile_kernel<T, xsimd::default_arch>();
+}
+
+bool has_avx2_fma() {
+#if defined(__x86_64__) || defined(__i386__)
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+  return false;
+#endif
+}
+
+template <class T>
+const TileKernel<T>& tile_for_this_processor() {
+  static const TileKernel<T> kernel = [] {
+    if (has_avx2_fma()) {
+      if constexpr (std::is_same_v<T, float>) return gemm_tile::avx2_tile_f32();
+      else return gemm_tile::avx2_tile_f64();
+    }
+    return baseline_tile<T>();
+  }();
+  return kernel;
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// B[k0 : k0 + depth, j0 : j0 + width] as panels of `panel` columns, row after row.
+template <class T>
+void pack_b(const StridedMatrix<T>& b, int64_t k0, int64_t depth, int64_t j0, int64_t width, int panel, T* out) {
+  for (int64_t jp = 0; jp < width; jp += panel) {
+    const int64_t cols = std::min<int64_t>(panel, width - jp);
+    for (int64_t k = 0; k < depth; ++k) {
+      const T* src = b.data + (k0 + k) * b.row_stride + (j0 + jp) * b.col_stride;
+      int64_t j = 0;
+      if (b.col_stride == 1)
+        for (; j < cols; ++j) out[j] = src[j];
+      else
+        for (; j < cols; ++j) out[j] = src[j * b.col_stride];
+      for (; j < panel; ++j) out[j] = T(0);
+      out += panel;
+    }
+  }
+}
+
+// A[i0 : i0 + height, k0 : k0 + depth] as panels of `panel` rows, column after column.
+template <class T>
+void pack_a(const StridedMatrix<T>& a, int64_t i0, int64_t height, int64_t k0, int64_t depth, int panel, T* out) {
+  for (int64_t ip = 0; ip < height; ip += panel) {
+    const int64_t rows = std::min<int64_t>(panel, height - ip);
+    const T* base = a.data + (i0 + ip) * a.row_stride + k0 * a.col_stride;
+    for (int64_t k = 0; k < depth; ++k) {
+      const T* src = base + k * a.col_stride;
+      int64_t i = 0;
+      for (; i < rows; ++i) out[i] = src[i * a.row_stride];
+      for (; i < panel; ++i) out[i] = T(0);
+      out += panel;
+    }
+  }
+}
+
+// Rows [i0, i0 + height) x packed column panels [p0, p1) of one depth block.
+template <class T>
+void multiply_block(const TileKernel<T>& tile, const StridedMatrix<T>& a, const T* b_packed, int64_t i0,
+                    int64_t height, int64_t k0, int64_t depth, int64_t j0, int64_t width, int64_t p0, int64_t p1,
+                    T* c, int64_t ldc, std::vector<T>& a_packed) {
+  const int tr = tile.tile_rows, tc = tile.tile_cols;
+  a_packed.resize(static_cast<size_t>(ceil_div(height, tr) * tr * depth));
+  pack_a(a, i0, height, k0, depth, tr, a_packed.data());
+  const bool first = k0 == 0;
+  T edge[64 * 64];  // one tile, for tiles crossing the matrix's edge
+  for (int64_t p = p0; p < p1; ++p) {
+    const int64_t j = p * tc, cols = std::min<int64_t>(tc, width - j);
+    const T* bp = b_packed + p * depth * tc;
+    for (int64_t i = 0; i < height; i += tr) {
+      const int64_t rows = std::min<int64_t>(tr, height - i);
+      const T* ap = a_packed.data() + (i / tr) * depth * tr;
+      T* ct = c + (i0 + i) * ldc + j0 + j;
+      if (rows == tr && cols == tc) {
+        tile.run(depth, ap, bp, ct, ldc, first);
+        continue;
+      }
+      if (!first)
+        for (int64_t r = 0; r < rows; ++r) std::copy(ct + r * ldc, ct + r * ldc + cols, edge + r * tc);
+      tile.run(depth, ap, bp, edge, tc, first);
+      for (int64_t r = 0; r < rows; ++r) std::copy(edge + r * tc, edge + r * tc + cols, ct + r * ldc);
+    }
+  }
+}
+
+// XLA compiles a product over one k as the product of the operands (-0 where
+// it is -0), and a matrix times a column as a reduction of separately rounded
+// products from +0 (a zero sum is +0); the value of each element does not
+// depend on the order here either way.
+template <class T>
+void outer_product(int64_t rows, int64_t cols, const StridedMatrix<T>& a, const StridedMatrix<T>& b, T* c) {
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) c[i * cols + j] = a.data[i * a.row_stride] * b.data[j * b.col_stride];
+}
+
+template <class T>
+void matrix_times_column(int64_t rows, int64_t depth, const StridedMatrix<T>& a, const StridedMatrix<T>& b, T* c) {
+  // Eight rows' sums at once: independent chains, so each add does not wait for the last.
+  constexpr int64_t kRows = 8;
+  const int64_t groups = ceil_div(rows, kRows);
+  const unsigned float_mode = CallersFloatMode::current();
+  CancelToken* token = current_cancel_token();
+  auto sum_rows = [&](int64_t g0, int64_t g1) {
+    const CallersFloatMode as_caller(float_mode);
+    const CancelScope scope(token);
+    for (int64_t g = g0; g < g1; ++g) {
+      if (g % 64 == 0) check_cancelled();
+      const int64_t i0 = g * kRows, n = std::min(kRows, rows - i0);
+      T sum[kRows] = {};
+      const T* ai = a.data + i0 * a.row_stride;
+      const T* bj = b.data;
+      for (int64_t k = 0; k < depth; ++k) {
+        const T bk = bj[k * b.row_stride];
+        for (int64_t r = 0; r < n; ++r) {
+          const T product = ai[r * a.row_stride + k * a.col_stride] * bk;
+          sum[r] += product;
+        }
+      }
+      for (int64_t r = 0; r < n; ++r) c[i0 + r] = sum[r];
+    }
+  };
+  check_cancelled();
+  if (rows * depth < kParallelMacs) {
+    sum_rows(0, groups);
+    return;
+  }
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, groups, 64),
+                    [&](const tbb::blocked_range<int64_t>& r) { sum_rows(r.begin(), r.end()); });
+}
+
+template <class T>
+void gemm_impl(int64_t rows, int64_t cols, int64_t depth, const StridedMatrix<T>& a, const StridedMatrix<T>& b,
+               T* c) {
+  if (rows == 0 || cols == 0) return;
+  if (depth == 0) {
+    std::fill(c, c + rows * cols, T(0));  // an empty sum, as XLA gives it
+    return;
+  }
+  if (depth == 1) {
+    outer_product(rows, cols, a, b, c);
+    return;
+  }
+  if (cols == 1) {
+    matrix_times_column(rows, depth, a, b, c);
+    return;
+  }
+  const TileKernel<T>& tile = tile_for_this_processor<T>();
+  const int64_t tc = tile.tile_cols;
+  const bool parallel = rows * cols * depth >= kParallelMacs;
+  const unsigned float_mode = CallersFloatMode::current();
+  CancelToken* token = current_cancel_token();
+  std::vector<T> b_packed, a_packed;
+  for (int64_t j0 = 0; j0 < cols; j0 += kBlockCols) {
+    const int64_t width = std::min(kBlockCols, cols - j0), panels = ceil_div(width, tc);
+    for (int64_t k0 = 0; k0 < depth; k0 += kBlockDepth) {
+      check_cancelled();
+      const int64_t kd = std::min(kBlockDepth, depth - k0);
+      b_packed.resize(static_cast<size_t>(panels * tc * kd));
+      pack_b(b, k0, kd, j0, width, static_cast<int>(tc), b_packed.data());
+      const int64_t row_blocks = ceil_div(rows, kBlockRows);
+      if (!parallel) {
+        for (int64_t rb = 0; rb < row_blocks; ++rb) {
+          check_cancelled();
+          const int64_t i0 = rb * kBlockRows;
+          multiply_block(tile, a, b_packed.data(), i0, std::min(kBlockRows, rows - i0), k0, kd, j0, width, 0,
+                         panels, c, cols, a_packed);
+        }
+        continue;
+      }
+      // Few row blocks: the column panels are split too, so both cores have work.
+      const int64_t col_chunks = std::min<int64_t>(panels, ceil_div(8, row_blocks));
+      tbb::parallel_for(int64_t{0}, row_blocks * col_chunks, [&](int64_t task) {
+        const CallersFloatMode mode(float_mode);
+        const CancelScope scope(token);
+        check_cancelled();
+        thread_local std::vector<T> task_a_packed;
+        const int64_t rb = task / col_chunks, chunk = task % col_chunks;
+        const int64_t i0 = rb * kBlockRows;
+        const int64_t p0 = panels * chunk / col_chunks, p1 = panels * (chunk + 1) / col_chunks;
+        multiply_block(tile, a, b_packed.data(), i0, std::min(kBlockRows, rows - i0), k0, kd, j0, width, p0, p1,
+                       c, cols, task_a_packed);
+      });
+    }
+  }
+}
+
+}  // namespace
+
+void ordered_gemm(int64_t rows, int64_t cols, int64_t depth, StridedMatrix<float> a, StridedMatrix<float> b,
+                  float* c) {
+  gemm_impl(rows, cols, depth, a, b, c);
+}
+
+void ordered_gemm(int64_t rows, int64_t cols, int64_t depth, StridedMatrix<double> a, StridedMatrix<double> b,
+                  double* c) {
+  gemm_impl(rows, cols, depth, a, b, c);
+}
+
+}  // namespace meshsim
