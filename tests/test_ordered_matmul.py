@@ -142,3 +142,23 @@ def test_zero_sums_have_xlas_sign(real_jax, name):
 def test_empty_contraction_is_zero():
     got = np.asarray(mnp.zeros((3, 0), np.float32) @ mnp.zeros((0, 4), np.float32))
     np.testing.assert_array_equal(bits(got), bits(np.zeros((3, 4), np.float32)))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_convolutions_examples_have_the_bits_the_whole_batch_gives_them(seed):
+    """A convolution's products run in the same kernel: a device's examples of a
+    batch-sharded convolution equal those examples of the unsharded one."""
+    rng = rng_for("conv", seed)
+    mesh = ms.make_mesh((8,), ("batch",))
+    n, c, hw, o, win = 8 * int(rng.integers(1, 3)), int(rng.integers(1, 9)), int(rng.integers(4, 12)), \
+        int(rng.integers(1, 20)), int(rng.integers(1, 4))
+    x = rng.standard_normal((n, c, hw, hw)).astype(np.float32)
+    w = rng.standard_normal((o, c, win, win)).astype(np.float32)
+
+    def conv(x, w):
+        return ms.lax.conv_general_dilated(x, w, (1, 1), "SAME")
+
+    whole = np.asarray(ms.jit(conv)(x, w))
+    sharded = ms.jit(ms.shard_map(conv, mesh=mesh, in_specs=(P("batch"), P()), out_specs=P("batch")))
+    np.testing.assert_array_equal(bits(sharded(x, w)), bits(whole))
+    np.testing.assert_array_equal(bits(conv(x[:1], w)), bits(whole[:1]))

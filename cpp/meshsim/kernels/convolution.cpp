@@ -21,17 +21,18 @@
 #include <type_traits>
 
 #include "meshsim/kernels/dispatch.h"
+#include "meshsim/kernels/gemm.h"
 
 namespace meshsim {
 namespace {
 
-// C[M, N] = A[M, K] @ B[K, N], row-major with leading dimensions.
+// C[M, N] = A[M, K] @ B[K, N], row-major with leading dimensions: real
+// products in meshsim's kernel (kernels/gemm.h), so a block of output
+// positions, one device's examples, has the bits the whole batch gives them.
 template <class T>
 void gemm(int64_t M, int64_t N, int64_t K, const T* a, int64_t lda, const T* b, int64_t ldb, T* c, int64_t ldc) {
-  if constexpr (std::is_same_v<T, float>) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
-  } else if constexpr (std::is_same_v<T, double>) {
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0, a, lda, b, ldb, 0.0, c, ldc);
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    ordered_gemm(M, N, K, StridedMatrix<T>{a, lda, 1}, StridedMatrix<T>{b, ldb, 1}, c, ldc);
   } else if constexpr (std::is_same_v<T, complex64>) {
     const T one(1), zero(0);
     cblas_cgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, &one, a, lda, b, ldb, &zero, c, ldc);

@@ -120,13 +120,15 @@ void multiply_block(const TileKernel<T>& tile, const StridedMatrix<T>& a, const 
 // products from +0 (a zero sum is +0); the value of each element does not
 // depend on the order here either way.
 template <class T>
-void outer_product(int64_t rows, int64_t cols, const StridedMatrix<T>& a, const StridedMatrix<T>& b, T* c) {
+void outer_product(int64_t rows, int64_t cols, const StridedMatrix<T>& a, const StridedMatrix<T>& b, T* c,
+                   int64_t ldc) {
   for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j) c[i * cols + j] = a.data[i * a.row_stride] * b.data[j * b.col_stride];
+    for (int64_t j = 0; j < cols; ++j) c[i * ldc + j] = a.data[i * a.row_stride] * b.data[j * b.col_stride];
 }
 
 template <class T>
-void matrix_times_column(int64_t rows, int64_t depth, const StridedMatrix<T>& a, const StridedMatrix<T>& b, T* c) {
+void matrix_times_column(int64_t rows, int64_t depth, const StridedMatrix<T>& a, const StridedMatrix<T>& b, T* c,
+                         int64_t ldc) {
   // Eight rows' sums at once: independent chains, so each add does not wait for the last.
   constexpr int64_t kRows = 8;
   const int64_t groups = ceil_div(rows, kRows);
@@ -148,7 +150,7 @@ void matrix_times_column(int64_t rows, int64_t depth, const StridedMatrix<T>& a,
           sum[r] += product;
         }
       }
-      for (int64_t r = 0; r < n; ++r) c[i0 + r] = sum[r];
+      for (int64_t r = 0; r < n; ++r) c[(i0 + r) * ldc] = sum[r];
     }
   };
   check_cancelled();
@@ -162,18 +164,18 @@ void matrix_times_column(int64_t rows, int64_t depth, const StridedMatrix<T>& a,
 
 template <class T>
 void gemm_impl(int64_t rows, int64_t cols, int64_t depth, const StridedMatrix<T>& a, const StridedMatrix<T>& b,
-               T* c) {
+               T* c, int64_t ldc) {
   if (rows == 0 || cols == 0) return;
   if (depth == 0) {
-    std::fill(c, c + rows * cols, T(0));  // an empty sum, as XLA gives it
+    for (int64_t i = 0; i < rows; ++i) std::fill(c + i * ldc, c + i * ldc + cols, T(0));  // an empty sum
     return;
   }
   if (depth == 1) {
-    outer_product(rows, cols, a, b, c);
+    outer_product(rows, cols, a, b, c, ldc);
     return;
   }
   if (cols == 1) {
-    matrix_times_column(rows, depth, a, b, c);
+    matrix_times_column(rows, depth, a, b, c, ldc);
     return;
   }
   const TileKernel<T>& tile = tile_for_this_processor<T>();
@@ -195,7 +197,7 @@ void gemm_impl(int64_t rows, int64_t cols, int64_t depth, const StridedMatrix<T>
           check_cancelled();
           const int64_t i0 = rb * kBlockRows;
           multiply_block(tile, a, b_packed.data(), i0, std::min(kBlockRows, rows - i0), k0, kd, j0, width, 0,
-                         panels, c, cols, a_packed);
+                         panels, c, ldc, a_packed);
         }
         continue;
       }
@@ -210,7 +212,7 @@ void gemm_impl(int64_t rows, int64_t cols, int64_t depth, const StridedMatrix<T>
         const int64_t i0 = rb * kBlockRows;
         const int64_t p0 = panels * chunk / col_chunks, p1 = panels * (chunk + 1) / col_chunks;
         multiply_block(tile, a, b_packed.data(), i0, std::min(kBlockRows, rows - i0), k0, kd, j0, width, p0, p1,
-                       c, cols, task_a_packed);
+                       c, ldc, task_a_packed);
       });
     }
   }
@@ -219,13 +221,13 @@ void gemm_impl(int64_t rows, int64_t cols, int64_t depth, const StridedMatrix<T>
 }  // namespace
 
 void ordered_gemm(int64_t rows, int64_t cols, int64_t depth, StridedMatrix<float> a, StridedMatrix<float> b,
-                  float* c) {
-  gemm_impl(rows, cols, depth, a, b, c);
+                  float* c, int64_t ldc) {
+  gemm_impl(rows, cols, depth, a, b, c, ldc);
 }
 
 void ordered_gemm(int64_t rows, int64_t cols, int64_t depth, StridedMatrix<double> a, StridedMatrix<double> b,
-                  double* c) {
-  gemm_impl(rows, cols, depth, a, b, c);
+                  double* c, int64_t ldc) {
+  gemm_impl(rows, cols, depth, a, b, c, ldc);
 }
 
 }  // namespace meshsim

@@ -22,12 +22,12 @@ struct StridedMatrix {
   int64_t row_stride, col_stride;
 };
 
-// c (rows x cols, row-major, contiguous) = a (rows x depth) @ b (depth x cols).
+// c (rows x cols, row-major, rows `ldc` apart) = a (rows x depth) @ b (depth x cols).
 // Runs on the calling thread and, for large products, TBB's workers with the
 // caller's floating-point mode (core/denormals.h).
 void ordered_gemm(int64_t rows, int64_t cols, int64_t depth, StridedMatrix<float> a, StridedMatrix<float> b,
-                  float* c);
+                  float* c, int64_t ldc);
 void ordered_gemm(int64_t rows, int64_t cols, int64_t depth, StridedMatrix<double> a, StridedMatrix<double> b,
-                  double* c);
+                  double* c, int64_t ldc);
 
 }  // namespace meshsim

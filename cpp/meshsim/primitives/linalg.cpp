@@ -316,7 +316,7 @@ void ordered_batched(const Matrices& a, const Matrices& b, const T* pa, const T*
   const int64_t M = a.rows, K = a.cols, N = b.cols;
   auto one = [&](int64_t i) {
     ordered_gemm(M, N, K, StridedMatrix<T>{pa + a.offset(i), a.row_stride, a.col_stride},
-                 StridedMatrix<T>{pb + b.offset(i), b.row_stride, b.col_stride}, c + i * M * N);
+                 StridedMatrix<T>{pb + b.offset(i), b.row_stride, b.col_stride}, c + i * M * N, N);
   };
   if (a.batch > 1 && M * N * K < (int64_t{1} << 16)) {
     const unsigned float_mode = CallersFloatMode::current();
