@@ -3,8 +3,9 @@ the operand does not use while another of its dims gives up as many devices' wor
 (`P('Y', 'Z')` used as `P(('Y', 'X'))` on 2x2x2): XLA's partitioner first permutes the
 operand's blocks so the arriving axes stand where the leaving ones stood, then runs an
 all-to-all over the arriving axes (a reshard outside a contraction runs the all-to-all over
-the leaving axes and permutes after). Random shapes and axis roles against the collectives
-of XLA's compiled program."""
+the leaving axes and permutes after). And an operand used in a finer layout that lists a
+dim's axes other than in mesh order is permuted twice: to the layout in mesh order, then to
+its use's. Random shapes and axis roles against the collectives of XLA's compiled program."""
 import numpy as np
 import pytest
 
@@ -51,3 +52,27 @@ def test_batch_operand_retiled_through_permute(case):
     kinds = {(kind, axes) for kind, axes, _ in j_coll}
     assert ("all-to-all", (case[2],)) in kinds
     assert "collective-permute" in {kind for kind, _ in kinds}
+
+
+def _reordered_case(seed):
+    """(shapes, specs, whether the lhs's use lists its contracted dim's axes other than in mesh
+    order): the lhs's contracted dim split over (A, M), the rhs's batch dim over M and its
+    contracted dim over (B, A), so the lhs is used as (M, None, (B, A)), each new block within
+    an old one."""
+    rng = np.random.default_rng(950 + seed)
+    moving, a, b = (str(x) for x in rng.permutation(NAMES))
+    batch, i = int(rng.choice([4, 8])), int(rng.choice([2, 4]))
+    specs = [(None, None, (a, moving)), (moving, (b, a))]
+    return [(batch, i, 16), (batch, 16, 4)], specs, NAMES.index(b) > NAMES.index(a)
+
+
+REORDERED = [_reordered_case(seed) for seed in range(12)]
+
+
+@pytest.mark.parametrize("case", REORDERED, ids=[f"{c[0]}-{c[1]}" for c in REORDERED])
+def test_operand_reordered_through_mesh_order(case):
+    """XLA permutes the lhs's blocks to its use with the contracted dim's axes in mesh order,
+    then, when the use orders them otherwise, once more to the use's order."""
+    j_coll = assert_like_jax(lambda runner, mod: _run(runner, mod, case))
+    permutes = sum(n for (kind, _, _), n in j_coll.items() if kind == "collective-permute")
+    assert permutes == (2 if case[2] else 1)

@@ -296,6 +296,20 @@ ArrayPtr moved_to(const ArrayPtr& x, const Aval& use) {
   return reshard_array(x, use.mesh, use.spec, typed);
 }
 
+// A collective-permute of `block_bytes` per device over every device, as
+// XLA's partitioner moves whole blocks (those keeping theirs send to themselves).
+void record_block_permute(const Mesh& mesh, int64_t block_bytes, int64_t started) {
+  AxisNames spanned;
+  for (const std::string& a : mesh.axis_names)
+    if (mesh.axis_size(a) > 1) spanned.push_back(a);
+  std::vector<std::vector<int64_t>> everyone(1);
+  for (int64_t pos = 0; pos < mesh.size(); ++pos) everyone[0].push_back(pos);
+  CollectiveRecord permute = symmetric_collective("ppermute", mesh, spanned, block_bytes, std::move(everyone));
+  permute.steps = 1;
+  permute.start_ns = started;
+  record_collective(std::move(permute));
+}
+
 // The layout XLA's partitioner passes a contraction's operand through when
 // it gathers it whole along mesh axes that also split the contraction's
 // other operand or result: it groups the devices by those axes and, rather
@@ -361,9 +375,7 @@ ArrayPtr gathered_through(const ArrayPtr& x, const Aval& use, const Spec& staged
   const Shape piece_shape = pieces.local_shape(use.shape);
   int64_t piece_bytes = static_cast<int64_t>(itemsize(use.dtype));
   for (int64_t n : piece_shape) piece_bytes *= n;
-  AxisNames spanned, within;
-  for (const std::string& a : mesh.axis_names)
-    if (mesh.axis_size(a) > 1) spanned.push_back(a);
+  AxisNames within;
   int64_t group = 1;
   for (size_t d = 0; d < ndim; ++d)
     if (staged[d] != use.spec[d])
@@ -372,12 +384,7 @@ ArrayPtr gathered_through(const ArrayPtr& x, const Aval& use, const Spec& staged
         group *= mesh.axis_size(a);
       }
   const int64_t started = timeline::active() ? timeline::now_ns() : -1;
-  std::vector<std::vector<int64_t>> everyone(1);
-  for (int64_t pos = 0; pos < mesh.size(); ++pos) everyone[0].push_back(pos);
-  CollectiveRecord permute = symmetric_collective("ppermute", mesh, spanned, piece_bytes, std::move(everyone));
-  permute.steps = 1;
-  permute.start_ns = started;
-  record_collective(std::move(permute));
+  record_block_permute(mesh, piece_bytes, started);
   if (group > 1) {
     CollectiveRecord gather = symmetric_collective("all_gather", mesh, within, piece_bytes * (group - 1));
     gather.start_ns = started;
@@ -437,16 +444,8 @@ ArrayPtr retiled_through_permute(const ArrayPtr& x, const Aval& use, const AxisN
   const Shape block = x->sharding()->local_shape(use.shape);
   int64_t block_bytes = static_cast<int64_t>(itemsize(use.dtype));
   for (int64_t n : block) block_bytes *= n;
-  AxisNames spanned;
-  for (const std::string& a : mesh.axis_names)
-    if (mesh.axis_size(a) > 1) spanned.push_back(a);
   const int64_t started = timeline::active() ? timeline::now_ns() : -1;
-  std::vector<std::vector<int64_t>> everyone(1);
-  for (int64_t pos = 0; pos < mesh.size(); ++pos) everyone[0].push_back(pos);
-  CollectiveRecord permute = symmetric_collective("ppermute", mesh, spanned, block_bytes, std::move(everyone));
-  permute.steps = 1;
-  permute.start_ns = started;
-  record_collective(std::move(permute));
+  record_block_permute(mesh, block_bytes, started);
   const int64_t n = entry_size(mesh, arriving);
   CollectiveRecord all_to_all = symmetric_collective("all_to_all", mesh, arriving, block_bytes * (n - 1) / n);
   all_to_all.start_ns = started;
@@ -611,6 +610,49 @@ std::vector<ArrayPtr> run_partitioned(const Program& program, const std::vector<
   return results;
 }
 
+// A contraction's operand moved to a finer layout (each new block within one
+// old block) that lists some dim's axes other than in mesh order
+// (`P(None, None, ('Y', 'X'))` used as `P('X', None, ('Z', 'Y'))`): XLA's
+// partitioner permutes the blocks first to the layout with each dim's axes in
+// mesh order, then to the use's order; the same reshard outside a contraction
+// is one permute. The layout in mesh order, or nullopt when the use is not such
+// a move.
+std::optional<Spec> permuted_through_mesh_order(const Mesh& mesh, const Spec& have, const Spec& want) {
+  if (have.size() != want.size() || slices_to(have, want)) return std::nullopt;
+  Spec ordered = want;
+  for (size_t d = 0; d < want.size(); ++d) {
+    for (const std::string& a : want[d])
+      if (is_sub_axis(a)) return std::nullopt;
+    for (const std::string& a : have[d])
+      if (is_sub_axis(a)) return std::nullopt;
+    if (entry_size(mesh, want[d]) % entry_size(mesh, have[d]) != 0) return std::nullopt;
+    std::sort(ordered[d].begin(), ordered[d].end(), [&](const std::string& a, const std::string& b) {
+      return std::find(mesh.axis_names.begin(), mesh.axis_names.end(), a) <
+             std::find(mesh.axis_names.begin(), mesh.axis_names.end(), b);
+    });
+  }
+  if (ordered == want || ordered == have) return std::nullopt;
+  return ordered;
+}
+
+// `x` moved to `use` through the layout `ordered` (permuted_through_mesh_order):
+// the two collective-permutes of the use's blocks are recorded; the blocks are
+// cut from the whole value.
+ArrayPtr permuted_through(const ArrayPtr& x, const Aval& use) {
+  const Mesh& mesh = *use.mesh;
+  Sharding target;
+  target.mesh = use.mesh;
+  target.spec = use.spec;
+  int64_t block_bytes = static_cast<int64_t>(itemsize(use.dtype));
+  for (int64_t n : target.local_shape(use.shape)) block_bytes *= n;
+  const int64_t started = timeline::active() ? timeline::now_ns() : -1;
+  for (int step = 0; step < 2; ++step) record_block_permute(mesh, block_bytes, started);
+  Aval typed = x->aval();
+  typed.mesh = use.mesh;
+  typed.spec = explicit_part(use.spec, mesh, use.shape.size());
+  return reshard_array(Array::from_tensor(x->global(), typed.weak_type), use.mesh, use.spec, typed);
+}
+
 std::vector<ArrayPtr> run_with_plan(const Program& program, const std::vector<ArrayPtr>& args,
                                     const MeshPtr& mesh, const std::shared_ptr<const ShardingPlan>& plan) {
   std::vector<ArrayPtr> env = initial_env(program, args);
@@ -673,8 +715,15 @@ std::vector<ArrayPtr> run_with_plan(const Program& program, const std::vector<Ar
           same_devices(*env[v]->sharding()->mesh, *mesh) && env[v]->aval().unreduced.empty())
         arriving = arriving_through_permute(*mesh, pad_spec(env[v]->sharding()->spec, ins.back().shape.size()),
                                             ins.back().spec);
+      std::optional<Spec> ordered;
+      if (e.prim->name == "dot_general" && !own_layout && !from_fuller && !staged && !arriving &&
+          env[v]->sharding()->mesh && same_devices(*env[v]->sharding()->mesh, *mesh) &&
+          env[v]->aval().unreduced.empty())
+        ordered = permuted_through_mesh_order(*mesh, pad_spec(env[v]->sharding()->spec, ins.back().shape.size()),
+                                              ins.back().spec);
       if (staged) arrays.push_back(gathered_through(env[v], ins.back(), *staged));
       else if (arriving) arrays.push_back(retiled_through_permute(env[v], ins.back(), *arriving));
+      else if (ordered) arrays.push_back(permuted_through(env[v], ins.back()));
       else arrays.push_back(own_layout ? env[v] : moved_to(from_fuller ? fuller[v] : env[v], ins.back()));
     }
     for (size_t j = 0; j < e.outputs.size(); ++j) {
