@@ -262,7 +262,11 @@ def test_donated_arguments_are_deleted_as_jax_deletes_them(real_jax):
         x, y = j.numpy.ones((3, 4)), j.numpy.ones(5)
         a, b = f(x, y)
         assert x.is_deleted() and not y.is_deleted() and not a.is_deleted()
-        for read in (np.asarray, repr, str, lambda v: v + 1):
+        # JAX's `x + 1` raises this in a fresh process, but PJRT's "Invalid buffer passed to
+        # Execute()" ValueError once a compiled add of that type is cached (when other tests
+        # ran first in the same process), so it is asserted of meshsim only.
+        reads = (np.asarray, repr, str, lambda v: v + 1) if j is jax else (np.asarray, repr, str)
+        for read in reads:
             with pytest.raises(RuntimeError, match=re.escape(
                     "Array has been deleted with shape=float32[3,4].")):
                 read(x)
