@@ -132,11 +132,7 @@ void matrix_times_column(int64_t rows, int64_t depth, const StridedMatrix<T>& a,
   // Eight rows' sums at once: independent chains, so each add does not wait for the last.
   constexpr int64_t kRows = 8;
   const int64_t groups = ceil_div(rows, kRows);
-  const unsigned float_mode = CallersFloatMode::current();
-  CancelToken* token = current_cancel_token();
   auto sum_rows = [&](int64_t g0, int64_t g1) {
-    const CallersFloatMode as_caller(float_mode);
-    const CancelScope scope(token);
     for (int64_t g = g0; g < g1; ++g) {
       if (g % 64 == 0) check_cancelled();
       const int64_t i0 = g * kRows, n = std::min(kRows, rows - i0);
@@ -158,8 +154,7 @@ void matrix_times_column(int64_t rows, int64_t depth, const StridedMatrix<T>& a,
     sum_rows(0, groups);
     return;
   }
-  tbb::parallel_for(tbb::blocked_range<int64_t>(0, groups, 64),
-                    [&](const tbb::blocked_range<int64_t>& r) { sum_rows(r.begin(), r.end()); });
+  parallel_as_caller(groups, 64, sum_rows);
 }
 
 template <class T>
@@ -181,8 +176,6 @@ void gemm_impl(int64_t rows, int64_t cols, int64_t depth, const StridedMatrix<T>
   const TileKernel<T>& tile = tile_for_this_processor<T>();
   const int64_t tc = tile.tile_cols;
   const bool parallel = rows * cols * depth >= kParallelMacs;
-  const unsigned float_mode = CallersFloatMode::current();
-  CancelToken* token = current_cancel_token();
   std::vector<T> b_packed, a_packed;
   for (int64_t j0 = 0; j0 < cols; j0 += kBlockCols) {
     const int64_t width = std::min(kBlockCols, cols - j0), panels = ceil_div(width, tc);
@@ -203,22 +196,32 @@ void gemm_impl(int64_t rows, int64_t cols, int64_t depth, const StridedMatrix<T>
       }
       // Few row blocks: the column panels are split too, so both cores have work.
       const int64_t col_chunks = std::min<int64_t>(panels, ceil_div(8, row_blocks));
-      tbb::parallel_for(int64_t{0}, row_blocks * col_chunks, [&](int64_t task) {
-        const CallersFloatMode mode(float_mode);
-        const CancelScope scope(token);
-        check_cancelled();
+      parallel_as_caller(row_blocks * col_chunks, 1, [&](int64_t begin, int64_t end) {
         thread_local std::vector<T> task_a_packed;
-        const int64_t rb = task / col_chunks, chunk = task % col_chunks;
-        const int64_t i0 = rb * kBlockRows;
-        const int64_t p0 = panels * chunk / col_chunks, p1 = panels * (chunk + 1) / col_chunks;
-        multiply_block(tile, a, b_packed.data(), i0, std::min(kBlockRows, rows - i0), k0, kd, j0, width, p0, p1,
-                       c, ldc, task_a_packed);
+        for (int64_t task = begin; task < end; ++task) {
+          check_cancelled();
+          const int64_t rb = task / col_chunks, chunk = task % col_chunks;
+          const int64_t i0 = rb * kBlockRows;
+          const int64_t p0 = panels * chunk / col_chunks, p1 = panels * (chunk + 1) / col_chunks;
+          multiply_block(tile, a, b_packed.data(), i0, std::min(kBlockRows, rows - i0), k0, kd, j0, width, p0,
+                         p1, c, ldc, task_a_packed);
+        }
       });
     }
   }
 }
 
 }  // namespace
+
+void parallel_as_caller(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body) {
+  const unsigned float_mode = CallersFloatMode::current();
+  CancelToken* token = current_cancel_token();
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, grain), [&](const tbb::blocked_range<int64_t>& r) {
+    const CallersFloatMode as_caller(float_mode);
+    const CancelScope scope(token);
+    body(r.begin(), r.end());
+  });
+}
 
 void ordered_gemm(int64_t rows, int64_t cols, int64_t depth, StridedMatrix<float> a, StridedMatrix<float> b,
                   float* c, int64_t ldc) {

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 namespace meshsim {
 
@@ -29,5 +30,11 @@ void ordered_gemm(int64_t rows, int64_t cols, int64_t depth, StridedMatrix<float
                   float* c, int64_t ldc);
 void ordered_gemm(int64_t rows, int64_t cols, int64_t depth, StridedMatrix<double> a, StridedMatrix<double> b,
                   double* c, int64_t ldc);
+
+// body(begin, end) over chunks of [0, n) (at least `grain` long) on TBB's
+// threads, each with the caller's floating-point mode (core/denormals.h) and
+// cancellation token (core/cancel.h), so every chunk computes and stops as
+// the caller would.
+void parallel_as_caller(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body);
 
 }  // namespace meshsim

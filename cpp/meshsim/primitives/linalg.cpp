@@ -4,7 +4,6 @@
 // use a vectorised loop. ragged_dot_general (MoE expert products,
 // ragged_dot.cpp) runs per group through the same kernel.
 #include <cblas.h>
-#include <tbb/parallel_for.h>
 
 #include <algorithm>
 #include <optional>
@@ -12,7 +11,6 @@
 
 #include "meshsim/ir/printing.h"
 #include "meshsim/core/cancel.h"
-#include "meshsim/core/denormals.h"
 #include "meshsim/ir/ops.h"
 #include "meshsim/ir/primitive.h"
 #include "meshsim/ir/unreduced.h"
@@ -319,14 +317,11 @@ void ordered_batched(const Matrices& a, const Matrices& b, const T* pa, const T*
                  StridedMatrix<T>{pb + b.offset(i), b.row_stride, b.col_stride}, c + i * M * N, N);
   };
   if (a.batch > 1 && M * N * K < (int64_t{1} << 16)) {
-    const unsigned float_mode = CallersFloatMode::current();
-    CancelToken* token = current_cancel_token();
-    check_cancelled();
-    tbb::parallel_for(int64_t{0}, a.batch, [&](int64_t i) {
-      const CallersFloatMode as_caller(float_mode);
-      const CancelScope scope(token);
-      check_cancelled();
-      one(i);
+    parallel_as_caller(a.batch, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        check_cancelled();
+        one(i);
+      }
     });
     return;
   }
