@@ -363,6 +363,15 @@ std::optional<Spec> gathered_through_idle_axes(const Mesh& mesh, const Spec& hav
   return staged;
 }
 
+// x laid out as `use` by cutting its blocks from the whole value: moves nothing
+// further (the collectives that bring the blocks are recorded by the caller).
+ArrayPtr cut_from_whole(const ArrayPtr& x, const Aval& use) {
+  Aval typed = x->aval();
+  typed.mesh = use.mesh;
+  typed.spec = explicit_part(use.spec, *use.mesh, use.shape.size());
+  return reshard_array(Array::from_tensor(x->global(), typed.weak_type), use.mesh, use.spec, typed);
+}
+
 // `x` moved to `use` through the layout `staged` (gathered_through_idle_axes):
 // the collective-permute of the pieces, and the all-gather within the groups
 // when `use` is not `staged`, are recorded; the blocks are cut from the whole value.
@@ -390,11 +399,7 @@ ArrayPtr gathered_through(const ArrayPtr& x, const Aval& use, const Spec& staged
     gather.start_ns = started;
     record_collective(std::move(gather));
   }
-  Aval typed = x->aval();
-  typed.mesh = use.mesh;
-  typed.spec = explicit_part(use.spec, mesh, ndim);
-  // Cut from the whole value, which moves nothing further.
-  return reshard_array(Array::from_tensor(x->global(), typed.weak_type), use.mesh, use.spec, typed);
+  return cut_from_whole(x, use);
 }
 
 // The axes XLA's partitioner brings onto a contraction's operand when it
@@ -440,7 +445,6 @@ std::optional<AxisNames> arriving_through_permute(const Mesh& mesh, const Spec& 
 // the blocks are cut from the whole value.
 ArrayPtr retiled_through_permute(const ArrayPtr& x, const Aval& use, const AxisNames& arriving) {
   const Mesh& mesh = *use.mesh;
-  const size_t ndim = use.shape.size();
   const Shape block = x->sharding()->local_shape(use.shape);
   int64_t block_bytes = static_cast<int64_t>(itemsize(use.dtype));
   for (int64_t n : block) block_bytes *= n;
@@ -450,10 +454,7 @@ ArrayPtr retiled_through_permute(const ArrayPtr& x, const Aval& use, const AxisN
   CollectiveRecord all_to_all = symmetric_collective("all_to_all", mesh, arriving, block_bytes * (n - 1) / n);
   all_to_all.start_ns = started;
   record_collective(std::move(all_to_all));
-  Aval typed = x->aval();
-  typed.mesh = use.mesh;
-  typed.spec = explicit_part(use.spec, mesh, ndim);
-  return reshard_array(Array::from_tensor(x->global(), typed.weak_type), use.mesh, use.spec, typed);
+  return cut_from_whole(x, use);
 }
 
 // Whether a value laid out as `from` becomes laid out as `to` by local slices
@@ -647,10 +648,7 @@ ArrayPtr permuted_through(const ArrayPtr& x, const Aval& use) {
   for (int64_t n : target.local_shape(use.shape)) block_bytes *= n;
   const int64_t started = timeline::active() ? timeline::now_ns() : -1;
   for (int step = 0; step < 2; ++step) record_block_permute(mesh, block_bytes, started);
-  Aval typed = x->aval();
-  typed.mesh = use.mesh;
-  typed.spec = explicit_part(use.spec, mesh, use.shape.size());
-  return reshard_array(Array::from_tensor(x->global(), typed.weak_type), use.mesh, use.spec, typed);
+  return cut_from_whole(x, use);
 }
 
 std::vector<ArrayPtr> run_with_plan(const Program& program, const std::vector<ArrayPtr>& args,
