@@ -190,3 +190,41 @@ def test_linear_call_transposes_and_applies_forward():
     ours, theirs = _linear_call_cases(meshsim), _linear_call_cases(jax)
     for name in ours:
         assert_trees_close(ours[name](r, v), theirs[name](r, v), rtol=1e-6, atol=1e-6)
+
+
+def _jvp_argument_cases(lib):
+    """jvp's primal/tangent pairs: float0 tangents for int and bool primals, equal dtypes for
+    floats (after canonicalisation: a float64 or Python float tangent of a float32 primal),
+    equal shapes."""
+    jnp, float0 = lib.numpy, lib.dtypes.float0
+
+    def f(x, n):
+        return x * n, n + 1
+
+    def scaled(x):
+        return 3.0 * x
+
+    return {
+        "int primal, float0 tangent": lambda: lib.jvp(f, (1.5, 3), (1.0, np.zeros((), float0)))[1][0],
+        "int primal, float tangent": lambda: lib.jvp(f, (1.5, 3), (1.0, 1.0)),
+        "float primal, float0 tangent": lambda: lib.jvp(f, (1.5, 3), (np.zeros((), float0),) * 2),
+        "float primal, int tangent": lambda: lib.jvp(f, (1.5, 3), (1, np.zeros((), float0))),
+        "bool primal, bool tangent": lambda: lib.jvp(lambda b, x: jnp.where(b, x, 0.0), (True, 2.0), (True, 1.0)),
+        "bfloat16 primal, float32 tangent": lambda: lib.jvp(scaled, (jnp.ones(2, jnp.bfloat16),), (jnp.ones(2),)),
+        "float32 primal, float64 tangent": lambda: lib.jvp(scaled, (np.float32(1.0),), (np.float64(2.0),))[1],
+        "float32 primal, Python float tangent": lambda: lib.jvp(scaled, (np.float32(1.0),), (2.0,))[1],
+        "shapes differ": lambda: lib.jvp(scaled, (1.0,), (jnp.ones(2),)),
+        "float0 shapes differ": lambda: lib.jvp(lambda n: n, (jnp.arange(3),), (np.zeros((2,), float0),)),
+        "int array primal": lambda: lib.jvp(lambda n: n * 2, (jnp.arange(3),), (np.zeros((3,), float0),))[0],
+    }
+
+
+@pytest.mark.parametrize("name", list(_jvp_argument_cases(meshsim)))
+def test_jvp_checks_primal_and_tangent_types_as_jax_does(name):
+    kind, ours = outcome(_jvp_argument_cases(meshsim)[name])
+    jax_kind, theirs = outcome(_jvp_argument_cases(jax)[name])
+    assert kind == jax_kind, (ours, theirs)
+    if kind != "ok":
+        assert ours == theirs
+    else:
+        _bits_equal(ours, theirs)

@@ -435,6 +435,28 @@ def _check_jvp_args(primals, tangents):
         raise TypeError("primal and tangent arguments to jax.jvp must have the same tree structure; primals "
                         f"have tree structure {p_tree} whereas tangents have tree structure {t_tree}.")
     _check_valid_jax_types(tree_util.tree_leaves(tuple(primals)), type_quoted=True)
+    for p, t in zip(tree_util.tree_leaves(tuple(primals)), tree_util.tree_leaves(tuple(tangents))):
+        p_dtype, t_dtype = _jvp_dtype(p), _jvp_dtype(t)
+        expected = p_dtype if _is_inexact(p_dtype) else float0
+        if t_dtype != expected:
+            raise TypeError("primal and tangent arguments to jax.jvp do not match; dtypes must be equal, or in "
+                            "case of int/bool primal dtype the tangent dtype must be float0."
+                            f"Got primal dtype {p_dtype} and so expected tangent dtype {expected}, but got "
+                            f"tangent dtype {t_dtype} instead.")
+        if np.shape(p) != np.shape(t):
+            raise ValueError("jvp called with different primal and tangent shapes;"
+                             f"Got primal shape {np.shape(p)} and tangent shape as {np.shape(t)}")
+
+
+def _jvp_dtype(x) -> np.dtype:
+    """x's dtype as jvp compares primals and tangents: canonical (float64 is float32
+    unless x64 is on; a Python scalar has its weak type's dtype), float0 as it is."""
+    dtype = getattr(x, "dtype", None)
+    if dtype is None:
+        return core.python_scalar_dtype(x)
+    if dtype == float0:
+        return float0
+    return core.canonicalize_dtype(dtype) if isinstance(dtype, np.dtype) else dtype
 
 
 class _Pushforward:
@@ -464,8 +486,8 @@ class _Pushforward:
             if f:
                 t = core.asarray_value(t)
                 if t.shape != x.shape:
-                    raise ValueError(f"jvp called with a tangent of shape {t.shape} for a primal of shape "
-                                     f"{x.shape}")
+                    raise ValueError("jvp called with different primal and tangent shapes;"
+                                     f"Got primal shape {x.shape} and tangent shape as {t.shape}")
                 ts.append(t if t.dtype == x.dtype else core.convert_element_type(t, x.dtype))
         if not self.transposed.out_leaves:  # no differentiable input at all
             outs = []
