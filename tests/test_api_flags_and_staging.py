@@ -3,7 +3,11 @@ the behaviour of those the simulator honours), and jax.smap, jax.fwd_and_bwd, ja
 jax.empty_ref, jax.memory, jax.core.eval_jaxpr, jax.sharding.make_single_device_sharding,
 ad_checkpoint's saved residuals and policy answers, custom_vjp with symbolic zeros;
 each against real JAX."""
+import json
 import logging
+import os
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -77,23 +81,44 @@ def _nan_report(jax, capsys, fn):
     return outcome, capsys.readouterr().out
 
 
-@pytest.mark.parametrize("case", ["jit_log", "eager_log", "clean"])
+_NAN_CASES = {
+    "jit_log": "jax.jit(lambda x: jnp.log(x) * 2)(jnp.float32(-1))",
+    "eager_log": "jnp.log(jnp.float32(-1))",
+    "clean": "float(jax.jit(lambda x: jnp.log(x))(jnp.float32(2)))",
+}
+
+
+def _nan_report_in_fresh_jax(case):
+    """Real JAX's report from a process of its own: what JAX says when its re-run without jit
+    finds no NaN depends on which executables earlier tests left in its caches."""
+    program = f"""
+import json, jax, jax.numpy as jnp
+jax.config.update("jax_debug_nans", True)
+try:
+    outcome = ["ok", {_NAN_CASES[case]}]
+except Exception as e:
+    outcome = [type(e).__name__, str(e)]
+print(json.dumps(outcome))
+"""
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=env,
+                          timeout=300, check=True)
+    *printed, outcome = done.stdout.splitlines()
+    return tuple(json.loads(outcome)), printed
+
+
+@pytest.mark.parametrize("case", sorted(_NAN_CASES))
 def test_debug_nans_names_the_operation(real_jax, capsys, case):
-    def run(jax):
-        jnp = jax.numpy
-        if case == "jit_log":
-            return _nan_report(jax, capsys, lambda: jax.jit(lambda x: jnp.log(x) * 2)(jnp.float32(-1)))
-        if case == "eager_log":
-            return _nan_report(jax, capsys, lambda: jnp.log(jnp.float32(-1)))
-        return _nan_report(jax, capsys, lambda: float(jax.jit(lambda x: jnp.log(x))(jnp.float32(2))))
-    (o_kind, o_val), o_out = run(meshsim)
-    (t_kind, t_val), t_out = run(real_jax)
+    jnp = meshsim.numpy
+    (o_kind, o_val), o_out = _nan_report(
+        meshsim, capsys, lambda: eval(_NAN_CASES[case], {"jax": meshsim, "jnp": jnp}))
+    (t_kind, t_val), t_out = _nan_report_in_fresh_jax(case)
     assert o_kind == t_kind
     if o_kind == "ok":
         assert o_val == pytest.approx(t_val)
     else:
         assert o_val == t_val == "invalid value (nan) encountered in log"
-    assert o_out.splitlines()[-1:] == t_out.splitlines()[-1:]
+    assert o_out.splitlines()[-1:] == t_out[-1:]
 
 
 def test_debug_infs(real_jax, capsys):
