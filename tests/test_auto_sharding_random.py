@@ -41,16 +41,13 @@ REASONS = {
                "gather or reshard of operands laid out over conflicting axes; meshsim gathers or "
                "re-tiles them otherwise",
     "layout": "XLA lays a result out otherwise, another choice among near-equal costs",
-    "collectives": "XLA's partitioner picks other collectives for equal or near-equal costs (an "
-                   "all-reduce of a gathered operand, where a reshard happens)",
     "xla_values": "XLA's partitioned convolution computes other values than its unpartitioned "
                   "one; meshsim's agree with the latter",
 }
 # seed -> kind
 KNOWN = {
-    1001: "permute", 1010: "permute", 1014: "collectives",
+    1001: "permute", 1010: "permute",
     1022: "permute",
-    1044: "collectives",
     1063: "xla_values",
     1075: "permute", 1076: "permute", 1077: "layout", 1085: "layout",
     1093: "halo", 1105: "permute", 1107: "permute", 1111: "permute",

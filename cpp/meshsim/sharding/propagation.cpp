@@ -397,8 +397,11 @@ std::vector<AxisNames> Propagator::resolve(const Site& s, bool planning) const {
   for (int f = 0; f < nf; ++f)
     if (!in_result[f] && !fs[f].empty()) fs[f] = contracted_layout(s, f, fs, planning);
   if (planning)
-    for (int f = 0; f < nf; ++f)
-      if (!in_result[f] && fs[f].empty() && !candidates[f].empty()) fs[f] = split_over_idle_axes(s, f, fs, size[f]);
+    for (int f = 0; f < nf; ++f) {
+      if (in_result[f] || candidates[f].empty()) continue;
+      if (const std::optional<AxisNames> grouped = grouped_on_free_dims(s, f)) fs[f] = *grouped;
+      else if (fs[f].empty()) fs[f] = split_over_idle_axes(s, f, fs, size[f]);
+    }
   return fs;
 }
 

@@ -1,6 +1,7 @@
 #include "meshsim/sharding/propagator.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "meshsim/core/sub_axes.h"
@@ -56,8 +57,102 @@ int64_t Propagator::block_bytes(const Site& s, size_t t, const std::vector<AxisN
   return n;
 }
 
+std::optional<AxisNames> Propagator::grouped_on_free_dims(const Site& s, int f) const {
+  if (!s.eqn || s.eqn->prim->name != "dot_general" || s.num_in != 2 || s.vars.size() != 3 || !s.compound.empty())
+    return std::nullopt;
+  // Per factor: which values hold it (bit 0 the lhs, 1 the rhs, 2 the result).
+  std::vector<int> holders(s.map.num_factors, 0);
+  for (size_t t = 0; t < 3; ++t)
+    for (int g : *s.dims[t])
+      if (g != kNoFactor) holders[g] |= 1 << t;
+  if (holders[f] != 3) return std::nullopt;
+  for (int g = 0; g < s.map.num_factors; ++g)
+    if (g != f && holders[g] == 3) return std::nullopt;  // one contracted dim only
+  auto axes_of = [&](size_t t, int g) {
+    const std::vector<int>& dims = *s.dims[t];
+    for (size_t d = 0; d < dims.size(); ++d)
+      if (dims[d] == g) return spec_[s.vars[t]][d];
+    return AxisNames{};
+  };
+  // The result is split only along free dims of one operand, laid out alike there.
+  int matching = -1;
+  AxisNames group_axes;
+  const std::vector<int>& out_dims = *s.dims[2];
+  for (size_t d = 0; d < out_dims.size(); ++d) {
+    const AxisNames& axes = spec_[s.vars[2]][d];
+    if (axes.empty()) continue;
+    const int g = out_dims[d];
+    if (holders[g] != 5 && holders[g] != 6) return std::nullopt;
+    const int t = holders[g] == 5 ? 0 : 1;
+    if ((matching >= 0 && matching != t) || axes_of(t, g) != axes) return std::nullopt;
+    matching = t;
+    group_axes.insert(group_axes.end(), axes.begin(), axes.end());
+  }
+  if (matching < 0) return std::nullopt;
+  const size_t other = 1 - static_cast<size_t>(matching);
+  const Spec& o = spec_[s.vars[other]];
+  std::set<std::string> o_used;
+  for (const AxisNames& e : o) o_used.insert(e.begin(), e.end());
+  bool shares = false;
+  for (const std::string& a : group_axes) shares = shares || overlaps_any(mesh_, o_used, a);
+  if (!shares) return std::nullopt;  // replicated over the groups' axes: brought to each group as it is
+  const AxisNames m_f = axes_of(static_cast<size_t>(matching), f), o_f = axes_of(other, f);
+  if (entry_size(m_f) == entry_size(o_f) && entry_size(m_f) > 1) return std::nullopt;  // grouped on the contraction
+  const int64_t groups = entry_size(group_axes);
+  int64_t o_blocks = 1;
+  for (const AxisNames& e : o) o_blocks *= entry_size(e);
+  const int64_t replicas = mesh_.size() / o_blocks;
+  AxisNames unused;
+  for (const std::string& a : mesh_.axis_names)
+    if (mesh_.axis_size(a) > 1 && !overlaps_any(mesh_, o_used, a)) unused.push_back(a);
+  if (replicas > 1 && replicas % groups == 0) {
+    if (entry_size(unused) != replicas) return std::nullopt;
+    const std::set<std::string> in_groups(group_axes.begin(), group_axes.end());
+    for (size_t i = o.size(); i-- > 0;) {
+      if (o[i].size() != in_groups.size() ||
+          !std::all_of(o[i].begin(), o[i].end(), [&](const std::string& a) { return in_groups.count(a) > 0; }))
+        continue;
+      // Dim i takes the unused axes; within a group the result is whole.
+      if (avals_[s.vars[other]].shape[i] % replicas != 0) return std::nullopt;
+      const std::vector<int>& o_dims = *s.dims[other];
+      const AxisNames o_f_grouped = o_dims[i] == f ? unused : o_f;
+      if (!m_f.empty() && entry_size(m_f) == entry_size(o_f_grouped)) {
+        // The smaller operand is moved to the larger's layout.
+        const bool lhs_smaller = elements(avals_[s.vars[0]]) < elements(avals_[s.vars[1]]);
+        return (static_cast<size_t>(matching) == 0) != lhs_smaller ? m_f : o_f_grouped;
+      }
+      bool m_whole_in_group = true;  // its split dims hold the groups' axes only
+      for (const AxisNames& e : spec_[s.vars[static_cast<size_t>(matching)]])
+        for (const std::string& a : e) m_whole_in_group = m_whole_in_group && in_groups.count(a) > 0;
+      if (m_whole_in_group && entry_size(o_f_grouped) == mesh_.size() / groups &&
+          elements(avals_[s.vars[other]]) > elements(avals_[s.vars[2]]) / groups)
+        return o_f_grouped;
+      return AxisNames{};
+    }
+    return std::nullopt;
+  }
+  // Unmodelled groupings of the other operand: along dims holding the
+  // groups' axes only, or along its contracted or free dims.
+  std::set<std::string> grouping;
+  for (const AxisNames& e : o)
+    if (!e.empty() && std::all_of(e.begin(), e.end(), [&](const std::string& a) {
+          return std::find(group_axes.begin(), group_axes.end(), a) != group_axes.end();
+        }))
+      grouping.insert(e.begin(), e.end());
+  if (grouping.size() == group_axes.size()) return std::nullopt;
+  int64_t o_free = 1;
+  const std::vector<int>& o_dims = *s.dims[other];
+  for (size_t d = 0; d < o_dims.size(); ++d)
+    if (o_dims[d] != kNoFactor && holders[o_dims[d]] != 3 && holders[o_dims[d]] != 7) o_free *= entry_size(o[d]);
+  if (entry_size(o_f) == groups && o_free == 1) return std::nullopt;
+  if (groups == o_free && entry_size(m_f) == entry_size(o_f)) return std::nullopt;
+  return m_f;
+}
+
 AxisNames Propagator::contracted_layout(const Site& s, int f, const std::vector<AxisNames>& fs,
                                         bool planning) const {
+  if (planning)
+    if (const std::optional<AxisNames> grouped = grouped_on_free_dims(s, f)) return *grouped;
   const size_t num_in = s.num_in;
   bool differs = false;
   int64_t gather = 0;

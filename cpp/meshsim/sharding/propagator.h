@@ -202,6 +202,23 @@ class Propagator {
   // weighs any move.
   AxisNames contracted_layout(const Site& s, int f, const std::vector<AxisNames>& fs, bool planning) const;
 
+  // XLA's partitioner splits a dot whose result is laid out only along free
+  // dims of one operand ("matching", laid out alike there) into groups of
+  // devices, one per block of those dims, and computes within each group.
+  // The other operand, when it is split over the groups' axes, must first be
+  // brought to each group: when it leaves axes unused as many devices' worth
+  // as the groups number and one of its dims holds exactly the groups' axes,
+  // that dim takes the unused axes instead (a collective-permute); when it
+  // leaves none unused, it takes the matching operand's layout of the
+  // contracted dim and is replicated otherwise. Within a group the
+  // contraction is computed split when both operands then split it alike, or
+  // when one splits it over every device of the group while the other is
+  // whole there and larger than the group's result; whole otherwise. The
+  // layout of contracted factor `f` so (empty: whole), or nullopt where that
+  // grouping does not apply or is not modelled (then contracted_layout's own
+  // rules decide).
+  std::optional<AxisNames> grouped_on_free_dims(const Site& s, int f) const;
+
   // propagation_resizing.cpp: permutation factors (concatenate, pad, slice, cumulative scans).
 
   // XLA concatenates along a split dim by moving its axes to another dim
