@@ -104,8 +104,6 @@ CASES = [(name, rank) for name in PROGRAMS for rank in (1, 2, 3)]
 
 # Differences from XLA that remain (docs/auto_sharding.md says why).
 KNOWN = {
-    ("fori_matmul_grad", 3): "XLA's backward loop gathers a block over Y and permutes three where meshsim "
-                             "gathers over Z and permutes two",
     ("reverse_xs_grad", 3): "XLA's program holds two of the loop's three collective-permutes (one is hoisted "
                             "or merged), meshsim records three",
 }

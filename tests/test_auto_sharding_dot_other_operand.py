@@ -6,8 +6,10 @@ contracted dim (all-gathered whole, then sliced), and the contraction stays spli
 operand has it (an all-reduce of the results); when one of its dims holds exactly the groups'
 axes and it leaves as many devices' worth of axes unused, that dim takes the unused axes (a
 collective-permute), and the contraction is split when both operands then split it alike.
-When the first operand does not split the contraction, the other is gathered whole. Random
-shapes and axis roles on 2x2x2 against the collectives of XLA's compiled program."""
+When the first operand does not split the contraction, the other is gathered whole. An
+other operand moved so and used whole is then gathered within each group, one all-gather per
+dim, the minor dim first. Random shapes and axis roles on 2x2x2 against the collectives of
+XLA's compiled program."""
 import numpy as np
 import pytest
 
@@ -60,3 +62,44 @@ def test_other_operand_brought_to_groups(case):
         assert "all-reduce" in kinds
         if case[0] == "other_swaps_group_axes":
             assert "collective-permute" in kinds and "all-gather" not in kinds
+
+
+def _gathered_case(seed):
+    """(kind, shapes, specs): x splits a free or batch dim over `g`, which w's free dim (larger
+    than x) holds for the result; x leaves one axis unused and is used whole."""
+    rng = np.random.default_rng(800 + seed)
+    g, a, b = (str(n) for n in rng.permutation(NAMES))
+    if seed % 2 == 0:
+        m, k = (int(rng.choice([4, 8])) for _ in range(2))
+        return "matmul", [(m, k), (k, 16)], [(g, a), (None, g)]
+    batch, i, j, k = int(rng.choice([8, 16])), int(rng.choice([2, 4])), int(rng.choice([8, 16])), int(rng.choice([4, 8]))
+    w_batch = tuple(str(n) for n in rng.permutation([a, b]))
+    return "batch_dot", [(batch, i, j), (batch, j, k)], [(g, None, a), (w_batch, None, g)]
+
+
+GATHERED = [_gathered_case(seed) for seed in range(12)]
+
+
+@pytest.mark.parametrize("case", GATHERED, ids=[f"{seed}-{c[0]}" for seed, c in enumerate(GATHERED)])
+def test_other_operand_gathered_within_groups(case):
+    """x's dim split over `g` moves onto the unused axis `b` (a collective-permute of its
+    blocks); then x is all-gathered over its other dim's axis `a`, and then over `b`."""
+    kind, shapes, specs = case
+
+    def run(runner, mod):
+        mesh = mod.make_mesh((2, 2, 2), NAMES, axis_types=(mod.sharding.AxisType.Auto,) * 3)
+        rng = np.random.default_rng(6)
+        args = [mod.device_put(rng.standard_normal(s).astype(np.float32),
+                               mod.sharding.NamedSharding(mesh, mod.sharding.PartitionSpec(*sp)))
+                for s, sp in zip(shapes, specs)]
+        if kind == "matmul":
+            return runner(mod, lambda x, w: mod.numpy.tanh(x @ w), args)
+        return runner(mod, lambda x, w: mod.numpy.einsum("bij,bjk->bik", x, w), args)
+
+    j_coll = assert_like_jax(run)
+    g, a = specs[0][0], specs[0][-1]
+    b = next(n for n in NAMES if n not in (g, a))
+    block = int(np.prod(shapes[0]))  # bytes of x's float32 block over g and a: a quarter of it
+    assert j_coll[("collective-permute", NAMES, block)] == 1
+    assert j_coll[("all-gather", (a,), block)] == 1
+    assert j_coll[("all-gather", (b,), 2 * block)] == 1

@@ -316,31 +316,36 @@ void record_block_permute(const Mesh& mesh, int64_t block_bytes, int64_t started
 // than gathering across the groups, cuts each device's block into the
 // pieces the devices within its group hold when the dim is split over the
 // axes nothing in the contraction uses, moves those pieces there with one
-// collective-permute and gathers them within the group, or computes on
-// them (propagation's split_over_idle_axes gave the dim the idle axes).
-// `have`: the operand's layout; `want`: its use (`have` with the shared
-// axes of one dim dropped, or replaced by the idle ones); `around`: the
-// layouts of the other operands and the results. The layout the pieces
-// move to, or nullopt when the operand moves otherwise (a plain all-gather).
+// collective-permute and gathers them within the group (with the operand's
+// other dims the use leaves whole, minor dim first), or computes on them
+// (propagation's split_over_idle_axes gave the dim the idle axes). `have`:
+// the operand's layout; `want`: its use (`have` with the shared axes of one
+// dim dropped, or replaced by the idle ones, and other dims' axes dropped
+// from the end); `around`: the layouts of the other operands and the
+// results. The layout the pieces move to, or nullopt when the operand moves
+// otherwise (a plain all-gather).
 std::optional<Spec> gathered_through_idle_axes(const Mesh& mesh, const Spec& have, const Spec& want,
                                                const std::vector<Spec>& around, const Shape& shape) {
   if (have.size() != want.size()) return std::nullopt;
-  size_t dim = have.size();
-  for (size_t d = 0; d < have.size(); ++d) {
-    if (have[d] == want[d]) continue;
-    if (dim != have.size()) return std::nullopt;
-    dim = d;
-  }
-  if (dim == have.size()) return std::nullopt;
   std::set<std::string> used;
   for (const Spec& spec : around)
     for (const AxisNames& e : spec) used.insert(e.begin(), e.end());
-  int64_t gathered = 1;
-  bool grouped = false;
-  for (const std::string& a : have[dim]) {
-    gathered *= mesh.axis_size(a);
-    grouped = grouped || used.count(a);
+  // The one dim holding axes the other values use; the others the use changes only gather.
+  size_t dim = have.size();
+  size_t differing = 0;
+  for (size_t d = 0; d < have.size(); ++d) {
+    if (have[d] == want[d]) continue;
+    ++differing;
+    if (std::any_of(have[d].begin(), have[d].end(), [&](const std::string& a) { return used.count(a) > 0; })) {
+      if (dim != have.size()) return std::nullopt;
+      dim = d;
+    } else if (want[d].size() > have[d].size() || !std::equal(want[d].begin(), want[d].end(), have[d].begin())) {
+      return std::nullopt;
+    }
   }
+  if (dim == have.size()) return std::nullopt;
+  int64_t gathered = 1;
+  for (const std::string& a : have[dim]) gathered *= mesh.axis_size(a);
   for (const AxisNames& e : have) used.insert(e.begin(), e.end());
   for (size_t d = 0; d < want.size(); ++d)
     if (d != dim) used.insert(want[d].begin(), want[d].end());
@@ -354,11 +359,11 @@ std::optional<Spec> gathered_through_idle_axes(const Mesh& mesh, const Spec& hav
       idle.push_back(a);
       within *= mesh.axis_size(a);
     }
-  if (!grouped || idle.empty() || within <= gathered || within % gathered != 0 || shape[dim] % within != 0)
+  if (idle.empty() || within < gathered || within % gathered != 0 || shape[dim] % within != 0)
     return std::nullopt;
-  if (want[dim] == idle) return want;  // computed on the pieces (sharding/propagation_contraction.cpp split_over_idle_axes)
+  if (want[dim] == idle && differing == 1) return want;  // computed on the pieces (sharding/propagation_contraction.cpp split_over_idle_axes)
   if (!want[dim].empty()) return std::nullopt;
-  Spec staged = want;
+  Spec staged = have;
   staged[dim] = idle;
   return staged;
 }
@@ -377,27 +382,24 @@ ArrayPtr cut_from_whole(const ArrayPtr& x, const Aval& use) {
 // when `use` is not `staged`, are recorded; the blocks are cut from the whole value.
 ArrayPtr gathered_through(const ArrayPtr& x, const Aval& use, const Spec& staged) {
   const Mesh& mesh = *use.mesh;
-  const size_t ndim = use.shape.size();
   Sharding pieces;
   pieces.mesh = use.mesh;
   pieces.spec = staged;
   const Shape piece_shape = pieces.local_shape(use.shape);
-  int64_t piece_bytes = static_cast<int64_t>(itemsize(use.dtype));
-  for (int64_t n : piece_shape) piece_bytes *= n;
-  AxisNames within;
-  int64_t group = 1;
-  for (size_t d = 0; d < ndim; ++d)
-    if (staged[d] != use.spec[d])
-      for (const std::string& a : staged[d]) {
-        within.push_back(a);
-        group *= mesh.axis_size(a);
-      }
+  int64_t bytes = static_cast<int64_t>(itemsize(use.dtype));
+  for (int64_t n : piece_shape) bytes *= n;
   const int64_t started = timeline::active() ? timeline::now_ns() : -1;
-  record_block_permute(mesh, piece_bytes, started);
-  if (group > 1) {
-    CollectiveRecord gather = symmetric_collective("all_gather", mesh, within, piece_bytes * (group - 1));
+  record_block_permute(mesh, bytes, started);
+  // Within the groups, one all-gather per dim, the minor dim first.
+  for (size_t d = use.shape.size(); d-- > 0;) {
+    if (staged[d] == use.spec[d]) continue;
+    const AxisNames within(staged[d].begin() + static_cast<std::ptrdiff_t>(use.spec[d].size()), staged[d].end());
+    const int64_t group = entry_size(mesh, within);
+    if (group < 2) continue;
+    CollectiveRecord gather = symmetric_collective("all_gather", mesh, within, bytes * (group - 1));
     gather.start_ns = started;
     record_collective(std::move(gather));
+    bytes *= group;
   }
   return cut_from_whole(x, use);
 }
