@@ -5,7 +5,12 @@ operand's blocks so the arriving axes stand where the leaving ones stood, then r
 all-to-all over the arriving axes (a reshard outside a contraction runs the all-to-all over
 the leaving axes and permutes after). And an operand used in a finer layout that lists a
 dim's axes other than in mesh order is permuted twice: to the layout in mesh order, then to
-its use's. Random shapes and axis roles against the collectives of XLA's compiled program."""
+its use's. An operand whose split moves onto its unsplit batch dim together with axes it does
+not use (`P(None, 'Y', None)` used as `P(('Y', 'X'), None, None)` against `P(('Y', 'X'), None,
+'Z')`) is sliced over those axes and re-tiled by an all-to-all over the moving ones, a permute
+following where the use orders them otherwise, though the use leaves an axis unused (a
+reshard elsewhere gathers then). Random shapes and axis roles against the collectives of
+XLA's compiled program."""
 import numpy as np
 import pytest
 
@@ -76,3 +81,30 @@ def test_operand_reordered_through_mesh_order(case):
     j_coll = assert_like_jax(lambda runner, mod: _run(runner, mod, case))
     permutes = sum(n for (kind, _, _), n in j_coll.items() if kind == "collective-permute")
     assert permutes == (2 if case[2] else 1)
+
+
+def _onto_batch_case(seed):
+    """(shapes, specs, whether the use orders the batch axes other than arriving-then-moving):
+    the lhs splits its free or contracted dim over `a`; the rhs, larger, splits its batch dim
+    over `a` and `b` (in either order) and its free dim over `c`."""
+    rng = np.random.default_rng(900 + seed)
+    a, b, c = (str(x) for x in rng.permutation(NAMES))
+    batch, i, j = (int(rng.choice([4, 8])) for _ in range(3))
+    lhs = [None, None, None]
+    lhs[1 + seed % 2] = a
+    rhs_batch = (a, b) if rng.random() < 0.5 else (b, a)
+    return [(batch, i, j), (batch, j, 16)], [tuple(lhs), (rhs_batch, None, c)], rhs_batch != (b, a)
+
+
+ONTO_BATCH = [_onto_batch_case(seed) for seed in range(12)]
+
+
+@pytest.mark.parametrize("case", ONTO_BATCH, ids=[f"{c[0]}-{c[1]}" for c in ONTO_BATCH])
+def test_operand_retiled_onto_batch_dim(case):
+    """The lhs is re-tiled by one all-to-all over its axis, then permuted when the rhs orders
+    the batch axes with the moving one first; nothing is gathered."""
+    j_coll = assert_like_jax(lambda runner, mod: _run(runner, mod, case))
+    moving = next(e for e in case[1][0] if e is not None)
+    assert {(kind, axes) for kind, axes, _ in j_coll} <= {("all-to-all", (moving,)), ("collective-permute", NAMES)}
+    assert sum(n for (kind, _, _), n in j_coll.items() if kind == "all-to-all") == 1
+    assert sum(n for (kind, _, _), n in j_coll.items() if kind == "collective-permute") == int(case[2])

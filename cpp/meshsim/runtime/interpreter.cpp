@@ -18,6 +18,7 @@
 #include "meshsim/sharding/propagation.h"
 #include "meshsim/sharding/rules.h"
 #include "meshsim/runtime/sharded.h"
+#include "meshsim/runtime/sharded_blocks.h"
 #include "meshsim/runtime/sub_program_calls.h"
 #include "meshsim/runtime/timeline.h"
 
@@ -459,6 +460,48 @@ ArrayPtr retiled_through_permute(const ArrayPtr& x, const Aval& use, const AxisN
   return cut_from_whole(x, use);
 }
 
+// Whether a batched contraction's operand laid out as `have` is used as
+// `want` by moving one dim's axes onto an unsplit batch dim (of `batch`)
+// together with axes the operand does not use, every mesh axis used by the
+// use or by `around` (the other operands' uses and the results):
+// `P(None, 'Y', None)` used as `P(('Y', 'X'), None, None)` against an operand
+// `P(('Y', 'X'), None, 'Z')` on 2x2x2. XLA's partitioner groups the devices by
+// the batch blocks and re-tiles the operand with a local slice over the new
+// axes, an all-to-all over the moving ones and a collective-permute where the
+// use orders them otherwise, though the use leaves Z unused (a reshard
+// elsewhere gathers Y there).
+bool retiles_onto_batch_dim(const Mesh& mesh, const Spec& have, const Spec& want, const IntList& batch,
+                            const std::vector<Spec>& around) {
+  if (have.size() != want.size()) return false;
+  size_t gaining = have.size();
+  for (size_t d = 0; d < have.size(); ++d)
+    if (have[d].empty() && !want[d].empty()) gaining = d;
+  if (gaining == have.size() || std::find(batch.begin(), batch.end(), static_cast<int64_t>(gaining)) == batch.end())
+    return false;
+  std::set<std::string> used;
+  for (const Spec& spec : around)
+    for (const AxisNames& e : spec) used.insert(e.begin(), e.end());
+  for (const AxisNames& e : want) used.insert(e.begin(), e.end());
+  for (const std::string& a : mesh.axis_names)
+    if (mesh.axis_size(a) > 1 && !used.count(a)) return false;
+  return true;
+}
+
+// `x` moved to `use` as retiles_onto_batch_dim says, the collectives recorded
+// as record_retile_onto_new_axes records them; nullptr (nothing recorded) when
+// the use is not such a re-tile.
+ArrayPtr retiled_onto_batch_dim(const ArrayPtr& x, const Aval& use) {
+  const Mesh& mesh = *use.mesh;
+  const Shape block = x->sharding()->local_shape(use.shape);
+  int64_t block_bytes = static_cast<int64_t>(itemsize(use.dtype));
+  for (int64_t n : block) block_bytes *= n;
+  const int64_t started = timeline::active() ? timeline::now_ns() : -1;
+  if (!sharded::record_retile_onto_new_axes(mesh, pad_spec(x->sharding()->spec, use.shape.size()), use.spec,
+                                            started, block_bytes, /*all_to_all_only=*/true))
+    return nullptr;
+  return cut_from_whole(x, use);
+}
+
 // Whether a value laid out as `from` becomes laid out as `to` by local slices
 // alone: every dim keeps its axes and may add ones `from` does not use.
 bool slices_to(const Spec& from, const Spec& to) {
@@ -721,9 +764,25 @@ std::vector<ArrayPtr> run_with_plan(const Program& program, const std::vector<Ar
           env[v]->aval().unreduced.empty())
         ordered = permuted_through_mesh_order(*mesh, pad_spec(env[v]->sharding()->spec, ins.back().shape.size()),
                                               ins.back().spec);
+      ArrayPtr onto_batch;
+      if (e.prim->name == "dot_general" && !own_layout && !from_fuller && !staged && !arriving && !ordered &&
+          env[v]->sharding()->mesh && same_devices(*env[v]->sharding()->mesh, *mesh) &&
+          env[v]->aval().unreduced.empty()) {
+        const IntLists& dims = e.params.get<IntLists>("dimension_numbers");  // lc, rc, lb, rb
+        std::vector<Spec> around;
+        for (size_t o = 0; o < e.inputs.size(); ++o)
+          if (o != i) around.push_back(plan->operand[k][o]);
+        for (size_t j = 0; j < e.outputs.size(); ++j)
+          around.push_back(computed.empty() ? plan->value[e.outputs[j]] : computed[j]);
+        if (dims.size() == 4 && i < 2 &&
+            retiles_onto_batch_dim(*mesh, pad_spec(env[v]->sharding()->spec, ins.back().shape.size()),
+                                   ins.back().spec, dims[2 + i], around))
+          onto_batch = retiled_onto_batch_dim(env[v], ins.back());
+      }
       if (staged) arrays.push_back(gathered_through(env[v], ins.back(), *staged));
       else if (arriving) arrays.push_back(retiled_through_permute(env[v], ins.back(), *arriving));
       else if (ordered) arrays.push_back(permuted_through(env[v], ins.back()));
+      else if (onto_batch) arrays.push_back(std::move(onto_batch));
       else arrays.push_back(own_layout ? env[v] : moved_to(from_fuller ? fuller[v] : env[v], ins.back()));
     }
     for (size_t j = 0; j < e.outputs.size(); ++j) {

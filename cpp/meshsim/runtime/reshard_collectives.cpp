@@ -126,8 +126,10 @@ bool record_coarser_reshard(const Mesh& mesh, const std::vector<int64_t>& from_b
 // where it leaves an axis unused, the moving axes are all-gathered and the
 // new block sliced, as where only some of the moving axes arrive. Returns
 // false (nothing recorded) when the reshard is not of that kind.
+// `all_to_all_only`: only the slice, all-to-all and permute, also where the
+// target leaves axes unused (false when the moving axes would be gathered).
 bool record_retile_onto_new_axes(const Mesh& mesh, const Spec& from, const Spec& to, int64_t started,
-                                 int64_t src_block_bytes) {
+                                 int64_t src_block_bytes, bool all_to_all_only) {
   if (from.size() != to.size()) return false;
   size_t losing = from.size(), gaining = from.size();
   for (size_t d = 0; d < from.size(); ++d) {
@@ -141,6 +143,7 @@ bool record_retile_onto_new_axes(const Mesh& mesh, const Spec& from, const Spec&
   // Only some of the moving axes arrive, the others leave (`P(('X', 'Y'))` to
   // `P(None, 'Y')`): XLA gathers the dim whole over all of them and slices.
   if (to[gaining].size() < from[losing].size()) {
+    if (all_to_all_only) return false;
     for (const std::string& a : to[gaining])
       if (!src.count(a) || src.at(a).first != losing) return false;
     const int64_t n = entry_size(mesh, from[losing]);
@@ -162,7 +165,7 @@ bool record_retile_onto_new_axes(const Mesh& mesh, const Spec& from, const Spec&
   for (size_t k = 0; k < mesh.axis_names.size(); ++k)
     every_axis_used &= mesh.axis_sizes[k] == 1 || dst.count(mesh.axis_names[k]) > 0;
   const int64_t n = entry_size(mesh, from[losing]);
-  if (!every_axis_used) {
+  if (!every_axis_used && !all_to_all_only) {
     CollectiveRecord g = symmetric_collective("all_gather", mesh, from[losing], src_block_bytes * (n - 1));
     g.start_ns = started;
     record_collective(std::move(g));
@@ -278,7 +281,7 @@ void record_reshard(const Mesh& mesh, const Spec& from, const Spec& to, std::vec
       return;
     }
   }
-  if (record_retile_onto_new_axes(mesh, from, to, started, src_block_bytes)) return;
+  if (record_retile_onto_new_axes(mesh, from, to, started, src_block_bytes, false)) return;
   if (record_retile_onto_split_dim(mesh, from, to, started, src_block_bytes)) return;
   const auto src = axis_places(from), dst = axis_places(to);
   AxisNames gathered, moved;

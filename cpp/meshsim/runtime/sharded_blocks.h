@@ -99,6 +99,17 @@ void record_permute(const Mesh& mesh, std::vector<int64_t> sent, std::vector<int
 void record_reshard(const Mesh& mesh, const Spec& from, const Spec& to, std::vector<int64_t> sent,
                     std::vector<int64_t> received, int64_t started, int64_t src_block_bytes);
 
+// A reshard moving one dim's axes to an unsplit dim that axes the value does
+// not use split too (`P('X')` to `P(None, ('Y', 'X'))` on 4x2), every other
+// dim kept: recorded as XLA's partitioner runs it (a local slice over the new
+// axes, an all-to-all over the moving ones and a collective-permute when the
+// target orders them otherwise; or, where the target leaves a mesh axis
+// unused, an all-gather) and true; false, nothing recorded, for another
+// reshard. `all_to_all_only`: the all-to-all also where the target leaves
+// axes unused, and false where the axes would be gathered.
+bool record_retile_onto_new_axes(const Mesh& mesh, const Spec& from, const Spec& to, int64_t started,
+                                 int64_t src_block_bytes, bool all_to_all_only);
+
 // reshard.cpp: combining partial results.
 
 // The partial results of each group of devices along `axes`, all-reduced by
