@@ -200,3 +200,24 @@ def test_missing_attributes_are_reported_under_the_imported_name(real_jax, tmp_p
     assert under_alias.stdout == under_jax.stdout
     with pytest.raises(AttributeError, match="module 'meshsim' has no attribute 'tree_map'"):
         meshsim.tree_map
+
+
+def test_deprecated_entry_points_warn_at_the_programs_line(real_jax, tmp_path):
+    """`from jax.experimental.pjit import pjit` and the old shard_map warn at the importing line,
+    so Python's default filter shows the warning for a script, as it does under JAX; a name warns
+    on its first read only (line 4 reads pjit again)."""
+    script = tmp_path / "old_entry_points.py"
+    script.write_text(
+        "import jax.experimental.pjit\n"
+        "from jax.experimental.pjit import pjit\n"
+        "from jax.experimental.shard_map import shard_map\n"
+        "f = jax.experimental.pjit.pjit\n"
+        "print(pjit.__name__, shard_map.__name__, f.__name__)\n")
+    under_jax = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                               timeout=600, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    under_alias = _run(["-m", "meshsim", str(script)])
+    assert under_jax.returncode == under_alias.returncode == 0, under_alias.stderr
+    assert under_alias.stdout == under_jax.stdout
+    warned = [line for line in under_jax.stderr.splitlines() if "Warning" in line]
+    assert len(warned) == 2 and all(line.startswith(f"{script}:") for line in warned)
+    assert [line for line in under_alias.stderr.splitlines() if "Warning" in line] == warned

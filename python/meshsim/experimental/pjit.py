@@ -2,8 +2,9 @@
 favour of `jax.jit` (reading it warns as JAX does). It is jit with pjit's signature (the
 shardings may be positional) and pjit's context: PartitionSpecs in in_shardings and
 out_shardings name the axes of the mesh a `with mesh:` block entered, and errors say pjit."""
-import warnings as _warnings
+import functools as _functools
 
+from meshsim._src.deprecation import warn_deprecated
 from meshsim._src.api import _jit
 
 
@@ -18,9 +19,9 @@ def _pjit(fun, in_shardings=None, out_shardings=None, static_argnums=None, stati
 _pjit.__name__ = _pjit.__qualname__ = "pjit"
 
 
+@_functools.cache  # JAX warns on a name's first read only
 def __getattr__(name):
     if name == "pjit":
-        _warnings.warn("jax.experimental.pjit.pjit has been deprecated. Please use `jax.jit` instead.",
-                       DeprecationWarning, stacklevel=2)
+        warn_deprecated("jax.experimental.pjit.pjit has been deprecated. Please use `jax.jit` instead.")
         return _pjit
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,8 +2,9 @@
 kept by JAX 0.10.2 as a deprecated alias. Its signature is the old one: `mesh` and the specs
 may be positional, `check_rep` is the replication check (`check_vma` today), and every mesh
 axis is manual. Reading `shard_map` here warns as JAX does."""
-import warnings as _warnings
+import functools as _functools
 
+from meshsim._src.deprecation import warn_deprecated
 from meshsim._src.shard_map import shard_map as _shard_map
 
 _DEPRECATION = "jax.experimental.shard_map is deprecated in v0.8.0. Used jax.shard_map instead."
@@ -18,8 +19,9 @@ def _legacy_shard_map(f, mesh, in_specs, out_specs, check_rep=True):
 _legacy_shard_map.__name__ = _legacy_shard_map.__qualname__ = "shard_map"
 
 
+@_functools.cache  # JAX warns on a name's first read only
 def __getattr__(name):
     if name == "shard_map":
-        _warnings.warn(_DEPRECATION, DeprecationWarning, stacklevel=2)
+        warn_deprecated(_DEPRECATION)
         return _legacy_shard_map
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
