@@ -41,7 +41,7 @@ from meshsim._src.runtime_control import (clear_caches, disable_jit,  # noqa: E4
                                           process_indices)
 from meshsim._src.custom_gradient import closure_convert, custom_gradient  # noqa: E402,F401
 from meshsim._src.callback import effects_barrier, pure_callback  # noqa: E402,F401
-from meshsim._src.ad import float0  # noqa: E402,F401
+from meshsim._src.float0 import float0  # noqa: E402,F401
 from meshsim._src.ref import Ref, new_ref, freeze, free_ref, empty_ref, ds  # noqa: E402,F401
 from meshsim._src.ref import memory  # noqa: E402,F401
 from meshsim._src.ad_staging import fwd_and_bwd  # noqa: E402,F401

@@ -1,7 +1,7 @@
 """Dtype utilities (`jax.dtypes`)."""
 import ml_dtypes as _ml_dtypes
 
-from meshsim._src.ad import float0  # noqa: F401
+from meshsim._src.float0 import float0  # noqa: F401
 from meshsim._src.core import canonicalize_dtype  # noqa: F401
 from meshsim._src.numpy.dtypes import (  # noqa: F401
     TypePromotionError, extended, finfo, iinfo, issubdtype, prng_key, result_type)

@@ -28,6 +28,7 @@ from meshsim._src.remat import (Offloadable, Recompute, Saveable, _evaluate_poli
                                  checkpoint, checkpoint_policies, remat)
 from meshsim._src.sharding import auto_names, device_assignment, placement
 from meshsim._src import dtype_kinds
+from meshsim._src.float0 import float0, float0_zeros
 
 __all__ = [
     "grad", "value_and_grad", "vjp", "jvp", "linearize", "custom_vjp", "custom_jvp", "checkpoint", "remat",
@@ -35,8 +36,6 @@ __all__ = [
     "hessian", "VJP", "GradValue", "DontWant", "DidntWant", "GradRef",
 ]
 
-# The tangent type of integer and boolean values (jax.dtypes.float0).
-float0 = np.dtype([("float0", np.void, 0)])
 
 
 def _is_inexact(dtype) -> bool:
@@ -56,6 +55,24 @@ def _aval_str(x) -> str:
 
 # --- vjp ----------------------------------------------------------------------
 
+def _with_integer_primals_as_given(fun, in_tree, given: list, leaves: list, ref_positions):
+    """`fun` called with its integer and boolean primals as the caller gave them (a Python int,
+    a NumPy or meshsim array, an enclosing trace's tracer) instead of as traced inputs, as JAX
+    does: their tangents are float0 zeros, so nothing about them is differentiated, and the
+    function may use them as concrete values (`np.asarray(n)`, `range(n)`)."""
+    integer = [i for i, x in enumerate(leaves)
+               if not _is_inexact(x.dtype) and i not in ref_positions]
+    if not integer:
+        return fun
+
+    def with_given_integers(*args):
+        flat = tree_util.tree_leaves(args)
+        for i in integer:
+            flat[i] = given[i]
+        return fun(*tree_util.tree_unflatten(in_tree, flat))
+    return with_given_integers
+
+
 class _Linearized:
     """A function traced and split at some primals: forward run, backward pending."""
 
@@ -68,15 +85,22 @@ class _Linearized:
         if self.mesh is not None:
             leaves = placement.onto_mesh(leaves, self.mesh, as_operands=True)
         self.in_leaves = leaves
+        returned = []  # (its trace, what the function returned): values it did not compute are given back
+
+        def fun_returning(*args):
+            result = fun(*args)
+            returned.append((_core.current_trace(), tree_util.tree_leaves(args), result))
+            return result
         if has_aux:
             def traced(*args):
-                result = fun(*args)
+                result = fun_returning(*args)
                 if not (isinstance(result, (tuple, list)) and len(result) == 2):
                     raise TypeError("expected function with aux output to return a two-element tuple, "
                                     f"but got type {type(result)} with value {result!r}")
                 return tuple(result)
         else:
-            traced = fun
+            traced = fun_returning
+        traced = _with_integer_primals_as_given(traced, self.in_tree, values, leaves, self.ref_primals)
         if self.ref_primals:  # (result, the Ref primals' final values)
             traced = ad_refs.with_ref_arguments(traced, self.in_tree, self.ref_primals)
         program, captures, out_tree, closed = self._trace(traced, leaves)
@@ -112,6 +136,16 @@ class _Linearized:
             auto_names.name_typed_results(seen)
             results = [*seen, *results[n:]]
         self.out_leaves = list(results[:n_out])
+        # A result that is no tracer of this trace (a constant, an integer primal) is returned as
+        # the function returned it, as JAX does; out_leaves keep the arrays the backward pass uses.
+        # A primal returned unchanged is given back as the caller passed it.
+        trace_of_fun, arguments, result = returned[-1]
+        given = tree_util.tree_leaves(result[0] if has_aux else result)
+        as_passed = {id(a): v for a, v in zip(arguments, values) if isinstance(a, core.Tracer)} \
+            if len(arguments) == len(values) else {}
+        self.returned_leaves = [
+            as_passed.get(id(g), o) if isinstance(g, core.Tracer) and g.trace is trace_of_fun else g
+            for g, o in zip(given, self.out_leaves)] if len(given) == n_out else self.out_leaves
         self.aux_leaves = list(results[n_out:n])
         ref.write_back(refs, results[n:n + len(refs)])
         self.residuals = list(results[n + len(refs):])
@@ -143,7 +177,7 @@ class _Linearized:
         return program, captures, tree_util.treedef_children(out_tree)[0], closed
 
     def out(self):
-        return tree_util.tree_unflatten(self.out_tree, self.out_leaves)
+        return tree_util.tree_unflatten(self.out_tree, self.returned_leaves)
 
     def aux(self):
         return tree_util.tree_unflatten(self.aux_tree, self.aux_leaves)
@@ -188,7 +222,7 @@ class _Linearized:
             grads = placement.onto_mesh(grads, self.mesh, as_operands=False)
             auto_names.name_typed_results(grads)
         grads = iter(grads)
-        return [None if not w else next(grads) if takes else np.zeros(x.shape, float0)
+        return [None if not w else next(grads) if takes else float0_zeros(x.shape)
                 for x, takes, w in zip(self.in_leaves, self.ct_out, wanted)]
 
     def check_ct(self, ct) -> list:
@@ -494,7 +528,7 @@ class _Pushforward:
         else:
             outs = list(self.transposed.pullback(ts))
         it = iter(outs)
-        return [next(it) if f else np.zeros(o.shape, float0)
+        return [next(it) if f else float0_zeros(o.shape)
                 for o, f in zip(self.lin.out_leaves, self.float_out)]
 
     def __call__(self, *tangents):

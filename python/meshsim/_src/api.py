@@ -17,6 +17,7 @@ from typing import Any, Callable, Sequence
 from meshsim import _core
 from meshsim._src import core, debug, flags, ref, tracing, tree_util, vmap_collectives
 from meshsim._src.abstract import ShapeDtypeStruct
+from meshsim._src.float0 import Float0Zeros, float0_zeros, is_float0
 from meshsim._src.jaxpr import ClosedJaxpr
 from meshsim._src.config import config as _config
 from meshsim._src import float_checks as flags_check
@@ -247,12 +248,21 @@ def trace_to_program(fun: Callable, args: Sequence, kwargs: dict, static: tuple 
                 out = fun(*t_args, **t_kwargs)
             if refs.refs:
                 raise ref.ClosedOverRefs(refs.refs)
-            out_leaves, out_tree = tree_util.tree_flatten(out)
+            out_leaves, out_tree = tree_util.tree_flatten(_float0_outside_the_program(out))
             results = [core.asarray_value(x) for x in out_leaves]
             program = trace.finish_capturing(results)[0] if captures_ok else trace.finish(results)
             program.name = getattr(fun, "__name__", "")  # the profiler's PjitFunction(name)
             inspections.resolve(trace, program, leaves)
     return program, out_tree
+
+
+tree_util.register_pytree_node(Float0Zeros, lambda z: ((), z.shape), lambda shape, _: float0_zeros(shape))
+
+
+def _float0_outside_the_program(out):
+    """A traced function's results with each float0 value (integer inputs' tangents, which hold
+    no data) put in the output tree itself, as JAX returns them without computing anything."""
+    return tree_util.tree_map(lambda x: Float0Zeros(x.shape) if is_float0(x) else x, out)
 
 
 def _reinsert_static(dyn_args: list, static: tuple) -> list:
@@ -530,7 +540,7 @@ class PjitFunction:
                 out = self._traced_fun(*t_args, **t_kwargs)
             if refs.refs:
                 return None
-            out_leaves, out_tree = tree_util.tree_flatten(out)
+            out_leaves, out_tree = tree_util.tree_flatten(_float0_outside_the_program(out))
             program, captures = trace.finish_capturing([core.asarray_value(x) for x in out_leaves])
         captures = list(captures)
         if captures:

@@ -101,10 +101,8 @@ def custom_vjp_primal_tree_values(tree):
 def zero_from_primal(val, symbolic_zeros: bool = False):
     """The zero tangent of each leaf of `val` (float0 zeros for integer and boolean leaves;
     SymbolicZeros with `symbolic_zeros`)."""
-    import numpy as np
-
+    from meshsim._src.float0 import float0_zeros
     from meshsim._src.numpy import namespace as jnp
-    from meshsim._src.ad import float0
     if symbolic_zeros:
         return tree_util.tree_map(SymbolicZero.from_primal_value, val)
 
@@ -112,7 +110,7 @@ def zero_from_primal(val, symbolic_zeros: bool = False):
         x = jnp.asarray(x)
         if jnp.issubdtype(x.dtype, jnp.inexact):
             return jnp.zeros_like(x)
-        return np.zeros(x.shape, dtype=float0)
+        return float0_zeros(x.shape)
     return tree_util.tree_map(zero, val)
 
 
