@@ -4,8 +4,10 @@ nothing: XLA's partitioner groups the devices by the shared axis and moves that
 operand's blocks, cut into pieces over the idle axes, with one collective-permute;
 it then gathers the pieces within the group, or, when that moves no less, computes
 on them and all-reduces the partial results over the idle axes. The result keeps
-the split of the operand it comes from. Random shapes, meshes and layouts against
-the collectives of XLA's compiled program."""
+the split of the operand it comes from. In a batched contraction whose batch dim takes the
+shared axis, the operand is re-tiled to the batch blocks: its dim keeps its block count, over
+the major idle (sub-)axes, and is gathered within the group, never computed on in pieces.
+Random shapes, meshes and layouts against the collectives of XLA's compiled program."""
 import numpy as np
 import pytest
 
@@ -71,3 +73,37 @@ def test_cases_cover_both_ways():
         if permuted:
             kinds.update(k[0] for k in coll if k[0] != "collective-permute")
     assert {"all-gather", "all-reduce"} <= kinds
+
+
+def _batch_case(seed):
+    """(mesh shape, names, shapes, specs): x's batch dim split over the mesh's axis of 2, which
+    w (larger) splits its contracted dim over; the other axis, of 4, splits nothing."""
+    rng = np.random.default_rng(1000 + seed)
+    mesh_shape, names = MESHES[seed % 2]
+    shared = names[mesh_shape.index(2)]
+    batch, i = int(rng.choice([4, 8])), int(rng.choice([4, 8]))
+    j, k = int(rng.choice([2, 4, 8])), int(rng.choice([16, 32]))
+    return mesh_shape, names, [(batch, i, j), (batch, j, k)], [(shared,), (None, shared)]
+
+
+BATCH_CASES = [_batch_case(seed) for seed in range(12)]
+
+
+@pytest.mark.parametrize("case", BATCH_CASES, ids=[f"{c[0]}-{c[2]}" for c in BATCH_CASES])
+def test_batched_operand_retiled_to_batch_blocks(case):
+    """w's blocks move with one collective-permute, pieces of half its block (its contracted
+    dim over a major half of the idle axis), and are gathered over that half."""
+    mesh_shape, names, shapes, specs = case
+
+    def run(runner, mod):
+        mesh = mod.make_mesh(mesh_shape, names, axis_types=(mod.sharding.AxisType.Auto,) * 2)
+        rng = np.random.default_rng(5)
+        args = [mod.device_put(rng.standard_normal(s).astype(np.float32),
+                               mod.sharding.NamedSharding(mesh, mod.sharding.PartitionSpec(*sp)))
+                for s, sp in zip(shapes, specs)]
+        return runner(mod, lambda x, w: mod.numpy.einsum("bij,bjk->bik", x, w), args)
+
+    j_coll = assert_like_jax(run)
+    idle = names[mesh_shape.index(4)]
+    piece = int(np.prod(shapes[1]))  # bytes of a quarter of w (float32): over the shared axis and half the idle one
+    assert j_coll == {("collective-permute", names, piece): 1, ("all-gather", (idle,), piece): 1}

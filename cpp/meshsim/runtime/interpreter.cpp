@@ -331,20 +331,27 @@ std::optional<Spec> gathered_through_idle_axes(const Mesh& mesh, const Spec& hav
   std::set<std::string> used;
   for (const Spec& spec : around)
     for (const AxisNames& e : spec) used.insert(e.begin(), e.end());
-  // The one dim holding axes the other values use; the others the use changes only gather.
+  // The one dim holding axes the other values use; the others the use changes
+  // only gather, or, unsplit, take some of that dim's axes.
   size_t dim = have.size();
   size_t differing = 0;
+  std::vector<size_t> gaining;
   for (size_t d = 0; d < have.size(); ++d) {
     if (have[d] == want[d]) continue;
     ++differing;
     if (std::any_of(have[d].begin(), have[d].end(), [&](const std::string& a) { return used.count(a) > 0; })) {
       if (dim != have.size()) return std::nullopt;
       dim = d;
+    } else if (have[d].empty()) {
+      gaining.push_back(d);
     } else if (want[d].size() > have[d].size() || !std::equal(want[d].begin(), want[d].end(), have[d].begin())) {
       return std::nullopt;
     }
   }
   if (dim == have.size()) return std::nullopt;
+  for (size_t d : gaining)
+    for (const std::string& a : want[d])
+      if (!std::count(have[dim].begin(), have[dim].end(), a)) return std::nullopt;
   int64_t gathered = 1;
   for (const std::string& a : have[dim]) gathered *= mesh.axis_size(a);
   for (const AxisNames& e : have) used.insert(e.begin(), e.end());
@@ -360,12 +367,35 @@ std::optional<Spec> gathered_through_idle_axes(const Mesh& mesh, const Spec& hav
       idle.push_back(a);
       within *= mesh.axis_size(a);
     }
+  // Where the shared axes move to other dims (a batch dim, as XLA's partitioner
+  // re-tiles an operand to the batch blocks), the dim keeps its block count,
+  // over the major idle (sub-)axes; elsewhere no more pieces than the dim has.
+  const int64_t pieces = !gaining.empty() ? gathered : std::min(within, shape[dim]);
+  if (pieces > 1 && pieces < within) {
+    AxisNames major;
+    int64_t n = 1;
+    for (const std::string& a : idle) {
+      const int64_t k = mesh.axis_size(a);
+      if (n * k <= pieces) {
+        major.push_back(a);
+        n *= k;
+      } else if (pieces % n == 0 && k % (pieces / n) == 0 && pieces / n > 1) {
+        major.push_back(axis_part_name(mesh, {a, 1, pieces / n}));
+        n = pieces;
+      }
+      if (n == pieces) break;
+    }
+    if (n != pieces) return std::nullopt;
+    idle = std::move(major);
+    within = pieces;
+  }
   if (idle.empty() || within < gathered || within % gathered != 0 || shape[dim] % within != 0)
     return std::nullopt;
   if (want[dim] == idle && differing == 1) return want;  // computed on the pieces (sharding/propagation_contraction.cpp split_over_idle_axes)
   if (!want[dim].empty()) return std::nullopt;
   Spec staged = have;
   staged[dim] = idle;
+  for (size_t d : gaining) staged[d] = want[d];
   return staged;
 }
 

@@ -15,6 +15,13 @@ AxisNames Propagator::split_over_idle_axes(const Site& s, int f, const std::vect
                                            int64_t size) const {
   std::set<std::string> used;
   for (const AxisNames& axes : fs) used.insert(axes.begin(), axes.end());
+  // A dot's batch factors (every value holds them): where one of them takes
+  // the operand's axes, XLA re-tiles the operand to the batch blocks and gathers.
+  std::vector<size_t> holders(fs.size(), 0);
+  if (s.eqn && s.eqn->prim->name == "dot_general")
+    for (size_t t = 0; t < s.vars.size(); ++t)
+      for (int g : std::set<int>(s.dims[t]->begin(), s.dims[t]->end()))
+        if (g != kNoFactor) ++holders[g];
   int64_t split = 0;
   size_t split_operand = 0;
   for (size_t t = 0; t < s.num_in; ++t) {
@@ -22,8 +29,11 @@ AxisNames Propagator::split_over_idle_axes(const Site& s, int f, const std::vect
     for (size_t d = 0; d < dims.size(); ++d) {
       if (dims[d] != f || spec_[s.vars[t]][d].empty()) continue;
       if (split) return {};  // more than one operand splits it
-      for (const std::string& a : spec_[s.vars[t]][d])
+      for (const std::string& a : spec_[s.vars[t]][d]) {
         if (!used.count(a)) return {};
+        for (size_t g = 0; g < fs.size(); ++g)
+          if (holders[g] == s.vars.size() && std::count(fs[g].begin(), fs[g].end(), a)) return {};
+      }
       split = entry_size(spec_[s.vars[t]][d]);
       split_operand = t;
     }
