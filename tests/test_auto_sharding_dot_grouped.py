@@ -7,11 +7,14 @@ on them and all-reduces the partial results over the idle axes. The result keeps
 the split of the operand it comes from. In a batched contraction whose batch dim takes the
 shared axis, the operand is re-tiled to the batch blocks: its dim keeps its block count, over
 the major idle (sub-)axes, and is gathered within the group, never computed on in pieces.
+A batched result keeps the free dim's split of the smaller operand though the larger splits
+its contracted dim over the same axis (Shardy lays a tensor out by its own dims' factors).
 Random shapes, meshes and layouts against the collectives of XLA's compiled program."""
 import numpy as np
 import pytest
 
-from auto_oracle import assert_like_jax
+import jax
+from auto_oracle import assert_like_jax, normalized, run_jax
 
 MESHES = [((2, 4), ("X", "Y")), ((4, 2), ("X", "Y")), ((2, 2, 2), ("X", "Y", "Z"))]
 
@@ -107,3 +110,42 @@ def test_batched_operand_retiled_to_batch_blocks(case):
     idle = names[mesh_shape.index(4)]
     piece = int(np.prod(shapes[1]))  # bytes of a quarter of w (float32): over the shared axis and half the idle one
     assert j_coll == {("collective-permute", names, piece): 1, ("all-gather", (idle,), piece): 1}
+
+
+def _free_split_case(seed):
+    """(mesh shape, names, shapes, specs): x and the larger w both laid out (batch axis,
+    shared axis): x's free dim and w's contracted dim over the shared axis."""
+    rng = np.random.default_rng(1100 + seed)
+    mesh_shape, names = MESHES[seed % 3]
+    batch_axis, shared = (str(n) for n in rng.permutation(names)[:2])
+    i, j, k = int(rng.choice([4, 8])), int(rng.choice([8, 16])), int(rng.choice([16, 32]))
+    return mesh_shape, names, [(16, i, j), (16, j, k)], [(batch_axis, shared), (batch_axis, shared)]
+
+
+FREE_SPLIT_CASES = [_free_split_case(seed) for seed in range(12)]
+
+
+@pytest.mark.parametrize("case", FREE_SPLIT_CASES, ids=[f"{c[0]}-{c[2]}-{c[3][0]}" for c in FREE_SPLIT_CASES])
+def test_batched_result_keeps_free_split(case):
+    """The result is laid out as x; w is gathered over the shared axis, or, where an axis
+    splits nothing, its pieces over that axis are permuted and the partial results
+    all-reduced over it."""
+    mesh_shape, names, shapes, specs = case
+
+    def run(runner, mod):
+        mesh = mod.make_mesh(mesh_shape, names, axis_types=(mod.sharding.AxisType.Auto,) * len(names))
+        rng = np.random.default_rng(5)
+        args = [mod.device_put(rng.standard_normal(s).astype(np.float32),
+                               mod.sharding.NamedSharding(mesh, mod.sharding.PartitionSpec(*sp)))
+                for s, sp in zip(shapes, specs)]
+        return runner(mod, lambda x, w: mod.numpy.einsum("bij,bjk->bik", x, w), args)
+
+    j_coll = assert_like_jax(run)
+    j_specs, _, _ = run(run_jax, jax)
+    assert [normalized(sp) for sp in j_specs] == [specs[0]]
+    idle = [n for n in names if n not in specs[0]]
+    kinds = {(kind, axes) for kind, axes, _ in j_coll}
+    if idle:
+        assert kinds == {("collective-permute", names), ("all-reduce", tuple(idle))}
+    else:
+        assert kinds == {("all-gather", (specs[0][1],))}

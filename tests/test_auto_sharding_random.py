@@ -49,7 +49,7 @@ KNOWN = {
     1001: "permute", 1010: "permute",
     1022: "permute",
     1063: "xla_values",
-    1077: "layout", 1085: "layout",
+    1085: "layout",
     1093: "halo", 1105: "permute", 1111: "permute",
     1117: "permute",
 }

@@ -252,7 +252,7 @@ AxisNames Propagator::joined(const Site& s, size_t t, size_t d, const std::vecto
   return joined_sub_axes(mesh_, axes);
 }
 
-std::vector<AxisNames> Propagator::resolve(const Site& s, bool planning) const {
+std::vector<AxisNames> Propagator::resolve(const Site& s, bool planning, bool results_only) const {
   const int nf = s.map.num_factors;
   std::vector<AxisNames> fs(nf);
   std::vector<int64_t> weight(nf, -1), size(nf, 0);
@@ -384,6 +384,13 @@ std::vector<AxisNames> Propagator::resolve(const Site& s, bool planning) const {
   }
   };
   take_last_operands_axes({});
+  if (results_only) {
+    std::set<int> contracted;
+    for (int f = 0; f < nf; ++f)
+      if (!in_result[f]) contracted.insert(f);
+    assign(contracted);
+    return fs;
+  }
   // A contracted factor computed whole (its operands gathered) leaves its
   // axes to the factors that wanted them after it, as XLA keeps a result
   // split as its operand is while gathering the other operand.
@@ -505,6 +512,10 @@ std::vector<Spec> Propagator::resolved_results(const Site& s, const std::vector<
 bool Propagator::apply(const Site& s, bool pass_through_only) {
   if (s.vars.empty() || (pass_through_only && !passes_through(s))) return false;
   const std::vector<AxisNames> fs = resolve(s);
+  // A dot's results take their factors' axes as Shardy gives a tensor its
+  // own factors' axes: the contracted factor, which they do not have, does not compete.
+  const bool dot = s.eqn && s.eqn->prim->name == "dot_general";
+  const std::vector<AxisNames> fs_results = dot ? resolve(s, false, true) : fs;
   bool changed = false;
   for (size_t t = 0; t < s.vars.size(); ++t) {
     const int v = s.vars[t];
@@ -513,7 +524,7 @@ bool Propagator::apply(const Site& s, bool pass_through_only) {
     Spec& spec = spec_[v];
     for (size_t d = 0; d < dims.size(); ++d) {
       if (dims[d] == kNoFactor) continue;
-      const AxisNames want = joined(s, t, d, fs);
+      const AxisNames want = joined(s, t, d, t >= s.num_in ? fs_results : fs);
       if (want.size() <= spec[d].size() || !is_prefix(spec[d], want)) continue;
       std::set<std::string> elsewhere;
       for (size_t o = 0; o < spec.size(); ++o)

@@ -42,7 +42,7 @@ AxisNames Propagator::split_over_idle_axes(const Site& s, int f, const std::vect
   for (const std::string& a : mesh_.axis_names)
     if (!overlaps_any(mesh_, used, a) && mesh_.axis_size(a) > 1) idle.push_back(a);
   const int64_t n = entry_size(idle);
-  if (!split || idle.empty() || n <= split || n % split != 0 || size % n != 0) return {};
+  if (!split || idle.empty() || n < split || n % split != 0 || size % n != 0) return {};
   std::vector<AxisNames> moved = fs;
   moved[f] = idle;
   const int64_t gather = block_bytes(s, split_operand, moved) * (n - 1);

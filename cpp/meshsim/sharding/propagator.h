@@ -119,7 +119,10 @@ class Propagator {
   // The layout of every factor of `s` from its values' current layouts;
   // `planning`: for computing on (operands may be cut over axes no value of
   // `s` uses, which propagation does not give the values).
-  std::vector<AxisNames> resolve(const Site& s, bool planning = false) const;
+  // `results_only`: the layouts of the factors the results have, as Shardy
+  // gives a result tensor its factors' axes: a contracted factor, which no
+  // result has, takes no axis from them.
+  std::vector<AxisNames> resolve(const Site& s, bool planning = false, bool results_only = false) const;
 
   // For computing on: each factor of `s`'s results takes the axes the
   // results' values have for it, other factors giving those axes up. Local
