@@ -110,13 +110,22 @@ template <class In, class Out, class Op>
 Tensor map_binary(const Tensor& x_in, const Tensor& y_in, DType out_dtype, Op op) {
   const bool x_scalar = x_in.ndim() == 0 && y_in.ndim() > 0;
   const bool y_scalar = y_in.ndim() == 0 && x_in.ndim() > 0;
-  // The operands themselves, or a view made for a scalar one (a Tensor copy
+  // Operands of one rank whose size-1 dims broadcast (`add f32[8,8] f32[1,8]`).
+  const bool expanded = !x_scalar && !y_scalar && x_in.shape() != y_in.shape();
+  // The operands themselves, or a view made for a broadcast one (a Tensor copy
   // allocates its shape and strides).
   Tensor x_view, y_view;
+  if (expanded) {
+    Shape shape = x_in.shape();
+    for (size_t d = 0; d < shape.size(); ++d)
+      if (shape[d] == 1) shape[d] = y_in.shape()[d];
+    x_view = x_in.broadcast_to(shape);
+    y_view = y_in.broadcast_to(shape);
+  }
   if (x_scalar) x_view = x_in.broadcast_to(y_in.shape());
   if (y_scalar) y_view = y_in.broadcast_to(x_in.shape());
-  const Tensor& x = x_scalar ? x_view : x_in;
-  const Tensor& y = y_scalar ? y_view : y_in;
+  const Tensor& x = x_scalar || expanded ? x_view : x_in;
+  const Tensor& y = y_scalar || expanded ? y_view : y_in;
   Tensor out = Tensor::empty(out_dtype, x.shape());
   const In* a = x.data<In>();
   const In* b = y.data<In>();

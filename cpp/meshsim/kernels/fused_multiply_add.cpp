@@ -45,8 +45,11 @@ Tensor fused_multiply_add(const Tensor& a, const Tensor& b, const Tensor& c, con
   const bool scalar_result = shape.empty();
   std::array<Tensor, 3> dense;
   const std::array<const Tensor*, 3> in{&a, &b, &c};
-  for (size_t k = 0; k < 3; ++k)
-    dense[k] = in[k]->ndim() == 0 || in[k]->is_contiguous() ? *in[k] : in[k]->contiguous();
+  for (size_t k = 0; k < 3; ++k) {
+    // A size-1 dim beside a larger one (an implicit broadcast) is read as its copies.
+    const Tensor sized = in[k]->ndim() == 0 || in[k]->shape() == shape ? *in[k] : in[k]->broadcast_to(shape);
+    dense[k] = sized.ndim() == 0 || sized.is_contiguous() ? sized : sized.contiguous();
+  }
   auto run = [&](auto tag) {
     using T = decltype(tag);
     auto operand = [&](size_t k) {

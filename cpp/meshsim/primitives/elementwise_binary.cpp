@@ -18,14 +18,16 @@ namespace meshsim {
 namespace {
 using namespace elementwise;
 
-// A divisor XLA sees as a broadcast: a scalar beside a larger dividend, or a
-// view that repeats its elements along a dimension (stride 0, size > 1), as
-// broadcast_in_dim leaves it. A size-1 expansion is not one: XLA turns it into
-// a reshape.
+// A divisor XLA sees as a broadcast: a scalar beside a larger dividend, a
+// size-1 dim beside a larger one (the op's implicit broadcast, lowered to an
+// explicit one), or a view that repeats its elements along a dimension
+// (stride 0, size > 1), as broadcast_in_dim leaves it. A size-1 expansion
+// by broadcast_in_dim is not one: XLA turns it into a reshape.
 bool is_broadcast_divisor(const Tensor& x, const Tensor& y) {
   if (y.ndim() == 0) return x.ndim() > 0;
   for (int64_t d = 0; d < y.ndim(); ++d)
-    if (y.strides()[d] == 0 && y.shape()[d] > 1) return true;
+    if ((y.strides()[d] == 0 && y.shape()[d] > 1) || (x.ndim() == y.ndim() && y.shape()[d] == 1 && x.shape()[d] > 1))
+      return true;
   return false;
 }
 
@@ -155,13 +157,10 @@ void fused_multiply_add_primitive() {
   p.elementwise = true;
   p.vjp = [](const VjpArgs& a) {
     const Value& g = *a.ct[0];
-    auto to_operand = [&g](const Value& ct, const Value& operand) {
-      return aval_of(operand).shape.empty() && !aval_of(g).shape.empty() ? op::sum_to_operand(ct, {}, {}) : ct;
-    };
     Cotangents ct(3);
-    if (a.wants[0]) ct[0] = to_operand(op::mul(g, a.in[1]), a.in[0]);
-    if (a.wants[1]) ct[1] = to_operand(op::mul(a.in[0], g), a.in[1]);
-    if (a.wants[2]) ct[2] = to_operand(g, a.in[2]);
+    if (a.wants[0]) ct[0] = unbroadcast(op::mul(g, a.in[1]), a.in[0]);
+    if (a.wants[1]) ct[1] = unbroadcast(op::mul(a.in[0], g), a.in[1]);
+    if (a.wants[2]) ct[2] = unbroadcast(g, a.in[2]);
     return ct;
   };
   p.abstract_eval = [](const Avals& in, const Params&) {
@@ -171,9 +170,12 @@ void fused_multiply_add_primitive() {
     const Aval* shaped = &in[0];
     for (const Aval& x : in)
       if (x.ndim() > 0) shaped = &x;
-    for (const Aval& x : in)
-      if (x.ndim() > 0) check_same_shapes(name, x, *shaped);
-    return Avals{like(*shaped, shaped->shape, shaped->dtype, in[0].weak_type && in[1].weak_type && in[2].weak_type)};
+    Aval out = like(*shaped, shaped->shape, shaped->dtype, in[0].weak_type && in[1].weak_type && in[2].weak_type);
+    for (const Aval& x : in) {
+      Aval sized = out;
+      out.shape = broadcast_operand_shapes(name, sized, x);
+    }
+    return Avals{out};
   };
   p.kernel = [](const Tensors& in, const Params&, const Avals& out) {
     return Tensors{fused_multiply_add(in[0], in[1], in[2], out[0].shape)};

@@ -41,6 +41,7 @@ void nextafter_primitive() {
   p.operands = exactly(2);
   p.elementwise = true;
   p.bf16_widened_once = false;  // works on the bits
+  p.batch = batch_broadcasting;
   p.abstract_eval = [](const Avals& in, const Params&) {
     return Avals{binary_aval("nextafter", Accepts::Float, in, in[0].dtype)};
   };
@@ -72,11 +73,12 @@ void pow_primitive() {
     if (a.wants[0]) {
       Value jac = op::mul(y, op::pow(x, op::sub(y, c(y, 1.0))));
       if (int_exponent) jac = op::select(op::eq(y, c(y, 0.0)), c(y, 0.0), jac);
-      ct[0] = op::mul(g, jac);
+      ct[0] = unbroadcast(op::mul(g, jac), x);
     }
-    if (a.wants[1] && !int_exponent) ct[1] = op::mul(g, op::mul(op::log(replace_zero(x)), z));
+    if (a.wants[1] && !int_exponent) ct[1] = unbroadcast(op::mul(g, op::mul(op::log(replace_zero(x)), z)), a.in[1]);
     return ct;
   };
+  p.batch = batch_broadcasting;
   p.abstract_eval = [](const Avals& in, const Params&) {
     const Aval &x = in[0], &y = in[1];
     check_dtype("pow", Accepts::Inexact, x.dtype, 0);
@@ -85,8 +87,8 @@ void pow_primitive() {
       fail<TypeError>("the first argument to pow must have an inexact dtype (float or complex), and the second "
                       "argument must have an inexact or integer dtype, and two inexact dtypes must match, but got ",
                       dtype_name(x.dtype), " and ", dtype_name(y.dtype), " respectively.");
-    check_same_shapes("pow", x, y);
-    return Avals{like(x, x.shape, x.dtype, x.weak_type && y.weak_type)};
+    const Aval& shaped = x.ndim() == 0 ? y : x;
+    return Avals{like(shaped, broadcast_operand_shapes("pow", x, y), x.dtype, x.weak_type && y.weak_type)};
   };
   p.kernel = [](const Tensors& in, const Params&, const Avals& out) {
     return dispatch_inexact(in[0].dtype(), [&](auto tag) {

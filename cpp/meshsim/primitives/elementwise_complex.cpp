@@ -60,6 +60,7 @@ void complex_primitive() {
   p.elementwise = true;
   p.vjp = d2([](auto& g, auto&, auto&, auto&) { return real_part(g); },
              [](auto& g, auto&, auto&, auto&) { return imag_part(op::neg(g)); });
+  p.batch = batch_broadcasting;
   p.abstract_eval = [](const Avals& in, const Params&) {
     for (int i = 0; i < 2; ++i)
       if (in[i].dtype != DType::Float32 && in[i].dtype != DType::Float64)

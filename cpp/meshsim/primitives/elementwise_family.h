@@ -19,6 +19,7 @@
 #include "meshsim/kernels/narrow_float_blocks.h"
 #include "meshsim/kernels/xla_math.h"
 #include "meshsim/ir/kernel_results.h"
+#include "meshsim/transforms/batching.h"
 
 namespace meshsim::elementwise {
 
@@ -163,19 +164,25 @@ VjpRule d1(D d) {
   return [d](const VjpArgs& a) { return Cotangents{d(*a.ct[0], a.in[0], a.out[0])}; };
 }
 
+// An operand's cotangent from one shaped as the result, as JAX transposes an
+// implicit broadcast: summed over the dims the operand broadcast (all of a
+// scalar's, each size-1 dim beside a larger one), then reshaped to the operand.
+inline Value unbroadcast(const Value& ct, const Value& operand) {
+  const Shape &from = aval_of(ct).shape, &to = aval_of(operand).shape;
+  if (from == to) return ct;
+  IntList summed;
+  for (int64_t d = 0; d < static_cast<int64_t>(from.size()); ++d)
+    if (to.empty() || to[d] != from[d]) summed.push_back(d);
+  const Value sum = op::reduce_sum(ct, summed);
+  return to.empty() ? sum : op::reshape(sum, to);
+}
+
 // A binary rule from the two partial cotangents dx(g, x, y, z), dy(g, x, y, z), z the output.
 // A scalar operand's cotangent sums its broadcast result's.
 template <class Dx, class Dy>
 VjpRule d2(Dx dx, Dy dy) {
   return [dx, dy](const VjpArgs& a) {
     const Value &g = *a.ct[0], &x = a.in[0], &y = a.in[1], &z = a.out[0];
-    auto unbroadcast = [](const Value& ct, const Value& operand) {
-      const int64_t rank = aval_of(ct).ndim();
-      if (aval_of(operand).ndim() > 0 || rank == 0) return ct;
-      IntList all(rank);
-      for (int64_t d = 0; d < rank; ++d) all[d] = d;
-      return op::reduce_sum(ct, all);
-    };
     return Cotangents{a.wants[0] ? Cotangent(unbroadcast(dx(g, x, y, z), x)) : std::nullopt,
                       a.wants[1] ? Cotangent(unbroadcast(dy(g, x, y, z), y)) : std::nullopt};
   };
@@ -384,13 +391,29 @@ inline void check_same_shapes(const std::string& name, const Aval& x, const Aval
                     shape_str(y.shape), ".");
 }
 
+// The result shape of an elementwise op, as JAX's lax broadcasts: a scalar operand
+// beside any shape, and among operands of one rank, size-1 dims beside any size
+// (the kernels read them with stride 0). Ranks are never promoted here: jnp does that.
+inline Shape broadcast_operand_shapes(const std::string& name, const Aval& x, const Aval& y) {
+  if (x.ndim() == 0) return y.shape;
+  if (y.ndim() == 0 || x.shape == y.shape) return x.shape;
+  if (x.ndim() != y.ndim())
+    fail<TypeError>(name, ": arrays must have the same number of dimensions, got {",
+                    std::min(x.ndim(), y.ndim()), ", ", std::max(x.ndim(), y.ndim()), "}");
+  Shape out(x.shape.size());
+  for (size_t d = 0; d < out.size(); ++d) {
+    if (x.shape[d] != y.shape[d] && x.shape[d] != 1 && y.shape[d] != 1) check_same_shapes(name, x, y);
+    out[d] = x.shape[d] == 1 ? y.shape[d] : x.shape[d];
+  }
+  return out;
+}
+
 inline Aval binary_aval(const std::string& name, Accepts a, const Avals& in, DType out_dtype) {
   check_dtype(name, a, in[0].dtype, 0);
   check_dtype(name, a, in[1].dtype, 1);
   check_same_dtypes(name, in[0], in[1]);
-  const Aval& shaped = in[0].ndim() == 0 ? in[1] : in[0];  // a scalar operand broadcasts
-  if (in[0].ndim() > 0 && in[1].ndim() > 0) check_same_shapes(name, in[0], in[1]);
-  return like(shaped, shaped.shape, out_dtype, in[0].weak_type && in[1].weak_type);
+  const Aval& shaped = in[0].ndim() == 0 ? in[1] : in[0];
+  return like(shaped, broadcast_operand_shapes(name, in[0], in[1]), out_dtype, in[0].weak_type && in[1].weak_type);
 }
 
 // kFlush as for unary: arithmetic flushes denormals, max/min and bit operations do not.
@@ -408,6 +431,7 @@ Primitive binary_primitive(const std::string& name, Op op, VjpRule vjp = nullptr
   p.abstract_eval = [name](const Avals& in, const Params&) {
     return Avals{binary_aval(name, A, in, in[0].dtype)};
   };
+  p.batch = batch_broadcasting;
   p.kernel = [op, nibble](const Tensors& in_, const Params&, const Avals& out_) {
     if constexpr (!std::is_same_v<Nibble, std::nullptr_t>)
       if (is_int4(in_[0].dtype()))
@@ -461,6 +485,7 @@ void comparison(const std::string& name, Op op) {
     // weak if both operands are
     return Avals{binary_aval(name, kEquality ? Accepts::Any : Accepts::Ordered, in, DType::Bool)};
   };
+  p.batch = batch_broadcasting;
   p.kernel = [op](const Tensors& in_, const Params&, const Avals& out_) {
     auto run = [&](const Tensors& in, const Avals&) {
       auto compare = [&](auto tag) {

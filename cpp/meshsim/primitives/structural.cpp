@@ -428,9 +428,18 @@ void broadcast_in_dim() {
     params.set("numpy_dims", numpy);
     return bind_at_front(a, params);
   };
+  // As JAX transposes it: summed over every result dim but the operand's dims of
+  // size > 1, then the operand's size-1 dims put back (`broadcast_in_dim`).
   p.vjp = [](const VjpArgs& a) {
-    return Cotangents{ops::sum_to_operand(*a.ct[0], aval_of(a.in[0]).shape,
-                                          a.params.get<IntList>("broadcast_dimensions"))};
+    const Shape& shape = aval_of(a.in[0]).shape;
+    const IntList& dims = a.params.get<IntList>("broadcast_dimensions");
+    IntList kept, kept_positions, summed;
+    for (size_t i = 0; i < shape.size(); ++i)
+      if (shape[i] != 1) kept.push_back(dims[i]), kept_positions.push_back(static_cast<int64_t>(i));
+    for (int64_t d = 0; d < aval_of(*a.ct[0]).ndim(); ++d)
+      if (!in_list(kept, d)) summed.push_back(d);
+    const Value sum = ops::reduce_sum(*a.ct[0], summed);
+    return Cotangents{ops::broadcast_in_dim(sum, shape, kept_positions)};
   };
   p.abstract_eval = [](const Avals& in, const Params& params) {
     const Shape& shape = params.get<IntList>("shape");

@@ -129,6 +129,12 @@ class Contraction {
         product.a = e.inputs[0];
         product.b = e.inputs.back();
         product.shape = p_.avals[e.outputs[0]].shape;
+        // A factor broadcast by the product itself (a size-1 dim) is not moved with it.
+        if (!product.moves.empty())
+          for (int factor : {product.a, product.b}) {
+            const Shape& s = p_.avals[factor].shape;
+            if (!s.empty() && s != product.shape) return std::nullopt;
+          }
         std::reverse(product.moves.begin(), product.moves.end());
         return product;
       }

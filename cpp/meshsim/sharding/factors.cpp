@@ -69,8 +69,13 @@ std::optional<FactorMap> elementwise_factors(const Avals& in, const Avals& out) 
   std::vector<int> identity(shape.size());
   for (size_t d = 0; d < shape.size(); ++d) identity[d] = static_cast<int>(d);
   for (const Aval& a : in) {
-    if (a.ndim() > 0 && a.shape != shape) return std::nullopt;
-    m.in.push_back(a.ndim() > 0 ? identity : std::vector<int>{});
+    if (a.ndim() > 0 && a.ndim() != static_cast<int64_t>(shape.size())) return std::nullopt;
+    // A size-1 dim the op broadcasts has no factor: XLA sees an explicit broadcast
+    // of it just before the op, which replicates that dim.
+    std::vector<int> dims = a.ndim() > 0 ? identity : std::vector<int>{};
+    for (size_t d = 0; d < dims.size(); ++d)
+      if (a.shape[d] != shape[d]) dims[d] = kNoFactor;
+    m.in.push_back(std::move(dims));
   }
   for (const Aval& o : out)
     m.out.push_back(o.shape == shape ? identity : std::vector<int>(o.shape.size(), kNoFactor));

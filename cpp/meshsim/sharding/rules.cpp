@@ -99,10 +99,16 @@ Spec drop_dims(const Spec& s, const IntList& dims) {
 }
 
 // Elementwise on local blocks: every operand laid out as the result (a
-// replicated operand is sliced, which moves nothing).
+// replicated operand is sliced, which moves nothing), but whole along a
+// size-1 dim it broadcasts, as the kernel reads it.
 LocalPlan elementwise_plan(const Avals& in, const Params& params, const Avals& out) {
   LocalPlan plan;
-  for (const Aval& a : in) plan.in_specs.push_back(a.ndim() > 0 ? spec_of(out[0]) : Spec{});
+  for (const Aval& a : in) {
+    Spec s = a.ndim() > 0 ? spec_of(out[0]) : Spec{};
+    for (size_t d = 0; d < s.size(); ++d)
+      if (a.shape[d] != out[0].shape[d]) s[d].clear();
+    plan.in_specs.push_back(std::move(s));
+  }
   plan.params = params;
   for (const Aval& o : out) plan.out_specs.push_back(spec_of(o));
   return plan;
@@ -298,7 +304,7 @@ Spec broadcasting_rule(const std::string& name, const Avals& in) {
 
 std::vector<Spec> elementwise_rule(const Primitive& prim, const Avals& in, const Avals& out) {
   for (const Aval& a : in)
-    if (a.ndim() > 0 && a.shape != out[0].shape) not_implemented(prim.name);
+    if (a.ndim() > 0 && a.ndim() != out[0].ndim()) not_implemented(prim.name);
   for (const Aval& o : out)
     if (o.shape != out[0].shape) not_implemented(prim.name);
   return std::vector<Spec>(out.size(), pad_spec(broadcasting_rule(prim.name, in), out[0].shape.size()));
@@ -368,7 +374,7 @@ std::optional<LocalPlan> local_plan_for(const Primitive& prim, const Avals& in, 
   if (prim.local_plan) return prim.local_plan(in, params, out);
   if (prim.elementwise && !prim.sharding_rule) {
     for (const Aval& a : in)
-      if (a.ndim() > 0 && a.shape != out[0].shape) return std::nullopt;
+      if (a.ndim() > 0 && a.ndim() != out[0].ndim()) return std::nullopt;
     return elementwise_plan(in, params, out);
   }
   return std::nullopt;

@@ -136,6 +136,49 @@ Batched elementwise_rule(const BatchArgs& a, bool scalars_stay) {
 
 }  // namespace
 
+Batched batch_broadcasting(const BatchArgs& a) {
+  const size_t n = a.in.size();
+  size_t first = 0;
+  while (a.dims[first] == kNotBatched) ++first;
+  const Shape& shape = aval_of(a.in[first]).shape;
+  bool agree = true;
+  for (size_t i = 0; i < n; ++i)
+    if (aval_of(a.in[i]).ndim() > 0) agree = agree && aval_of(a.in[i]).shape == shape && a.dims[i] == a.dims[first];
+  if (agree) {
+    Values out = meshsim::bind(a.prim, a.in, a.params);
+    return {out, BatchDims(out.size(), a.dims[first])};
+  }
+  Values in;
+  int64_t rank = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const Aval& x = aval_of(a.in[i]);
+    if (x.ndim() == 0) {
+      in.push_back(a.in[i]);
+    } else if (a.dims[i] == kNotBatched) {
+      // JAX inserts the size-1 dim with np.delete: its jaxprs print the dims as np.int64.
+      IntList dims;
+      for (int64_t d = 1; d <= x.ndim(); ++d) dims.push_back(d);
+      Params params{{"shape", IntList(with(x.shape, 0, 1))}, {"broadcast_dimensions", dims}};
+      params.set("numpy_dims", IntList(dims.size(), 1));
+      in.push_back(meshsim::bind(primitive("broadcast_in_dim"), {a.in[i]}, params)[0]);
+    } else {
+      in.push_back(batch_at(a.in[i], a.dims[i], 0, a.size));
+    }
+    rank = std::max<int64_t>(rank, aval_of(in.back()).ndim());
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const Shape& s = aval_of(in[i]).shape;
+    if (a.dims[i] == kNotBatched || static_cast<int64_t>(s.size()) == rank) continue;
+    Shape expanded = s;
+    expanded.resize(rank, 1);
+    IntList dims;
+    for (int64_t d = 0; d < static_cast<int64_t>(s.size()); ++d) dims.push_back(d);
+    in[i] = ops::broadcast_in_dim(in[i], expanded, dims);
+  }
+  Values out = meshsim::bind(a.prim, in, a.params);
+  return {out, BatchDims(out.size(), 0)};
+}
+
 Batched batch_elementwise(const BatchArgs& a) { return elementwise_rule(a, /*scalars_stay=*/true); }
 
 Batched batch_elementwise_of_one_shape(const BatchArgs& a) { return elementwise_rule(a, /*scalars_stay=*/false); }

@@ -51,6 +51,12 @@ Batched bind_at_front(const BatchArgs& a, const Params& params);  // every opera
 // The rule of the elementwise family (operands of one shape, or scalars where
 // the primitive allows them).
 Batched batch_elementwise(const BatchArgs& a);
+// For ops whose shape rule broadcasts size-1 dims (add, mul, comparisons, ...),
+// as JAX's broadcast_batcher: operands of one shape batched alike are bound as
+// they are; otherwise every batch goes to the front, an unbatched operand gets
+// a size-1 batch dim there and a batched lower-rank one trailing size-1 dims,
+// and the op broadcasts them.
+Batched batch_broadcasting(const BatchArgs& a);
 // The same for a primitive whose operands keep one shape (select_n): an
 // unbatched 0-d operand is batched with the others instead of staying a scalar.
 Batched batch_elementwise_of_one_shape(const BatchArgs& a);

@@ -72,7 +72,7 @@ def _broadcast_in_dim(x, shape):
 # Binary primitives that take a scalar operand next to an array as is
 # (`mul a 2.0:f32[]`), as JAX's lax does.
 _SCALAR_OPERANDS = frozenset({
-    "add", "sub", "mul", "div", "rem", "max", "min", "atan2", "nextafter", "and", "or", "xor",
+    "add", "sub", "mul", "div", "rem", "pow", "max", "min", "atan2", "nextafter", "and", "or", "xor",
     "shift_left", "shift_right_logical", "shift_right_arithmetic", "eq", "ne", "lt", "le", "gt", "ge",
 })
 
@@ -104,10 +104,12 @@ def bind_suggesting_promotion(prim: str, *vals, **params):
 
 
 def _nary(prim: str, *args):
+    """The op on its operands as they are: the primitive broadcasts size-1 dims (and
+    scalars, where it takes them) itself, as JAX's lax ops do."""
     vals = [_operand(a, prim, i) for i, a in enumerate(args)]
     shape = _broadcast_shape(prim, [v.shape for v in vals])
     keep_scalars = prim in _SCALAR_OPERANDS
-    vals = [v if keep_scalars and v.ndim == 0 else _broadcast_in_dim(v, shape) for v in vals]
+    vals = [_broadcast_in_dim(v, shape) if v.ndim == 0 and not keep_scalars else v for v in vals]
     return bind_suggesting_promotion(prim, *vals)
 
 

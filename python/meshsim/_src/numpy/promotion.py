@@ -81,7 +81,21 @@ def _convert_and_broadcast(args, dtype, weak, keep_scalars=False):
         if len({v.ndim for v in vals if v.ndim}) == 1:
             return vals
         raise
-    return [v if keep_scalars and v.ndim == 0 else broadcast_to_shape(v, shape) for v in vals]
+    # As JAX promotes shapes: operands of several ranks are broadcast to the common
+    # rank only, size-1 dims kept (`f32[1,8]`), and the lax op broadcasts size-1 dims
+    # itself; scalars stay scalars where the op takes them.
+    ranks = {v.ndim for v in vals if v.ndim}
+    return [(v if keep_scalars else broadcast_to_shape(v, shape)) if v.ndim == 0
+            else broadcast_to_rank(v, len(shape)) if len(ranks) > 1 else v for v in vals]
+
+
+def broadcast_to_rank(x, rank: int):
+    """`x` with size-1 dims put in front up to `rank` (JAX's broadcast_to_rank)."""
+    lead = rank - x.ndim
+    if lead == 0:
+        return x
+    return core.bind1("broadcast_in_dim", x, shape=(1,) * lead + tuple(x.shape),
+                      broadcast_dimensions=tuple(range(lead, rank)))
 
 
 def promote_args(*args, keep_scalars: bool = False):
