@@ -46,7 +46,7 @@ REASONS = {
 }
 # seed -> kind
 KNOWN = {
-    1001: "permute", 1010: "permute",
+    1010: "permute",
     1022: "permute",
     1063: "xla_values",
     1085: "layout",
