@@ -18,7 +18,7 @@ from meshsim._src.ad import custom_jvp
 from meshsim._src.lax import elementwise as lax
 from meshsim._src.lax import structural as lax_structural
 from meshsim._src.sharding.named_sharding import PartitionSpec, check_no_duplicate_axes
-from meshsim._src.numpy.promotion import (broadcast_shapes, broadcast_to_shape, promote_args,
+from meshsim._src.numpy.promotion import (broadcast_shapes, broadcast_to_rank, broadcast_to_shape, promote_args,
                                           promote_args_inexact, promote_args_numeric, result_type)
 
 __all__ = [
@@ -309,9 +309,10 @@ def power(x1, x2, /):
     if exponent is not None:
         return lax.integer_pow(promote_args_numeric(x1)[0], exponent)
     x1, x2 = core.asarray_value(x1), core.asarray_value(x2)
-    shape = broadcast_shapes(x1.shape, x2.shape)
-    x1, x2 = broadcast_to_shape(x1, shape), broadcast_to_shape(x2, shape)
-    x1_, x2_ = promote_args_numeric(x1, x2)
+    if x1.ndim and x2.ndim:  # broadcast to the common rank; lax.pow broadcasts size-1 dims
+        rank = len(broadcast_shapes(x1.shape, x2.shape))
+        x1, x2 = broadcast_to_rank(x1, rank), broadcast_to_rank(x2, rank)
+    x1_, x2_ = promote_args_numeric(x1, x2, keep_scalars=True)
     if _is_integral(x1_.dtype):
         return _pow_int_int(x1_, x2_)
     if _is_floating(x1.dtype) and dtype_kinds.issubdtype(x2.dtype, np.integer):
