@@ -19,6 +19,7 @@
 #include "meshsim/kernels/narrow_float_blocks.h"
 #include "meshsim/kernels/xla_math.h"
 #include "meshsim/ir/kernel_results.h"
+#include "meshsim/sharding/rules.h"
 #include "meshsim/transforms/batching.h"
 
 namespace meshsim::elementwise {
@@ -166,15 +167,20 @@ VjpRule d1(D d) {
 
 // An operand's cotangent from one shaped as the result, as JAX transposes an
 // implicit broadcast: summed over the dims the operand broadcast (all of a
-// scalar's, each size-1 dim beside a larger one), then reshaped to the operand.
+// scalar's, each size-1 dim beside a larger one), then reshaped to the operand
+// (laid out as the operand where its type has Explicit axes).
 inline Value unbroadcast(const Value& ct, const Value& operand) {
-  const Shape &from = aval_of(ct).shape, &to = aval_of(operand).shape;
+  const Aval& primal = aval_of(operand);
+  const Shape &from = aval_of(ct).shape, &to = primal.shape;
   if (from == to) return ct;
   IntList summed;
   for (int64_t d = 0; d < static_cast<int64_t>(from.size()); ++d)
     if (to.empty() || to[d] != from[d]) summed.push_back(d);
   const Value sum = op::reduce_sum(ct, summed);
-  return to.empty() ? sum : op::reshape(sum, to);
+  if (to.empty()) return sum;
+  Params params{{"new_sizes", IntList(to)}};
+  if (auto spec = cotangent_out_sharding(primal)) params.set("out_sharding", std::vector<StrList>(*spec));
+  return op::bind1("reshape", {sum}, params);
 }
 
 // A binary rule from the two partial cotangents dx(g, x, y, z), dy(g, x, y, z), z the output.

@@ -146,14 +146,19 @@ void select_n_primitive() {
   p.elementwise = true;
   p.batch = batch_elementwise_of_one_shape;  // cases of one shape: a 0-d case is batched too
   // Case i gets g where it was selected, 0 elsewhere; `which` has no cotangent.
+  // As JAX transposes it: one zeros operand shared by the cases' cotangents, and
+  // an integer `which` compared with each case's index.
   p.vjp = [](const VjpArgs& a) {
     const Value& g = *a.ct[0];
+    const Value zeros = op::zeros_like(g);
+    const DType which_dtype = aval_of(a.in[0]).dtype;
     Cotangents ct(a.in.size());
     for (size_t i = 1; i < a.in.size(); ++i) {
       if (!a.wants[i]) continue;
-      Values cases;
-      for (size_t j = 1; j < a.in.size(); ++j) cases.push_back(i == j ? g : op::zeros_like(g));
-      ct[i] = op::select_n(a.in[0], cases);
+      if (which_dtype == DType::Bool)
+        ct[i] = op::select_n(a.in[0], i == 1 ? Values{g, zeros} : Values{zeros, g});
+      else
+        ct[i] = op::select(op::eq(a.in[0], op::full({}, which_dtype, static_cast<double>(i - 1))), g, zeros);
     }
     return ct;
   };

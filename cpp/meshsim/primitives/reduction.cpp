@@ -281,10 +281,22 @@ Cost one_flop_per_input(const Avals& in, const Params&, const Avals& out) {
   return c;
 }
 
+// Axes batch_over_axes shifted print as np.int64, as JAX's reducer batching leaves them.
+void spell_numpy_axes(PrintedEquation& e) {
+  if (e.eqn.params.has("numpy_dims"))
+    e.spell("axes", numpy_tuple_str(e.eqn.params.get<IntList>("axes"), &e.eqn.params.get<IntList>("numpy_dims")));
+}
+
 // Reductions over `axes` and scans along `axis` batch at dimension 0.
 Batched batch_over_axes(const BatchArgs& a) {
   Params params = a.params;
   params.set("axes", shift_axes(a.params.get<IntList>("axes")));
+  // JAX shifts the axes with np.where: its jaxprs print them as np.int64 (ir/program.cpp).
+  params.set("numpy_dims", IntList(params.get<IntList>("axes").size(), 1));
+  if (auto os = spec_param(a.params, "out_sharding")) {  // the batch dim is whole
+    os->insert(os->begin(), AxisNames{});
+    params.set("out_sharding", std::vector<StrList>(*os));
+  }
   return bind_at_front(a, params);
 }
 
@@ -296,7 +308,8 @@ Batched batch_along_axis(const BatchArgs& a) {
 
 // ---- sharding in types: rules and local plans (sharding/rules.h) ----------------
 
-std::vector<Spec> reduce_rule(const Avals& in, const Params& p, const Avals&) {
+std::vector<Spec> reduce_rule(const Avals& in, const Params& p, const Avals& out) {
+  if (auto os = out_sharding_param(p, out[0].shape.size())) return {*os};
   return {drop_dims(spec_of(in[0]), p.get<IntList>("axes"))};
 }
 
@@ -334,7 +347,10 @@ void reduce(const std::string& name, const std::string& partials,
   Primitive p;
   p.name = name;
   p.operands = exactly(1);
-  p.print_rule = std::move(print_rule);
+  p.print_rule = [print_rule = std::move(print_rule)](PrintedEquation& e) {
+    spell_numpy_axes(e);
+    if (print_rule) print_rule(e);
+  };
   p.partials_reduction = partials;
   p.fuses_operands = true;  // XLA fuses the operand it reduces
   const std::string combined = partials == "prod" ? "" : partials;
@@ -473,6 +489,7 @@ void arg_reduce_primitive(const std::string& name) {
   p.fuses_operands = true;
   p.cost = one_flop_per_input;
   p.batch = batch_over_axes;
+  p.print_rule = spell_numpy_axes;
   p.abstract_eval = [](const Avals& in, const Params& params) {
     const Aval& x = in[0];
     const IntList& axes = params.get<IntList>("axes");
@@ -641,9 +658,15 @@ IntList kept_dims(int64_t ndim, const IntList& axes) {
   return kept;
 }
 
+// As JAX transposes it: broadcast back, laid out as the operand where its type
+// has Explicit axes.
 Cotangents reduce_sum_vjp(const VjpArgs& a) {
   const Aval& x = aval_of(a.in[0]);
-  return {ops::broadcast_in_dim(*a.ct[0], x.shape, kept_dims(x.ndim(), a.params.get<IntList>("axes")))};
+  const IntList kept = kept_dims(x.ndim(), a.params.get<IntList>("axes"));
+  const std::optional<Spec> spec = cotangent_out_sharding(x);
+  if (!spec || aval_of(*a.ct[0]).shape == x.shape) return {ops::broadcast_in_dim(*a.ct[0], x.shape, kept)};
+  return {ops::bind1("broadcast_in_dim", {*a.ct[0]}, {{"shape", IntList(x.shape)}, {"broadcast_dimensions", kept},
+                                                      {"out_sharding", std::vector<StrList>(*spec)}})};
 }
 
 // reduce_max/min: g shared evenly among the elements equal to the result.
@@ -726,8 +749,14 @@ std::function<Cotangents(const VjpArgs&)> scan_vjp(Value (*combine)(const Value&
 }  // namespace
 
 void register_reduction_primitives() {
-  reduce<Sum, Accepts::Number>("reduce_sum", "sum", reduce_sum_vjp,
-                               [](PrintedEquation& e) { e.add("out_sharding"); });  // JAX's, not stored here
+  // `out_sharding`, when given (transposes under Explicit axes), prints as the
+  // result's NamedSharding; JAX's None otherwise.
+  reduce<Sum, Accepts::Number>("reduce_sum", "sum", reduce_sum_vjp, [](PrintedEquation& e) {
+    const ParamValue* asked = e.find("out_sharding");
+    if (asked && !std::holds_alternative<std::monostate>(*asked))
+      e.spell("out_sharding", type_sharding_repr(e.program.avals[e.eqn.outputs[0]]));
+    e.add("out_sharding");
+  });
   reduce<Prod, Accepts::Number>("reduce_prod", "prod", reduce_prod_vjp);
   reduce<Max, Accepts::Any>("reduce_max", "max", reduce_chooser_vjp);
   reduce<Min, Accepts::Any>("reduce_min", "min", reduce_chooser_vjp);

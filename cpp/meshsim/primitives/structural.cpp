@@ -98,6 +98,7 @@ std::vector<Spec> transpose_rule(const Avals& in, const Params& p, const Avals&)
 }
 
 std::vector<Spec> broadcast_in_dim_rule(const Avals& in, const Params& p, const Avals& out) {
+  if (auto asked = out_sharding_param(p, out[0].shape.size())) return {*asked};
   const Spec s = spec_of(in[0]);
   const IntList& dims = p.get<IntList>("broadcast_dimensions");
   Spec o(out[0].shape.size());
@@ -407,13 +408,27 @@ void broadcast_in_dim() {
   p.print_rule = [](PrintedEquation& e) {
     e.hide("shape");
     e.hide("sharding");
+    e.hide("out_sharding");
     const auto* dims = std::get_if<IntList>(e.find("broadcast_dimensions"));
     if (dims && dims->empty()) e.hide("broadcast_dimensions");
     else if (dims && e.eqn.params.has("numpy_dims"))
       e.spell("broadcast_dimensions", numpy_tuple_str(*dims, &e.eqn.params.get<IntList>("numpy_dims")));
   };
   p.sharding_rule = broadcast_in_dim_rule;
-  p.local_plan = local_shape_plan("shape");
+  // With an `out_sharding` (JAX's `sharding`), each operand dim is first laid out
+  // as the result dim it becomes, so that every device broadcasts its own block.
+  p.local_plan = [](const Avals& in, const Params& params, const Avals& out) {
+    std::optional<LocalPlan> plan = local_shape_plan("shape")(in, params, out);
+    if (plan && !params.is_none("out_sharding")) {
+      const IntList& dims = params.get<IntList>("broadcast_dimensions");
+      const Spec result = spec_of(out[0]);
+      Spec& operand = plan->in_specs[0];
+      for (size_t i = 0; i < dims.size(); ++i)
+        operand[i] = in[0].shape[i] == 1 ? AxisNames{} : result[dims[i]];
+      plan->params.set("out_sharding", std::monostate{});
+    }
+    return plan;
+  };
   p.factors = broadcast_in_dim_factors;
   p.batch = [](const BatchArgs& a) {
     Params params = a.params;
@@ -422,6 +437,10 @@ void broadcast_in_dim() {
     for (int64_t d : a.params.get<IntList>("broadcast_dimensions")) dims.push_back(d + 1);
     params.set("shape", shape);
     params.set("broadcast_dimensions", dims);
+    if (auto asked = spec_param(a.params, "out_sharding")) {  // the batch dim is whole
+      asked->insert(asked->begin(), AxisNames{});
+      params.set("out_sharding", std::vector<StrList>(*asked));
+    }
     // JAX shifts the dims with np.add: its jaxprs print them as np.int64 (ir/program.cpp).
     IntList numpy(dims.size(), 1);
     numpy[0] = 0;
@@ -429,16 +448,26 @@ void broadcast_in_dim() {
     return bind_at_front(a, params);
   };
   // As JAX transposes it: summed over every result dim but the operand's dims of
-  // size > 1, then the operand's size-1 dims put back (`broadcast_in_dim`).
+  // size > 1 (laid out as those dims of the operand where its type has Explicit
+  // axes), then the operand's size-1 dims put back (`broadcast_in_dim`).
   p.vjp = [](const VjpArgs& a) {
-    const Shape& shape = aval_of(a.in[0]).shape;
+    const Aval& primal = aval_of(a.in[0]);
+    const Shape& shape = primal.shape;
     const IntList& dims = a.params.get<IntList>("broadcast_dimensions");
+    const std::optional<Spec> primal_spec = cotangent_out_sharding(primal);
     IntList kept, kept_positions, summed;
+    Spec kept_spec;
     for (size_t i = 0; i < shape.size(); ++i)
-      if (shape[i] != 1) kept.push_back(dims[i]), kept_positions.push_back(static_cast<int64_t>(i));
+      if (shape[i] != 1) {
+        kept.push_back(dims[i]);
+        kept_positions.push_back(static_cast<int64_t>(i));
+        if (primal_spec) kept_spec.push_back((*primal_spec)[i]);
+      }
     for (int64_t d = 0; d < aval_of(*a.ct[0]).ndim(); ++d)
       if (!in_list(kept, d)) summed.push_back(d);
-    const Value sum = ops::reduce_sum(*a.ct[0], summed);
+    Params params{{"axes", summed}};
+    if (primal_spec) params.set("out_sharding", std::vector<StrList>(kept_spec));
+    const Value sum = summed.empty() ? *a.ct[0] : ops::bind1("reduce_sum", {*a.ct[0]}, params);
     return Cotangents{ops::broadcast_in_dim(sum, shape, kept_positions)};
   };
   p.abstract_eval = [](const Avals& in, const Params& params) {
@@ -480,9 +509,14 @@ void reshape() {
   p.operands = exactly(1);
   p.moves_elements = true;
   p.ur_rule = keep_operand_ur();  // moves elements: linear
-  p.print_rule = [](PrintedEquation& e) {  // JAX's params this one does not store
+  // JAX's params this one does not store; an `out_sharding` prints as JAX's
+  // `sharding`, the result's NamedSharding.
+  p.print_rule = [](PrintedEquation& e) {
     e.add("dimensions");
-    e.add("sharding");
+    const ParamValue* asked = e.find("out_sharding");
+    const bool given = asked && !std::holds_alternative<std::monostate>(*asked);
+    e.hide("out_sharding");
+    e.add("sharding", {}, given ? type_sharding_repr(e.program.avals[e.eqn.outputs[0]]) : "");
   };
   p.sharding_rule = reshape_rule;
   p.local_plan = reshape_plan;

@@ -1,6 +1,7 @@
 #include "meshsim/sharding/rules.h"
 
 #include "meshsim/core/mesh_repr.h"
+#include "meshsim/ir/axis_env.h"
 
 #include <algorithm>
 #include <set>
@@ -87,6 +88,15 @@ Spec spec_of(const Aval& a) { return pad_spec(a.spec, a.shape.size()); }
 std::optional<Spec> out_sharding_param(const Params& p, size_t ndim) {
   if (auto s = spec_param(p, "out_sharding")) return pad_spec(*s, ndim);
   return std::nullopt;
+}
+
+std::optional<Spec> cotangent_out_sharding(const Aval& primal) {
+  if (!primal.mesh || current_axis_env()) return std::nullopt;
+  const Mesh& mesh = *primal.mesh;
+  if (std::none_of(mesh.axis_names.begin(), mesh.axis_names.end(),
+                   [&](const std::string& a) { return mesh.is_explicit(a); }))
+    return std::nullopt;
+  return spec_of(primal);
 }
 
 bool in_list(const IntList& l, int64_t d) { return std::find(l.begin(), l.end(), d) != l.end(); }

@@ -57,6 +57,10 @@ std::string sharding_list(const Avals& in);  // type_sharding_repr of each, comm
 std::string str_with_axis_types(const Aval& a, const Mesh& mesh);
 // The `out_sharding` param padded to `ndim`; nullopt when None.
 std::optional<Spec> out_sharding_param(const Params& p, size_t ndim);
+// The `out_sharding` JAX's transposes give an op that makes a cotangent: the
+// primal's spec, when the primal is typed over a mesh with Explicit axes
+// (outside shard_map bodies); nullopt otherwise.
+std::optional<Spec> cotangent_out_sharding(const Aval& primal);
 
 // Rules: the operand's spec (for each output); an operand dim named by param
 // `param` must be unsharded (JAX's texts for reductions along an axis, or

@@ -45,7 +45,10 @@ Value batch_at(const Value& x, int64_t dim, int64_t to, int64_t size) {
   if (dim == kNotBatched) {
     IntList dims;
     for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) dims.push_back(d < to ? d : d + 1);
-    return ops::broadcast_in_dim(x, with(shape, to, size), dims);
+    // JAX's batching.broadcast computes the dims with np.delete: its jaxprs print them as np.int64.
+    Params params{{"shape", IntList(with(shape, to, size))}, {"broadcast_dimensions", dims}};
+    params.set("numpy_dims", IntList(dims.size(), 1));
+    return meshsim::bind(primitive("broadcast_in_dim"), {x}, params)[0];
   }
   if (dim == to) return x;
   IntList perm;
@@ -155,12 +158,7 @@ Batched batch_broadcasting(const BatchArgs& a) {
     if (x.ndim() == 0) {
       in.push_back(a.in[i]);
     } else if (a.dims[i] == kNotBatched) {
-      // JAX inserts the size-1 dim with np.delete: its jaxprs print the dims as np.int64.
-      IntList dims;
-      for (int64_t d = 1; d <= x.ndim(); ++d) dims.push_back(d);
-      Params params{{"shape", IntList(with(x.shape, 0, 1))}, {"broadcast_dimensions", dims}};
-      params.set("numpy_dims", IntList(dims.size(), 1));
-      in.push_back(meshsim::bind(primitive("broadcast_in_dim"), {a.in[i]}, params)[0]);
+      in.push_back(batch_at(a.in[i], kNotBatched, 0, 1));  // a size-1 batch dim the op broadcasts
     } else {
       in.push_back(batch_at(a.in[i], a.dims[i], 0, a.size));
     }
