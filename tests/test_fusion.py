@@ -125,6 +125,24 @@ def test_views_and_broadcast_divisors_inside_a_run(tmp_path, real_jax):
     assert_close(fused, theirs, magnitude(fused))  # XLA sums the divisor in its own order
 
 
+def size_one_operands(lib, x, row, column):
+    a = x * 0.5 + row  # the ops broadcast the size-1 dims themselves (`add f32[37,41] f32[1,41]`)
+    b = lib.tanh(a - column) * row
+    return lib.maximum(b, column) * x + 1.0, a / (lib.abs(row) + 1.0)
+
+
+def test_size_one_operands_inside_a_run(tmp_path, real_jax):
+    """Operands whose size-1 dims the ops broadcast join runs, read as their copies:
+    the bits of the unfused ops."""
+    x = RNG.standard_normal((37, 41)).astype(np.float32)
+    row, column = RNG.standard_normal((1, 41)).astype(np.float32), RNG.standard_normal((37, 1)).astype(np.float32)
+    f = jax.jit(lambda *xs: size_one_operands(jnp, *xs))
+    fused = [np.asarray(v) for v in f(x, row, column)]
+    assert_same_bits(fused, unfused(f, x, row, column, tmp_path=tmp_path))
+    theirs = real_jax.jit(lambda *xs: size_one_operands(real_jax.numpy, *xs))(x, row, column)
+    assert_close(fused, theirs, magnitude(fused))
+
+
 @pytest.mark.parametrize("case", range(3))
 def test_shard_map_body_chain_bit_identical_to_unfused(case, tmp_path):
     mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("a", "b"))

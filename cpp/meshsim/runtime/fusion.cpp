@@ -18,10 +18,20 @@ namespace {
 // The equation's fusion loop, or nullptr when its primitive declares none.
 const FusionTile* tile_of(const Equation& e) { return e.prim->float_tile.loop ? &e.prim->float_tile : nullptr; }
 
+// Whether `in` has `out`'s rank and each of its dims is `out`'s or a size-1 dim
+// the op broadcasts (`add f32[8,8] f32[1,8]`).
+bool broadcasts_to(const Shape& in, const Shape& out) {
+  if (in.size() != out.size()) return false;
+  for (size_t d = 0; d < in.size(); ++d)
+    if (in[d] != out[d] && in[d] != 1) return false;
+  return true;
+}
+
 // The shape of an equation that can join a run: one float32 result, every
-// operand float32 of that shape or a scalar beside it (read as a tile of
-// copies of it: the kernels' loops compute each element alike whatever the
-// operand's stride, except a div's, which is dense-only); nullptr otherwise.
+// operand float32 of that shape, a scalar beside it, or of its rank with
+// size-1 dims it broadcasts (read as tiles of copies: the kernels' loops
+// compute each element alike whatever the operand's stride, except a div's,
+// which is dense-only); nullptr otherwise.
 const Shape* fusable_shape(const Program& program, const Equation& e, const FusionTile* t) {
   if (!t || e.prim->passes_through || e.outputs.size() != 1 ||
       e.inputs.size() != static_cast<size_t>(t->arity))
@@ -30,8 +40,9 @@ const Shape* fusable_shape(const Program& program, const Equation& e, const Fusi
   if (out.dtype != DType::Float32) return nullptr;
   for (int v : e.inputs) {
     const Aval& in = program.avals[v];
-    const bool scalar_beside = in.shape.empty() && !out.shape.empty() && !t->dense_only;
-    if (in.dtype != DType::Float32 || (in.shape != out.shape && !scalar_beside)) return nullptr;
+    const bool broadcast = !t->dense_only && ((in.shape.empty() && !out.shape.empty()) ||
+                                              broadcasts_to(in.shape, out.shape));
+    if (in.dtype != DType::Float32 || (in.shape != out.shape && !broadcast)) return nullptr;
   }
   return &out.shape;
 }
@@ -223,9 +234,12 @@ bool run_fused_group(const FusedGroup& g, const Tensor* const* inputs, Tensor* r
   size_t scalars = 0;
   for (size_t i = 0; i < num_in; ++i) scalars += g.scalar_input[i];
   std::vector<float> repeated(scalars * kFusionTile);
+  // Operands with size-1 dims the run broadcasts, as views of the run's shape.
+  std::vector<Tensor> expanded(num_in);
   for (size_t i = 0, r = 0; i < num_in; ++i) {
-    const Tensor& t = *inputs[i];
-    if (!t.defined()) return false;
+    if (!inputs[i]->defined()) return false;
+    if (!g.scalar_input[i] && inputs[i]->shape() != g.shape) expanded[i] = inputs[i]->broadcast_to(g.shape);
+    const Tensor& t = expanded[i].defined() ? expanded[i] : *inputs[i];
     if (g.scalar_input[i]) {
       float* tile = repeated.data() + (r++) * kFusionTile;
       std::fill(tile, tile + kFusionTile, *t.data<float>());
