@@ -190,3 +190,25 @@ def test_explicit_shardings_follow_jax(real_jax):
                 out.extend((str(J.typeof(g)), np.asarray(g).tolist()) for g in J.jit(grad)(*args))
         return out
     assert run(meshsim) == run(real_jax)
+
+
+def test_broadcast_in_dim_out_sharding_follows_jax(real_jax):
+    """lax.broadcast_in_dim(out_sharding=) lays the result out itself (no reshard after), and
+    its transpose sums into the operand's sharding."""
+    def run(J):
+        P = J.sharding.PartitionSpec
+        mesh = J.make_mesh((4, 2), ("x", "y"), axis_types=(J.sharding.AxisType.Explicit,) * 2)
+        out = []
+        with J.set_mesh(mesh):
+            b = J.device_put(np.arange(8, dtype=np.float32), P("y"))
+            for dims, spec in [((1,), P("x", "y")), ((0,), P(None, "y")), ((0,), P("y", "x"))]:
+                def f(b):
+                    return J.lax.broadcast_in_dim(b, (8, 8), dims, out_sharding=spec)
+                out.append(_jaxpr_text(J, f, b))
+                value = J.jit(f)(b)
+                out.append((str(J.typeof(value)), np.asarray(value).tolist()))
+                grad = J.grad(lambda b: J.numpy.sum(f(b) * np.arange(8, dtype=np.float32)))
+                out.append(_jaxpr_text(J, grad, b))
+                out.append(np.asarray(J.jit(grad)(b)).tolist())
+        return out
+    assert run(meshsim) == run(real_jax)

@@ -63,6 +63,12 @@ def broadcast_in_dim(operand, shape, broadcast_dimensions, *, out_sharding=None)
     dims = tuple(operator.index(d) for d in broadcast_dimensions)
     if operand.shape == shape and dims == tuple(range(len(shape))):
         out = operand
+    elif out_sharding is not None and operand.aval.mesh is not None:
+        # The result laid out as asked by the broadcast itself (JAX's `sharding` param).
+        explicit.check_explicit_axes(out_sharding, "broadcast_in_dim")
+        explicit.NamedSharding(*explicit.resolve(out_sharding, "out_sharding")).check_type_divisibility(shape)
+        return core.bind1("broadcast_in_dim", operand, shape=shape, broadcast_dimensions=dims,
+                          out_sharding=explicit.out_sharding_param(out_sharding, len(shape)))
     else:
         out = core.bind1("broadcast_in_dim", operand, shape=shape, broadcast_dimensions=dims)
     return explicit.with_out_sharding(out, out_sharding)
