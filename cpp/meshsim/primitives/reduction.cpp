@@ -308,9 +308,10 @@ Batched batch_along_axis(const BatchArgs& a) {
 
 // ---- sharding in types: rules and local plans (sharding/rules.h) ----------------
 
-std::vector<Spec> reduce_rule(const Avals& in, const Params& p, const Avals& out) {
-  if (auto os = out_sharding_param(p, out[0].shape.size())) return {*os};
-  return {drop_dims(spec_of(in[0]), p.get<IntList>("axes"))};
+std::vector<Spec> reduce_rule(const Avals& in, const Params& p, const Avals&) {
+  const IntList& axes = p.get<IntList>("axes");
+  if (auto os = out_sharding_param(p, in[0].shape.size() - axes.size())) return {*os};
+  return {drop_dims(spec_of(in[0]), axes)};
 }
 
 // Reducing a sharded dimension: each device reduces its block, then the

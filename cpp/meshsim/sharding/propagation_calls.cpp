@@ -246,6 +246,9 @@ std::optional<ProgramPtr> local_program(const Program& program, const MeshPtr& m
     for (int v : program.eqns[k].outputs) producer[v] = static_cast<int>(k);
   auto broadcast_scalar = [&](const Equation& e) -> std::optional<int> {
     if (!e.prim->layout_only || e.inputs.size() != 1) return std::nullopt;
+    // A scalar laid out over the mesh (JAX's seed `reshard 1.0`) is that scalar on every device.
+    const Aval& operand = program.avals[e.inputs[0]];
+    if (operand.shape.empty() && operand.unreduced.empty()) return e.inputs[0];
     const int from = producer[e.inputs[0]];
     if (from < 0 || !program.eqns[from].prim->moves_elements) return std::nullopt;
     const int scalar = program.eqns[from].inputs.at(0);

@@ -91,7 +91,9 @@ std::optional<Spec> out_sharding_param(const Params& p, size_t ndim) {
 }
 
 std::optional<Spec> cotangent_out_sharding(const Aval& primal) {
-  if (!primal.mesh || current_axis_env()) return std::nullopt;
+  // A primal with pending sums: its cotangent's type is the transpose's (reshard_like).
+  if (!primal.mesh || current_axis_env() || !primal.unreduced.empty() || !primal.reduced.empty())
+    return std::nullopt;
   const Mesh& mesh = *primal.mesh;
   if (std::none_of(mesh.axis_names.begin(), mesh.axis_names.end(),
                    [&](const std::string& a) { return mesh.is_explicit(a); }))

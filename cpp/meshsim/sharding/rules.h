@@ -59,7 +59,7 @@ std::string str_with_axis_types(const Aval& a, const Mesh& mesh);
 std::optional<Spec> out_sharding_param(const Params& p, size_t ndim);
 // The `out_sharding` JAX's transposes give an op that makes a cotangent: the
 // primal's spec, when the primal is typed over a mesh with Explicit axes
-// (outside shard_map bodies); nullopt otherwise.
+// (outside shard_map bodies) and has no pending sums; nullopt otherwise.
 std::optional<Spec> cotangent_out_sharding(const Aval& primal);
 
 // Rules: the operand's spec (for each output); an operand dim named by param

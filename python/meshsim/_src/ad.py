@@ -434,8 +434,10 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic:
             device_assignment.check_results(lin.out_avals, device_assignment.context_device_count())
         one = core.Array.from_numpy(np.ones((), out.dtype), weak_type=out.weak_type)
         mesh = out.aval.mesh
-        if mesh is not None and _core.AxisType.Explicit in mesh.axis_types and _core.current_axis_env() is None:
-            # As JAX seeds a result typed over Explicit axes: the 1 typed over its mesh.
+        if (mesh is not None and _core.AxisType.Explicit in mesh.axis_types and _core.current_axis_env() is None
+                and not out.aval.unreduced and not out.aval.reduced):
+            # As JAX seeds a result typed over Explicit axes: the 1 typed over its mesh. (A result
+            # with pending sums keeps the plain 1, whose cotangent type the pullback gives.)
             one = core.bind1("reshard", one, mesh=mesh, spec=[])
         grads = tree_util.tree_unflatten(lin.in_tree, lin.pullback_flat([one]))
         g = grads[0] if isinstance(argnums, int) else tuple(grads)
