@@ -412,7 +412,10 @@ _DECLARED = {
     "print_rule": {"dot_general", "conv_general_dilated", "ragged_dot_general", "broadcast_in_dim", "reshape",
                    "iota", "convert_element_type", "reshard", "shard_map", "reduce_sum", "gather", "scatter",
                    "scatter_add", "scatter_sub", "scatter_mul", "scatter_min", "scatter_max",
-                   "custom_jvp_call"},
+                   "custom_jvp_call",
+                   # Reductions batched by vmap print their shifted axes as np.int64, as JAX's do.
+                   "reduce_max", "reduce_min", "reduce_prod", "reduce_and", "reduce_or", "reduce_xor",
+                   "argmax", "argmin"},
     # Layout-dependent kernels: fused only on contiguous operands (runtime/fusion.cpp).
     "float_tile_dense_only": {"div"},
 }
