@@ -311,7 +311,9 @@ class Regrouping {
     for (int i = 0; i < 2; ++i) {
       const int a = e->inputs[1 - i];
       std::optional<Constant> c = constant(e->inputs[i], shape);
-      if (!c || constant(a, shape)) continue;
+      // A value broadcast implicitly (size-1 dims) is a broadcast in XLA's program: the
+      // regrouped product would have to broadcast it again, so it is left as it is.
+      if (!c || constant(a, shape) || p_.avals[a].shape != shape) continue;
       if (e->prim == &commuting) return ConstantTerm{a, *c};
       if (e->prim == &inverse && i == 1) return ConstantTerm{a, products ? reciprocal(*c) : negated(*c)};
       if (e->prim == &sub_ && !products && i == 0) return ConstantTerm{a, *c, /*negated=*/true};
@@ -324,6 +326,10 @@ class Regrouping {
   std::optional<std::pair<const Equation*, int>> broadcast_of(int v, const Shape& shape) const {
     if (constant(v, shape)) return std::nullopt;
     if (p_.avals[v].shape.empty() && !shape.empty()) return std::pair<const Equation*, int>{nullptr, v};
+    // A value whose size-1 dims the operation broadcasts (JAX's lax does so implicitly) is a
+    // broadcast of it in XLA's program, read as the value itself here.
+    if (p_.avals[v].shape.size() == shape.size() && p_.avals[v].shape != shape)
+      return std::pair<const Equation*, int>{nullptr, v};
     const Equation* e = producer(v);
     // A broadcast_in_dim adding only size-1 dims is a reshape to XLA, which divides by it.
     if (e && e->prim == &broadcast_ && e->inputs.size() == 1 && !constant(e->inputs[0], p_.avals[e->inputs[0]].shape) &&
