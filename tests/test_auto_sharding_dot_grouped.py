@@ -92,20 +92,26 @@ def _batch_case(seed):
 BATCH_CASES = [_batch_case(seed) for seed in range(12)]
 
 
+def _batch_dot(mesh_shape, names, shapes, specs):
+    """`run(runner, module)` of the batch dot `bij,bjk->bik` on arguments laid out by `specs`
+    over an all-Auto mesh."""
+    def run(runner, mod):
+        mesh = mod.make_mesh(mesh_shape, names, axis_types=(mod.sharding.AxisType.Auto,) * len(names))
+        rng = np.random.default_rng(5)
+        args = [mod.device_put(rng.standard_normal(s).astype(np.float32),
+                               mod.sharding.NamedSharding(mesh, mod.sharding.PartitionSpec(*sp)))
+                for s, sp in zip(shapes, specs)]
+        return runner(mod, lambda x, w: mod.numpy.einsum("bij,bjk->bik", x, w), args)
+    return run
+
+
 @pytest.mark.parametrize("case", BATCH_CASES, ids=[f"{c[0]}-{c[2]}" for c in BATCH_CASES])
 def test_batched_operand_retiled_to_batch_blocks(case):
     """w's blocks move with one collective-permute, pieces of half its block (its contracted
     dim over a major half of the idle axis), and are gathered over that half."""
     mesh_shape, names, shapes, specs = case
 
-    def run(runner, mod):
-        mesh = mod.make_mesh(mesh_shape, names, axis_types=(mod.sharding.AxisType.Auto,) * 2)
-        rng = np.random.default_rng(5)
-        args = [mod.device_put(rng.standard_normal(s).astype(np.float32),
-                               mod.sharding.NamedSharding(mesh, mod.sharding.PartitionSpec(*sp)))
-                for s, sp in zip(shapes, specs)]
-        return runner(mod, lambda x, w: mod.numpy.einsum("bij,bjk->bik", x, w), args)
-
+    run = _batch_dot(mesh_shape, names, shapes, specs)
     j_coll = assert_like_jax(run)
     idle = names[mesh_shape.index(4)]
     piece = int(np.prod(shapes[1]))  # bytes of a quarter of w (float32): over the shared axis and half the idle one
@@ -132,14 +138,7 @@ def test_batched_result_keeps_free_split(case):
     all-reduced over it."""
     mesh_shape, names, shapes, specs = case
 
-    def run(runner, mod):
-        mesh = mod.make_mesh(mesh_shape, names, axis_types=(mod.sharding.AxisType.Auto,) * len(names))
-        rng = np.random.default_rng(5)
-        args = [mod.device_put(rng.standard_normal(s).astype(np.float32),
-                               mod.sharding.NamedSharding(mesh, mod.sharding.PartitionSpec(*sp)))
-                for s, sp in zip(shapes, specs)]
-        return runner(mod, lambda x, w: mod.numpy.einsum("bij,bjk->bik", x, w), args)
-
+    run = _batch_dot(mesh_shape, names, shapes, specs)
     j_coll = assert_like_jax(run)
     j_specs, _, _ = run(run_jax, jax)
     assert [normalized(sp) for sp in j_specs] == [specs[0]]
