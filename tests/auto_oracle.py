@@ -125,6 +125,17 @@ def run_meshsim(meshsim, fun, args):
     return specs, meshsim_collectives(log, mesh.axis_names), out
 
 
+def placed_on_auto_mesh(mod, mesh_shape, names, shapes, specs, seed):
+    """(mesh, arguments): an all-Auto mesh of `mod` (meshsim or JAX) and float32 normal
+    arguments of `shapes` drawn from `seed`, laid out by `specs` (tuples of PartitionSpec entries)."""
+    mesh = mod.make_mesh(mesh_shape, names, axis_types=(mod.sharding.AxisType.Auto,) * len(names))
+    rng = np.random.default_rng(seed)
+    args = [mod.device_put(rng.standard_normal(s).astype(np.float32),
+                           mod.sharding.NamedSharding(mesh, mod.sharding.PartitionSpec(*sp)))
+            for s, sp in zip(shapes, specs)]
+    return mesh, args
+
+
 def normalized(spec: tuple) -> tuple:
     """A spec without trailing Nones, entries of one axis as the axis."""
     entries = [e[0] if isinstance(e, tuple) and len(e) == 1 else e for e in spec]

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import jax
-from auto_oracle import assert_like_jax, normalized, run_jax
+from auto_oracle import assert_like_jax, normalized, placed_on_auto_mesh, run_jax
 
 MESHES = [((2, 4), ("X", "Y")), ((4, 2), ("X", "Y")), ((2, 2, 2), ("X", "Y", "Z"))]
 
@@ -96,11 +96,7 @@ def _batch_dot(mesh_shape, names, shapes, specs):
     """`run(runner, module)` of the batch dot `bij,bjk->bik` on arguments laid out by `specs`
     over an all-Auto mesh."""
     def run(runner, mod):
-        mesh = mod.make_mesh(mesh_shape, names, axis_types=(mod.sharding.AxisType.Auto,) * len(names))
-        rng = np.random.default_rng(5)
-        args = [mod.device_put(rng.standard_normal(s).astype(np.float32),
-                               mod.sharding.NamedSharding(mesh, mod.sharding.PartitionSpec(*sp)))
-                for s, sp in zip(shapes, specs)]
+        _, args = placed_on_auto_mesh(mod, mesh_shape, names, shapes, specs, seed=5)
         return runner(mod, lambda x, w: mod.numpy.einsum("bij,bjk->bik", x, w), args)
     return run
 

@@ -13,7 +13,7 @@ XLA's compiled program."""
 import numpy as np
 import pytest
 
-from auto_oracle import assert_like_jax
+from auto_oracle import assert_like_jax, placed_on_auto_mesh
 
 NAMES = ("X", "Y", "Z")
 VARIANTS = ("other_uses_every_axis", "other_swaps_group_axes", "first_keeps_contraction_whole")
@@ -41,11 +41,7 @@ CASES = [_case(seed) for seed in range(18)]
 
 def _run(runner, mod, case):
     _, shapes, specs = case
-    mesh = mod.make_mesh((2, 2, 2), NAMES, axis_types=(mod.sharding.AxisType.Auto,) * 3)
-    rng = np.random.default_rng(5)
-    args = [mod.device_put(rng.standard_normal(s).astype(np.float32),
-                           mod.sharding.NamedSharding(mesh, mod.sharding.PartitionSpec(*sp)))
-            for s, sp in zip(shapes, specs)]
+    _, args = placed_on_auto_mesh(mod, (2, 2, 2), NAMES, shapes, specs, seed=5)
     return runner(mod, lambda x, w: mod.numpy.tanh(x @ w), args)
 
 

@@ -14,7 +14,7 @@ XLA's compiled program."""
 import numpy as np
 import pytest
 
-from auto_oracle import assert_like_jax
+from auto_oracle import assert_like_jax, placed_on_auto_mesh
 
 NAMES = ("X", "Y", "Z")
 
@@ -43,11 +43,7 @@ CASES = [_case(seed) for seed in range(15)]
 
 def _run(runner, mod, case):
     shapes, specs, _ = case
-    mesh = mod.make_mesh((2, 2, 2), NAMES, axis_types=(mod.sharding.AxisType.Auto,) * 3)
-    rng = np.random.default_rng(3)
-    args = [mod.device_put(rng.standard_normal(s).astype(np.float32),
-                           mod.sharding.NamedSharding(mesh, mod.sharding.PartitionSpec(*sp)))
-            for s, sp in zip(shapes, specs)]
+    _, args = placed_on_auto_mesh(mod, (2, 2, 2), NAMES, shapes, specs, seed=3)
     return runner(mod, lambda x, w: mod.numpy.einsum("bij,bjk->bik", x, w), args)
 
 
