@@ -37,7 +37,6 @@ __all__ = [
 ]
 
 
-
 def _is_inexact(dtype) -> bool:
     return dtype_kinds.issubdtype(dtype, np.inexact)
 
