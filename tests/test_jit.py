@@ -131,7 +131,7 @@ def test_escaped_tracer_is_an_error():
         return x
 
     f(jnp.asarray(np.ones(2, np.float32)))
-    with pytest.raises(ValueError, match="unexpected tracer"):
+    with pytest.raises(jax.errors.UnexpectedTracerError, match="unexpected tracer"):
         leaked[0] + 1
 
 

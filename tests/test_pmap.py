@@ -50,7 +50,13 @@ CASES = {
     "ppermute": lambda jax: jax.pmap(
         lambda a: jax.lax.ppermute(a, "i", [(0, 1), (1, 2), (2, 3), (3, 0)]), axis_name="i")(X42),
     "kwargs": lambda jax: jax.pmap(lambda a, b: a * b)(X42, b=X42),
+    "lower_compile_call": lambda jax: _lowered_and_called(jax.pmap(lambda a: a * 2 + 1), X83),
 }
+
+
+def _lowered_and_called(pmapped, x):
+    pmapped(x)  # JAX lowers a pmap for arguments it has been called with
+    return pmapped.lower(x).compile()(x)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

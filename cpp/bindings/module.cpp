@@ -1,6 +1,7 @@
 // meshsim._core: the C++ core as a Python extension. Each area binds itself.
 #include "convert.h"
 #include "meshsim/core/runtime_error.h"
+#include "meshsim/ir/trace.h"
 #include "meshsim/primitives/families.h"
 #include "meshsim/runtime/hooks.h"
 
@@ -46,6 +47,9 @@ PYBIND11_MODULE(_core, m) {
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
+    } catch (const meshsim::UnexpectedTracerError& e) {
+      py::object type = py::module_::import("meshsim._src.errors").attr("UnexpectedTracerError");
+      PyErr_SetString(type.ptr(), e.what());
     } catch (const meshsim::ValueError& e) {
       PyErr_SetString(PyExc_ValueError, e.what());
     } catch (const meshsim::TypeError& e) {

@@ -192,8 +192,14 @@ std::vector<Value> bind(const Primitive& prim, const std::vector<Value>& operand
   std::vector<ArrayPtr> arrays;
   for (const Value& v : inputs) {
     if (auto* t = std::get_if<TracerPtr>(&v))
-      fail<ValueError>("Encountered an unexpected tracer (", (*t)->aval().str_short(),
-                       ") outside of any trace: it escaped the function that produced it");
+      fail<UnexpectedTracerError>(
+          "Encountered an unexpected tracer. A function transformed by JAX had a side effect, allowing for "
+          "a reference to an intermediate value with type ", (*t)->aval().str_short(),
+          " wrapped in a DynamicJaxprTracer to escape the scope of the transformation.\n"
+          "JAX transformations require that functions explicitly return their outputs, and disallow "
+          "saving intermediate values to global state.\n"
+          "To catch the leak earlier, try setting the environment variable JAX_CHECK_TRACER_LEAKS or "
+          "using the `jax.checking_leaks` context manager.");  // the Python class adds the reference line
     arrays.push_back(std::get<ArrayPtr>(v));
   }
   if (!g_eager_application) fail_not_installed("eager application");

@@ -18,6 +18,11 @@ namespace meshsim {
 
 class Trace;
 
+// jax.errors.UnexpectedTracerError (a TypeError): a tracer used after the
+// trace that made it has closed, as when a traced function stores one in a
+// global.
+struct UnexpectedTracerError : TypeError { using TypeError::TypeError; };
+
 // A value inside a trace: variable `var` of `trace`'s program.
 struct Tracer {
   std::shared_ptr<Trace> trace;

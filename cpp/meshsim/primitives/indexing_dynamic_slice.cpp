@@ -86,11 +86,23 @@ void check_starts(const std::string& prim, const Aval& operand, const Avals& sta
       fail<TypeError>(prim, " start indices must be integer scalars, got ", s.str());
 }
 
-void check_window(const std::string& prim, const Shape& window, const Shape& operand, const char* what) {
+// The window must fit in the operand, checked as JAX's shape rules check it
+// (a dynamic_slice's sizes are checked by the static slice's rule, so its
+// errors say "slice").
+void check_window(const std::string& prim, const Shape& window, const Shape& operand) {
+  const bool slicing = prim == "dynamic_slice";
   for (size_t d = 0; d < operand.size(); ++d)
-    if (window[d] < 0 || window[d] > operand[d])
-      fail<TypeError>(prim, " ", what, " must be non-negative and at most the operand shape, got ",
-                      what, " ", shape_str(window), " for operand shape ", shape_str(operand), ".");
+    if (window[d] > operand[d]) {
+      if (slicing)
+        fail<TypeError>("slice slice_sizes must be less than or equal to operand shape, got slice_sizes ",
+                        shape_str(window), " for operand shape ", shape_str(operand), ".");
+      fail<TypeError>(prim, " update shape must be smaller than operand shape, got update shape ",
+                      shape_str(window), " for operand shape ", shape_str(operand), ".");
+    }
+  for (int64_t size : window)
+    if (size < 0)
+      fail<TypeError>("slice slice_sizes must be greater than or equal to zero, got slice_sizes of ",
+                      shape_str(window), ".");
 }
 
 // dynamic_slice(operand, *start_indices; slice_sizes): a zero-copy window.
@@ -143,7 +155,7 @@ void dynamic_slice() {
     if (static_cast<int64_t>(sizes.size()) != x.ndim())
       fail<TypeError>("dynamic_slice slice_sizes must have the same length as the operand's shape ",
                       shape_str(x.shape), ", got ", shape_str(sizes));
-    check_window("dynamic_slice", sizes, x.shape, "slice_sizes");
+    check_window("dynamic_slice", sizes, x.shape);
     return Avals{like(x, sizes, x.dtype, x.weak_type)};
   };
   p.kernel = [](const Tensors& in, const Params&, const Avals& out) {
@@ -203,7 +215,7 @@ void dynamic_update_slice() {
     if (upd.ndim() != x.ndim())
       fail<TypeError>("dynamic_update_slice update must have the operand's rank, got update shape ",
                       shape_str(upd.shape), " for operand shape ", shape_str(x.shape));
-    check_window("dynamic_update_slice", upd.shape, x.shape, "update shape");
+    check_window("dynamic_update_slice", upd.shape, x.shape);
     return Avals{like(x, x.shape, x.dtype, x.weak_type)};
   };
   p.kernel = [](const Tensors& in, const Params&, const Avals&) {

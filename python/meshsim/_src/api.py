@@ -113,11 +113,15 @@ class _Signature:
                 static.append((k, v))
             else:
                 dyn_kwargs[k] = v
-        try:
-            static_key = tuple(static)
-            hash(static_key)
-        except TypeError as e:
-            raise ValueError(f"Non-hashable static arguments are not supported: {e}") from None
+        for _, value in static:
+            try:
+                hash(value)
+            except TypeError as e:
+                raise ValueError(
+                    "Non-hashable static arguments are not supported. An error occurred while trying to "
+                    f"hash an object of type {type(value)}, {value}. The error was:\n"
+                    f"{type(e).__name__}: {e}\n") from None
+        static_key = tuple(static)
         return static_key, dyn_args, dyn_kwargs
 
     def overflow_error(self, args, kwargs) -> OverflowError:

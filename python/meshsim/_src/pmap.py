@@ -78,8 +78,8 @@ def pmap(fun: Callable, axis_name=None, *, in_axes=0, out_axes=0,
                         f"types as leaves, but got {out_axes}.")
     cache: dict = {}
 
-    @functools.wraps(fun)
-    def pmapped(*args, **kwargs):
+    def prepared(args, kwargs):
+        """The jitted program for these arguments (built once per signature) and its flat arguments."""
         if static and max(static) >= len(args):
             raise ValueError(
                 f"pmapped function has static_broadcasted_argnums={static} but was called with "
@@ -107,7 +107,16 @@ def pmap(fun: Callable, axis_name=None, *, in_axes=0, out_axes=0,
         for x, sharding in zip(flat_args, shardings):
             if hasattr(x, "shape"):
                 sharding.shard_shape(x.shape)  # JAX's IndivisibleError for a misfit argument
+        return jitted, flat_args
+
+    @functools.wraps(fun)
+    def pmapped(*args, **kwargs):
+        jitted, flat_args = prepared(args, kwargs)
         return jitted(*flat_args)
+
+    def lower(*args, **kwargs):
+        jitted, flat_args = prepared(args, kwargs)
+        return jitted.lower(*flat_args)
 
     def _build(fun, static_vals, in_tree, in_axes_flat, size):
         mesh_devices = (devices if devices is not None else tuple(devices_lib.devices()))[:size]
@@ -146,4 +155,5 @@ def pmap(fun: Callable, axis_name=None, *, in_axes=0, out_axes=0,
         shardings = [NamedSharding(mesh, spec) for spec in in_specs]
         return jit(mapped, donate_argnums=donate_flat), shardings
 
+    pmapped.lower = lower
     return pmapped

@@ -24,7 +24,7 @@ __all__ = [
 
 def canonicalize_shape(shape, context: str = "") -> tuple[int, ...]:
     """A user-given shape as a tuple of ints (an int is a 1-d shape)."""
-    if isinstance(shape, (int, np.integer)):
+    if isinstance(shape, (int, np.integer)) or (isinstance(shape, core.Tracer) and not shape.shape):
         shape = (shape,)
     try:
         return tuple(operator.index(d) for d in shape)
