@@ -126,6 +126,16 @@ CASES = {
     "zeros(traced n)": (lambda jnp, lax, j: j.jit(lambda n: jnp.zeros(n))(3), SAME_MESSAGE),
     "zeros((traced n, 2))": (lambda jnp, lax, j: j.jit(lambda n: jnp.zeros((n, 2)))(3), SAME_MESSAGE),
     "ones([2, traced n])": (lambda jnp, lax, j: j.jit(lambda n: jnp.ones([2, n]))(3), SAME_MESSAGE),
+    # Results that are not arrays.
+    "jit returns a str": (lambda jnp, lax, j: j.jit(lambda x: (x, "s"))(1.0), SAME_MESSAGE),
+    "jit returns an object": (lambda jnp, lax, j: j.jit(lambda x: {"a": [x, object()]})(1.0), SAME_MESSAGE),
+    "jit returns a type": (lambda jnp, lax, j: j.jit(lambda x: [x, j.typeof(x)])(1.0), SAME_TYPE),
+    "vmap returns a str": (lambda jnp, lax, j: j.vmap(lambda x: (x, "s"))(jnp.ones(2)), SAME_MESSAGE),
+    "grad of a str": (lambda jnp, lax, j: j.grad(lambda x: "s")(1.0), SAME_MESSAGE),
+    "vjp returns a str": (lambda jnp, lax, j: j.vjp(lambda x: (x, "s"), 1.0), SAME_MESSAGE),
+    "jvp returns a str": (lambda jnp, lax, j: j.jvp(lambda x: (x, "s"), (1.0,), (1.0,)), SAME_MESSAGE),
+    "jacrev returns an object": (lambda jnp, lax, j: j.jacrev(lambda x: [x, object()])(1.0), SAME_TYPE),
+    "eval_shape returns a str": (lambda jnp, lax, j: j.eval_shape(lambda x: (x, "s"), 1.0), SAME_MESSAGE),
     # A tracer kept past its trace.
     "leaked tracer + 1": (lambda jnp, lax, j: _leaked_tracer(j) + 1, SAME_FIRST_LINE),
     "sin(leaked tracer)": (lambda jnp, lax, j: jnp.sin(_leaked_tracer(j)), SAME_FIRST_LINE),

@@ -533,6 +533,31 @@ def test_device_put_errors_match_jax(real_jax, shape, spec, message):
     assert str(ours) == str(theirs) and message in str(ours) and isinstance(ours, ValueError)
 
 
+CONTRACTIONS = {
+    "dot": lambda jnp, lax, a, b, out: jnp.dot(a, b, out_sharding=out),
+    "matmul": lambda jnp, lax, a, b, out: jnp.matmul(a, b, out_sharding=out),
+    "einsum": lambda jnp, lax, a, b, out: jnp.einsum("ij,jk->ik", a, b, out_sharding=out),
+    "dot_general": lambda jnp, lax, a, b, out: lax.dot_general(a, b, (((1,), (0,)), ((), ())),
+                                                               out_sharding=out),
+}
+
+
+@pytest.mark.parametrize("jitted", [False, True])
+@pytest.mark.parametrize("name", CONTRACTIONS)
+def test_contraction_out_sharding_that_does_not_divide_matches_jax(real_jax, name, jitted):
+    # f32[8@X,4@Y] @ f32[4@Y,6] into P("X", "Y"): 6 columns over Y's 4 devices.
+    def run(lib, mesh, spec):
+        a = lib.device_put(np.ones((8, 4), np.float32), lib.NamedSharding(mesh, spec("X", "Y")))
+        b = lib.device_put(np.ones((4, 6), np.float32), lib.NamedSharding(mesh, spec("Y", None)))
+        out = lib.NamedSharding(mesh, spec("X", "Y"))
+        op = CONTRACTIONS[name]
+        f = lambda a, b: op(lib.numpy, lib.lax, a, b, out)  # noqa: E731
+        return (lib.jit(f) if jitted else f)(a, b)
+    mesh, jmesh = _both_meshes(real_jax, (2, 4), ("X", "Y"), (E, E))
+    ours, theirs = _error_pair(lambda: run(jax, mesh, P), lambda: run(real_jax, jmesh, real_jax.P))
+    assert str(ours) == str(theirs) and isinstance(ours, ValueError)
+
+
 def test_device_put_indivisible_on_auto_mesh_matches_jax(real_jax):
     mesh, jmesh = _both_meshes(real_jax, (4, 2), ("dp", "tp"), (A, A))
     value = np.zeros((6, 4), np.float32)

@@ -96,9 +96,13 @@ class _Linearized:
                 if not (isinstance(result, (tuple, list)) and len(result) == 2):
                     raise TypeError("expected function with aux output to return a two-element tuple, "
                                     f"but got type {type(result)} with value {result!r}")
+                _check_valid_jax_types(tree_util.tree_leaves(result[0]), "output")
                 return tuple(result)
         else:
-            traced = fun_returning
+            def traced(*args):
+                result = fun_returning(*args)
+                _check_valid_jax_types(tree_util.tree_leaves(result), "output")
+                return result
         traced = _with_integer_primals_as_given(traced, self.in_tree, values, leaves, self.ref_primals)
         if self.ref_primals:  # (result, the Ref primals' final values)
             traced = ad_refs.with_ref_arguments(traced, self.in_tree, self.ref_primals)
@@ -360,20 +364,22 @@ def _argnums_tuple(argnums) -> tuple[int, ...]:
     return tuple(operator.index(a) for a in argnums)
 
 
-def _check_valid_jax_types(leaves, type_quoted: bool) -> None:
-    """JAX's error for a leaf that is not an array or scalar: grad's text ends with a period
-    and leaves the type bare; jvp's quotes the type."""
+def _check_valid_jax_types(leaves, form: str) -> None:
+    """JAX's error for a leaf that is not an array or scalar, in its three forms: grad's
+    inputs ("input": the text ends with a period), jvp's ("quoted": the type is quoted),
+    and a differentiated function's outputs ("output")."""
     for x in leaves:
         try:
             core.asarray_value(x)
         except TypeError:
-            if type_quoted:
+            if form == "quoted":
                 raise TypeError(f"Argument '{x}' of type '{type(x)}' is not a valid JAX type") from None
-            raise TypeError(f"Argument '{x}' of type {type(x)} is not a valid JAX type.") from None
+            end = "." if form == "input" else ""
+            raise TypeError(f"Argument '{x}' of type {type(x)} is not a valid JAX type{end}") from None
 
 
 def _check_grad_inputs(leaves, allow_int: bool, holomorphic: bool = False):
-    _check_valid_jax_types(leaves, type_quoted=False)
+    _check_valid_jax_types(leaves, "input")
     for x in leaves:
         dtype = core.typeof(x).dtype
         _check_holomorphic("grad", "inputs", holomorphic, dtype)
@@ -473,7 +479,7 @@ def _check_jvp_args(primals, tangents):
     if p_tree != t_tree:
         raise TypeError("primal and tangent arguments to jax.jvp must have the same tree structure; primals "
                         f"have tree structure {p_tree} whereas tangents have tree structure {t_tree}.")
-    _check_valid_jax_types(tree_util.tree_leaves(tuple(primals)), type_quoted=True)
+    _check_valid_jax_types(tree_util.tree_leaves(tuple(primals)), "quoted")
     for p, t in zip(tree_util.tree_leaves(tuple(primals)), tree_util.tree_leaves(tuple(tangents))):
         p_dtype, t_dtype = _jvp_dtype(p), _jvp_dtype(t)
         expected = p_dtype if _is_inexact(p_dtype) else float0

@@ -253,7 +253,7 @@ def trace_to_program(fun: Callable, args: Sequence, kwargs: dict, static: tuple 
             if refs.refs:
                 raise ref.ClosedOverRefs(refs.refs)
             out_leaves, out_tree = tree_util.tree_flatten(_float0_outside_the_program(out))
-            results = [core.asarray_value(x) for x in out_leaves]
+            results = _as_results(fun, out, out_leaves)
             program = trace.finish_capturing(results)[0] if captures_ok else trace.finish(results)
             program.name = getattr(fun, "__name__", "")  # the profiler's PjitFunction(name)
             inspections.resolve(trace, program, leaves)
@@ -261,6 +261,22 @@ def trace_to_program(fun: Callable, args: Sequence, kwargs: dict, static: tuple 
 
 
 tree_util.register_pytree_node(Float0Zeros, lambda z: ((), z.shape), lambda shape, _: float0_zeros(shape))
+
+
+def _as_results(fun, out, out_leaves) -> list:
+    """The traced function's result leaves as values, or JAX's error naming the first
+    leaf that is not an array, tracer or scalar (by its path in the result)."""
+    try:
+        return [core.asarray_value(x) for x in out_leaves]
+    except TypeError as error:
+        for path, leaf in tree_util.tree_flatten_with_path(out)[0]:
+            try:
+                core.asarray_value(leaf)
+            except TypeError:
+                raise TypeError(f"function {tracing.fun_sourceinfo(fun)} traced for jit returned a value of "
+                                f"type {type(leaf)} at output component {tree_util.keystr(path)}, which is "
+                                "not a valid JAX type") from None
+        raise error
 
 
 def _float0_outside_the_program(out):
@@ -545,7 +561,7 @@ class PjitFunction:
             if refs.refs:
                 return None
             out_leaves, out_tree = tree_util.tree_flatten(_float0_outside_the_program(out))
-            program, captures = trace.finish_capturing([core.asarray_value(x) for x in out_leaves])
+            program, captures = trace.finish_capturing(_as_results(self._traced_fun, out, out_leaves))
         captures = list(captures)
         if captures:
             n = len(captures)

@@ -34,6 +34,19 @@ def _flat_dimension_numbers(dimension_numbers) -> tuple[tuple[int, ...], ...]:
             _index_tuple(lhs_batch, "lhs_batch"), _index_tuple(rhs_batch, "rhs_batch"))
 
 
+def _dot_general_shape(lhs_shape, rhs_shape, dims):
+    """The result's shape (batch, lhs free, rhs free), or None for dimension numbers the
+    primitive's own check refuses."""
+    lhs_contract, rhs_contract, lhs_batch, rhs_batch = dims
+    if not (all(0 <= d < len(lhs_shape) for d in lhs_contract + lhs_batch)
+            and all(0 <= d < len(rhs_shape) for d in rhs_contract + rhs_batch)):
+        return None
+    lhs_free = [d for d in range(len(lhs_shape)) if d not in lhs_contract + lhs_batch]
+    rhs_free = [d for d in range(len(rhs_shape)) if d not in rhs_contract + rhs_batch]
+    return tuple([lhs_shape[d] for d in lhs_batch] + [lhs_shape[d] for d in lhs_free]
+                 + [rhs_shape[d] for d in rhs_free])
+
+
 def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None,
                 out_sharding=None):
     canonicalize_precision(precision)  # checked as JAX checks it; CPU computes float32 dots fully
@@ -49,6 +62,9 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
                                            **explicit.out_unreduced_param(out_sharding)),
                                 out_sharding)
     ndim = lhs.ndim + rhs.ndim - 2 * len(dims[0]) - len(dims[2])
+    shape = _dot_general_shape(lhs.shape, rhs.shape, dims)
+    if shape is not None:
+        explicit.check_out_divisible(out_sharding, shape)
     return core.bind1("dot_general", lhs, rhs, **params,
                       out_sharding=explicit.out_sharding_param(out_sharding, ndim, pending_ok=True),
                       **explicit.out_unreduced_param(out_sharding))
