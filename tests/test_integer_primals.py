@@ -105,3 +105,30 @@ def test_results_not_computed_from_traced_inputs_come_back_as_returned():
     ours, theirs = run(meshsim), run(jax)
     assert [type(v).__name__ for v in ours] == [type(v).__name__ for v in theirs]
     assert [np.asarray(v).tolist() for v in ours] == [np.asarray(v).tolist() for v in theirs]
+
+
+def test_aux_holds_any_python_values():
+    # aux is not differentiated: what the function did not compute from its traced inputs
+    # (strings, Python numbers, None, arrays made outside) comes back as it was returned.
+    def run(lib):
+        jnp = lib.numpy
+        c = jnp.arange(2.0)
+        return [
+            lib.value_and_grad(lambda x: (x ** 2, {"note": "s", "n": 3, "c": c, "y": x * 3}),
+                               has_aux=True)(2.0),
+            lib.grad(lambda x: (x ** 2, (x * 3, None, 1.5)), has_aux=True)(2.0),
+            lib.vjp(lambda x: (x * 2, ["a", x * 1]), 1.0, has_aux=True)[2],
+            lib.jvp(lambda x: (x * 2, ("b", 7)), (1.0,), (1.0,), has_aux=True),
+            lib.jacrev(lambda x: (x * 2, {"k": "v"}), has_aux=True)(jnp.ones(2)),
+            lib.jit(lib.value_and_grad(lambda x: (x ** 2, 5), has_aux=True))(2.0),
+            lib.linearize(lambda x: (x * 2, "z"), 1.0, has_aux=True)[2],
+        ]
+
+    def described(tree, lib):
+        leaves, treedef = lib.tree.flatten(tree)
+        return str(treedef).replace("PyTreeDef", ""), [
+            (type(v).__name__, np.asarray(v).tolist()) if hasattr(v, "shape") else v for v in leaves]
+
+    ours, theirs = run(meshsim), run(jax)
+    for o, t in zip(ours, theirs):
+        assert described(o, meshsim) == described(t, jax)

@@ -97,7 +97,11 @@ class _Linearized:
                     raise TypeError("expected function with aux output to return a two-element tuple, "
                                     f"but got type {type(result)} with value {result!r}")
                 _check_valid_jax_types(tree_util.tree_leaves(result[0]), "output")
-                return tuple(result)
+                # aux may hold anything (strings, Python numbers): what is no JAX value is traced
+                # as a placeholder and handed back as it was.
+                aux_leaves, aux_tree = tree_util.tree_flatten(result[1])
+                return result[0], tree_util.tree_unflatten(
+                    aux_tree, [x if _is_jax_value(x) else 0 for x in aux_leaves])
         else:
             def traced(*args):
                 result = fun_returning(*args)
@@ -150,6 +154,11 @@ class _Linearized:
             as_passed.get(id(g), o) if isinstance(g, core.Tracer) and g.trace is trace_of_fun else g
             for g, o in zip(given, self.out_leaves)] if len(given) == n_out else self.out_leaves
         self.aux_leaves = list(results[n_out:n])
+        if has_aux:  # likewise for aux: only what the function computed from the primals is traced
+            given_aux = tree_util.tree_leaves(result[1])
+            if len(given_aux) == n_aux:
+                self.aux_leaves = [o if isinstance(g, core.Tracer) and g.trace is trace_of_fun else g
+                                   for g, o in zip(given_aux, self.aux_leaves)]
         ref.write_back(refs, results[n:n + len(refs)])
         self.residuals = list(results[n + len(refs):])
 
@@ -364,14 +373,20 @@ def _argnums_tuple(argnums) -> tuple[int, ...]:
     return tuple(operator.index(a) for a in argnums)
 
 
+def _is_jax_value(x) -> bool:
+    try:
+        core.asarray_value(x)
+    except TypeError:
+        return False
+    return True
+
+
 def _check_valid_jax_types(leaves, form: str) -> None:
     """JAX's error for a leaf that is not an array or scalar, in its three forms: grad's
     inputs ("input": the text ends with a period), jvp's ("quoted": the type is quoted),
     and a differentiated function's outputs ("output")."""
     for x in leaves:
-        try:
-            core.asarray_value(x)
-        except TypeError:
+        if not _is_jax_value(x):
             if form == "quoted":
                 raise TypeError(f"Argument '{x}' of type '{type(x)}' is not a valid JAX type") from None
             end = "." if form == "input" else ""
