@@ -10,7 +10,7 @@
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
-#include <vector>
+#include <memory>
 
 #include "meshsim/core/cancel.h"
 #include "meshsim/core/denormals.h"
@@ -52,6 +52,39 @@ const TileKernel<T>& tile_for_this_processor() {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// Room for one packed operand, reused from product to product: a small
+// product's packing takes as long as its arithmetic, and allocating (and
+// zero-filling) its buffers per call cost as much again. The contents are
+// never read before packing writes them.
+template <class T>
+class PackBuffer {
+ public:
+  void reserve(size_t n) {
+    if (n > size_) {
+      data_.reset(new T[n]);
+      size_ = n;
+    }
+  }
+  T* data() { return data_.get(); }
+
+ private:
+  std::unique_ptr<T[]> data_;
+  size_t size_ = 0;
+};
+
+// This thread's buffers for a product it runs alone: nothing in that runs
+// other tasks on the thread meanwhile, so no other product can take them.
+// Such a product has fewer than kParallelMacs multiply-adds, so they stay
+// small (about that many elements at most).
+template <class T>
+struct SerialPackBuffers {
+  PackBuffer<T> a, b;
+  static SerialPackBuffers& mine() {
+    thread_local SerialPackBuffers buffers;
+    return buffers;
+  }
+};
+
 // B[k0 : k0 + depth, j0 : j0 + width] as panels of `panel` columns, row after row.
 template <class T>
 void pack_b(const StridedMatrix<T>& b, int64_t k0, int64_t depth, int64_t j0, int64_t width, int panel, T* out) {
@@ -76,6 +109,19 @@ void pack_a(const StridedMatrix<T>& a, int64_t i0, int64_t height, int64_t k0, i
   for (int64_t ip = 0; ip < height; ip += panel) {
     const int64_t rows = std::min<int64_t>(panel, height - ip);
     const T* base = a.data + (i0 + ip) * a.row_stride + k0 * a.col_stride;
+    if (rows == gemm_tile::kTileRows && panel == gemm_tile::kTileRows) {
+      // A whole panel of the register tile's height: a fixed count of rows,
+      // unrolled (small products spend as long packing as multiplying).
+      const T* row[gemm_tile::kTileRows];
+      for (int r = 0; r < gemm_tile::kTileRows; ++r) row[r] = base + r * a.row_stride;
+      for (int64_t k = 0; k < depth; ++k) {
+        const int64_t at = k * a.col_stride;
+#pragma GCC unroll 6
+        for (int r = 0; r < gemm_tile::kTileRows; ++r) out[r] = row[r][at];
+        out += gemm_tile::kTileRows;
+      }
+      continue;
+    }
     for (int64_t k = 0; k < depth; ++k) {
       const T* src = base + k * a.col_stride;
       int64_t i = 0;
@@ -90,9 +136,9 @@ void pack_a(const StridedMatrix<T>& a, int64_t i0, int64_t height, int64_t k0, i
 template <class T>
 void multiply_block(const TileKernel<T>& tile, const StridedMatrix<T>& a, const T* b_packed, int64_t i0,
                     int64_t height, int64_t k0, int64_t depth, int64_t j0, int64_t width, int64_t p0, int64_t p1,
-                    T* c, int64_t ldc, std::vector<T>& a_packed) {
+                    T* c, int64_t ldc, PackBuffer<T>& a_packed) {
   const int tr = tile.tile_rows, tc = tile.tile_cols;
-  a_packed.resize(static_cast<size_t>(ceil_div(height, tr) * tr * depth));
+  a_packed.reserve(static_cast<size_t>(ceil_div(height, tr) * tr * depth));
   pack_a(a, i0, height, k0, depth, tr, a_packed.data());
   const bool first = k0 == 0;
   T edge[64 * 64];  // one tile, for tiles crossing the matrix's edge
@@ -176,13 +222,17 @@ void gemm_impl(int64_t rows, int64_t cols, int64_t depth, const StridedMatrix<T>
   const TileKernel<T>& tile = tile_for_this_processor<T>();
   const int64_t tc = tile.tile_cols;
   const bool parallel = rows * cols * depth >= kParallelMacs;
-  std::vector<T> b_packed, a_packed;
+  // A thread waiting for a parallel product's tasks may run another device's
+  // product meanwhile: a parallel product packs B into buffers of its own.
+  PackBuffer<T> own_b_packed;
+  SerialPackBuffers<T>& serial = SerialPackBuffers<T>::mine();
+  PackBuffer<T>& b_packed = parallel ? own_b_packed : serial.b;
   for (int64_t j0 = 0; j0 < cols; j0 += kBlockCols) {
     const int64_t width = std::min(kBlockCols, cols - j0), panels = ceil_div(width, tc);
     for (int64_t k0 = 0; k0 < depth; k0 += kBlockDepth) {
       check_cancelled();
       const int64_t kd = std::min(kBlockDepth, depth - k0);
-      b_packed.resize(static_cast<size_t>(panels * tc * kd));
+      b_packed.reserve(static_cast<size_t>(panels * tc * kd));
       pack_b(b, k0, kd, j0, width, static_cast<int>(tc), b_packed.data());
       const int64_t row_blocks = ceil_div(rows, kBlockRows);
       if (!parallel) {
@@ -190,14 +240,14 @@ void gemm_impl(int64_t rows, int64_t cols, int64_t depth, const StridedMatrix<T>
           check_cancelled();
           const int64_t i0 = rb * kBlockRows;
           multiply_block(tile, a, b_packed.data(), i0, std::min(kBlockRows, rows - i0), k0, kd, j0, width, 0,
-                         panels, c, ldc, a_packed);
+                         panels, c, ldc, serial.a);
         }
         continue;
       }
       // Few row blocks: the column panels are split too, so both cores have work.
       const int64_t col_chunks = std::min<int64_t>(panels, ceil_div(8, row_blocks));
       parallel_as_caller(row_blocks * col_chunks, 1, [&](int64_t begin, int64_t end) {
-        thread_local std::vector<T> task_a_packed;
+        thread_local PackBuffer<T> task_a_packed;
         for (int64_t task = begin; task < end; ++task) {
           check_cancelled();
           const int64_t rb = task / col_chunks, chunk = task % col_chunks;
