@@ -10,6 +10,7 @@
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 
 #include "meshsim/core/cancel.h"
@@ -93,9 +94,10 @@ void pack_b(const StridedMatrix<T>& b, int64_t k0, int64_t depth, int64_t j0, in
     for (int64_t k = 0; k < depth; ++k) {
       const T* src = b.data + (k0 + k) * b.row_stride + (j0 + jp) * b.col_stride;
       int64_t j = 0;
-      if (b.col_stride == 1)
-        for (; j < cols; ++j) out[j] = src[j];
-      else
+      if (b.col_stride == 1) {
+        std::memcpy(out, src, cols * sizeof(T));  // B's rows never overlap the panels
+        j = cols;
+      } else
         for (; j < cols; ++j) out[j] = src[j * b.col_stride];
       for (; j < panel; ++j) out[j] = T(0);
       out += panel;
