@@ -321,3 +321,26 @@ def test_ref_weak_type_survives_repeated_jitted_steps(libs, how, steps):
 
     ours, theirs = (outcome(case, lib) for lib in libs)
     assert ours == theirs and ours[0] == "ok"
+
+
+@pytest.mark.parametrize("meshes_kind", ["sub_meshes", "reversed_mesh"])
+def test_one_jitted_function_on_several_device_sets_places_each_on_its_own(libs, meshes_kind):
+    # A pipeline of stages on disjoint sub-meshes of the same shape: each call of the one jitted
+    # stage leaves its result on its input's devices (and on a mesh equal to the input's).
+    def run(lib):
+        full = lib.make_mesh((8,), ("x",))
+        if meshes_kind == "sub_meshes":
+            meshes = [lib.make_mesh((2,), ("x",), devices=full.devices[2 * i:2 * i + 2]) for i in range(4)]
+        else:
+            meshes = [full, lib.make_mesh((8,), ("x",), devices=full.devices[::-1])]
+        stage = lib.jit(lambda x: lib.numpy.sin(x) + 1.0)
+        x = np.arange(32.0, dtype=np.float32).reshape(8, 4)
+        seen = []
+        for m in meshes:
+            x = stage(lib.device_put(x, lib.sharding.NamedSharding(m, lib.P("x"))))
+            seen.append((x.sharding.mesh == m, [d.id for d in x.sharding.mesh.devices.ravel()],
+                         sorted((s.device.id, float(s.data[0, 0])) for s in x.addressable_shards)))
+        return seen, np.asarray(x)
+    (ours, ours_x), (theirs, theirs_x) = (run(lib) for lib in libs)
+    assert ours == theirs
+    np.testing.assert_allclose(ours_x, theirs_x, rtol=1e-6)

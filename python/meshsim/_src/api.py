@@ -216,6 +216,17 @@ def usable_donations(program, donated: list[bool]) -> list[bool]:
     return usable
 
 
+def _mesh_devices(x):
+    """The ids of the devices an array (or ShapeDtypeStruct) is laid out over by a mesh, in the
+    mesh's order: a program traced for one device set places its results there, so arrays of
+    one type on another set of devices are traced for their own (None without a mesh)."""
+    if isinstance(x, core.Tracer):
+        return None
+    mesh = getattr(getattr(x, "sharding", None), "mesh", None)
+    devices = getattr(mesh, "devices", None)
+    return None if devices is None else tuple(d.id for d in np.ravel(devices))
+
+
 def _leaf_key(x):
     return x.signature
 
@@ -506,7 +517,8 @@ class PjitFunction:
         mesh of their sharding included, as in JAX's avals: a program traced on one mesh is
         not run on another) and the tracing context (None for an unhashable static argument)."""
         key = (static, in_tree,
-               tuple((str(x.aval), x.aval.weak_type, str(getattr(x.aval, "sharding", None))) for x in leaves),
+               tuple((str(x.aval), x.aval.weak_type, str(getattr(x.aval, "sharding", None)), _mesh_devices(x))
+                     for x in leaves),
                flags.trace_context(), _context_meshes(), str(_core.current_axis_env()),
                tuple(id(f) for f in vmap_collectives._frames))
         try:
