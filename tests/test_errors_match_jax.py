@@ -135,6 +135,10 @@ CASES = {
     "vjp returns a str": (lambda jnp, lax, j: j.vjp(lambda x: (x, "s"), 1.0), SAME_MESSAGE),
     "jvp returns a str": (lambda jnp, lax, j: j.jvp(lambda x: (x, "s"), (1.0,), (1.0,)), SAME_MESSAGE),
     "jacrev returns an object": (lambda jnp, lax, j: j.jacrev(lambda x: [x, object()])(1.0), SAME_TYPE),
+    # A primitive without a derivative is the error even when the output is not a scalar.
+    "grad of a vector pure_callback":
+        (lambda jnp, lax, j: j.grad(lambda x: j.pure_callback(np.sin, j.ShapeDtypeStruct((5,), np.float32), x))(
+            np.ones(5, np.float32)), SAME_MESSAGE),
     "eval_shape returns a str": (lambda jnp, lax, j: j.eval_shape(lambda x: (x, "s"), 1.0), SAME_MESSAGE),
     # A tracer kept past its trace.
     "leaked tracer + 1": (lambda jnp, lax, j: _leaked_tracer(j) + 1, SAME_FIRST_LINE),

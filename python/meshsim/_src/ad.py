@@ -121,8 +121,6 @@ class _Linearized:
         n_aux = out_tree.num_leaves - n_out
         refs = [raw[i] for i in self.ref_primals] + closed
         self.out_avals = program.out_avals[:n_out]
-        if check_output is not None:
-            check_output(self.out_avals)
         # Inputs: the primals, the closed-over Refs' values, the captures; outputs: the results,
         # aux, the Refs' final values (not differentiated), then the residuals.
         wrt = [True] * len(leaves) + [False] * (len(closed) + len(captures))
@@ -131,6 +129,10 @@ class _Linearized:
         out_mask = [True] * n_out + [False] * (n_aux + len(refs))
         fwd, self.bwd, _, self.ct_in, self.ct_out = _core.vjp_program(program, wrt, out_mask,
                                                                       _evaluate_policy)
+        # After the rules ran, as JAX checks the output once the function is differentiated
+        # (a primitive without a rule is the error even when the output is not a scalar).
+        if check_output is not None:
+            check_output(self.out_avals)
         # Computed from arrays committed to a device, values and cotangents stay there.
         self.device = placement.committed_device([*leaves, *captures], lambda i: f"args[{i}] of {self.fun_name}")
         self.forward_committed = any(type(x) is core.Array and x.committed for x in leaves)
