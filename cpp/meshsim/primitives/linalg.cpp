@@ -308,7 +308,11 @@ void blas_batched(const Matrices& a, const Matrices& b, const T* pa, const T* pb
 // one chain of multiply-adds in k's order (kernels/gemm.h): a row block or a
 // column block of a product, one device's shard, has the bits of those rows
 // or columns of the whole product, on every processor and thread count.
-// Many small products run in parallel; a large one splits itself.
+// Many small products run in parallel when together they are worth
+// splitting (as ordered_gemm splits one product of 2^18 multiply-adds); a
+// few tiny ones (a device's attention heads) run on the calling thread,
+// where starting tasks would cost more than the products; a large one
+// splits itself.
 template <class T>
 void ordered_batched(const Matrices& a, const Matrices& b, const T* pa, const T* pb, T* c) {
   const int64_t M = a.rows, K = a.cols, N = b.cols;
@@ -316,7 +320,8 @@ void ordered_batched(const Matrices& a, const Matrices& b, const T* pa, const T*
     ordered_gemm(M, N, K, StridedMatrix<T>{pa + a.offset(i), a.row_stride, a.col_stride},
                  StridedMatrix<T>{pb + b.offset(i), b.row_stride, b.col_stride}, c + i * M * N, N);
   };
-  if (a.batch > 1 && M * N * K < (int64_t{1} << 16)) {
+  const int64_t macs = M * N * K;
+  if (a.batch > 1 && macs < (int64_t{1} << 16) && a.batch * macs >= (int64_t{1} << 18)) {
     parallel_as_caller(a.batch, 1, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         check_cancelled();
