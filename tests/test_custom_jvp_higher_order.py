@@ -71,3 +71,34 @@ def test_derivatives_use_the_rule_at_every_order(name, order, seed):
     got = ORDERS[order](meshsim, _functions(meshsim)[name])(x)
     want = ORDERS[order](jax, _functions(jax)[name])(x)
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=2e-5, atol=1e-6)
+
+
+def _branching(j):
+    jnp = j.numpy
+
+    @j.custom_jvp
+    def f(x):
+        return jnp.sin(x) if x > 0 else jnp.cos(x)
+
+    @f.defjvp
+    def _(primals, tangents):
+        (x,), (t,) = primals, tangents
+        return f(x), (2 * t if x > 0 else 3 * t)
+    return f
+
+
+@pytest.mark.parametrize("x", [1.0, -1.0, 0.0])
+@pytest.mark.parametrize("entry", ["grad", "grad grad", "jvp", "vjp", "value"])
+def test_python_control_flow_on_known_primals(entry, x):
+    # Under an eager grad the primals are concrete, so the function and its rule may branch on
+    # them (JAX's custom_jvp guide); under jit they are traced and JAX's error is raised.
+    def run(j):
+        f = _branching(j)
+        return {"grad": lambda: j.grad(f)(x), "grad grad": lambda: j.grad(j.grad(f))(x),
+                "jvp": lambda: j.jvp(f, (x,), (1.0,)), "vjp": lambda: j.vjp(f, x)[1](1.0),
+                "value": lambda: f(x)}[entry]()
+    got, want = run(meshsim), run(jax)
+    for g, w in zip(meshsim.tree.leaves(got), jax.tree.leaves(want)):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6)
+    with pytest.raises(meshsim.errors.TracerBoolConversionError):
+        meshsim.jit(meshsim.grad(_branching(meshsim)))(x)

@@ -1006,14 +1006,16 @@ class custom_jvp:
                 full[i] = a
             return self.fun(*full)
 
-        program, consts, out_tree = tracing.trace_flat(call, in_tree, avals)
+        # Traced over the primals' values where they are known (an eager grad's), so that Python
+        # control flow on them works in the function and its rule, as with JAX's concrete primals.
+        program, consts, out_tree = tracing.trace_flat(call, in_tree, avals, leaves)
         const_avals = [c.aval for c in consts]
         if consts:  # JAX's call_jaxpr reads the values it closed over first
             program = program.with_inputs([*const_avals, *avals],
                                           [*range(len(consts), len(consts) + len(avals)), *range(len(consts))])
         self._rule_depth += 1
         try:
-            rule, rule_consts = self._trace_rule(name, nondiff, in_tree, avals, out_tree, program.out_avals)
+            rule, rule_consts = self._trace_rule(name, nondiff, in_tree, leaves, out_tree, program.out_avals)
         finally:
             self._rule_depth -= 1
         # The rule's inputs: the function's consts, args, tangents, then the other values it
@@ -1031,9 +1033,11 @@ class custom_jvp:
         outs = _core.bind("custom_jvp_call", (*consts, *leaves, *extra), params)
         return tree_util.tree_unflatten(out_tree, outs)
 
-    def _trace_rule(self, name, nondiff, in_tree, avals, out_tree, out_avals):
+    def _trace_rule(self, name, nondiff, in_tree, leaves, out_tree, out_avals):
         """The rule's program: (args, tangents, the values it closed over) -> (outputs, tangents
-        of the outputs), every tangent an array (symbolic zeros are made real)."""
+        of the outputs), every tangent an array (symbolic zeros are made real). Traced over the
+        primals' values where known (the tangents stand for any value: zeros)."""
+        avals = [x.aval for x in leaves]
         n = len(avals)
         rule_name = getattr(self.jvp, "__name__", repr(self.jvp))
 
@@ -1067,7 +1071,8 @@ class custom_jvp:
             return [*out_leaves, *tangent_leaves]
 
         flat_tree = tree_util.tree_structure(tuple(range(2 * n)))
-        rule, rule_consts, _ = tracing.trace_flat(rule_flat, flat_tree, [*avals, *avals])
+        tangents = [core.Array.from_numpy(np.zeros(a.shape, a.dtype)) for a in avals]
+        rule, rule_consts, _ = tracing.trace_flat(rule_flat, flat_tree, [*avals, *avals], [*leaves, *tangents])
         return rule, rule_consts
 
 
