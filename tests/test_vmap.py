@@ -344,3 +344,21 @@ def test_jacobian_has_aux_and_errors(real_jax):
     want = _err(lambda: real_jax.jacrev(lambda a: (a > 0).astype(np.int32))(x))
     got = _err(lambda: ms.jacrev(lambda a: (a > 0).astype(np.int32))(x))
     assert got == want
+
+
+VMAP_PRINTS = {
+    "ints": lambda j, jnp: j.vmap(lambda x: print(repr(x), str(x)))(jnp.arange(3)),
+    "rows": lambda j, jnp: j.vmap(lambda x: print(repr(x * 2)))(jnp.ones((3, 2))),
+    "unmapped": lambda j, jnp: j.vmap(lambda x, y: print(repr(y)), in_axes=(0, None))(jnp.ones((3, 2)), 1.0),
+    "under jit": lambda j, jnp: j.jit(j.vmap(lambda x: print(repr(x))))(jnp.ones((3, 2))),
+    "nested": lambda j, jnp: j.vmap(j.vmap(lambda x: print(repr(x))))(jnp.ones((3, 2))),
+    "in_axes=1": lambda j, jnp: j.vmap(lambda x: print(f"x = {x}"), in_axes=1)(jnp.ones((3, 2))),
+}
+
+
+@pytest.mark.parametrize("name", VMAP_PRINTS)
+def test_printed_tracer_inside_vmap_matches_jax(real_jax, capsys, name):
+    VMAP_PRINTS[name](real_jax, real_jax.numpy)
+    theirs = capsys.readouterr().out
+    VMAP_PRINTS[name](ms, mnp)
+    assert capsys.readouterr().out == theirs

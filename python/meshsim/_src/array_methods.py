@@ -172,6 +172,13 @@ def _tracer_repr(self):
     if text is not None:
         return text
     aval = self.aval
+    batched = tracing.batched_traces.get(self.trace)
+    if batched is not None:  # an example of a vmap: JAX shows the type with the batch dimension too
+        size, dims = batched
+        dtype, _, rest = aval.str_short().partition("[")
+        shape = list(aval.shape)
+        shape.insert(dims.get(id(self), 0), size)
+        return f"VmapTracer(aval={dtype}[{rest}, batched={dtype}[{','.join(map(str, shape))}])"
     depth = tracing.known_depth(self)
     if depth is None:
         return f"JitTracer({'~' if aval.weak_type else ''}{aval.str_short()})"

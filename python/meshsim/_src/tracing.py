@@ -118,6 +118,10 @@ def origin_message(tracer) -> str:
 # Open traces whose inputs hold known values (an eager grad's primals): trace -> those values.
 _known_inputs: dict = {}
 
+# Open traces of one example of a vmapped function: trace -> (batch size, {id of an input
+# tracer: the dimension its batch is mapped along}), for the tracers' printed form.
+batched_traces: dict = {}
+
 
 def trace_flat(fun: Callable, in_tree, avals: Sequence, values: Sequence | None = None):
     """Traces `fun(*unflatten(in_tree, inputs))` on inputs of types `avals`; `values`, when

@@ -17,7 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 from meshsim import _core
-from meshsim._src import core, tree_util, vmap_collectives
+from meshsim._src import core, tracing, tree_util, vmap_collectives
 from meshsim._src.lax import structural as lax_structural
 from meshsim._src import ref as ref_lib
 from meshsim._src.tracing import trace_flat
@@ -204,6 +204,8 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name=None, axi
             dims.append(0)
 
         def per_example(*tracers):
+            out_info["trace"] = _core.current_trace()
+            tracing.batched_traces[out_info["trace"]] = (size, {id(t): d for t, d in zip(tracers, dims)})
             full = list(leaves)
             for i, t in zip(mapped, tracers):
                 full[i] = PRNGKeyArray(t) if _is_key(leaves[i]) else \
@@ -242,8 +244,11 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name=None, axi
         # Inside a shard_map body, a batch split over manual axes varies over them; its
         # examples do not, and the results vary over them again.
         manual_spmd = _manual_axes(spmd_axes)
-        program, captures, _ = trace_flat(per_example, flat_tree,
-                                           [x.aval.without_dim(d, manual_spmd) for x, d in zip(data, dims)])
+        try:
+            program, captures, _ = trace_flat(per_example, flat_tree,
+                                               [x.aval.without_dim(d, manual_spmd) for x, d in zip(data, dims)])
+        finally:
+            tracing.batched_traces.pop(out_info.get("trace"), None)
         vmap_collectives._batching.append(frame)
         try:
             outs, out_dims = _core.batch_eval(program, [*data, *captures],
