@@ -84,13 +84,23 @@ std::complex<F> min_op(std::complex<F> x, std::complex<F> y) {
   return pick_x ? x : y;
 }
 
-// x / |x|, and 0 for 0.
-template <class F>
-std::complex<F> sign_op(std::complex<F> x) {
-  const F r = std::abs(x);
-  if (r == 0) return {F(0), F(0)};
-  return {x.real() / r, x.imag() / r};
-}
+// Functions XLA expands into real operations for complex operands, each as
+// its expansion computes it, bit for bit (complex_math.cpp): |z| (a real
+// result), z / |z|, exp, log and sqrt. The templates are the generic
+// spellings for real elements.
+float complex_abs(std::complex<float> z);
+double complex_abs(std::complex<double> z);
+std::complex<float> sign_op(std::complex<float> z);
+std::complex<double> sign_op(std::complex<double> z);
+template <class T> T exp_op(T x) { return std::exp(x); }
+std::complex<float> exp_op(std::complex<float> z);
+std::complex<double> exp_op(std::complex<double> z);
+template <class T> T log_op(T x) { return std::log(x); }
+std::complex<float> log_op(std::complex<float> z);
+std::complex<double> log_op(std::complex<double> z);
+template <class T> T sqrt_op(T x) { return std::sqrt(x); }
+std::complex<float> sqrt_op(std::complex<float> z);
+std::complex<double> sqrt_op(std::complex<double> z);
 
 // Functions whose real form is not std:: for complex arguments.
 template <class T> T log1p_op(T x) { return std::log1p(x); }
@@ -122,15 +132,6 @@ std::complex<F> rsqrt_op(std::complex<F> z) {
   return div_op(std::complex<F>(1), std::sqrt(z));
 }
 template <class T> T rsqrt_op(T x) { return T(1) / std::sqrt(x); }
-
-template <class T> T sqrt_op(T x) { return std::sqrt(x); }
-// XLA reads a -0.0 imaginary part as +0.0 on the negative real axis: sqrt(-4 - 0j) = 2j.
-template <class F>
-std::complex<F> sqrt_op(std::complex<F> z) {
-  std::complex<F> r = std::sqrt(z);
-  if (z.imag() == 0 && z.real() < 0) r.imag(std::fabs(r.imag()));
-  return r;
-}
 
 template <class T> T exp2_op(T x) { return std::exp2(x); }
 template <class F>

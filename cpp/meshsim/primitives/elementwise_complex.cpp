@@ -109,7 +109,7 @@ void conj_primitive() {
   register_primitive(std::move(p));
 }
 
-// |x|: a real result for complex x (hypot of the parts).
+// |x|: a real result for complex x (hypot of the parts, as XLA computes it).
 void abs_primitive() {
   Primitive p;
   p.name = "abs";
@@ -130,7 +130,7 @@ void abs_primitive() {
   };
   p.kernel = [](const Tensors& in_, const Params&, const Avals& out_) {
     if (is_complex(in_[0].dtype()))
-      return as_tensors(complex_to_real(in_[0], out_[0].dtype, [](auto z) { return std::abs(z); }));
+      return as_tensors(complex_to_real(in_[0], out_[0].dtype, [](auto z) { return complex_abs(z); }));
     auto run = [](const Tensors& in, const Avals& out) {
       return dispatch_numeric(in[0].dtype(), [&](auto tag) {
         using T = decltype(tag);

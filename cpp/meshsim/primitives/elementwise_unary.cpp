@@ -26,14 +26,6 @@ std::complex<F> square_op(std::complex<F> z_in) {
   return flush_subnormal(std::complex<F>(re, F(2) * x * y));
 }
 
-// XLA's sqrt reads a zero imaginary part as +0.0 whatever its sign, also off
-// the branch cut: sqrt(2 - 0j) = sqrt(2) + 0j.
-template <class T> T positive_zero_imag(T x) { return x; }
-template <class F>
-std::complex<F> positive_zero_imag(std::complex<F> z) {
-  return z.imag() == 0 ? std::complex<F>(z.real(), F(0)) : z;
-}
-
 // libm's sinh, asin, asinh and atanh return a tiny real argument itself; XLA's
 // expansions multiply it, so a subnormal result is flushed (core/denormals.h).
 template <class F>
@@ -276,12 +268,12 @@ void elementwise::register_unary_elementwise_primitives() {
   unary<Accepts::Float, false>("floor", [](auto x) { return std::floor(x); }, zero_vjp);
   unary<Accepts::Float, false>("ceil", [](auto x) { return std::ceil(x); }, zero_vjp);
   // XLA's own float32 and float64 forms (kernels/xla_math.h); complex elements take complex_math.h's.
-  unary_simd("exp", XLA_REAL_OR(exp, XLA_MATH(exp_f64)), XLA_REAL_OR(exp, [](auto v) { return std::exp(v); }), 87.0,
+  unary_simd("exp", XLA_REAL_OR(exp, XLA_MATH(exp_f64)), XLA_REAL_OR(exp, [](auto v) { return exp_op(v); }), 87.0,
              d1([](auto& g, auto&, auto& y) { return op::mul(g, y); }), nullptr,
              [](float x) { return std::exp(x); });
   unary<Accepts::Inexact>("exp2", [](auto x) { return exp2_op(x); },
                         d1([](auto& g, auto&, auto& y) { return op::mul(op::mul(c(y, kLn2), g), y); }));
-  unary_simd("log", XLA_REAL_OR(log, XLA_MATH(log_f64)), XLA_REAL_OR(log, [](auto v) { return std::log(v); }), kInf,
+  unary_simd("log", XLA_REAL_OR(log, XLA_MATH(log_f64)), XLA_REAL_OR(log, [](auto v) { return log_op(v); }), kInf,
              d1([](auto& g, auto& x, auto&) { return op::div(g, x); }), nullptr,
              [](float x) { return std::log(x); });
   unary_simd("log1p", XLA_REAL_OR(log1p, XLA_MATH(log1p_f64)), XLA_REAL_OR(log1p, [](auto v) { return log1p_op(v); }),
@@ -297,7 +289,7 @@ void elementwise::register_unary_elementwise_primitives() {
                if (float(half) == 0.0f) return x;
                return T(float(T(xla_math::tanh_f32(float(half)))) * float(T(float(e) + 1.0f)));
              }});
-  unary<Accepts::Inexact>("sqrt", [](auto x) { return sqrt_op(positive_zero_imag(x)); },
+  unary<Accepts::Inexact>("sqrt", [](auto x) { return sqrt_op(x); },
                         d1([](auto& g, auto&, auto& y) { return op::mul(g, op::div(c(y, 0.5), y)); }));
   unary<Accepts::Inexact>("rsqrt", [](auto x) { return rsqrt_op(x); },
                         d1([](auto& g, auto& x, auto& y) {
