@@ -18,6 +18,8 @@ float real_log(float x) { return xla_math::log_f32(x); }
 double real_log(double x) { return xla_math::log_f64(x); }
 float real_log1p(float x) { return xla_math::log1p_f32(x); }
 double real_log1p(double x) { return xla_math::log1p_f64(x); }
+float real_expm1(float x) { return xla_math::expm1_f32(x); }
+double real_expm1(double x) { return xla_math::expm1_f64(x); }
 
 // Both parts' magnitudes, the larger first; NaN for both if either part is
 // NaN (XLA's maximum and minimum propagate NaN).
@@ -106,6 +108,78 @@ std::complex<F> log_t(std::complex<F> z_in) {
   return {flush_subnormal(re), std::atan2(z_in.imag(), z_in.real())};
 }
 
+// The rounding error of a + b = sum (Knuth's two-sum).
+template <class F>
+F sum_error(F a, F b, F sum) {
+  const F b_part = sum - a, a_part = sum - b_part;
+  return (a - a_part) + (b - b_part);
+}
+
+// log(1 + z) as JAX's lowering expands it: log1p(2x + y^2 + x^2) / 2 with the
+// sum in double-word arithmetic; log|1 + z| for |1 + x| + |y| < 0.2 (by XLA's
+// log of the squared modulus); for max(|x|, |y|) beyond sqrt(max) / 100,
+// log(max) + log1p((min / max)^2) / 2. The angle is atan2(y, 1 + x).
+template <class F>
+std::complex<F> log1p_t(std::complex<F> z_in) {
+  const std::complex<F> z = flush_subnormal(z_in);
+  const F x = z.real(), y = z.imag();
+  const F ax = std::fabs(x), ay = std::fabs(y);
+  const F x_plus_one = x + F(1);
+  const F yy = y * y, xx = x * x;
+  F re;
+  const auto [larger, smaller] = larger_and_smaller_part(ax, ay);
+  constexpr F kLarge = std::is_same_v<F, float> ? F(1.84467419e+17f) : F(1.3407807929942595e+152);
+  if (larger > kLarge) {
+    const F ratio = smaller / larger;
+    re = std::fma(real_log1p(smaller == larger ? F(1) : ratio * ratio), F(0.5), real_log(larger));
+  } else if (std::fabs(x_plus_one) + ay < F(0.2)) {
+    re = real_log(std::fma(x_plus_one, x_plus_one, yy)) * F(0.5);
+  } else {
+    const F twice_x = x + x;
+    const F sum1 = twice_x + yy, sum2 = sum1 + xx;
+    const F y_error = square_error(y, yy), x_error = square_error(x, xx);
+    const F sum3 = sum2 + y_error, sum4 = sum3 + x_error;
+    const F errors = ((sum_error(twice_x, yy, sum1) + sum_error(sum1, xx, sum2)) + sum_error(sum2, y_error, sum3)) +
+                     sum_error(sum3, x_error, sum4);
+    re = real_log1p(sum4 + errors) * F(0.5);
+  }
+  return {flush_subnormal(re), std::atan2(z_in.imag(), x_plus_one)};
+}
+
+// atanh(z) as JAX's lowering expands it: the real part sign(x) log1p(4 |x| /
+// ((1 - |x|)^2 + y^2)) / 4, with the fraction replaced by 1 / |x| where |y| is
+// negligible against |x| and by 1 / ((|x| / y + y / |x|) y) (or 0 for an
+// infinite part) beyond the range where the squares are safe; the imaginary
+// part atan2(2y, (1 - |x|)(1 + |x|) - y^2) / 2, +-pi / 2 out of that range.
+template <class F>
+std::complex<F> atanh_t(std::complex<F> z_in) {
+  const std::complex<F> z = flush_subnormal(z_in);
+  const F x = z.real(), y = z.imag();
+  constexpr bool kFloat = std::is_same_v<F, float>;
+  constexpr F kSafe = kFloat ? F(2.81475044e+14f) : F(8.1129638414606718e+31);
+  constexpr F kNegligible = kFloat ? F(16777218) : F(9007199254740994.0);
+  constexpr F kInf = std::numeric_limits<F>::infinity();
+  const F ax = std::fabs(x), ay = std::fabs(y);
+  const bool safe = ax < kSafe && ay < kSafe;
+  const F one_less = F(1) - ax, yy = y * y;
+  F fraction;
+  if (safe) fraction = ax / std::fma(one_less, one_less, yy);
+  else if (ay * kNegligible < ax) fraction = F(1) / ax;
+  else if (std::fabs(x) == kInf || std::fabs(y) == kInf) fraction = F(0);
+  else fraction = F(1) / (((ax / y) + (y / ax)) * y);
+  const F re = ((x >= 0 ? F(1) : F(-1)) * real_log1p(fraction * F(4))) * F(0.25);
+  const F angle = safe ? std::atan2(y + y, std::fma(one_less, ax + F(1), -yy))
+                       : (y >= 0 ? F(1) : F(-1)) * F(3.14159265358979323846);
+  return flush_subnormal(std::complex<F>(re, angle * F(0.5)));
+}
+
+// atan z = -i atanh(i z).
+template <class F>
+std::complex<F> atan_t(std::complex<F> z) {
+  const std::complex<F> t = atanh_t(std::complex<F>(-z.imag(), z.real()));
+  return {t.imag(), -t.real()};
+}
+
 // hypot(a, b) for a, b >= 0 as XLA's complex sqrt expands it: max sqrt(1 +
 // (min/max)^2), with max (1 + (min/max)^2 / 2) where the square root rounds
 // to 1 although the square is not zero, and max sqrt(2) for a = b.
@@ -116,6 +190,104 @@ F expanded_hypot(F a, F b) {
   const F root = std::sqrt(squared + F(1));
   const F general = root == F(1) && squared > F(0) ? std::fma(larger * squared, F(0.5), larger) : larger * root;
   return larger == smaller ? larger * F(1.41421356237309504880) : general;
+}
+
+// hypot(a, b) for a, b >= 0 as JAX's asin expansion computes it: as
+// expanded_hypot, but with the square root's argument a fused multiply-add
+// (XLA computes it in a kernel of its own).
+template <class F>
+F fused_hypot(F a, F b) {
+  const auto [larger, smaller] = larger_and_smaller_part(a, b);
+  const F ratio = smaller / larger, squared = ratio * ratio;
+  const F root = std::sqrt(std::fma(ratio, ratio, F(1)));
+  const F general = root == F(1) && squared > F(0) ? std::fma(larger * squared, F(0.5), larger) : larger * root;
+  return larger == smaller ? larger * F(1.41421356237309504880) : general;
+}
+
+// The kernel of asin and acos by the algorithm of Hull, Fairgrieve and Tang,
+// as JAX's lowering expands it, on ax = |x| and ay = |y|: with r = |z + 1|,
+// s = |z - 1| and a = (r + s) / 2, the denominator d of the real part's
+// atan2 and log(a + sqrt(a^2 - 1)), taken through log1p of a - 1 (computed
+// by cases), or log(2 max) plus a correction for huge arguments. XLA splits
+// acosh's expansion into kernels differently: there a + 1 and a + ax are
+// fused multiply-adds (`fused_halves`).
+template <class F>
+std::pair<F, F> asin_kernel(F ax, F ay, bool fused_halves = false) {
+  constexpr bool kFloat = std::is_same_v<F, float>;
+  const F x_plus_one = ax + F(1), x_less_one = ax + F(-1);
+  const F r = fused_hypot(std::fabs(x_plus_one), ay), s = fused_hypot(std::fabs(x_less_one), ay);
+  const F a = (r + s) * F(0.5);
+  const F yy = ay * ay;
+  const F half_yy_over_r_sum = (yy * F(0.5)) / (r + x_plus_one);
+  // a - 1 without cancellation
+  F a_less_one;
+  const bool small = ay < F(kFloat ? 4.33680869e-19f : 5.9666725849601654e-154) && ax < F(1);
+  if (small) {
+    a_less_one = -((x_plus_one * x_less_one) / (a + F(1)));
+  } else if (ax >= F(1)) {
+    a_less_one = std::fma(s + x_less_one, F(0.5), half_yy_over_r_sum);
+  } else if (a <= F(1.5)) {
+    a_less_one = half_yy_over_r_sum + (yy * F(0.5)) / (s - x_less_one);
+  } else {
+    a_less_one = a + F(-1);
+  }
+  const F half_a_plus_x = (fused_halves ? std::fma(r + s, F(0.5), ax) : a + ax) * F(0.5);
+  const F big_threshold = F(kFloat ? 2.30584287e+18f : 1.6759759912428245e+153);
+  F denominator;
+  if (larger_and_smaller_part(ax, ay).first >= big_threshold) {
+    denominator = ay;
+  } else if (ax <= F(1)) {
+    denominator = std::sqrt(half_a_plus_x * (yy / (r + x_plus_one) + (s - x_less_one)));
+  } else {
+    denominator = ay * std::sqrt(half_a_plus_x / (r + x_plus_one) + half_a_plus_x / (s + x_less_one));
+  }
+  const F huge = ax < F(kFloat ? 2.30584285e+30f : 1.6759759912428244e+165)
+                     ? F(kFloat ? 2.30584274e+12f : 1.6759759912428242e+147)
+                     : F(kFloat ? 2.30584283e+20f : 1.6759759912428244e+155);
+  const bool y_dominates = ay >= huge;
+  const F larger = y_dominates ? ay : ax;
+  const F limit = y_dominates ? huge : big_threshold;
+  F log_part;
+  if (larger >= limit) {
+    const F ratio = y_dominates && ay != std::numeric_limits<F>::infinity() ? ax / ay : F(0);
+    log_part = std::fma(real_log1p(ratio * ratio), F(0.5), real_log(larger) + F(0.69314718055994530942));
+  } else {
+    const F root = std::sqrt(a_less_one * (fused_halves ? std::fma(r + s, F(0.5), F(1)) : a + F(1)));
+    log_part = small ? ay / root : real_log1p(a_less_one + root);
+  }
+  return {denominator, log_part};
+}
+
+// asin z = atan2(x, d) + i sign(y) log(...); acos z = atan2(d, x) - i
+// sign(y) log(...); asinh z = i asin(-i z) by the same kernel on (|y|, |x|).
+// atan2 takes the parts as they are: it sees, and may return, subnormals.
+template <class F>
+std::complex<F> asin_t(std::complex<F> z_in) {
+  const std::complex<F> z = flush_subnormal(z_in);
+  const auto [denominator, log_part] = asin_kernel(std::fabs(z.real()), std::fabs(z.imag()));
+  return {std::atan2(z_in.real(), denominator), flush_subnormal(z.imag() < 0 ? -log_part : log_part)};
+}
+template <class F>
+std::complex<F> acos_t(std::complex<F> z_in) {
+  const std::complex<F> z = flush_subnormal(z_in);
+  const auto [denominator, log_part] = asin_kernel(std::fabs(z.real()), std::fabs(z.imag()));
+  return {std::atan2(denominator, z_in.real()), flush_subnormal(z.imag() < 0 ? log_part : -log_part)};
+}
+template <class F>
+std::complex<F> asinh_t(std::complex<F> z_in) {
+  const std::complex<F> z = flush_subnormal(z_in);
+  const auto [denominator, log_part] = asin_kernel(std::fabs(z.imag()), std::fabs(z.real()));
+  return {flush_subnormal(z.real() < 0 ? -log_part : log_part), std::atan2(z_in.imag(), denominator)};
+}
+// acosh z = log(...) + i sign(y) atan2(d, x), negated if its real part is
+// below zero (as JAX's lowering selects).
+template <class F>
+std::complex<F> acosh_t(std::complex<F> z_in) {
+  const std::complex<F> z = flush_subnormal(z_in);
+  const auto [denominator, log_part] = asin_kernel(std::fabs(z.real()), std::fabs(z.imag()), true);
+  const F angle = std::atan2(denominator, z_in.real());
+  const std::complex<F> w(flush_subnormal(log_part), z.imag() < 0 ? -angle : angle);
+  return log_part < 0 ? neg_op(w) : w;
 }
 
 // sqrt(z) by XLA's expansion (the C library's csqrt argument, |z| taken by
@@ -155,6 +327,102 @@ std::complex<F> sqrt_t(std::complex<F> z_in) {
   return flush_subnormal(std::complex<F>(re, im));
 }
 
+// cos z = cos x cosh y - i sin x sinh y, and sin z = sin x cosh y + i cos x
+// sinh y, with cosh y and sinh y from expm1(y) and expm1(-y) (as JAX expands
+// them); a zero real part gives the other part +0.0.
+template <class F>
+std::pair<F, F> cosh_and_sinh_by_expm1(F y) {
+  const F up = real_expm1(y), down = real_expm1(-y);
+  return {((up + down) + F(2)) * F(0.5), (up - down) * F(0.5)};
+}
+template <class F>
+std::complex<F> cos_t(std::complex<F> z_in) {
+  const std::complex<F> z = flush_subnormal(z_in);
+  const auto [cosh_y, sinh_y] = cosh_and_sinh_by_expm1(z.imag());
+  const F re = std::cos(z.real()) * cosh_y;
+  const F im = z.real() == 0 ? F(0) : -std::sin(z.real()) * sinh_y;
+  return flush_subnormal(std::complex<F>(re, im));
+}
+template <class F>
+std::complex<F> sin_t(std::complex<F> z_in) {
+  const std::complex<F> z = flush_subnormal(z_in);
+  const auto [cosh_y, sinh_y] = cosh_and_sinh_by_expm1(z.imag());
+  const F im = std::cos(z.real()) * sinh_y;
+  const F re = z.real() == 0 ? F(0) : std::sin(z.real()) * cosh_y;
+  return flush_subnormal(std::complex<F>(re, im));
+}
+
+// cosh z and sinh z as JAX expands them: exp(z - ln 2) +- exp(-ln 2 - z),
+// each exp as exp_t computes it.
+template <class F>
+std::pair<std::complex<F>, std::complex<F>> exps_less_ln2(std::complex<F> z_in) {
+  const std::complex<F> z = flush_subnormal(z_in);
+  constexpr F kMinusLn2 = F(-0.69314718055994530942);
+  return {exp_t(std::complex<F>(z.real() + kMinusLn2, z.imag() + F(0))),
+          exp_t(std::complex<F>(kMinusLn2 - z.real(), F(0) - z.imag()))};
+}
+template <class F>
+std::complex<F> cosh_t(std::complex<F> z) {
+  const auto [up, down] = exps_less_ln2(z);
+  return flush_subnormal(std::complex<F>(up.real() + down.real(), up.imag() + down.imag()));
+}
+template <class F>
+std::complex<F> sinh_t(std::complex<F> z) {
+  const auto [up, down] = exps_less_ln2(z);
+  return flush_subnormal(std::complex<F>(up.real() - down.real(), up.imag() - down.imag()));
+}
+
+// exp(z) - 1 = (expm1(x) + 1) (cos y - 1) + expm1(x) + i (expm1(x) + 1) sin y,
+// as XLA expands it, with cos y - 1 by its Taylor polynomial for y^2 <
+// 0.61685 (constants rounded to the type); a zero y gives +0.0.
+template <class F>
+std::complex<F> expm1_t(std::complex<F> z_in) {
+  const std::complex<F> z = flush_subnormal(z_in);
+  const F x = z.real(), y = z.imag();
+  const F em = real_expm1(x), e = em + F(1);
+  const F y2 = y * y, y4 = y2 * y2;
+  static constexpr double kCosCoefficients[] = {4.737750796424621e-14,  -1.147028484342536e-11, 2.087675428708152e-09,
+                                                -2.755731921499979e-07, 2.480158730157055e-05,  -0.0013888888888888872,
+                                                0.041666666666666664};
+  F p = F(kCosCoefficients[0]);
+  for (int i = 1; i < 7; ++i) p = std::fma(p, y2, F(kCosCoefficients[i]));
+  const F cos_less_one = y2 >= F(0.61685) ? std::cos(y) + F(-1) : std::fma(y4, p, y2 * F(-0.5));
+  const F re = std::fma(em, cos_less_one + F(1), cos_less_one);
+  const F im = y == 0 ? F(0) : e * std::sin(y);
+  return flush_subnormal(std::complex<F>(re, im));
+}
+
+// tanh z = (sinh 2x + i sin 2y) / (cosh 2x + cos 2y), as XLA computes it:
+// (expm1(2x) - expm1(-2x)) / (expm1(2x) + expm1(-2x) + 4 cos^2 y) and
+// 4 cos y sin y over the same; +-1 where the expm1 sum overflows, and the
+// real part NaN where the imaginary one is NaN for finite x; the imaginary
+// part +0.0 for y = 0 and for infinite x with a NaN numerator.
+template <class F>
+std::complex<F> tanh_t(std::complex<F> z_in) {
+  const std::complex<F> z = flush_subnormal(z_in);
+  const F x = z.real(), y = z.imag();
+  const F twice_x = x + x;
+  const F up = real_expm1(twice_x), down = real_expm1(twice_x * F(-1));
+  const F c = std::cos(y), s = std::sin(y);
+  const F sum = up + down;
+  const F denominator = std::fma(c * c, F(4), sum);
+  const F im_numerator = (c * s) * F(4);
+  const bool x_infinite = std::fabs(x) == std::numeric_limits<F>::infinity();
+  const bool im_nan = std::isnan(im_numerator);
+  F re = sum == std::numeric_limits<F>::infinity() ? std::copysign(F(1), x) : (up - down) / denominator;
+  F im = im_numerator / denominator;
+  if (im_nan && !x_infinite) re = std::numeric_limits<F>::quiet_NaN();
+  if (y == 0 || (x_infinite && im_nan)) im = F(0);
+  return flush_subnormal(std::complex<F>(re, im));
+}
+
+// tan z = -i tanh(i z).
+template <class F>
+std::complex<F> tan_t(std::complex<F> z) {
+  const std::complex<F> t = tanh_t(std::complex<F>(z.imag() * F(-1), z.real()));
+  return {t.imag(), t.real() * F(-1)};
+}
+
 }  // namespace
 
 float complex_abs(std::complex<float> z) { return complex_abs_t(z); }
@@ -167,5 +435,33 @@ std::complex<float> log_op(std::complex<float> z) { return log_t(z); }
 std::complex<double> log_op(std::complex<double> z) { return log_t(z); }
 std::complex<float> sqrt_op(std::complex<float> z) { return sqrt_t(z); }
 std::complex<double> sqrt_op(std::complex<double> z) { return sqrt_t(z); }
+std::complex<float> cos_op(std::complex<float> z) { return cos_t(z); }
+std::complex<double> cos_op(std::complex<double> z) { return cos_t(z); }
+std::complex<float> sin_op(std::complex<float> z) { return sin_t(z); }
+std::complex<double> sin_op(std::complex<double> z) { return sin_t(z); }
+std::complex<float> tan_op(std::complex<float> z) { return tan_t(z); }
+std::complex<double> tan_op(std::complex<double> z) { return tan_t(z); }
+std::complex<float> cosh_op(std::complex<float> z) { return cosh_t(z); }
+std::complex<double> cosh_op(std::complex<double> z) { return cosh_t(z); }
+std::complex<float> sinh_op(std::complex<float> z) { return sinh_t(z); }
+std::complex<double> sinh_op(std::complex<double> z) { return sinh_t(z); }
+std::complex<float> tanh_op(std::complex<float> z) { return tanh_t(z); }
+std::complex<double> tanh_op(std::complex<double> z) { return tanh_t(z); }
+std::complex<float> expm1_op(std::complex<float> z) { return expm1_t(z); }
+std::complex<double> expm1_op(std::complex<double> z) { return expm1_t(z); }
+std::complex<float> log1p_op(std::complex<float> z) { return log1p_t(z); }
+std::complex<double> log1p_op(std::complex<double> z) { return log1p_t(z); }
+std::complex<float> atanh_op(std::complex<float> z) { return atanh_t(z); }
+std::complex<double> atanh_op(std::complex<double> z) { return atanh_t(z); }
+std::complex<float> atan_op(std::complex<float> z) { return atan_t(z); }
+std::complex<double> atan_op(std::complex<double> z) { return atan_t(z); }
+std::complex<float> asin_op(std::complex<float> z) { return asin_t(z); }
+std::complex<double> asin_op(std::complex<double> z) { return asin_t(z); }
+std::complex<float> acos_op(std::complex<float> z) { return acos_t(z); }
+std::complex<double> acos_op(std::complex<double> z) { return acos_t(z); }
+std::complex<float> asinh_op(std::complex<float> z) { return asinh_t(z); }
+std::complex<double> asinh_op(std::complex<double> z) { return asinh_t(z); }
+std::complex<float> acosh_op(std::complex<float> z) { return acosh_t(z); }
+std::complex<double> acosh_op(std::complex<double> z) { return acosh_t(z); }
 
 }  // namespace meshsim

@@ -84,9 +84,11 @@ std::complex<F> min_op(std::complex<F> x, std::complex<F> y) {
   return pick_x ? x : y;
 }
 
-// Functions XLA expands into real operations for complex operands, each as
-// its expansion computes it, bit for bit (complex_math.cpp): |z| (a real
-// result), z / |z|, exp, log and sqrt. The templates are the generic
+// Functions XLA (or JAX's lowering) expands into real operations for complex
+// operands, each as its expansion computes it, bit for bit
+// (complex_math.cpp): |z| (a real result), z / |z|, exp, expm1, log, log1p, sqrt
+// and the trigonometric and hyperbolic functions with their inverses. The
+// templates are the generic
 // spellings for real elements.
 float complex_abs(std::complex<float> z);
 double complex_abs(std::complex<double> z);
@@ -101,26 +103,50 @@ std::complex<double> log_op(std::complex<double> z);
 template <class T> T sqrt_op(T x) { return std::sqrt(x); }
 std::complex<float> sqrt_op(std::complex<float> z);
 std::complex<double> sqrt_op(std::complex<double> z);
+template <class T> T sin_op(T x) { return std::sin(x); }
+std::complex<float> sin_op(std::complex<float> z);
+std::complex<double> sin_op(std::complex<double> z);
+template <class T> T cos_op(T x) { return std::cos(x); }
+std::complex<float> cos_op(std::complex<float> z);
+std::complex<double> cos_op(std::complex<double> z);
+template <class T> T tan_op(T x) { return std::tan(x); }
+std::complex<float> tan_op(std::complex<float> z);
+std::complex<double> tan_op(std::complex<double> z);
+template <class T> T sinh_op(T x) { return std::sinh(x); }
+std::complex<float> sinh_op(std::complex<float> z);
+std::complex<double> sinh_op(std::complex<double> z);
+template <class T> T cosh_op(T x) { return std::cosh(x); }
+std::complex<float> cosh_op(std::complex<float> z);
+std::complex<double> cosh_op(std::complex<double> z);
+template <class T> T tanh_op(T x) { return std::tanh(x); }
+std::complex<float> tanh_op(std::complex<float> z);
+std::complex<double> tanh_op(std::complex<double> z);
+template <class T> T asin_op(T x) { return std::asin(x); }
+std::complex<float> asin_op(std::complex<float> z);
+std::complex<double> asin_op(std::complex<double> z);
+template <class T> T acos_op(T x) { return std::acos(x); }
+std::complex<float> acos_op(std::complex<float> z);
+std::complex<double> acos_op(std::complex<double> z);
+template <class T> T asinh_op(T x) { return std::asinh(x); }
+std::complex<float> asinh_op(std::complex<float> z);
+std::complex<double> asinh_op(std::complex<double> z);
+template <class T> T acosh_op(T x) { return std::acosh(x); }
+std::complex<float> acosh_op(std::complex<float> z);
+std::complex<double> acosh_op(std::complex<double> z);
+template <class T> T atan_op(T x) { return std::atan(x); }
+std::complex<float> atan_op(std::complex<float> z);
+std::complex<double> atan_op(std::complex<double> z);
+template <class T> T atanh_op(T x) { return std::atanh(x); }
+std::complex<float> atanh_op(std::complex<float> z);
+std::complex<double> atanh_op(std::complex<double> z);
 
 // Functions whose real form is not std:: for complex arguments.
 template <class T> T log1p_op(T x) { return std::log1p(x); }
+std::complex<float> log1p_op(std::complex<float> z);
+std::complex<double> log1p_op(std::complex<double> z);
 template <class T> T expm1_op(T x) { return std::expm1(x); }
-
-// log(1 + z) without cancellation near z = 0: |1 + z|^2 = 1 + (2 + x) x + y^2.
-template <class F>
-std::complex<F> log1p_op(std::complex<F> z) {
-  const F x = z.real(), y = z.imag();
-  const F l = std::fabs(x) < F(0.5) && std::fabs(y) < F(0.5) ? F(0.5) * std::log1p((F(2) + x) * x + y * y)
-                                                             : std::log(std::abs(std::complex<F>(F(1) + x, y)));
-  return {l, std::atan2(y, F(1) + x)};
-}
-
-// exp(z) - 1 = expm1(x) cos y - 2 sin^2(y / 2) + i e^x sin y.
-template <class F>
-std::complex<F> expm1_op(std::complex<F> z) {
-  const F x = z.real(), y = z.imag(), s = std::sin(y / 2);
-  return {std::expm1(x) * std::cos(y) - F(2) * s * s, std::exp(x) * std::sin(y)};
-}
+std::complex<float> expm1_op(std::complex<float> z);
+std::complex<double> expm1_op(std::complex<double> z);
 
 template <class F>
 std::complex<F> logistic_op(std::complex<F> z) {

@@ -299,7 +299,7 @@ void elementwise::register_unary_elementwise_primitives() {
                         d1([](auto& g, auto& x, auto& y) {
                           return op::mul(g, op::mul(c(x, 1.0 / 3.0), op::integer_pow(y, -2)));
                         }));
-  unary_simd("tanh", XLA_REAL_OR(tanh, XLA_MATH(tanh_f64)), XLA_REAL_OR(tanh, [](auto z) { return std::tanh(z); }),
+  unary_simd("tanh", XLA_REAL_OR(tanh, XLA_MATH(tanh_f64)), XLA_REAL_OR(tanh, [](auto z) { return tanh_op(z); }),
              kInf,
              d1([](auto& g, auto&, auto& y) {
                // JAX differentiates tanh as (g + g*y)(1 - y); its transpose rounds in this order.
@@ -307,36 +307,38 @@ void elementwise::register_unary_elementwise_primitives() {
                return op::add_any(m, op::mul(m, y));
              }));
   // XLA's CPU sin and cos are libm's (sinf/cosf for float32), bit for bit; xsimd's differ by an
-  // ulp on ~15% of inputs, which shows in printed values.
-  unary<Accepts::Inexact>("sin", [](auto x) { return std::sin(x); },
+  // ulp on ~15% of inputs, which shows in printed values. Complex elements take complex_math.h's.
+  unary<Accepts::Inexact>("sin", [](auto x) { return sin_op(x); },
                         d1([](auto& g, auto& x, auto&) { return op::mul(g, op::cos(x)); }));
-  unary<Accepts::Inexact>("cos", [](auto x) { return std::cos(x); },
+  unary<Accepts::Inexact>("cos", [](auto x) { return cos_op(x); },
                         d1([](auto& g, auto& x, auto&) { return op::neg(op::mul(g, op::sin(x))); }));
-  unary<Accepts::Inexact>("tan", [](auto x) { return std::tan(x); },
+  unary<Accepts::Inexact>("tan", [](auto x) { return tan_op(x); },
                         d1([](auto& g, auto&, auto& y) { return op::mul(g, op::add(c(y, 1.0), op::square(y))); }));
-  unary<Accepts::Inexact>("asin", flushing([](auto x) { return std::asin(x); }),
+  // Not flushed on the way in and out (which only complex elements would be): the complex
+  // expansions call atan2 on the operand's parts as they are and return its subnormals.
+  unary<Accepts::Inexact, false>("asin", flushing([](auto x) { return asin_op(x); }),
                         d1([](auto& g, auto& x, auto&) {
                           return op::mul(g, op::rsqrt(op::sub(c(x, 1.0), op::square(x))));
                         }));
-  unary<Accepts::Inexact>("acos", [](auto x) { return std::acos(x); },
+  unary<Accepts::Inexact, false>("acos", [](auto x) { return acos_op(x); },
                         d1([](auto& g, auto& x, auto&) {
                           return op::neg(op::mul(g, op::rsqrt(op::sub(c(x, 1.0), op::square(x)))));
                         }));
-  unary<Accepts::Inexact>("atan", [](auto x) { return std::atan(x); },
+  unary<Accepts::Inexact>("atan", [](auto x) { return atan_op(x); },
                         d1([](auto& g, auto& x, auto&) { return op::div(g, op::add(c(x, 1.0), op::square(x))); }));
-  unary<Accepts::Inexact>("sinh", flushing([](auto x) { return std::sinh(x); }),
+  unary<Accepts::Inexact>("sinh", flushing([](auto x) { return sinh_op(x); }),
                         d1([](auto& g, auto& x, auto&) { return op::mul(g, op::cosh(x)); }));
-  unary<Accepts::Inexact>("cosh", [](auto x) { return std::cosh(x); },
+  unary<Accepts::Inexact>("cosh", [](auto x) { return cosh_op(x); },
                         d1([](auto& g, auto& x, auto&) { return op::mul(g, op::sinh(x)); }));
-  unary<Accepts::Inexact>("asinh", flushing([](auto x) { return std::asinh(x); }),
+  unary<Accepts::Inexact, false>("asinh", flushing([](auto x) { return asinh_op(x); }),
                         d1([](auto& g, auto& x, auto&) {
                           return op::mul(g, op::rsqrt(op::add(op::square(x), c(x, 1.0))));
                         }));
-  unary<Accepts::Inexact>("acosh", [](auto x) { return std::acosh(x); },
+  unary<Accepts::Inexact, false>("acosh", [](auto x) { return acosh_op(x); },
                         d1([](auto& g, auto& x, auto&) {
                           return op::mul(g, op::rsqrt(op::sub(op::square(x), c(x, 1.0))));
                         }));
-  unary<Accepts::Inexact>("atanh", flushing([](auto x) { return std::atanh(x); }),
+  unary<Accepts::Inexact>("atanh", flushing([](auto x) { return atanh_op(x); }),
                         d1([](auto& g, auto& x, auto&) {
                           return op::div(op::mul(g, op::integer_pow(op::add(c(x, 1.0), x), -1)), op::sub(c(x, 1.0), x));
                         }));
