@@ -101,7 +101,7 @@ class _Linearized:
                 # as a placeholder and handed back as it was.
                 aux_leaves, aux_tree = tree_util.tree_flatten(result[1])
                 return result[0], tree_util.tree_unflatten(
-                    aux_tree, [x if _is_jax_value(x) else 0 for x in aux_leaves])
+                    aux_tree, [x if core.is_jax_value(x) else 0 for x in aux_leaves])
         else:
             def traced(*args):
                 result = fun_returning(*args)
@@ -375,20 +375,12 @@ def _argnums_tuple(argnums) -> tuple[int, ...]:
     return tuple(operator.index(a) for a in argnums)
 
 
-def _is_jax_value(x) -> bool:
-    try:
-        core.asarray_value(x)
-    except TypeError:
-        return False
-    return True
-
-
 def _check_valid_jax_types(leaves, form: str) -> None:
     """JAX's error for a leaf that is not an array or scalar, in its three forms: grad's
     inputs ("input": the text ends with a period), jvp's ("quoted": the type is quoted),
     and a differentiated function's outputs ("output")."""
     for x in leaves:
-        if not _is_jax_value(x):
+        if not core.is_jax_value(x):
             if form == "quoted":
                 raise TypeError(f"Argument '{x}' of type '{type(x)}' is not a valid JAX type") from None
             end = "." if form == "input" else ""

@@ -281,9 +281,7 @@ def _as_results(fun, out, out_leaves) -> list:
         return [core.asarray_value(x) for x in out_leaves]
     except TypeError as error:
         for path, leaf in tree_util.tree_flatten_with_path(out)[0]:
-            try:
-                core.asarray_value(leaf)
-            except TypeError:
+            if not core.is_jax_value(leaf):
                 raise TypeError(f"function {tracing.fun_sourceinfo(fun)} traced for jit returned a value of "
                                 f"type {type(leaf)} at output component {tree_util.keystr(path)}, which is "
                                 "not a valid JAX type") from None

@@ -154,6 +154,15 @@ def check_python_int(x: int, dtype: np.dtype) -> None:
         raise OverflowError(f"Python int {x} too large to convert to {dtype}")
 
 
+def is_jax_value(x) -> bool:
+    """Whether `x` is an array, tracer or scalar a transformation accepts (asarray_value takes it)."""
+    try:
+        asarray_value(x)
+    except TypeError:
+        return False
+    return True
+
+
 def asarray_value(x, dtype=None):
     """Any array-like as a meshsim Array or tracer (no copy for our own values).
 

@@ -228,12 +228,9 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name=None, axi
             out_leaves, out_info["tree"] = tree_util.tree_flatten(out, is_leaf=_is_key)
             out_info["keys"] = [_is_key(o) for o in out_leaves]
             for o in out_leaves:
-                if not _is_key(o):
-                    try:
-                        core.asarray_value(o)
-                    except TypeError:
-                        raise TypeError(f"Output from batched function {o!r} with type {type(o)} is not a "
-                                        "valid JAX type") from None
+                if not _is_key(o) and not core.is_jax_value(o):
+                    raise TypeError(f"Output from batched function {o!r} with type {type(o)} is not a "
+                                    "valid JAX type")
             return (*(o._base if _is_key(o) else o for o in out_leaves),
                     *(ref_lib.freeze(v) for v in views))
 
