@@ -1,9 +1,11 @@
 #include "meshsim/core/tensor.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <new>
 #include <vector>
 
 #include <sys/mman.h>
@@ -131,6 +133,79 @@ class BufferPool {
   size_t cached_ = 0;
 };
 
+// Allocates the blocks holding a Storage and its shared_ptr counts from a
+// free list of the thread releasing them. A pipeline step makes and drops
+// ~40k tensors, many on TBB device threads and released on another thread;
+// malloc served most of those blocks on its slow paths (a full per-thread
+// cache, a chunk going back to another thread's arena). A block is on at
+// most one list, or owned by one shared_ptr: each list belongs to one thread.
+template <class T>
+struct StorageBlockAllocator {
+  using value_type = T;
+  StorageBlockAllocator() = default;
+  template <class U>
+  StorageBlockAllocator(const StorageBlockAllocator<U>&) {}
+
+  T* allocate(size_t n) {
+    if (n == 1)
+      if (FreeList* l = local(); l && l->head) {
+        Block* b = l->head;
+        l->head = b->next;
+        --l->count;
+        return reinterpret_cast<T*>(b);
+      }
+    return static_cast<T*>(::operator new(n * sizeof(T)));
+  }
+  void deallocate(T* p, size_t n) {
+    if (n == 1)
+      if (FreeList* l = local(); l && l->count < kMaxPerThread) {
+        Block* b = reinterpret_cast<Block*>(p);
+        b->next = l->head;
+        l->head = b;
+        ++l->count;
+        return;
+      }
+    ::operator delete(p);
+  }
+  template <class U>
+  bool operator==(const StorageBlockAllocator<U>&) const { return true; }
+  template <class U>
+  bool operator!=(const StorageBlockAllocator<U>&) const { return false; }
+
+ private:
+  static_assert(sizeof(T) >= sizeof(void*) && alignof(T) <= alignof(std::max_align_t));
+  static constexpr size_t kMaxPerThread = 4096;  // 4096 blocks of ~80 bytes
+  union Block {
+    Block* next;
+    alignas(T) unsigned char bytes[sizeof(T)];
+  };
+  struct FreeList {
+    Block* head = nullptr;
+    size_t count = 0;
+    ~FreeList() {
+      while (head) {
+        Block* b = head;
+        head = b->next;
+        ::operator delete(b);
+      }
+      gone() = true;  // blocks released later in the thread's exit go back to malloc
+    }
+  };
+  static bool& gone() {
+    thread_local bool flag = false;  // trivially destructible: readable to the thread's end
+    return flag;
+  }
+  static FreeList* local() {
+    if (gone()) return nullptr;
+    thread_local FreeList mine;
+    return &mine;
+  }
+};
+
+std::shared_ptr<Storage> new_storage() {
+  return std::allocate_shared<Storage>(StorageBlockAllocator<Storage>());
+}
+
 }  // namespace
 
 Tensor Tensor::empty(DType dtype, const Shape& shape) {
@@ -140,7 +215,7 @@ Tensor Tensor::empty(DType dtype, const Shape& shape) {
   t.dtype_ = dtype;
   t.shape_ = shape;
   t.strides_ = contiguous_strides(shape);
-  auto st = std::make_shared<Storage>();
+  auto st = new_storage();
   st->nbytes = std::max<size_t>(t.nbytes(), 1);
   const int c = BufferPool::size_class(st->nbytes);
   void* p = c >= 0 ? BufferPool::get().take(c) : allocate(st->nbytes);
@@ -170,7 +245,7 @@ Tensor Tensor::wrap(void* data, DType dtype, const Shape& shape, const Strides& 
   t.dtype_ = dtype;
   t.shape_ = shape;
   t.strides_ = strides;
-  auto st = std::make_shared<Storage>();
+  auto st = new_storage();
   st->data = data;
   st->owner = std::move(owner);
   t.storage_ = std::move(st);
@@ -186,6 +261,8 @@ bool Tensor::is_contiguous() const {
   return true;
 }
 
+// The views below fill in the result's shape and strides themselves (an empty
+// vector costs no allocation), rather than build them aside to be copied.
 Tensor Tensor::view(const Shape& shape, const Strides& strides, int64_t offset_elems) const {
   Tensor t;  // not a copy of *this: its shape and strides would be allocated only to be replaced
   t.dtype_ = dtype_;
@@ -200,31 +277,35 @@ Tensor Tensor::broadcast_to(const Shape& shape) const {
   if (shape.size() < shape_.size())
     fail<ValueError>("cannot broadcast ", shape_str(shape_), " to ", shape_str(shape));
   size_t lead = shape.size() - shape_.size();
-  Strides st(shape.size(), 0);
+  Tensor t = view({}, {}, 0);
+  t.strides_.assign(shape.size(), 0);
   for (size_t i = 0; i < shape_.size(); ++i) {
-    if (shape_[i] == shape[lead + i]) st[lead + i] = strides_[i];
+    if (shape_[i] == shape[lead + i]) t.strides_[lead + i] = strides_[i];
     else if (shape_[i] != 1)
       fail<ValueError>("cannot broadcast ", shape_str(shape_), " to ", shape_str(shape));
   }
-  return view(shape, st, 0);
+  t.shape_ = shape;
+  return t;
 }
 
 Tensor Tensor::transpose(const std::vector<int64_t>& perm) const {
-  Shape s(perm.size());
-  Strides st(perm.size());
+  Tensor t = view({}, {}, 0);
+  t.shape_.resize(perm.size());
+  t.strides_.resize(perm.size());
   for (size_t i = 0; i < perm.size(); ++i) {
-    s[i] = shape_[perm[i]];
-    st[i] = strides_[perm[i]];
+    t.shape_[i] = shape_[perm[i]];
+    t.strides_[i] = strides_[perm[i]];
   }
-  return view(s, st, 0);
+  return t;
 }
 
 Tensor Tensor::reshape(const Shape& shape) const {
   if (num_elements(shape) != size())
     fail<ValueError>("cannot reshape array of shape ", shape_str(shape_), " (size ", size(),
                      ") into shape ", shape_str(shape), " (size ", num_elements(shape), ")");
-  Tensor base = contiguous();
-  return base.view(shape, contiguous_strides(shape), 0);
+  Tensor t = contiguous().view(shape, {}, 0);
+  t.strides_ = contiguous_strides(shape);
+  return t;
 }
 
 Tensor Tensor::slice(const std::vector<int64_t>& start, const std::vector<int64_t>& stop,
@@ -239,7 +320,10 @@ Tensor Tensor::slice(const std::vector<int64_t>& start, const std::vector<int64_
     st[i] = strides_[i] * step[i];
     off += start[i] * strides_[i];
   }
-  return view(s, st, s.empty() || num_elements(s) ? off : 0);
+  Tensor t = view({}, {}, s.empty() || num_elements(s) ? off : 0);
+  t.shape_ = std::move(s);
+  t.strides_ = std::move(st);
+  return t;
 }
 
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : copy(); }
