@@ -324,6 +324,12 @@ CHECKPOINTED = {
     "named layers": lambda jax: (jax.checkpoint(
         _layers(jax, lambda layer, i: lambda w, x: jax.ad_checkpoint.checkpoint_name(layer(w, x), f"h{i}")),
         policy=jax.checkpoint_policies.save_any_names_but_these("h2")), _layer_args()),
+    # Without checkpointing: what each rule reads is computed forward and saved (cos x for sin,
+    # 1 - tanh x for tanh, 2 x for a square), as JAX's linearization saves it.
+    "plain layers": lambda jax: (_layers(jax, lambda layer, i: layer), _layer_args()),
+    "rules' residuals": lambda jax: (
+        lambda x, w: jax.numpy.sum(jax.numpy.tanh(jax.lax.erf(x @ w) / jax.numpy.cos(w[0])) ** 2),
+        (np.ones((2, 3), np.float32), np.ones((3, 4), np.float32))),
     "dots": lambda jax: (jax.checkpoint(
         lambda x, w: jax.numpy.sum(jax.numpy.tanh(x @ w)), policy=jax.checkpoint_policies.dots_saveable),
         (np.ones((2, 3), np.float32), np.ones((3, 4), np.float32))),

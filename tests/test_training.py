@@ -149,15 +149,17 @@ def _shard_maps(jaxpr_text):
     return out
 
 
-def _out_shapes(decl):
-    """Per-device shapes of the outputs a shard_map line declares (residuals
-    carry a leading dimension split over the manual axes, one block each)."""
+def _out_shapes(decl, blocks=8):
+    """Per-device shapes of the outputs a shard_map line declares that are split over both
+    mesh axes along their first dimension (residuals are, as JAX lays them out; the mesh has
+    `blocks` devices)."""
     lhs = decl.split("= shard_map[")[0]
     shapes = []
     for dims in re.findall(r":f32\[([^\]]*)\]", lhs):
         parts = [p for p in re.split(r",(?![^()]*\))", dims) if p]
-        shapes.append(tuple(int(p.split("@")[0]) for p in parts[1:]) if parts and "@" in parts[0]
-                      and parts[0].split("@")[1].startswith("(dp,tp)") else None)
+        split = parts and "@" in parts[0] and parts[0].split("@")[1].startswith("(dp,tp)")
+        shapes.append((int(parts[0].split("@")[0]) // blocks, *(int(p) for p in parts[1:]))
+                      if split else None)
     return shapes
 
 

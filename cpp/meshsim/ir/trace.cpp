@@ -3,12 +3,14 @@
 #include <algorithm>
 
 #include "meshsim/ir/axis_env.h"
+#include "meshsim/ir/deferring_trace.h"
 #include "meshsim/ir/hooks.h"
 #include "meshsim/ir/unreduced.h"
 
 namespace meshsim {
 namespace {
 thread_local std::vector<TracePtr> g_stack;
+thread_local std::vector<const Trace*> g_deferring;  // traces marked by a DeferringScope
 
 // Installed once at import (runtime/hooks.h), before anything is bound.
 ShardingTyping g_sharding_typing;
@@ -95,6 +97,33 @@ void pop_trace(const TracePtr& t) {
 }
 
 TracePtr current_trace() { return g_stack.empty() ? nullptr : g_stack.back(); }
+
+DeferringScope::DeferringScope(const TracePtr& trace) : trace_(trace.get()) { g_deferring.push_back(trace_); }
+DeferringScope::~DeferringScope() {
+  auto it = std::find(g_deferring.rbegin(), g_deferring.rend(), trace_);
+  if (it != g_deferring.rend()) g_deferring.erase(std::next(it).base());
+}
+
+TracePtr recording_trace(const TracePtr& trace, const std::vector<Value>& inputs, const Avals& out_avals) {
+  if (g_deferring.empty() || std::find(g_deferring.begin(), g_deferring.end(), trace.get()) == g_deferring.end())
+    return trace;
+  bool reads_enclosing = false;
+  for (const Value& v : inputs) {
+    auto* t = std::get_if<TracerPtr>(&v);
+    if (!t) continue;
+    if ((*t)->trace == trace) return trace;
+    reads_enclosing = true;
+  }
+  // Work on constants alone moves only when it makes scalars (a literal cast
+  // to varying): moving a broadcast would make it a saved value.
+  bool scalars = true;
+  for (const Aval& a : out_avals) scalars = scalars && a.shape.empty();
+  const int below = trace->level() - 1;
+  if (!(reads_enclosing || scalars) || below < 0 || static_cast<size_t>(below) >= g_stack.size() ||
+      g_stack[below] == trace)
+    return trace;
+  return recording_trace(g_stack[below], inputs, out_avals);
+}
 
 ProgramPtr trace_program(const Avals& in, const std::function<std::vector<Value>(const std::vector<Value>&)>& build) {
   TracePtr trace = push_trace();
@@ -183,6 +212,7 @@ std::vector<Value> bind(const Primitive& prim, const std::vector<Value>& operand
   Avals out_avals = infer_avals(prim, in_avals, params);
 
   if (TracePtr trace = current_trace()) {
+    trace = recording_trace(trace, inputs, out_avals);
     std::vector<int> vars;
     for (const Value& v : inputs) vars.push_back(trace->var_for(v));
     std::vector<TracerPtr> outs = trace->record(prim, std::move(vars), params, out_avals);

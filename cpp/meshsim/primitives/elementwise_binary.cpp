@@ -115,22 +115,11 @@ Tensor multiply_by_broadcast(const Tensor& x, const Tensor& y, DType out_dtype) 
   });
 }
 
-// JAX transposes a product's two linear terms last first: y's cotangent
-// (`mul x g`) is recorded before x's (`mul g y`).
-VjpRule y_cotangent_first(VjpRule rule) {
-  return [rule](const VjpArgs& a) {
-    const std::vector<bool> only_y{false, a.wants[1]}, only_x{a.wants[0], false};
-    Cotangents ct = rule(VjpArgs{a.in, a.out, a.ct, a.params, only_y});
-    ct[0] = rule(VjpArgs{a.in, a.out, a.ct, a.params, only_x})[0];
-    return ct;
-  };
-}
-
 void mul_primitive() {
   Primitive p = binary_primitive<Accepts::Number>(
       "mul", [](auto x, auto y) { return mul_op(x, y); },
-      y_cotangent_first(d2([](auto& g, auto&, auto& y, auto&) { return op::mul(g, y); },
-                           [](auto& g, auto& x, auto&, auto&) { return op::mul(x, g); })),
+      d2([](auto& g, auto&, auto& y, auto&) { return op::mul(g, y); },
+         [](auto& g, auto& x, auto&, auto&) { return op::mul(x, g); }),
       mul_ur_rule);
   p.commutative = true;
   p.fma_product = [](const Params&) { return true; };

@@ -71,7 +71,7 @@ void pow_primitive() {
     const Value y = int_exponent ? op::convert(a.in[1], aval_of(x).dtype) : a.in[1];
     Cotangents ct(2);
     if (a.wants[0]) {
-      Value jac = op::mul(y, op::pow(x, op::sub(y, c(y, 1.0))));
+      Value jac = op::mul(y, op::pow(x, op::sub(y, lit(y, 1.0))));
       if (int_exponent) jac = op::select(op::eq(y, c(y, 0.0)), c(y, 0.0), jac);
       ct[0] = unbroadcast(op::mul(g, jac), x);
     }

@@ -184,20 +184,30 @@ inline Value unbroadcast(const Value& ct, const Value& operand) {
 }
 
 // A binary rule from the two partial cotangents dx(g, x, y, z), dy(g, x, y, z), z the output.
-// A scalar operand's cotangent sums its broadcast result's.
+// A scalar operand's cotangent sums its broadcast result's. JAX transposes the two linear
+// terms of a binary rule last first, so y's cotangent is computed (and recorded) before x's.
 template <class Dx, class Dy>
 VjpRule d2(Dx dx, Dy dy) {
   return [dx, dy](const VjpArgs& a) {
     const Value &g = *a.ct[0], &x = a.in[0], &y = a.in[1], &z = a.out[0];
-    return Cotangents{a.wants[0] ? Cotangent(unbroadcast(dx(g, x, y, z), x)) : std::nullopt,
-                      a.wants[1] ? Cotangent(unbroadcast(dy(g, x, y, z), y)) : std::nullopt};
+    Cotangents ct(2);
+    if (a.wants[1]) ct[1] = unbroadcast(dy(g, x, y, z), y);
+    if (a.wants[0]) ct[0] = unbroadcast(dx(g, x, y, z), x);
+    return ct;
   };
 }
 
 // Piecewise-constant functions (sign, floor, round, ...): zero cotangent.
 inline Cotangents zero_vjp(const VjpArgs& a) { return Cotangents(a.in.size()); }
 
+// `v` shaped and laid out as `like`, for selects.
 inline Value c(const Value& like, double v) { return op::full_like(like, v); }
+// `v` as a scalar of `like`'s dtype for arithmetic with it, as JAX's rules
+// write their constants (a literal in the printed program, saved as nothing).
+inline Value lit(const Value& like, double v) {
+  const Aval a = aval_of(like);
+  return vary_over(op::full({}, a.dtype, v), a.vma);
+}
 
 // 1 where x is the result z of max/min, 0.5 where y is too (JAX splits ties
 // evenly); shaped as z, since x or y may be a scalar.

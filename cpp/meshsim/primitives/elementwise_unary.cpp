@@ -131,7 +131,9 @@ void integer_pow_primitive() {
     const Value &g = *a.ct[0], &x = a.in[0];
     if (y == 0) return Cotangents(1);
     if (y == 1) return Cotangents{g};
-    return Cotangents{op::mul(g, op::mul(c(x, double(y)), op::integer_pow(x, y - 1)))};
+    // JAX's rule: g * (y * x^(y-1)), with x itself for x^1.
+    const Value power = y == 2 ? x : op::integer_pow(x, y - 1);
+    return Cotangents{op::mul(g, op::mul(lit(x, double(y)), power))};
   };
   p.abstract_eval = [](const Avals& in, const Params& params) {
     const int64_t y = params.get<int64_t>("y");
@@ -262,7 +264,7 @@ void elementwise::register_unary_elementwise_primitives() {
   unary<Accepts::Number>("sign", [](auto x) { return sign_op(x); }, zero_vjp);
   Primitive square = unary_primitive<Accepts::Number, true>(
       "square", [](auto x) { return square_op(x); },
-      d1([](auto& g, auto& x, auto&) { return op::mul(g, op::mul(c(x, 2.0), x)); }));
+      d1([](auto& g, auto& x, auto&) { return op::mul(g, op::mul(lit(x, 2.0), x)); }));
   square.fma_product = [](const Params&) { return true; };  // XLA multiplies x by itself
   register_primitive(std::move(square));
   unary<Accepts::Float, false>("floor", [](auto x) { return std::floor(x); }, zero_vjp);
@@ -272,14 +274,17 @@ void elementwise::register_unary_elementwise_primitives() {
              d1([](auto& g, auto&, auto& y) { return op::mul(g, y); }), nullptr,
              [](float x) { return std::exp(x); });
   unary<Accepts::Inexact>("exp2", [](auto x) { return exp2_op(x); },
-                        d1([](auto& g, auto&, auto& y) { return op::mul(op::mul(c(y, kLn2), g), y); }));
+                        d1([](auto& g, auto&, auto& y) {
+                          const Value ln2 = op::log(lit(y, 2.0));  // JAX's rule takes log(2) in the dtype
+                          return op::mul(op::mul(ln2, g), y);
+                        }));
   unary_simd("log", XLA_REAL_OR(log, XLA_MATH(log_f64)), XLA_REAL_OR(log, [](auto v) { return log_op(v); }), kInf,
              d1([](auto& g, auto& x, auto&) { return op::div(g, x); }), nullptr,
              [](float x) { return std::log(x); });
   unary_simd("log1p", XLA_REAL_OR(log1p, XLA_MATH(log1p_f64)), XLA_REAL_OR(log1p, [](auto v) { return log1p_op(v); }),
-             kInf, d1([](auto& g, auto& x, auto&) { return op::div(g, op::add(x, c(x, 1.0))); }));
+             kInf, d1([](auto& g, auto& x, auto&) { return op::div(g, op::add(x, lit(x, 1.0))); }));
   unary_simd("expm1", XLA_REAL_OR(expm1, XLA_MATH(expm1_f64)), XLA_REAL_OR(expm1, [](auto v) { return expm1_op(v); }),
-             87.0, d1([](auto& g, auto&, auto& y) { return op::mul(g, op::add(y, c(y, 1.0))); }),
+             87.0, d1([](auto& g, auto&, auto& y) { return op::mul(g, op::add(y, lit(y, 1.0))); }),
              // XLA computes a float16 expm1 in float16 (exp and tanh widened), each step rounded.
              Float16Steps{[](float16 x) {
                using T = float16;
@@ -290,20 +295,20 @@ void elementwise::register_unary_elementwise_primitives() {
                return T(float(T(xla_math::tanh_f32(float(half)))) * float(T(float(e) + 1.0f)));
              }});
   unary<Accepts::Inexact>("sqrt", [](auto x) { return sqrt_op(x); },
-                        d1([](auto& g, auto&, auto& y) { return op::mul(g, op::div(c(y, 0.5), y)); }));
+                        d1([](auto& g, auto&, auto& y) { return op::mul(g, op::div(lit(y, 0.5), y)); }));
   unary<Accepts::Inexact>("rsqrt", [](auto x) { return rsqrt_op(x); },
                         d1([](auto& g, auto& x, auto& y) {
-                          return op::mul(g, op::mul(c(x, -0.5), op::div(y, x)));
+                          return op::mul(g, op::mul(lit(x, -0.5), op::div(y, x)));
                         }));
   unary<Accepts::Float>("cbrt", [](auto x) { return std::cbrt(x); },
                         d1([](auto& g, auto& x, auto& y) {
-                          return op::mul(g, op::mul(c(x, 1.0 / 3.0), op::integer_pow(y, -2)));
+                          return op::mul(g, op::mul(lit(x, 1.0 / 3.0), op::integer_pow(y, -2)));
                         }));
   unary_simd("tanh", XLA_REAL_OR(tanh, XLA_MATH(tanh_f64)), XLA_REAL_OR(tanh, [](auto z) { return tanh_op(z); }),
              kInf,
              d1([](auto& g, auto&, auto& y) {
                // JAX differentiates tanh as (g + g*y)(1 - y); its transpose rounds in this order.
-               const Value m = op::mul(g, op::sub(c(y, 1.0), y));
+               const Value m = op::mul(g, op::sub(lit(y, 1.0), y));
                return op::add_any(m, op::mul(m, y));
              }));
   // XLA's CPU sin and cos are libm's (sinf/cosf for float32), bit for bit; xsimd's differ by an
@@ -311,36 +316,42 @@ void elementwise::register_unary_elementwise_primitives() {
   unary<Accepts::Inexact>("sin", [](auto x) { return sin_op(x); },
                         d1([](auto& g, auto& x, auto&) { return op::mul(g, op::cos(x)); }));
   unary<Accepts::Inexact>("cos", [](auto x) { return cos_op(x); },
-                        d1([](auto& g, auto& x, auto&) { return op::neg(op::mul(g, op::sin(x))); }));
+                        d1([](auto& g, auto& x, auto&) {
+                          const Value s = op::sin(x);
+                          return op::mul(op::neg(g), s);
+                        }));
   unary<Accepts::Inexact>("tan", [](auto x) { return tan_op(x); },
-                        d1([](auto& g, auto&, auto& y) { return op::mul(g, op::add(c(y, 1.0), op::square(y))); }));
+                        d1([](auto& g, auto&, auto& y) { return op::mul(g, op::add(lit(y, 1.0), op::square(y))); }));
   // Not flushed on the way in and out (which only complex elements would be): the complex
   // expansions call atan2 on the operand's parts as they are and return its subnormals.
   unary<Accepts::Inexact, false>("asin", flushing([](auto x) { return asin_op(x); }),
                         d1([](auto& g, auto& x, auto&) {
-                          return op::mul(g, op::rsqrt(op::sub(c(x, 1.0), op::square(x))));
+                          return op::mul(g, op::rsqrt(op::sub(lit(x, 1.0), op::square(x))));
                         }));
   unary<Accepts::Inexact, false>("acos", [](auto x) { return acos_op(x); },
                         d1([](auto& g, auto& x, auto&) {
-                          return op::neg(op::mul(g, op::rsqrt(op::sub(c(x, 1.0), op::square(x)))));
+                          const Value d = op::neg(op::rsqrt(op::sub(lit(x, 1.0), op::square(x))));
+                          return op::mul(g, d);
                         }));
   unary<Accepts::Inexact>("atan", [](auto x) { return atan_op(x); },
-                        d1([](auto& g, auto& x, auto&) { return op::div(g, op::add(c(x, 1.0), op::square(x))); }));
+                        d1([](auto& g, auto& x, auto&) { return op::div(g, op::add(lit(x, 1.0), op::square(x))); }));
   unary<Accepts::Inexact>("sinh", flushing([](auto x) { return sinh_op(x); }),
                         d1([](auto& g, auto& x, auto&) { return op::mul(g, op::cosh(x)); }));
   unary<Accepts::Inexact>("cosh", [](auto x) { return cosh_op(x); },
                         d1([](auto& g, auto& x, auto&) { return op::mul(g, op::sinh(x)); }));
   unary<Accepts::Inexact, false>("asinh", flushing([](auto x) { return asinh_op(x); }),
                         d1([](auto& g, auto& x, auto&) {
-                          return op::mul(g, op::rsqrt(op::add(op::square(x), c(x, 1.0))));
+                          return op::mul(g, op::rsqrt(op::add(op::square(x), lit(x, 1.0))));
                         }));
   unary<Accepts::Inexact, false>("acosh", [](auto x) { return acosh_op(x); },
                         d1([](auto& g, auto& x, auto&) {
-                          return op::mul(g, op::rsqrt(op::sub(op::square(x), c(x, 1.0))));
+                          return op::mul(g, op::rsqrt(op::sub(op::square(x), lit(x, 1.0))));
                         }));
   unary<Accepts::Inexact>("atanh", flushing([](auto x) { return atanh_op(x); }),
                         d1([](auto& g, auto& x, auto&) {
-                          return op::div(op::mul(g, op::integer_pow(op::add(c(x, 1.0), x), -1)), op::sub(c(x, 1.0), x));
+                          const Value r = op::integer_pow(op::add(lit(x, 1.0), x), -1);
+                          const Value d = op::sub(lit(x, 1.0), x);
+                          return op::div(op::mul(r, g), d);
                         }));
   unary_simd(
       "logistic",
@@ -348,7 +359,7 @@ void elementwise::register_unary_elementwise_primitives() {
         return xla_f32_or(x, XLA_MATH(logistic_f32), [](auto v) { return decltype(v)(1) / (decltype(v)(1) + xsimd::exp(-v)); });
       },
       [](auto x) { return xla_f32_or(x, XLA_MATH(logistic_f32), [](auto v) { return logistic_op(v); }); }, 87.0,
-      d1([](auto& g, auto&, auto& y) { return op::mul(g, op::mul(y, op::sub(c(y, 1.0), y))); }),
+      d1([](auto& g, auto&, auto& y) { return op::mul(g, op::mul(y, op::sub(lit(y, 1.0), y))); }),
       // XLA expands a narrow logistic as 1 / (1 + exp(-x)), each step rounded to the format.
       [](auto x) {
         using T = decltype(x);
@@ -360,15 +371,18 @@ void elementwise::register_unary_elementwise_primitives() {
       "erf", [](auto x) { return xla_f32_or(x, XLA_MATH(erf_f32), lanewise([](double v) { return std::erf(v); })); },
       [](auto x) { return xla_f32_or(x, XLA_MATH(erf_f32), [](auto v) { return std::erf(v); }); }, kInf,
                         d1([](auto& g, auto& x, auto&) {
-                          return op::mul(g, op::mul(c(x, kTwoOverSqrtPi), op::exp(op::neg(op::square(x)))));
+                          const Value e = op::exp(op::neg(op::square(x)));
+                          return op::mul(op::mul(lit(x, kTwoOverSqrtPi), g), e);
                         }));
   unary<Accepts::Float>("erfc", [](auto x) { return std::erfc(x); },
                         d1([](auto& g, auto& x, auto&) {
-                          return op::mul(g, op::mul(c(x, -kTwoOverSqrtPi), op::exp(op::neg(op::square(x)))));
+                          const Value e = op::exp(op::neg(op::square(x)));
+                          return op::mul(op::mul(lit(x, -kTwoOverSqrtPi), g), e);
                         }));
   unary<Accepts::Float>("erf_inv", [](auto x) { return erf_inv_op(x); },
                         d1([](auto& g, auto&, auto& y) {
-                          return op::mul(g, op::mul(c(y, 1.0 / kTwoOverSqrtPi), op::exp(op::square(y))));
+                          const Value e = op::exp(op::square(y));
+                          return op::mul(op::mul(lit(y, 1.0 / kTwoOverSqrtPi), g), e);
                         }));
   unary_predicate<Accepts::Float>("is_finite", [](auto x) { return std::isfinite(x); });
   round_primitive();

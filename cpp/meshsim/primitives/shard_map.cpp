@@ -5,6 +5,8 @@
 // global arrays; each is laid out as its in_spec says (its blocks are used as
 // they are when it already is) and the body's per-device results are
 // assembled into arrays sharded as out_specs say.
+#include <algorithm>
+
 #include "meshsim/core/mesh_repr.h"
 #include "meshsim/ir/printing.h"
 #include "meshsim/ir/axis_env.h"
@@ -194,6 +196,13 @@ Aval with_unit_dim(Aval a) {
   return a;
 }
 
+// A residual leaves the body split along its first dimension, as JAX's do,
+// unless it has none (a scalar) or that dimension is already split over an
+// axis the body leaves automatic: then along a new leading dimension of 1.
+bool residual_takes_unit_dim(const Aval& a) {
+  return a.ndim() == 0 || (!a.spec.empty() && !a.spec[0].empty());
+}
+
 AxisNames unmentioned(const AxisNames& manual, const Spec& spec) {
   AxisNames out;
   for (const auto& a : manual) {
@@ -245,20 +254,24 @@ VjpSplit shard_map_vjp(const Values& in, const std::vector<bool>& active, const 
     fwd = trace_program(split->fwd->in_avals(), [&](const Values& args) {
       Values outs = eval_program(*split->fwd, args);
       for (size_t r = num_out; r < outs.size(); ++r) {
-        const Aval& a = aval_of(outs[r]);
+        const Aval a = aval_of(outs[r]);
+        if (!residual_takes_unit_dim(a)) continue;
         IntList dims;
         for (int64_t d = 0; d < a.ndim(); ++d) dims.push_back(d + 1);
         outs[r] = ops::broadcast_in_dim(outs[r], with_unit_dim(a).shape, dims);
       }
+      // JAX's forward shard_map gives the residuals first.
+      std::rotate(outs.begin(), outs.begin() + static_cast<std::ptrdiff_t>(num_out), outs.end());
       return outs;
     });
   }
-  SpecList fwd_out_specs = p.out_specs;
-  fwd_out_specs.insert(fwd_out_specs.end(), residual_specs.begin(), residual_specs.end());
+  SpecList fwd_out_specs = residual_specs;
+  fwd_out_specs.insert(fwd_out_specs.end(), p.out_specs.begin(), p.out_specs.end());
   Values fwd_outs = meshsim::bind(primitive("shard_map"), in,
                          shard_map_params(params, fwd, p.in_specs, fwd_out_specs));
-  Values outs(fwd_outs.begin(), fwd_outs.begin() + num_out);
-  Values residuals(fwd_outs.begin() + num_out, fwd_outs.end());
+  const size_t num_residuals = residual_specs.size();
+  Values residuals(fwd_outs.begin(), fwd_outs.begin() + num_residuals);
+  Values outs(fwd_outs.begin() + num_residuals, fwd_outs.end());
 
   auto backward = [=, in_specs = p.in_specs, out_specs = p.out_specs](const Cotangents& ct) {
     // Operands: the cotangents the backward body takes, then the residuals.
@@ -284,7 +297,8 @@ VjpSplit shard_map_vjp(const Values& in, const std::vector<bool>& active, const 
     {
       AxisEnvScope scope(params);
       Avals body_in = split->bwd->in_avals();
-      for (size_t r = num_ct; r < body_in.size(); ++r) body_in[r] = with_unit_dim(body_in[r]);
+      for (size_t r = num_ct; r < body_in.size(); ++r)
+        if (residual_takes_unit_dim(body_in[r])) body_in[r] = with_unit_dim(body_in[r]);
       bwd = trace_program(body_in, [&](const Values& args) {
         Values body_args = args;
         for (size_t k = 0, j = 0; j < num_out; ++j) {
@@ -296,11 +310,9 @@ VjpSplit shard_map_vjp(const Values& in, const std::vector<bool>& active, const 
                                                    double(bound_axis_size(spread, "shard_map"))));
           ++k;
         }
-        for (size_t r = num_ct; r < body_args.size(); ++r) {
-          Shape shape = aval_of(body_args[r]).shape;
-          shape.erase(shape.begin());
-          body_args[r] = ops::reshape(body_args[r], shape);
-        }
+        for (size_t r = num_ct; r < body_args.size(); ++r)
+          if (residual_takes_unit_dim(split->bwd->avals[split->bwd->invars[r]]))
+            body_args[r] = ops::squeeze(body_args[r], {0});
         Values cts = eval_program(*split->bwd, body_args);
         for (size_t k = 0; k < cts.size(); ++k) {
           const Spec& spec = in_specs[ct_inputs[k]];

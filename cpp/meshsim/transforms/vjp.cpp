@@ -1,7 +1,10 @@
 #include "meshsim/transforms/vjp.h"
 
+#include <algorithm>
 #include <memory>
+#include <utility>
 
+#include "meshsim/ir/deferring_trace.h"
 #include "meshsim/ir/ops.h"
 #include "meshsim/ir/program_consts.h"
 
@@ -45,12 +48,24 @@ Values read(const std::vector<std::optional<Value>>& env, const std::vector<int>
   return vals;
 }
 
+// A VJP rule run at forward time on placeholder cotangents (see
+// ir/deferring_trace.h): what reads only primal values has been bound into the
+// forward pass; `linear` is the rest, a program of the placeholders (then the
+// forward values it captured) that gives the rule's present input cotangents.
+struct DeferredRule {
+  ProgramPtr linear;
+  std::vector<TracerPtr> captured;
+  std::vector<std::optional<Aval>> ct_types;  // per output: the placeholder's type, if it had one
+  std::vector<bool> gives;                    // per input: the rule returned a cotangent
+};
+
 // One differentiated equation of a forward pass.
 struct Step {
   const Equation* eqn;
   Values in, out;
   std::vector<bool> active;
   std::function<Cotangents(const Cotangents&)> backward;  // from vjp_split
+  std::optional<DeferredRule> rule;                       // for a `vjp` rule that could run early
 };
 
 // The forward pass of a program at some inputs, kept for its backward pass.
@@ -91,6 +106,7 @@ class Tape {
         step.backward = std::move(split.backward);
       } else if (e.prim->vjp) {
         step.out = bind_or_reuse();
+        step.rule = run_rule_early(step);
       } else {
         fail<NotImplementedError>("Differentiation rule for '", e.prim->name, "' not implemented");
       }
@@ -127,8 +143,9 @@ class Tape {
         ct[v].reset();  // read once: the equation is the variable's only producer
       }
       if (!any) continue;
-      Cotangents in_ct = s.backward ? s.backward(cts)
-                                    : e.prim->vjp(VjpArgs{s.in, s.out, cts, e.params, s.active});
+      Cotangents in_ct = s.backward                       ? s.backward(cts)
+                         : s.rule && fits(*s.rule, cts) ? apply(*s.rule, cts)
+                                                        : e.prim->vjp(VjpArgs{s.in, s.out, cts, e.params, s.active});
       if (in_ct.size() != e.inputs.size())
         fail<std::logic_error>("the VJP rule of '", e.prim->name, "' returned ", in_ct.size(),
                                " cotangents for ", e.inputs.size(), " inputs");
@@ -141,6 +158,61 @@ class Tape {
   }
 
  private:
+  // Runs the step's rule with a placeholder cotangent for each differentiated
+  // output. Nothing when the rule raises: it then runs in the backward pass as
+  // written, and raises there only if a cotangent reaches it.
+  std::optional<DeferredRule> run_rule_early(const Step& step) const {
+    const Equation& e = *step.eqn;
+    DeferredRule rule;
+    TracePtr trace = push_trace();
+    try {
+      DeferringScope deferring(trace);
+      Cotangents cts;
+      for (int v : e.outputs) {
+        if (!is_inexact(p_.avals[v].dtype)) {  // the outputs store() marks active
+          rule.ct_types.emplace_back();
+          cts.emplace_back();
+          continue;
+        }
+        rule.ct_types.push_back(cotangent_aval(p_.avals[v]));
+        cts.emplace_back(trace->new_input(*rule.ct_types.back()));
+      }
+      Cotangents in_ct = e.prim->vjp(VjpArgs{step.in, step.out, cts, e.params, step.active});
+      Values given;
+      for (const Cotangent& c : in_ct) {
+        rule.gives.push_back(c.has_value());
+        if (c) given.push_back(*c);
+      }
+      rule.linear = trace->finish(given, &rule.captured);
+    } catch (...) {
+      pop_trace(trace);
+      return std::nullopt;
+    }
+    pop_trace(trace);
+    return rule;
+  }
+
+  // The cotangents are those the rule ran on: present for the same outputs, of the same types.
+  static bool fits(const DeferredRule& rule, const Cotangents& cts) {
+    for (size_t i = 0; i < cts.size(); ++i) {
+      if (cts[i].has_value() != rule.ct_types[i].has_value()) return false;
+      if (cts[i] && !aval_of(*cts[i]).same_type(*rule.ct_types[i])) return false;
+    }
+    return true;
+  }
+
+  static Cotangents apply(const DeferredRule& rule, const Cotangents& cts) {
+    Values args;
+    for (const Cotangent& c : cts)
+      if (c) args.push_back(*c);
+    args.insert(args.end(), rule.captured.begin(), rule.captured.end());
+    Values given = eval_program(*rule.linear, args);
+    Cotangents in_ct;
+    size_t next = 0;
+    for (bool g : rule.gives) in_ct.push_back(g ? Cotangent(given[next++]) : std::nullopt);
+    return in_ct;
+  }
+
   void store(const Equation& e, const Values& out, bool active) {
     for (size_t i = 0; i < e.outputs.size(); ++i) {
       const int v = e.outputs[i];
@@ -258,6 +330,25 @@ VjpPrograms vjp_program(const Program& program, const std::vector<bool>& wrt,
       results.push_back(got.dtype == a.dtype ? c : ops::convert(c, a.dtype, got.weak_type));
     }
     r.bwd = bwd.trace->finish(results, &residuals);
+  }
+  // The backward trace captured the residuals walking the program in reverse;
+  // JAX lists them in the order the forward pass computes them.
+  std::vector<size_t> order(residuals.size());
+  for (size_t q = 0; q < order.size(); ++q) order[q] = q;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const Tracer &x = *residuals[a], &y = *residuals[b];
+    return std::make_pair(x.trace->level(), x.var) < std::make_pair(y.trace->level(), y.var);
+  });
+  {
+    const size_t first = r.bwd->invars.size() - residuals.size();
+    std::vector<TracerPtr> sorted;
+    std::vector<int> invars(r.bwd->invars.begin(), r.bwd->invars.begin() + first);
+    for (size_t q : order) {
+      sorted.push_back(residuals[q]);
+      invars.push_back(r.bwd->invars[first + q]);
+    }
+    residuals = std::move(sorted);
+    r.bwd->invars = std::move(invars);
   }
   Values outs = split.out;
   outs.insert(outs.end(), residuals.begin(), residuals.end());
