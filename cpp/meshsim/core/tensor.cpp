@@ -1,11 +1,9 @@
 #include "meshsim/core/tensor.h"
 
 #include <algorithm>
-#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <new>
 #include <vector>
 
 #include <sys/mman.h>
@@ -133,79 +131,6 @@ class BufferPool {
   size_t cached_ = 0;
 };
 
-// Allocates the blocks holding a Storage and its shared_ptr counts from a
-// free list of the thread releasing them. A pipeline step makes and drops
-// ~40k tensors, many on TBB device threads and released on another thread;
-// malloc served most of those blocks on its slow paths (a full per-thread
-// cache, a chunk going back to another thread's arena). A block is on at
-// most one list, or owned by one shared_ptr: each list belongs to one thread.
-template <class T>
-struct StorageBlockAllocator {
-  using value_type = T;
-  StorageBlockAllocator() = default;
-  template <class U>
-  StorageBlockAllocator(const StorageBlockAllocator<U>&) {}
-
-  T* allocate(size_t n) {
-    if (n == 1)
-      if (FreeList* l = local(); l && l->head) {
-        Block* b = l->head;
-        l->head = b->next;
-        --l->count;
-        return reinterpret_cast<T*>(b);
-      }
-    return static_cast<T*>(::operator new(n * sizeof(T)));
-  }
-  void deallocate(T* p, size_t n) {
-    if (n == 1)
-      if (FreeList* l = local(); l && l->count < kMaxPerThread) {
-        Block* b = reinterpret_cast<Block*>(p);
-        b->next = l->head;
-        l->head = b;
-        ++l->count;
-        return;
-      }
-    ::operator delete(p);
-  }
-  template <class U>
-  bool operator==(const StorageBlockAllocator<U>&) const { return true; }
-  template <class U>
-  bool operator!=(const StorageBlockAllocator<U>&) const { return false; }
-
- private:
-  static_assert(sizeof(T) >= sizeof(void*) && alignof(T) <= alignof(std::max_align_t));
-  static constexpr size_t kMaxPerThread = 4096;  // 4096 blocks of ~80 bytes
-  union Block {
-    Block* next;
-    alignas(T) unsigned char bytes[sizeof(T)];
-  };
-  struct FreeList {
-    Block* head = nullptr;
-    size_t count = 0;
-    ~FreeList() {
-      while (head) {
-        Block* b = head;
-        head = b->next;
-        ::operator delete(b);
-      }
-      gone() = true;  // blocks released later in the thread's exit go back to malloc
-    }
-  };
-  static bool& gone() {
-    thread_local bool flag = false;  // trivially destructible: readable to the thread's end
-    return flag;
-  }
-  static FreeList* local() {
-    if (gone()) return nullptr;
-    thread_local FreeList mine;
-    return &mine;
-  }
-};
-
-std::shared_ptr<Storage> new_storage() {
-  return std::allocate_shared<Storage>(StorageBlockAllocator<Storage>());
-}
-
 }  // namespace
 
 Tensor Tensor::empty(DType dtype, const Shape& shape) {
@@ -215,7 +140,7 @@ Tensor Tensor::empty(DType dtype, const Shape& shape) {
   t.dtype_ = dtype;
   t.shape_ = shape;
   t.strides_ = contiguous_strides(shape);
-  auto st = new_storage();
+  auto st = std::make_shared<Storage>();
   st->nbytes = std::max<size_t>(t.nbytes(), 1);
   const int c = BufferPool::size_class(st->nbytes);
   void* p = c >= 0 ? BufferPool::get().take(c) : allocate(st->nbytes);
@@ -245,7 +170,7 @@ Tensor Tensor::wrap(void* data, DType dtype, const Shape& shape, const Strides& 
   t.dtype_ = dtype;
   t.shape_ = shape;
   t.strides_ = strides;
-  auto st = new_storage();
+  auto st = std::make_shared<Storage>();
   st->data = data;
   st->owner = std::move(owner);
   t.storage_ = std::move(st);
