@@ -169,3 +169,46 @@ def test_scalar_results_are_returned_with_their_types(real_jax):
         same(ours, theirs)
         for a, b in zip(ours, theirs):
             assert getattr(a, "weak_type", None) == getattr(b, "weak_type", None)
+
+
+@pytest.mark.parametrize("in_shard_map", [False, True])
+def test_table_entries_and_converted_literals(real_jax, in_shard_map):
+    # A schedule table read entry by entry (dynamic_slice to one element, then
+    # squeeze or reshape to 0-d, int32 and bool), literal indices converted
+    # (int32 -> int32, int32 <-> bool), and arithmetic on the entries: the
+    # pipeline schedules' form. Per device inside shard_map, the row is the
+    # device's own.
+    r = rng(f"table{in_shard_map}")
+    table = r.integers(-9, 9, size=(8, 7)).astype(np.int32)
+    flags = r.random((8, 7)) < 0.5
+
+    def case(jax):
+        lax, jnp, P = jax.lax, jax.numpy, jax.sharding.PartitionSpec
+
+        def read(t, fl, row):
+            out = []
+            for k in range(7):
+                col = lax.convert_element_type(k, jnp.int32)  # weak int32 -> int32
+                entry = lax.squeeze(lax.dynamic_slice(t, (row, col), (1, 1)), (0, 1))
+                flag = jnp.reshape(lax.dynamic_slice(fl, (row, col), (1, 1)), ())
+                lit = lax.convert_element_type(jnp.int32(k - 3), jnp.bool_)
+                back = lax.convert_element_type(lit, jnp.int32)
+                nonzero = lax.convert_element_type(entry, jnp.bool_)  # not a literal: its kernel
+                pick = lax.select_n(flag & lit, entry * 2 - back, entry + col)
+                out += [pick, lax.select(nonzero, back, -col), flag | lit]
+            return out
+
+        if not in_shard_map:
+            f = jax.jit(lambda t, fl, i: read(t, fl, i))
+            return lambda t, fl: [f(t, fl, jnp.int32(i)) for i in (0, 3, -1)]
+        mesh = jax.make_mesh((8,), ("pp",))
+
+        def body(t, fl):
+            me = lax.axis_index("pp")
+            return [v[None] for v in read(t, fl, me)]
+
+        f = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=(P(), P()), out_specs=P("pp")))
+        return f
+
+    same(case(meshsim)(meshsim.numpy.asarray(table), meshsim.numpy.asarray(flags)),
+         case(real_jax)(real_jax.numpy.asarray(table), real_jax.numpy.asarray(flags)))

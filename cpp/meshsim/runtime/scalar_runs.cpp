@@ -12,11 +12,25 @@ bool register_dtype(const Aval& a) {
   return a.shape.empty() && (a.dtype == DType::Int32 || a.dtype == DType::Bool);
 }
 
+// A primitive that only moves elements (squeeze, reshape) from a one-element
+// operand to a 0-d int32 or bool result: the result is that element, read
+// into a register like a 0-d operand.
+bool moves_single_element(const Program& program, const Equation& e) {
+  if (!e.prim->moves_elements || e.inputs.size() != 1 || e.outputs.size() != 1) return false;
+  const Aval& in = program.avals[e.inputs[0]];
+  const Aval& out = program.avals[e.outputs[0]];
+  return register_dtype(out) && in.dtype == out.dtype && num_elements(in.shape) == 1;
+}
+
 // The op equation `e` computes in registers, or nullptr when it
 // cannot join a run; `*pass` is set for a pass-through equation.
 const IntRegisterOp* scalar_step_of(const Program& program, const Equation& e, bool* pass) {
   *pass = false;
   if (e.prim->is_collective() || e.prim->mesh_call || !sub_programs(e).empty()) return nullptr;
+  if (moves_single_element(program, e)) {
+    *pass = true;
+    return nullptr;
+  }
   for (const std::vector<int>* vars : {&e.inputs, &e.outputs})
     for (int v : *vars)
       if (!register_dtype(program.avals[v])) return nullptr;
@@ -39,6 +53,69 @@ const IntRegisterOp* scalar_step_of(const Program& program, const Equation& e, b
   }
   if (op->selection && e.inputs.size() < 2) return nullptr;
   return op;
+}
+
+// The results of the 0-d int32/bool equations whose operands are all known
+// when the program is planned (literals, or results of such equations), by
+// equation; empty where not known. An equation without a register op is
+// computed by its own kernel, once: the conversion of a literal index
+// (convert_element_type of an int32 literal) costs nothing per run then.
+std::vector<std::vector<int32_t>> known_results(const Program& program,
+                                                const std::vector<const IntRegisterOp*>& op,
+                                                const std::vector<char>& pass) {
+  std::vector<char> known(program.avals.size(), 0);
+  std::vector<int32_t> value(program.avals.size(), 0);
+  for (size_t i = 0; i < program.constvars.size(); ++i) {
+    const int v = program.constvars[i];
+    if (!register_dtype(program.avals[v])) continue;
+    known[v] = 1;
+    value[v] = scalar_register(program.consts[i]);
+  }
+  std::vector<std::vector<int32_t>> results(program.eqns.size());
+  for (size_t k = 0; k < program.eqns.size(); ++k) {
+    const Equation& e = program.eqns[k];
+    if (e.inputs.empty()) continue;
+    bool all_known = true;
+    for (int v : e.inputs) all_known = all_known && known[v];
+    if (!all_known) continue;
+    std::vector<int32_t> in;
+    for (int v : e.inputs) in.push_back(value[v]);
+    std::vector<int32_t>& out = results[k];
+    if (pass[k]) {
+      out = in;
+    } else if (op[k]) {
+      out = {op[k]->op(in.data(), static_cast<int>(in.size()))};
+    } else {
+      const Primitive& prim = *e.prim;
+      bool foldable = prim.kind == Kind::Local && prim.kernel && !prim.has_effects && !prim.passes_through;
+      for (int v : e.outputs) foldable = foldable && register_dtype(program.avals[v]);
+      if (!foldable) continue;
+      Tensors operands;
+      Avals out_avals;
+      for (int v : e.inputs) operands.push_back(scalar_tensor(value[v], program.avals[v].dtype));
+      for (int v : e.outputs) out_avals.push_back(program.avals[v]);
+      Tensors res;
+      try {
+        res = prim.kernel(operands, e.params, out_avals);
+      } catch (const std::exception&) {
+        continue;  // left to fail, if ever, where it runs
+      }
+      if (res.size() != e.outputs.size()) continue;
+      for (size_t i = 0; i < res.size(); ++i) {
+        if (res[i].dtype() != out_avals[i].dtype || !res[i].shape().empty()) {
+          out.clear();
+          break;
+        }
+        out.push_back(scalar_register(res[i]));
+      }
+      if (out.empty()) continue;
+    }
+    for (size_t i = 0; i < e.outputs.size(); ++i) {
+      known[e.outputs[i]] = 1;
+      value[e.outputs[i]] = out[i];
+    }
+  }
+  return results;
 }
 
 }  // namespace
@@ -65,8 +142,11 @@ ScalarPlan::ScalarPlan(const Program& program, const std::vector<int>& last) {
     bool p = false;
     op[k] = scalar_step_of(program, program.eqns[k], &p);
     pass[k] = p;
-    eligible[k] = op[k] || p;
   }
+  // An equation with neither a register op nor a pass-through joins a run
+  // only as a result known when planned.
+  const std::vector<std::vector<int32_t>> known_result = known_results(program, op, pass);
+  for (size_t k = 0; k < n; ++k) eligible[k] = op[k] || pass[k] || !known_result[k].empty();
   std::vector<int> literal(program.avals.size(), -1);  // per constant variable: its index in consts
   for (size_t i = 0; i < program.constvars.size(); ++i)
     if (register_dtype(program.avals[program.constvars[i]])) literal[program.constvars[i]] = static_cast<int>(i);
@@ -78,8 +158,8 @@ ScalarPlan::ScalarPlan(const Program& program, const std::vector<int>& last) {
     }
     size_t end = k;
     bool computes = false;
-    for (; end < n && eligible[end]; ++end) computes = computes || !pass[end];
-    if (!computes) {  // pass-throughs alone: nothing to save
+    for (; end < n && eligible[end]; ++end) computes = computes || !program.eqns[end].prim->passes_through;
+    if (!computes) {  // pass-throughs alone (no kernels): nothing to save
       k = end;
       continue;
     }
@@ -89,7 +169,8 @@ ScalarPlan::ScalarPlan(const Program& program, const std::vector<int>& last) {
     std::map<int, int> reg;  // variable -> register
     std::vector<char> known;  // per register: value known when planned
     // Registers: the run's non-literal inputs first, then literals and results.
-    for (size_t j = k; j < end; ++j)
+    for (size_t j = k; j < end; ++j) {
+      if (!op[j] && !pass[j]) continue;  // known when planned: reads nothing
       for (int v : program.eqns[j].inputs)
         if (!reg.count(v) && literal[v] < 0) {
           bool produced_here = false;
@@ -99,6 +180,7 @@ ScalarPlan::ScalarPlan(const Program& program, const std::vector<int>& last) {
           reg[v] = static_cast<int>(r.inputs.size());
           r.inputs.push_back(v);
         }
+    }
     r.initial.assign(r.inputs.size(), 0);
     known.assign(r.inputs.size(), 0);
     auto new_register = [&](int v, bool is_known, int32_t value) {
@@ -109,6 +191,11 @@ ScalarPlan::ScalarPlan(const Program& program, const std::vector<int>& last) {
     };
     for (size_t j = k; j < end; ++j) {
       const Equation& e = program.eqns[j];
+      if (!op[j] && !pass[j]) {  // computed by its kernel when planned
+        r.computed.push_back(false);
+        for (size_t i = 0; i < e.outputs.size(); ++i) new_register(e.outputs[i], true, known_result[j][i]);
+        continue;
+      }
       std::vector<int> operands;
       bool all_known = true;
       for (int v : e.inputs) {

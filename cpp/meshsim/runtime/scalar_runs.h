@@ -7,10 +7,12 @@
 // primitive declares a scalar op, and pass-through ones such as pvary)
 // instead computes in int32 registers and writes a tensor only for the values
 // read after the run. Equations whose operands are all literals (or results
-// of such) are computed once when the run is planned. Each primitive
-// declares the op its own kernel applies to one int32 element (its
-// `int_scalar_op`, ir/primitive.h), so a run gives the same values as its
-// equations one by one.
+// of such) are computed once when the run is planned, by their register op or,
+// lacking one, by their kernel. Each primitive declares the op its own kernel
+// applies to one int32 element (its `int_scalar_op`, ir/primitive.h), so a
+// run gives the same values as its equations one by one. A primitive that
+// only moves elements, from a one-element operand to a 0-d result (squeezing
+// a dynamic_slice of a schedule table), reads that element into a register.
 #pragma once
 #include <cstdint>
 #include <functional>
