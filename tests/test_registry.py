@@ -49,7 +49,7 @@ _GAPS = {
     "cost": {n: _DATA_MOVEMENT for n in (
         "broadcast_in_dim", "concatenate", "gather", "iota",
         "pad", *_MANUAL_CASTS, "reshape", "rev", "scatter", "scatter_add", "scatter_max", "scatter_min",
-        "scatter_mul", "scatter_sub", "slice", "squeeze", "transpose", "random_bits")}
+        "scatter_mul", "scatter_sub", "slice", "squeeze", "stack", "transpose", "unstack", "random_bits")}
             | {n: _COMPARISONS for n in ("sort", "top_k", "searchsorted")}
             | {"ragged_dot_general": "no cost rule yet: counted as data movement (its flops are missing)"}
             | {"host_rule_collective": "never runs: vmap's batching replaces it with ops along the "
@@ -388,9 +388,9 @@ _DECLARED = {
     "fixed_result_specs": {"reshard", "sharding_constraint", "shard_map"},
     # XLA's buffer assignment (planning.py's memory model).
     "fused_into_readers": {"broadcast_in_dim", "iota", "transpose", "reshape", "squeeze", "pvary", "rev",
-                           "slice", "pad"},
+                           "slice", "pad", "unstack"},
     "fuses_operands": {"reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and", "reduce_or",
-                       "reduce_xor", "argmax", "argmin", "concatenate", "pad", "dynamic_slice", "cumsum",
+                       "reduce_xor", "argmax", "argmin", "concatenate", "stack", "pad", "dynamic_slice", "cumsum",
                        "cumprod", "cummax", "cummin", "gather", "scatter", "scatter_add", "scatter_sub", "scatter_mul",
                        "scatter_min", "scatter_max"},
     "result_is_operand_view": {"reshape", "squeeze", "pvary", "stop_gradient", "sharding_constraint",

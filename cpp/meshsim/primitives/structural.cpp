@@ -1,8 +1,8 @@
 // Structural primitives: they move or view data without arithmetic.
 // broadcast_in_dim, transpose, reshape of contiguous data, rev and squeeze
 // are zero-copy views; copy writes one fresh buffer. The primitives that
-// change a dimension's size (slice, concatenate, pad) are in
-// structural_resizing.cpp.
+// change a dimension's size or add one (slice, concatenate, stack, unstack,
+// pad) are in structural_resizing.cpp.
 #include <algorithm>
 #include <cstring>
 #include <numeric>
@@ -709,7 +709,7 @@ void register_structural_primitives() {
   transpose();
   squeeze();
   rev();
-  register_resizing_primitives();  // structural_resizing.cpp: slice, concatenate, pad
+  register_resizing_primitives();  // structural_resizing.cpp: slice, concatenate, stack, unstack, pad
   copy();
 }
 

@@ -1,6 +1,8 @@
 // The structural primitives that change a dimension's size: slice (a
 // zero-copy view), concatenate and pad (one fresh buffer each, a memcpy per
-// contiguous run). The others are in structural.cpp.
+// contiguous run), and stack and unstack, which join operands along a new
+// dimension (one fresh buffer) and take them apart again (views). The others
+// are in structural.cpp.
 #include <algorithm>
 #include <cstring>
 #include <numeric>
@@ -317,6 +319,173 @@ void concatenate() {
   register_primitive(std::move(p));
 }
 
+// The position of param `axis` checked against `rank` (the result's for
+// stack, the operand's for unstack): lax canonicalises it before binding.
+int64_t checked_axis(const char* prim, const Params& params, int64_t rank) {
+  const int64_t axis = params.get<int64_t>("axis");
+  if (axis < 0 || axis >= rank)
+    fail<ValueError>(prim, " axis ", axis, " is out of bounds for array of dimension ", rank);
+  return axis;
+}
+
+// lax.stack(operands, axis): operands of one shape as the slices of a new
+// dimension `axis`; one output buffer, each operand copied into its slice.
+void stack() {
+  Primitive p;
+  p.name = "stack";
+  p.operands = at_least(0);  // abstract_eval refuses none with JAX's text
+  p.fuses_operands = true;   // XLA fuses what it concatenates
+  // Operand dims keep their factor in the result; the new dim is computed whole.
+  p.factors = [](const Avals& in, const Params& params, const Avals& out) -> std::optional<FactorMap> {
+    FactorMap m = blank_factors(in, out);
+    const int64_t axis = params.get<int64_t>("axis");
+    for (int64_t d = 0; d < in[0].ndim(); ++d) {
+      for (auto& operand : m.in) operand[d] = m.num_factors;
+      m.out[0][d < axis ? d : d + 1] = m.num_factors++;
+    }
+    return m;
+  };
+  // As JAX: operands laid out alike (or not at all), the new dim unsplit.
+  p.sharding_rule = [](const Avals& in, const Params& params, const Avals& out) {
+    Spec s = concatenate_rule(in, params, out)[0];
+    s.insert(s.begin() + params.get<int64_t>("axis"), AxisNames{});
+    return std::vector<Spec>{s};
+  };
+  // Each device stacks its blocks, the operands laid out as the result without its new dim.
+  p.local_plan = [](const Avals& in, const Params& params, const Avals& out) -> std::optional<LocalPlan> {
+    const int64_t axis = params.get<int64_t>("axis");
+    const Spec r = spec_of(out[0]);
+    if (!r[axis].empty()) return std::nullopt;
+    LocalPlan plan;
+    plan.in_specs.assign(in.size(), drop_dims(r, {axis}));
+    plan.params = params;
+    plan.out_specs = {r};
+    return plan;
+  };
+  // JAX's rule: operands batched alike stay where they are (the new dim goes
+  // before or after their batch dim); otherwise every batch moves to the front.
+  p.batch = [](const BatchArgs& a) {
+    const int64_t axis = a.params.get<int64_t>("axis"), first = a.dims[0];
+    Params params = a.params;
+    if (first != kNotBatched && std::all_of(a.dims.begin(), a.dims.end(), [&](int64_t d) { return d == first; })) {
+      params.set("axis", axis <= first ? axis : axis + 1);
+      return Batched{{ops::bind1("stack", a.in, params)}, {axis <= first ? first + 1 : first}};
+    }
+    Values operands;
+    for (size_t i = 0; i < a.in.size(); ++i) {
+      if (a.dims[i] != kNotBatched) {
+        operands.push_back(batch_at(a.in[i], a.dims[i], 0, a.size));
+        continue;
+      }
+      Shape shape = aval_of(a.in[i]).shape;
+      IntList dims(shape.size());
+      std::iota(dims.begin(), dims.end(), 1);
+      shape.insert(shape.begin(), a.size);
+      operands.push_back(ops::broadcast_in_dim(a.in[i], shape, dims));  // lax.broadcast's dims
+    }
+    params.set("axis", axis + 1);
+    return Batched{{ops::bind1("stack", operands, params)}, {0}};
+  };
+  // Linear: the cotangent unstacked.
+  p.vjp = [](const VjpArgs& a) {
+    Cotangents ct(a.in.size());
+    if (!a.ct[0]) return ct;
+    const Values parts = meshsim::bind(primitive("unstack"), {*a.ct[0]}, {{"axis", a.params.get<int64_t>("axis")}});
+    for (size_t i = 0; i < a.in.size(); ++i)
+      if (a.wants[i]) ct[i] = parts[i];
+    return ct;
+  };
+  p.abstract_eval = [](const Avals& in, const Params& params) {
+    if (in.empty()) fail<ValueError>("stack expects at least one operand, got 0.");
+    for (const Aval& a : in)
+      if (a.ndim() != in[0].ndim())
+        fail<ValueError>("Cannot stack arrays with different numbers of dimensions: got ", shapes_str(in), ".");
+    for (const Aval& a : in)
+      if (a.shape != in[0].shape)
+        fail<ValueError>("All input arrays must have the same shape. Got ", shapes_str(in), ".");
+    check_same_dtypes("lax.stack", in);
+    const int64_t axis = checked_axis("stack", params, in[0].ndim() + 1);
+    bool weak = true;
+    for (const Aval& a : in) weak = weak && a.weak_type;
+    Shape s = in[0].shape;
+    s.insert(s.begin() + axis, static_cast<int64_t>(in.size()));
+    return Avals{like(in[0], s, in[0].dtype, weak)};
+  };
+  p.kernel = [](const Tensors& in, const Params& params, const Avals& out) {
+    const int64_t axis = params.get<int64_t>("axis");
+    Tensor result = Tensor::empty(out[0].dtype, out[0].shape);
+    Strides strides = result.strides();
+    const int64_t step = strides[axis];
+    strides.erase(strides.begin() + axis);
+    for (size_t i = 0; i < in.size(); ++i)
+      copy_into(in[i], result.view(in[i].shape(), strides, static_cast<int64_t>(i) * step));
+    return as_tensors(std::move(result));
+  };
+  register_primitive(std::move(p));
+}
+
+// lax.unstack(x, axis): the slices of `x` along `axis`, one result each,
+// every one a view of the operand.
+void unstack() {
+  Primitive p;
+  p.name = "unstack";
+  p.operands = exactly(1);
+  p.fused_into_readers = true;  // XLA recomputes each slice inside the readers that fuse it
+  p.ur_rule = keep_operand_ur();  // linear: the parts of a partial sum are partial sums
+  p.factors = [](const Avals& in, const Params& params, const Avals& out) -> std::optional<FactorMap> {
+    return keep_dims_factors(in, out, {}, {params.get<int64_t>("axis")}, false);
+  };
+  p.sharding_rule = [](const Avals& in, const Params& params, const Avals& out) {
+    const int64_t axis = params.get<int64_t>("axis");
+    const Spec s = spec_of(in[0]);
+    if (!s[axis].empty())
+      fail<ShardingTypeError>("unstack operand cannot be sharded on the unstacking axis ", axis,
+                              ". Got operand type=", in[0].str_short(true));
+    return std::vector<Spec>(out.size(), drop_dims(s, {axis}));
+  };
+  p.local_plan = as_is_plan([](const Avals& in, const Params& params, const Avals&) {
+    return spec_of(in[0])[params.get<int64_t>("axis")].empty();
+  });
+  // JAX's rule: the unstacked dim and the batch dim keep their order.
+  p.batch = [](const BatchArgs& a) {
+    const int64_t axis = a.params.get<int64_t>("axis"), dim = a.dims[0];
+    Params params = a.params;
+    params.set("axis", axis < dim ? axis : axis + 1);
+    Values out = meshsim::bind(primitive("unstack"), a.in, params);
+    BatchDims dims(out.size(), axis < dim ? dim - 1 : dim);
+    return Batched{std::move(out), std::move(dims)};
+  };
+  // Linear: the cotangents stacked, symbolic zeros made real (none at all: none).
+  p.vjp = [](const VjpArgs& a) {
+    if (std::none_of(a.ct.begin(), a.ct.end(), [](const Cotangent& c) { return c.has_value(); }))
+      return Cotangents{std::nullopt};
+    Values parts;
+    for (size_t i = 0; i < a.ct.size(); ++i) parts.push_back(ops::instantiate(a.ct[i], aval_of(a.out[i])));
+    return Cotangents{ops::bind1("stack", parts, {{"axis", a.params.get<int64_t>("axis")}})};
+  };
+  p.abstract_eval = [](const Avals& in, const Params& params) {
+    const Aval& x = in[0];
+    if (x.ndim() == 0)
+      fail<ValueError>("unstack requires arrays with rank > 0, however a scalar array of shape () was passed.");
+    const int64_t axis = checked_axis("unstack", params, x.ndim());
+    Shape s = x.shape;
+    s.erase(s.begin() + axis);
+    return Avals(static_cast<size_t>(x.shape[axis]), like(x, s, x.dtype, x.weak_type));
+  };
+  p.kernel = [](const Tensors& in, const Params& params, const Avals& out) {
+    const int64_t axis = params.get<int64_t>("axis");
+    const Tensor& x = in[0];
+    Strides strides = x.strides();
+    const int64_t step = strides[axis];
+    strides.erase(strides.begin() + axis);
+    Tensors parts;
+    for (size_t i = 0; i < out.size(); ++i)
+      parts.push_back(x.view(out[i].shape, strides, static_cast<int64_t>(i) * step));
+    return parts;
+  };
+  register_primitive(std::move(p));
+}
+
 // A pad of a split dim, on blocks as XLA's partitioner runs it: the result
 // keeps the operand's layout and each device pads the part of the operand its
 // block reads, its own elements and the halos its neighbours send
@@ -502,6 +671,8 @@ void pad() {
 void register_resizing_primitives() {
   slice();
   concatenate();
+  stack();
+  unstack();
   pad();
 }
 

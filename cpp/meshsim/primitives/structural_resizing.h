@@ -1,4 +1,4 @@
-// slice, concatenate and pad (structural_resizing.cpp), registered by
+// slice, concatenate, stack, unstack and pad (structural_resizing.cpp), registered by
 // register_structural_primitives between rev and copy.
 #pragma once
 

@@ -201,6 +201,9 @@ def _len(self):
 def _iter(self):
     if not self.shape:
         raise TypeError("iteration over a 0-d array")
+    if isinstance(self, core.Tracer):  # as JAX's tracers: lax.index_in_dim, a strided slice and a squeeze
+        from meshsim._src.lax import structural as lax
+        return (lax.index_in_dim(self, i, 0, keepdims=False) for i in range(self.shape[0]))
     return (self[i] for i in range(self.shape[0]))
 
 

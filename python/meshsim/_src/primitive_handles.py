@@ -158,7 +158,6 @@ _APPLIERS: dict[str, Callable] = {
     "reduce_precision": _by_lax_function("reduce_precision", ("exponent_bits", "mantissa_bits")),
     "split": _by_lax_function("split", ("sizes", "axis")),
     "tile": _by_lax_function("tile", ("reps",)),
-    "unstack": _by_lax_function("unstack", ("axis",)),
 }
 
 

@@ -270,19 +270,17 @@ def split(operand, sizes, axis: int = 0):
 
 
 def stack(operands, axis: int = 0):
-    """The operands (of one shape) stacked along a new dimension `axis`."""
+    """The operands (of one shape and dtype) as the slices of a new dimension `axis`."""
     operands = [core.asarray_value(x) for x in operands]
-    if not operands:
-        raise ValueError("stack requires at least one operand")
     axis = canonicalize_axis(axis, operands[0].ndim + 1)
-    return concatenate([expand_dims(x, (axis,)) for x in operands], axis)
+    return core.bind1("stack", *operands, axis=axis)
 
 
 def unstack(x, axis: int = 0):
     """The slices of `x` along `axis`, as a tuple."""
     x = core.asarray_value(x)
     axis = canonicalize_axis(axis, x.ndim)
-    return tuple(index_in_dim(x, i, axis, keepdims=False) for i in range(x.shape[axis]))
+    return tuple(core.bind("unstack", x, axis=axis))
 
 
 def tile(operand, reps):

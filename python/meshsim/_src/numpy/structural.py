@@ -248,10 +248,12 @@ def _promote_dtypes(arrays, dtype):
         target, weak = user_dtype(dtype), False
     else:
         target, weak = promotion.result_type(*arrays)
-    return [core.convert_element_type(core.asarray_value(a), target, weak) for a in arrays]
+    return [promotion._convert(a, target, weak) for a in arrays]
 
 
 def concatenate(arrays, axis: int | None = 0, dtype=None):
+    if core.is_value(arrays) or isinstance(arrays, np.ndarray):
+        return _concatenate_array(arrays, axis, dtype)
     arrays = _as_sequence(arrays)
     if not arrays:
         raise ValueError("Need at least one array to concatenate.")
@@ -264,31 +266,44 @@ def concatenate(arrays, axis: int | None = 0, dtype=None):
     return lax.concatenate(_promote_dtypes(arrays, dtype), axis)
 
 
+def _concatenate_array(arr, axis: int | None, dtype):
+    """The rows of one array joined along `axis`, as JAX does without taking them apart:
+    one reshape (after a transpose bringing the rows next to `axis`)."""
+    (arr,) = _promote_dtypes([arr], dtype)
+    if arr.ndim == 0 or arr.shape[0] == 0:
+        raise ValueError("Need at least one array to concatenate.")
+    if axis is None:
+        return lax.reshape(arr, (arr.size,))
+    if arr.ndim == 1:
+        raise ValueError("Zero-dimensional arrays cannot be concatenated.")
+    axis = canonicalize_axis(axis, arr.ndim - 1)
+    shape = arr.shape[1:axis + 1] + (arr.shape[0] * arr.shape[axis + 1],) + arr.shape[axis + 2:]
+    return lax.reshape(arr, shape, (*range(1, axis + 1), 0, *range(axis + 1, arr.ndim)))
+
+
 def concat(arrays, /, *, axis: int | None = 0):
     return concatenate(arrays, axis=axis)
 
 
 def stack(arrays, axis: int = 0, out=None, dtype=None):
+    if not len(arrays):
+        raise ValueError("Need at least one array to stack.")
     if out is not None:
         raise NotImplementedError("The 'out' argument to jnp.stack is not supported.")
-    arrays = [core.asarray_value(a) for a in _as_sequence(arrays)]
-    if not arrays:
-        raise ValueError("Need at least one array to stack.")
-    shapes = {a.shape for a in arrays}
-    if len(shapes) != 1:
-        raise ValueError("All input arrays must have the same shape. Got "
-                         + ", ".join(str(a.shape) for a in arrays) + ".")
-    axis = canonicalize_axis(axis, arrays[0].ndim + 1)
-    return concatenate([lax.expand_dims(a, (axis,)) for a in arrays], axis, dtype)
+    if core.is_value(arrays) or isinstance(arrays, np.ndarray):  # its rows, without unstacking them
+        arrays = core.asarray_value(arrays)
+        axis = canonicalize_axis(axis, arrays.ndim)
+        return concatenate(expand_dims(arrays, axis + 1), axis=axis, dtype=dtype)
+    from meshsim._src.numpy.creation import _check_arraylike
+    _check_arraylike("stack", *arrays)
+    return lax.stack(_promote_dtypes([core.asarray_value(a) for a in arrays], dtype), axis)
 
 
 @api.jitted_when_traced(static_argnames=('axis',), inline=True)
 def unstack(x, /, *, axis: int = 0):
-    x = core.asarray_value(x)
-    if x.ndim == 0:
-        raise ValueError("Unstack requires arrays with rank > 0, however a scalar array was passed.")
-    axis = canonicalize_axis(axis, x.ndim)
-    return tuple(lax.index_in_dim(x, i, axis, keepdims=False) for i in range(x.shape[axis]))
+    from meshsim._src.numpy.creation import _check_arraylike
+    _check_arraylike("unstack", x)
+    return lax.unstack(x, axis)
 
 
 def hstack(tup, dtype=None):
