@@ -267,9 +267,16 @@ VjpSplit shard_map_vjp(const Values& in, const std::vector<bool>& active, const 
   }
   SpecList fwd_out_specs = residual_specs;
   fwd_out_specs.insert(fwd_out_specs.end(), p.out_specs.begin(), p.out_specs.end());
-  Values fwd_outs = meshsim::bind(primitive("shard_map"), in,
-                         shard_map_params(params, fwd, p.in_specs, fwd_out_specs));
   const size_t num_residuals = residual_specs.size();
+  Params fwd_params = shard_map_params(params, fwd, p.in_specs, fwd_out_specs);
+  for (const char* pending : {"out_unreduced", "out_reduced"}) {  // per output: none for a residual
+    if (params.is_none(pending)) continue;
+    std::vector<StrList> lists(num_residuals);
+    const auto& outs = params.get<std::vector<StrList>>(pending);
+    lists.insert(lists.end(), outs.begin(), outs.end());
+    fwd_params.set(pending, std::move(lists));
+  }
+  Values fwd_outs = meshsim::bind(primitive("shard_map"), in, fwd_params);
   Values residuals(fwd_outs.begin(), fwd_outs.begin() + num_residuals);
   Values outs(fwd_outs.begin() + num_residuals, fwd_outs.end());
 
