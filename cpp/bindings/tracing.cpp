@@ -1,4 +1,7 @@
 // Bindings of tracing and programs: bind, trace frames, Tracer, Program.
+#include <map>
+#include <unordered_map>
+
 #include "convert.h"
 #include "meshsim/ir/program_consts.h"
 #include "meshsim/ir/xla_instruction.h"
@@ -26,9 +29,68 @@ ProgramPtr eager_program_for(const Primitive& prim, const std::vector<Value>& in
   return eager_program(prim, in, params, infer_avals(prim, in, params));
 }
 
+// The user's frame of the Python stack, summarized as JAX's source_info_util
+// does: the innermost frame whose file is outside the excluded directories
+// (meshsim's own package and the standard library), as
+// "file:line:column (function)". Runs with the GIL held, which guards the
+// caches; each cached code object is kept alive so its address is not reused.
+class UserFrames {
+ public:
+  explicit UserFrames(std::vector<std::string> excluded) : excluded_(std::move(excluded)) {}
+
+  SourceInfo operator()() {
+    if (!Py_IsInitialized() || !PyGILState_Check()) return nullptr;
+    PyFrameObject* frame = PyEval_GetFrame();  // borrowed
+    Py_XINCREF(frame);
+    SourceInfo found;
+    while (frame && !found) {
+      PyCodeObject* code = PyFrame_GetCode(frame);
+      if (is_user_code(code)) found = summary(code, PyFrame_GetLasti(frame));
+      Py_DECREF(code);
+      PyFrameObject* back = PyFrame_GetBack(frame);
+      Py_DECREF(frame);
+      frame = back;
+    }
+    Py_XDECREF(frame);
+    return found;
+  }
+
+ private:
+  bool is_user_code(PyCodeObject* code) {
+    auto it = user_code_.find(code);
+    if (it != user_code_.end()) return it->second;
+    Py_INCREF(code);
+    const std::string file = py::str(py::handle(reinterpret_cast<PyObject*>(code)).attr("co_filename"));
+    bool user = true;
+    for (const std::string& prefix : excluded_) user = user && file.compare(0, prefix.size(), prefix) != 0;
+    return user_code_[code] = user;
+  }
+
+  SourceInfo summary(PyCodeObject* code, int lasti) {
+    auto& cached = summaries_[{code, lasti}];
+    if (cached) return cached;
+    int line = 0, column = 0, end_line = 0, end_column = 0;
+    if (!PyCode_Addr2Location(code, lasti, &line, &column, &end_line, &end_column)) line = column = 0;
+    const py::handle c(reinterpret_cast<PyObject*>(code));
+    std::string text = py::str(c.attr("co_filename")).cast<std::string>() + ":" + std::to_string(line);
+    if (column != 0) text += ":" + std::to_string(column);
+    text += " (" + py::str(c.attr("co_qualname")).cast<std::string>() + ")";
+    cached = std::make_shared<const std::string>(std::move(text));
+    return cached;
+  }
+
+  std::vector<std::string> excluded_;
+  std::unordered_map<PyCodeObject*, bool> user_code_;
+  std::map<std::pair<PyCodeObject*, int>, SourceInfo> summaries_;
+};
+
 }  // namespace
 
 void init_tracing(py::module_& m) {
+  // Equations record the user's line from now on; `excluded` are directory prefixes.
+  m.def("capture_sources_outside", [](std::vector<std::string> excluded) {
+    set_source_capture([frames = std::make_shared<UserFrames>(std::move(excluded))] { return (*frames)(); });
+  });
   py::class_<Tracer, TracerPtr>(m, "Tracer", py::dynamic_attr())
       .def_property_readonly("aval", &Tracer::aval, py::return_value_policy::copy)
       .def_property_readonly("shape", [](const Tracer& t) { return py::tuple(py::cast(t.aval().shape)); })
@@ -94,6 +156,12 @@ void init_tracing(py::module_& m) {
         std::vector<ArrayPtr> arrays;
         for (size_t i = 0; i < p.consts.size(); ++i) arrays.push_back(const_array(p, i));
         return arrays;
+      })
+      // Per equation: where the user's code traced it ("file:line:column (function)"), or None.
+      .def("source_infos", [](const Program& p) {
+        py::list out;
+        for (const Equation& e : p.eqns) out.append(e.source_info ? py::cast(*e.source_info) : py::none());
+        return out;
       })
       .def("equations", [](const Program& p) {
         py::list out;

@@ -11,11 +11,16 @@
 
 namespace meshsim {
 
+// Where the user's code traced an equation, as JAX's source_info_util
+// summarizes it: "file:line:column (function)"; null when not known.
+using SourceInfo = std::shared_ptr<const std::string>;
+
 struct Equation {
   const Primitive* prim;
   Params params;
   std::vector<int> inputs;   // variable ids
   std::vector<int> outputs;  // variable ids
+  SourceInfo source_info = nullptr;
 };
 
 struct ShardingPlan;  // sharding/propagation.h

@@ -15,6 +15,17 @@ thread_local std::vector<const Trace*> g_deferring;  // traces marked by a Defer
 // Installed once at import (runtime/hooks.h), before anything is bound.
 ShardingTyping g_sharding_typing;
 EagerApplication g_eager_application;
+SourceCapture g_source_capture;
+
+// Set while a transform re-binds an equation: what it records takes that
+// equation's source instead of the frame doing the re-binding.
+thread_local SourceInfo g_source_override;
+thread_local bool g_source_overridden = false;
+
+SourceInfo current_source_info() {
+  if (g_source_overridden) return g_source_override;
+  return g_source_capture ? g_source_capture() : nullptr;
+}
 
 [[noreturn]] void fail_not_installed(const char* hook) {
   fail<std::logic_error>(hook, " is not installed: call install_runtime_hooks() first");
@@ -23,6 +34,17 @@ EagerApplication g_eager_application;
 
 void set_sharding_typing(ShardingTyping typing) { g_sharding_typing = std::move(typing); }
 void set_eager_application(EagerApplication apply) { g_eager_application = std::move(apply); }
+void set_source_capture(SourceCapture capture) { g_source_capture = std::move(capture); }
+
+SourceInfoScope::SourceInfoScope(SourceInfo info)
+    : previous_(std::move(g_source_override)), previous_set_(g_source_overridden) {
+  g_source_override = std::move(info);
+  g_source_overridden = true;
+}
+SourceInfoScope::~SourceInfoScope() {
+  g_source_override = std::move(previous_);
+  g_source_overridden = previous_set_;
+}
 
 const Aval& Tracer::aval() const { return trace->program().avals[var]; }
 
@@ -62,7 +84,7 @@ int Trace::var_for(const Value& v) {
 
 std::vector<TracerPtr> Trace::record(const Primitive& prim, std::vector<int> inputs, Params params,
                                      const Avals& out_avals) {
-  Equation e{&prim, std::move(params), std::move(inputs), {}};
+  Equation e{&prim, std::move(params), std::move(inputs), {}, current_source_info()};
   std::vector<TracerPtr> outs;
   for (const Aval& a : out_avals) {
     int v = program_.new_var(a);

@@ -62,6 +62,23 @@ class Trace : public std::enable_shared_from_this<Trace> {
 };
 using TracePtr = std::shared_ptr<Trace>;
 
+// Source information of recorded equations. The Python layer installs how to
+// find the user's frame (bindings); a transform re-binding an equation scopes
+// that equation's own, so what it derives keeps the user's line, as in JAX.
+using SourceCapture = std::function<SourceInfo()>;
+void set_source_capture(SourceCapture capture);
+class SourceInfoScope {
+ public:
+  explicit SourceInfoScope(SourceInfo info);
+  ~SourceInfoScope();
+  SourceInfoScope(const SourceInfoScope&) = delete;
+  SourceInfoScope& operator=(const SourceInfoScope&) = delete;
+
+ private:
+  SourceInfo previous_;
+  bool previous_set_;
+};
+
 // The trace stack (per thread: tracing happens on the Python thread).
 TracePtr push_trace();
 void pop_trace(const TracePtr& t);

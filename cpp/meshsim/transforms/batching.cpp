@@ -235,6 +235,7 @@ Batched batch_eval(const Program& p, const Values& args, const BatchDims& dims, 
     bdim[p.invars[i]] = dims[i];
   }
   for (const Equation& e : p.eqns) {
+    SourceInfoScope source(e.source_info);
     Values in;
     BatchDims in_dims;
     bool any = false;

@@ -149,6 +149,7 @@ PartialEvalPrograms partial_eval(const Program& p, const std::vector<bool>& know
     Values split_residuals;
     for (size_t k = 0; k < p.eqns.size(); ++k) {
       const Equation& e = p.eqns[k];
+      SourceInfoScope source(e.source_info);
       if (known_eqn[k]) {
         set_outputs(e, meshsim::bind(*e.prim, inputs_of(e, env), e.params), env);
         continue;
@@ -181,6 +182,7 @@ PartialEvalPrograms partial_eval(const Program& p, const std::vector<bool>& know
       if (!known_in[i]) env[p.invars[i]] = args[a++];
     for (size_t k = 0; k < p.eqns.size(); ++k) {
       const Equation& e = p.eqns[k];
+      SourceInfoScope source(e.source_info);
       if (staged_eqn[k]) {
         set_outputs(e, meshsim::bind(*e.prim, inputs_of(e, env), e.params), env);
         continue;

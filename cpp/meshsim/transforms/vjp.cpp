@@ -84,6 +84,7 @@ class Tape {
     }
     for (size_t k = 0; k < p_.eqns.size(); ++k) {
       const Equation& e = p_.eqns[k];
+      SourceInfoScope source(e.source_info);
       const std::optional<Values>* earlier = reuse ? &(*reuse)[k] : nullptr;
       Values in = read(env_, e.inputs);
       std::vector<bool> act;
@@ -143,6 +144,7 @@ class Tape {
         ct[v].reset();  // read once: the equation is the variable's only producer
       }
       if (!any) continue;
+      SourceInfoScope source(e.source_info);
       Cotangents in_ct = s.backward                       ? s.backward(cts)
                          : s.rule && fits(*s.rule, cts) ? apply(*s.rule, cts)
                                                         : e.prim->vjp(VjpArgs{s.in, s.out, cts, e.params, s.active});
@@ -232,6 +234,7 @@ std::shared_ptr<std::vector<std::optional<Value>>> eval_all(const Program& p, co
   auto env = std::make_shared<std::vector<std::optional<Value>>>(initial_env(p));
   for (size_t i = 0; i < p.invars.size(); ++i) (*env)[p.invars[i]] = args[i];
   for (const Equation& e : p.eqns) {
+    SourceInfoScope source(e.source_info);
     Values out = meshsim::bind(*e.prim, read(*env, e.inputs), e.params);
     for (size_t i = 0; i < e.outputs.size(); ++i) (*env)[e.outputs[i]] = out[i];
   }
@@ -372,7 +375,11 @@ Values eval_program(const Program& program, const Values& args) {
   for (int v : program.outvars) last_use[v] = static_cast<int>(program.eqns.size());
   for (size_t k = 0; k < program.eqns.size(); ++k) {
     const Equation& e = program.eqns[k];
-    Values out = meshsim::bind(*e.prim, read(env, e.inputs), e.params);
+    Values out;
+    {
+      SourceInfoScope source(e.source_info);
+      out = meshsim::bind(*e.prim, read(env, e.inputs), e.params);
+    }
     for (size_t i = 0; i < e.outputs.size(); ++i) env[e.outputs[i]] = out[i];
     for (int v : e.inputs)
       if (last_use[v] == static_cast<int>(k)) env[v].reset();

@@ -67,9 +67,10 @@ def saved_residuals(f: Callable, *args, **kwargs) -> list[tuple[Any, str]]:
                             [True] * out_tree.num_leaves, ad._evaluate_policy)[0]
     names = _argument_names(f, args, kwargs)
     producer = {}
-    for position, (prim, _, outs, params, *_) in enumerate(fwd.equations()):
+    for position, ((prim, _, outs, params, *_), source) in enumerate(zip(fwd.equations(),
+                                                                           fwd.source_infos())):
         for v in outs:
-            producer[v] = (position, prim, params)
+            producer[v] = (position, prim, params, f" from {source}" if source else "")
     residual_vars = fwd.outvars[out_tree.num_leaves:]
     from_args, from_ops, from_literals = [], [], []
     for v in residual_vars:
@@ -79,8 +80,10 @@ def saved_residuals(f: Callable, *args, **kwargs) -> list[tuple[Any, str]]:
             what = f"from the argument {names[i]}" if i < len(names) else "from a value closed over"
             from_args.append((i, aval, what))
         elif v in producer:
-            position, prim, params = producer[v]
-            what = f"named '{params['name']}'" if prim == "name" else f"output of {prim}"
+            position, prim, params, where = producer[v]
+            what = (f"named '{params['name']}'" if prim == "name" else
+                    f"output of jitted function '{params['name']}'" if prim == "jit" else
+                    f"output of {prim}") + where
             from_ops.append((position, aval, what))
         else:
             from_literals.append((aval, "from a literal"))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import numbers
+import os
+import sysconfig
 import threading
 import warnings
 
@@ -18,6 +20,14 @@ from meshsim._src.sharding import auto_names, placement
 Array = _core.ArrayImpl
 Tracer = _core.Tracer
 ShapedArray = _core.ShapedArray
+
+# Equations remember the user's line that traced them (print_saved_residuals shows it): the
+# innermost frame outside this package and the standard library, as JAX picks it.
+_core.capture_sources_outside([
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep,
+    sysconfig.get_path("stdlib"),
+    os.path.dirname(contextlib.__file__),
+])
 
 
 class _EvalContext(threading.local):
