@@ -79,3 +79,31 @@ def test_rule_that_cannot_run_early_still_differentiates(real_jax):
     def g(jax):
         return jax.grad(lambda x, y: jax.numpy.sum(jax.lax.sort((x, y), num_keys=1)[1] ** 2))
     np.testing.assert_array_equal(np.asarray(g(meshsim)(x, y)), np.asarray(g(real_jax)(x, y)))
+
+
+def _vjp_state(jax, f, *primals):
+    _, f_vjp = jax.vjp(f, *primals)
+    described = [[type(x).__name__ if type(x).__name__ == "NotNeeded" else np.asarray(x).tolist()
+                  for x in jax.tree.leaves(a, is_leaf=lambda x: type(x).__name__ == "NotNeeded")]
+                 for a in f_vjp.args_res]
+    return described, len(jax.tree.leaves(f_vjp)), len(f_vjp.opaque_residuals), f_vjp
+
+
+@pytest.mark.parametrize("case", ["layer", "dict", "exp"])
+def test_vjp_object_keeps_the_primals_it_reads_apart(real_jax, case):
+    w = np.linspace(-1, 1, 9, dtype=np.float32).reshape(3, 3)
+    x = np.linspace(0, 1, 6, dtype=np.float32).reshape(2, 3)
+    cases = {
+        "layer": (lambda jax: lambda W, v: jax.numpy.tanh(v @ W), (w, x)),
+        "dict": (lambda jax: lambda p: jax.numpy.sin(p["a"]) * p["b"], ({"a": x, "b": 2 * x},)),
+        "exp": (lambda jax: jax.numpy.exp, (x,)),
+    }
+    make, primals = cases[case]
+    ours, theirs = (_vjp_state(lib, make(lib), *primals) for lib in (meshsim, real_jax))
+    assert ours[:3] == theirs[:3]
+    # args_res may be replaced before the call, as JAX's guide does.
+    f_vjp = ours[3]
+    f_vjp.args_res[0] = primals[0]
+    ct = np.ones_like(np.asarray(make(meshsim)(*primals)))
+    for got, want in zip(meshsim.tree.leaves(f_vjp(ct)), real_jax.tree.leaves(theirs[3](ct))):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)

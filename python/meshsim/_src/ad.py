@@ -163,6 +163,10 @@ class _Linearized:
                                    for g, o in zip(given_aux, self.aux_leaves)]
         ref.write_back(refs, results[n:n + len(refs)])
         self.residuals = list(results[n + len(refs):])
+        # Per residual: the primal leaf it is, if it is one (a VJP object keeps those as args_res).
+        primal_var = {v: i for i, v in enumerate(fwd.invars[:len(leaves)])}
+        self.residual_sources = [primal_var.get(v) for v in fwd.outvars[n + len(refs):]]
+        self.primal_leaves = list(leaves)
 
     def _trace(self, traced, leaves):
         """The traced program, captures and output tree, and the Refs made outside that the
@@ -311,40 +315,80 @@ for _marker in (DidntWant, GradRef):  # results of a VJP call that hold no array
     tree_util.register_pytree_node(_marker, lambda m: ((), None), lambda _, __, cls=_marker: cls())
 
 
+class NotNeeded:
+    """In a VJP object's args_res: a primal leaf the backward pass does not read."""
+
+    def __repr__(self) -> str:
+        return "NotNeeded()"
+
+
+tree_util.register_pytree_node(NotNeeded, lambda m: ((), None), lambda _, __: NotNeeded())
+
+
+def _tuple_tree(treedef, leaves: list) -> Any:
+    """`leaves` arranged as `treedef` with every container a tuple, as JAX's tuptree_map."""
+    children = tree_util.treedef_children(treedef)
+    if not children and treedef.num_leaves == 1:
+        return leaves[0]
+    out, at = [], 0
+    for child in children:
+        out.append(_tuple_tree(child, leaves[at:at + child.num_leaves]))
+        at += child.num_leaves
+    return tuple(out)
+
+
 class VJP:
     """The function `vjp` returns: called with the outputs' cotangent, it returns the primals'
     cotangents; `with_refs(...)` says per primal where its cotangent goes (a Ref it is added
-    into, GradValue() or DontWant())."""
+    into, GradValue() or DontWant()). As JAX's, it holds the primals the backward pass reads
+    (`args_res`, one entry per primal, NotNeeded() for a leaf it does not read) apart from
+    the other residuals (`opaque_residuals`); both may be replaced before the call."""
 
-    def __init__(self, lin: _Linearized, targets: tuple | None = None):
+    def __init__(self, lin: _Linearized, targets: tuple | None = None, args_res: list | None = None,
+                 opaque_residuals: list | None = None):
         self._lin, self._targets = lin, targets
         self.__name__ = "vjp_fun"
+        if args_res is None:
+            used = {i for i in lin.residual_sources if i is not None}
+            per_leaf = [x if i in used else NotNeeded() for i, x in enumerate(lin.primal_leaves)]
+            args_res = list(_tuple_tree(lin.in_tree, per_leaf))
+            opaque_residuals = [r for r, i in zip(lin.residuals, lin.residual_sources) if i is None]
+        self.args_res, self.opaque_residuals = args_res, opaque_residuals
 
     def with_refs(self, *targets) -> VJP:
-        return VJP(self._lin, targets)
+        return VJP(self._lin, targets, self.args_res, self.opaque_residuals)
+
+    def _with_residuals(self) -> _Linearized:
+        """The linearization with the residuals this object holds now."""
+        primal = tree_util.tree_leaves(self.args_res, is_leaf=lambda x: isinstance(x, NotNeeded))
+        opaque = iter(self.opaque_residuals)
+        lin = copy.copy(self._lin)
+        lin.residuals = [core.asarray_value(next(opaque) if i is None else primal[i])
+                         for i in lin.residual_sources]
+        return lin
 
     # A pytree whose leaves are the residuals, as JAX's: a pullback can be returned
     # from jit, stacked by a scan and applied later (a pipeline schedule keeps each
     # microbatch's residuals until its backward pass).
     def _flatten(self):
-        return list(self._lin.residuals), (_PullbackFrame(self._lin), self._targets)
+        return (self.args_res, self.opaque_residuals), (_PullbackFrame(self._lin), self._targets)
 
     @classmethod
-    def _unflatten(cls, aux, residuals):
+    def _unflatten(cls, aux, children):
         frame, targets = aux
-        lin = copy.copy(frame.lin)
-        lin.residuals = list(residuals)
-        return cls(lin, targets)
+        args_res, opaque_residuals = children
+        return cls(frame.lin, targets, list(args_res), list(opaque_residuals))
 
     def __call__(self, ct):
+        lin = self._with_residuals()
         if self._targets is None:
-            return self._lin.pullback(ct)
-        in_tree = self._lin.in_tree
+            return lin.pullback(ct)
+        in_tree = lin.in_tree
         if len(self._targets) != len(tree_util.treedef_children(in_tree)):
             raise Exception()  # JAX's own bare exception for a count mismatch  # noqa: TRY002
         wanted = [not isinstance(t, DontWant) for t in self._targets]
         leaf_wanted = _per_leaf(in_tree, wanted)
-        cts = tree_util.tree_unflatten(in_tree, self._lin.pullback_flat(self._lin.check_ct(ct), leaf_wanted))
+        cts = tree_util.tree_unflatten(in_tree, lin.pullback_flat(lin.check_ct(ct), leaf_wanted))
         from meshsim._src.ref import Ref
         out = []
         for target, g in zip(self._targets, cts):
