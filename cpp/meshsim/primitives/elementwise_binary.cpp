@@ -178,6 +178,17 @@ void fused_multiply_add_primitive() {
 
 }  // namespace
 
+// JAX transposes a sum or difference in one rule, x's cotangent first (d2
+// computes y's first, as JAX's two-term rules do).
+VjpRule x_cotangent_first(VjpRule rule) {
+  return [rule](const VjpArgs& a) {
+    const std::vector<bool> only_x{a.wants[0], false}, only_y{false, a.wants[1]};
+    Cotangents ct = rule(VjpArgs{a.in, a.out, a.ct, a.params, only_x});
+    ct[1] = rule(VjpArgs{a.in, a.out, a.ct, a.params, only_y})[1];
+    return ct;
+  };
+}
+
 void elementwise::register_binary_elementwise_primitives() {
   using namespace elementwise;
   auto pass = [](auto& g, auto&, auto&, auto&) { return g; };
@@ -186,13 +197,13 @@ void elementwise::register_binary_elementwise_primitives() {
     p.commutative = sign > 0;
     register_primitive(std::move(p));
   };
-  sum(binary_primitive<Accepts::Number>("add", [](auto x, auto y) { return add_op(x, y); }, d2(pass, pass),
-                                        add_ur_rule), +1);
+  sum(binary_primitive<Accepts::Number>("add", [](auto x, auto y) { return add_op(x, y); },
+                                        x_cotangent_first(d2(pass, pass)), add_ur_rule), +1);
   // add_any: the sum of two cotangents (as JAX names it in jaxprs).
-  sum(binary_primitive<Accepts::Number>("add_any", [](auto x, auto y) { return add_op(x, y); }, d2(pass, pass),
-                                        add_ur_rule), +1);
+  sum(binary_primitive<Accepts::Number>("add_any", [](auto x, auto y) { return add_op(x, y); },
+                                        x_cotangent_first(d2(pass, pass)), add_ur_rule), +1);
   sum(binary_primitive<Accepts::Number>("sub", [](auto x, auto y) { return sub_op(x, y); },
-                                        d2(pass, [](auto& g, auto&, auto&, auto&) { return op::neg(g); })), -1);
+                                        x_cotangent_first(d2(pass, [](auto& g, auto&, auto&, auto&) { return op::neg(g); }))), -1);
   mul_primitive();
   fused_multiply_add_primitive();
   div_primitive();
