@@ -14,6 +14,7 @@ void register_elementwise_primitives() {
   elementwise::register_binary_elementwise_primitives();
   elementwise::register_select_convert_primitives();
   elementwise::register_complex_elementwise_primitives();
+  elementwise::register_special_elementwise_primitives();
 }
 
 }  // namespace meshsim

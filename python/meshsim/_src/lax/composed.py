@@ -2,7 +2,7 @@
 `reduce_window` with any binary computation (the known monoids use their
 reduction primitive), `associative_scan` (the odd/even recursion),
 `approx_max_k`/`approx_min_k` (exact on CPU, as XLA's CPU backend computes
-them), `composite`, `padtype_to_pads`, `dtype`, `lgamma`/`digamma`."""
+them), `composite`, `padtype_to_pads`, `dtype`."""
 from __future__ import annotations
 
 import builtins
@@ -14,7 +14,7 @@ import numpy as np
 from meshsim._src import core, tree_util
 
 __all__ = ["reduce", "reduce_window", "reduce_window_shape_tuple", "associative_scan", "approx_max_k", "approx_min_k",
-           "composite", "padtype_to_pads", "dtype", "lgamma", "digamma", "DotDimensionNumbers"]
+           "composite", "padtype_to_pads", "dtype", "DotDimensionNumbers"]
 
 DotDimensionNumbers = tuple[tuple[Sequence[int], Sequence[int]], tuple[Sequence[int], Sequence[int]]]
 
@@ -266,16 +266,3 @@ def dtype(x):
         return core.python_scalar_dtype(x)
     return core.canonicalize_dtype(np.result_type(x))
 
-
-def lgamma(x):
-    from meshsim._src.lax.special import check_floating
-    from meshsim._src.scipy.special import gammaln
-    check_floating("lgamma", x)
-    return gammaln(x)
-
-
-def digamma(x):
-    from meshsim._src.lax.special import check_floating
-    from meshsim._src.scipy.special import digamma as _digamma
-    check_floating("digamma", x)
-    return _digamma(x)

@@ -18,8 +18,9 @@ __all__ = [
     "neg", "abs", "sign", "square", "reciprocal", "floor", "ceil", "round", "integer_pow", "exp", "exp2",
     "log", "log1p", "expm1", "sqrt", "rsqrt", "cbrt", "tanh", "logistic", "sin", "cos", "tan", "asin",
     "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "erf", "erfc", "erf_inv", "is_finite",
+    "lgamma", "digamma",
     # binary arithmetic and math
-    "add", "sub", "mul", "div", "rem", "pow", "max", "min", "atan2", "nextafter",
+    "add", "sub", "mul", "div", "rem", "pow", "max", "min", "atan2", "nextafter", "polygamma", "zeta",
     # bits
     "bitwise_not", "bitwise_and", "bitwise_or", "bitwise_xor", "shift_left", "shift_right_logical",
     "shift_right_arithmetic", "population_count", "clz",
@@ -74,6 +75,7 @@ def _broadcast_in_dim(x, shape):
 _SCALAR_OPERANDS = frozenset({
     "add", "sub", "mul", "div", "rem", "pow", "max", "min", "atan2", "nextafter", "and", "or", "xor",
     "shift_left", "shift_right_logical", "shift_right_arithmetic", "eq", "ne", "lt", "le", "gt", "ge",
+    "polygamma", "zeta",
 })
 
 
@@ -158,6 +160,8 @@ erf = _unary_op("erf")
 erfc = _unary_op("erfc")
 erf_inv = _unary_op("erf_inv")
 is_finite = _unary_op("is_finite")
+lgamma = _unary_op("lgamma")
+digamma = _unary_op("digamma")
 bitwise_not = _unary_op("not", "bitwise_not")
 population_count = _unary_op("population_count")
 clz = _unary_op("clz")
@@ -172,6 +176,8 @@ max = _binary_op("max")  # noqa: A001 (jax.lax.max)
 min = _binary_op("min")  # noqa: A001 (jax.lax.min)
 atan2 = _binary_op("atan2")
 nextafter = _binary_op("nextafter")
+polygamma = _binary_op("polygamma")
+zeta = _binary_op("zeta")
 bitwise_and = _binary_op("and", "bitwise_and")
 bitwise_or = _binary_op("or", "bitwise_or")
 bitwise_xor = _binary_op("xor", "bitwise_xor")

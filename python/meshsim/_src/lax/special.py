@@ -1,6 +1,6 @@
-"""The special functions `jax.lax` exposes (igamma, igammac, betainc, zeta, polygamma,
-bessel_i0e, bessel_i1e), composed as `jax.scipy.special` composes them
-(`_src/scipy/special_series.py`)."""
+"""The special functions `jax.lax` exposes that meshsim composes (igamma, igammac, betainc,
+bessel_i0e, bessel_i1e), as `jax.scipy.special` composes them (`_src/scipy/special_series.py`);
+lgamma, digamma, polygamma and zeta are primitives (`elementwise.py`)."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,7 +8,7 @@ import numpy as np
 from meshsim._src import core
 from meshsim._src.dtype_kinds import issubdtype
 
-__all__ = ["igamma", "igammac", "betainc", "zeta", "polygamma", "bessel_i0e", "bessel_i1e", "igamma_grad_a",
+__all__ = ["igamma", "igammac", "betainc", "bessel_i0e", "bessel_i1e", "igamma_grad_a",
            "random_gamma_grad"]
 
 
@@ -57,7 +57,7 @@ def random_gamma_grad(a, x):
     finite where the density underflows."""
     from meshsim._src.numpy import namespace as jnp
     from meshsim._src.ad import vjp
-    from meshsim._src.scipy.special import digamma
+    from meshsim._src.lax.elementwise import digamma
     series = _series()
     a, x = jnp.broadcast_arrays(*series._float(a, x))
     safe_x = jnp.where(x > 0, x, jnp.ones_like(x))
@@ -88,18 +88,6 @@ def betainc(a, b, x):
     """The regularized incomplete beta function I_x(a, b)."""
     check_floating("regularized_incomplete_beta", a, b, x)
     return _series().betainc(a, b, x)
-
-
-def zeta(x, q):
-    """The Hurwitz zeta function."""
-    check_floating("zeta", x, q)
-    return _series().zeta(x, q)
-
-
-def polygamma(m, x):
-    """The m-th derivative of the digamma function (m a float array of x's dtype)."""
-    check_floating("polygamma", m, x)
-    return _series().lax_polygamma(m, x)
 
 
 def bessel_i0e(x):

@@ -1,6 +1,6 @@
 """`jax.scipy.special`, composed from meshsim's elementwise operations as JAX
-composes them (log-gamma and digamma by the Lanczos approximation XLA uses,
-g = 7 with nine coefficients; the normal CDF through erf/erfc)."""
+composes them (log-gamma and digamma are lax's primitives; the normal CDF
+through erf/erfc)."""
 from __future__ import annotations
 
 import math
@@ -12,6 +12,7 @@ from meshsim._src.lax import namespace as lax
 from meshsim._src.ad import custom_jvp
 from meshsim._src import nn
 from meshsim._src.nn import logsumexp  # noqa: F401  (re-exported)
+from meshsim._src.numpy.promotion import promote_args_inexact
 
 __all__ = [
     "logsumexp", "softmax", "log_softmax", "expit", "logit", "erf", "erfc", "erfinv", "ndtr",
@@ -224,52 +225,10 @@ def kl_div(p, q):
     return jnp.where(both_gt_zero, log_val, jnp.where(one_zero, q, np.inf))
 
 
-# The Lanczos approximation (g = 7, nine coefficients) XLA computes lgamma and digamma with.
-_LANCZOS_G = 7.0
-_LANCZOS_BASE = 0.99999999999980993227684700473478
-_LANCZOS_COEFS = [676.520368121885098567009190444019, -1259.13921672240287047156078755283,
-                  771.3234287776530788486528258894, -176.61502916214059906584551354,
-                  12.507343278686904814458936853, -0.13857109526572011689554707,
-                  9.984369578019570859563e-6, 1.50563273514931155834e-7]
-
-
-def _reflected(x):
-    """Whether x uses the reflection formula, and the argument (>= 0.5) the series sees."""
-    need = x < 0.5
-    return need, jnp.where(need, 1.0 - x, x)
-
-
-def _abs_sin_pi(x):
-    """|sin(pi x)| with the argument reduced to [-0.5, 0.5] first (exact zeros at integers)."""
-    frac = x - jnp.floor(x)
-    frac = jnp.where(frac > 0.5, 1.0 - frac, frac)
-    return jnp.abs(jnp.sin(np.pi * frac))
-
-
-@custom_jvp
 def gammaln(x):
     """log|Gamma(x)|; inf at the poles (non-positive integers)."""
-    x, = _float(x)
-    need_reflect, z_plus_1 = _reflected(x)
-    z = z_plus_1 - 1.0
-    a = jnp.full_like(z, _LANCZOS_BASE)
-    for i, c in enumerate(_LANCZOS_COEFS):
-        a = a + c / (z + (i + 1))
-    t = z + _LANCZOS_G + 0.5
-    # log(t) as log(g + 1/2) + log1p(z / (g + 1/2)): exact near small z.
-    log_t = math.log(_LANCZOS_G + 0.5) + jnp.log1p(z / (_LANCZOS_G + 0.5))
-    log_y = 0.5 * math.log(2 * math.pi) + (z + 0.5 - t / log_t) * log_t + jnp.log(a)
-    reflection = math.log(math.pi) - jnp.log(_abs_sin_pi(x)) - log_y
-    out = jnp.where(need_reflect, reflection, log_y)
-    out = jnp.where(jnp.isinf(x), np.inf, out)
-    return jnp.where((x <= 0) & (x == jnp.floor(x)), np.inf, out)
-
-
-@gammaln.defjvp
-def _gammaln_jvp(primals, tangents):
-    x, = primals
-    t, = tangents
-    return gammaln(x), t * digamma(x)
+    x, = promote_args_inexact(x)
+    return lax.lgamma(x)
 
 
 loggamma = gammaln
@@ -277,22 +236,8 @@ loggamma = gammaln
 
 def digamma(x):
     """The logarithmic derivative of Gamma; nan at the poles."""
-    x, = _float(x)
-    need_reflect, z_plus_1 = _reflected(x)
-    z = z_plus_1 - 1.0
-    num = jnp.zeros_like(z)
-    denom = jnp.full_like(z, _LANCZOS_BASE)
-    for i, c in enumerate(_LANCZOS_COEFS):
-        zi = z + (i + 1)
-        num = num - c / (zi * zi)
-        denom = denom + c / zi
-    t = z + _LANCZOS_G + 0.5
-    log_t = math.log(_LANCZOS_G + 0.5) + jnp.log1p(z / (_LANCZOS_G + 0.5))
-    y = log_t + num / denom - _LANCZOS_G / t
-    reduced = x - jnp.floor(x + 0.5)  # pi / tan(pi x) with the argument reduced
-    reflection = y - np.pi * jnp.cos(np.pi * reduced) / jnp.sin(np.pi * reduced)
-    out = jnp.where(need_reflect, reflection, y)
-    return jnp.where((x <= 0) & (x == jnp.floor(x)), np.nan, out)
+    x, = promote_args_inexact(x)
+    return lax.digamma(x)
 
 
 def gammasgn(x):

@@ -3,8 +3,7 @@ series, continued fractions and rational approximations, composed from meshsim's
 
 - regularized incomplete gamma P(a, x) / Q(a, x) (JAX's series below max(1, a), its continued
   fraction above, each to convergence, the fraction for at most 2000 steps) and incomplete beta I_x(a, b) (continued fraction on the side where it converges fast);
-- Hurwitz zeta by Euler-Maclaurin summation (ten terms, then eight Bernoulli corrections), and
-  polygamma from it;
+- Hurwitz zeta by Euler-Maclaurin summation (ten terms, then eight Bernoulli corrections);
 - exponential integrals E_n, E_1 and Ei (series for small arguments, continued fraction above);
 - scaled modified Bessel functions I0e, I1e by the polynomial approximations of Abramowitz and
   Stegun 9.8.1-9.8.4 (relative error below 1e-6);
@@ -21,6 +20,7 @@ import numpy as np
 from meshsim._src.numpy import namespace as jnp
 from meshsim._src.lax import namespace as lax
 from meshsim._src.ad import custom_jvp
+from meshsim._src.numpy.promotion import promote_args_inexact
 from meshsim._src.scipy.special import _float, digamma, gammaln, gammasgn
 
 __all__ = ["gammainc", "gammaincc", "betainc", "zeta", "polygamma", "expn", "exp1", "expi",
@@ -299,22 +299,13 @@ def zeta(x, q=None):
 
 def polygamma(n, x):
     """The n-th derivative of the digamma function (n a non-negative integer array)."""
-    n, x = jnp.asarray(n), _float(x)[0]
+    n = jnp.asarray(n)
     if not jnp.issubdtype(n.dtype, jnp.integer):
         raise ValueError(f"Argument `n` to polygamma must be of integer type. Got dtype {n.dtype}.")
-    return _polygamma(n.astype(x.dtype), x)
-
-
-def _polygamma(nf, x):
-    sign = jnp.where(jnp.fmod(nf, 2.0) == 1.0, 1.0, -1.0)
-    higher = sign * jnp.exp(gammaln(nf + 1.0)) * zeta(nf + 1.0, x)
-    return jnp.where(nf == 0, digamma(x), higher)
-
-
-def lax_polygamma(m, x):
-    """`lax.polygamma`: the order `m` is a float array of x's dtype."""
-    m, x = _float(m, x)
-    return _polygamma(m, x)
+    n, x = promote_args_inexact(n, x)
+    if jnp.issubdtype(x.dtype, jnp.complexfloating):
+        raise ValueError("polygamma does not support complex-valued inputs.")
+    return lax.polygamma(n, x)
 
 
 # --- exponential integrals ---------------------------------------------------------

@@ -1,0 +1,21 @@
+// The special functions behind lax's special-function primitives, one element
+// in float32 or float64, as XLA's CPU backend expands them: the same steps in
+// the same order, on XLA's own log, log1p and exp (xla_math.h) and the C
+// library's sin, cos and pow, which XLA calls. Narrow floats are computed in
+// float32, as XLA upcasts them.
+#pragma once
+
+namespace meshsim::special_math {
+
+// log|Gamma(x)| by Lanczos' approximation (g = 7, nine coefficients), with
+// Euler's reflection below 1/2; +inf at the poles and at +-inf.
+template <class F> F lgamma(F x);
+// The logarithmic derivative of Gamma, by the same series; NaN at the poles.
+template <class F> F digamma(F x);
+// The Hurwitz zeta function sum_k (k + q)^-x by Euler-Maclaurin summation.
+template <class F> F zeta(F x, F q);
+// The n-th derivative of digamma: (-1)^(n+1) n! zeta(n + 1, x) for a natural
+// number n > 0, digamma for n = 0, NaN for any other n.
+template <class F> F polygamma(F n, F x);
+
+}  // namespace meshsim::special_math
