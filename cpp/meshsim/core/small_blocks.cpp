@@ -13,7 +13,11 @@
 // file hands out may be freed by code outside the module (libstdc++'s
 // operator delete calls free), and a block malloc gave to such code may be
 // freed here; malloc_usable_size tells which size class a freed block can
-// serve. The module does not export them (CMakeLists.txt), so only its own
+// serve, unless the caller says how many bytes it asked for (a sized delete:
+// glibc's chunk for a request of n bytes holds the class of n bytes exactly,
+// ours hold at least that; a checking allocator that gives exactly n bytes,
+// as valgrind's memcheck does, would see such a block reused up to its
+// class). The module does not export them (CMakeLists.txt), so only its own
 // calls reach them. A block sits on at most one thread's list or is owned by
 // its caller. Sanitizer builds keep the standard ones: a reused block would
 // hide a use after free.
@@ -93,10 +97,9 @@ void* allocate(size_t n) {
   throw std::bad_alloc();
 }
 
-void release(void* p) {
-  if (!p) return;
-  const size_t usable = malloc_usable_size(p);
-  const size_t c = usable < 24 ? 0 : (usable - 8) / 16;
+// Keeps p, a block of at least class_bytes(c) usable bytes, on class c's list
+// (c == 0 or c >= kClasses: too small or too large to keep).
+void release_to_class(void* p, size_t c) {
   if (c > 0 && c < kClasses)
     if (ThreadBlocks* t = mine(); t && t->count[c] < kMaxPerClass) {
       Block* b = static_cast<Block*>(p);
@@ -108,6 +111,21 @@ void release(void* p) {
   std::free(p);
 }
 
+void release(void* p) {
+  if (!p) return;
+  const size_t usable = malloc_usable_size(p);
+  release_to_class(p, usable < 24 ? 0 : (usable - 8) / 16);
+}
+
+// A block of a request of n bytes: allocate() gave it class_of_request(n)
+// or a larger class, malloc(n) elsewhere a chunk of that class (glibc rounds
+// n + 8 up to 16 bytes, a minimum of 32), so it is kept without asking
+// malloc its size (a call and a read of the chunk's header per delete).
+void release_sized(void* p, size_t n) {
+  if (!p) return;
+  release_to_class(p, class_of_request(n));
+}
+
 }  // namespace
 }  // namespace meshsim
 
@@ -116,6 +134,6 @@ void* operator new(size_t n) { return meshsim::allocate(n); }
 void* operator new[](size_t n) { return meshsim::allocate(n); }
 void operator delete(void* p) noexcept { meshsim::release(p); }
 void operator delete[](void* p) noexcept { meshsim::release(p); }
-void operator delete(void* p, size_t) noexcept { meshsim::release(p); }
-void operator delete[](void* p, size_t) noexcept { meshsim::release(p); }
+void operator delete(void* p, size_t n) noexcept { meshsim::release_sized(p, n); }
+void operator delete[](void* p, size_t n) noexcept { meshsim::release_sized(p, n); }
 #endif
