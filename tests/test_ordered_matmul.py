@@ -1,11 +1,13 @@
-"""Matrix products whose elements do not depend on where they are computed:
-each element of a float32/float64 (and narrow-float) product is one chain of
-multiply-adds over the contracted dim in order, so any block of rows or
-columns of a product, and so any device's shard of a sharded product, has
-the bits of the same block of the whole product, as JAX's sharded programs
-have. Checked over random shapes, layouts, block positions and meshes, with
-NumPy (float64 products) as the reference for the values and real JAX for
-the sign of zero sums."""
+"""Matrix products summed in XLA's order. A float32 product that XLA hands to
+its dot library (kernels/library_dot_order.cpp) sums each element in the
+order the library's kernel and tiling give that product's shape, so its bits
+are JAX's: checked against real JAX over random shapes, layouts, batches and
+sharded programs (a device's shard has the bits XLA gives that device's
+product, not those of the whole product). Other products (float64,
+narrow floats, layouts XLA computes itself) sum each element in blocks of
+256 terms wherever it sits, so any block of rows or columns has the bits of
+the same block of the whole product. NumPy (float64 products) is the
+reference for the values."""
 import zlib
 
 import ml_dtypes
@@ -43,7 +45,7 @@ def x64_for(name, *also):
     return x64(ms, *also, enabled=name == "float64")
 
 
-@pytest.mark.parametrize("name", DTYPES)
+@pytest.mark.parametrize("name", ["float64", "bfloat16"])
 @pytest.mark.parametrize("seed", range(6))
 def test_blocks_of_rows_and_columns_have_the_whole_products_bits(name, seed):
     rng = rng_for("blocks", name, seed)
@@ -68,6 +70,41 @@ def test_blocks_of_rows_and_columns_have_the_whole_products_bits(name, seed):
             np.testing.assert_array_equal(bits(block), bits(whole[i0:i1, j0:j1]))
 
 
+# Products in the layouts XLA hands its dot library: a matrix times a matrix,
+# times a transposed one, batched, and attention's scores.
+LIBRARY_FORMS = {
+    "x @ w": ("ij,jk->ik", lambda m, k, n: ((m, k), (k, n))),
+    "x @ w.T": ("ij,kj->ik", lambda m, k, n: ((m, k), (n, k))),
+    "batched": ("bij,bjk->bik", lambda m, k, n: ((3, m, k), (3, k, n))),
+    "scores": ("bqhd,bkhd->bhqk", lambda m, k, n: ((2, m, 2, k), (2, n, 2, k))),
+}
+
+
+@pytest.mark.parametrize("form", sorted(LIBRARY_FORMS))
+@pytest.mark.parametrize("seed", range(5))
+def test_float32_products_have_xlas_bits(real_jax, form, seed):
+    """Random shapes around the library's kernel, tile and depth-block sizes,
+    including depths past its chunking threshold (8192) and column counts
+    that are not multiples of its kernels' widths: every element's bits are
+    JAX's, eager and under jit."""
+    jnp = real_jax.numpy
+    spec, shapes = LIBRARY_FORMS[form]
+    rng = rng_for("library", form, seed)
+    for _ in range(3):
+        m, n = (int(v) for v in rng.integers(2, 260, 2))
+        k = int(rng.choice([rng.integers(1, 1500), rng.integers(8000, 9000)], p=[0.85, 0.15]))
+        if k > 8000:
+            m, n = min(m, 40), min(n, 40)
+        a_shape, b_shape = shapes(m, k, n)
+        a = rng.standard_normal(a_shape).astype(np.float32)
+        b = rng.standard_normal(b_shape).astype(np.float32)
+        want = np.asarray(real_jax.jit(lambda x, y: jnp.einsum(spec, x, y))(a, b))
+        got = np.asarray(ms.jit(lambda x, y: mnp.einsum(spec, x, y))(a, b))
+        np.testing.assert_array_equal(bits(got), bits(want), err_msg=f"{form} {(m, k, n)}")
+        eager = np.asarray(mnp.einsum(spec, mnp.asarray(a), mnp.asarray(b)))
+        np.testing.assert_array_equal(bits(eager), bits(want), err_msg=f"eager {form} {(m, k, n)}")
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_layouts_and_batches_give_the_same_bits(seed):
     """Transposed, strided and batched operands, and products large enough to
@@ -85,39 +122,45 @@ def test_layouts_and_batches_give_the_same_bits(seed):
         np.testing.assert_array_equal(bits(at), bits(one))
         bt = np.asarray(mnp.asarray(a[i]) @ mnp.asarray(np.ascontiguousarray(b[i].T)).T)
         np.testing.assert_array_equal(bits(bt), bits(one))
-        # The transposed product: each element the same chain, so the same bits.
-        t = np.asarray(mnp.asarray(b[i].T) @ mnp.asarray(a[i].T))
-        np.testing.assert_array_equal(bits(t.T), bits(one))
         jitted = np.asarray(ms.jit(lambda x, y: x @ y)(a[i], b[i]))
         np.testing.assert_array_equal(bits(jitted), bits(one))
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_sharded_products_equal_the_unsharded_one(seed):
+def test_sharded_products_have_xlas_per_device_bits(real_jax, seed):
     """Rows, columns or both sharded over a mesh (shard_map and sharded jit):
-    every shard has the unsharded product's bits, as under JAX."""
+    every device's shard has the bits JAX gives it. XLA sums each device's
+    product in the order its own shape calls for, so the shards need not
+    have the unsharded product's bits, and under meshsim they do not either."""
     rng = rng_for("sharded", seed)
-    mesh = ms.make_mesh((4, 2), ("x", "y"))
     m, n = 4 * int(rng.integers(1, 40)), 2 * int(rng.integers(1, 40))
-    k = int(rng.integers(1, 600))
+    k = int(rng.integers(1, 900))
     a, b = operands(rng, "float32", m, k, n)
-    whole = np.asarray(ms.jit(lambda x, y: x @ y)(a, b))
 
-    @ms.jit
-    @ms.shard_map(mesh=mesh, in_specs=(P("x", None), P(None, "y")), out_specs=P("x", "y"))
-    def blocks(x, y):
-        return x @ y
+    def programs(jax):
+        P_ = jax.sharding.PartitionSpec
+        mesh = jax.make_mesh((4, 2), ("x", "y"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
 
-    @ms.jit
-    @ms.shard_map(mesh=mesh, in_specs=(P(("x", "y"), None), P("x", None)), out_specs=P(("x", "y"), None))
-    def gathered(x, y_rows):
-        return x @ ms.lax.all_gather(y_rows, "x", axis=0, tiled=True)
+        @jax.jit
+        @jax.shard_map(mesh=mesh, in_specs=(P_("x", None), P_(None, "y")), out_specs=P_("x", "y"))
+        def blocks(x, y):
+            return x @ y
 
-    np.testing.assert_array_equal(bits(blocks(a, b)), bits(whole))
-    if k % 4 == 0 and m % 8 == 0:
-        np.testing.assert_array_equal(bits(gathered(a, b)), bits(whole))
-    sharded_a = ms.device_put(a, ms.NamedSharding(mesh, P("x", None)))
-    np.testing.assert_array_equal(bits(ms.jit(lambda x, y: x @ y)(sharded_a, b)), bits(whole))
+        @jax.jit
+        @jax.shard_map(mesh=mesh, in_specs=(P_(("x", "y"), None), P_("x", None)), out_specs=P_(("x", "y"), None))
+        def gathered(x, y_rows):
+            return x @ jax.lax.all_gather(y_rows, "x", axis=0, tiled=True)
+
+        sharded_a = jax.device_put(a, jax.NamedSharding(mesh, P_("x", None)))
+        results = {"whole": jax.jit(lambda x, y: x @ y)(a, b), "blocks": blocks(a, b),
+                   "sharded jit": jax.jit(lambda x, y: x @ y)(sharded_a, b)}
+        if k % 4 == 0 and m % 8 == 0:
+            results["gathered"] = gathered(a, b)
+        return {name: np.asarray(v) for name, v in results.items()}
+
+    want, got = programs(real_jax), programs(ms)
+    for name in want:
+        np.testing.assert_array_equal(bits(got[name]), bits(want[name]), err_msg=f"{name} {(m, k, n)}")
 
 
 @pytest.mark.parametrize("name", DTYPES)

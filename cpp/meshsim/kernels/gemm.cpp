@@ -1,9 +1,10 @@
-// Blocked as BLIS blocks a product: a block of B (kBlockDepth x kBlockCols)
-// is packed once into column panels, each block of A's rows (kBlockRows)
-// into row panels, and the register tile (kernels/gemm_tile.h) runs over
-// every pair. Depth blocks always start at multiples of kBlockDepth and are
-// added in order, and padded edge tiles do the same arithmetic per lane, so
-// only the depth block size is part of the result (kernels/gemm.h).
+// Blocked as BLIS blocks a product: a block of B (one depth block x up to
+// kBlockCols columns) is packed once into column panels, each block of A's
+// rows (kBlockRows) into row panels, and the register tile
+// (kernels/gemm_tile.h) runs over every pair. Depth blocks are those of the
+// caller's DepthOrder, added in order, and padded edge tiles do the same
+// arithmetic per lane, so only the order is part of the result
+// (kernels/gemm.h).
 #include "meshsim/kernels/gemm.h"
 
 #include <tbb/blocked_range.h>
@@ -12,6 +13,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "meshsim/core/cancel.h"
 #include "meshsim/core/denormals.h"
@@ -205,35 +207,36 @@ void matrix_times_column(int64_t rows, int64_t depth, const StridedMatrix<T>& a,
   parallel_as_caller(groups, 64, sum_rows);
 }
 
+// Calls f(k0, size) for each depth block of `order` over [0, depth), in order.
+template <class F>
+void for_each_depth_block(int64_t depth, const DepthOrder& order, F f) {
+  const int64_t chunk = order.chunk > 0 ? order.chunk : depth;
+  for (int64_t c0 = 0; c0 < depth; c0 += chunk) {
+    const int64_t c1 = std::min(depth, c0 + chunk);
+    for (int64_t k0 = c0; k0 < c1; k0 += order.block) f(k0, std::min(order.block, c1 - k0));
+  }
+}
+
+// One chain of fused multiply-adds per depth block of `order`, by register tiles.
 template <class T>
-void gemm_impl(int64_t rows, int64_t cols, int64_t depth, const StridedMatrix<T>& a, const StridedMatrix<T>& b,
-               T* c, int64_t ldc) {
-  if (rows == 0 || cols == 0) return;
-  if (depth == 0) {
-    for (int64_t i = 0; i < rows; ++i) std::fill(c + i * ldc, c + i * ldc + cols, T(0));  // an empty sum
-    return;
-  }
-  if (depth == 1) {
-    outer_product(rows, cols, a, b, c, ldc);
-    return;
-  }
-  if (cols == 1) {
-    matrix_times_column(rows, depth, a, b, c, ldc);
-    return;
-  }
+void fused_blocks(int64_t rows, int64_t cols, int64_t depth, const StridedMatrix<T>& a, const StridedMatrix<T>& b,
+                  T* c, int64_t ldc, const DepthOrder& order) {
   const TileKernel<T>& tile = tile_for_this_processor<T>();
   const int64_t tc = tile.tile_cols;
   const bool parallel = rows * cols * depth >= kParallelMacs;
+  // Packed blocks of B stay within kBlockDepth x kBlockCols elements however
+  // long the depth blocks are.
+  const int64_t longest = std::min(order.block, depth);
+  const int64_t block_cols = std::max(tc, std::min(kBlockCols, kBlockDepth * kBlockCols / longest) / tc * tc);
   // A thread waiting for a parallel product's tasks may run another device's
   // product meanwhile: a parallel product packs B into buffers of its own.
   PackBuffer<T> own_b_packed;
   SerialPackBuffers<T>& serial = SerialPackBuffers<T>::mine();
   PackBuffer<T>& b_packed = parallel ? own_b_packed : serial.b;
-  for (int64_t j0 = 0; j0 < cols; j0 += kBlockCols) {
-    const int64_t width = std::min(kBlockCols, cols - j0), panels = ceil_div(width, tc);
-    for (int64_t k0 = 0; k0 < depth; k0 += kBlockDepth) {
+  for (int64_t j0 = 0; j0 < cols; j0 += block_cols) {
+    const int64_t width = std::min(block_cols, cols - j0), panels = ceil_div(width, tc);
+    for_each_depth_block(depth, order, [&](int64_t k0, int64_t kd) {
       check_cancelled();
-      const int64_t kd = std::min(kBlockDepth, depth - k0);
       b_packed.reserve(static_cast<size_t>(panels * tc * kd));
       pack_b(b, k0, kd, j0, width, static_cast<int>(tc), b_packed.data());
       const int64_t row_blocks = ceil_div(rows, kBlockRows);
@@ -244,7 +247,7 @@ void gemm_impl(int64_t rows, int64_t cols, int64_t depth, const StridedMatrix<T>
           multiply_block(tile, a, b_packed.data(), i0, std::min(kBlockRows, rows - i0), k0, kd, j0, width, 0,
                          panels, c, ldc, serial.a);
         }
-        continue;
+        return;
       }
       // Few row blocks: the column panels are split too, so both cores have work.
       const int64_t col_chunks = std::min<int64_t>(panels, ceil_div(8, row_blocks));
@@ -259,8 +262,94 @@ void gemm_impl(int64_t rows, int64_t cols, int64_t depth, const StridedMatrix<T>
                          p1, c, ldc, task_a_packed);
         }
       });
-    }
+    });
   }
+}
+
+// Products rounded before they are added, one chain per depth block of
+// `order`. Only small products are summed so (kernels/library_dot_order.cpp).
+template <class T>
+void unfused_blocks(int64_t rows, int64_t cols, int64_t depth, const StridedMatrix<T>& a, const StridedMatrix<T>& b,
+                    T* c, int64_t ldc, const DepthOrder& order) {
+  std::vector<T> sums(static_cast<size_t>(cols));
+  for_each_depth_block(depth, order, [&](int64_t k0, int64_t kd) {
+    check_cancelled();
+    for (int64_t i = 0; i < rows; ++i) {
+      std::fill(sums.begin(), sums.end(), T(0));
+      for (int64_t k = k0; k < k0 + kd; ++k) {
+        const T x = a.data[i * a.row_stride + k * a.col_stride];
+        const T* bk = b.data + k * b.row_stride;
+        for (int64_t j = 0; j < cols; ++j) {
+          const T product = x * bk[j * b.col_stride];
+          sums[j] += product;
+        }
+      }
+      T* ci = c + i * ldc;
+      for (int64_t j = 0; j < cols; ++j) ci[j] = k0 == 0 ? sums[j] : ci[j] + sums[j];
+    }
+  });
+}
+
+template <class T>
+void one_chain_blocks(int64_t rows, int64_t cols, int64_t depth, const StridedMatrix<T>& a,
+                      const StridedMatrix<T>& b, T* c, int64_t ldc, const DepthOrder& order) {
+  if (order.fused) fused_blocks(rows, cols, depth, a, b, c, ldc, order);
+  else unfused_blocks(rows, cols, depth, a, b, c, ldc, order);
+}
+
+// Even and odd terms summed in two chains per depth block, added at the
+// block's end; an odd last term is added alone after the blocks.
+template <class T>
+void two_chain_blocks(int64_t rows, int64_t cols, int64_t depth, const StridedMatrix<T>& a,
+                      const StridedMatrix<T>& b, T* c, int64_t ldc, const DepthOrder& order) {
+  const int64_t paired = depth - depth % 2;
+  std::vector<T> even(static_cast<size_t>(rows * cols)), odd(even.size());
+  DepthOrder one_chain = order;
+  one_chain.chains = 1;
+  one_chain.chunk = 0;
+  for_each_depth_block(paired, order, [&](int64_t k0, int64_t kd) {
+    auto every_other = [&](int64_t start, T* out) {
+      const StridedMatrix<T> a_terms{a.data + start * a.col_stride, a.row_stride, 2 * a.col_stride};
+      const StridedMatrix<T> b_terms{b.data + start * b.row_stride, 2 * b.row_stride, b.col_stride};
+      one_chain.block = kd / 2;
+      one_chain_blocks(rows, cols, kd / 2, a_terms, b_terms, out, cols, one_chain);
+    };
+    every_other(k0, even.data());
+    every_other(k0 + 1, odd.data());
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) {
+        const T block_sum = even[i * cols + j] + odd[i * cols + j];
+        c[i * ldc + j] = k0 == 0 ? block_sum : c[i * ldc + j] + block_sum;
+      }
+  });
+  if (paired == depth) return;
+  const int64_t last = depth - 1;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      const T product = a.data[i * a.row_stride + last * a.col_stride] * b.data[last * b.row_stride + j * b.col_stride];
+      const T term = product + T(0);  // the chain from +0, as its other lane
+      c[i * ldc + j] = paired == 0 ? term : c[i * ldc + j] + term;
+    }
+}
+
+template <class T>
+void gemm_impl(int64_t rows, int64_t cols, int64_t depth, const StridedMatrix<T>& a, const StridedMatrix<T>& b,
+               T* c, int64_t ldc, const DepthOrder& order) {
+  if (rows == 0 || cols == 0) return;
+  if (depth == 0) {
+    for (int64_t i = 0; i < rows; ++i) std::fill(c + i * ldc, c + i * ldc + cols, T(0));  // an empty sum
+    return;
+  }
+  if (depth == 1) {
+    outer_product(rows, cols, a, b, c, ldc);
+    return;
+  }
+  if (cols == 1) {
+    matrix_times_column(rows, depth, a, b, c, ldc);
+    return;
+  }
+  if (order.chains == 2) two_chain_blocks(rows, cols, depth, a, b, c, ldc, order);
+  else one_chain_blocks(rows, cols, depth, a, b, c, ldc, order);
 }
 
 }  // namespace
@@ -276,13 +365,13 @@ void parallel_as_caller(int64_t n, int64_t grain, const std::function<void(int64
 }
 
 void ordered_gemm(int64_t rows, int64_t cols, int64_t depth, StridedMatrix<float> a, StridedMatrix<float> b,
-                  float* c, int64_t ldc) {
-  gemm_impl(rows, cols, depth, a, b, c, ldc);
+                  float* c, int64_t ldc, const DepthOrder& order) {
+  gemm_impl(rows, cols, depth, a, b, c, ldc, order);
 }
 
 void ordered_gemm(int64_t rows, int64_t cols, int64_t depth, StridedMatrix<double> a, StridedMatrix<double> b,
-                  double* c, int64_t ldc) {
-  gemm_impl(rows, cols, depth, a, b, c, ldc);
+                  double* c, int64_t ldc, const DepthOrder& order) {
+  gemm_impl(rows, cols, depth, a, b, c, ldc, order);
 }
 
 }  // namespace meshsim

@@ -1,14 +1,12 @@
-// Matrix products whose every element is computed the same way wherever it
-// sits: C[i, j] sums k in blocks of 256 from k = 0, each block one chain of
-// fused multiply-adds in k's order from +0 (as XLA's CPU dot computes all
-// but its smallest products, which decides the sign of a zero sum), the
-// blocks' sums added in order. Neither the number of rows or columns, nor
-// an element's place in a register tile, nor how the work is split among
-// threads changes a bit of it: a product of a block of rows (one device's
-// shard) equals those rows of the whole product, as a sharded JAX
-// program's does. (OpenBLAS's kernels sum in an order that depends on the
-// element's position in its register tile, on the row count and on the
-// thread split.)
+// Matrix products whose every element is summed in an order the caller
+// chooses (DepthOrder), as XLA's CPU dot sums it: by default C[i, j] sums k
+// in blocks of 256 from k = 0, each block one chain of fused multiply-adds in
+// k's order from +0 (which decides the sign of a zero sum), the blocks' sums
+// added in order. Neither an element's place in a register tile nor how the
+// work is split among threads changes a bit of it. (OpenBLAS's kernels sum in
+// an order that depends on the element's position in its register tile, on
+// the row count and on the thread split.) Products XLA hands to its dot
+// library are summed in the library's order (kernels/library_dot_order.h).
 #pragma once
 
 #include <cstdint>
@@ -23,13 +21,28 @@ struct StridedMatrix {
   int64_t row_stride, col_stride;
 };
 
+// How each element's depth terms are summed: in blocks of `block` terms from
+// the start of each chunk of `chunk` terms (0: one chunk), each block from +0
+// in `chains` interleaved chains (1, or 2: even and odd terms apart, added at
+// the block's end; an odd last term is added alone after the blocks), with
+// fused multiply-adds or with products rounded before adding. The blocks'
+// sums are added in order.
+struct DepthOrder {
+  int64_t block = 256, chunk = 0;
+  int chains = 1;
+  bool fused = true;
+  bool operator==(const DepthOrder& o) const {
+    return block == o.block && chunk == o.chunk && chains == o.chains && fused == o.fused;
+  }
+};
+
 // c (rows x cols, row-major, rows `ldc` apart) = a (rows x depth) @ b (depth x cols).
 // Runs on the calling thread and, for large products, TBB's workers with the
 // caller's floating-point mode (core/denormals.h).
 void ordered_gemm(int64_t rows, int64_t cols, int64_t depth, StridedMatrix<float> a, StridedMatrix<float> b,
-                  float* c, int64_t ldc);
+                  float* c, int64_t ldc, const DepthOrder& order = {});
 void ordered_gemm(int64_t rows, int64_t cols, int64_t depth, StridedMatrix<double> a, StridedMatrix<double> b,
-                  double* c, int64_t ldc);
+                  double* c, int64_t ldc, const DepthOrder& order = {});
 
 // body(begin, end) over chunks of [0, n) (at least `grain` long) on TBB's
 // threads, each with the caller's floating-point mode (core/denormals.h) and

@@ -17,6 +17,7 @@
 #include "meshsim/kernels/cast.h"
 #include "meshsim/kernels/dispatch.h"
 #include "meshsim/kernels/gemm.h"
+#include "meshsim/kernels/library_dot_order.h"
 #include "meshsim/primitives/convolution.h"
 #include "meshsim/primitives/dot_general.h"
 #include "meshsim/primitives/families.h"
@@ -305,20 +306,30 @@ void blas_batched(const Matrices& a, const Matrices& b, const T* pa, const T* pb
 }
 
 // c[B, M, N] = a[B, M, K] @ b[B, K, N] for float32 and float64, each element
-// one chain of multiply-adds in k's order (kernels/gemm.h): a row block or a
-// column block of a product, one device's shard, has the bits of those rows
-// or columns of the whole product, on every processor and thread count.
+// summed over k in the order XLA's CPU dot sums it (kernels/gemm.h): the
+// order of its dot library for the column groups `library` gives, else
+// ordered_gemm's default. It depends on the product's shape, not on the
+// processor or the thread count, so a device's shard of a sharded product
+// has the bits XLA gives that device's product.
 // Many small products run in parallel when together they are worth
 // splitting (as ordered_gemm splits one product of 2^18 multiply-adds); a
 // few tiny ones (a device's attention heads) run on the calling thread,
 // where starting tasks would cost more than the products; a large one
 // splits itself.
 template <class T>
-void ordered_batched(const Matrices& a, const Matrices& b, const T* pa, const T* pb, T* c) {
+void ordered_batched(const Matrices& a, const Matrices& b, const T* pa, const T* pb, T* c,
+                     const std::optional<std::vector<ColumnsOrder>>& library) {
   const int64_t M = a.rows, K = a.cols, N = b.cols;
   auto one = [&](int64_t i) {
-    ordered_gemm(M, N, K, StridedMatrix<T>{pa + a.offset(i), a.row_stride, a.col_stride},
-                 StridedMatrix<T>{pb + b.offset(i), b.row_stride, b.col_stride}, c + i * M * N, N);
+    const StridedMatrix<T> ai{pa + a.offset(i), a.row_stride, a.col_stride};
+    if (!library) {
+      ordered_gemm(M, N, K, ai, StridedMatrix<T>{pb + b.offset(i), b.row_stride, b.col_stride}, c + i * M * N, N);
+      return;
+    }
+    for (const ColumnsOrder& group : *library)
+      ordered_gemm(M, group.end - group.begin, K, ai,
+                   StridedMatrix<T>{pb + b.offset(i) + group.begin * b.col_stride, b.row_stride, b.col_stride},
+                   c + i * M * N + group.begin, N, group.order);
   };
   const int64_t macs = M * N * K;
   if (a.batch > 1 && macs < (int64_t{1} << 16) && a.batch * macs >= (int64_t{1} << 18)) {
@@ -383,6 +394,22 @@ std::pair<const Tensor*, Matrices> strided_readable(const Tensor& t, const IntLi
 
 namespace dot_parts {
 
+// The product as XLA's dot library would see it: the lhs's contracted dims
+// after its free dims (XLA computes the other layouts itself), the rhs's
+// before its free dims or after them (transposed: the library repacks a
+// matrix's rhs; a batch's XLA transposes first). Batch dims may sit
+// anywhere; XLA moves them out of the way.
+std::optional<LibraryDotShape> library_dot_shape(const DotDims& d, const Matrices& a, const Matrices& b) {
+  auto all_before = [](const IntList& first, const IntList& second) {
+    return first.empty() || second.empty() ||
+           *std::max_element(first.begin(), first.end()) < *std::min_element(second.begin(), second.end());
+  };
+  if (d.lhs_free.empty() || d.rhs_free.empty() || !all_before(d.lhs_free, d.lhs_contract)) return std::nullopt;
+  const bool canonical = all_before(d.rhs_contract, d.rhs_free), transposed = all_before(d.rhs_free, d.rhs_contract);
+  if (!canonical && !transposed) return std::nullopt;
+  return LibraryDotShape{a.rows, a.cols, b.cols, !canonical && d.lhs_batch.empty()};
+}
+
 // Operands are computed in the result type, except that a product of floats
 // wanted as integers is computed in floats and converted, as XLA does, and
 // that narrow floats (bfloat16, float16, float8) are multiplied and
@@ -418,7 +445,10 @@ Tensors dot_general_kernel(const Tensors& in, const Params& params, const Avals&
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
       auto [a, ma] = strided_readable(x, d.lhs_batch, d.lhs_free, d.lhs_contract, a_packed);
       auto [b, mb] = strided_readable(y, d.rhs_batch, d.rhs_contract, d.rhs_free, b_packed);
-      ordered_batched<T>(ma, mb, a->template data<T>(), b->template data<T>(), c);
+      std::optional<std::vector<ColumnsOrder>> library;
+      if (in[0].dtype() == DType::Float32 && in[1].dtype() == DType::Float32 && out[0].dtype == DType::Float32)
+        if (const auto shape = library_dot_shape(d, ma, mb)) library = library_dot_order(*shape);
+      ordered_batched<T>(ma, mb, a->template data<T>(), b->template data<T>(), c, library);
     } else {
       auto [a, ma] = blas_readable(x, d.lhs_batch, d.lhs_free, d.lhs_contract, a_packed);
       auto [b, mb] = blas_readable(y, d.rhs_batch, d.rhs_contract, d.rhs_free, b_packed);
