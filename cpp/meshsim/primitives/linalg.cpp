@@ -394,20 +394,27 @@ std::pair<const Tensor*, Matrices> strided_readable(const Tensor& t, const IntLi
 
 namespace dot_parts {
 
-// The product as XLA's dot library would see it: the lhs's contracted dims
-// after its free dims (XLA computes the other layouts itself), the rhs's
-// before its free dims or after them (transposed: the library repacks a
-// matrix's rhs; a batch's XLA transposes first). Batch dims may sit
-// anywhere; XLA moves them out of the way.
+// The product as XLA's dot library would see it. XLA first transposes an
+// operand whose batch dims are not its leading dims into the canonical
+// layout (batch, free, contracted for the lhs; batch, contracted, free for
+// the rhs). The library then takes an lhs with its contracted dims after its
+// free dims (XLA computes other layouts itself), and an rhs with them before
+// its free dims or after them (transposed: the library repacks it).
 std::optional<LibraryDotShape> library_dot_shape(const DotDims& d, const Matrices& a, const Matrices& b) {
   auto all_before = [](const IntList& first, const IntList& second) {
     return first.empty() || second.empty() ||
            *std::max_element(first.begin(), first.end()) < *std::min_element(second.begin(), second.end());
   };
-  if (d.lhs_free.empty() || d.rhs_free.empty() || !all_before(d.lhs_free, d.lhs_contract)) return std::nullopt;
-  const bool canonical = all_before(d.rhs_contract, d.rhs_free), transposed = all_before(d.rhs_free, d.rhs_contract);
-  if (!canonical && !transposed) return std::nullopt;
-  return LibraryDotShape{a.rows, a.cols, b.cols, !canonical && d.lhs_batch.empty()};
+  auto leading = [](const IntList& batch) {
+    for (size_t i = 0; i < batch.size(); ++i)
+      if (batch[i] != static_cast<int64_t>(i)) return false;
+    return true;
+  };
+  if (d.lhs_free.empty() || d.rhs_free.empty()) return std::nullopt;
+  if (leading(d.lhs_batch) && !all_before(d.lhs_free, d.lhs_contract)) return std::nullopt;
+  const bool transposed = leading(d.rhs_batch) && !all_before(d.rhs_contract, d.rhs_free);
+  if (transposed && !all_before(d.rhs_free, d.rhs_contract)) return std::nullopt;
+  return LibraryDotShape{a.rows, a.cols, b.cols, transposed};
 }
 
 // Operands are computed in the result type, except that a product of floats

@@ -284,12 +284,19 @@ def _sum_labels(x, term: str, keep: set[str], dtype):
 
 def _contract(lhs, rhs, keep: set[str], precision, dtype, out_labels=None):
     """One dot_general: labels in both operands are batch dimensions if still
-    needed (`keep`), contracted otherwise. `out_labels`: (output labels,
-    out_sharding) of the einsum, for its last contraction."""
+    needed (`keep`), contracted otherwise (in label order, as JAX). `out_labels`:
+    (output labels, out_sharding) of the einsum, for its last contraction,
+    which is laid out as JAX lays it out: batch labels in the output's order,
+    and the operands swapped when that spares no transpose of the result."""
     (x, xt), (y, yt) = lhs, rhs
     shared = [c for c in xt if c in yt]
     batch = [c for c in shared if c in keep]
-    contract = [c for c in shared if c not in keep]
+    contract = sorted(c for c in shared if c not in keep)
+    if out_labels is not None:
+        batch = [c for c in out_labels[0] if c in batch]
+        in_order = "".join(batch) + "".join(c for c in xt if c not in yt) + "".join(c for c in yt if c not in xt)
+        if in_order != out_labels[0]:
+            (x, xt), (y, yt) = (y, yt), (x, xt)
     dims = ((tuple(xt.index(c) for c in contract), tuple(yt.index(c) for c in contract)),
             (tuple(xt.index(c) for c in batch), tuple(yt.index(c) for c in batch)))
     term = "".join(batch) + "".join(c for c in xt if c not in yt) + "".join(c for c in yt if c not in xt)
