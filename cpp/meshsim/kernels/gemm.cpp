@@ -89,12 +89,39 @@ struct SerialPackBuffers {
 };
 
 // B[k0 : k0 + depth, j0 : j0 + width] as panels of `panel` columns, row after row.
-template <class T>
-void pack_b(const StridedMatrix<T>& b, int64_t k0, int64_t depth, int64_t j0, int64_t width, int panel, T* out) {
+// A product of a few rows packs as many elements of B as it multiplies-adds
+// per row, so the panels of the AVX2 tile's width (`Panel`) are filled with
+// fixed-size copies (a call or a string instruction costs more than a row of
+// a panel), and a B read down its columns (a transposed operand) is read
+// along them.
+template <int Panel, class T>
+void pack_b_panels(const StridedMatrix<T>& b, int64_t k0, int64_t depth, int64_t j0, int64_t width, int panel,
+                   T* out) {
+  if (Panel) panel = Panel;
   for (int64_t jp = 0; jp < width; jp += panel) {
     const int64_t cols = std::min<int64_t>(panel, width - jp);
+    const T* first = b.data + k0 * b.row_stride + (j0 + jp) * b.col_stride;
+    if (b.col_stride != 1 && b.row_stride == 1) {
+      if (cols < panel) std::memset(out, 0, depth * panel * sizeof(T));
+      for (int64_t j = 0; j < cols; ++j) {
+        const T* src = first + j * b.col_stride;
+        for (int64_t k = 0; k < depth; ++k) out[k * panel + j] = src[k];
+      }
+      out += depth * panel;
+      continue;
+    }
     for (int64_t k = 0; k < depth; ++k) {
-      const T* src = b.data + (k0 + k) * b.row_stride + (j0 + jp) * b.col_stride;
+      const T* src = first + k * b.row_stride;
+      if (Panel) {
+        if (cols == Panel && b.col_stride == 1) {
+          std::memcpy(out, src, Panel * sizeof(T));
+        } else {
+          std::memset(out, 0, Panel * sizeof(T));
+          for (int64_t j = 0; j < cols; ++j) out[j] = src[j * b.col_stride];
+        }
+        out += panel;
+        continue;
+      }
       int64_t j = 0;
       if (b.col_stride == 1) {
         std::memcpy(out, src, cols * sizeof(T));  // B's rows never overlap the panels
@@ -105,6 +132,13 @@ void pack_b(const StridedMatrix<T>& b, int64_t k0, int64_t depth, int64_t j0, in
       out += panel;
     }
   }
+}
+
+template <class T>
+void pack_b(const StridedMatrix<T>& b, int64_t k0, int64_t depth, int64_t j0, int64_t width, int panel, T* out) {
+  constexpr int kAvx2Panel = 32 / sizeof(T) * 2;  // two AVX registers (gemm_tile.h)
+  if (panel == kAvx2Panel) pack_b_panels<kAvx2Panel>(b, k0, depth, j0, width, panel, out);
+  else pack_b_panels<0>(b, k0, depth, j0, width, panel, out);
 }
 
 // A[i0 : i0 + height, k0 : k0 + depth] as panels of `panel` rows, column after column.
@@ -126,11 +160,12 @@ void pack_a(const StridedMatrix<T>& a, int64_t i0, int64_t height, int64_t k0, i
       }
       continue;
     }
+    // A part of a panel: its padding zeroed at once (per column, the
+    // compiler makes each few-byte fill a call).
+    if (rows < panel) std::memset(out, 0, depth * panel * sizeof(T));
     for (int64_t k = 0; k < depth; ++k) {
       const T* src = base + k * a.col_stride;
-      int64_t i = 0;
-      for (; i < rows; ++i) out[i] = src[i * a.row_stride];
-      for (; i < panel; ++i) out[i] = T(0);
+      for (int64_t i = 0; i < rows; ++i) out[i] = src[i * a.row_stride];
       out += panel;
     }
   }

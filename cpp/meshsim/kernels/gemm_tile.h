@@ -20,7 +20,7 @@ struct TileKernel {
   void (*run)(int64_t depth, const T* a_panel, const T* b_panel, T* c, int64_t ldc, bool first);
 };
 
-constexpr int kTileRows = 6;
+constexpr int kTileRows = 4;
 
 template <class T, class Arch>
 void run_tile(int64_t depth, const T* a_panel, const T* b_panel, T* c, int64_t ldc, bool first) {
