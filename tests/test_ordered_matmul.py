@@ -1,13 +1,13 @@
-"""Matrix products summed in XLA's order. A float32 product that XLA hands to
-its dot library (kernels/library_dot_order.cpp) sums each element in the
-order the library's kernel and tiling give that product's shape, so its bits
-are JAX's: checked against real JAX over random shapes, layouts, batches and
-sharded programs (a device's shard has the bits XLA gives that device's
-product, not those of the whole product). Other products (float64,
-narrow floats, layouts XLA computes itself) sum each element in blocks of
-256 terms wherever it sits, so any block of rows or columns has the bits of
-the same block of the whole product. NumPy (float64 products) is the
-reference for the values."""
+"""Matrix products whose elements do not depend on where they are computed:
+each element of a float32/float64 (and narrow-float) product is one chain of
+multiply-adds per block of 256 terms over the contracted dim in order, so any
+block of rows or columns of a product, and so any device's shard of a sharded
+product, has the bits of the same block of the whole product. Checked over
+random shapes, layouts, block positions and meshes, with NumPy (float64
+products) as the reference for the values and real JAX for the sign of zero
+sums. With the option meshsim_xla_dot_library_order, float32 products follow
+XLA's dot library instead and are compared with real JAX bit for bit, device
+by device in sharded programs."""
 import zlib
 
 import ml_dtypes
@@ -45,7 +45,7 @@ def x64_for(name, *also):
     return x64(ms, *also, enabled=name == "float64")
 
 
-@pytest.mark.parametrize("name", ["float64", "bfloat16"])
+@pytest.mark.parametrize("name", DTYPES)
 @pytest.mark.parametrize("seed", range(6))
 def test_blocks_of_rows_and_columns_have_the_whole_products_bits(name, seed):
     rng = rng_for("blocks", name, seed)
@@ -70,6 +70,66 @@ def test_blocks_of_rows_and_columns_have_the_whole_products_bits(name, seed):
             np.testing.assert_array_equal(bits(block), bits(whole[i0:i1, j0:j1]))
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_layouts_and_batches_give_the_same_bits(seed):
+    """Transposed, strided and batched operands, and products large enough to
+    be split among threads, give each element the bits of the plain product."""
+    rng = rng_for("layouts", seed)
+    batch = int(rng.integers(1, 5))
+    m, k, n = (int(v) for v in rng.integers([1, 1, 1], [200, 700, 300]))
+    a = rng.standard_normal((batch, m, k)).astype(np.float32)
+    b = rng.standard_normal((batch, k, n)).astype(np.float32)
+    got = np.asarray(mnp.einsum("bmk,bkn->bmn", mnp.asarray(a), mnp.asarray(b)))
+    for i in range(batch):
+        one = np.asarray(mnp.asarray(a[i]) @ mnp.asarray(b[i]))
+        np.testing.assert_array_equal(bits(got[i]), bits(one))
+        at = np.asarray(mnp.asarray(np.ascontiguousarray(a[i].T)).T @ mnp.asarray(b[i]))
+        np.testing.assert_array_equal(bits(at), bits(one))
+        bt = np.asarray(mnp.asarray(a[i]) @ mnp.asarray(np.ascontiguousarray(b[i].T)).T)
+        np.testing.assert_array_equal(bits(bt), bits(one))
+        # The transposed product: each element the same chain, so the same bits.
+        t = np.asarray(mnp.asarray(b[i].T) @ mnp.asarray(a[i].T))
+        np.testing.assert_array_equal(bits(t.T), bits(one))
+        jitted = np.asarray(ms.jit(lambda x, y: x @ y)(a[i], b[i]))
+        np.testing.assert_array_equal(bits(jitted), bits(one))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_sharded_products_equal_the_unsharded_one(seed):
+    """Rows, columns or both sharded over a mesh (shard_map and sharded jit):
+    every shard has the unsharded product's bits, as under JAX."""
+    rng = rng_for("sharded", seed)
+    mesh = ms.make_mesh((4, 2), ("x", "y"))
+    m, n = 4 * int(rng.integers(1, 40)), 2 * int(rng.integers(1, 40))
+    k = int(rng.integers(1, 600))
+    a, b = operands(rng, "float32", m, k, n)
+    whole = np.asarray(ms.jit(lambda x, y: x @ y)(a, b))
+
+    @ms.jit
+    @ms.shard_map(mesh=mesh, in_specs=(P("x", None), P(None, "y")), out_specs=P("x", "y"))
+    def blocks(x, y):
+        return x @ y
+
+    @ms.jit
+    @ms.shard_map(mesh=mesh, in_specs=(P(("x", "y"), None), P("x", None)), out_specs=P(("x", "y"), None))
+    def gathered(x, y_rows):
+        return x @ ms.lax.all_gather(y_rows, "x", axis=0, tiled=True)
+
+    np.testing.assert_array_equal(bits(blocks(a, b)), bits(whole))
+    if k % 4 == 0 and m % 8 == 0:
+        np.testing.assert_array_equal(bits(gathered(a, b)), bits(whole))
+    sharded_a = ms.device_put(a, ms.NamedSharding(mesh, P("x", None)))
+    np.testing.assert_array_equal(bits(ms.jit(lambda x, y: x @ y)(sharded_a, b)), bits(whole))
+
+
+@pytest.fixture
+def library_order():
+    """float32 products summed in the order of XLA's dot library (an option, off by default)."""
+    ms.config.update("meshsim_xla_dot_library_order", True)
+    yield
+    ms.config.update("meshsim_xla_dot_library_order", False)
+
+
 # Products in the layouts XLA hands its dot library: a matrix times a matrix,
 # times a transposed one, batched, and attention's scores.
 LIBRARY_FORMS = {
@@ -82,7 +142,7 @@ LIBRARY_FORMS = {
 
 @pytest.mark.parametrize("form", sorted(LIBRARY_FORMS))
 @pytest.mark.parametrize("seed", range(5))
-def test_float32_products_have_xlas_bits(real_jax, form, seed):
+def test_float32_products_have_xlas_bits(real_jax, library_order, form, seed):
     """Random shapes around the library's kernel, tile and depth-block sizes,
     including depths past its chunking threshold (8192) and column counts
     that are not multiples of its kernels' widths: every element's bits are
@@ -106,32 +166,11 @@ def test_float32_products_have_xlas_bits(real_jax, form, seed):
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_layouts_and_batches_give_the_same_bits(seed):
-    """Transposed, strided and batched operands, and products large enough to
-    be split among threads, give each element the bits of the plain product."""
-    rng = rng_for("layouts", seed)
-    batch = int(rng.integers(1, 5))
-    m, k, n = (int(v) for v in rng.integers([1, 1, 1], [200, 700, 300]))
-    a = rng.standard_normal((batch, m, k)).astype(np.float32)
-    b = rng.standard_normal((batch, k, n)).astype(np.float32)
-    got = np.asarray(mnp.einsum("bmk,bkn->bmn", mnp.asarray(a), mnp.asarray(b)))
-    for i in range(batch):
-        one = np.asarray(mnp.asarray(a[i]) @ mnp.asarray(b[i]))
-        np.testing.assert_array_equal(bits(got[i]), bits(one))
-        at = np.asarray(mnp.asarray(np.ascontiguousarray(a[i].T)).T @ mnp.asarray(b[i]))
-        np.testing.assert_array_equal(bits(at), bits(one))
-        bt = np.asarray(mnp.asarray(a[i]) @ mnp.asarray(np.ascontiguousarray(b[i].T)).T)
-        np.testing.assert_array_equal(bits(bt), bits(one))
-        jitted = np.asarray(ms.jit(lambda x, y: x @ y)(a[i], b[i]))
-        np.testing.assert_array_equal(bits(jitted), bits(one))
-
-
-@pytest.mark.parametrize("seed", range(4))
-def test_sharded_products_have_xlas_per_device_bits(real_jax, seed):
+def test_sharded_products_have_xlas_per_device_bits(real_jax, library_order, seed):
     """Rows, columns or both sharded over a mesh (shard_map and sharded jit):
     every device's shard has the bits JAX gives it. XLA sums each device's
     product in the order its own shape calls for, so the shards need not
-    have the unsharded product's bits, and under meshsim they do not either."""
+    have the unsharded product's bits."""
     rng = rng_for("sharded", seed)
     m, n = 4 * int(rng.integers(1, 40)), 2 * int(rng.integers(1, 40))
     k = int(rng.integers(1, 900))

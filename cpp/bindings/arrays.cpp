@@ -1,5 +1,6 @@
 // Bindings of the value types: ShapedArray (Aval), Array, Mesh, Sharding.
 #include "convert.h"
+#include "meshsim/kernels/library_dot_order.h"
 #include "meshsim/runtime/dispatch.h"
 
 namespace meshsim {
@@ -188,6 +189,7 @@ void init_arrays(py::module_& m) {
       });
 
   m.def("set_async_dispatch", &set_async_dispatch, py::arg("enabled"));
+  m.def("set_library_dot_order_enabled", &set_library_dot_order_enabled, py::arg("enabled"));
   m.def("async_dispatch_enabled", &async_dispatch_enabled);
   m.def("wait_all_dispatched", &wait_all_dispatched, py::call_guard<py::gil_scoped_release>());
   m.def("push_dispatch_recorder", &push_dispatch_recorder);

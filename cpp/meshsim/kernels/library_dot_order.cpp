@@ -7,6 +7,7 @@
 #include "meshsim/kernels/library_dot_order.h"
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
 
 namespace meshsim {
@@ -48,6 +49,8 @@ constexpr Kernel kKernels[] = {
     {4, 8, 1, 4, 1, false, false}, {4, 4, 1, 4, 1, false, false}, {6, 4, 1, 4, 1, false, false},
     {8, 4, 1, 4, 1, false, false},
 };
+
+std::atomic<bool> follow_library{false};
 
 constexpr int64_t kCacheBytes = 128 * 1024;
 // A depth this long or longer is split into chunks of half of it, each
@@ -110,6 +113,10 @@ DepthOrder order_for(const Kernel& kernel, int64_t panel_width, int64_t k) {
 }
 
 }  // namespace
+
+void set_library_dot_order_enabled(bool enabled) { follow_library.store(enabled, std::memory_order_relaxed); }
+
+bool library_dot_order_enabled() { return follow_library.load(std::memory_order_relaxed); }
 
 std::optional<std::vector<ColumnsOrder>> library_dot_order(const LibraryDotShape& shape) {
   const int64_t m = shape.m, k = shape.k, n = shape.n;

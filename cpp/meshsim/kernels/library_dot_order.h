@@ -35,4 +35,14 @@ struct LibraryDotShape {
 // product, one of fewer than 8 rows, columns and terms).
 std::optional<std::vector<ColumnsOrder>> library_dot_order(const LibraryDotShape& shape);
 
+// Whether float32 products follow the library's order (config option
+// meshsim_xla_dot_library_order), process-wide. Off by default: the
+// library's long depth blocks make a product computed in pieces (a sharded
+// contraction summed over devices) differ from the whole product by more
+// than programs written against accelerators expect (the seed notebook's
+// allclose(..., atol=1e-4) checks), where meshsim's 256-term blocks keep
+// them within it.
+void set_library_dot_order_enabled(bool enabled);
+bool library_dot_order_enabled();
+
 }  // namespace meshsim

@@ -306,11 +306,11 @@ void blas_batched(const Matrices& a, const Matrices& b, const T* pa, const T* pb
 }
 
 // c[B, M, N] = a[B, M, K] @ b[B, K, N] for float32 and float64, each element
-// summed over k in the order XLA's CPU dot sums it (kernels/gemm.h): the
-// order of its dot library for the column groups `library` gives, else
-// ordered_gemm's default. It depends on the product's shape, not on the
-// processor or the thread count, so a device's shard of a sharded product
-// has the bits XLA gives that device's product.
+// summed over k in ordered_gemm's default order (kernels/gemm.h), or in the
+// order of XLA's dot library for the column groups `library` gives (when
+// that option is on: a device's shard of a sharded product then has the bits
+// XLA gives that device's product). Neither depends on the processor or the
+// thread count.
 // Many small products run in parallel when together they are worth
 // splitting (as ordered_gemm splits one product of 2^18 multiply-adds); a
 // few tiny ones (a device's attention heads) run on the calling thread,
@@ -453,7 +453,8 @@ Tensors dot_general_kernel(const Tensors& in, const Params& params, const Avals&
       auto [a, ma] = strided_readable(x, d.lhs_batch, d.lhs_free, d.lhs_contract, a_packed);
       auto [b, mb] = strided_readable(y, d.rhs_batch, d.rhs_contract, d.rhs_free, b_packed);
       std::optional<std::vector<ColumnsOrder>> library;
-      if (in[0].dtype() == DType::Float32 && in[1].dtype() == DType::Float32 && out[0].dtype == DType::Float32)
+      if (library_dot_order_enabled() && in[0].dtype() == DType::Float32 && in[1].dtype() == DType::Float32 &&
+          out[0].dtype == DType::Float32)
         if (const auto shape = library_dot_shape(d, ma, mb)) library = library_dot_order(*shape);
       ordered_batched<T>(ma, mb, a->template data<T>(), b->template data<T>(), c, library);
     } else {

@@ -312,6 +312,9 @@ class Config:
             "jax_cpu_enable_async_dispatch": True,
             # STRICT allows only weak-type promotions (jnp ops on mixed dtypes raise).
             "jax_numpy_dtype_promotion": NumpyDtypePromotion.STANDARD,
+            # float32 products summed in the order of XLA's CPU dot library, bit for bit
+            # (kernels/library_dot_order.h); off: in meshsim's blocks of 256 terms.
+            "meshsim_xla_dot_library_order": False,
         }
         self._setters: dict[str, Callable[[Any], Any]] = {
             "jax_num_cpu_devices": self._set_num_devices,
@@ -319,6 +322,7 @@ class Config:
             "jax_platforms": self._set_platforms,
             "jax_cpu_enable_async_dispatch": self._set_async_dispatch,
             "jax_numpy_dtype_promotion": self._set_dtype_promotion,
+            "meshsim_xla_dot_library_order": self._set_dot_library_order,
         }
         self._devices_in_use = False
         # A count given to meshsim itself outranks XLA_FLAGS, as JAX's
@@ -326,6 +330,8 @@ class Config:
         self._num_devices_chosen = "MESHSIM_NUM_DEVICES" in os.environ
         if _env_flag("JAX_ENABLE_X64"):
             self.update("jax_enable_x64", True)
+        if _env_flag("MESHSIM_XLA_DOT_LIBRARY_ORDER"):
+            self.update("meshsim_xla_dot_library_order", True)
         if os.environ.get("JAX_CPU_ENABLE_ASYNC_DISPATCH", "").strip():
             self.update("jax_cpu_enable_async_dispatch",
                         _env_flag("JAX_CPU_ENABLE_ASYNC_DISPATCH"))
@@ -401,6 +407,12 @@ class Config:
         value = bool(value)
         _core.wait_all_dispatched()  # what ran asynchronously finishes first
         _core.set_async_dispatch(value)
+        return value
+
+    @staticmethod
+    def _set_dot_library_order(value) -> bool:
+        value = bool(value)
+        _core.set_library_dot_order_enabled(value)
         return value
 
     @staticmethod
