@@ -41,7 +41,7 @@ _GAPS = {
         "shift_right_arithmetic", "shift_right_logical", "reduce_and", "reduce_or", "reduce_xor",
         "searchsorted", "iota", "random_bits", "threefry2x32", "axis_index", "nextafter")}
             | {n: _NO_JAX_RULE for n in ("pmax", "pmin", "pbroadcast", "schur", "hessenberg",
-                                         "householder_product", "zeta")}),
+                                         "householder_product", "zeta", "igamma_grad_a")}),
     "batch": {n: _PER_EXAMPLE for n in (
         "all_gather", "all_gather_invariant", "all_to_all", "axis_index", "ragged_all_to_all",
         "reduce_scatter", "unreduced_reduce_scatter", "iota",

@@ -533,6 +533,6 @@ void register_integer_elementwise_primitives();
 void register_binary_elementwise_primitives();
 void register_select_convert_primitives();
 void register_complex_elementwise_primitives();
-void register_special_elementwise_primitives();  // lgamma, digamma, polygamma, zeta
+void register_special_elementwise_primitives();  // lgamma, digamma, polygamma, zeta, igamma, ...
 
 }  // namespace meshsim::elementwise

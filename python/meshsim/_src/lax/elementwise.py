@@ -18,9 +18,10 @@ __all__ = [
     "neg", "abs", "sign", "square", "reciprocal", "floor", "ceil", "round", "integer_pow", "exp", "exp2",
     "log", "log1p", "expm1", "sqrt", "rsqrt", "cbrt", "tanh", "logistic", "sin", "cos", "tan", "asin",
     "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "erf", "erfc", "erf_inv", "is_finite",
-    "lgamma", "digamma",
+    "lgamma", "digamma", "bessel_i0e", "bessel_i1e",
     # binary arithmetic and math
     "add", "sub", "mul", "div", "rem", "pow", "max", "min", "atan2", "nextafter", "polygamma", "zeta",
+    "igamma", "igammac", "igamma_grad_a",
     # bits
     "bitwise_not", "bitwise_and", "bitwise_or", "bitwise_xor", "shift_left", "shift_right_logical",
     "shift_right_arithmetic", "population_count", "clz",
@@ -75,7 +76,7 @@ def _broadcast_in_dim(x, shape):
 _SCALAR_OPERANDS = frozenset({
     "add", "sub", "mul", "div", "rem", "pow", "max", "min", "atan2", "nextafter", "and", "or", "xor",
     "shift_left", "shift_right_logical", "shift_right_arithmetic", "eq", "ne", "lt", "le", "gt", "ge",
-    "polygamma", "zeta",
+    "polygamma", "zeta", "igamma", "igammac", "igamma_grad_a",
 })
 
 
@@ -162,6 +163,8 @@ erf_inv = _unary_op("erf_inv")
 is_finite = _unary_op("is_finite")
 lgamma = _unary_op("lgamma")
 digamma = _unary_op("digamma")
+bessel_i0e = _unary_op("bessel_i0e")
+bessel_i1e = _unary_op("bessel_i1e")
 bitwise_not = _unary_op("not", "bitwise_not")
 population_count = _unary_op("population_count")
 clz = _unary_op("clz")
@@ -178,6 +181,9 @@ atan2 = _binary_op("atan2")
 nextafter = _binary_op("nextafter")
 polygamma = _binary_op("polygamma")
 zeta = _binary_op("zeta")
+igamma = _binary_op("igamma")
+igammac = _binary_op("igammac")
+igamma_grad_a = _binary_op("igamma_grad_a")
 bitwise_and = _binary_op("and", "bitwise_and")
 bitwise_or = _binary_op("or", "bitwise_or")
 bitwise_xor = _binary_op("xor", "bitwise_xor")

@@ -1,6 +1,7 @@
-"""The special functions `jax.lax` exposes that meshsim composes (igamma, igammac, betainc,
-bessel_i0e, bessel_i1e), as `jax.scipy.special` composes them (`_src/scipy/special_series.py`);
-lgamma, digamma, polygamma and zeta are primitives (`elementwise.py`)."""
+"""The special functions `jax.lax` exposes that meshsim composes (betainc, random_gamma_grad),
+as `jax.scipy.special` composes them (`_src/scipy/special_series.py`); lgamma, digamma,
+polygamma, zeta, igamma, igammac, igamma_grad_a, bessel_i0e and bessel_i1e are primitives
+(`elementwise.py`)."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,8 +9,7 @@ import numpy as np
 from meshsim._src import core
 from meshsim._src.dtype_kinds import issubdtype
 
-__all__ = ["igamma", "igammac", "betainc", "bessel_i0e", "bessel_i1e", "igamma_grad_a",
-           "random_gamma_grad"]
+__all__ = ["betainc", "random_gamma_grad"]
 
 
 def check_floating(name: str, *args):
@@ -29,25 +29,6 @@ def check_floating(name: str, *args):
 def _series():
     from meshsim._src.scipy import special_series
     return special_series
-
-
-def igamma(a, x):
-    """The regularized lower incomplete gamma function P(a, x)."""
-    check_floating("igamma", a, x)
-    return _series().gammainc(a, x)
-
-
-def igamma_grad_a(a, x):
-    """d/da of the regularized lower incomplete gamma function P(a, x): the derivative of
-    its series / continued fraction in a (0 at x = 0, NaN outside the domain)."""
-    check_floating("igamma_grad_a", a, x)
-    from meshsim._src.numpy import namespace as jnp
-    from meshsim._src.ad import vjp
-    a, x = jnp.broadcast_arrays(*_series()._float(a, x))
-    value, pullback = vjp(lambda a_: _series()._incomplete_gamma_fixed_terms(a_, x, upper=False), a)
-    (grad,) = pullback(jnp.ones_like(value))
-    grad = jnp.where(x == 0, jnp.zeros_like(grad), grad)
-    return jnp.where((x < 0) | (a <= 0) | jnp.isnan(x) | jnp.isnan(a), jnp.nan, grad)
 
 
 def random_gamma_grad(a, x):
@@ -78,25 +59,8 @@ def random_gamma_grad(a, x):
     return jnp.where((x < 0) | (a <= 0) | jnp.isnan(x) | jnp.isnan(a), jnp.nan, grad)
 
 
-def igammac(a, x):
-    """The regularized upper incomplete gamma function Q(a, x)."""
-    check_floating("igammac", a, x)
-    return _series().gammaincc(a, x)
-
-
 def betainc(a, b, x):
     """The regularized incomplete beta function I_x(a, b)."""
     check_floating("regularized_incomplete_beta", a, b, x)
     return _series().betainc(a, b, x)
 
-
-def bessel_i0e(x):
-    """exp(-|x|) I0(x)."""
-    check_floating("bessel_i0e", x)
-    return _series().i0e(x)
-
-
-def bessel_i1e(x):
-    """exp(-|x|) I1(x)."""
-    check_floating("bessel_i1e", x)
-    return _series().i1e(x)

@@ -1,12 +1,10 @@
 """The special functions of `jax.scipy.special` (and their `jax.lax` forms) that are defined by
 series, continued fractions and rational approximations, composed from meshsim's operations:
 
-- regularized incomplete gamma P(a, x) / Q(a, x) (JAX's series below max(1, a), its continued
-  fraction above, each to convergence, the fraction for at most 2000 steps) and incomplete beta I_x(a, b) (continued fraction on the side where it converges fast);
+- incomplete beta I_x(a, b) (continued fraction on the side where it converges fast), and the
+  fixed-length incomplete gamma series and fraction random_gamma_grad differentiates;
 - Hurwitz zeta by Euler-Maclaurin summation (ten terms, then eight Bernoulli corrections);
 - exponential integrals E_n, E_1 and Ei (series for small arguments, continued fraction above);
-- scaled modified Bessel functions I0e, I1e by the polynomial approximations of Abramowitz and
-  Stegun 9.8.1-9.8.4 (relative error below 1e-6);
 - erfcx (exp(x^2) erfc(x), a continued fraction where erfc underflows), poch, bernoulli.
 
 Loops run as `fori_loop`s of fixed length, so every function traces to a small program and
@@ -46,103 +44,19 @@ def _lentz_step(f, c, d, an, bn):
 
 
 # --- incomplete gamma -----------------------------------------------------------
-# As JAX's lax.igamma/igammac evaluate them: the power series below max(1, a), the continued
-# fraction above (rescaled by eps when its terms grow past 1/eps); each element stops once its
-# last term changes the result by less than eps, the fraction after at most 2000 steps.
+# P(a, x) and Q(a, x) are lax's igamma and igammac primitives. random_gamma_grad (lax/special.py)
+# differentiates these fixed-length forms (200 series terms, 200 fraction steps) in a.
 
-_FRACTION_STEPS = 2000
-
-
-def _until_converged(enabled, body, state, limit=None):
-    """Run body over whole arrays while any element is enabled (and, with a limit, for at most
-    limit steps), updating only enabled elements: body(state) -> (still_enabled, new_state)."""
-    def cond(carry):
-        i, enabled, _ = carry
-        going = jnp.any(enabled)
-        return going if limit is None else going & (i < limit)
-
-    def step(carry):
-        i, enabled, state = carry
-        still, new = body(state)
-        new = tuple(jnp.where(enabled, n, o) for n, o in zip(new, state))
-        return i + 1, enabled & still, new
-    return lax.while_loop(cond, step, (jnp.int32(0), enabled, state))[2]
+def gammainc(a, x):
+    """The regularized lower incomplete gamma function P(a, x)."""
+    a, x = promote_args_inexact(a, x, keep_scalars=True)
+    return lax.igamma(a, x)
 
 
-def _igamma_series(ax, x, a, enabled):
-    """P(a, x) = ax / a * sum_n x^n / ((a + 1) ... (a + n))."""
-    eps = float(jnp.finfo(x.dtype).eps)
-
-    def body(state):
-        r, c, total = state
-        r = r + 1.0
-        c = c * (x / r)
-        total = total + c
-        return c / total > eps, (r, c, total)
-    one = jnp.ones_like(a)
-    _, _, total = _until_converged(enabled, body, (a, one, one))
-    return total * ax / a
-
-
-def _igammac_fraction(ax, x, a, enabled):
-    """Q(a, x) = ax * the continued fraction, by its convergents p_k / q_k."""
-    eps = float(jnp.finfo(x.dtype).eps)
-    y = 1.0 - a
-    z = x + y + 1.0
-    pkm1, qkm1 = x + 1.0, z * x
-    state = (pkm1 / qkm1, y, z, jnp.zeros_like(x), pkm1, qkm1, jnp.ones_like(x), x)
-
-    def body(state):
-        ans, y, z, c, pkm1, qkm1, pkm2, qkm2 = state
-        c, y, z = c + 1.0, y + 1.0, z + 2.0
-        yc = y * c
-        pk = pkm1 * z - pkm2 * yc
-        qk = qkm1 * z - qkm2 * yc
-        nonzero = qk != 0
-        r = pk / qk
-        change = jnp.where(nonzero, jnp.abs((ans - r) / r), 1.0)
-        ans = jnp.where(nonzero, r, ans)
-        pkm2, pkm1, qkm2, qkm1 = pkm1, pk, qkm1, qk
-        rescale = jnp.abs(pk) > 1.0 / eps
-        pkm2, pkm1, qkm2, qkm1 = (jnp.where(rescale, v * eps, v) for v in (pkm2, pkm1, qkm2, qkm1))
-        return change > eps, (ans, y, z, c, pkm1, qkm1, pkm2, qkm2)
-    return _until_converged(enabled, body, state, _FRACTION_STEPS)[0] * ax
-
-
-def _incomplete_gamma(a, x, upper: bool):
-    a, x = _float(a, x)
-    a, x = jnp.broadcast_arrays(a, x)
-    is_nan = jnp.isnan(a) | jnp.isnan(x)
-    a_zero, x_zero, x_inf = a == 0, x == 0, x == np.inf
-    domain_error = (x < 0) | (a < 0) | (a_zero & x_zero) | is_nan
-    log_ax = a * jnp.log(x) - x - gammaln(a)
-    underflow = log_ax < -math.log(float(jnp.finfo(x.dtype).max))
-    ax = jnp.exp(log_ax)
-    if upper:
-        use_series = (x < 1) | (x < a)
-        enabled = ~(domain_error | underflow | x_inf | a_zero)
-        out = jnp.where(use_series, 1.0 - _igamma_series(ax, x, a, enabled & use_series),
-                        _igammac_fraction(ax, x, a, enabled & ~use_series))
-        out = jnp.where(x_inf | a_zero, 0.0, out)
-    else:
-        use_fraction = (x >= 1) & (x > a)
-        enabled = ~(x_zero | domain_error | underflow | x_inf)
-        out = jnp.where(use_fraction, 1.0 - _igammac_fraction(ax, x, a, enabled & use_fraction),
-                        _igamma_series(ax, x, a, enabled & ~use_fraction))
-        out = jnp.where(x_zero, 0.0, jnp.where(x_inf, 1.0, out))
-    return jnp.where(domain_error, np.nan, out)
-
-
-# The fixed-length forms (200 series terms, 200 fraction steps) the derivatives in a
-# differentiate: reverse mode cannot go through the converging loops above.
-
-def _gamma_prefactor(a, x):
-    return jnp.exp(a * jnp.log(x) - x - gammaln(a))
-
-
-def _gamma_series(a, x):
-    """P(a, x) by its power series (converges fast for x < a + 1)."""
-    return _gamma_series_sum(a, x) * _gamma_prefactor(a, x)
+def gammaincc(a, x):
+    """The regularized upper incomplete gamma function Q(a, x) = 1 - P(a, x)."""
+    a, x = promote_args_inexact(a, x, keep_scalars=True)
+    return lax.igammac(a, x)
 
 
 def _gamma_series_sum(a, x):
@@ -155,11 +69,6 @@ def _gamma_series_sum(a, x):
     start = 1.0 / a
     total, _, _ = _fori(200, body, (start, start, a))
     return total
-
-
-def _gamma_fraction(a, x):
-    """Q(a, x) by its continued fraction (converges fast for x >= a + 1)."""
-    return _gamma_fraction_value(a, x) * _gamma_prefactor(a, x)
 
 
 def _gamma_fraction_value(a, x):
@@ -175,59 +84,6 @@ def _gamma_fraction_value(a, x):
         return (*_lentz_step(f, c, d, -n * (n - a), b), b)
     f, _, _, _ = _fori(200, body, (d, c, d, b))
     return f
-
-
-def _incomplete_gamma_fixed_terms(a, x, upper: bool):
-    a, x = _float(a, x)
-    a, x = jnp.broadcast_arrays(a, x)
-    use_series = x < a + 1.0
-    safe_x = jnp.where(x > 0, x, 1.0)
-    series = _gamma_series(a, jnp.where(use_series, safe_x, 0.5 * a))
-    fraction = _gamma_fraction(a, jnp.where(use_series, a + 2.0, safe_x))
-    lower = jnp.where(use_series, series, 1.0 - fraction)
-    upper_v = jnp.where(use_series, 1.0 - series, fraction)
-    out = upper_v if upper else lower
-    out = jnp.where(x == 0, 1.0 if upper else 0.0, out)
-    out = jnp.where(jnp.isinf(x) & (x > 0), 0.0 if upper else 1.0, out)
-    return jnp.where((x < 0) | (a <= 0) | jnp.isnan(x) | jnp.isnan(a), jnp.nan, out)
-
-
-@custom_jvp
-def _gammainc(a, x):
-    return _incomplete_gamma(a, x, upper=False)
-
-
-def _gammainc_tangent(a, x, da, dx):
-    """dP = dP/da da + (the Gamma(a) density at x) dx."""
-    from meshsim._src.lax.special import igamma_grad_a
-    density = jnp.exp(-x + (a - 1) * jnp.log(x) - gammaln(a))
-    return igamma_grad_a(a, x) * da + density * dx
-
-
-@_gammainc.defjvp
-def _gammainc_jvp(primals, tangents):
-    return _gammainc(*primals), _gammainc_tangent(*primals, *tangents)
-
-
-def gammainc(a, x):
-    """The regularized lower incomplete gamma function P(a, x)."""
-    return _gammainc(*jnp.broadcast_arrays(*_float(a, x)))
-
-
-def gammaincc(a, x):
-    """The regularized upper incomplete gamma function Q(a, x) = 1 - P(a, x)."""
-    a, x = jnp.broadcast_arrays(*_float(a, x))
-    return _gammaincc(a, x)
-
-
-@custom_jvp
-def _gammaincc(a, x):
-    return _incomplete_gamma(a, x, upper=True)
-
-
-@_gammaincc.defjvp
-def _gammaincc_jvp(primals, tangents):
-    return _gammaincc(*primals), -_gammainc_tangent(*primals, *tangents)
 
 
 # --- incomplete beta ----------------------------------------------------------------
@@ -302,7 +158,7 @@ def polygamma(n, x):
     n = jnp.asarray(n)
     if not jnp.issubdtype(n.dtype, jnp.integer):
         raise ValueError(f"Argument `n` to polygamma must be of integer type. Got dtype {n.dtype}.")
-    n, x = promote_args_inexact(n, x)
+    n, x = promote_args_inexact(n, x, keep_scalars=True)
     if jnp.issubdtype(x.dtype, jnp.complexfloating):
         raise ValueError("polygamma does not support complex-valued inputs.")
     return lax.polygamma(n, x)
@@ -369,52 +225,30 @@ def expi(x):
 
 
 # --- modified Bessel functions -------------------------------------------------------
-
-_I0_SMALL = [1.0, 3.5156229, 3.0899424, 1.2067492, 0.2659732, 0.0360768, 0.0045813]
-_I0_LARGE = [0.39894228, 0.01328592, 0.00225319, -0.00157565, 0.00916281, -0.02057706,
-             0.02635537, -0.01647633, 0.00392377]
-_I1_SMALL = [0.5, 0.87890594, 0.51498869, 0.15084934, 0.02658733, 0.00301532, 0.00032411]
-_I1_LARGE = [0.39894228, -0.03988024, -0.00362018, 0.00163801, -0.01031555, 0.02282967,
-             -0.02895312, 0.01787654, -0.00420059]
-
-
-def _poly(t, coefs):
-    out = jnp.zeros_like(t) + coefs[-1]
-    for c in reversed(coefs[:-1]):
-        out = out * t + c
-    return out
-
+# lax's bessel_i0e and bessel_i1e primitives, unscaled by exp(|x|) for i0 and i1.
 
 def i0e(x):
     """exp(-|x|) I0(x), the exponentially scaled modified Bessel function of order 0."""
-    x = _float(x)[0]
-    ax = jnp.abs(x)
-    small = _poly((ax / 3.75) ** 2, _I0_SMALL) * jnp.exp(-ax)
-    big_ax = jnp.where(ax > 3.75, ax, 3.75)
-    large = _poly(3.75 / big_ax, _I0_LARGE) / jnp.sqrt(big_ax)
-    return jnp.where(ax <= 3.75, small, large)
+    x, = promote_args_inexact(x)
+    return lax.bessel_i0e(x)
 
 
 def i1e(x):
     """exp(-|x|) I1(x), the exponentially scaled modified Bessel function of order 1."""
-    x = _float(x)[0]
-    ax = jnp.abs(x)
-    small = ax * _poly((ax / 3.75) ** 2, _I1_SMALL) * jnp.exp(-ax)
-    big_ax = jnp.where(ax > 3.75, ax, 3.75)
-    large = _poly(3.75 / big_ax, _I1_LARGE) / jnp.sqrt(big_ax)
-    return jnp.sign(x) * jnp.where(ax <= 3.75, small, large)
+    x, = promote_args_inexact(x)
+    return lax.bessel_i1e(x)
 
 
 def i0(x):
     """The modified Bessel function of order 0."""
-    x = _float(x)[0]
-    return i0e(x) * jnp.exp(jnp.abs(x))
+    x, = promote_args_inexact(x)
+    return lax.mul(lax.exp(lax.abs(x)), lax.bessel_i0e(x))
 
 
 def i1(x):
     """The modified Bessel function of order 1."""
-    x = _float(x)[0]
-    return i1e(x) * jnp.exp(jnp.abs(x))
+    x, = promote_args_inexact(x)
+    return lax.mul(lax.exp(lax.abs(x)), lax.bessel_i1e(x))
 
 
 # --- erfcx, poch, bernoulli ---------------------------------------------------------
