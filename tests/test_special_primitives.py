@@ -169,6 +169,8 @@ PROGRAMS = {
     "sp_i1e_int": lambda jax, lax, jnp, sp: (sp.i1e, (1,)),
     "sp_i0": lambda jax, lax, jnp, sp: (sp.i0, (1.5,)),
     "sp_i1": lambda jax, lax, jnp, sp: (sp.i1, (jnp.ones(3),)),
+    "sp_zeta": lambda jax, lax, jnp, sp: (sp.zeta, (2.0, 1.5)),
+    "sp_zeta_int_x": lambda jax, lax, jnp, sp: (sp.zeta, (2, jnp.ones(3))),
 }
 
 
@@ -204,6 +206,17 @@ def test_gradients_are_jaxs(real_jax, name):
         # The order m of the derivative's polygamma is a constant: XLA folds n! = exp(lgamma(m + 1))
         # at compile time with the C library's log and exp, a few ulp from its run-time expansion.
         np.testing.assert_allclose(*grads, rtol=1e-5)
+
+
+def test_scipy_zeta_is_the_primitive_with_series_derivatives(real_jax):
+    x, q = np.float32(RNG.uniform(1.5, 9, 12)), np.float32(RNG.uniform(0.2, 9, 12))
+    values, grads = [], []
+    for jax, lax, jnp, sp in libs(real_jax):
+        values.append(np.asarray(jax.jit(sp.zeta)(x, q)))
+        grads.append([np.asarray(jax.jit(jax.vmap(jax.grad(sp.zeta, i)))(x, q)) for i in (0, 1)])
+    np.testing.assert_array_equal(*values)
+    for ours, theirs in zip(*grads):  # both differentiate a series: JAX's and meshsim's sum otherwise
+        np.testing.assert_allclose(ours, theirs, rtol=2e-5)
 
 
 def test_gradients_are_the_derivatives(x64):
@@ -253,6 +266,7 @@ ERRORS = {
     "igamma_int": lambda jax, lax, jnp, sp: lax.igamma(1, 2.0),
     "igammac_mixed": lambda jax, lax, jnp, sp: lax.igammac(jnp.float16(1), 2.0),
     "bessel_i0e_int": lambda jax, lax, jnp, sp: lax.bessel_i0e(jnp.arange(2)),
+    "sp_zeta_riemann": lambda jax, lax, jnp, sp: sp.zeta(2.0),
     "bessel_i1e_complex": lambda jax, lax, jnp, sp: lax.bessel_i1e(jnp.ones(2, jnp.complex64)),
     "sp_polygamma_float_n": lambda jax, lax, jnp, sp: sp.polygamma(1.0, 2.0),
     "sp_polygamma_complex": lambda jax, lax, jnp, sp: sp.polygamma(1, jnp.ones(2, jnp.complex64)),

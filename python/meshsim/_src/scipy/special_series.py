@@ -3,7 +3,8 @@ series, continued fractions and rational approximations, composed from meshsim's
 
 - incomplete beta I_x(a, b) (continued fraction on the side where it converges fast), and the
   fixed-length incomplete gamma series and fraction random_gamma_grad differentiates;
-- Hurwitz zeta by Euler-Maclaurin summation (ten terms, then eight Bernoulli corrections);
+- Hurwitz zeta's derivatives, through Euler-Maclaurin summation (ten terms, then eight Bernoulli
+  corrections);
 - exponential integrals E_n, E_1 and Ei (series for small arguments, continued fraction above);
 - erfcx (exp(x^2) erfc(x), a continued fraction where erfc underflows), poch, bernoulli.
 
@@ -17,7 +18,7 @@ import numpy as np
 
 from meshsim._src.numpy import namespace as jnp
 from meshsim._src.lax import namespace as lax
-from meshsim._src.ad import custom_jvp
+from meshsim._src.ad import custom_jvp, jvp as ad_jvp
 from meshsim._src.numpy.promotion import promote_args_inexact
 from meshsim._src.scipy.special import _float, digamma, gammaln, gammasgn
 
@@ -131,9 +132,35 @@ _BERNOULLI_OVER_FACTORIAL = [1 / 12, -1 / 720, 1 / 30240, -1 / 1209600, 1 / 4790
 
 
 def zeta(x, q=None):
-    """The Hurwitz zeta function sum_k (k + q)^-x (Riemann's for q=None); NaN for x < 1."""
+    """The Hurwitz zeta function sum_k (k + q)^-x: lax's zeta primitive, differentiated through
+    a series (the primitive has no derivative). Riemann's (q=None) is not implemented, as in JAX."""
     if q is None:
-        q = 1.0
+        raise NotImplementedError("Riemann zeta function not implemented; pass q != None to compute the "
+                                  "Hurwitz Zeta function.")
+    return _hurwitz_zeta(x, q)
+
+
+def _hurwitz_zeta_primitive(x, q):
+    x, q = promote_args_inexact(x, q, keep_scalars=True)
+    return lax.zeta(x, q)
+
+
+_hurwitz_zeta_primitive.__name__ = "zeta"  # the name its custom_jvp_call equation prints, as JAX's
+_hurwitz_zeta = custom_jvp(_hurwitz_zeta_primitive)
+
+
+@_hurwitz_zeta.defjvp
+def jvp(primals, tangents):  # printed by name in the equation, as JAX's rule is
+    primals = promote_args_inexact(*primals, keep_scalars=True)
+    # An integer operand's tangent is a float0 zero (or, traced ahead, of its own dtype).
+    tangents = [jnp.zeros_like(p) if np.dtype(t.dtype).kind in "Vbiu" else lax.convert_element_type(t, p.dtype)
+                for p, t in zip(primals, tangents)]
+    return ad_jvp(_zeta_series, tuple(primals), tuple(tangents))
+
+
+def _zeta_series(x, q):
+    """The Hurwitz zeta function sum_k (k + q)^-x as a differentiable composition (ten terms, then
+    eight Euler-Maclaurin corrections): what zeta's derivatives differentiate."""
     x, q = _float(x, q)
     x, q = jnp.broadcast_arrays(x, q)
     n = 10
