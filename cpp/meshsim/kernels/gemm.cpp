@@ -25,8 +25,10 @@ namespace {
 using gemm_tile::TileKernel;
 
 constexpr int64_t kBlockDepth = 256, kBlockRows = 96, kBlockCols = 3072;
-// Below this many multiply-adds a product runs on the calling thread alone.
-constexpr int64_t kParallelMacs = int64_t{1} << 18;
+// Below this many multiply-adds a product runs on the calling thread alone:
+// splitting products of 2^18-2^19 (the 128-token layers of the zoo's GPT on
+// one device) over TBB's workers made that step slower, not faster.
+constexpr int64_t kParallelMacs = int64_t{1} << 21;
 
 template <class T>
 TileKernel<T> baseline_tile() {

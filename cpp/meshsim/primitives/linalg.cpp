@@ -312,7 +312,7 @@ void blas_batched(const Matrices& a, const Matrices& b, const T* pa, const T* pb
 // XLA gives that device's product). Neither depends on the processor or the
 // thread count.
 // Many small products run in parallel when together they are worth
-// splitting (as ordered_gemm splits one product of 2^18 multiply-adds); a
+// splitting (2^18 multiply-adds in all); a
 // few tiny ones (a device's attention heads) run on the calling thread,
 // where starting tasks would cost more than the products; a large one
 // splits itself.
