@@ -287,7 +287,8 @@ def _contract(lhs, rhs, keep: set[str], precision, dtype, out_labels=None):
     needed (`keep`), contracted otherwise (in label order, as JAX). `out_labels`:
     (output labels, out_sharding) of the einsum, for its last contraction,
     which is laid out as JAX lays it out: batch labels in the output's order,
-    and the operands swapped when that spares no transpose of the result."""
+    the operands in their given order when the result then needs no
+    transpose, else swapped."""
     (x, xt), (y, yt) = lhs, rhs
     shared = [c for c in xt if c in yt]
     batch = [c for c in shared if c in keep]
