@@ -248,13 +248,22 @@ template <class F> F igamma_grad_a(F a, F x) {
   return out;
 }
 
-template <class F> F igamma(F a, F x) {
+// The edge cases P(a, x) and Q(a, x) share, and the log of their scale.
+template <class F> struct IncompleteGammaArgs {
+  bool x_is_inf, a_is_zero, x_is_zero, domain_error;
+  F log_ax;
+};
+
+template <class F> IncompleteGammaArgs<F> incomplete_gamma_args(F a, F x) {
   const bool is_nan = std::isnan(a) || std::isnan(x);
-  const bool x_is_inf = x == std::numeric_limits<F>::infinity();
   const bool a_is_zero = a == F(0), x_is_zero = x == F(0);
-  const bool domain_error = x < F(0) || a < F(0) || (a_is_zero && x_is_zero) || is_nan;
+  return {x == std::numeric_limits<F>::infinity(), a_is_zero, x_is_zero,
+          x < F(0) || a < F(0) || (a_is_zero && x_is_zero) || is_nan, log_gamma_density_scale(a, x)};
+}
+
+template <class F> F igamma(F a, F x) {
+  const auto [x_is_inf, a_is_zero, x_is_zero, domain_error, log_ax] = incomplete_gamma_args(a, x);
   const bool use_fraction = x >= F(1) && x > a;
-  const F log_ax = log_gamma_density_scale(a, x);
   const bool enabled = !(x_is_zero || domain_error || underflows(log_ax) || x_is_inf);
   const F ax = xla_exp(log_ax);
   F out = use_fraction ? std::fma(-igammac_fraction(ax, x, a, enabled, IgammaMode::kValue), ax, F(1))
@@ -266,12 +275,8 @@ template <class F> F igamma(F a, F x) {
 }
 
 template <class F> F igammac(F a, F x) {
-  const bool is_nan = std::isnan(a) || std::isnan(x);
-  const bool x_is_inf = x == std::numeric_limits<F>::infinity();
-  const bool a_is_zero = a == F(0), x_is_zero = x == F(0);
-  const bool domain_error = x < F(0) || a < F(0) || (a_is_zero && x_is_zero) || is_nan;
+  const auto [x_is_inf, a_is_zero, x_is_zero, domain_error, log_ax] = incomplete_gamma_args(a, x);
   const bool use_series = x < F(1) || x < a;
-  const F log_ax = log_gamma_density_scale(a, x);
   const bool enabled = !(domain_error || underflows(log_ax) || x_is_inf || a_is_zero);
   const F ax = xla_exp(log_ax);
   F out = use_series ? F(1) - igamma_series(ax, x, a, enabled, IgammaMode::kValue)
